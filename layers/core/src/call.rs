@@ -1,0 +1,285 @@
+//! The tool-call request every layer speaks.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::decl::ToolIdentity;
+
+/// How a call names its tool: by the wire name the model used (R3), by identity, or both
+/// (then both must name the same record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolRef {
+    /// The qualified (wire) name the model called.
+    Name(String),
+    /// The tool's identity.
+    Identity(ToolIdentity),
+    /// Both; a call whose two names disagree is refused as an unknown tool.
+    Both {
+        /// The wire name.
+        name: String,
+        /// The identity.
+        identity: ToolIdentity,
+    },
+}
+
+impl ToolRef {
+    /// The name to show in reasons.
+    pub fn display_name(&self) -> String {
+        match self {
+            ToolRef::Name(n) | ToolRef::Both { name: n, .. } => n.clone(),
+            ToolRef::Identity(id) => id
+                .qualified_name()
+                .unwrap_or_else(|_| id.name().to_owned()),
+        }
+    }
+}
+
+/// Which agent makes the call: its profile and, for a subagent, its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRef {
+    /// The agent profile the call runs under.
+    pub profile: String,
+    /// A subagent's id; tenant rules' `agent` patterns match it instead of the profile (R19).
+    pub subagent: Option<String>,
+}
+
+impl AgentRef {
+    /// An agent calling under its own profile.
+    pub fn profile(profile: impl Into<String>) -> Self {
+        Self {
+            profile: profile.into(),
+            subagent: None,
+        }
+    }
+
+    /// A subagent with its own id running under `profile`.
+    pub fn subagent(profile: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            profile: profile.into(),
+            subagent: Some(id.into()),
+        }
+    }
+
+    /// The name that tenant rules' `agent` patterns match (R19).
+    pub fn rule_name(&self) -> &str {
+        self.subagent.as_deref().unwrap_or(&self.profile)
+    }
+}
+
+/// A run's approval mode (R25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum RunMode {
+    /// Route asks to the approval channel.
+    #[default]
+    UseAgentPolicy,
+    /// Approve agent-level asks without asking; operator asks are still routed.
+    AutoApproveRequired,
+    /// Refuse every asked call with `rejected`.
+    AutoRejectRequired,
+}
+
+impl RunMode {
+    /// The spelling used in calls.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::UseAgentPolicy => "use_agent_policy",
+            RunMode::AutoApproveRequired => "auto_approve_required",
+            RunMode::AutoRejectRequired => "auto_reject_required",
+        }
+    }
+
+    /// Parses the exact spelling; anything else is `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "use_agent_policy" => RunMode::UseAgentPolicy,
+            "auto_approve_required" => RunMode::AutoApproveRequired,
+            "auto_reject_required" => RunMode::AutoRejectRequired,
+            _ => return None,
+        })
+    }
+}
+
+/// Per-run settings (SPEC §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunContext {
+    /// The run approval mode.
+    pub mode: RunMode,
+    /// Whether the run is a background task (it cannot wait for an interactive answer).
+    pub background: bool,
+}
+
+/// A call id, unique per call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallId(String);
+
+impl CallId {
+    /// A call id from the agent framework's own id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// A fresh process-unique id (`call-N`).
+    pub fn generate() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A type map carried by a call, for layers to pass data inward (like `http::Extensions`).
+#[derive(Default)]
+pub struct Extensions {
+    map: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+impl Extensions {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Inserts a value, returning the previous one of that type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
+        self.map
+            .insert(TypeId::of::<T>(), Box::new(value))
+            .and_then(|old| old.downcast::<T>().ok().map(|b| *b))
+    }
+
+    /// The value of type `T`, if any.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.map
+            .get(&TypeId::of::<T>())
+            .and_then(|b| b.downcast_ref::<T>())
+    }
+
+    /// Removes and returns the value of type `T`.
+    pub fn remove<T: Send + Sync + 'static>(&mut self) -> Option<T> {
+        self.map
+            .remove(&TypeId::of::<T>())
+            .and_then(|b| b.downcast::<T>().ok().map(|b| *b))
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+/// One tool call from an agent's model.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_core::{AgentRef, ToolCall};
+/// let call = ToolCall::new(AgentRef::profile("support"), "github__create_issue", json!({"title": "x"}));
+/// assert_eq!(call.tool.display_name(), "github__create_issue");
+/// ```
+#[derive(Debug)]
+pub struct ToolCall {
+    /// The call's id.
+    pub id: CallId,
+    /// The tool, as the model named it or by identity.
+    pub tool: ToolRef,
+    /// The calling agent.
+    pub agent: AgentRef,
+    /// The JSON input (an object).
+    pub input: serde_json::Value,
+    /// The run's settings.
+    pub run: RunContext,
+    /// Data layers pass inward (the pinned configuration snapshot, for one).
+    pub extensions: Extensions,
+}
+
+impl ToolCall {
+    /// A call by wire name with a fresh id and default run settings.
+    pub fn new(agent: AgentRef, name: impl Into<String>, input: serde_json::Value) -> Self {
+        Self {
+            id: CallId::generate(),
+            tool: ToolRef::Name(name.into()),
+            agent,
+            input,
+            run: RunContext::default(),
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// A call by identity with a fresh id and default run settings.
+    pub fn by_identity(agent: AgentRef, identity: ToolIdentity, input: serde_json::Value) -> Self {
+        Self {
+            id: CallId::generate(),
+            tool: ToolRef::Identity(identity),
+            agent,
+            input,
+            run: RunContext::default(),
+            extensions: Extensions::new(),
+        }
+    }
+
+    /// Sets the call id.
+    #[must_use]
+    pub fn with_id(mut self, id: CallId) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// Sets the run context.
+    #[must_use]
+    pub fn with_run(mut self, run: RunContext) -> Self {
+        self.run = run;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_round_trip() {
+        let mut e = Extensions::new();
+        assert!(e.insert(5u32).is_none());
+        assert_eq!(e.insert(6u32), Some(5));
+        assert_eq!(e.get::<u32>(), Some(&6));
+        assert_eq!(e.get::<u64>(), None);
+        assert_eq!(e.remove::<u32>(), Some(6));
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn r19_rule_name_is_the_subagent_id_when_present() {
+        assert_eq!(AgentRef::profile("a").rule_name(), "a");
+        assert_eq!(AgentRef::subagent("a", "sub-1").rule_name(), "sub-1");
+    }
+
+    #[test]
+    fn run_modes_parse_exactly() {
+        assert_eq!(RunMode::parse("use_agent_policy"), Some(RunMode::UseAgentPolicy));
+        assert_eq!(RunMode::parse("Use_Agent_Policy"), None);
+        assert_eq!(RunMode::parse(""), None);
+    }
+
+    #[test]
+    fn generated_ids_differ() {
+        assert_ne!(CallId::generate(), CallId::generate());
+    }
+}

@@ -1,0 +1,276 @@
+//! Decisions that explain themselves: which check decided, and every reason.
+
+use std::fmt;
+
+/// A refusal code, exactly as SPEC §7 spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefusalCode {
+    /// The wire name resolves to no registered tool (R14 step 1).
+    UnknownTool,
+    /// The tool is not in the agent's allowed names, or the agent profile does not exist (R6).
+    NotAllowed,
+    /// The agent is confidential and the tool is withheld from confidential work (R7).
+    Confidential,
+    /// The host is air-gapped and the tool's effective scope is egress (R8).
+    AirGapped,
+    /// The effective mode is deny, or a tenant rule (or the policy default) denies (R10, R16).
+    Denied,
+    /// The call would ask but there is no one to ask (R11, R26).
+    NoApprovalChannel,
+    /// The ask was rejected: by the run mode, a person, a timeout, a cancellation, or
+    /// because a background task cannot wait (R25, R26, R35).
+    Rejected,
+    /// The stored tenant policy cannot be read (R22).
+    PolicyUnreadable,
+    /// The input is over the bounds or fails the tool's schema (R36).
+    InvalidInput,
+}
+
+impl RefusalCode {
+    /// Every code, in SPEC order.
+    pub const ALL: [RefusalCode; 9] = [
+        RefusalCode::UnknownTool,
+        RefusalCode::NotAllowed,
+        RefusalCode::Confidential,
+        RefusalCode::AirGapped,
+        RefusalCode::Denied,
+        RefusalCode::NoApprovalChannel,
+        RefusalCode::Rejected,
+        RefusalCode::PolicyUnreadable,
+        RefusalCode::InvalidInput,
+    ];
+
+    /// The code's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::UnknownTool => "unknown_tool",
+            RefusalCode::NotAllowed => "not_allowed",
+            RefusalCode::Confidential => "confidential",
+            RefusalCode::AirGapped => "air_gapped",
+            RefusalCode::Denied => "denied",
+            RefusalCode::NoApprovalChannel => "no_approval_channel",
+            RefusalCode::Rejected => "rejected",
+            RefusalCode::PolicyUnreadable => "policy_unreadable",
+            RefusalCode::InvalidInput => "invalid_input",
+        }
+    }
+}
+
+impl fmt::Display for RefusalCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which check decided (R14's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Check {
+    /// Step 1: the name resolves to a registered tool.
+    UnknownTool,
+    /// R36: the input is within the bounds.
+    InputBounds,
+    /// Step 2: the agent profile exists and allows the tool (R6, R39).
+    Allowed,
+    /// Step 3: confidential work (R7).
+    Confidentiality,
+    /// Step 4: the air gap (R8).
+    AirGap,
+    /// Steps 5–6: the agent's effective approval mode (R9–R11).
+    AgentMode,
+    /// Step 7: the tenant rule policy (R18–R23).
+    TenantPolicy,
+    /// Step 7: the routing of an ask (R25–R26).
+    Routing,
+    /// A custom hook (R32).
+    Hook,
+    /// Every check passed and nothing asked.
+    Passed,
+}
+
+impl Check {
+    /// A short human name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::UnknownTool => "tool lookup",
+            Check::InputBounds => "input bounds",
+            Check::Allowed => "allowed tools",
+            Check::Confidentiality => "confidentiality",
+            Check::AirGap => "air gap",
+            Check::AgentMode => "agent approval mode",
+            Check::TenantPolicy => "tenant policy",
+            Check::Routing => "approval routing",
+            Check::Hook => "hook",
+            Check::Passed => "all checks passed",
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused call: its code, which check refused it, and every reason. A refused call is
+/// never sent to the tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The refusal code.
+    pub code: RefusalCode,
+    /// The check that refused.
+    pub decided_by: Check,
+    /// Every reason, for the model and the audit record.
+    pub reasons: Vec<String>,
+}
+
+impl Refusal {
+    /// A refusal with one reason.
+    pub fn new(code: RefusalCode, decided_by: Check, reason: impl Into<String>) -> Self {
+        Self {
+            code,
+            decided_by,
+            reasons: vec![reason.into()],
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refused ({}): {}", self.code, self.reasons.join("; "))
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The host's approval channel (SPEC §7 `approval.channel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ChannelKind {
+    /// No channel: asks are refused `no_approval_channel`.
+    #[default]
+    None,
+    /// A person answers while the call waits.
+    Interactive,
+    /// A durable inbox: the call is held and answered later.
+    Inbox,
+}
+
+impl ChannelKind {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::None => "none",
+            ChannelKind::Interactive => "interactive",
+            ChannelKind::Inbox => "inbox",
+        }
+    }
+
+    /// Parses the configuration spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "none" => ChannelKind::None,
+            "interactive" => ChannelKind::Interactive,
+            "inbox" => ChannelKind::Inbox,
+            _ => return None,
+        })
+    }
+}
+
+/// Where an ask came from (R15, R32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskSource {
+    /// The agent's effective mode is `require_approval` (the only kind a run mode loosens).
+    Agent,
+    /// A tenant rule, by its index in the policy's `rules`.
+    PolicyRule(usize),
+    /// The tenant policy's `default: "ask"`.
+    PolicyDefault,
+    /// The behaviour posture (R27–R31).
+    Posture,
+    /// A custom hook (R32).
+    Hook,
+}
+
+/// One reason that asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    /// Who asked.
+    pub source: AskSource,
+    /// Why, in words an approver reads.
+    pub reason: String,
+}
+
+/// What happens to a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The call runs; `auto_approved` when an ask was approved by the run mode (R25).
+    Run {
+        /// An agent-level ask approved by `auto_approve_required`.
+        auto_approved: bool,
+    },
+    /// The call waits for a person on this channel (interactive, or held in an inbox).
+    Ask {
+        /// The channel that will carry the one question (R17).
+        channel: ChannelKind,
+    },
+    /// The call is refused and never sent.
+    Refused(RefusalCode),
+}
+
+/// A tenant rule that matched a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MatchedRule {
+    /// The rule's index in the policy's `rules`.
+    pub index: usize,
+    /// The rule's effect (`allow`, `ask`, `deny`).
+    pub effect: &'static str,
+    /// The rule's reason, if it has one.
+    pub reason: Option<String>,
+}
+
+/// A decision about one call: the verdict, which check decided, and why.
+///
+/// INVARIANT: `verdict` is `Refused(code)` exactly when `refusal()` is `Some` with that code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// What happens.
+    pub verdict: Verdict,
+    /// The check that decided.
+    pub decided_by: Check,
+    /// Every reason: of the refusal, or of every ask (R17).
+    pub reasons: Vec<String>,
+    /// Every ask gathered for the call, with its source.
+    pub asks: Vec<Ask>,
+    /// The tenant rules that matched, in policy order.
+    pub matched_rules: Vec<MatchedRule>,
+}
+
+impl Decision {
+    /// A refusal decision.
+    pub fn refused(refusal: Refusal) -> Self {
+        Self {
+            verdict: Verdict::Refused(refusal.code),
+            decided_by: refusal.decided_by,
+            reasons: refusal.reasons,
+            asks: Vec::new(),
+            matched_rules: Vec::new(),
+        }
+    }
+
+    /// The refusal, when the verdict is `Refused`.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self.verdict {
+            Verdict::Refused(code) => Some(Refusal {
+                code,
+                decided_by: self.decided_by,
+                reasons: self.reasons.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether the call runs.
+    pub fn runs(&self) -> bool {
+        matches!(self.verdict, Verdict::Run { .. })
+    }
+}

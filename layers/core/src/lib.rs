@@ -1,0 +1,28 @@
+//! The shared types of toolgate: the currency every layer speaks.
+//!
+//! - [`ToolCall`] and [`ToolResponse`]: what flows through a `tower::Service` stack.
+//! - [`Refusal`] and [`RefusalCode`]: a refused call, exactly as SPEC §7 names it.
+//! - [`names`]: qualified (wire) names, R1–R3.
+//! - [`ToolDeclaration`], [`ToolIdentity`]: what a source says about a tool, R4–R5.
+//! - [`Decision`]: which check decided, and why.
+//!
+//! ```
+//! use toolgate_core::{names, Check, Refusal, RefusalCode, ToolResponse};
+//! assert_eq!(names::mcp_name("github", "create_issue").unwrap(), "github__create_issue");
+//! let refused = ToolResponse::Refused(Refusal::new(RefusalCode::NotAllowed, Check::Allowed, "not allowed"));
+//! assert_eq!(refused.refusal().unwrap().code.as_str(), "not_allowed");
+//! ```
+#![forbid(unsafe_code)]
+
+mod call;
+mod decision;
+mod decl;
+pub mod names;
+mod response;
+
+pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef};
+pub use decision::{
+    Ask, AskSource, ChannelKind, Check, Decision, MatchedRule, Refusal, RefusalCode, Verdict,
+};
+pub use decl::{ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind};
+pub use response::{HeldCall, ToolOutput, ToolResponse};

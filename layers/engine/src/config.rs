@@ -1,0 +1,566 @@
+//! The CONFIG file format (SPEC §7): JSON, TOML, or YAML (feature `yaml`).
+//!
+//! Unknown fields, unknown enum values, `null`, wrong types and duplicate keys are errors;
+//! every error names its path, and all of them are collected. A configuration with any
+//! error is refused whole.
+//!
+//! ```
+//! use toolgate_engine::config::{self, Format};
+//! let gov = config::load_str(r#"{
+//!     "tools": [{"kind": "http", "name": "refund_order", "approval": "require_approval"}],
+//!     "agents": [{"name": "support", "allowed_tools": ["refund_order"]}]
+//! }"#, Format::Json).unwrap();
+//! assert!(gov.expose("support").unwrap().tools[0].wrapped);
+//!
+//! let err = config::load_str(r#"{"agents": [{"name": "a", "overrides": [{"tool": "x", "approval": "sometimes"}]}]}"#, Format::Json)
+//!     .unwrap_err();
+//! assert_eq!(err.errors[0].path, "agents[0].overrides[0].approval");
+//! ```
+
+use std::path::Path;
+
+use serde_json::Value;
+use toolgate_core::{
+    ApprovalMode, ChannelKind, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity,
+};
+
+use crate::error::{ConfigErrors, Obj, field, index, type_name};
+use crate::governance::{
+    AgentProfile, Exemption, Governance, GovernanceBuilder, ServerSettings,
+};
+use crate::policy::{Limits, Policy};
+
+/// A configuration file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// JSON (duplicate keys are malformed).
+    Json,
+    /// TOML.
+    Toml,
+    /// YAML (feature `yaml`).
+    Yaml,
+}
+
+impl Format {
+    /// The format a path's extension names: `.toml`, `.yaml`/`.yml`, else JSON.
+    pub fn from_path(path: &Path) -> Self {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("toml") => Format::Toml,
+            Some("yaml" | "yml") => Format::Yaml,
+            _ => Format::Json,
+        }
+    }
+}
+
+const TOP: &[&str] = &[
+    "enforce_tool_invocation",
+    "air_gapped",
+    "approval",
+    "behavior_gating",
+    "servers",
+    "tools",
+    "agents",
+    "policy",
+    "limits",
+];
+const TOOL: &[&str] = &[
+    "toolset",
+    "server",
+    "kind",
+    "name",
+    "description",
+    "approval",
+    "network",
+    "network_override",
+    "read_only",
+    "confidential",
+    "annotations",
+];
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+const AGENT: &[&str] = &[
+    "name",
+    "allowed_tools",
+    "confidential",
+    "as_tool",
+    "overrides",
+    "parent",
+];
+const LIMITS: &[&str] = &[
+    "tool_rules",
+    "tool_rule_field_chars",
+    "tool_rule_text_chars",
+    "max_input_bytes",
+    "max_input_depth",
+    "regex_size_limit",
+];
+const MODES: &[&str] = &["default", "require_approval", "auto_approve", "deny"];
+const SCOPES: &[&str] = &["none", "incidental", "egress"];
+const CHANNELS: &[&str] = &["none", "interactive", "inbox"];
+
+/// Parses text in a format into a JSON value; duplicate keys are malformed.
+pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {
+    let malformed = |what: &str, e: String| {
+        ConfigErrors::one("", format!("malformed {what}: {}", e.trim()))
+    };
+    match format {
+        Format::Json => crate::json::parse_strict_json(text).map_err(|e| malformed("JSON", e)),
+        Format::Toml => toml::from_str::<crate::json::Strict>(text)
+            .map(|s| s.0)
+            .map_err(|e| malformed("TOML", e.to_string())),
+        #[cfg(feature = "yaml")]
+        Format::Yaml => serde_norway::from_str::<crate::json::Strict>(text)
+            .map(|s| s.0)
+            .map_err(|e| malformed("YAML", e.to_string())),
+        #[cfg(not(feature = "yaml"))]
+        Format::Yaml => Err(ConfigErrors::one(
+            "",
+            "YAML configuration needs the `yaml` feature of toolgate-engine",
+        )),
+    }
+}
+
+/// Reads a configuration value into a builder. Every schema problem is reported.
+pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+    let Some(top) = Obj::open(value, "", TOP, &mut errs) else {
+        return Err(errs);
+    };
+    let mut b = Governance::builder();
+
+    if let Some(v) = top.bool("enforce_tool_invocation", &mut errs) {
+        b = b.enforce_tool_invocation(v);
+    }
+    if let Some(v) = top.bool("air_gapped", &mut errs) {
+        b = b.air_gapped(v);
+    }
+    if let Some(v) = top.raw("approval", &mut errs)
+        && let Some(o) = Obj::open(v, "approval", &["channel"], &mut errs)
+        && let Some(c) = o.choice("channel", CHANNELS, ChannelKind::parse, &mut errs)
+    {
+        b = b.channel(c);
+    }
+    if let Some(v) = top.raw("limits", &mut errs) {
+        b = b.limits(read_limits(v, &mut errs));
+    }
+    if let Some(v) = top.raw("behavior_gating", &mut errs)
+        && let Some(o) = Obj::open(
+            v,
+            "behavior_gating",
+            &["require_approval_for_non_read_only", "exemptions"],
+            &mut errs,
+        )
+    {
+        if let Some(on) = o.bool("require_approval_for_non_read_only", &mut errs) {
+            b = b.require_approval_for_non_read_only(on);
+        }
+        if let Some(items) = o.array("exemptions", &mut errs) {
+            for (i, item) in items.iter().enumerate() {
+                let path = index("behavior_gating.exemptions", i);
+                let Some(e) = Obj::open(item, &path, &["tool", "server", "reason"], &mut errs)
+                else {
+                    continue;
+                };
+                let tool = required_non_blank(&e, "tool", &mut errs);
+                let server = e.non_blank("server", &mut errs);
+                if !e.has("reason") {
+                    errs.push(
+                        e.path_of("reason"),
+                        "an exemption needs a `reason` (R31)",
+                    );
+                }
+                let reason = e.str("reason", &mut errs);
+                if let (Some(tool), Some(reason)) = (tool, reason) {
+                    let mut ex = Exemption::new(tool, reason);
+                    ex.server = server.map(str::to_owned);
+                    b = b.exemption(ex);
+                }
+            }
+        }
+    }
+    if let Some(v) = top.raw("servers", &mut errs) {
+        match v {
+            Value::Object(map) => {
+                for (name, s) in map {
+                    let path = field("servers", name);
+                    let Some(o) = Obj::open(s, &path, &["trust_tool_annotations"], &mut errs)
+                    else {
+                        continue;
+                    };
+                    let trust = o.bool("trust_tool_annotations", &mut errs).unwrap_or(false);
+                    b = b.server(
+                        name.clone(),
+                        ServerSettings {
+                            trust_tool_annotations: trust,
+                        },
+                    );
+                }
+            }
+            other => errs.push(
+                "servers",
+                format!("expected an object of servers by name, found {}", type_name(other)),
+            ),
+        }
+    }
+    if let Some(items) = top.array("tools", &mut errs) {
+        for (i, item) in items.iter().enumerate() {
+            if let Some(decl) = read_tool(item, &index("tools", i), &mut errs) {
+                b = b.tool(decl);
+            }
+        }
+    }
+    if let Some(items) = top.array("agents", &mut errs) {
+        for (i, item) in items.iter().enumerate() {
+            if let Some(agent) = read_agent(item, &index("agents", i), &mut errs) {
+                b = b.agent(agent);
+            }
+        }
+    }
+    if let Some(v) = top.raw("policy", &mut errs) {
+        let limits = b.current_limits();
+        if let Some(p) = Policy::read(v, "policy", &limits, &mut errs) {
+            b = b.policy(p);
+        }
+    }
+    if errs.is_empty() { Ok(b) } else { Err(errs) }
+}
+
+fn required_non_blank<'a>(o: &Obj<'a>, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
+    if !o.has(key) {
+        errs.push(o.path_of(key), format!("`{key}` is required"));
+        return None;
+    }
+    o.non_blank(key, errs)
+}
+
+fn read_limits(v: &Value, errs: &mut ConfigErrors) -> Limits {
+    let mut l = Limits::default();
+    let Some(o) = Obj::open(v, "limits", LIMITS, errs) else {
+        return l;
+    };
+    let mut set = |key: &str, slot: &mut usize| {
+        if let Some(n) = o.positive(key, errs) {
+            *slot = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+    };
+    set("tool_rules", &mut l.tool_rules);
+    set("tool_rule_field_chars", &mut l.tool_rule_field_chars);
+    set("tool_rule_text_chars", &mut l.tool_rule_text_chars);
+    set("max_input_bytes", &mut l.max_input_bytes);
+    set("max_input_depth", &mut l.max_input_depth);
+    set("regex_size_limit", &mut l.regex_size_limit);
+    l
+}
+
+fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDeclaration> {
+    let before = errs.errors.len();
+    let o = Obj::open(v, path, TOOL, errs)?;
+    let name = required_non_blank(&o, "name", errs);
+    let toolset = o.non_blank("toolset", errs);
+    let server = o.non_blank("server", errs);
+    let kind = o.str("kind", errs);
+    let sources = usize::from(o.has("toolset")) + usize::from(o.has("server"));
+    let mut identity = None;
+    match (kind, sources) {
+        (Some("http"), 0) => identity = name.map(ToolIdentity::http),
+        (Some("http"), _) => errs.push(
+            o.path_of("kind"),
+            "an http tool has no `toolset` or `server`: give exactly one source",
+        ),
+        (Some(k @ ("local" | "mcp")), 1) => {
+            let fits = (k == "local" && o.has("toolset")) || (k == "mcp" && o.has("server"));
+            if !fits {
+                errs.push(
+                    o.path_of("kind"),
+                    format!("`kind` `{k}` does not fit the tool's source"),
+                );
+            }
+        }
+        (Some(k @ ("local" | "mcp")), _) => errs.push(
+            o.path_of("kind"),
+            format!("a `{k}` tool needs exactly one of `toolset` or `server`"),
+        ),
+        (Some(other), _) => errs.push(
+            o.path_of("kind"),
+            format!("unknown value `{other}`; expected one of `http`, `mcp`, `local`"),
+        ),
+        (None, 1) => {}
+        (None, 0) => {
+            if !o.has("kind") {
+                errs.push(
+                    path,
+                    "a tool needs exactly one of `toolset`, `server` or `\"kind\": \"http\"`",
+                );
+            }
+        }
+        (None, _) => errs.push(
+            path,
+            "a tool needs exactly one of `toolset`, `server` or `\"kind\": \"http\"`, not several",
+        ),
+    }
+    if identity.is_none()
+        && sources == 1
+        && let Some(name) = name
+    {
+        if let Some(t) = toolset {
+            identity = Some(ToolIdentity::toolset(t, name));
+        } else if let Some(s) = server {
+            identity = Some(ToolIdentity::mcp(s, name));
+        }
+    }
+    let is_mcp = o.has("server");
+    let mut decl = ToolDeclaration::new(identity.clone().unwrap_or_else(|| ToolIdentity::http("")));
+    if let Some(d) = o.str("description", errs) {
+        decl.description = Some(d.to_owned());
+    }
+    if let Some(m) = o.choice("approval", MODES, ApprovalMode::parse, errs) {
+        decl.approval = m;
+    }
+    if let Some(n) = o.choice("network", SCOPES, NetworkScope::parse, errs) {
+        decl.network = n;
+    }
+    if let Some(n) = o.choice("network_override", SCOPES, NetworkScope::parse, errs) {
+        decl.network_override = Some(n);
+    }
+    if let Some(c) = o.bool("confidential", errs) {
+        decl.confidential = c;
+    }
+    if o.has("read_only") && is_mcp {
+        errs.push(
+            o.path_of("read_only"),
+            "`read_only` is for `toolset` and http tools; an MCP tool declares `annotations.readOnlyHint`",
+        );
+    } else if let Some(r) = o.bool("read_only", errs) {
+        decl.read_only = r;
+    }
+    if o.has("annotations") && !is_mcp {
+        errs.push(
+            o.path_of("annotations"),
+            "`annotations` are for MCP tools (with `server`) only",
+        );
+    } else if let Some(a) = o.raw("annotations", errs) {
+        decl.annotations = read_annotations(a, &o.path_of("annotations"), errs);
+    }
+    if errs.errors.len() > before {
+        return None;
+    }
+    identity.map(|_| decl)
+}
+
+fn read_annotations(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<McpAnnotations> {
+    let o = Obj::open(v, path, ANNOTATIONS, errs)?;
+    Some(McpAnnotations {
+        title: o.str("title", errs).map(str::to_owned),
+        read_only_hint: o.bool("readOnlyHint", errs),
+        destructive_hint: o.bool("destructiveHint", errs),
+        idempotent_hint: o.bool("idempotentHint", errs),
+        open_world_hint: o.bool("openWorldHint", errs),
+    })
+}
+
+fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentProfile> {
+    let before = errs.errors.len();
+    let o = Obj::open(v, path, AGENT, errs)?;
+    let name = required_non_blank(&o, "name", errs);
+    let mut a = AgentProfile::new(name.unwrap_or_default());
+    if let Some(items) = o.array("allowed_tools", errs) {
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::String(s) => a.allowed_tools.push(s.clone()),
+                other => errs.push(
+                    index(&o.path_of("allowed_tools"), i),
+                    format!("expected a qualified tool name, found {}", type_name(other)),
+                ),
+            }
+        }
+    }
+    if let Some(c) = o.bool("confidential", errs) {
+        a.confidential = c;
+    }
+    if let Some(t) = o.bool("as_tool", errs) {
+        a.as_tool = t;
+    }
+    if o.has("parent") {
+        a.parent = o.non_blank("parent", errs).map(str::to_owned);
+    }
+    if let Some(items) = o.array("overrides", errs) {
+        for (i, item) in items.iter().enumerate() {
+            let opath = index(&o.path_of("overrides"), i);
+            let Some(ov) = Obj::open(item, &opath, &["tool", "approval"], errs) else {
+                continue;
+            };
+            let tool = ov.str("tool", errs).unwrap_or("");
+            let mode = ov
+                .choice("approval", MODES, ApprovalMode::parse, errs)
+                .unwrap_or(ApprovalMode::Default);
+            a.overrides.push((tool.to_owned(), mode));
+        }
+    }
+    if errs.errors.len() > before {
+        return None;
+    }
+    Some(a)
+}
+
+/// Parses and reads configuration text into a builder.
+pub fn builder_from_str(text: &str, format: Format) -> Result<GovernanceBuilder, ConfigErrors> {
+    read(&parse_text(text, format)?)
+}
+
+/// Loads configuration text: parse, read and build. Any error refuses it whole.
+pub fn load_str(text: &str, format: Format) -> Result<Governance, ConfigErrors> {
+    builder_from_str(text, format)?.build()
+}
+
+/// Loads a configuration file, its format chosen by extension.
+pub fn load_path(path: &Path) -> Result<Governance, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors::one("", format!("cannot read `{}`: {e}", path.display()))
+    })?;
+    load_str(&text, Format::from_path(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(text: &str) -> Vec<String> {
+        load_str(text, Format::Json)
+            .unwrap_err()
+            .errors
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn every_error_with_its_path() {
+        let p = paths(
+            r#"{
+            "colour": 1,
+            "approval": {"channel": "pager"},
+            "tools": [
+                {"kind": "http", "name": "a", "approval": "sometimes"},
+                {"server": "s", "name": "b", "read_only": true},
+                {"toolset": "t", "name": "c", "annotations": {}},
+                {"name": "d"},
+                {"toolset": "t", "server": "s", "name": "e"}
+            ],
+            "agents": [
+                {"name": "x", "overrides": [{"tool": "a", "approval": "maybe"}], "confidential": null}
+            ],
+            "limits": {"tool_rules": 0}
+        }"#,
+        );
+        assert_eq!(
+            p,
+            [
+                "colour",
+                "approval.channel",
+                "limits.tool_rules",
+                "tools[0].approval",
+                "tools[1].read_only",
+                "tools[2].annotations",
+                "tools[3]",
+                "tools[4]",
+                "agents[0].confidential",
+                "agents[0].overrides[0].approval",
+            ]
+        );
+    }
+
+    #[test]
+    fn r1_empty_segment_is_a_load_error() {
+        assert_eq!(
+            paths(r#"{"tools": [{"kind": "http", "name": "!!!"}]}"#),
+            ["tools[0].name"]
+        );
+        assert_eq!(
+            paths(r#"{"tools": [{"server": "!!", "name": "ok"}]}"#),
+            ["tools[0].server"]
+        );
+    }
+
+    #[test]
+    fn r15_r27_inert_settings_are_load_errors() {
+        assert_eq!(
+            paths(r#"{"enforce_tool_invocation": false, "behavior_gating": {"require_approval_for_non_read_only": true}}"#),
+            ["behavior_gating.require_approval_for_non_read_only"]
+        );
+        assert_eq!(
+            paths(r#"{"enforce_tool_invocation": false, "policy": {"rules": [{"effect": "ask"}]}}"#),
+            ["policy"]
+        );
+        assert!(load_str(r#"{"enforce_tool_invocation": false, "policy": {"rules": []}}"#, Format::Json).is_ok());
+    }
+
+    #[test]
+    fn r31_exemptions() {
+        assert_eq!(
+            paths(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "x", "server": "s", "reason": " "}]}}"#),
+            ["behavior_gating.exemptions[0].reason"]
+        );
+        assert_eq!(
+            paths(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "search", "reason": "r"}]},
+                      "tools": [{"server": "web", "name": "search"}]}"#),
+            ["behavior_gating.exemptions[0].server"]
+        );
+        assert!(load_str(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "search", "reason": "r"}]},
+                      "servers": {"web": {"trust_tool_annotations": true}},
+                      "tools": [{"server": "web", "name": "search"}]}"#, Format::Json).is_ok());
+    }
+
+    #[test]
+    fn r39_parent_errors() {
+        assert_eq!(
+            paths(r#"{"agents": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]}"#),
+            ["agents[0].parent", "agents[1].parent"]
+        );
+        assert_eq!(paths(r#"{"agents": [{"name": "a", "parent": "zz"}]}"#), ["agents[0].parent"]);
+        assert_eq!(paths(r#"{"agents": [{"name": "a", "parent": "a"}]}"#), ["agents[0].parent"]);
+    }
+
+    #[test]
+    fn duplicates_and_malformed() {
+        assert_eq!(paths(r#"{"air_gapped": true, "air_gapped": false}"#), [""]);
+        assert_eq!(paths(r#"{"tools": ["#), [""]);
+        assert_eq!(paths("[]"), [""]);
+        assert_eq!(
+            paths(r#"{"agents": [{"name": "a"}, {"name": "A"}]}"#),
+            ["agents[1].name"]
+        );
+    }
+
+    #[test]
+    fn toml_reads_the_same_model() {
+        let g = load_str(
+            r#"
+            air_gapped = true
+            [[tools]]
+            kind = "http"
+            name = "fetch"
+            network = "egress"
+            [[agents]]
+            name = "dev"
+            allowed_tools = ["fetch"]
+            "#,
+            Format::Toml,
+        )
+        .unwrap();
+        let e = g.expose("dev").unwrap();
+        assert_eq!(e.omitted[0].refusal.code, toolgate_core::RefusalCode::AirGapped);
+        let err = load_str("colour = 1", Format::Toml).unwrap_err();
+        assert_eq!(err.errors[0].path, "colour");
+    }
+}

@@ -1,0 +1,613 @@
+//! The one pure decision core: exposure (R6–R13) and invocation (R14–R17, R22, R25–R26,
+//! R36). Synchronous, no I/O: the tower layers and the CLI call these functions, and no
+//! check is written anywhere else.
+
+use serde_json::Value;
+use toolgate_core::{
+    AgentRef, ApprovalMode, Ask, AskSource, ChannelKind, Check, Decision, MatchedRule,
+    NetworkScope, Refusal, RefusalCode, RunContext, RunMode, ToolRef, Verdict,
+};
+
+use crate::catalog::Entry;
+use crate::governance::{Governance, PolicyState, ResolvedAgent};
+use crate::json;
+use crate::policy::{Effect, Subject};
+
+/// One tool the model is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExposedTool {
+    /// The qualified (wire) name.
+    pub name: String,
+    /// Wrapped for approval (R10, R12) rather than raw.
+    pub wrapped: bool,
+    /// The description, for the model and tool search.
+    pub description: Option<String>,
+}
+
+/// One tool kept from the model, with the refusal a call to it would get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OmittedTool {
+    /// The qualified name.
+    pub name: String,
+    /// Why it is omitted (the same code as at invocation, R16).
+    pub refusal: Refusal,
+}
+
+/// What one agent sees (R6–R13). Every registered tool is in exactly one of the two
+/// lists; both are sorted by the ASCII-lower-cased name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposure {
+    /// The agent's profile name.
+    pub agent: String,
+    /// Exposed tools.
+    pub tools: Vec<ExposedTool>,
+    /// Omitted tools.
+    pub omitted: Vec<OmittedTool>,
+}
+
+impl Exposure {
+    /// Tool search (R13): draws only from the exposed set, matching every whitespace-separated
+    /// term case-insensitively in the name or description. An omitted tool is never found.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")).description("Refund an order"))
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_all")).approval(ApprovalMode::Deny))
+    ///     .agent(AgentProfile::new("a").allow(["refund_order", "refund_all"]))
+    ///     .build().unwrap();
+    /// let names: Vec<_> = gov.expose("a").unwrap().search("refund").map(|t| t.name.clone()).collect();
+    /// assert_eq!(names, ["refund_order"]);
+    /// ```
+    pub fn search<'a>(&'a self, query: &str) -> impl Iterator<Item = &'a ExposedTool> + 'a {
+        let terms: Vec<String> = query
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+        self.tools.iter().filter(move |t| {
+            let hay = format!(
+                "{} {}",
+                t.name.to_lowercase(),
+                t.description.as_deref().unwrap_or("").to_lowercase()
+            );
+            terms.iter().all(|term| hay.contains(term.as_str()))
+        })
+    }
+
+    /// Loads one tool by name through search's eligibility (R13): only an exposed tool.
+    pub fn load(&self, name: &str) -> Option<&ExposedTool> {
+        self.tools.iter().find(|t| t.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// An unknown agent profile passed to [`Governance::expose`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownAgent(pub String);
+
+impl std::fmt::Display for UnknownAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no agent profile is named `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownAgent {}
+
+/// A call's input as the engine receives it.
+#[derive(Debug, Clone, Copy)]
+pub enum CallInput<'a> {
+    /// A parsed value (the tower layers).
+    Value(&'a Value),
+    /// JSON text not yet parsed (the CLI): its depth is measured before any value is built,
+    /// so an input nested past a parser's recursion limit is still refused `invalid_input`.
+    Text(&'a str),
+}
+
+/// One call, borrowed, as the engine decides it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallView<'a> {
+    /// The tool as the call names it.
+    pub tool: &'a ToolRef,
+    /// The calling agent.
+    pub agent: &'a AgentRef,
+    /// The input.
+    pub input: CallInput<'a>,
+    /// The run's settings.
+    pub run: RunContext,
+}
+
+impl<'a> CallView<'a> {
+    /// A view of a [`toolgate_core::ToolCall`].
+    pub fn of(call: &'a toolgate_core::ToolCall) -> Self {
+        Self {
+            tool: &call.tool,
+            agent: &call.agent,
+            input: CallInput::Value(&call.input),
+            run: call.run,
+        }
+    }
+}
+
+/// What exposure decides about one tool for one agent (shared by `expose` and the checks).
+enum Standing {
+    Raw,
+    Wrapped,
+    Omitted(Refusal),
+}
+
+impl Governance {
+    // ----- the checks, one place each -----
+
+    /// R14 step 1: the tool resolves to a registered tool.
+    pub fn lookup(&self, tool: &ToolRef) -> Result<&Entry, Refusal> {
+        let unknown = |shown: String| {
+            Refusal::new(
+                RefusalCode::UnknownTool,
+                Check::UnknownTool,
+                format!("no registered tool is named `{shown}`"),
+            )
+        };
+        match tool {
+            ToolRef::Name(name) => self.catalog.get(name).ok_or_else(|| unknown(name.clone())),
+            ToolRef::Identity(id) => self
+                .catalog
+                .get_identity(id)
+                .ok_or_else(|| unknown(tool.display_name())),
+            ToolRef::Both { name, identity } => {
+                let by_name = self.catalog.get(name);
+                let by_id = self.catalog.get_identity(identity);
+                match (by_name, by_id) {
+                    (Some(a), Some(b)) if a.key == b.key => Ok(a),
+                    (Some(_), Some(_)) => Err(Refusal::new(
+                        RefusalCode::UnknownTool,
+                        Check::UnknownTool,
+                        format!("the call names `{name}` and {identity}, which are different tools"),
+                    )),
+                    _ => Err(unknown(name.clone())),
+                }
+            }
+        }
+    }
+
+    /// R36: the input is an object within the size and depth bounds. Never recurses past
+    /// the depth bound.
+    pub fn check_input(&self, input: &Value) -> Result<(), Refusal> {
+        let limits = &self.settings.limits;
+        let depth = json::value_depth(input, limits.max_input_depth);
+        if depth > limits.max_input_depth {
+            return Err(too_deep(limits.max_input_depth));
+        }
+        if !input.is_object() {
+            return Err(Refusal::new(
+                RefusalCode::InvalidInput,
+                Check::InputBounds,
+                "the input must be a JSON object",
+            ));
+        }
+        if json::compact_len_within(input, limits.max_input_bytes).is_none() {
+            return Err(too_big(limits.max_input_bytes));
+        }
+        Ok(())
+    }
+
+    /// R14 step 2 (with R39): the profile exists and allows the tool.
+    pub fn check_allowed<'g>(
+        &'g self,
+        agent: &AgentRef,
+        entry: &Entry,
+    ) -> Result<&'g ResolvedAgent, Refusal> {
+        let Some(profile) = self.agent(&agent.profile) else {
+            return Err(Refusal::new(
+                RefusalCode::NotAllowed,
+                Check::Allowed,
+                format!("no agent profile is named `{}`", agent.profile),
+            ));
+        };
+        if !profile.allows(&entry.key) {
+            return Err(not_allowed(profile, entry));
+        }
+        Ok(profile)
+    }
+
+    /// R14 step 3: confidential work (R7).
+    pub fn check_confidential(&self, agent: &ResolvedAgent, entry: &Entry) -> Result<(), Refusal> {
+        if agent.confidential && entry.confidential {
+            return Err(Refusal::new(
+                RefusalCode::Confidential,
+                Check::Confidentiality,
+                format!(
+                    "agent `{}` does confidential work and `{}` is withheld from confidential work",
+                    agent.name, entry.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// R14 step 4: the air gap (R8).
+    pub fn check_air_gap(&self, entry: &Entry) -> Result<(), Refusal> {
+        if self.settings.air_gapped && entry.network == NetworkScope::Egress {
+            return Err(Refusal::new(
+                RefusalCode::AirGapped,
+                Check::AirGap,
+                format!(
+                    "the host is air-gapped and `{}` has effective network scope `egress`",
+                    entry.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// R14 steps 5–6: the effective mode denies (R10), or wraps a tool for an agent with no
+    /// approval channel (R11). Returns the effective mode.
+    pub fn check_agent_mode(
+        &self,
+        agent: &ResolvedAgent,
+        entry: &Entry,
+    ) -> Result<ApprovalMode, Refusal> {
+        let mode = self.effective_mode(agent, entry);
+        if mode == ApprovalMode::Deny {
+            return Err(Refusal::new(
+                RefusalCode::Denied,
+                Check::AgentMode,
+                format!(
+                    "the effective approval mode of `{}` for agent `{}` is `deny`",
+                    entry.name, agent.name
+                ),
+            ));
+        }
+        if mode == ApprovalMode::RequireApproval && agent.as_tool {
+            return Err(as_tool_refusal(agent, entry, Check::AgentMode));
+        }
+        Ok(mode)
+    }
+
+    /// Whether the posture gates this tool, and why (R12, R27–R31).
+    pub fn posture_ask(&self, entry: &Entry) -> Option<String> {
+        if !(self.settings.require_approval_for_non_read_only
+            && self.settings.enforce_tool_invocation)
+        {
+            return None;
+        }
+        entry.posture_gated().map(|why| {
+            format!(
+                "`{}` has not credibly declared itself read-only: {why} (behaviour posture)",
+                entry.name
+            )
+        })
+    }
+
+    // ----- exposure -----
+
+    fn standing(&self, agent: &ResolvedAgent, entry: &Entry) -> Standing {
+        if !agent.allows(&entry.key) {
+            return Standing::Omitted(not_allowed(agent, entry));
+        }
+        let mode = self
+            .check_confidential(agent, entry)
+            .and_then(|()| self.check_air_gap(entry))
+            .and_then(|()| self.check_agent_mode(agent, entry));
+        let mode = match mode {
+            Ok(m) => m,
+            Err(r) => return Standing::Omitted(r),
+        };
+        let posture = self.posture_ask(entry).is_some();
+        if mode == ApprovalMode::RequireApproval || posture {
+            if agent.as_tool {
+                // R11: a tool the posture would wrap is omitted too.
+                return Standing::Omitted(as_tool_refusal(agent, entry, Check::Routing));
+            }
+            return Standing::Wrapped;
+        }
+        Standing::Raw
+    }
+
+    /// The tools one agent's model is shown, and those omitted with their refusal
+    /// (R6–R13).
+    pub fn expose(&self, agent: &str) -> Result<Exposure, UnknownAgent> {
+        let profile = self
+            .agent(agent)
+            .ok_or_else(|| UnknownAgent(agent.to_owned()))?;
+        let mut tools = Vec::new();
+        let mut omitted = Vec::new();
+        for entry in self.catalog.entries() {
+            match self.standing(profile, entry) {
+                Standing::Raw => tools.push(ExposedTool {
+                    name: entry.name.clone(),
+                    wrapped: false,
+                    description: entry.description().map(str::to_owned),
+                }),
+                Standing::Wrapped => tools.push(ExposedTool {
+                    name: entry.name.clone(),
+                    wrapped: true,
+                    description: entry.description().map(str::to_owned),
+                }),
+                Standing::Omitted(refusal) => omitted.push(OmittedTool {
+                    name: entry.name.clone(),
+                    refusal,
+                }),
+            }
+        }
+        tools.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
+        omitted.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
+        Ok(Exposure {
+            agent: profile.name.clone(),
+            tools,
+            omitted,
+        })
+    }
+
+    // ----- invocation -----
+
+    /// Decides one call: every check of R14 in order, first refusal wins, then the approval
+    /// decision (R15–R17, R22, R25–R26). Pure: the same snapshot and call always give the
+    /// same decision.
+    pub fn decide(&self, call: CallView<'_>) -> Decision {
+        let entry = match self.lookup(call.tool) {
+            Ok(e) => e,
+            Err(r) => return Decision::refused(r),
+        };
+        let parsed;
+        let input: &Value = match call.input {
+            CallInput::Value(v) => v,
+            CallInput::Text(text) => match self.parse_input(text) {
+                Ok(v) => {
+                    parsed = v;
+                    &parsed
+                }
+                Err(r) => return Decision::refused(r),
+            },
+        };
+        if let Err(r) = self.check_input(input) {
+            return Decision::refused(r);
+        }
+        let agent = match self.check_allowed(call.agent, entry) {
+            Ok(a) => a,
+            Err(r) => return Decision::refused(r),
+        };
+        let mode = match self
+            .check_confidential(agent, entry)
+            .and_then(|()| self.check_air_gap(entry))
+            .and_then(|()| self.check_agent_mode(agent, entry))
+        {
+            Ok(m) => m,
+            Err(r) => return Decision::refused(r),
+        };
+        self.approval(entry, agent, mode, call.agent, input, call.run)
+    }
+
+    /// Parses input text after measuring its depth (R36, SPEC §8).
+    fn parse_input(&self, text: &str) -> Result<Value, Refusal> {
+        let limits = &self.settings.limits;
+        if json::raw_depth(text) > limits.max_input_depth {
+            return Err(too_deep(limits.max_input_depth));
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        // The depth was just measured to be within the bound, which is itself bounded
+        // (MAX_INPUT_DEPTH_CEILING), so parsing cannot run away.
+        de.disable_recursion_limit();
+        let v = <Value as serde::Deserialize>::deserialize(&mut de).map_err(|e| {
+            Refusal::new(
+                RefusalCode::InvalidInput,
+                Check::InputBounds,
+                format!("the input is not valid JSON: {e}"),
+            )
+        })?;
+        de.end().map_err(|e| {
+            Refusal::new(
+                RefusalCode::InvalidInput,
+                Check::InputBounds,
+                format!("the input is not valid JSON: {e}"),
+            )
+        })?;
+        Ok(v)
+    }
+
+    /// R14 step 7: the approval decision for a call that passed steps 1–6.
+    pub fn approval(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        mode: ApprovalMode,
+        who: &AgentRef,
+        input: &Value,
+        run: RunContext,
+    ) -> Decision {
+        let mut asks = Vec::new();
+        let mut matched_rules = Vec::new();
+        if mode == ApprovalMode::RequireApproval {
+            asks.push(Ask {
+                source: AskSource::Agent,
+                reason: format!(
+                    "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
+                    agent.name, entry.name
+                ),
+            });
+        }
+
+        // The tenant policy (R18–R22), evaluated against every record (R24).
+        match &self.policy {
+            PolicyState::Unreadable(why) if entry.has_policy_kind() => {
+                return Decision::refused(Refusal::new(
+                    RefusalCode::PolicyUnreadable,
+                    Check::TenantPolicy,
+                    format!("the stored tenant policy cannot be read: {why}"),
+                ));
+            }
+            PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
+                let mut deny: Option<String> = None;
+                for record in &entry.records {
+                    let id = record.identity();
+                    let subject = Subject {
+                        kind: id.kind(),
+                        tool: id.name(),
+                        server: id.server(),
+                        agent: who.rule_name(),
+                    };
+                    let eval = policy.evaluate(&subject, input);
+                    for &i in &eval.matched {
+                        if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
+                            continue;
+                        }
+                        if let Some(rule) = policy.rules().get(i) {
+                            matched_rules.push(MatchedRule {
+                                index: i,
+                                effect: rule.effect().as_str(),
+                                reason: rule.reason().map(str::to_owned),
+                            });
+                            if rule.effect() == Effect::Ask {
+                                push_unique(
+                                    &mut asks,
+                                    AskSource::PolicyRule(i),
+                                    rule.describe(i),
+                                );
+                            }
+                        }
+                    }
+                    match (eval.effect, eval.decided_by) {
+                        (Some(Effect::Deny), Some(i)) if deny.is_none() => {
+                            deny = policy.rules().get(i).map(|r| r.describe(i));
+                        }
+                        (Some(Effect::Deny), None) if deny.is_none() => {
+                            deny = Some(format!(
+                                "the tenant policy's default is `deny` and no rule matches `{}`",
+                                entry.name
+                            ));
+                        }
+                        (Some(Effect::Ask), None) => push_unique(
+                            &mut asks,
+                            AskSource::PolicyDefault,
+                            format!(
+                                "the tenant policy's default is `ask` and no rule matches `{}`",
+                                entry.name
+                            ),
+                        ),
+                        _ => {}
+                    }
+                }
+                if let Some(reason) = deny {
+                    matched_rules.sort_by_key(|m| m.index);
+                    let mut d = Decision::refused(Refusal::new(
+                        RefusalCode::Denied,
+                        Check::TenantPolicy,
+                        reason,
+                    ));
+                    d.matched_rules = matched_rules;
+                    return d;
+                }
+            }
+            _ => {}
+        }
+        matched_rules.sort_by_key(|m| m.index);
+
+        if let Some(reason) = self.posture_ask(entry) {
+            asks.push(Ask {
+                source: AskSource::Posture,
+                reason,
+            });
+        }
+        self.route(entry, agent, asks, matched_rules, run)
+    }
+
+    /// Routes a call's asks (R25–R26). With no ask, the call runs.
+    pub fn route(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        asks: Vec<Ask>,
+        matched_rules: Vec<MatchedRule>,
+        run: RunContext,
+    ) -> Decision {
+        let ask_reasons: Vec<String> = asks.iter().map(|a| a.reason.clone()).collect();
+        let decision = |verdict, decided_by, reasons| Decision {
+            verdict,
+            decided_by,
+            reasons,
+            asks: asks.clone(),
+            matched_rules: matched_rules.clone(),
+        };
+        if asks.is_empty() {
+            return decision(Verdict::Run { auto_approved: false }, Check::Passed, Vec::new());
+        }
+        let refuse = |code, why: String| {
+            let mut reasons = vec![why];
+            reasons.extend(ask_reasons.iter().cloned());
+            decision(Verdict::Refused(code), Check::Routing, reasons)
+        };
+        if run.mode == RunMode::AutoRejectRequired {
+            return refuse(
+                RefusalCode::Rejected,
+                String::from("the run's approval mode `auto_reject_required` rejects every asked call"),
+            );
+        }
+        let agent_only = asks.iter().all(|a| a.source == AskSource::Agent);
+        if agent_only && run.mode == RunMode::AutoApproveRequired {
+            return decision(
+                Verdict::Run { auto_approved: true },
+                Check::Routing,
+                ask_reasons.clone(),
+            );
+        }
+        if agent.as_tool {
+            return refuse(
+                RefusalCode::NoApprovalChannel,
+                as_tool_refusal(agent, entry, Check::Routing)
+                    .reasons
+                    .join("; "),
+            );
+        }
+        match self.settings.channel {
+            ChannelKind::None => refuse(
+                RefusalCode::NoApprovalChannel,
+                String::from("the call needs a person's approval and no approval channel is configured"),
+            ),
+            ChannelKind::Interactive if run.background => refuse(
+                RefusalCode::Rejected,
+                String::from("a background task cannot wait for an interactive approval"),
+            ),
+            channel => decision(Verdict::Ask { channel }, Check::Routing, ask_reasons.clone()),
+        }
+    }
+}
+
+fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
+    if !asks.iter().any(|a| a.source == source) {
+        asks.push(Ask { source, reason });
+    }
+}
+
+fn not_allowed(agent: &ResolvedAgent, entry: &Entry) -> Refusal {
+    Refusal::new(
+        RefusalCode::NotAllowed,
+        Check::Allowed,
+        format!("`{}` is not among the allowed tools of agent `{}`", entry.name, agent.name),
+    )
+}
+
+fn as_tool_refusal(agent: &ResolvedAgent, entry: &Entry, check: Check) -> Refusal {
+    Refusal::new(
+        RefusalCode::NoApprovalChannel,
+        check,
+        format!(
+            "`{}` needs approval and agent `{}` runs as a tool of another agent, with no approval channel",
+            entry.name, agent.name
+        ),
+    )
+}
+
+fn too_deep(limit: usize) -> Refusal {
+    Refusal::new(
+        RefusalCode::InvalidInput,
+        Check::InputBounds,
+        format!("the input nests deeper than the limit `max_input_depth` ({limit})"),
+    )
+}
+
+fn too_big(limit: usize) -> Refusal {
+    Refusal::new(
+        RefusalCode::InvalidInput,
+        Check::InputBounds,
+        format!("the input is larger than the limit `max_input_bytes` ({limit} bytes, compact JSON)"),
+    )
+}

@@ -1,0 +1,221 @@
+//! Bounded JSON helpers: a parser that refuses duplicate keys, and input measures that
+//! never recurse (R36, SPEC §8).
+
+use std::fmt;
+use std::io;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// A JSON value parsed with duplicate object keys refused (SPEC §8: such files are malformed).
+#[derive(Debug)]
+pub(crate) struct Strict(pub(crate) Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number that is not finite"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format_args!("duplicate key `{key}`")));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Parses JSON text, refusing duplicate keys. Nesting is bounded by serde_json's own
+/// recursion limit (128), so this never overflows the stack.
+pub fn parse_strict_json(text: &str) -> Result<Value, String> {
+    serde_json::from_str::<Strict>(text)
+        .map(|s| s.0)
+        .map_err(|e| e.to_string())
+}
+
+/// The nesting depth of JSON text without building it (SPEC §8: each object or array adds
+/// one level, scalars none). Counts brackets outside strings; never recurses, so an input
+/// nested past any parser's recursion limit is still measured.
+pub fn raw_depth(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in text.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// The nesting depth of a value (SPEC §8), measured with an explicit stack, stopping as
+/// soon as `limit` is exceeded (returns `limit + 1` then).
+pub fn value_depth(value: &Value, limit: usize) -> usize {
+    let mut max = 0usize;
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 1)];
+    while let Some((v, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        max = max.max(level);
+        if max > limit {
+            return limit.saturating_add(1);
+        }
+        for child in children {
+            if child.is_array() || child.is_object() {
+                stack.push((child, level + 1));
+            }
+        }
+    }
+    max
+}
+
+/// Counts bytes written; fails once past the limit so serialisation stops early.
+struct Counter {
+    count: usize,
+    limit: usize,
+}
+
+impl io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.count = self.count.saturating_add(buf.len());
+        if self.count > self.limit {
+            return Err(io::Error::other("over the limit"));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The byte length of the compact UTF-8 serialisation (SPEC §8), or `None` once it is past
+/// `limit`. Call only on a value whose depth is already bounded: serialisation recurses.
+pub fn compact_len_within(value: &Value, limit: usize) -> Option<usize> {
+    let mut counter = Counter { count: 0, limit };
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => Some(counter.count),
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn duplicate_keys_are_malformed() {
+        assert!(parse_strict_json(r#"{"a": 1, "a": 2}"#).is_err());
+        assert!(parse_strict_json(r#"{"a": {"b": 1, "b": 1}}"#).is_err());
+        assert_eq!(
+            parse_strict_json(r#"{"a": [1, {"b": null}]}"#).unwrap(),
+            json!({"a": [1, {"b": null}]})
+        );
+    }
+
+    #[test]
+    fn deep_text_is_an_error_not_a_crash() {
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        assert!(parse_strict_json(&deep).is_err());
+    }
+
+    #[test]
+    fn r36_depth_counts_containers_only() {
+        assert_eq!(raw_depth("{}"), 1);
+        assert_eq!(raw_depth(r#"{"a": [1]}"#), 2);
+        assert_eq!(raw_depth(r#"{"a": "[[[{{"}"#), 1, "brackets in strings do not count");
+        assert_eq!(raw_depth(r#"{"a": "\"[["}"#), 1, "escaped quotes stay in the string");
+        assert_eq!(raw_depth("5"), 0);
+        assert_eq!(value_depth(&json!({}), 64), 1);
+        assert_eq!(value_depth(&json!({"a": [1]}), 64), 2);
+        assert_eq!(value_depth(&json!(5), 64), 0);
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        assert_eq!(raw_depth(&deep), 100_000);
+    }
+
+    #[test]
+    fn r36_value_depth_stops_past_the_limit() {
+        let v = json!([[[[[[1]]]]]]);
+        assert_eq!(value_depth(&v, 64), 6);
+        assert_eq!(value_depth(&v, 3), 4);
+    }
+
+    #[test]
+    fn r36_compact_len() {
+        let v = json!({"text": "hello", "n": [[1]]});
+        let exact = serde_json::to_string(&v).unwrap().len();
+        assert_eq!(compact_len_within(&v, 1 << 20), Some(exact));
+        assert_eq!(compact_len_within(&v, exact), Some(exact));
+        assert_eq!(compact_len_within(&v, exact - 1), None);
+    }
+}

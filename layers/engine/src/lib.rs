@@ -1,0 +1,50 @@
+//! toolgate's pure decision engine.
+//!
+//! Everything here is synchronous and does no I/O beyond reading a file you name: the
+//! catalog and behaviour registry ([`catalog`]), the tenant rule policy ([`policy`]),
+//! configuration ([`config`]) and the one decision function ([`Governance::decide`]), with
+//! exposure ([`Governance::expose`]) built from the same checks. The tower layers of the
+//! `toolgate` crate and the `toolgate` command call this code; no check is written twice.
+//!
+//! ```
+//! use serde_json::json;
+//! use toolgate_core::{AgentRef, RefusalCode, ToolRef, Verdict, RunContext};
+//! use toolgate_engine::{config::{self, Format}, CallInput, CallView};
+//!
+//! let gov = config::load_str(r#"{
+//!     "approval": {"channel": "interactive"},
+//!     "tools": [{"kind": "http", "name": "refund_order"}, {"kind": "http", "name": "lookup"}],
+//!     "agents": [{"name": "support", "allowed_tools": ["refund_order"]}],
+//!     "policy": {"rules": [{"effect": "ask", "tool": "refund_*", "reason": "Refunds need a person"}]}
+//! }"#, Format::Json).unwrap();
+//!
+//! let agent = AgentRef::profile("support");
+//! let input = json!({"amount": 10});
+//! let call = |name: &str| ToolRef::Name(name.into());
+//! let refund = call("refund_order");
+//! let d = gov.decide(CallView { tool: &refund, agent: &agent, input: CallInput::Value(&input), run: RunContext::default() });
+//! assert_eq!(d.verdict, Verdict::Ask { channel: toolgate_core::ChannelKind::Interactive });
+//! assert_eq!(d.reasons, ["Refunds need a person"]);
+//!
+//! let lookup = call("lookup");
+//! let d = gov.decide(CallView { tool: &lookup, agent: &agent, input: CallInput::Value(&input), run: RunContext::default() });
+//! assert_eq!(d.verdict, Verdict::Refused(RefusalCode::NotAllowed));
+//! ```
+#![forbid(unsafe_code)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
+
+pub mod catalog;
+pub mod config;
+mod decide;
+mod error;
+mod governance;
+pub mod json;
+pub mod policy;
+
+pub use decide::{CallInput, CallView, ExposedTool, Exposure, OmittedTool, UnknownAgent};
+pub use error::{ConfigError, ConfigErrors, Warning};
+pub use governance::{
+    AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
+    ResolvedAgent, ServerSettings,
+};

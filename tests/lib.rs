@@ -1,0 +1,1 @@
+//! Whole-stack tests live in this crate's `tests/` folder.
