@@ -1,1 +1,410 @@
-fn main() {}
+//! The `toolgate` command: check a configuration and policy, list what an agent sees, and
+//! decide or explain one call (SPEC §7).
+//!
+//! Exit codes: 0 success; 1 `check` found the configuration invalid; 2 a usage error, a
+//! file that cannot be opened, a configuration that fails to load (`expose`, `decide`,
+//! `explain`), an unknown `--agent`, or a malformed call.
+#![forbid(unsafe_code)]
+
+mod call;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use toolgate_core::{AskSource, Decision, Verdict};
+use toolgate_engine::config::{self, Format};
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{
+    CallInput, CallView, ConfigErrors, Governance, GovernanceBuilder, PolicyState,
+};
+
+/// Governs AI agents' tool calls: check a policy, list what an agent sees, decide a call.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a configuration (and a stored policy): every error with its path, and warnings.
+    Check {
+        /// The configuration file (JSON, TOML or YAML by extension).
+        config: PathBuf,
+        /// A stored policy file that replaces the configuration's `policy`.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tools an agent's model is shown, and those omitted with the reason.
+    Expose {
+        /// The configuration file.
+        config: PathBuf,
+        /// The agent profile.
+        #[arg(long)]
+        agent: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide one call: run, ask, or refused.
+    Decide {
+        /// The configuration file.
+        config: PathBuf,
+        /// A stored policy file that replaces the configuration's `policy`.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// The call, a JSON file (`-` for standard input).
+        #[arg(long)]
+        call: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain one call's decision: which check or rule decided, and every reason.
+    Explain {
+        /// The configuration file.
+        config: PathBuf,
+        /// A stored policy file that replaces the configuration's `policy`.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// The call, a JSON file (`-` for standard input).
+        #[arg(long)]
+        call: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("toolgate: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+}
+
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+fn errors_json(errs: &ConfigErrors) -> Value {
+    Value::Array(
+        errs.errors
+            .iter()
+            .map(|e| json!({"path": e.path, "message": e.message}))
+            .collect(),
+    )
+}
+
+/// Loads a configuration for `expose`/`decide`: any error exits 2 with the errors on
+/// standard error and nothing on standard output.
+fn load_builder(path: &Path) -> Result<GovernanceBuilder, String> {
+    let text = read_file(path)?;
+    config::builder_from_str(&text, Format::from_path(path))
+        .map_err(|e| format!("the configuration does not load:\n{e}"))
+}
+
+fn build(builder: GovernanceBuilder) -> Result<Governance, String> {
+    builder
+        .build()
+        .map_err(|e| format!("the configuration does not load:\n{e}"))
+}
+
+/// A `--policy` file for `decide`: one that cannot be opened or read is R22's unreadable
+/// stored policy, never a reason to stop.
+fn stored_policy(path: &Path, limits: &Limits) -> PolicyState {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return PolicyState::Unreadable(format!("`{}` cannot be read: {e}", path.display())),
+    };
+    match Policy::from_json_str(&text, limits) {
+        Ok(p) => PolicyState::Readable(p),
+        Err(errs) => PolicyState::Unreadable(
+            errs.errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    }
+}
+
+fn run(command: Command) -> Result<ExitCode, String> {
+    match command {
+        Command::Check {
+            config,
+            policy,
+            json,
+        } => check(&config, policy.as_deref(), json),
+        Command::Expose {
+            config,
+            agent,
+            json,
+        } => {
+            let gov = build(load_builder(&config)?)?;
+            let exposure = gov.expose(&agent).map_err(|e| e.to_string())?;
+            if json {
+                print_json(&json!({
+                    "agent": exposure.agent,
+                    "tools": exposure.tools.iter().map(|t| json!({
+                        "name": t.name,
+                        "approval": if t.wrapped { "wrapped" } else { "raw" },
+                    })).collect::<Vec<_>>(),
+                    "omitted": exposure.omitted.iter().map(|t| json!({
+                        "name": t.name,
+                        "refusal": t.refusal.code.as_str(),
+                    })).collect::<Vec<_>>(),
+                }));
+            } else {
+                println!("agent {}", exposure.agent);
+                let width = exposure
+                    .tools
+                    .iter()
+                    .map(|t| t.name.len())
+                    .chain(exposure.omitted.iter().map(|t| t.name.len()))
+                    .max()
+                    .unwrap_or(4)
+                    .max(8);
+                println!("\n{:width$}  APPROVAL", "EXPOSED");
+                for t in &exposure.tools {
+                    println!("{:width$}  {}", t.name, if t.wrapped { "wrapped" } else { "raw" });
+                }
+                println!("\n{:width$}  REFUSAL  REASON", "OMITTED");
+                for t in &exposure.omitted {
+                    println!(
+                        "{:width$}  {}  {}",
+                        t.name,
+                        t.refusal.code,
+                        t.refusal.reasons.join("; ")
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Decide {
+            config,
+            policy,
+            call,
+            json,
+        } => {
+            let (decision, _) = decide(&config, policy.as_deref(), &call)?;
+            let out = json!({
+                "outcome": outcome(&decision),
+                "refusal": decision.refusal().map(|r| r.code.as_str()),
+                "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
+                "reasons": decision.reasons,
+            });
+            if json {
+                print_json(&out);
+            } else {
+                print!("{}", explain_text(&decision, None));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain {
+            config,
+            policy,
+            call,
+            json,
+        } => {
+            let (decision, name) = decide(&config, policy.as_deref(), &call)?;
+            if json {
+                print_json(&explain_json(&decision));
+            } else {
+                print!("{}", explain_text(&decision, Some(&name)));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCode, String> {
+    let text = read_file(config_path)?;
+    let policy_text = match policy {
+        Some(p) => Some(read_file(p)?),
+        None => None,
+    };
+    let mut errs = ConfigErrors::default();
+    let builder = match config::builder_from_str(&text, Format::from_path(config_path)) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            errs.errors.extend(e.errors);
+            None
+        }
+    };
+    let limits = builder
+        .as_ref()
+        .map(GovernanceBuilder::current_limits)
+        .unwrap_or_default();
+    let stored = match policy_text {
+        Some(t) => match Policy::from_json_str(&t, &limits) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errs.errors.extend(e.prefixed("policy").errors);
+                None
+            }
+        },
+        None => None,
+    };
+    let mut warnings = Vec::new();
+    if let Some(mut b) = builder
+        && errs.is_empty()
+    {
+        if let Some(p) = stored {
+            b = b.policy(p);
+        }
+        match b.build() {
+            Ok(gov) => warnings = gov.warnings(),
+            Err(e) => errs.errors.extend(e.errors),
+        }
+    }
+    let valid = errs.is_empty();
+    if json {
+        if valid {
+            print_json(&json!({
+                "valid": true,
+                "warnings": warnings.iter().map(|w| json!({"path": w.path, "message": w.message})).collect::<Vec<_>>(),
+            }));
+        } else {
+            print_json(&json!({"valid": false, "errors": errors_json(&errs)}));
+        }
+    } else if valid {
+        println!("valid");
+        for w in &warnings {
+            println!("warning: {}: {}", w.path, w.message);
+        }
+    } else {
+        println!("invalid");
+        for e in &errs.errors {
+            println!("error: {e}");
+        }
+    }
+    Ok(if valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn decide(
+    config_path: &Path,
+    policy: Option<&Path>,
+    call_arg: &str,
+) -> Result<(Decision, String), String> {
+    let mut builder = load_builder(config_path)?;
+    if let Some(p) = policy {
+        let state = stored_policy(p, &builder.current_limits());
+        builder = builder.policy_state(state);
+    }
+    let gov = build(builder)?;
+    let text = if call_arg == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the call from standard input: {e}"))?;
+        s
+    } else {
+        read_file(Path::new(call_arg))?
+    };
+    let call = call::parse(&text).map_err(|e| format!("malformed call: {e}"))?;
+    let view = CallView {
+        tool: &call.tool,
+        agent: &call.agent,
+        input: CallInput::Text(&call.input),
+        run: call.run,
+    };
+    let name = call.tool.display_name();
+    Ok((gov.decide(view), name))
+}
+
+fn outcome(d: &Decision) -> &'static str {
+    match d.verdict {
+        Verdict::Run { .. } => "run",
+        Verdict::Ask { .. } => "ask",
+        Verdict::Refused(_) => "refused",
+    }
+}
+
+fn source(s: &AskSource) -> String {
+    match s {
+        AskSource::Agent => String::from("agent approval mode"),
+        AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
+        AskSource::PolicyDefault => String::from("tenant policy default"),
+        AskSource::Posture => String::from("behaviour posture"),
+        AskSource::Hook => String::from("hook"),
+    }
+}
+
+fn explain_json(d: &Decision) -> Value {
+    json!({
+        "outcome": outcome(d),
+        "refusal": d.refusal().map(|r| r.code.as_str()),
+        "auto_approved": matches!(d.verdict, Verdict::Run { auto_approved: true }),
+        "channel": match d.verdict { Verdict::Ask { channel } => Some(channel.as_str()), _ => None },
+        "decided_by": d.decided_by.as_str(),
+        "reasons": d.reasons,
+        "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": a.reason})).collect::<Vec<_>>(),
+        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect, "reason": m.reason})).collect::<Vec<_>>(),
+    })
+}
+
+fn explain_text(d: &Decision, name: Option<&str>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if let Some(n) = name {
+        let _ = writeln!(s, "tool:        {n}");
+    }
+    let verdict = match d.verdict {
+        Verdict::Run {
+            auto_approved: true,
+        } => String::from("run (auto-approved by the run mode)"),
+        Verdict::Run { .. } => String::from("run"),
+        Verdict::Ask { channel } => format!("ask (waits for a person on the `{channel:?}` channel)").to_lowercase(),
+        Verdict::Refused(code) => format!("refused ({code})"),
+    };
+    let _ = writeln!(s, "outcome:     {verdict}");
+    let _ = writeln!(s, "decided by:  {}", d.decided_by);
+    if !d.reasons.is_empty() {
+        let _ = writeln!(s, "reasons:");
+        for r in &d.reasons {
+            let _ = writeln!(s, "  - {r}");
+        }
+    }
+    if !d.asks.is_empty() {
+        let _ = writeln!(s, "asked by:");
+        for a in &d.asks {
+            let _ = writeln!(s, "  - {}: {}", source(&a.source), a.reason);
+        }
+    }
+    if !d.matched_rules.is_empty() {
+        let _ = writeln!(s, "matched tenant rules:");
+        for m in &d.matched_rules {
+            let _ = writeln!(
+                s,
+                "  - rules[{}] ({}){}",
+                m.index,
+                m.effect,
+                m.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,233 @@
+//! The CALL file (SPEC §7, §8). Any call that does not fit the schema is an error (exit 2):
+//! unknown fields, `null`, wrong types, duplicate keys, enum values not spelled exactly, a
+//! tool named both ways inconsistently. The input stays raw text so that its depth is
+//! measured before any value is built (R36).
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use toolgate_core::{AgentRef, RunContext, RunMode, ToolIdentity, ToolRef, names};
+
+/// A parsed call.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub(crate) tool: ToolRef,
+    pub(crate) agent: AgentRef,
+    pub(crate) input: String,
+    pub(crate) run: RunContext,
+}
+
+/// A JSON object whose values stay raw, duplicate keys refused.
+struct RawObject(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+                let mut out: Vec<(String, Box<RawValue>)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format_args!("duplicate key `{key}`")));
+                    }
+                    let v: Box<RawValue> = map.next_value()?;
+                    out.push((key, v));
+                }
+                Ok(RawObject(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl RawObject {
+    fn parse(text: &str, what: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| format!("{what}: {e}"))
+    }
+
+    fn check_fields(&self, known: &[&str], what: &str) -> Result<(), String> {
+        for (k, _) in &self.0 {
+            if !known.contains(&k.as_str()) {
+                return Err(format!("{what}: unknown field `{k}`"));
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+
+    fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+                Ok(serde_json::Value::String(s)) => Ok(Some(s)),
+                _ => Err(format!("`{key}` must be a string")),
+            },
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(raw) => match raw.get().trim() {
+                "true" => Ok(Some(true)),
+                "false" => Ok(Some(false)),
+                _ => Err(format!("`{key}` must be true or false")),
+            },
+        }
+    }
+}
+
+const CALL_FIELDS: &[&str] = &[
+    "agent", "profile", "name", "toolset", "server", "kind", "tool", "input", "run",
+];
+
+pub(crate) fn parse(text: &str) -> Result<Call, String> {
+    let obj = RawObject::parse(text, "the call must be a JSON object")?;
+    obj.check_fields(CALL_FIELDS, "call")?;
+    let agent = obj
+        .string("agent")?
+        .ok_or_else(|| String::from("`agent` is required"))?;
+    let agent = match obj.string("profile")? {
+        Some(profile) => AgentRef::subagent(profile, agent),
+        None => AgentRef::profile(agent),
+    };
+
+    let name = obj.string("name")?;
+    let tool = obj.string("tool")?;
+    let toolset = obj.string("toolset")?;
+    let server = obj.string("server")?;
+    let kind = obj.string("kind")?;
+    let identity = match (toolset, server, kind.as_deref(), tool) {
+        (None, None, None, None) => None,
+        (Some(t), None, None | Some("local"), Some(tool)) => Some(ToolIdentity::toolset(t, tool)),
+        (None, Some(s), None | Some("mcp"), Some(tool)) => Some(ToolIdentity::mcp(s, tool)),
+        (None, None, Some("http"), Some(tool)) => Some(ToolIdentity::http(tool)),
+        (_, _, Some(k), _) if !matches!(k, "http" | "mcp" | "local") => {
+            return Err(format!("unknown `kind` `{k}`; expected `http`, `mcp` or `local`"));
+        }
+        (_, _, _, None) => {
+            return Err(String::from(
+                "a call naming its tool by identity needs `tool` (with `toolset`, `server` or `\"kind\": \"http\"`)",
+            ));
+        }
+        _ => {
+            return Err(String::from(
+                "a call names its tool's identity with exactly one of `toolset`, `server` or `\"kind\": \"http\"`, plus `tool`",
+            ));
+        }
+    };
+    let tool = match (name, identity) {
+        (Some(n), None) => ToolRef::Name(n),
+        (None, Some(id)) => ToolRef::Identity(id),
+        (Some(n), Some(id)) => {
+            let same = id
+                .qualified_name()
+                .is_ok_and(|q| names::names_equal(&q, &n));
+            if !same {
+                return Err(format!(
+                    "the call names its tool both as `{n}` and as {id}, which are not the same tool"
+                ));
+            }
+            ToolRef::Both {
+                name: n,
+                identity: id,
+            }
+        }
+        (None, None) => {
+            return Err(String::from(
+                "the call names no tool: give `name` or an identity",
+            ));
+        }
+    };
+
+    let input = match obj.get("input") {
+        None => String::from("{}"),
+        Some(raw) => {
+            let t = raw.get().trim_start();
+            if !t.starts_with('{') {
+                return Err(String::from("`input` must be a JSON object"));
+            }
+            raw.get().to_owned()
+        }
+    };
+
+    let mut run = RunContext::default();
+    if let Some(raw) = obj.get("run") {
+        let r = RawObject::parse(raw.get(), "`run` must be an object")?;
+        r.check_fields(&["mode", "background"], "run")?;
+        if let Some(mode) = r.string("mode")? {
+            run.mode = RunMode::parse(&mode).ok_or_else(|| {
+                format!(
+                    "unknown run mode `{mode}`; expected `use_agent_policy`, `auto_approve_required` or `auto_reject_required`"
+                )
+            })?;
+        }
+        if let Some(b) = r.boolean("background")? {
+            run.background = b;
+        }
+    }
+    Ok(Call {
+        tool,
+        agent,
+        input,
+        run,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_spec_example() {
+        let c = parse(r#"{ "agent": "support", "server": "github", "tool": "create_issue", "input": { "title": "x" },
+            "run": { "mode": "use_agent_policy", "background": false } }"#)
+        .unwrap();
+        assert!(matches!(c.tool, ToolRef::Identity(_)));
+        assert_eq!(c.input, r#"{ "title": "x" }"#);
+    }
+
+    #[test]
+    fn rejects_what_does_not_fit() {
+        for bad in [
+            r#"{"name": "x"}"#,
+            r#"{"agent": "a"}"#,
+            r#"{"agent": "a", "name": "x", "colour": 1}"#,
+            r#"{"agent": "a", "name": "x", "run": {"mode": "Use_Agent_Policy"}}"#,
+            r#"{"agent": "a", "name": "x", "run": {"background": "yes"}}"#,
+            r#"{"agent": "a", "name": "x", "input": [1]}"#,
+            r#"{"agent": "a", "name": "x", "input": null}"#,
+            r#"{"agent": null, "name": "x"}"#,
+            r#"{"agent": "a", "name": "github__a", "server": "github", "tool": "b"}"#,
+            r#"{"agent": "a", "server": "github"}"#,
+            r#"{"agent": "a", "toolset": "t", "server": "s", "tool": "x"}"#,
+            r#"{"agent": "a", "kind": "ftp", "tool": "x"}"#,
+            r#"{"agent": "a", "name": "x", "name": "y"}"#,
+            r#"[]"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn both_ways_consistent_is_fine() {
+        let c = parse(r#"{"agent": "a", "name": "GITHUB__create_issue", "server": "github", "tool": "create_issue"}"#)
+            .unwrap();
+        assert!(matches!(c.tool, ToolRef::Both { .. }));
+    }
+
+    #[test]
+    fn deep_input_stays_raw() {
+        let deep = format!(r#"{{"agent": "a", "name": "x", "input": {{"a": {}{}}}}}"#, "[".repeat(5000), "]".repeat(5000));
+        let c = parse(&deep).unwrap();
+        assert!(c.input.len() > 10_000);
+    }
+}
