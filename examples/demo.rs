@@ -1,1 +1,2 @@
+//! The main demo (written next).
 fn main() {}

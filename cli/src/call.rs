@@ -111,7 +111,9 @@ pub(crate) fn parse(text: &str) -> Result<Call, String> {
         (None, Some(s), None | Some("mcp"), Some(tool)) => Some(ToolIdentity::mcp(s, tool)),
         (None, None, Some("http"), Some(tool)) => Some(ToolIdentity::http(tool)),
         (_, _, Some(k), _) if !matches!(k, "http" | "mcp" | "local") => {
-            return Err(format!("unknown `kind` `{k}`; expected `http`, `mcp` or `local`"));
+            return Err(format!(
+                "unknown `kind` `{k}`; expected `http`, `mcp` or `local`"
+            ));
         }
         (_, _, _, None) => {
             return Err(String::from(
@@ -226,7 +228,11 @@ mod tests {
 
     #[test]
     fn deep_input_stays_raw() {
-        let deep = format!(r#"{{"agent": "a", "name": "x", "input": {{"a": {}{}}}}}"#, "[".repeat(5000), "]".repeat(5000));
+        let deep = format!(
+            r#"{{"agent": "a", "name": "x", "input": {{"a": {}{}}}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
         let c = parse(&deep).unwrap();
         assert!(c.input.len() > 10_000);
     }

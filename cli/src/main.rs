@@ -133,10 +133,12 @@ fn build(builder: GovernanceBuilder) -> Result<Governance, String> {
 fn stored_policy(path: &Path, limits: &Limits) -> PolicyState {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) => return PolicyState::Unreadable(format!("`{}` cannot be read: {e}", path.display())),
+        Err(e) => {
+            return PolicyState::Unreadable(format!("`{}` cannot be read: {e}", path.display()));
+        }
     };
     match Policy::from_json_str(&text, limits) {
-        Ok(p) => PolicyState::Readable(p),
+        Ok(p) => PolicyState::readable(p),
         Err(errs) => PolicyState::Unreadable(
             errs.errors
                 .iter()
@@ -185,7 +187,11 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     .max(8);
                 println!("\n{:width$}  APPROVAL", "EXPOSED");
                 for t in &exposure.tools {
-                    println!("{:width$}  {}", t.name, if t.wrapped { "wrapped" } else { "raw" });
+                    println!(
+                        "{:width$}  {}",
+                        t.name,
+                        if t.wrapped { "wrapped" } else { "raw" }
+                    );
                 }
                 println!("\n{:width$}  REFUSAL  REASON", "OMITTED");
                 for t in &exposure.omitted {
@@ -377,7 +383,9 @@ fn explain_text(d: &Decision, name: Option<&str>) -> String {
             auto_approved: true,
         } => String::from("run (auto-approved by the run mode)"),
         Verdict::Run { .. } => String::from("run"),
-        Verdict::Ask { channel } => format!("ask (waits for a person on the `{channel:?}` channel)").to_lowercase(),
+        Verdict::Ask { channel } => {
+            format!("ask (waits for a person on the `{channel:?}` channel)").to_lowercase()
+        }
         Verdict::Refused(code) => format!("refused ({code})"),
     };
     let _ = writeln!(s, "outcome:     {verdict}");
@@ -402,7 +410,10 @@ fn explain_text(d: &Decision, name: Option<&str>) -> String {
                 "  - rules[{}] ({}){}",
                 m.index,
                 m.effect,
-                m.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                m.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
             );
         }
     }

@@ -29,9 +29,7 @@ impl ToolRef {
     pub fn display_name(&self) -> String {
         match self {
             ToolRef::Name(n) | ToolRef::Both { name: n, .. } => n.clone(),
-            ToolRef::Identity(id) => id
-                .qualified_name()
-                .unwrap_or_else(|_| id.name().to_owned()),
+            ToolRef::Identity(id) => id.qualified_name().unwrap_or_else(|_| id.name().to_owned()),
         }
     }
 }
@@ -273,7 +271,10 @@ mod tests {
 
     #[test]
     fn run_modes_parse_exactly() {
-        assert_eq!(RunMode::parse("use_agent_policy"), Some(RunMode::UseAgentPolicy));
+        assert_eq!(
+            RunMode::parse("use_agent_policy"),
+            Some(RunMode::UseAgentPolicy)
+        );
         assert_eq!(RunMode::parse("Use_Agent_Policy"), None);
         assert_eq!(RunMode::parse(""), None);
     }

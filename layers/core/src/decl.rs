@@ -439,7 +439,9 @@ mod tests {
     #[test]
     fn r2_identity_source_is_case_insensitive() {
         assert!(ToolIdentity::mcp("GitHub", "x").same_identity(&ToolIdentity::mcp("github", "x")));
-        assert!(!ToolIdentity::mcp("github", "x").same_identity(&ToolIdentity::toolset("github", "x")));
+        assert!(
+            !ToolIdentity::mcp("github", "x").same_identity(&ToolIdentity::toolset("github", "x"))
+        );
         assert!(!ToolIdentity::mcp("github", "x").same_identity(&ToolIdentity::mcp("github", "X")));
     }
 }

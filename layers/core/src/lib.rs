@@ -24,5 +24,7 @@ pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, Tool
 pub use decision::{
     Ask, AskSource, ChannelKind, Check, Decision, MatchedRule, Refusal, RefusalCode, Verdict,
 };
-pub use decl::{ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind};
+pub use decl::{
+    ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
+};
 pub use response::{HeldCall, ToolOutput, ToolResponse};

@@ -253,9 +253,16 @@ mod tests {
             Registered::Collision
         );
         let e = c.get("GITHUB__create_issue").unwrap();
-        assert_eq!(e.name, "github__create_issue", "the first record's spelling");
+        assert_eq!(
+            e.name, "github__create_issue",
+            "the first record's spelling"
+        );
         assert_eq!(e.declared_mode, ApprovalMode::RequireApproval);
-        assert_eq!(e.network, NetworkScope::Egress, "the MCP record is open-world");
+        assert_eq!(
+            e.network,
+            NetworkScope::Egress,
+            "the MCP record is open-world"
+        );
         assert!(e.confidential);
         assert!(e.is_collision());
     }
@@ -274,7 +281,12 @@ mod tests {
         let e = c.get("kb__page").unwrap();
         assert_eq!(e.records.len(), 1);
         assert_eq!(
-            e.records[0].decl.annotations.as_ref().unwrap().read_only_hint,
+            e.records[0]
+                .decl
+                .annotations
+                .as_ref()
+                .unwrap()
+                .read_only_hint,
             Some(false)
         );
         c.register(ro(true)).unwrap();
@@ -292,10 +304,22 @@ mod tests {
     #[test]
     fn r2_identity_lookup_checks_kind_and_source() {
         let mut c = Catalog::new();
-        c.register(ToolDeclaration::new(ToolIdentity::mcp("GitHub Enterprise", "list.issues")))
-            .unwrap();
-        assert!(c.get_identity(&ToolIdentity::mcp("github enterprise", "list.issues")).is_some());
-        assert!(c.get_identity(&ToolIdentity::toolset("GitHub Enterprise", "list.issues")).is_none());
-        assert!(c.get_identity(&ToolIdentity::mcp("GitHub Enterprise", "list_issues")).is_none());
+        c.register(ToolDeclaration::new(ToolIdentity::mcp(
+            "GitHub Enterprise",
+            "list.issues",
+        )))
+        .unwrap();
+        assert!(
+            c.get_identity(&ToolIdentity::mcp("github enterprise", "list.issues"))
+                .is_some()
+        );
+        assert!(
+            c.get_identity(&ToolIdentity::toolset("GitHub Enterprise", "list.issues"))
+                .is_none()
+        );
+        assert!(
+            c.get_identity(&ToolIdentity::mcp("GitHub Enterprise", "list_issues"))
+                .is_none()
+        );
     }
 }

@@ -25,9 +25,7 @@ use toolgate_core::{
 };
 
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
-use crate::governance::{
-    AgentProfile, Exemption, Governance, GovernanceBuilder, ServerSettings,
-};
+use crate::governance::{AgentProfile, Exemption, Governance, GovernanceBuilder, ServerSettings};
 use crate::policy::{Limits, Policy};
 
 /// A configuration file's format.
@@ -111,9 +109,8 @@ const CHANNELS: &[&str] = &["none", "interactive", "inbox"];
 
 /// Parses text in a format into a JSON value; duplicate keys are malformed.
 pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {
-    let malformed = |what: &str, e: String| {
-        ConfigErrors::one("", format!("malformed {what}: {}", e.trim()))
-    };
+    let malformed =
+        |what: &str, e: String| ConfigErrors::one("", format!("malformed {what}: {}", e.trim()));
     match format {
         Format::Json => crate::json::parse_strict_json(text).map_err(|e| malformed("JSON", e)),
         Format::Toml => toml::from_str::<crate::json::Strict>(text)
@@ -175,10 +172,7 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
                 let tool = required_non_blank(&e, "tool", &mut errs);
                 let server = e.non_blank("server", &mut errs);
                 if !e.has("reason") {
-                    errs.push(
-                        e.path_of("reason"),
-                        "an exemption needs a `reason` (R31)",
-                    );
+                    errs.push(e.path_of("reason"), "an exemption needs a `reason` (R31)");
                 }
                 let reason = e.str("reason", &mut errs);
                 if let (Some(tool), Some(reason)) = (tool, reason) {
@@ -209,7 +203,10 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
             }
             other => errs.push(
                 "servers",
-                format!("expected an object of servers by name, found {}", type_name(other)),
+                format!(
+                    "expected an object of servers by name, found {}",
+                    type_name(other)
+                ),
             ),
         }
     }
@@ -425,9 +422,8 @@ pub fn load_str(text: &str, format: Format) -> Result<Governance, ConfigErrors> 
 
 /// Loads a configuration file, its format chosen by extension.
 pub fn load_path(path: &Path) -> Result<Governance, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigErrors::one("", format!("cannot read `{}`: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::one("", format!("cannot read `{}`: {e}", path.display())))?;
     load_str(&text, Format::from_path(path))
 }
 
@@ -495,25 +491,39 @@ mod tests {
     #[test]
     fn r15_r27_inert_settings_are_load_errors() {
         assert_eq!(
-            paths(r#"{"enforce_tool_invocation": false, "behavior_gating": {"require_approval_for_non_read_only": true}}"#),
+            paths(
+                r#"{"enforce_tool_invocation": false, "behavior_gating": {"require_approval_for_non_read_only": true}}"#
+            ),
             ["behavior_gating.require_approval_for_non_read_only"]
         );
         assert_eq!(
-            paths(r#"{"enforce_tool_invocation": false, "policy": {"rules": [{"effect": "ask"}]}}"#),
+            paths(
+                r#"{"enforce_tool_invocation": false, "policy": {"rules": [{"effect": "ask"}]}}"#
+            ),
             ["policy"]
         );
-        assert!(load_str(r#"{"enforce_tool_invocation": false, "policy": {"rules": []}}"#, Format::Json).is_ok());
+        assert!(
+            load_str(
+                r#"{"enforce_tool_invocation": false, "policy": {"rules": []}}"#,
+                Format::Json
+            )
+            .is_ok()
+        );
     }
 
     #[test]
     fn r31_exemptions() {
         assert_eq!(
-            paths(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "x", "server": "s", "reason": " "}]}}"#),
+            paths(
+                r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "x", "server": "s", "reason": " "}]}}"#
+            ),
             ["behavior_gating.exemptions[0].reason"]
         );
         assert_eq!(
-            paths(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "search", "reason": "r"}]},
-                      "tools": [{"server": "web", "name": "search"}]}"#),
+            paths(
+                r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "search", "reason": "r"}]},
+                      "tools": [{"server": "web", "name": "search"}]}"#
+            ),
             ["behavior_gating.exemptions[0].server"]
         );
         assert!(load_str(r#"{"behavior_gating": {"require_approval_for_non_read_only": true, "exemptions": [{"tool": "search", "reason": "r"}]},
@@ -527,8 +537,14 @@ mod tests {
             paths(r#"{"agents": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]}"#),
             ["agents[0].parent", "agents[1].parent"]
         );
-        assert_eq!(paths(r#"{"agents": [{"name": "a", "parent": "zz"}]}"#), ["agents[0].parent"]);
-        assert_eq!(paths(r#"{"agents": [{"name": "a", "parent": "a"}]}"#), ["agents[0].parent"]);
+        assert_eq!(
+            paths(r#"{"agents": [{"name": "a", "parent": "zz"}]}"#),
+            ["agents[0].parent"]
+        );
+        assert_eq!(
+            paths(r#"{"agents": [{"name": "a", "parent": "a"}]}"#),
+            ["agents[0].parent"]
+        );
     }
 
     #[test]
@@ -559,7 +575,10 @@ mod tests {
         )
         .unwrap();
         let e = g.expose("dev").unwrap();
-        assert_eq!(e.omitted[0].refusal.code, toolgate_core::RefusalCode::AirGapped);
+        assert_eq!(
+            e.omitted[0].refusal.code,
+            toolgate_core::RefusalCode::AirGapped
+        );
         let err = load_str("colour = 1", Format::Toml).unwrap_err();
         assert_eq!(err.errors[0].path, "colour");
     }

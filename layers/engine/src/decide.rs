@@ -61,10 +61,7 @@ impl Exposure {
     /// assert_eq!(names, ["refund_order"]);
     /// ```
     pub fn search<'a>(&'a self, query: &str) -> impl Iterator<Item = &'a ExposedTool> + 'a {
-        let terms: Vec<String> = query
-            .split_whitespace()
-            .map(str::to_lowercase)
-            .collect();
+        let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         self.tools.iter().filter(move |t| {
             let hay = format!(
                 "{} {}",
@@ -77,7 +74,9 @@ impl Exposure {
 
     /// Loads one tool by name through search's eligibility (R13): only an exposed tool.
     pub fn load(&self, name: &str) -> Option<&ExposedTool> {
-        self.tools.iter().find(|t| t.name.eq_ignore_ascii_case(name))
+        self.tools
+            .iter()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
     }
 }
 
@@ -161,7 +160,9 @@ impl Governance {
                     (Some(_), Some(_)) => Err(Refusal::new(
                         RefusalCode::UnknownTool,
                         Check::UnknownTool,
-                        format!("the call names `{name}` and {identity}, which are different tools"),
+                        format!(
+                            "the call names `{name}` and {identity}, which are different tools"
+                        ),
                     )),
                     _ => Err(unknown(name.clone())),
                 }
@@ -344,6 +345,13 @@ impl Governance {
     /// decision (R15–R17, R22, R25–R26). Pure: the same snapshot and call always give the
     /// same decision.
     pub fn decide(&self, call: CallView<'_>) -> Decision {
+        self.decide_with(call, Vec::new())
+    }
+
+    /// As [`Governance::decide`], with asks from outside the engine (a hook's, R32) joined
+    /// into the one question (R17). Such asks are operator decisions: no run mode loosens
+    /// them (R25).
+    pub fn decide_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decision {
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
             Err(r) => return Decision::refused(r),
@@ -374,7 +382,7 @@ impl Governance {
             Ok(m) => m,
             Err(r) => return Decision::refused(r),
         };
-        self.approval(entry, agent, mode, call.agent, input, call.run)
+        self.approval(entry, agent, mode, call, input, extra_asks)
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).
@@ -405,15 +413,17 @@ impl Governance {
     }
 
     /// R14 step 7: the approval decision for a call that passed steps 1–6.
-    pub fn approval(
+    fn approval(
         &self,
         entry: &Entry,
         agent: &ResolvedAgent,
         mode: ApprovalMode,
-        who: &AgentRef,
+        call: CallView<'_>,
         input: &Value,
-        run: RunContext,
+        extra_asks: Vec<Ask>,
     ) -> Decision {
+        let who = call.agent;
+        let run = call.run;
         let mut asks = Vec::new();
         let mut matched_rules = Vec::new();
         if mode == ApprovalMode::RequireApproval {
@@ -457,11 +467,7 @@ impl Governance {
                                 reason: rule.reason().map(str::to_owned),
                             });
                             if rule.effect() == Effect::Ask {
-                                push_unique(
-                                    &mut asks,
-                                    AskSource::PolicyRule(i),
-                                    rule.describe(i),
-                                );
+                                push_unique(&mut asks, AskSource::PolicyRule(i), rule.describe(i));
                             }
                         }
                     }
@@ -507,6 +513,7 @@ impl Governance {
                 reason,
             });
         }
+        asks.extend(extra_asks);
         self.route(entry, agent, asks, matched_rules, run)
     }
 
@@ -528,7 +535,13 @@ impl Governance {
             matched_rules: matched_rules.clone(),
         };
         if asks.is_empty() {
-            return decision(Verdict::Run { auto_approved: false }, Check::Passed, Vec::new());
+            return decision(
+                Verdict::Run {
+                    auto_approved: false,
+                },
+                Check::Passed,
+                Vec::new(),
+            );
         }
         let refuse = |code, why: String| {
             let mut reasons = vec![why];
@@ -538,13 +551,17 @@ impl Governance {
         if run.mode == RunMode::AutoRejectRequired {
             return refuse(
                 RefusalCode::Rejected,
-                String::from("the run's approval mode `auto_reject_required` rejects every asked call"),
+                String::from(
+                    "the run's approval mode `auto_reject_required` rejects every asked call",
+                ),
             );
         }
         let agent_only = asks.iter().all(|a| a.source == AskSource::Agent);
         if agent_only && run.mode == RunMode::AutoApproveRequired {
             return decision(
-                Verdict::Run { auto_approved: true },
+                Verdict::Run {
+                    auto_approved: true,
+                },
                 Check::Routing,
                 ask_reasons.clone(),
             );
@@ -560,13 +577,19 @@ impl Governance {
         match self.settings.channel {
             ChannelKind::None => refuse(
                 RefusalCode::NoApprovalChannel,
-                String::from("the call needs a person's approval and no approval channel is configured"),
+                String::from(
+                    "the call needs a person's approval and no approval channel is configured",
+                ),
             ),
             ChannelKind::Interactive if run.background => refuse(
                 RefusalCode::Rejected,
                 String::from("a background task cannot wait for an interactive approval"),
             ),
-            channel => decision(Verdict::Ask { channel }, Check::Routing, ask_reasons.clone()),
+            channel => decision(
+                Verdict::Ask { channel },
+                Check::Routing,
+                ask_reasons.clone(),
+            ),
         }
     }
 }
@@ -581,7 +604,10 @@ fn not_allowed(agent: &ResolvedAgent, entry: &Entry) -> Refusal {
     Refusal::new(
         RefusalCode::NotAllowed,
         Check::Allowed,
-        format!("`{}` is not among the allowed tools of agent `{}`", entry.name, agent.name),
+        format!(
+            "`{}` is not among the allowed tools of agent `{}`",
+            entry.name, agent.name
+        ),
     )
 }
 
@@ -608,6 +634,8 @@ fn too_big(limit: usize) -> Refusal {
     Refusal::new(
         RefusalCode::InvalidInput,
         Check::InputBounds,
-        format!("the input is larger than the limit `max_input_bytes` ({limit} bytes, compact JSON)"),
+        format!(
+            "the input is larger than the limit `max_input_bytes` ({limit} bytes, compact JSON)"
+        ),
     )
 }

@@ -245,7 +245,10 @@ impl<'a> Obj<'a> {
             other => {
                 errs.push(
                     self.path_of(key),
-                    format!("expected a positive whole number, found {}", type_name(other)),
+                    format!(
+                        "expected a positive whole number, found {}",
+                        type_name(other)
+                    ),
                 );
                 None
             }
@@ -303,7 +306,10 @@ mod tests {
     #[test]
     fn paths() {
         assert_eq!(field("", "agents"), "agents");
-        assert_eq!(field("servers", "GitHub Enterprise"), "servers[\"GitHub Enterprise\"]");
+        assert_eq!(
+            field("servers", "GitHub Enterprise"),
+            "servers[\"GitHub Enterprise\"]"
+        );
         assert_eq!(index("agents", 2), "agents[2]");
         assert_eq!(join("policy", "rules[0].tool"), "policy.rules[0].tool");
         assert_eq!(join("policy", "[0]"), "policy[0]");

@@ -171,8 +171,8 @@ impl ResolvedAgent {
 /// The tenant policy as the snapshot holds it.
 #[derive(Debug, Clone)]
 pub enum PolicyState {
-    /// A valid policy.
-    Readable(Policy),
+    /// A valid policy (shared: snapshots that differ elsewhere share it).
+    Readable(std::sync::Arc<Policy>),
     /// A stored policy that cannot be read (R22): every mcp/http call is refused
     /// `policy_unreadable` with this reason.
     Unreadable(String),
@@ -180,7 +180,14 @@ pub enum PolicyState {
 
 impl Default for PolicyState {
     fn default() -> Self {
-        PolicyState::Readable(Policy::empty())
+        PolicyState::readable(Policy::empty())
+    }
+}
+
+impl PolicyState {
+    /// A valid policy's state.
+    pub fn readable(policy: Policy) -> Self {
+        PolicyState::Readable(std::sync::Arc::new(policy))
     }
 }
 
@@ -289,7 +296,7 @@ impl GovernanceBuilder {
 
     /// Sets the tenant policy.
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = PolicyState::Readable(policy);
+        self.policy = PolicyState::readable(policy);
         self
     }
 
@@ -365,7 +372,9 @@ impl GovernanceBuilder {
             if servers.insert(name_key(name), *settings).is_some() {
                 errs.push(
                     path,
-                    format!("server `{name}` is configured twice (names compare case-insensitively)"),
+                    format!(
+                        "server `{name}` is configured twice (names compare case-insensitively)"
+                    ),
                 );
             }
         }
@@ -376,8 +385,15 @@ impl GovernanceBuilder {
             let path = index("tools", i);
             let id = &decl.identity;
             if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
-                let key = if id.kind() == ToolKind::Mcp { "server" } else { "toolset" };
-                errs.push(format!("{path}.{key}"), format!("`{key}` must not be blank"));
+                let key = if id.kind() == ToolKind::Mcp {
+                    "server"
+                } else {
+                    "toolset"
+                };
+                errs.push(
+                    format!("{path}.{key}"),
+                    format!("`{key}` must not be blank"),
+                );
                 continue;
             }
             match catalog.register(decl.clone()) {
@@ -446,7 +462,10 @@ impl GovernanceBuilder {
             if agent_index.insert(name_key(&a.name), i).is_some() {
                 errs.push(
                     format!("{path}.name"),
-                    format!("agent `{}` is defined twice (names compare case-insensitively)", a.name),
+                    format!(
+                        "agent `{}` is defined twice (names compare case-insensitively)",
+                        a.name
+                    ),
                 );
             }
         }
@@ -558,7 +577,10 @@ fn posture_of(
     }
 }
 
-fn resolve_agents(profiles: &[AgentProfile], by_name: &HashMap<String, usize>) -> Vec<ResolvedAgent> {
+fn resolve_agents(
+    profiles: &[AgentProfile],
+    by_name: &HashMap<String, usize>,
+) -> Vec<ResolvedAgent> {
     let mut out: Vec<Option<ResolvedAgent>> = vec![None; profiles.len()];
     // Resolve parents first; chains are acyclic (checked above), so this ends.
     for i in 0..profiles.len() {
@@ -579,7 +601,9 @@ fn resolve_agents(profiles: &[AgentProfile], by_name: &HashMap<String, usize>) -
             if out.get(k).is_some_and(Option::is_some) {
                 continue;
             }
-            let Some(profile) = profiles.get(k) else { continue };
+            let Some(profile) = profiles.get(k) else {
+                continue;
+            };
             let parent = profile
                 .parent
                 .as_ref()
@@ -750,11 +774,18 @@ impl Governance {
     pub fn warnings(&self) -> Vec<Warning> {
         let mut out = Vec::new();
         for &i in &self.collisions {
-            let Some(decl) = self.declarations.get(i) else { continue };
-            let Ok(name) = decl.identity.qualified_name() else { continue };
+            let Some(decl) = self.declarations.get(i) else {
+                continue;
+            };
+            let Ok(name) = decl.identity.qualified_name() else {
+                continue;
+            };
             if let Some(entry) = self.catalog.get(&name) {
-                let who: Vec<String> =
-                    entry.records.iter().map(|r| r.identity().to_string()).collect();
+                let who: Vec<String> = entry
+                    .records
+                    .iter()
+                    .map(|r| r.identity().to_string())
+                    .collect();
                 out.push(Warning {
                     path: index("tools", i),
                     message: format!(

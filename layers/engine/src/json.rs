@@ -193,8 +193,16 @@ mod tests {
     fn r36_depth_counts_containers_only() {
         assert_eq!(raw_depth("{}"), 1);
         assert_eq!(raw_depth(r#"{"a": [1]}"#), 2);
-        assert_eq!(raw_depth(r#"{"a": "[[[{{"}"#), 1, "brackets in strings do not count");
-        assert_eq!(raw_depth(r#"{"a": "\"[["}"#), 1, "escaped quotes stay in the string");
+        assert_eq!(
+            raw_depth(r#"{"a": "[[[{{"}"#),
+            1,
+            "brackets in strings do not count"
+        );
+        assert_eq!(
+            raw_depth(r#"{"a": "\"[["}"#),
+            1,
+            "escaped quotes stay in the string"
+        );
         assert_eq!(raw_depth("5"), 0);
         assert_eq!(value_depth(&json!({}), 64), 1);
         assert_eq!(value_depth(&json!({"a": [1]}), 64), 2);

@@ -127,7 +127,10 @@ mod tests {
         assert!(Glob::new("a*b*c").matches("aXXbYYc"));
         assert!(!Glob::new("a*b*c").matches("acb"));
         assert!(Glob::new("**").matches("x"));
-        assert!(!Glob::new("ab*ba").matches("aba"), "prefix and suffix may not overlap");
+        assert!(
+            !Glob::new("ab*ba").matches("aba"),
+            "prefix and suffix may not overlap"
+        );
         assert!(Glob::new("ab*ba").matches("abba"));
     }
 

@@ -473,7 +473,9 @@ fn lens(map: &HashMap<String, Vec<usize>>) -> Vec<usize> {
 }
 
 const POLICY_FIELDS: &[&str] = &["default", "rules", "updatedAt"];
-const RULE_FIELDS: &[&str] = &["effect", "tool", "server", "kind", "agent", "when", "reason"];
+const RULE_FIELDS: &[&str] = &[
+    "effect", "tool", "server", "kind", "agent", "when", "reason",
+];
 const TEST_FIELDS: &[&str] = &["equals", "in", "gt", "gte", "lt", "lte", "matches"];
 const EFFECTS: &[&str] = &["allow", "ask", "deny"];
 const KINDS: &[&str] = &["mcp", "http", "local"];
@@ -620,8 +622,7 @@ impl Policy {
             agent: &agent,
         };
         let mut candidates = Vec::new();
-        self.index
-            .candidates(&tool, lower.server, &mut candidates);
+        self.index.candidates(&tool, lower.server, &mut candidates);
         let mut eval = Evaluation::default();
         for i in candidates {
             let Some(rule) = self.rules.get(i) else {
@@ -767,10 +768,7 @@ fn read_rule(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
                     }
                     let segs: Vec<String> = p.split('.').map(str::to_owned).collect();
                     if segs.iter().any(String::is_empty) {
-                        errs.push(
-                            &tpath,
-                            format!("the path `{p}` has an empty segment"),
-                        );
+                        errs.push(&tpath, format!("the path `{p}` has an empty segment"));
                     }
                     if let Some(t) = read_test(test, &tpath, limits, errs) {
                         when.push((p.clone(), segs, t));
@@ -779,7 +777,10 @@ fn read_rule(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
             }
             other => errs.push(
                 wpath,
-                format!("expected an object of tests by path, found {}", type_name(other)),
+                format!(
+                    "expected an object of tests by path, found {}",
+                    type_name(other)
+                ),
             ),
         }
     }
@@ -853,7 +854,10 @@ fn read_test(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
                 Ok(re) => matches = Some(re),
                 Err(e) => errs.push(
                     obj.path_of("matches"),
-                    format!("`{pattern}` is not a valid regular expression: {}", one_line(&e.to_string())),
+                    format!(
+                        "`{pattern}` is not a valid regular expression: {}",
+                        one_line(&e.to_string())
+                    ),
                 ),
             }
         }
@@ -915,15 +919,25 @@ mod tests {
     #[test]
     fn r18_effect_only_matches_every_mcp_and_http_call() {
         let p = policy(json!({"rules": [{"effect": "deny"}]}));
-        assert_eq!(p.evaluate(&http("x"), &json!({})).effect, Some(Effect::Deny));
-        assert_eq!(p.evaluate(&mcp("s", "x"), &json!({})).effect, Some(Effect::Deny));
+        assert_eq!(
+            p.evaluate(&http("x"), &json!({})).effect,
+            Some(Effect::Deny)
+        );
+        assert_eq!(
+            p.evaluate(&mcp("s", "x"), &json!({})).effect,
+            Some(Effect::Deny)
+        );
         let local = Subject {
             kind: ToolKind::Local,
             tool: "x",
             server: None,
             agent: "a",
         };
-        assert_eq!(p.evaluate(&local, &json!({})).effect, None, "R15: local only where a rule names it");
+        assert_eq!(
+            p.evaluate(&local, &json!({})).effect,
+            None,
+            "R15: local only where a rule names it"
+        );
         let p = policy(json!({"rules": [{"effect": "deny", "kind": "local"}]}));
         assert_eq!(p.evaluate(&local, &json!({})).effect, Some(Effect::Deny));
         assert_eq!(p.evaluate(&http("x"), &json!({})).effect, None);
@@ -933,7 +947,10 @@ mod tests {
     fn r19_server_never_matches_http() {
         let p = policy(json!({"rules": [{"effect": "deny", "server": "*"}]}));
         assert_eq!(p.evaluate(&http("x"), &json!({})).effect, None);
-        assert_eq!(p.evaluate(&mcp("gh", "x"), &json!({})).effect, Some(Effect::Deny));
+        assert_eq!(
+            p.evaluate(&mcp("gh", "x"), &json!({})).effect,
+            Some(Effect::Deny)
+        );
     }
 
     #[test]
@@ -966,18 +983,33 @@ mod tests {
         assert!(deny(json!({"customer": {"tier": "free"}, "amount": 100})));
         assert!(deny(json!({"customer": {"tier": "free"}, "amount": 100.0})));
         assert!(!deny(json!({"customer": {"tier": "free"}, "amount": 99})));
-        assert!(!deny(json!({"amount": 500})), "a missing path never matches");
-        assert!(!deny(json!({"customer": {"tier": "free"}, "amount": "500"})), "gte holds only for numbers");
-        assert!(!deny(json!({"customer": [{"tier": "free"}], "amount": 500})), "arrays are never indexed");
+        assert!(
+            !deny(json!({"amount": 500})),
+            "a missing path never matches"
+        );
+        assert!(
+            !deny(json!({"customer": {"tier": "free"}, "amount": "500"})),
+            "gte holds only for numbers"
+        );
+        assert!(
+            !deny(json!({"customer": [{"tier": "free"}], "amount": 500})),
+            "arrays are never indexed"
+        );
     }
 
     #[test]
     fn r20_equals_null_and_presence() {
         let p = policy(json!({"rules": [{"effect": "deny", "when": {"a": {"equals": null}}}]}));
-        assert_eq!(p.evaluate(&http("r"), &json!({"a": null})).effect, Some(Effect::Deny));
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"a": null})).effect,
+            Some(Effect::Deny)
+        );
         assert_eq!(p.evaluate(&http("r"), &json!({})).effect, None);
         let p = policy(json!({"rules": [{"effect": "deny", "when": {"a": {}}}]}));
-        assert_eq!(p.evaluate(&http("r"), &json!({"a": 0})).effect, Some(Effect::Deny));
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"a": 0})).effect,
+            Some(Effect::Deny)
+        );
         assert_eq!(p.evaluate(&http("r"), &json!({"b": 0})).effect, None);
     }
 
@@ -987,20 +1019,44 @@ mod tests {
             {"effect": "deny", "when": {"region": {"in": ["eu", 1]}}},
             {"effect": "ask", "when": {"note": {"matches": "urgent"}}},
         ]}));
-        assert_eq!(p.evaluate(&http("r"), &json!({"region": "eu"})).effect, Some(Effect::Deny));
-        assert_eq!(p.evaluate(&http("r"), &json!({"region": 1.0})).effect, Some(Effect::Deny));
-        assert_eq!(p.evaluate(&http("r"), &json!({"region": "us"})).effect, None);
-        assert_eq!(p.evaluate(&http("r"), &json!({"note": "very urgent!"})).effect, Some(Effect::Ask));
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"region": "eu"})).effect,
+            Some(Effect::Deny)
+        );
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"region": 1.0})).effect,
+            Some(Effect::Deny)
+        );
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"region": "us"})).effect,
+            None
+        );
+        assert_eq!(
+            p.evaluate(&http("r"), &json!({"note": "very urgent!"}))
+                .effect,
+            Some(Effect::Ask)
+        );
         assert_eq!(p.evaluate(&http("r"), &json!({"note": 5})).effect, None);
     }
 
     #[test]
     fn r21_default_applies_only_without_a_match() {
-        let p = policy(json!({"default": "deny", "rules": [{"effect": "allow", "tool": "ok"}, {"effect": "ask", "tool": "q*"}]}));
-        assert_eq!(p.evaluate(&http("x"), &json!({})).effect, Some(Effect::Deny));
+        let p = policy(
+            json!({"default": "deny", "rules": [{"effect": "allow", "tool": "ok"}, {"effect": "ask", "tool": "q*"}]}),
+        );
+        assert_eq!(
+            p.evaluate(&http("x"), &json!({})).effect,
+            Some(Effect::Deny)
+        );
         assert!(p.evaluate(&http("x"), &json!({})).by_default);
-        assert_eq!(p.evaluate(&http("ok"), &json!({})).effect, Some(Effect::Allow));
-        assert_eq!(p.evaluate(&http("q1"), &json!({})).effect, Some(Effect::Ask));
+        assert_eq!(
+            p.evaluate(&http("ok"), &json!({})).effect,
+            Some(Effect::Allow)
+        );
+        assert_eq!(
+            p.evaluate(&http("q1"), &json!({})).effect,
+            Some(Effect::Ask)
+        );
     }
 
     #[test]
@@ -1048,10 +1104,35 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.errors[0].path, "rules");
-        assert!(Policy::from_json(&json!({"rules": [{"effect": "ask", "tool": "abcd"}]}), &limits).is_err());
-        assert!(Policy::from_json(&json!({"rules": [{"effect": "ask", "tool": "äöü"}]}), &limits).is_ok(), "counted in scalar values");
-        assert!(Policy::from_json(&json!({"rules": [{"effect": "ask", "reason": "12345"}]}), &limits).is_err());
-        assert!(Policy::from_json(&json!({"rules": [{"effect": "ask", "when": {"abcd": {}}}]}), &limits).is_err());
+        assert!(
+            Policy::from_json(
+                &json!({"rules": [{"effect": "ask", "tool": "abcd"}]}),
+                &limits
+            )
+            .is_err()
+        );
+        assert!(
+            Policy::from_json(
+                &json!({"rules": [{"effect": "ask", "tool": "äöü"}]}),
+                &limits
+            )
+            .is_ok(),
+            "counted in scalar values"
+        );
+        assert!(
+            Policy::from_json(
+                &json!({"rules": [{"effect": "ask", "reason": "12345"}]}),
+                &limits
+            )
+            .is_err()
+        );
+        assert!(
+            Policy::from_json(
+                &json!({"rules": [{"effect": "ask", "when": {"abcd": {}}}]}),
+                &limits
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -1060,7 +1141,8 @@ mod tests {
             regex_size_limit: 1000,
             ..Limits::default()
         };
-        let big = json!({"rules": [{"effect": "ask", "when": {"a": {"matches": "\\w{50}\\w{50}"}}}]});
+        let big =
+            json!({"rules": [{"effect": "ask", "when": {"a": {"matches": "\\w{50}\\w{50}"}}}]});
         assert!(Policy::from_json(&big, &limits).is_err());
         assert!(Policy::from_json(&big, &Limits::default()).is_ok());
         let lookaround = json!({"rules": [{"effect": "ask", "when": {"a": {"matches": "(?=x)"}}}]});
@@ -1071,7 +1153,12 @@ mod tests {
     fn r23_empty() {
         assert!(policy(json!({"rules": []})).is_empty());
         assert!(!policy(json!({"default": "ask", "rules": []})).is_empty());
-        assert_eq!(policy(json!({"rules": []})).evaluate(&http("x"), &json!({})).effect, None);
+        assert_eq!(
+            policy(json!({"rules": []}))
+                .evaluate(&http("x"), &json!({}))
+                .effect,
+            None
+        );
     }
 
     #[test]
@@ -1084,9 +1171,18 @@ mod tests {
             {"effect": "deny", "server": "git*"},
             {"effect": "ask", "tool": "*x*"},
         ]}));
-        for (server, tool) in [("github", "create_issue"), ("gitlab", "refund_order"), ("x", "y"), ("GitHub", "fox")] {
+        for (server, tool) in [
+            ("github", "create_issue"),
+            ("gitlab", "refund_order"),
+            ("x", "y"),
+            ("GitHub", "fox"),
+        ] {
             let s = mcp(server, tool);
-            assert_eq!(p.evaluate(&s, &json!({})), p.evaluate_naive(&s, &json!({})), "{server} {tool}");
+            assert_eq!(
+                p.evaluate(&s, &json!({})),
+                p.evaluate_naive(&s, &json!({})),
+                "{server} {tool}"
+            );
         }
     }
 

@@ -1,0 +1,179 @@
+//! Approval channels: where the one question about a call goes (R17, R26).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate_core::{AgentRef, Ask, CallId, ChannelKind, RunContext, ToolIdentity};
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The one approval question about one call (R17): the tool, the full input, every reason.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    /// The gate-issued, unguessable interaction id (R26).
+    pub interaction_id: String,
+    /// The call's id.
+    pub call_id: CallId,
+    /// The tool's qualified (wire) name.
+    pub tool: String,
+    /// The identities behind that name, as the sources spelled them.
+    pub identities: Vec<ToolIdentity>,
+    /// The calling agent.
+    pub agent: AgentRef,
+    /// The input exactly as it will be sent (R35).
+    pub input: Arc<Value>,
+    /// The canonical hash of that input (RFC 8785 + SHA-256).
+    pub input_hash: String,
+    /// The hash of the tool's definition when the question was asked (R35).
+    pub definition_hash: String,
+    /// Every ask, with who asked (R17).
+    pub asks: Vec<Ask>,
+    /// The run's settings.
+    pub run: RunContext,
+}
+
+impl ApprovalRequest {
+    /// Every reason, in order.
+    pub fn reasons(&self) -> Vec<String> {
+        self.asks.iter().map(|a| a.reason.clone()).collect()
+    }
+
+    /// The question as text a person reads: the tool, the agent, the full input and every
+    /// reason.
+    pub fn render(&self) -> String {
+        let input =
+            serde_json::to_string_pretty(&*self.input).unwrap_or_else(|_| self.input.to_string());
+        let mut s = format!(
+            "Approve `{}` for agent `{}`?\n  interaction: {}\n  input:\n",
+            self.tool, self.agent.profile, self.interaction_id
+        );
+        for line in input.lines() {
+            s.push_str("    ");
+            s.push_str(line);
+            s.push('\n');
+        }
+        s.push_str("  because:\n");
+        for a in &self.asks {
+            s.push_str("    - ");
+            s.push_str(&a.reason);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// How a wait for a person ended. Each ending is distinct in the record: a timeout is
+/// `Expired`, never a person's no (R26).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// A person approved this one call.
+    Approved {
+        /// Who approved.
+        approver: String,
+    },
+    /// A person denied it.
+    Denied {
+        /// Who denied.
+        approver: String,
+        /// Why, if they said.
+        reason: Option<String>,
+    },
+    /// Nobody answered in time.
+    Expired,
+    /// The wait was cancelled.
+    Cancelled,
+    /// The call is held in a durable inbox; the agent pauses its turn.
+    Held {
+        /// The interaction id to answer later.
+        interaction_id: String,
+    },
+    /// The channel could not route the request: an error, never an approval.
+    Unroutable(String),
+}
+
+/// Where approval questions go. Implementations must fail closed: anything but a person's
+/// explicit approval is not an approval.
+pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
+    /// The kind of channel, matched against the configuration's `approval.channel`.
+    fn kind(&self) -> ChannelKind;
+
+    /// Asks the question; resolves when the wait ends.
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome>;
+}
+
+/// A channel answering every question with a closure (scripted approvers, tests).
+///
+/// ```
+/// use toolgate::approval::{ApprovalOutcome, FnChannel};
+/// use toolgate::core::ChannelKind;
+/// let approve_all = FnChannel::new(ChannelKind::Interactive, |_req| ApprovalOutcome::Approved { approver: "script".into() });
+/// # let _ = approve_all;
+/// ```
+pub struct FnChannel<F> {
+    kind: ChannelKind,
+    answer: F,
+}
+
+impl<F> FnChannel<F>
+where
+    F: Fn(&ApprovalRequest) -> ApprovalOutcome + Send + Sync + 'static,
+{
+    /// A channel of `kind` answered by `answer`.
+    pub fn new(kind: ChannelKind, answer: F) -> Self {
+        Self { kind, answer }
+    }
+}
+
+impl<F> fmt::Debug for FnChannel<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FnChannel")
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl<F> ApprovalChannel for FnChannel<F>
+where
+    F: Fn(&ApprovalRequest) -> ApprovalOutcome + Send + Sync + 'static,
+{
+    fn kind(&self) -> ChannelKind {
+        self.kind
+    }
+
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        let outcome = (self.answer)(&request);
+        Box::pin(std::future::ready(outcome))
+    }
+}
+
+/// A fresh unguessable interaction id: 128 bits from the operating system's generator.
+/// When no randomness can be had, `None`: the gate then refuses the call.
+pub(crate) fn interaction_id() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    let mut s = String::with_capacity(3 + 32);
+    s.push_str("ia_");
+    for b in bytes {
+        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r26_interaction_ids_are_unguessable_and_distinct() {
+        let a = interaction_id().unwrap();
+        let b = interaction_id().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 35);
+        assert!(a[3..].chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}

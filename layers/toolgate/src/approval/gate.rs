@@ -1,0 +1,456 @@
+//! The approval gate layer (R14 steps 5–7, R15–R17, R25–R26, R32, R35).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use serde_json::Value;
+use toolgate_core::{
+    AgentRef, Ask, AskSource, CallId, Check, Refusal, RefusalCode, ToolCall, ToolOutput,
+    ToolResponse, Verdict,
+};
+use toolgate_engine::{CallView, canon};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::channel::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, interaction_id,
+};
+use super::hooks::{HookCall, ToolHooks};
+use crate::handle::GovernanceHandle;
+
+/// Layer of the [`ApprovalGate`].
+#[derive(Clone)]
+#[must_use]
+pub struct ApprovalGateLayer {
+    handle: GovernanceHandle,
+    channel: Option<Arc<dyn ApprovalChannel>>,
+    hooks: Option<Arc<dyn ToolHooks>>,
+}
+
+impl fmt::Debug for ApprovalGateLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApprovalGateLayer")
+            .field("handle", &self.handle)
+            .field("channel", &self.channel)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
+}
+
+impl ApprovalGateLayer {
+    /// A gate deciding by the snapshots in `handle`, with no approval channel: every call
+    /// that would ask is refused `no_approval_channel` until one is set.
+    pub fn new(handle: GovernanceHandle) -> Self {
+        Self {
+            handle,
+            channel: None,
+            hooks: None,
+        }
+    }
+
+    /// Routes asks to `channel`. Its kind must match the configuration's
+    /// `approval.channel`, or asks are refused as unroutable.
+    pub fn channel(mut self, channel: impl ApprovalChannel) -> Self {
+        self.channel = Some(Arc::new(channel));
+        self
+    }
+
+    /// As [`ApprovalGateLayer::channel`], for a channel already shared.
+    pub fn shared_channel(mut self, channel: Arc<dyn ApprovalChannel>) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Hooks every call (R32).
+    pub fn hooks(mut self, hooks: impl ToolHooks) -> Self {
+        self.hooks = Some(Arc::new(hooks));
+        self
+    }
+}
+
+impl<S> Layer<S> for ApprovalGateLayer {
+    type Service = ApprovalGate<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ApprovalGate {
+            inner,
+            handle: self.handle.clone(),
+            channel: self.channel.clone(),
+            hooks: self.hooks.clone(),
+        }
+    }
+}
+
+/// The approval gate: decides every call with the engine (every check of R14, then the
+/// approval decision), asks one question through the channel when something asks, and
+/// sends the call only when it runs.
+#[derive(Clone)]
+pub struct ApprovalGate<S> {
+    inner: S,
+    handle: GovernanceHandle,
+    channel: Option<Arc<dyn ApprovalChannel>>,
+    hooks: Option<Arc<dyn ToolHooks>>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApprovalGate")
+            .field("inner", &self.inner)
+            .field("channel", &self.channel)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
+}
+
+impl<S> ApprovalGate<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the gate, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// What `after_call` needs once the call itself has been handed to the tool.
+struct After {
+    hooks: Arc<dyn ToolHooks>,
+    call_id: CallId,
+    tool: String,
+    agent: AgentRef,
+    input: Value,
+}
+
+impl After {
+    fn of(hooks: &Arc<dyn ToolHooks>, call: &ToolCall, tool: &str) -> Self {
+        Self {
+            hooks: Arc::clone(hooks),
+            call_id: call.id.clone(),
+            tool: tool.to_owned(),
+            agent: call.agent.clone(),
+            input: call.input.clone(),
+        }
+    }
+
+    fn apply(&self, response: ToolResponse) -> ToolResponse {
+        let view = HookCall {
+            call_id: &self.call_id,
+            tool: &self.tool,
+            agent: &self.agent,
+            input: &self.input,
+        };
+        match self.hooks.after_call(&view, &response) {
+            Ok(()) => response,
+            Err(text) => ToolResponse::Failed(ToolOutput::new(Value::String(text))),
+        }
+    }
+}
+
+impl fmt::Debug for After {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("After").field("tool", &self.tool).finish()
+    }
+}
+
+pin_project! {
+    /// Response future of [`ApprovalGate`]: the tool's future on the run path (no
+    /// allocation), a refusal, or a boxed wait for a person on the ask path.
+    pub struct GateFuture<F, E> {
+        #[pin]
+        kind: GateKind<F, E>,
+    }
+}
+
+pin_project! {
+    #[project = GateProj]
+    enum GateKind<F, E> {
+        Inner { #[pin] future: F, after: Option<After> },
+        Refused { response: Option<ToolResponse> },
+        Waiting { future: BoxFuture<Result<ToolResponse, E>> },
+    }
+}
+
+impl<F, E> fmt::Debug for GateFuture<F, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GateFuture")
+    }
+}
+
+impl<F, E> GateFuture<F, E> {
+    fn refused(refusal: Refusal) -> Self {
+        Self {
+            kind: GateKind::Refused {
+                response: Some(ToolResponse::Refused(refusal)),
+            },
+        }
+    }
+}
+
+impl<F, E> Future for GateFuture<F, E>
+where
+    F: Future<Output = Result<ToolResponse, E>>,
+{
+    type Output = Result<ToolResponse, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            GateProj::Inner { future, after } => match future.poll(cx) {
+                Poll::Ready(Ok(response)) => Poll::Ready(Ok(match after.take() {
+                    Some(a) => a.apply(response),
+                    None => response,
+                })),
+                other => other,
+            },
+            GateProj::Refused { response } => {
+                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
+                    ToolResponse::Refused(Refusal::new(
+                        RefusalCode::Rejected,
+                        Check::Routing,
+                        "the response future was polled after it completed",
+                    ))
+                })))
+            }
+            GateProj::Waiting { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+fn rejected(why: impl Into<String>, asks: &[Ask]) -> Refusal {
+    let mut reasons = vec![why.into()];
+    reasons.extend(asks.iter().map(|a| a.reason.clone()));
+    Refusal {
+        code: RefusalCode::Rejected,
+        decided_by: Check::Routing,
+        reasons,
+    }
+}
+
+fn hook_view<'a>(call: &'a ToolCall, tool: &'a str) -> HookCall<'a> {
+    HookCall {
+        call_id: &call.id,
+        tool,
+        agent: &call.agent,
+        input: &call.input,
+    }
+}
+
+fn hook_refusal(text: String) -> Refusal {
+    Refusal::new(RefusalCode::Rejected, Check::Hook, text)
+}
+
+impl<S> Service<ToolCall> for ApprovalGate<S>
+where
+    S: Service<ToolCall, Response = ToolResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = ToolResponse;
+    type Error = S::Error;
+    type Future = GateFuture<S::Future, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
+        let governance = self.handle.pin(&mut call);
+        let entry = match governance.lookup(&call.tool) {
+            Ok(e) => e,
+            Err(r) => return GateFuture::refused(r),
+        };
+        let tool = entry.name.clone();
+        let mut extra = Vec::new();
+        if let Some(hooks) = &self.hooks
+            && let Some(message) = hooks.evaluate_approval(&hook_view(&call, &tool))
+        {
+            extra.push(Ask {
+                source: AskSource::Hook,
+                reason: message,
+            });
+        }
+        let decision = governance.decide_with(CallView::of(&call), extra);
+        match decision.verdict {
+            Verdict::Refused(_) => match decision.refusal() {
+                Some(r) => GateFuture::refused(r),
+                None => GateFuture::refused(rejected("the decision was inconsistent", &[])),
+            },
+            Verdict::Run { .. } => {
+                if let Some(hooks) = &self.hooks {
+                    if let Err(text) = hooks.before_call(&hook_view(&call, &tool)) {
+                        return GateFuture::refused(hook_refusal(text));
+                    }
+                    let after = After::of(hooks, &call, &tool);
+                    return GateFuture {
+                        kind: GateKind::Inner {
+                            future: self.inner.call(call),
+                            after: Some(after),
+                        },
+                    };
+                }
+                GateFuture {
+                    kind: GateKind::Inner {
+                        future: self.inner.call(call),
+                        after: None,
+                    },
+                }
+            }
+            Verdict::Ask { channel: kind } => {
+                let Some(channel) = self.channel.clone() else {
+                    return GateFuture::refused(Refusal {
+                        code: RefusalCode::NoApprovalChannel,
+                        decided_by: Check::Routing,
+                        reasons: std::iter::once(format!(
+                            "the configuration routes asks to the `{}` channel but the gate was given no channel",
+                            kind.as_str()
+                        ))
+                        .chain(decision.reasons.iter().cloned())
+                        .collect(),
+                    });
+                };
+                if channel.kind() != kind {
+                    return GateFuture::refused(Refusal {
+                        code: RefusalCode::NoApprovalChannel,
+                        decided_by: Check::Routing,
+                        reasons: std::iter::once(format!(
+                            "the request cannot be routed: the configuration names the `{}` channel but the gate's channel is `{}`",
+                            kind.as_str(),
+                            channel.kind().as_str()
+                        ))
+                        .chain(decision.reasons.iter().cloned())
+                        .collect(),
+                    });
+                }
+                let Some(input_hash) = canon::input_hash(&call.input) else {
+                    return GateFuture::refused(rejected(
+                        "the input cannot be canonicalised, so no approval can be bound to it",
+                        &decision.asks,
+                    ));
+                };
+                let Some(interaction_id) = interaction_id() else {
+                    return GateFuture::refused(rejected(
+                        "no unguessable interaction id could be made",
+                        &decision.asks,
+                    ));
+                };
+                let request = ApprovalRequest {
+                    interaction_id,
+                    call_id: call.id.clone(),
+                    tool: tool.clone(),
+                    identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
+                    agent: call.agent.clone(),
+                    input: Arc::new(call.input.clone()),
+                    input_hash,
+                    definition_hash: canon::entry_definition_hash(entry),
+                    asks: decision.asks.clone(),
+                    run: call.run,
+                };
+                // The clone is not ready; it is polled ready only once a person approves,
+                // so no capacity is held while the call waits.
+                let inner = self.inner.clone();
+                let handle = self.handle.clone();
+                let hooks = self.hooks.clone();
+                GateFuture {
+                    kind: GateKind::Waiting {
+                        future: Box::pin(wait_and_send(
+                            inner, handle, hooks, channel, request, call, tool,
+                        )),
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// The ask path: one question, then — only on a person's approval, with the definition and
+/// input unchanged (R35) — the call.
+async fn wait_and_send<S>(
+    mut inner: S,
+    handle: GovernanceHandle,
+    hooks: Option<Arc<dyn ToolHooks>>,
+    channel: Arc<dyn ApprovalChannel>,
+    request: ApprovalRequest,
+    call: ToolCall,
+    tool: String,
+) -> Result<ToolResponse, S::Error>
+where
+    S: Service<ToolCall, Response = ToolResponse>,
+{
+    let asks = request.asks.clone();
+    let input_hash = request.input_hash.clone();
+    let definition_hash = request.definition_hash.clone();
+    let outcome = channel.request(request).await;
+    let refusal = match outcome {
+        ApprovalOutcome::Approved { approver } => {
+            // R35: the tool's definition now, by the newest snapshot.
+            let now = handle.load();
+            let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
+            if current.as_deref() != Some(definition_hash.as_str()) {
+                return Ok(ToolResponse::Refused(rejected(
+                    format!(
+                        "approved by {approver}, but the definition of `{tool}` changed while the call waited; it will be asked about again"
+                    ),
+                    &asks,
+                )));
+            }
+            if canon::input_hash(&call.input).as_deref() != Some(input_hash.as_str()) {
+                return Ok(ToolResponse::Refused(rejected(
+                    format!("approved by {approver}, but the input differs from what was approved"),
+                    &asks,
+                )));
+            }
+            let after = match &hooks {
+                Some(h) => {
+                    if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
+                        return Ok(ToolResponse::Refused(hook_refusal(text)));
+                    }
+                    Some(After::of(h, &call, &tool))
+                }
+                None => None,
+            };
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let response = inner.call(call).await?;
+            return Ok(match after {
+                Some(a) => a.apply(response),
+                None => response,
+            });
+        }
+        ApprovalOutcome::Denied { approver, reason } => rejected(
+            match reason {
+                Some(r) => format!("denied by {approver}: {r}"),
+                None => format!("denied by {approver}"),
+            },
+            &asks,
+        ),
+        ApprovalOutcome::Expired => rejected(
+            "the approval request expired: nobody answered in time (this is not a person's denial)",
+            &asks,
+        ),
+        ApprovalOutcome::Cancelled => rejected("the approval wait was cancelled", &asks),
+        ApprovalOutcome::Held { interaction_id } => {
+            return Ok(ToolResponse::Held(toolgate_core::HeldCall {
+                interaction_id,
+                reasons: asks.iter().map(|a| a.reason.clone()).collect(),
+            }));
+        }
+        ApprovalOutcome::Unroutable(why) => {
+            let mut r = rejected(
+                format!("the approval channel could not route the request: {why}"),
+                &asks,
+            );
+            r.code = RefusalCode::NoApprovalChannel;
+            r
+        }
+    };
+    Ok(ToolResponse::Refused(refusal))
+}

@@ -1,0 +1,137 @@
+//! The shape shared by the filter layers (exposure, confidentiality, air gap): a layer
+//! holding the snapshot handle, a service that asks the engine for one check and either
+//! forwards the call or answers with a refusal. The check itself lives in the engine.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::task::{Context, Poll};
+
+use toolgate_core::{Refusal, ToolCall, ToolResponse};
+use toolgate_engine::Governance;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::future::ResponseFuture;
+use crate::handle::GovernanceHandle;
+
+/// One engine check run by a filter layer.
+pub trait FilterCheck: Send + Sync + 'static {
+    /// The layer's name, for `Debug`.
+    const NAME: &'static str;
+    /// Runs the check for one call against one snapshot.
+    fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal>;
+}
+
+/// A filter layer: see [`ExposureLayer`](crate::ExposureLayer),
+/// [`ConfidentialityLayer`](crate::ConfidentialityLayer), [`AirGapLayer`](crate::AirGapLayer).
+#[must_use]
+pub struct FilterLayer<C> {
+    handle: GovernanceHandle,
+    _check: PhantomData<fn() -> C>,
+}
+
+impl<C> Clone for FilterLayer<C> {
+    fn clone(&self) -> Self {
+        Self {
+            handle: self.handle.clone(),
+            _check: PhantomData,
+        }
+    }
+}
+
+impl<C: FilterCheck> fmt::Debug for FilterLayer<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(C::NAME)
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl<C: FilterCheck> FilterLayer<C> {
+    /// A layer deciding by the snapshots in `handle`.
+    pub fn new(handle: GovernanceHandle) -> Self {
+        Self {
+            handle,
+            _check: PhantomData,
+        }
+    }
+}
+
+impl<S, C: FilterCheck> Layer<S> for FilterLayer<C> {
+    type Service = Filter<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Filter {
+            inner,
+            handle: self.handle.clone(),
+            _check: PhantomData,
+        }
+    }
+}
+
+/// A filter service: forwards a call that passes its check, answers any other with a
+/// [`ToolResponse::Refused`] and never sends it.
+pub struct Filter<S, C> {
+    inner: S,
+    handle: GovernanceHandle,
+    _check: PhantomData<fn() -> C>,
+}
+
+impl<S: Clone, C> Clone for Filter<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            handle: self.handle.clone(),
+            _check: PhantomData,
+        }
+    }
+}
+
+impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for Filter<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(C::NAME)
+            .field("inner", &self.inner)
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl<S, C> Filter<S, C> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the filter, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C> Service<ToolCall> for Filter<S, C>
+where
+    S: Service<ToolCall, Response = ToolResponse>,
+    C: FilterCheck,
+{
+    type Response = ToolResponse;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
+        let governance = self.handle.pin(&mut call);
+        match C::check(&governance, &call) {
+            Ok(()) => ResponseFuture::inner(self.inner.call(call)),
+            // INVARIANT: a refused call is never sent to the inner service.
+            Err(refusal) => ResponseFuture::refused(ToolResponse::Refused(refusal)),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! One shared configuration snapshot, replaced atomically (R23), pinned per call.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use toolgate_core::ToolCall;
+use toolgate_engine::{ConfigErrors, Governance, PolicyState};
+
+/// The snapshot a call was pinned to by the first toolgate layer it met. Every later layer
+/// decides by the same snapshot, so a replacement mid-call never splits a decision.
+#[derive(Debug, Clone)]
+pub struct Pinned(pub Arc<Governance>);
+
+/// A shared, atomically replaceable [`Governance`] snapshot (`arc-swap`).
+///
+/// ```
+/// use toolgate::GovernanceHandle;
+/// use toolgate::engine::{Governance, PolicyState, policy::{Limits, Policy}};
+///
+/// let handle = GovernanceHandle::new(Governance::builder().build().unwrap());
+/// let before = handle.load();
+/// let policy = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default()).unwrap();
+/// handle.replace_policy(PolicyState::readable(policy)).unwrap();
+/// assert!(!std::sync::Arc::ptr_eq(&before, &handle.load()));
+/// ```
+#[derive(Clone)]
+pub struct GovernanceHandle {
+    inner: Arc<ArcSwap<Governance>>,
+}
+
+impl fmt::Debug for GovernanceHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GovernanceHandle")
+            .field("tools", &self.inner.load().catalog().len())
+            .finish()
+    }
+}
+
+impl GovernanceHandle {
+    /// A handle holding `governance`.
+    pub fn new(governance: Governance) -> Self {
+        Self {
+            inner: Arc::new(ArcSwap::from_pointee(governance)),
+        }
+    }
+
+    /// The current snapshot.
+    pub fn load(&self) -> Arc<Governance> {
+        self.inner.load_full()
+    }
+
+    /// Replaces the whole snapshot atomically: every call is decided wholly by the old or
+    /// wholly by the new one (R23).
+    pub fn store(&self, governance: Governance) {
+        self.inner.store(Arc::new(governance));
+    }
+
+    /// Replaces the tenant policy. A refused replacement keeps the old policy (R22).
+    pub fn replace_policy(&self, state: PolicyState) -> Result<(), ConfigErrors> {
+        let mut error = None;
+        self.inner
+            .rcu(|current| match current.with_policy(state.clone()) {
+                Ok(next) => Arc::new(next),
+                Err(e) => {
+                    error = Some(e);
+                    Arc::clone(current)
+                }
+            });
+        match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The snapshot this call is pinned to, pinning the current one if the call has none.
+    pub fn pin(&self, call: &mut ToolCall) -> Arc<Governance> {
+        if let Some(Pinned(g)) = call.extensions.get::<Pinned>() {
+            return Arc::clone(g);
+        }
+        let g = self.load();
+        call.extensions.insert(Pinned(Arc::clone(&g)));
+        g
+    }
+}
