@@ -1,2 +1,145 @@
-//! The main demo (written next).
-fn main() {}
+//! The main demo: a scripted support agent calls tools through the whole toolgate stack on
+//! an embedded configuration (`examples/demo.json`), and every call's outcome is printed
+//! with the reason.
+//!
+//! ```sh
+//! cargo run --example demo
+//! ```
+//!
+//! Asked calls go to a terminal prompt when standard input is a terminal, and otherwise to
+//! a scripted approver (approves refunds of at most 100, denies everything else).
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+use toolgate::approval::{
+    ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, BoxFuture,
+    TerminalChannel,
+};
+use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolOutput, ToolResponse};
+use toolgate::engine::config::{self, Format};
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+
+const CONFIG: &str = include_str!("demo.json");
+
+/// Answers like a cautious person would, and says so.
+#[derive(Debug)]
+struct ScriptedApprover;
+
+impl ApprovalChannel for ScriptedApprover {
+    fn kind(&self) -> ChannelKind {
+        ChannelKind::Interactive
+    }
+
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        print!("{}", indent(&request.render(), "    │ "));
+        let small_refund = request.tool == "refund_order"
+            && request
+                .input
+                .get("amount")
+                .and_then(Value::as_f64)
+                .is_some_and(|a| a <= 100.0);
+        let outcome = if small_refund {
+            println!("    │ scripted approver: approve (a refund of at most 100)");
+            ApprovalOutcome::Approved {
+                approver: String::from("scripted-approver"),
+            }
+        } else {
+            println!("    │ scripted approver: deny (not a small refund)");
+            ApprovalOutcome::Denied {
+                approver: String::from("scripted-approver"),
+                reason: Some(String::from("only small refunds are approved by the script")),
+            }
+        };
+        Box::pin(std::future::ready(outcome))
+    }
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
+
+/// The tools themselves: what the agent's host would run.
+async fn run_tool(call: ToolCall) -> Result<ToolResponse, std::convert::Infallible> {
+    let name = call.tool.display_name();
+    let content = match name.as_str() {
+        "notes__read" => json!("Note 7: customer 42 prefers email."),
+        "kb__search" => json!(["How refunds work", "Refund limits"]),
+        "refund_order" => json!(format!("refunded {}", call.input["amount"])),
+        "web__lookup" => json!({"customer": 42, "tier": "gold"}),
+        other => json!(format!("{other} ran")),
+    };
+    Ok(ToolResponse::Completed(ToolOutput::new(content)))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let governance = config::load_str(CONFIG, Format::Json)?;
+
+    println!("== What the model of agent `support` is shown (R6–R13) ==");
+    let seen = governance.expose("support")?;
+    for t in &seen.tools {
+        println!(
+            "  shown    {:<14} {}",
+            t.name,
+            if t.wrapped { "wrapped for approval" } else { "raw" }
+        );
+    }
+    for t in &seen.omitted {
+        println!(
+            "  omitted  {:<14} {} — {}",
+            t.name,
+            t.refusal.code,
+            t.refusal.reasons.join("; ")
+        );
+    }
+
+    let handle = GovernanceHandle::new(governance);
+    let channel: Arc<dyn ApprovalChannel> = if std::io::stdin().is_terminal() {
+        println!("\n(standard input is a terminal: asked calls are put to you)");
+        Arc::new(TerminalChannel::new("you", Duration::from_secs(120)))
+    } else {
+        println!("\n(standard input is not a terminal: a scripted approver answers)");
+        Arc::new(ScriptedApprover)
+    };
+    let stack = ServiceBuilder::new()
+        .layer(ExposureLayer::new(handle.clone()))
+        .layer(ConfidentialityLayer::new(handle.clone()))
+        .layer(AirGapLayer::new(handle.clone()))
+        .layer(ApprovalGateLayer::new(handle.clone()).shared_channel(channel))
+        .service(service_fn(run_tool));
+
+    let agent = AgentRef::profile("support");
+    let calls: [(&str, Value, &str); 7] = [
+        ("notes__read", json!({"id": 7}), "a read-only first-party tool: runs"),
+        ("kb__search", json!({"q": "refund"}), "a trusted server's read-only tool: runs"),
+        ("refund_order", json!({"amount": 50, "order": "A-1"}), "needs approval: asked once, approved"),
+        ("refund_order", json!({"amount": 5000, "order": "A-2"}), "a tenant rule denies it"),
+        ("fetch_url", json!({"url": "https://example.com"}), "egress on an air-gapped host"),
+        ("web__lookup", json!({"customer": 42}), "an untrusted server claims read-only: the posture asks"),
+        ("delete_everything", json!({}), "a name the model was never shown"),
+    ];
+    println!("\n== Calls ==");
+    for (i, (tool, input, what)) in calls.into_iter().enumerate() {
+        println!("\n[{}] {tool} {input}  ({what})", i + 1);
+        let response = stack
+            .clone()
+            .oneshot(ToolCall::new(agent.clone(), tool, input))
+            .await?;
+        match &response {
+            ToolResponse::Completed(out) => println!("  => ran: {}", out.content),
+            ToolResponse::Failed(out) => println!("  => the tool failed: {}", out.content),
+            ToolResponse::Refused(r) => {
+                println!("  => refused `{}` by the {} check", r.code, r.decided_by);
+                for reason in &r.reasons {
+                    println!("     - {reason}");
+                }
+            }
+            ToolResponse::Held(h) => println!("  => held as {}", h.interaction_id),
+        }
+    }
+    Ok(())
+}
