@@ -106,6 +106,16 @@ pub fn name_key(name: &str) -> String {
     name.to_ascii_lowercase()
 }
 
+/// As [`name_key`], borrowing when the name has no ASCII upper-case letter (no allocation
+/// on the hot path).
+pub fn lower_key(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use toolgate_core::names::{NameError, name_key};
+use toolgate_core::names::{NameError, lower_key, name_key};
 use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind};
 
 /// What the behaviour posture says about one record (R27–R31).
@@ -196,7 +196,7 @@ impl Catalog {
     /// The entry for a qualified name, case-insensitively (R2).
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.by_key
-            .get(&name_key(name))
+            .get(lower_key(name).as_ref())
             .and_then(|&i| self.entries.get(i))
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use toolgate_core::names::name_key;
+use toolgate_core::names::{lower_key, name_key};
 use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolKind};
 
 use crate::catalog::{Catalog, Entry, PostureStatus, Record, Registered};
@@ -734,7 +734,7 @@ impl Governance {
     /// An agent profile, looked up case-insensitively.
     pub fn agent(&self, name: &str) -> Option<&ResolvedAgent> {
         self.agent_index
-            .get(&name_key(name))
+            .get(lower_key(name).as_ref())
             .and_then(|&i| self.agents.get(i))
     }
 

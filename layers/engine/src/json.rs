@@ -118,22 +118,27 @@ pub fn raw_depth(text: &str) -> usize {
 /// The nesting depth of a value (SPEC §8), measured with an explicit stack, stopping as
 /// soon as `limit` is exceeded (returns `limit + 1` then).
 pub fn value_depth(value: &Value, limit: usize) -> usize {
+    fn level_of(v: &Value) -> bool {
+        v.is_array() || v.is_object()
+    }
+    if !level_of(value) {
+        return 0;
+    }
     let mut max = 0usize;
     let mut stack: Vec<(&Value, usize)> = vec![(value, 1)];
     while let Some((v, level)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
         max = max.max(level);
         if max > limit {
             return limit.saturating_add(1);
         }
-        for child in children {
-            if child.is_array() || child.is_object() {
-                stack.push((child, level + 1));
+        match v {
+            Value::Array(items) => {
+                stack.extend(items.iter().filter(|c| level_of(c)).map(|c| (c, level + 1)))
             }
+            Value::Object(map) => {
+                stack.extend(map.values().filter(|c| level_of(c)).map(|c| (c, level + 1)))
+            }
+            _ => {}
         }
     }
     max

@@ -27,6 +27,7 @@ use std::fmt;
 use regex::{Regex, RegexBuilder};
 use serde_json::{Number, Value};
 use toolgate_core::ToolKind;
+use toolgate_core::names::lower_key;
 
 pub use glob::Glob;
 
@@ -612,9 +613,12 @@ impl Policy {
     /// default for mcp/http calls no rule matches; `allow` rules only let a call through
     /// the default.
     pub fn evaluate(&self, subject: &Subject<'_>, input: &Value) -> Evaluation {
-        let tool = subject.tool.to_ascii_lowercase();
-        let server = subject.server.map(str::to_ascii_lowercase);
-        let agent = subject.agent.to_ascii_lowercase();
+        if self.rules.is_empty() {
+            return self.default_only(subject.kind);
+        }
+        let tool = lower_key(subject.tool);
+        let server = subject.server.map(lower_key);
+        let agent = lower_key(subject.agent);
         let lower = LowerSubject {
             kind: subject.kind,
             tool: &tool,
@@ -642,6 +646,15 @@ impl Policy {
                 eval.effect = Some(self.default);
                 eval.by_default = true;
             }
+        }
+        eval
+    }
+
+    fn default_only(&self, kind: ToolKind) -> Evaluation {
+        let mut eval = Evaluation::default();
+        if matches!(kind, ToolKind::Mcp | ToolKind::Http) && self.default != Effect::Allow {
+            eval.effect = Some(self.default);
+            eval.by_default = true;
         }
         eval
     }

@@ -269,10 +269,10 @@ where
             Ok(e) => e,
             Err(r) => return GateFuture::refused(r),
         };
-        let tool = entry.name.clone();
+        let tool: &str = &entry.name;
         let mut extra = Vec::new();
         if let Some(hooks) = &self.hooks
-            && let Some(message) = hooks.evaluate_approval(&hook_view(&call, &tool))
+            && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
         {
             extra.push(Ask {
                 source: AskSource::Hook,
@@ -287,10 +287,10 @@ where
             },
             Verdict::Run { .. } => {
                 if let Some(hooks) = &self.hooks {
-                    if let Err(text) = hooks.before_call(&hook_view(&call, &tool)) {
+                    if let Err(text) = hooks.before_call(&hook_view(&call, tool)) {
                         return GateFuture::refused(hook_refusal(text));
                     }
-                    let after = After::of(hooks, &call, &tool);
+                    let after = After::of(hooks, &call, tool);
                     return GateFuture {
                         kind: GateKind::Inner {
                             future: self.inner.call(call),
@@ -346,7 +346,7 @@ where
                 let request = ApprovalRequest {
                     interaction_id,
                     call_id: call.id.clone(),
-                    tool: tool.clone(),
+                    tool: tool.to_owned(),
                     identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
                     agent: call.agent.clone(),
                     input: Arc::new(call.input.clone()),
@@ -363,7 +363,13 @@ where
                 GateFuture {
                     kind: GateKind::Waiting {
                         future: Box::pin(wait_and_send(
-                            inner, handle, hooks, channel, request, call, tool,
+                            inner,
+                            handle,
+                            hooks,
+                            channel,
+                            request,
+                            call,
+                            tool.to_owned(),
                         )),
                     },
                 }
