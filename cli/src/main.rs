@@ -193,12 +193,12 @@ fn run(command: Command) -> Result<ExitCode, String> {
                         if t.wrapped { "wrapped" } else { "raw" }
                     );
                 }
-                println!("\n{:width$}  REFUSAL  REASON", "OMITTED");
+                println!("\n{:width$}  {:<19}  REASON", "OMITTED", "REFUSAL");
                 for t in &exposure.omitted {
                     println!(
-                        "{:width$}  {}  {}",
+                        "{:width$}  {:<19}  {}",
                         t.name,
-                        t.refusal.code,
+                        t.refusal.code.as_str(),
                         t.refusal.reasons.join("; ")
                     );
                 }

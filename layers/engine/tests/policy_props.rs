@@ -881,6 +881,30 @@ proptest! {
         }
     }
 
+    /// R21: the converse: adding an `allow` rule never tightens a decision (it can only let
+    /// a call through the default), and the strictest matching rule still decides.
+    #[test]
+    fn r21_adding_allow_never_tightens(
+        (default, rules, calls) in case(),
+        extra in rule_with(Just("allow")),
+        at in any::<Index>(),
+    ) {
+        let before_policy = compile(&policy_json(default, rules.clone()))?;
+        let mut more = rules;
+        more.insert(at.index(more.len() + 1), extra);
+        let after_raw = policy_json(default, more);
+        let after_policy = compile(&after_raw)?;
+        for call in &calls {
+            let before = before_policy.evaluate(&call.subject(), &call.input);
+            let after = after_policy.evaluate(&call.subject(), &call.input);
+            let ctx = format!("policy {after_raw} call {call:?} before {before:?} after {after:?}");
+            prop_assert!(strictness(after.effect) <= strictness(before.effect), "{}", ctx);
+            if !before.by_default {
+                prop_assert_eq!(strictness(after.effect), strictness(before.effect), "{}", ctx);
+            }
+        }
+    }
+
     /// R22: a policy printed with `to_json` reads back into a policy that decides the same.
     #[test]
     fn r22_policy_round_trips_through_its_json(

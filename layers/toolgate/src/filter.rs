@@ -135,3 +135,88 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use toolgate_core::{AgentRef, RefusalCode, ToolOutput};
+    use toolgate_engine::config::{Format, load_str};
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+    use crate::{AirGapLayer, ConfidentialityLayer, ExposureLayer};
+
+    fn handle() -> GovernanceHandle {
+        GovernanceHandle::new(
+            load_str(
+                r#"{"air_gapped": true,
+                    "tools": [{"kind": "http", "name": "fetch", "network": "egress"},
+                              {"toolset": "mem", "name": "save", "confidential": true},
+                              {"toolset": "mem", "name": "read"}],
+                    "agents": [{"name": "a", "confidential": true,
+                                "allowed_tools": ["fetch", "mem__save", "mem__read"]}]}"#,
+                Format::Json,
+            )
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn r14_a_refused_call_never_reaches_the_inner_service() {
+        let h = handle();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&hits);
+        let svc = ServiceBuilder::new()
+            .layer(ExposureLayer::new(h.clone()))
+            .layer(ConfidentialityLayer::new(h.clone()))
+            .layer(AirGapLayer::new(h))
+            .service(service_fn(move |_c: ToolCall| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::default())) }
+            }));
+        let call = |name: &str| ToolCall::new(AgentRef::profile("a"), name, json!({}));
+        for (name, code) in [
+            ("nope", RefusalCode::UnknownTool),
+            ("mem__save", RefusalCode::Confidential),
+            ("fetch", RefusalCode::AirGapped),
+        ] {
+            let r = svc.clone().oneshot(call(name)).await.unwrap();
+            assert_eq!(r.refusal().map(|r| r.code), Some(code), "{name}");
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+        let r = svc.oneshot(call("mem__read")).await.unwrap();
+        assert!(matches!(r, ToolResponse::Completed(_)));
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn readiness_is_forwarded() {
+        let (mut svc, mut mock) =
+            tower_test::mock::spawn_layer::<ToolCall, ToolResponse, _>(ExposureLayer::new(handle()));
+        mock.allow(0);
+        assert!(svc.poll_ready().is_pending());
+        mock.allow(1);
+        assert!(svc.poll_ready().is_ready());
+    }
+
+    #[tokio::test]
+    async fn r23_every_layer_decides_by_the_pinned_snapshot() {
+        let h = handle();
+        let mut call = ToolCall::new(AgentRef::profile("a"), "mem__read", json!({}));
+        let pinned = h.pin(&mut call);
+        h.store(Governance::builder().build().unwrap());
+        // The call is still decided by the snapshot it was pinned to, where `mem__read` exists.
+        assert!(Arc::ptr_eq(&pinned, &h.pin(&mut call)));
+        let r = FilterLayer::<crate::exposure::ExposureCheck>::new(h)
+            .layer(service_fn(|_c: ToolCall| async {
+                Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::default()))
+            }))
+            .oneshot(call)
+            .await
+            .unwrap();
+        assert!(matches!(r, ToolResponse::Completed(_)));
+    }
+}

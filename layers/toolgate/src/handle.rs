@@ -83,3 +83,22 @@ impl GovernanceHandle {
         g
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_engine::config::{Format, load_str};
+    use toolgate_engine::policy::{Limits, Policy};
+
+    #[test]
+    fn r22_a_refused_policy_update_keeps_the_old_policy() {
+        let h = GovernanceHandle::new(
+            load_str(r#"{"enforce_tool_invocation": false}"#, Format::Json).unwrap(),
+        );
+        let before = h.load();
+        let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default())
+            .unwrap();
+        assert!(h.replace_policy(PolicyState::readable(deny)).is_err());
+        assert!(Arc::ptr_eq(&before, &h.load()), "nothing was replaced");
+    }
+}
