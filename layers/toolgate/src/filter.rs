@@ -175,7 +175,11 @@ mod tests {
             .layer(AirGapLayer::new(h))
             .service(service_fn(move |_c: ToolCall| {
                 counter.fetch_add(1, Ordering::SeqCst);
-                async { Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::default())) }
+                async {
+                    Ok::<_, std::convert::Infallible>(
+                        ToolResponse::Completed(ToolOutput::default()),
+                    )
+                }
             }));
         let call = |name: &str| ToolCall::new(AgentRef::profile("a"), name, json!({}));
         for (name, code) in [
@@ -194,8 +198,9 @@ mod tests {
 
     #[tokio::test]
     async fn readiness_is_forwarded() {
-        let (mut svc, mut mock) =
-            tower_test::mock::spawn_layer::<ToolCall, ToolResponse, _>(ExposureLayer::new(handle()));
+        let (mut svc, mut mock) = tower_test::mock::spawn_layer::<ToolCall, ToolResponse, _>(
+            ExposureLayer::new(handle()),
+        );
         mock.allow(0);
         assert!(svc.poll_ready().is_pending());
         mock.allow(1);

@@ -270,16 +270,22 @@ where
             Err(r) => return GateFuture::refused(r),
         };
         let tool: &str = &entry.name;
-        let mut extra = Vec::new();
+        let mut decision = governance.decide(CallView::of(&call));
+        // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
+        // and the tenant policy): its ask joins the others before they are routed; it never
+        // sees a call those checks refused.
+        let passed = !matches!(decision.verdict, Verdict::Refused(_))
+            || decision.decided_by == Check::Routing;
         if let Some(hooks) = &self.hooks
+            && passed
             && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
         {
-            extra.push(Ask {
+            let ask = Ask {
                 source: AskSource::Hook,
                 reason: message,
-            });
+            };
+            decision = governance.decide_with(CallView::of(&call), vec![ask]);
         }
-        let decision = governance.decide_with(CallView::of(&call), extra);
         match decision.verdict {
             Verdict::Refused(_) => match decision.refusal() {
                 Some(r) => GateFuture::refused(r),
@@ -355,9 +361,13 @@ where
                     asks: decision.asks.clone(),
                     run: call.run,
                 };
-                // The clone is not ready; it is polled ready only once a person approves,
-                // so no capacity is held while the call waits.
-                let inner = self.inner.clone();
+                // Release the capacity our `poll_ready` reserved: a person may take minutes.
+                // The future gets a fresh handle and polls it ready only once approved; the
+                // caller polls `self` ready again before its next call, as tower requires.
+                let fresh = self.inner.clone();
+                let reserved = std::mem::replace(&mut self.inner, fresh);
+                let inner = reserved.clone();
+                drop(reserved);
                 let handle = self.handle.clone();
                 let hooks = self.hooks.clone();
                 GateFuture {
@@ -398,6 +408,8 @@ where
     let outcome = channel.request(request).await;
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {
+            // Wait for capacity first: R35 is checked when the call is about to be sent.
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             // R35: the tool's definition now, by the newest snapshot.
             let now = handle.load();
             let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
@@ -424,7 +436,6 @@ where
                 }
                 None => None,
             };
-            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(call).await?;
             return Ok(match after {
                 Some(a) => a.apply(response),
