@@ -18,6 +18,7 @@ mod call;
 mod decision;
 mod decl;
 pub mod names;
+mod record;
 mod response;
 
 pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef};
@@ -27,4 +28,5 @@ pub use decision::{
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
 };
+pub use record::{DecisionNote, DecisionSink, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};

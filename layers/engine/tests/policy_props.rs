@@ -11,8 +11,9 @@
 //! that is set (the long profile: `TOOLGATE_PROPTEST_CASES=100000 cargo test -p
 //! toolgate-engine --release --test policy_props`).
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -47,7 +48,21 @@ fn glob_regex(pattern: &str) -> Regex {
         }
     }
     re.push_str(r"\z");
-    Regex::new(&re).expect("an escaped pattern is a valid regex")
+    cached_regex(&re)
+}
+
+thread_local! {
+    static REGEXES_SEEN: RefCell<HashMap<String, Regex>> = RefCell::new(HashMap::new());
+}
+
+/// Compiling is the slow part of the reference; the generator's vocabulary is small.
+fn cached_regex(re: &str) -> Regex {
+    REGEXES_SEEN.with(|seen| {
+        seen.borrow_mut()
+            .entry(re.to_owned())
+            .or_insert_with(|| Regex::new(re).expect("a valid regex"))
+            .clone()
+    })
 }
 
 fn glob_holds(pattern: &str, name: &str) -> bool {
@@ -161,7 +176,7 @@ fn test_holds(test: &Map<String, Value>, value: Option<&Value>) -> bool {
                 }
             }
             "matches" => {
-                let re = Regex::new(operand.as_str().expect("a string")).expect("a valid regex");
+                let re = cached_regex(operand.as_str().expect("a string"));
                 v.as_str().is_some_and(|s| re.is_match(s))
             }
             other => panic!("the generator made an unknown test `{other}`"),

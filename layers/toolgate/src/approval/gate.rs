@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use serde_json::Value;
 use toolgate_core::{
-    AgentRef, Ask, AskSource, CallId, Check, Refusal, RefusalCode, ToolCall, ToolOutput,
-    ToolResponse, Verdict,
+    AgentRef, Ask, AskSource, CallId, Check, DecisionNote, DecisionSink, Refusal, RefusalCode,
+    ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
 use toolgate_engine::{CallView, canon};
 use tower_layer::Layer;
@@ -286,6 +286,24 @@ where
             };
             decision = governance.decide_with(CallView::of(&call), vec![ask]);
         }
+        let sink = call.extensions.get::<DecisionSink>().cloned();
+        if let Some(sink) = &sink {
+            let wait = match decision.verdict {
+                Verdict::Refused(_) => WaitEnd::Refused,
+                Verdict::Run {
+                    auto_approved: true,
+                } => WaitEnd::AutoApproved,
+                Verdict::Run { .. } => WaitEnd::NotAsked,
+                // Until the wait ends: a future dropped mid-wait leaves `cancelled` (R26).
+                Verdict::Ask { .. } => WaitEnd::Cancelled,
+            };
+            sink.record(DecisionNote {
+                decision: decision.clone(),
+                wait,
+                interaction_id: None,
+                input_hash: canon::input_hash(&call.input),
+            });
+        }
         match decision.verdict {
             Verdict::Refused(_) => match decision.refusal() {
                 Some(r) => GateFuture::refused(r),
@@ -368,19 +386,20 @@ where
                 let reserved = std::mem::replace(&mut self.inner, fresh);
                 let inner = reserved.clone();
                 drop(reserved);
-                let handle = self.handle.clone();
-                let hooks = self.hooks.clone();
+                if let Some(sink) = &sink {
+                    let id = request.interaction_id.clone();
+                    sink.update(|note| note.interaction_id = Some(id));
+                }
+                let path = AskPath {
+                    inner,
+                    handle: self.handle.clone(),
+                    hooks: self.hooks.clone(),
+                    channel,
+                    sink,
+                };
                 GateFuture {
                     kind: GateKind::Waiting {
-                        future: Box::pin(wait_and_send(
-                            inner,
-                            handle,
-                            hooks,
-                            channel,
-                            request,
-                            call,
-                            tool.to_owned(),
-                        )),
+                        future: Box::pin(wait_and_send(path, request, call, tool.to_owned())),
                     },
                 }
             }
@@ -388,13 +407,19 @@ where
     }
 }
 
-/// The ask path: one question, then — only on a person's approval, with the definition and
-/// input unchanged (R35) — the call.
-async fn wait_and_send<S>(
-    mut inner: S,
+/// What the ask path carries into its future.
+struct AskPath<S> {
+    inner: S,
     handle: GovernanceHandle,
     hooks: Option<Arc<dyn ToolHooks>>,
     channel: Arc<dyn ApprovalChannel>,
+    sink: Option<DecisionSink>,
+}
+
+/// The ask path: one question, then — only on a person's approval, with the definition and
+/// input unchanged (R35) — the call.
+async fn wait_and_send<S>(
+    path: AskPath<S>,
     request: ApprovalRequest,
     call: ToolCall,
     tool: String,
@@ -402,10 +427,41 @@ async fn wait_and_send<S>(
 where
     S: Service<ToolCall, Response = ToolResponse>,
 {
+    let AskPath {
+        mut inner,
+        handle,
+        hooks,
+        channel,
+        sink,
+    } = path;
     let asks = request.asks.clone();
     let input_hash = request.input_hash.clone();
     let definition_hash = request.definition_hash.clone();
     let outcome = channel.request(request).await;
+    if let Some(sink) = &sink {
+        let wait = match &outcome {
+            ApprovalOutcome::Approved { approver } => WaitEnd::Approved {
+                approver: approver.clone(),
+            },
+            ApprovalOutcome::Denied { approver, .. } => WaitEnd::Denied {
+                approver: approver.clone(),
+            },
+            ApprovalOutcome::Expired => WaitEnd::Expired,
+            ApprovalOutcome::Cancelled => WaitEnd::Cancelled,
+            ApprovalOutcome::Held { .. } => WaitEnd::Held,
+            ApprovalOutcome::Unroutable(_) => WaitEnd::Unroutable,
+        };
+        let held_id = match &outcome {
+            ApprovalOutcome::Held { interaction_id } => Some(interaction_id.clone()),
+            _ => None,
+        };
+        sink.update(|note| {
+            note.wait = wait;
+            if held_id.is_some() {
+                note.interaction_id = held_id;
+            }
+        });
+    }
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {
             // Wait for capacity first: R35 is checked when the call is about to be sent.
