@@ -67,6 +67,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Work with audit files.
+    Audit {
+        #[command(subcommand)]
+        action: AuditCommand,
+    },
     /// Explain one call's decision: which check or rule decided, and every reason.
     Explain {
         /// The configuration file.
@@ -77,6 +82,18 @@ enum Command {
         /// The call, a JSON file (`-` for standard input).
         #[arg(long)]
         call: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Check an audit file's hash chain; report the first record that breaks it (exit 1).
+    Verify {
+        /// The JSON Lines audit file.
+        file: PathBuf,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -224,6 +241,32 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 print!("{}", explain_text(&decision, None));
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit {
+            action: AuditCommand::Verify { file, json },
+        } => {
+            let f = std::fs::File::open(&file)
+                .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+            match toolgate_engine::chain::verify_chain(std::io::BufReader::new(f)) {
+                Ok(n) => {
+                    if json {
+                        print_json(&json!({"valid": true, "records": n}));
+                    } else {
+                        println!("{n} records; the chain is intact");
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(b) => {
+                    if json {
+                        print_json(
+                            &json!({"valid": false, "line": b.line, "seq": b.seq, "problem": b.problem}),
+                        );
+                    } else {
+                        println!("the chain is broken at {b}");
+                    }
+                    Ok(ExitCode::from(1))
+                }
+            }
         }
         Command::Explain {
             config,

@@ -14,7 +14,8 @@ pub fn canonical_json(value: &Value) -> Option<String> {
     serde_json_canonicalizer::to_string(value).ok()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// `sha256:<hex>` of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + digest.len() * 2);
     out.push_str("sha256:");

@@ -66,6 +66,8 @@ const TOP: &[&str] = &[
     "agents",
     "policy",
     "limits",
+    "audit",
+    "redaction",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -223,6 +225,13 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
                 b = b.agent(agent);
             }
         }
+    }
+    if let Some(v) = top.raw("audit", &mut errs) {
+        b = b.audit(crate::observe::read_audit(v, &mut errs));
+    }
+    if let Some(v) = top.raw("redaction", &mut errs) {
+        let limit = b.current_limits().regex_size_limit;
+        b = b.redaction(crate::observe::read_redaction(v, limit, &mut errs));
     }
     if let Some(v) = top.raw("policy", &mut errs) {
         let limits = b.current_limits();

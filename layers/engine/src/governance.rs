@@ -8,6 +8,7 @@ use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolKind};
 
 use crate::catalog::{Catalog, Entry, PostureStatus, Record, Registered};
 use crate::error::{ConfigErrors, Warning, index};
+use crate::observe::{AuditSettings, RedactionSettings};
 use crate::policy::{Effect, Limits, Policy};
 
 /// What the operator says about one MCP server.
@@ -243,6 +244,8 @@ pub struct GovernanceBuilder {
     tools: Vec<ToolDeclaration>,
     agents: Vec<AgentProfile>,
     policy: PolicyState,
+    audit: AuditSettings,
+    redaction: RedactionSettings,
 }
 
 impl GovernanceBuilder {
@@ -303,6 +306,18 @@ impl GovernanceBuilder {
     /// Sets the tenant policy's state, an unreadable stored policy included (R22).
     pub fn policy_state(mut self, state: PolicyState) -> Self {
         self.policy = state;
+        self
+    }
+
+    /// Sets the audit settings (R33).
+    pub fn audit(mut self, audit: AuditSettings) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Sets the redaction settings (R33).
+    pub fn redaction(mut self, redaction: RedactionSettings) -> Self {
+        self.redaction = redaction;
         self
     }
 
@@ -522,6 +537,8 @@ impl GovernanceBuilder {
             agent_index,
             policy: self.policy,
             declarations: self.tools,
+            audit: self.audit,
+            redaction: self.redaction,
         })
     }
 }
@@ -660,6 +677,8 @@ pub struct Governance {
     pub(crate) agent_index: HashMap<String, usize>,
     pub(crate) policy: PolicyState,
     pub(crate) declarations: Vec<ToolDeclaration>,
+    pub(crate) audit: AuditSettings,
+    pub(crate) redaction: RedactionSettings,
 }
 
 impl Governance {
@@ -679,6 +698,8 @@ impl Governance {
             tools: self.declarations.clone(),
             agents: self.profiles(),
             policy: self.policy.clone(),
+            audit: self.audit.clone(),
+            redaction: self.redaction.clone(),
         }
     }
 
@@ -724,6 +745,16 @@ impl Governance {
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The audit settings.
+    pub fn audit_settings(&self) -> &AuditSettings {
+        &self.audit
+    }
+
+    /// The redaction settings.
+    pub fn redaction_settings(&self) -> &RedactionSettings {
+        &self.redaction
     }
 
     /// The tenant policy's state.

@@ -49,11 +49,13 @@
 
 pub mod canon;
 pub mod catalog;
+pub mod chain;
 pub mod config;
 mod decide;
 mod error;
 mod governance;
 pub mod json;
+pub mod observe;
 pub mod policy;
 
 pub use decide::{CallInput, CallView, ExposedTool, Exposure, OmittedTool, UnknownAgent};

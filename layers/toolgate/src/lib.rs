@@ -93,11 +93,14 @@
 
 pub mod airgap;
 pub mod approval;
+pub mod audit;
 pub mod confidentiality;
 pub mod exposure;
 mod filter;
 mod future;
 mod handle;
+pub mod redact;
+pub mod scrub;
 
 pub use toolgate_core as core;
 pub use toolgate_engine as engine;

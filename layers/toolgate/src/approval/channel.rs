@@ -34,7 +34,17 @@ pub struct ApprovalRequest {
     pub asks: Vec<Ask>,
     /// The run's settings.
     pub run: RunContext,
+    /// When the call is the execution of a held call already answered, its interaction id
+    /// ([`ResumeTicket`]): a durable channel then redeems that answer instead of asking
+    /// again (R26, R38).
+    pub ticket: Option<String>,
 }
+
+/// Marks a call as the execution of a held call (put it in the call's extensions). The
+/// call still passes every check (R38); the gate hands the ticket to its channel, which
+/// approves it only if that held call was approved for exactly this input and definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeTicket(pub String);
 
 impl ApprovalRequest {
     /// Every reason, in order.

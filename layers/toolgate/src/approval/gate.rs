@@ -17,7 +17,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::channel::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, interaction_id,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
 use crate::handle::GovernanceHandle;
@@ -378,6 +378,7 @@ where
                     definition_hash: canon::entry_definition_hash(entry),
                     asks: decision.asks.clone(),
                     run: call.run,
+                    ticket: call.extensions.get::<ResumeTicket>().map(|t| t.0.clone()),
                 };
                 // Release the capacity our `poll_ready` reserved: a person may take minutes.
                 // The future gets a fresh handle and polls it ready only once approved; the

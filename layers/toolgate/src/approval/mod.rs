@@ -45,7 +45,9 @@ mod hooks;
 mod interactive;
 mod terminal;
 
-pub use channel::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel};
+pub use channel::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
+};
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};
 pub use interactive::{Answer, AnswerError, InteractiveChannel, PendingApproval, PendingApprovals};

@@ -1,0 +1,494 @@
+//! The audit layer (R33): one record per call with the whole story, redacted, chained by
+//! hash.
+//!
+//! Place it just inside the tool span and outside every deciding layer, so that it sees
+//! every call — those refused by a filter as well as those the gate asked about and those
+//! that ran. It puts a [`DecisionSink`] in the call's extensions; the approval gate records
+//! its decision there (which check or rule decided, every reason, how a wait ended and who
+//! answered), and the layer writes one record after the outcome.
+//!
+//! # Record schema
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `seq`, `prev`, `hash` | position, the previous record's hash, this record's hash (chaining sinks) |
+//! | `time` | when the call arrived (RFC 3339, UTC) |
+//! | `call_id`, `tool` | the call's id and the name it was called by |
+//! | `identities` | `[{kind, source, name}]` behind that name (empty for an unknown tool) |
+//! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
+//! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}]}` |
+//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
+//! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
+//! | `duration_ms` | from arrival to outcome |
+//! | `input_hash` | RFC 8785 + SHA-256 of the input the decision was made on (R35) |
+//! | `input`, `output` | only when the configuration asks for them, always redacted |
+//!
+//! Every reason and every content field passes through the [`Redactor`] first.
+//!
+//! # Failing sinks
+//!
+//! By default a failing sink refuses calls: a sink that reports itself failing refuses the
+//! call before it is sent (`rejected`, with the sink's error); a record that cannot be
+//! written after the call ran withholds the result from the model (a failed result saying
+//! why) and fails the sink, so every later call is refused until it is replaced.
+//! [`AuditLayer::with_insecure_fail_open`] lets calls run and emits an error event instead.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! use toolgate::GovernanceHandle;
+//! use toolgate::approval::ApprovalGateLayer;
+//! use toolgate::audit::{AuditLayer, MemorySink};
+//! use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate::engine::config::{load_str, Format};
+//!
+//! let handle = GovernanceHandle::new(load_str(r#"{"tools": [{"kind": "http", "name": "lookup"}],
+//!     "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]}"#, Format::Json).unwrap());
+//! let sink = Arc::new(MemorySink::new());
+//! let svc = ServiceBuilder::new()
+//!     .layer(AuditLayer::shared(sink.clone()).governance(handle.clone()))
+//!     .layer(ApprovalGateLayer::new(handle))
+//!     .service(service_fn(|_c: ToolCall| async {
+//!         Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("ok"))))
+//!     }));
+//! let dev = AgentRef::profile("dev");
+//! svc.clone().oneshot(ToolCall::new(dev.clone(), "lookup", json!({"password": "hunter2"}))).await.unwrap();
+//! svc.oneshot(ToolCall::new(dev, "wipe", json!({}))).await.unwrap();
+//! let lines = sink.lines();
+//! assert!(lines[0].contains(r#""outcome":"completed""#));
+//! assert!(lines[1].contains(r#""refusal":"unknown_tool""#));
+//! assert!(!lines.concat().contains("hunter2"));
+//! # }
+//! ```
+
+mod sink;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use pin_project_lite::pin_project;
+use serde_json::{Map, Value, json};
+use toolgate_core::{
+    AskSource, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput,
+    ToolResponse, Verdict, WaitEnd,
+};
+use toolgate_engine::canon;
+use toolgate_engine::observe::{AuditSettings, OnSinkFailure};
+use tower_layer::Layer;
+use tower_service::Service;
+
+pub use sink::{AuditError, AuditSink, JsonlFileSink, MemorySink, TracingSink};
+pub use toolgate_engine::chain::{ChainBreak, GENESIS, verify_chain};
+
+use crate::handle::GovernanceHandle;
+use crate::redact::Redactor;
+
+/// Layer of the [`Audit`] service.
+#[derive(Clone)]
+#[must_use]
+pub struct AuditLayer {
+    sink: Arc<dyn AuditSink>,
+    redactor: Redactor,
+    on_failure: OnSinkFailure,
+    include_input: bool,
+    include_output: bool,
+    handle: Option<GovernanceHandle>,
+}
+
+impl fmt::Debug for AuditLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuditLayer")
+            .field("sink", &self.sink)
+            .field("on_failure", &self.on_failure)
+            .field("include_input", &self.include_input)
+            .field("include_output", &self.include_output)
+            .finish()
+    }
+}
+
+impl AuditLayer {
+    /// Records every call to `sink`, refusing calls when the sink fails.
+    pub fn new(sink: impl AuditSink) -> Self {
+        Self::shared(Arc::new(sink))
+    }
+
+    /// As [`AuditLayer::new`] for a sink already shared.
+    pub fn shared(sink: Arc<dyn AuditSink>) -> Self {
+        Self {
+            sink,
+            redactor: Redactor::default(),
+            on_failure: OnSinkFailure::Refuse,
+            include_input: false,
+            include_output: false,
+            handle: None,
+        }
+    }
+
+    /// Applies a configuration's `audit` section (failure mode, content fields).
+    pub fn settings(mut self, settings: &AuditSettings) -> Self {
+        self.on_failure = settings.on_sink_failure;
+        self.include_input = settings.include_input;
+        self.include_output = settings.include_output;
+        self
+    }
+
+    /// Looks tool identities up in these snapshots (for the `identities` field).
+    pub fn governance(mut self, handle: GovernanceHandle) -> Self {
+        self.handle = Some(handle);
+        self
+    }
+
+    /// Redacts with `redactor` instead of the default rules.
+    pub fn redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
+    }
+
+    /// Puts the redacted input and output in each record.
+    pub fn include_content(mut self, input: bool, output: bool) -> Self {
+        self.include_input = input;
+        self.include_output = output;
+        self
+    }
+
+    /// Lets calls run when the sink fails, with an error event per lost record. Calls can
+    /// then run unrecorded: use only where availability outranks the audit trail.
+    pub fn with_insecure_fail_open(mut self) -> Self {
+        self.on_failure = OnSinkFailure::Log;
+        self
+    }
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Audit {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The audit service.
+#[derive(Clone)]
+pub struct Audit<S> {
+    inner: S,
+    layer: AuditLayer,
+}
+
+impl<S: fmt::Debug> fmt::Debug for Audit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Audit")
+            .field("inner", &self.inner)
+            .field("layer", &self.layer)
+            .finish()
+    }
+}
+
+impl<S> Audit<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the layer, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// What the record needs from the call, taken before it is sent.
+struct Pending {
+    layer: AuditLayer,
+    sink: DecisionSink,
+    started: Instant,
+    record: Map<String, Value>,
+    tool: String,
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending").field("tool", &self.tool).finish()
+    }
+}
+
+pin_project! {
+    /// Response future of [`Audit`].
+    pub struct AuditFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Inner { #[pin] future: F, pending: Option<Pending> },
+        Refused { response: Option<ToolResponse> },
+    }
+}
+
+impl<F> fmt::Debug for AuditFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AuditFuture")
+    }
+}
+
+impl<S> Service<ToolCall> for Audit<S>
+where
+    S: Service<ToolCall, Response = ToolResponse>,
+    S::Error: fmt::Display,
+{
+    type Response = ToolResponse;
+    type Error = S::Error;
+    type Future = AuditFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut call: ToolCall) -> Self::Future {
+        let layer = &self.layer;
+        if layer.on_failure == OnSinkFailure::Refuse
+            && let Err(e) = layer.sink.ready()
+        {
+            // INVARIANT: nothing runs unrecorded under fail-closed.
+            return AuditFuture {
+                kind: Kind::Refused {
+                    response: Some(ToolResponse::Refused(Refusal::new(
+                        RefusalCode::Rejected,
+                        Check::Routing,
+                        format!("the audit sink is failing, so no call may run unrecorded: {e}"),
+                    ))),
+                },
+            };
+        }
+        let sink = match call.extensions.get::<DecisionSink>() {
+            Some(s) => s.clone(),
+            None => {
+                let s = DecisionSink::default();
+                call.extensions.insert(s.clone());
+                s
+            }
+        };
+        let tool = call.tool.display_name();
+        let mut record = Map::new();
+        let time = SystemTime::now();
+        record.insert(
+            "time".into(),
+            Value::from(humantime::format_rfc3339_micros(time).to_string()),
+        );
+        record.insert("call_id".into(), Value::from(call.id.as_str()));
+        record.insert("tool".into(), Value::from(tool.as_str()));
+        let identities: Vec<Value> = layer
+            .handle
+            .as_ref()
+            .map(|h| {
+                let g = h.pin(&mut call);
+                g.lookup(&call.tool)
+                    .map(|e| {
+                        e.records
+                            .iter()
+                            .map(|r| {
+                                let id = r.identity();
+                                json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()})
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        record.insert("identities".into(), Value::Array(identities));
+        record.insert("agent".into(), Value::from(call.agent.profile.as_str()));
+        record.insert(
+            "subagent".into(),
+            call.agent
+                .subagent
+                .as_deref()
+                .map_or(Value::Null, Value::from),
+        );
+        record.insert(
+            "input_hash".into(),
+            canon::input_hash(&call.input).map_or(Value::Null, Value::from),
+        );
+        if layer.include_input {
+            record.insert(
+                "input".into(),
+                layer.redactor.redact_value(&tool, &call.input),
+            );
+        }
+        AuditFuture {
+            kind: Kind::Inner {
+                future: self.inner.call(call),
+                pending: Some(Pending {
+                    layer: layer.clone(),
+                    sink,
+                    started: Instant::now(),
+                    record,
+                    tool,
+                }),
+            },
+        }
+    }
+}
+
+fn source(s: &AskSource) -> Value {
+    match s {
+        AskSource::Agent => json!("agent"),
+        AskSource::PolicyRule(i) => json!(format!("policy_rule:{i}")),
+        AskSource::PolicyDefault => json!("policy_default"),
+        AskSource::Posture => json!("posture"),
+        AskSource::Hook => json!("hook"),
+    }
+}
+
+impl Pending {
+    fn decision(&self, note: Option<&DecisionNote>, response: Option<&ToolResponse>) -> Value {
+        let r = &self.layer.redactor;
+        let text = |s: &String| Value::from(r.redact_text(s));
+        match note {
+            Some(n) => {
+                let d = &n.decision;
+                let outcome = match d.verdict {
+                    Verdict::Run { .. } => "run",
+                    Verdict::Ask { .. } => "ask",
+                    Verdict::Refused(_) => "refused",
+                };
+                let rule = d
+                    .matched_rules
+                    .iter()
+                    .find(|m| d.decided_by == Check::TenantPolicy && m.effect == "deny")
+                    .map(|m| m.index);
+                json!({
+                    "outcome": outcome,
+                    "check": d.decided_by.as_str(),
+                    "refusal": d.refusal().map(|x| x.code.as_str()),
+                    "rule": rule,
+                    "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect})).collect::<Vec<_>>(),
+                    "reasons": d.reasons.iter().map(text).collect::<Vec<_>>(),
+                    "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
+                })
+            }
+            // No gate recorded anything: a filter refused the call, or there is no gate.
+            None => match response.and_then(ToolResponse::refusal) {
+                Some(refusal) => json!({
+                    "outcome": "refused",
+                    "check": refusal.decided_by.as_str(),
+                    "refusal": refusal.code.as_str(),
+                    "rule": null,
+                    "matched_rules": [],
+                    "reasons": refusal.reasons.iter().map(text).collect::<Vec<_>>(),
+                    "asks": [],
+                }),
+                None => json!({"outcome": "run", "check": null, "refusal": null, "rule": null,
+                               "matched_rules": [], "reasons": [], "asks": []}),
+            },
+        }
+    }
+
+    /// Writes the record; returns the response the model gets.
+    fn finish<E: fmt::Display>(self, result: Result<ToolResponse, E>) -> Result<ToolResponse, E> {
+        let note = self.sink.take();
+        let mut record = self.record.clone();
+        let elapsed = self.started.elapsed();
+        record.insert(
+            "decision".into(),
+            self.decision(note.as_ref(), result.as_ref().ok()),
+        );
+        let approval = match &note {
+            Some(n) => {
+                let approver = match &n.wait {
+                    WaitEnd::Approved { approver } | WaitEnd::Denied { approver } => {
+                        Value::from(approver.as_str())
+                    }
+                    _ => Value::Null,
+                };
+                json!({"wait": n.wait.as_str(), "approver": approver, "interaction_id": n.interaction_id})
+            }
+            None => Value::Null,
+        };
+        record.insert("approval".into(), approval);
+        let outcome = match &result {
+            Ok(ToolResponse::Completed(_)) => "completed",
+            Ok(ToolResponse::Failed(_)) => "failed",
+            Ok(ToolResponse::Refused(_)) => "refused",
+            Ok(ToolResponse::Held(_)) => "held",
+            Err(_) => "error",
+        };
+        record.insert("outcome".into(), Value::from(outcome));
+        if let Err(e) = &result {
+            record.insert(
+                "error".into(),
+                Value::from(self.layer.redactor.redact_text(&e.to_string())),
+            );
+        }
+        record.insert(
+            "duration_ms".into(),
+            json!((elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
+        );
+        if self.layer.include_output
+            && let Ok(ToolResponse::Completed(out) | ToolResponse::Failed(out)) = &result
+        {
+            let redacted = self.layer.redactor.redact_value(&self.tool, &out.content);
+            record.insert("output".into(), redacted);
+        }
+        match self.layer.sink.write(record) {
+            Ok(()) => result,
+            Err(e) => {
+                tracing::error!(target: "toolgate::audit", error = %e, tool = %self.tool, "an audit record could not be written");
+                match (self.layer.on_failure, result) {
+                    (
+                        OnSinkFailure::Refuse,
+                        Ok(ToolResponse::Completed(_) | ToolResponse::Failed(_)),
+                    ) => Ok(ToolResponse::Failed(ToolOutput::new(Value::from(format!(
+                        "the result was withheld: the call could not be recorded ({e})"
+                    ))))),
+                    (_, other) => other,
+                }
+            }
+        }
+    }
+}
+
+impl<F, E> Future for AuditFuture<F>
+where
+    F: Future<Output = Result<ToolResponse, E>>,
+    E: fmt::Display,
+{
+    type Output = Result<ToolResponse, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Inner { future, pending } => match future.poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(result) => match pending.take() {
+                    Some(p) => Poll::Ready(p.finish(result)),
+                    None => Poll::Ready(result),
+                },
+            },
+            KindProj::Refused { response } => {
+                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
+                    ToolResponse::Refused(Refusal::new(
+                        RefusalCode::Rejected,
+                        Check::Routing,
+                        "the response future was polled after it completed",
+                    ))
+                })))
+            }
+        }
+    }
+}
