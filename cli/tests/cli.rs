@@ -1,0 +1,214 @@
+//! The `toolgate` command end to end (SPEC §7): exit codes, JSON shapes, formats.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn toolgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+const CONFIG: &str = r#"{
+  "approval": {"channel": "interactive"},
+  "tools": [{"server": "github", "name": "create_issue"}, {"kind": "http", "name": "refund_order"},
+            {"toolset": "github", "name": "create_issue", "approval": "require_approval"}],
+  "agents": [{"name": "support", "allowed_tools": ["github__create_issue", "refund_order"]}],
+  "policy": {"rules": [{"effect": "deny", "kind": "http", "tool": "refund_*", "when": {"amount": {"gt": 100}}, "reason": "too much"},
+                       {"effect": "ask", "server": "gitlab", "reason": "never matches"}]}
+}"#;
+
+#[test]
+fn check_reports_warnings_and_errors_with_paths() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(d.path(), "c.json", CONFIG);
+    let o = toolgate(&["check", &cfg, "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v = json_out(&o);
+    assert_eq!(v["valid"], true);
+    let w = v["warnings"].to_string();
+    assert!(w.contains("github__create_issue"), "R24 collision: {w}");
+    assert!(w.contains("R40"), "R40 warnings: {w}");
+
+    let bad = write(
+        d.path(),
+        "bad.json",
+        r#"{"agents": [{"name": "a", "overrides": [{"tool": "x", "approval": "maybe"}]}], "colour": 1}"#,
+    );
+    let o = toolgate(&["check", &bad, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json_out(&o);
+    let paths: Vec<&str> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["colour", "agents[0].overrides[0].approval"]);
+
+    let policy = write(
+        d.path(),
+        "p.json",
+        r#"{"rules": [{"effect": "ask", "tool": "github__create_issue"}]}"#,
+    );
+    let o = toolgate(&["check", &cfg, "--policy", &policy, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_out(&o)["errors"][0]["path"], "policy.rules[0].tool");
+
+    assert_eq!(
+        toolgate(&["check", "/nonexistent.json", "--json"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        toolgate(&["check", &cfg, "--policy", "/nonexistent.json"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(toolgate(&["check"]).status.code(), Some(2), "usage error");
+}
+
+#[test]
+fn expose_decide_explain() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(d.path(), "c.json", CONFIG);
+    let o = toolgate(&["expose", &cfg, "--agent", "support", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        json_out(&o),
+        json!({"agent": "support",
+               "tools": [{"name": "github__create_issue", "approval": "wrapped"}, {"name": "refund_order", "approval": "raw"}],
+               "omitted": []})
+    );
+    assert_eq!(
+        toolgate(&["expose", &cfg, "--agent", "ghost", "--json"])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let call = write(
+        d.path(),
+        "call.json",
+        r#"{"agent": "support", "name": "refund_order", "input": {"amount": 500}}"#,
+    );
+    let o = toolgate(&["decide", &cfg, "--call", &call, "--json"]);
+    assert_eq!(
+        json_out(&o),
+        json!({"outcome": "refused", "refusal": "denied", "auto_approved": false, "reasons": ["too much"]})
+    );
+    let o = toolgate(&["explain", &cfg, "--call", &call]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("tenant policy") && text.contains("rules[0]") && text.contains("too much"),
+        "{text}"
+    );
+
+    let bad_call = write(
+        d.path(),
+        "bad.json",
+        r#"{"agent": "support", "name": "refund_order", "run": {"mode": "sometimes"}}"#,
+    );
+    assert_eq!(
+        toolgate(&["decide", &cfg, "--call", &bad_call, "--json"])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    let unreadable = write(d.path(), "p.json", "{not json");
+    let o = toolgate(&[
+        "decide",
+        &cfg,
+        "--policy",
+        &unreadable,
+        "--call",
+        &call,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json_out(&o)["refusal"], "policy_unreadable");
+}
+
+#[test]
+fn a_config_that_fails_to_load_prints_nothing_on_stdout() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "c.json",
+        r#"{"tools": [{"kind": "http", "name": "!!!"}]}"#,
+    );
+    let call = write(d.path(), "call.json", r#"{"agent": "x", "name": "y"}"#);
+    for args in [
+        vec!["expose", cfg.as_str(), "--agent", "x", "--json"],
+        vec!["decide", cfg.as_str(), "--call", call.as_str(), "--json"],
+    ] {
+        let o = toolgate(&args);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(o.stdout.is_empty());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("tools[0].name"));
+    }
+}
+
+#[test]
+fn toml_and_yaml_configs() {
+    let d = tempfile::tempdir().unwrap();
+    let toml = write(
+        d.path(),
+        "c.toml",
+        "air_gapped = true\n[[tools]]\nkind = \"http\"\nname = \"fetch\"\nnetwork = \"egress\"\n[[agents]]\nname = \"dev\"\nallowed_tools = [\"fetch\"]\n",
+    );
+    let yaml = write(
+        d.path(),
+        "c.yaml",
+        "air_gapped: true\ntools:\n  - kind: http\n    name: fetch\n    network: egress\nagents:\n  - name: dev\n    allowed_tools: [fetch]\n",
+    );
+    for cfg in [toml, yaml] {
+        let o = toolgate(&["expose", &cfg, "--agent", "dev", "--json"]);
+        assert_eq!(
+            json_out(&o)["omitted"],
+            json!([{"name": "fetch", "refusal": "air_gapped"}]),
+            "{cfg}"
+        );
+    }
+}
+
+#[test]
+fn audit_verify() {
+    use toolgate_engine::chain::{GENESIS, link};
+    let d = tempfile::tempdir().unwrap();
+    let mut prev = GENESIS.to_owned();
+    let mut lines = Vec::new();
+    for i in 1..=3u64 {
+        let mut m = serde_json::Map::new();
+        m.insert("tool".into(), json!(format!("t{i}")));
+        let (line, hash) = link(m, i, &prev).unwrap();
+        prev = hash;
+        lines.push(line);
+    }
+    let good = write(d.path(), "a.jsonl", &(lines.join("\n") + "\n"));
+    let o = toolgate(&["audit", "verify", &good, "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json_out(&o), json!({"valid": true, "records": 3}));
+    lines[1] = lines[1].replace("t2", "tX");
+    let bad = write(d.path(), "b.jsonl", &lines.join("\n"));
+    let o = toolgate(&["audit", "verify", &bad, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(json_out(&o)["line"], 2);
+}
