@@ -97,6 +97,12 @@ impl DecisionSink {
         }
     }
 
+    /// A copy of the note, leaving it for other readers (the span and audit layers both
+    /// read it).
+    pub fn get(&self) -> Option<DecisionNote> {
+        self.0.lock().ok().and_then(|slot| slot.clone())
+    }
+
     /// Takes the note.
     pub fn take(&self) -> Option<DecisionNote> {
         self.0.lock().ok().and_then(|mut slot| slot.take())

@@ -97,7 +97,6 @@ fn cmp_int_float(i: i128, f: f64) -> Ordering {
     }
     let whole = f.trunc();
     // `whole` is an integer with magnitude below 2^127: the conversion is exact.
-    #[allow(clippy::cast_possible_truncation)]
     let w = whole as i128;
     match i.cmp(&w) {
         Ordering::Equal => 0.0f64.partial_cmp(&(f - whole)).expect("finite"),

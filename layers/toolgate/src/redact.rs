@@ -12,22 +12,33 @@
 //!    `authority`) is not a secret, while `authorization` still is. This errs on the side of
 //!    hiding: `max_tokens` or `session_count` are redacted too.
 //! 2. **Per-tool JSON pointers** ([RFC 6901]; a `*` segment stands for every element or key)
-//!    redact exactly the fields a tool is known to return secrets in.
+//!    redact exactly the fields a tool is known to return secrets in. They apply to the
+//!    structured content (not inside JSON-encoded strings), after the other rules.
 //! 3. **Value patterns** run over every string — values, array elements, object keys and
 //!    [`Redactor::redact_text`] input — and replace each match: `Bearer <token>` (the word
 //!    `Bearer` stays), JWTs, AWS access key ids and `aws_secret_access_key=…`, GitHub,
 //!    Slack, Google and npm tokens, `sk-…` API keys, PEM private key blocks and passwords in
 //!    URLs (`scheme://user:password@host`). Patterns target the *formats* of secrets, not
 //!    words: `{"title": "token bucket algorithm"}` is left alone.
-//! 4. **Key/value pairs in text**: `password=…`/`token=…` query and form parameters,
-//!    `"password": "…"` pairs in JSON-like or Python-like text, and `Authorization: …` /
-//!    `password: …` header or YAML lines, with the key judged by the key-name rules. This
-//!    is best effort for text that is not JSON — a value on the next line of a YAML block
-//!    is not seen — which is why structured content should be handed over as a value.
+//! 4. **Key/value pairs in text**, the key judged by the key-name rules:
+//!    `password=…`/`token=…` query, form and command-line parameters, `"password": …`
+//!    pairs in JSON-like or Python-like text (a bracketed value to its closing bracket), and
+//!    `Authorization: …` / `password: …` in headers, YAML or logs (the rest of the line; an
+//!    auth scheme word such as `Basic` stays). This is best effort for text that is not
+//!    JSON — a value on the next line of a YAML block is not seen — which is why structured
+//!    content should be handed over as a value.
 //!
 //! A string that is itself JSON (it starts with `{` or `[` and parses) is parsed, redacted
-//! as structured content and serialised again, so a secret hidden in a JSON-encoded string
-//! is still caught; one that does not parse is treated as text.
+//! as structured content and serialised again (compact, keys sorted), so a secret hidden in
+//! a JSON-encoded string is still caught; one that does not parse is treated as text. Such
+//! strings are opened up to 8 levels deep, and JSON text nesting deeper than 100 is not
+//! parsed: in both cases the string is redacted whole, like a container nested past
+//! [`max_depth`](RedactorBuilder::max_depth).
+//!
+//! The rules lean towards hiding. Known over-redaction: the word after `bearer` in prose
+//! (`the bearer [REDACTED] bad news`), the rest of a line after `Session:` or `Token:`,
+//! counts such as `max_tokens`, and identifiers shaped like keys (`sk-` and 17 more
+//! characters). All scans run in time linear in the text (the `regex` crate).
 //!
 //! Redact first, then [`truncate`](Redactor::truncate): truncating first could cut a secret
 //! in two so that no pattern recognises what is left.
@@ -117,35 +128,98 @@ const BUILTIN_PATTERNS: &[&str] = &[
     // PEM private key blocks, multi-line; one that never ends is redacted to the end.
     r"(?s)-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|.*)",
     // JWTs (and JWEs): base64url JSON header `eyJ…`, then two to four more parts.
-    r"\beyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*){0,2}",
+    r"(?-u:\b)eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*){0,2}",
     // AWS access key ids.
-    r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+    r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?-u:\b)",
     // AWS secret access keys given by name.
-    r#"(?i)\baws[_-]?secret[_-]?(?:access[_-]?)?key["']?\s*[:=]\s*["']?(?P<secret>[A-Za-z0-9/+=]{16,})"#,
+    r#"(?i)(?-u:\b)aws[_-]?secret[_-]?(?:access[_-]?)?key["']?\s*[:=]\s*["']?(?P<secret>[A-Za-z0-9/+=]{16,})"#,
     // GitHub tokens.
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{10,}|github_pat_[A-Za-z0-9_]{10,})",
+    r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{10,}|github_pat_[A-Za-z0-9_]{10,})",
     // Slack tokens.
-    r"\bxox[abeoprs]-[A-Za-z0-9-]{6,}",
+    r"(?-u:\b)xox[abeoprs]-[A-Za-z0-9-]{6,}",
     // `sk-…` API keys (OpenAI, Anthropic, …) and Stripe's `sk_live_…`/`rk_test_…`.
-    r"\b(?:sk-[A-Za-z0-9_-]{17,}|[sr]k_(?:live|test)_[A-Za-z0-9]{8,})",
+    r"(?-u:\b)(?:sk-[A-Za-z0-9_-]{17,}|[sr]k_(?:live|test)_[A-Za-z0-9]{8,})",
     // Google API keys and npm tokens.
-    r"\b(?:AIza[A-Za-z0-9_-]{35}|npm_[A-Za-z0-9]{36})",
+    r"(?-u:\b)(?:AIza[A-Za-z0-9_-]{35}|npm_[A-Za-z0-9]{36})",
     // `Bearer <token>`: the scheme stays, the token goes.
-    r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9\-._~+/]+=*)",
+    r"(?i)(?-u:\b)bearer\s+(?P<secret>[A-Za-z0-9\-._~+/]+=*)",
     // A password in a URL's user information.
-    r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s/?#@:]+:(?P<secret>[^\s/?#@]+)@",
+    r"(?i)(?-u:\b)[a-z][a-z0-9+.\-]*://[^\s/?#@:]+:(?P<secret>[^\s/?#@]+)@",
 ];
 
-/// The built-in key/value shapes for text: group `key` is judged by the key-name rules and,
-/// when it names a secret, group `secret` is replaced (from an opening `{`/`[` to its match).
-const BUILTIN_KEY_VALUES: &[&str] = &[
-    // "key": value and 'key': value (JSON-like and Python-like text).
-    r#"["'](?P<key>[^"'\\\r\n]{1,128})["']\s*:\s*(?P<secret>"(?:[^"\\\r\n]|\\.)*"|'(?:[^'\\\r\n]|\\.)*'|[^\s,{}\[\]"']+|[\[{]|["'][^\r\n]*)"#,
-    // key=value (query strings, forms, command lines, environment files).
-    r#"(?P<key>[A-Za-z0-9_.\-]+)\s*=\s*(?P<secret>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s&"'<>,;]+)"#,
-    // `Key: value` lines (HTTP headers, YAML, logs); an auth scheme word stays.
-    r"(?m)^[ \t]*(?:-[ \t]+)?(?P<key>[A-Za-z][A-Za-z0-9_.\-]*)[ \t]*:[ \t]*(?:(?i:bearer|basic|digest|token|negotiate|ntlm)[ \t]+)?(?P<secret>[^\r\n]*[^\s])",
-];
+/// The key/value shapes for text, each a regex for a key and its separator only: when the
+/// key names a secret, the value that follows is found by [`value_span`] and replaced.
+/// Matches stay short and the regex only matches keys that contain a key-name rule, so a
+/// scan is linear in the text and fast where no secret key appears.
+const SHAPES: &[Shape] = &[Shape::Quoted, Shape::Assigned, Shape::Header];
+
+/// The regex of `shape`: for keys containing one of `rules` (an alternation), or for any
+/// key when `rules` is `None`.
+fn key_value_regex(shape: Shape, rules: Option<&str>) -> String {
+    const WORD: &str = r"[A-Za-z0-9_.\-]";
+    match shape {
+        // "key": value and 'key': value (JSON-like and Python-like text).
+        Shape::Quoted => {
+            let key = rules.map_or_else(
+                || r#"[^"'\\\r\n]{1,128}"#.to_owned(),
+                |r| format!(r#"[^"'\\\r\n]*(?:{r})[^"'\\\r\n]*"#),
+            );
+            format!(r#"["'](?P<key>{key})["'][ \t]*:[ \t]*"#)
+        }
+        // key=value (query strings, forms, command lines, environment files).
+        Shape::Assigned => {
+            let key =
+                rules.map_or_else(|| format!("{WORD}+"), |r| format!("{WORD}*(?:{r}){WORD}*"));
+            format!(r"(?P<key>{key})[ \t]*=[ \t]*")
+        }
+        // `Key: value` (HTTP headers, YAML, logs): the rest of the line; an auth scheme stays.
+        Shape::Header => {
+            let key = rules.map_or_else(
+                || format!("[A-Za-z]{WORD}*"),
+                |r| format!("{WORD}*(?:{r}){WORD}*"),
+            );
+            format!(r"(?-u:\b)(?P<key>{key})[ \t]*:[ \t]*")
+        }
+    }
+}
+
+/// The key/value rules for the normalised key-name rules `keys`. Keys that are not ASCII
+/// get the regexes that match any key (case folding in a regex and `to_lowercase` could
+/// disagree); a regex that does not compile falls back the same way, and one of those that
+/// does not either redacts everything.
+fn key_value_rules(keys: &[String]) -> Vec<TextRule> {
+    let ascii = keys.iter().all(|k| k.is_ascii());
+    SHAPES
+        .iter()
+        .map(|&shape| {
+            let joiner = if shape == Shape::Quoted {
+                "[-_. ]*"
+            } else {
+                "[-_.]*"
+            };
+            let rules = ascii.then(|| {
+                let alternatives: Vec<String> = keys
+                    .iter()
+                    .map(|k| {
+                        let chars: Vec<String> = k
+                            .chars()
+                            .map(|c| regex::escape(c.encode_utf8(&mut [0; 4])))
+                            .collect();
+                        chars.join(joiner)
+                    })
+                    .collect();
+                format!("(?i:{})", alternatives.join("|"))
+            });
+            let compiled = rules
+                .and_then(|r| Regex::new(&key_value_regex(shape, Some(&r))).ok())
+                .or_else(|| Regex::new(&key_value_regex(shape, None)).ok());
+            compiled.map_or(TextRule::Everything, |re| TextRule::KeyValue(re, shape))
+        })
+        .collect()
+}
+
+/// Auth scheme words kept in front of a header value (`Authorization: Basic [REDACTED]`).
+const SCHEMES: &[&str] = &["bearer", "basic", "digest", "token", "negotiate", "ntlm"];
 
 /// A redactor for structured content and text (R33). Cheap to clone.
 ///
@@ -185,10 +259,21 @@ struct Inner {
 enum TextRule {
     /// Replace group `secret` if the pattern has one, else the whole match.
     Pattern { re: Regex, group: bool },
-    /// Replace group `secret` when group `key` names a secret.
-    KeyValue(Regex),
+    /// Replace the value after a match when group `key` names a secret.
+    KeyValue(Regex, Shape),
     /// A built-in that did not compile: fail closed by redacting every string whole.
     Everything,
+}
+
+/// How the value after a key is delimited in text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// After `"key":` — a quoted string, a bracketed value, or a bare word.
+    Quoted,
+    /// After `key=` — a quoted string, a bracketed value, or up to `&`, `;`, `,` or a space.
+    Assigned,
+    /// After `Key:` — a quoted string, a bracketed value, or the rest of the line.
+    Header,
 }
 
 #[derive(Debug, Clone)]
@@ -287,26 +372,15 @@ impl RedactorBuilder {
     }
 }
 
-struct Builtin {
-    patterns: Vec<TextRule>,
-    key_values: Vec<TextRule>,
-}
-
-static BUILTIN: LazyLock<Builtin> = LazyLock::new(|| Builtin {
-    patterns: BUILTIN_PATTERNS
+/// The built-in patterns, compiled once; one that does not compile redacts everything.
+static BUILTIN: LazyLock<Vec<TextRule>> = LazyLock::new(|| {
+    BUILTIN_PATTERNS
         .iter()
         .map(|p| match Regex::new(p) {
             Ok(re) => pattern_rule(re),
             Err(_) => TextRule::Everything,
         })
-        .collect(),
-    key_values: BUILTIN_KEY_VALUES
-        .iter()
-        .map(|p| match Regex::new(p) {
-            Ok(re) => TextRule::KeyValue(re),
-            Err(_) => TextRule::Everything,
-        })
-        .collect(),
+        .collect()
 });
 
 static DEFAULT: LazyLock<Redactor> = LazyLock::new(|| Redactor {
@@ -343,7 +417,7 @@ fn compile(b: &RedactorBuilder) -> (Inner, ConfigErrors) {
         }
     }
 
-    let mut rules = BUILTIN.patterns.clone();
+    let mut rules = BUILTIN.clone();
     let limit = b.regex_size_limit.unwrap_or(DEFAULT_REGEX_SIZE_LIMIT);
     for (i, p) in b.patterns.iter().enumerate() {
         let path = index("redaction.patterns", i);
@@ -366,7 +440,7 @@ fn compile(b: &RedactorBuilder) -> (Inner, ConfigErrors) {
             ),
         }
     }
-    rules.extend(BUILTIN.key_values.iter().cloned());
+    rules.extend(key_value_rules(&keys));
 
     let mut pointers = Vec::new();
     for (i, (tool, pointer)) in b.pointers.iter().enumerate() {
@@ -653,11 +727,11 @@ impl Redactor {
                     }
                     self.replace(re, Mode::Pattern { group: *group }, &current)
                 }
-                TextRule::KeyValue(re) => {
+                TextRule::KeyValue(re, shape) => {
                     if !re.is_match(&current) {
                         continue;
                     }
-                    self.replace(re, Mode::KeyValue, &current)
+                    self.replace(re, Mode::KeyValue(*shape), &current)
                 }
             };
             match replaced {
@@ -679,31 +753,37 @@ impl Redactor {
         let mut pos = 0usize;
         let mut changed = false;
         while pos <= text.len() {
-            let Some(caps) = re.captures_at(text, pos) else {
-                break;
-            };
-            let whole = caps.get(0)?;
             // The span to replace, and where to look next.
-            let (span, mut next) = match mode {
-                Mode::Pattern { group } => {
-                    let m = if group { caps.name("secret") } else { None };
-                    let span = m.map_or((whole.start(), whole.end()), |m| (m.start(), m.end()));
-                    (Some(span), whole.end())
+            let (whole, span) = match mode {
+                Mode::Pattern { group: true } => {
+                    let Some(caps) = re.captures_at(text, pos) else {
+                        break;
+                    };
+                    let whole = caps.get(0)?;
+                    let m = caps.name("secret").unwrap_or(whole);
+                    (whole, Some((m.start(), m.end())))
                 }
-                Mode::KeyValue => match (caps.name("key"), caps.name("secret")) {
-                    (Some(k), Some(s)) if self.is_secret_key(k.as_str()) => {
-                        let end = if matches!(s.as_str(), "{" | "[") {
-                            balanced_end(text, s.start())
-                        } else {
-                            s.end()
-                        };
-                        (Some((s.start(), end)), end.max(whole.end()))
-                    }
-                    // Not a secret: the value itself may hold pairs (`x=token=…`, `{…}`).
-                    (_, Some(s)) => (None, s.start()),
-                    _ => (None, whole.end()),
-                },
+                Mode::Pattern { group: false } => {
+                    let Some(whole) = re.find_at(text, pos) else {
+                        break;
+                    };
+                    (whole, Some((whole.start(), whole.end())))
+                }
+                // A key that names a secret: its value. Any other key: look on from the
+                // separator, so the value is scanned too (`x=token=…`, `note: password=…`).
+                Mode::KeyValue(shape) => {
+                    let Some(whole) = re.find_at(text, pos) else {
+                        break;
+                    };
+                    let span = if self.is_secret_key(key_of(whole.as_str(), shape)) {
+                        value_span(text, whole.end(), shape)
+                    } else {
+                        None
+                    };
+                    (whole, span)
+                }
             };
+            let mut next = span.map_or(whole.end(), |(_, end)| end.max(whole.end()));
             if let Some((start, end)) = span {
                 let start = start.max(copied);
                 if end > start {
@@ -760,7 +840,89 @@ impl Redactor {
 #[derive(Clone, Copy)]
 enum Mode {
     Pattern { group: bool },
-    KeyValue,
+    KeyValue(Shape),
+}
+
+/// The key in a key/value match (the regexes of [`key_value_regex`] put it first).
+fn key_of(matched: &str, shape: Shape) -> &str {
+    let is_key = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    match shape {
+        Shape::Quoted => {
+            let inner = matched.get(1..).unwrap_or_default();
+            inner.split(['"', '\'']).next().unwrap_or_default()
+        }
+        Shape::Assigned | Shape::Header => {
+            let end = matched.find(|c: char| !is_key(c)).unwrap_or(matched.len());
+            matched.get(..end).unwrap_or_default()
+        }
+    }
+}
+
+/// The value that starts at `start` in `text`, if there is one to redact.
+fn value_span(text: &str, start: usize, shape: Shape) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let first = *bytes.get(start)?;
+    let end = match first {
+        b'{' | b'[' => balanced_end(text, start),
+        b'"' | b'\'' => quoted_end(text, start),
+        // `key == value` compares, it does not assign.
+        b'=' if shape == Shape::Assigned => return None,
+        _ => {
+            let stop = |b: &u8| match shape {
+                Shape::Quoted => b.is_ascii_whitespace() || matches!(b, b',' | b'}' | b']'),
+                Shape::Assigned => {
+                    b.is_ascii_whitespace()
+                        || matches!(b, b'&' | b';' | b',' | b'"' | b'\'' | b'<' | b'>')
+                }
+                Shape::Header => matches!(b, b'\r' | b'\n'),
+            };
+            let rest = bytes.get(start..)?;
+            let mut end = start + rest.iter().position(stop).unwrap_or(rest.len());
+            if shape == Shape::Header {
+                while end > start && bytes.get(end - 1).is_some_and(u8::is_ascii_whitespace) {
+                    end -= 1;
+                }
+                // Keep an auth scheme word when something follows it.
+                let word = rest.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+                let gap = rest
+                    .iter()
+                    .skip(word)
+                    .take_while(|b| matches!(b, b' ' | b'\t'))
+                    .count();
+                let scheme = text.get(start..start + word).unwrap_or_default();
+                if gap > 0
+                    && start + word + gap < end
+                    && SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme))
+                {
+                    return Some((start + word + gap, end));
+                }
+            }
+            end
+        }
+    };
+    (end > start).then_some((start, end))
+}
+
+/// The end of the string quoted by the byte at `start` (escapes respected); an unclosed
+/// string runs to the end of its line.
+fn quoted_end(text: &str, start: usize) -> usize {
+    let bytes = text.as_bytes();
+    let Some(&quote) = bytes.get(start) else {
+        return text.len();
+    };
+    let mut escaped = false;
+    for (i, &b) in bytes.iter().enumerate().skip(start + 1) {
+        if escaped {
+            escaped = false;
+        } else if b == b'\\' {
+            escaped = true;
+        } else if b == quote {
+            return i + 1;
+        } else if matches!(b, b'\r' | b'\n') {
+            return i;
+        }
+    }
+    text.len()
 }
 
 /// Whether the normalised `key` contains `rule`, except `auth` in `author…`/`authority`.
@@ -829,14 +991,14 @@ mod tests {
 
     #[test]
     fn r33_builtins_all_compile() {
-        assert!(
-            BUILTIN
-                .patterns
-                .iter()
-                .chain(&BUILTIN.key_values)
-                .all(|r| !matches!(r, TextRule::Everything))
-        );
-        assert_eq!(BUILTIN.patterns.len(), BUILTIN_PATTERNS.len());
+        let r = Redactor::builder().key("pin").build().unwrap();
+        for rules in [&Redactor::default().inner.rules, &r.inner.rules] {
+            assert!(rules.iter().all(|r| !matches!(r, TextRule::Everything)));
+            assert_eq!(rules.len(), BUILTIN_PATTERNS.len() + SHAPES.len());
+        }
+        for shape in SHAPES {
+            assert!(Regex::new(&key_value_regex(*shape, None)).is_ok());
+        }
     }
 
     #[test]

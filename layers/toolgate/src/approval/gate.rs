@@ -294,8 +294,7 @@ where
                     auto_approved: true,
                 } => WaitEnd::AutoApproved,
                 Verdict::Run { .. } => WaitEnd::NotAsked,
-                // Until the wait ends: a future dropped mid-wait leaves `cancelled` (R26).
-                Verdict::Ask { .. } => WaitEnd::Cancelled,
+                Verdict::Ask { .. } => WaitEnd::Unroutable,
             };
             sink.record(DecisionNote {
                 decision: decision.clone(),
@@ -330,6 +329,10 @@ where
                 }
             }
             Verdict::Ask { channel: kind } => {
+                // Until a question is actually asked, a refusal here is `unroutable`.
+                if let Some(sink) = &sink {
+                    sink.update(|note| note.wait = WaitEnd::Unroutable);
+                }
                 let Some(channel) = self.channel.clone() else {
                     return GateFuture::refused(Refusal {
                         code: RefusalCode::NoApprovalChannel,
@@ -389,7 +392,11 @@ where
                 drop(reserved);
                 if let Some(sink) = &sink {
                     let id = request.interaction_id.clone();
-                    sink.update(|note| note.interaction_id = Some(id));
+                    sink.update(|note| {
+                        note.interaction_id = Some(id);
+                        // A future dropped mid-wait leaves `cancelled` (R26).
+                        note.wait = WaitEnd::Cancelled;
+                    });
                 }
                 let path = AskPath {
                     inner,

@@ -402,7 +402,7 @@ impl Pending {
 
     /// Writes the record; returns the response the model gets.
     fn finish<E: fmt::Display>(self, result: Result<ToolResponse, E>) -> Result<ToolResponse, E> {
-        let note = self.sink.take();
+        let note = self.sink.get();
         let mut record = self.record.clone();
         let elapsed = self.started.elapsed();
         record.insert(

@@ -1,0 +1,164 @@
+//! [`ResponseFuture`]: polls the inner future under the span, and ends the span with the
+//! outcome — or, when dropped first, as cancelled.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use opentelemetry::Context as OtelContext;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{Status, TraceContextExt};
+use pin_project_lite::pin_project;
+use toolgate::core::{DecisionNote, DecisionSink, ToolResponse};
+use toolgate::redact::Redactor;
+
+use crate::attributes::{self as attr, values};
+use crate::layer::Shared;
+use crate::record;
+
+/// Everything needed to end the span. Ends it as cancelled when dropped unended.
+pub(crate) struct Finish {
+    cx: OtelContext,
+    sink: DecisionSink,
+    tool: String,
+    content: bool,
+    redactor: Redactor,
+    ended: bool,
+}
+
+/// The note the gate recorded, read without taking it: an outer layer (audit) may share
+/// the sink and read it after us.
+fn peek(sink: &DecisionSink) -> Option<DecisionNote> {
+    let mut seen = None;
+    sink.update(|note| seen = Some(note.clone()));
+    seen
+}
+
+impl Finish {
+    pub(crate) fn new(cx: OtelContext, sink: DecisionSink, tool: String, shared: &Shared) -> Self {
+        Self {
+            cx,
+            sink,
+            tool,
+            content: shared.content,
+            redactor: shared.redactor.clone(),
+            ended: false,
+        }
+    }
+
+    /// Ends the span with the call's outcome.
+    fn complete<E>(&mut self, result: &Result<ToolResponse, E>) {
+        let note = peek(&self.sink);
+        let mut attributes = Vec::with_capacity(12);
+        let response = result.as_ref().ok();
+        record::decision(&self.redactor, note.as_ref(), response, &mut attributes);
+        let (outcome, error) = match result {
+            Ok(ToolResponse::Completed(_)) => ("completed", None),
+            Ok(ToolResponse::Failed(_)) => (
+                "failed",
+                Some((values::TOOL_ERROR, "the tool reported a failure".into())),
+            ),
+            Ok(ToolResponse::Refused(r)) => (
+                "refused",
+                Some((r.code.as_str(), format!("refused: {}", r.code))),
+            ),
+            Ok(ToolResponse::Held(_)) => ("held", None),
+            Err(_) => (
+                "error",
+                Some((
+                    std::any::type_name::<E>(),
+                    "the tool's service returned an error".into(),
+                )),
+            ),
+        };
+        attributes.push(KeyValue::new(attr::TOOLGATE_CALL_OUTCOME, outcome));
+        if self.content
+            && let Ok(ToolResponse::Completed(output) | ToolResponse::Failed(output)) = result
+        {
+            attributes.push(KeyValue::new(
+                attr::GEN_AI_TOOL_CALL_RESULT,
+                record::result_text(&self.redactor, &self.tool, output),
+            ));
+        }
+        self.end(attributes, error);
+    }
+
+    /// Ends the span as cancelled: the future was dropped before the call completed.
+    fn cancelled(&mut self) {
+        let note = peek(&self.sink);
+        let mut attributes = Vec::with_capacity(8);
+        record::decision(&self.redactor, note.as_ref(), None, &mut attributes);
+        attributes.push(KeyValue::new(attr::TOOLGATE_CALL_OUTCOME, "cancelled"));
+        self.end(
+            attributes,
+            Some((
+                values::CANCELLED,
+                "the call was dropped before it completed".into(),
+            )),
+        );
+    }
+
+    fn end(&mut self, mut attributes: Vec<KeyValue>, error: Option<(&'static str, String)>) {
+        self.ended = true;
+        let span = self.cx.span();
+        if let Some((kind, description)) = error {
+            attributes.push(KeyValue::new(attr::ERROR_TYPE, kind));
+            span.set_status(Status::error(description));
+        }
+        span.set_attributes(attributes);
+        span.end();
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.cancelled();
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`ToolSpan`](crate::ToolSpan): the inner future, polled with the
+    /// span as the current context; the span ends when it completes (or is dropped).
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: F,
+        finish: Option<Finish>,
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(crate) fn new(inner: F, finish: Finish) -> Self {
+        Self {
+            inner,
+            finish: Some(finish),
+        }
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("ended", &self.finish.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<ToolResponse, E>>,
+{
+    type Output = Result<ToolResponse, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let _guard = this.finish.as_ref().map(|f| f.cx.clone().attach());
+        let result = ready!(this.inner.poll(cx));
+        if let Some(mut finish) = this.finish.take() {
+            finish.complete(&result);
+        }
+        Poll::Ready(result)
+    }
+}
