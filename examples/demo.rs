@@ -8,20 +8,27 @@
 //!
 //! Asked calls go to a terminal prompt when standard input is a terminal, and otherwise to
 //! a scripted approver (approves refunds of at most 100, denies everything else).
+//!
+//! Every call gets an OpenTelemetry span (printed by the stdout exporter at the end; with
+//! `--features otlp`, also sent over OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`) and one
+//! audit record in `target/demo/audit.jsonl`, whose hash chain the demo verifies.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tower::{ServiceBuilder, ServiceExt, service_fn};
 use toolgate::approval::{
     ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, BoxFuture,
     TerminalChannel,
 };
+use toolgate::audit::{AuditLayer, JsonlFileSink, verify_chain};
 use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{self, Format};
+use toolgate::engine::observe::FlushPolicy;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_otel::ToolSpanLayer;
+use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = include_str!("demo.json");
 
@@ -51,7 +58,9 @@ impl ApprovalChannel for ScriptedApprover {
             println!("    │ scripted approver: deny (not a small refund)");
             ApprovalOutcome::Denied {
                 approver: String::from("scripted-approver"),
-                reason: Some(String::from("only small refunds are approved by the script")),
+                reason: Some(String::from(
+                    "only small refunds are approved by the script",
+                )),
             }
         };
         Box::pin(std::future::ready(outcome))
@@ -85,7 +94,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "  shown    {:<14} {}",
             t.name,
-            if t.wrapped { "wrapped for approval" } else { "raw" }
+            if t.wrapped {
+                "wrapped for approval"
+            } else {
+                "raw"
+            }
         );
     }
     for t in &seen.omitted {
@@ -98,6 +111,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let handle = GovernanceHandle::new(governance);
+
+    // Spans: the OpenTelemetry SDK with the stdout exporter (and OTLP with `--features otlp`).
+    let provider = tracer_provider()?;
+    // Audit: a fresh hash-chained JSON Lines file.
+    let audit_path = std::path::Path::new("target/demo/audit.jsonl");
+    if let Some(dir) = audit_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(audit_path);
+    let audit = JsonlFileSink::open(audit_path, FlushPolicy::EveryRecord)?;
     let channel: Arc<dyn ApprovalChannel> = if std::io::stdin().is_terminal() {
         println!("\n(standard input is a terminal: asked calls are put to you)");
         Arc::new(TerminalChannel::new("you", Duration::from_secs(120)))
@@ -106,6 +129,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(ScriptedApprover)
     };
     let stack = ServiceBuilder::new()
+        .layer(ToolSpanLayer::new(&provider).with_governance(handle.clone()))
+        .layer(AuditLayer::new(audit).governance(handle.clone()))
         .layer(ExposureLayer::new(handle.clone()))
         .layer(ConfidentialityLayer::new(handle.clone()))
         .layer(AirGapLayer::new(handle.clone()))
@@ -114,13 +139,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let agent = AgentRef::profile("support");
     let calls: [(&str, Value, &str); 7] = [
-        ("notes__read", json!({"id": 7}), "a read-only first-party tool: runs"),
-        ("kb__search", json!({"q": "refund"}), "a trusted server's read-only tool: runs"),
-        ("refund_order", json!({"amount": 50, "order": "A-1"}), "needs approval: asked once, approved"),
-        ("refund_order", json!({"amount": 5000, "order": "A-2"}), "a tenant rule denies it"),
-        ("fetch_url", json!({"url": "https://example.com"}), "egress on an air-gapped host"),
-        ("web__lookup", json!({"customer": 42}), "an untrusted server claims read-only: the posture asks"),
-        ("delete_everything", json!({}), "a name the model was never shown"),
+        (
+            "notes__read",
+            json!({"id": 7}),
+            "a read-only first-party tool: runs",
+        ),
+        (
+            "kb__search",
+            json!({"q": "refund"}),
+            "a trusted server's read-only tool: runs",
+        ),
+        (
+            "refund_order",
+            json!({"amount": 50, "order": "A-1"}),
+            "needs approval: asked once, approved",
+        ),
+        (
+            "refund_order",
+            json!({"amount": 5000, "order": "A-2"}),
+            "a tenant rule denies it",
+        ),
+        (
+            "fetch_url",
+            json!({"url": "https://example.com"}),
+            "egress on an air-gapped host",
+        ),
+        (
+            "web__lookup",
+            json!({"customer": 42}),
+            "an untrusted server claims read-only: the posture asks",
+        ),
+        (
+            "delete_everything",
+            json!({}),
+            "a name the model was never shown",
+        ),
     ];
     println!("\n== Calls ==");
     for (i, (tool, input, what)) in calls.into_iter().enumerate() {
@@ -141,5 +194,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ToolResponse::Held(h) => println!("  => held as {}", h.interaction_id),
         }
     }
+    drop(stack);
+
+    println!("\n== Audit ({}) ==", audit_path.display());
+    let text = std::fs::read_to_string(audit_path)?;
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line)?;
+        println!(
+            "  #{} {:<18} decision={:<7} wait={:<10} outcome={}",
+            r["seq"],
+            r["tool"].as_str().unwrap_or("?"),
+            r["decision"]["outcome"].as_str().unwrap_or("?"),
+            r["approval"]["wait"].as_str().unwrap_or("-"),
+            r["outcome"].as_str().unwrap_or("?"),
+        );
+    }
+    match verify_chain(text.as_bytes()) {
+        Ok(n) => println!("  the hash chain of {n} records is intact"),
+        Err(b) => println!("  the hash chain is broken at {b}"),
+    }
+    println!(
+        "  verify it yourself: cargo run -q -p toolgate-cli -- audit verify {}",
+        audit_path.display()
+    );
+
+    println!("\n== Spans (OpenTelemetry stdout exporter) ==");
+    provider.shutdown()?;
     Ok(())
+}
+
+/// A tracer provider exporting to stdout, and over OTLP/HTTP with the `otlp` feature.
+fn tracer_provider()
+-> Result<opentelemetry_sdk::trace::SdkTracerProvider, Box<dyn std::error::Error>> {
+    let builder = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(opentelemetry_stdout::SpanExporter::default());
+    #[cfg(feature = "otlp")]
+    let builder = builder.with_batch_exporter(
+        opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()?,
+    );
+    Ok(builder.build())
 }
