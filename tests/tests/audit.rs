@@ -265,3 +265,51 @@ fn r33_an_unreadable_chain_is_never_silently_restarted() {
     let err = JsonlFileSink::open(&path, FlushPolicy::EveryRecord).unwrap_err();
     assert!(err.0.contains("refusing to restart"), "{err}");
 }
+
+#[tokio::test]
+async fn r33_the_configurations_audit_section_builds_the_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cfg-audit.jsonl");
+    let text = format!(
+        r#"{{"tools": [{{"kind": "http", "name": "lookup"}}],
+            "agents": [{{"name": "dev", "allowed_tools": ["lookup"]}}],
+            "audit": {{"file": {}, "flush": "every_record", "include_input": true}},
+            "redaction": {{"keys": ["customer_ref"]}}}}"#,
+        serde_json::to_string(path.to_str().unwrap()).unwrap()
+    );
+    let gov = load_str(&text, Format::Json).unwrap();
+    let redactor = toolgate::redact::RedactorBuilder::from_settings(gov.redaction_settings())
+        .build()
+        .unwrap();
+    let layer = AuditLayer::from_settings(gov.audit_settings())
+        .unwrap()
+        .expect("a file is configured")
+        .redactor(redactor);
+    let handle = GovernanceHandle::new(gov);
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .layer(ApprovalGateLayer::new(handle))
+        .service(service_fn(|_c: ToolCall| async {
+            Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("ok"))))
+        }));
+    svc.oneshot(ToolCall::new(
+        AgentRef::profile("dev"),
+        "lookup",
+        json!({"customer_ref": "C-991"}),
+    ))
+    .await
+    .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(verify_chain(text.as_bytes()).unwrap(), 1);
+    assert!(
+        text.contains("customer_ref") && !text.contains("C-991"),
+        "{text}"
+    );
+    assert!(
+        load_str(r#"{"redaction": {"patterns": ["("]}}"#, Format::Json)
+            .unwrap_err()
+            .errors[0]
+            .path
+            == "redaction.patterns[0]"
+    );
+}

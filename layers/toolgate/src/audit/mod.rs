@@ -132,6 +132,18 @@ impl AuditLayer {
         }
     }
 
+    /// The audit layer a configuration's `audit` section asks for: its `file` opened as a
+    /// [`JsonlFileSink`] with its flush policy, failure mode and content fields; `None`
+    /// when the section names no file. A file that cannot be opened is an error, never a
+    /// silently missing audit trail.
+    pub fn from_settings(settings: &AuditSettings) -> Result<Option<Self>, AuditError> {
+        let Some(file) = &settings.file else {
+            return Ok(None);
+        };
+        let sink = JsonlFileSink::open(file, settings.flush)?;
+        Ok(Some(Self::new(sink).settings(settings)))
+    }
+
     /// Applies a configuration's `audit` section (failure mode, content fields).
     pub fn settings(mut self, settings: &AuditSettings) -> Self {
         self.on_failure = settings.on_sink_failure;
