@@ -142,7 +142,12 @@ pub(crate) fn read_redaction(
         for (i, item) in items.iter().enumerate() {
             let path = index("redaction.patterns", i);
             match item.as_str() {
-                Some(p) => match regex::RegexBuilder::new(p).size_limit(regex_limit).build() {
+                Some("") => errs.push(path, "an empty pattern would match everywhere"),
+                Some(p) => match regex::RegexBuilder::new(p)
+                    .size_limit(regex_limit)
+                    .dfa_size_limit(regex_limit)
+                    .build()
+                {
                     Ok(_) => r.patterns.push(p.to_owned()),
                     Err(e) => errs.push(
                         path,
@@ -180,7 +185,7 @@ pub(crate) fn read_redaction(
                 && !(ptr.is_empty() || ptr.starts_with('/'))
             {
                 errs.push(
-                    p.path_of("pointer"),
+                    path.clone(),
                     format!("`{ptr}` is not a JSON pointer (RFC 6901): it must be empty or start with `/`"),
                 );
                 continue;
