@@ -27,6 +27,10 @@ fuzz_target!(|data: &[u8]| {
     let want = depth(&value);
     assert_eq!(raw, want, "raw_depth disagrees on {text:?}");
     for limit in [0, 1, 2, 64] {
-        assert_eq!(value_depth(&value, limit), want.min(limit + 1), "value_depth({limit}) on {text:?}");
+        assert_eq!(
+            value_depth(&value, limit),
+            want.min(limit + 1),
+            "value_depth({limit}) on {text:?}"
+        );
     }
 });

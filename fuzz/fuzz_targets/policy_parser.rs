@@ -20,17 +20,38 @@ fuzz_target!(|data: &[u8]| {
         json!({"amount": 100, "customer": {"tier": "free"}, "note": "urgent", "a": {"b": null}}),
     ];
     let subjects = [
-        Subject { kind: ToolKind::Mcp, tool: "create_issue", server: Some("GitHub"), agent: "support" },
-        Subject { kind: ToolKind::Http, tool: "refund_order", server: None, agent: "sub-1" },
-        Subject { kind: ToolKind::Local, tool: "write_file", server: None, agent: "Support" },
+        Subject {
+            kind: ToolKind::Mcp,
+            tool: "create_issue",
+            server: Some("GitHub"),
+            agent: "support",
+        },
+        Subject {
+            kind: ToolKind::Http,
+            tool: "refund_order",
+            server: None,
+            agent: "sub-1",
+        },
+        Subject {
+            kind: ToolKind::Local,
+            tool: "write_file",
+            server: None,
+            agent: "Support",
+        },
     ];
     for subject in &subjects {
         for input in &inputs {
             let indexed = policy.evaluate(subject, input);
             let naive = policy.evaluate_naive(subject, input);
-            assert_eq!(indexed, naive, "index and naive loop disagree for {subject:?} {input}");
+            assert_eq!(
+                indexed, naive,
+                "index and naive loop disagree for {subject:?} {input}"
+            );
         }
     }
     let again = Policy::from_json(&policy.to_json(), &Limits::default());
-    assert!(again.is_ok(), "a valid policy's own JSON does not read back: {again:?}");
+    assert!(
+        again.is_ok(),
+        "a valid policy's own JSON does not read back: {again:?}"
+    );
 });

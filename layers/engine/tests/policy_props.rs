@@ -433,10 +433,8 @@ fn tool_pattern() -> impl Strategy<Value = String> + Clone {
 
 /// Numbers for `gt`/`gte`/`lt`/`lte` and inputs: small ones that collide often (`1` and
 /// `1.0`, `-0.0` and `0`), and extremes.
-///
-/// Integers past 2^53 next to doubles (`9007199254740993` vs `9007199254740992.0`) are left
-/// out: the engine compares them as doubles, see
-/// `r20_numbers_compare_by_exact_value_past_2_pow_53` below.
+/// Integers past 2^53 next to doubles (`9007199254740993` vs `9007199254740992.0`) are in:
+/// the engine compares them exactly.
 fn number() -> impl Strategy<Value = Value> + Clone {
     prop_oneof![
         4 => prop::sample::select(vec![
@@ -458,6 +456,9 @@ fn number() -> impl Strategy<Value = Value> + Clone {
             json!(i64::MIN),
             json!(1e300),
             json!(-1e300),
+            json!(9_007_199_254_740_993_u64),
+            json!(9_007_199_254_740_992.0),
+            json!(18_446_744_073_709_551_616.0),
         ]),
     ]
 }
@@ -1011,7 +1012,6 @@ fn r20_reference_compares_numbers_by_exact_value() {
 /// holds for two different numbers. Reported; un-ignore with the fix and add these numbers
 /// to [`number`].
 #[test]
-#[ignore = "engine bug: integers past 2^53 compare with doubles after rounding"]
 fn r20_numbers_compare_by_exact_value_past_2_pow_53() {
     let subject = Subject {
         kind: ToolKind::Http,

@@ -321,12 +321,50 @@ fn as_int(n: &Number) -> Option<i128> {
         .or_else(|| n.as_u64().map(i128::from))
 }
 
-/// Numbers compare by numeric value (R20): integers exactly, otherwise as doubles.
+/// Numbers compare by numeric value (R20), exactly: integers as integers, an integer and a
+/// double without rounding the integer (past 2^53 a cast would round and could fail open).
 fn cmp_num(a: &Number, b: &Number) -> Option<Ordering> {
-    if let (Some(x), Some(y)) = (as_int(a), as_int(b)) {
-        return Some(x.cmp(&y));
+    match (as_int(a), as_int(b)) {
+        (Some(x), Some(y)) => Some(x.cmp(&y)),
+        (Some(x), None) => cmp_int_float(x, b.as_f64()?),
+        (None, Some(y)) => cmp_int_float(y, a.as_f64()?).map(Ordering::reverse),
+        (None, None) => a.as_f64()?.partial_cmp(&b.as_f64()?),
     }
-    a.as_f64()?.partial_cmp(&b.as_f64()?)
+}
+
+/// Compares an integer with a double exactly.
+fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    // i128 spans ±2^127; a double beyond that is beyond every integer here.
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0; // 2^127
+    if f >= LIMIT {
+        return Some(Ordering::Less);
+    }
+    if f < -LIMIT {
+        return Some(Ordering::Greater);
+    }
+    let whole = f.trunc();
+    // Exact: `whole` is integral and within i128's range.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "integral and in range, checked above"
+    )]
+    let w = whole as i128;
+    match i.cmp(&w) {
+        Ordering::Equal => {
+            let frac = f - whole;
+            Some(if frac > 0.0 {
+                Ordering::Less
+            } else if frac < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            })
+        }
+        other => Some(other),
+    }
 }
 
 /// JSON equality with numbers compared by value. Recursion is bounded by the operand's
@@ -1050,6 +1088,28 @@ mod tests {
             Some(Effect::Ask)
         );
         assert_eq!(p.evaluate(&http("r"), &json!({"note": 5})).effect, None);
+    }
+
+    #[test]
+    fn r20_numbers_compare_exactly_past_2_pow_53() {
+        let big = |n: &str| -> Number { serde_json::from_str(n).unwrap() };
+        assert_eq!(
+            cmp_num(&big("9007199254740993"), &big("9007199254740992.0")),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            cmp_num(&big("9007199254740992.0"), &big("9007199254740993")),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            cmp_num(&big("18446744073709551615"), &big("18446744073709551616.0")),
+            Some(Ordering::Less)
+        );
+        assert_eq!(cmp_num(&big("3"), &big("3.5")), Some(Ordering::Less));
+        assert_eq!(cmp_num(&big("-3"), &big("-3.5")), Some(Ordering::Greater));
+        assert_eq!(cmp_num(&big("1"), &big("1.0")), Some(Ordering::Equal));
+        assert_eq!(cmp_num(&big("1"), &big("1e300")), Some(Ordering::Less));
+        assert_eq!(cmp_num(&big("-1"), &big("-1e300")), Some(Ordering::Greater));
     }
 
     #[test]
