@@ -743,7 +743,7 @@ impl Call {
         };
         let tool = match spec.by {
             0 => ToolRef::Name(recase(spec.tool.get::<String>(&names), spec.mask)),
-            1 => ToolRef::Name(recase(*spec.tool.get::<&str>(UNKNOWN_TOOLS), spec.mask)),
+            1 => ToolRef::Name(recase(spec.tool.get::<&str>(UNKNOWN_TOOLS), spec.mask)),
             _ => {
                 let id = spec.tool.get(&config.tools).identity();
                 let recased = match id.kind() {

@@ -252,9 +252,7 @@ async fn hammer(
                     "R23: `{tool}` {input} was decided by neither snapshot:\n got {got:?}\n first {under_first:?}\n second {under_second:?}"
                 );
                 n += 1;
-                if n % 7 == 0 {
-                    tokio::task::yield_now().await;
-                }
+                tokio::task::yield_now().await;
             }
         }));
     }
@@ -543,5 +541,68 @@ async fn r22_refused_update_keeps_the_previous_policy_in_force() {
     assert_eq!(
         send(svc, &questions, "support", "lookup", &input).await,
         Outcome::Ran { question: None }
+    );
+}
+
+/// `GovernanceHandle::replace_policy` must answer for what it did: `Err` means the old
+/// policy is still in force (R22). Here one thread flips the snapshot between a disarmed
+/// configuration (which refuses a non-empty policy, R15) and an armed one, while another
+/// replaces the policy with a fresh one each time and, on `Err`, checks that its policy did
+/// not become the one in force.
+///
+/// Regression guard for a race in `replace_policy`: it calls `ArcSwap::rcu` with a closure
+/// that records an error in a captured `Option` but never clears it. When a first attempt
+/// sees the disarmed snapshot (error recorded) and a concurrent `store` makes the CAS
+/// retry against the armed one, the retry succeeds and installs the new policy — and the
+/// stale error is still returned.
+#[test]
+fn r22_replace_policy_err_means_the_new_policy_is_not_in_force() {
+    let tools = json!([{"kind": "http", "name": "refund_order"}]);
+    let agents = json!([{"name": "support", "allowed_tools": ["refund_order"]}]);
+    let armed = load(&json!({"tools": tools, "agents": agents}));
+    let disarmed =
+        load(&json!({"enforce_tool_invocation": false, "tools": tools, "agents": agents}));
+    let handle = GovernanceHandle::new(armed.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (handle, stop) = (handle.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let spin = || {
+                let t = std::time::Instant::now();
+                while t.elapsed() < std::time::Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            };
+            while !stop.load(Ordering::SeqCst) {
+                handle.store(disarmed.clone());
+                spin();
+                handle.store(armed.clone());
+                spin();
+            }
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut found = None;
+    let mut attempts = 0u64;
+    while found.is_none() && std::time::Instant::now() < deadline {
+        attempts += 1;
+        let reason = format!("update {attempts}");
+        let next = policy(&json!({"rules": [{"effect": "deny", "reason": reason}]}));
+        if handle.replace_policy(next).is_err() {
+            let now = handle.load();
+            let in_force = matches!(
+                now.policy(),
+                PolicyState::Readable(p) if p.rules().first().and_then(|r| r.reason()) == Some(reason.as_str())
+            );
+            if in_force {
+                found = Some(reason);
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    flipper.join().unwrap();
+    assert_eq!(
+        found, None,
+        "replace_policy returned Err, yet its policy is in force (after {attempts} attempts)"
     );
 }

@@ -30,6 +30,7 @@ use toolgate::core::{
 use toolgate::engine::config::{Format, load_str};
 use toolgate::engine::{CallInput, CallView, Governance, PolicyState};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use tower::layer::util::{Identity, Stack};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_test::mock::{self, Mock};
 
@@ -138,22 +139,15 @@ fn recorder() -> (
     (svc, seen)
 }
 
+/// The four layers, outermost first (`ServiceBuilder` nests each new layer inside).
+type Layers = ServiceBuilder<
+    Stack<ApprovalGateLayer, Stack<AirGapLayer, Stack<ConfidentialityLayer, Outer>>>,
+>;
+/// The outermost layer.
+type Outer = Stack<ExposureLayer, Identity>;
+
 /// The four layers, outermost first, as one `ServiceBuilder` (itself a `Layer`).
-fn layers(
-    handle: &GovernanceHandle,
-    channel: Arc<dyn ApprovalChannel>,
-) -> ServiceBuilder<
-    tower::layer::util::Stack<
-        ApprovalGateLayer,
-        tower::layer::util::Stack<
-            AirGapLayer,
-            tower::layer::util::Stack<
-                ConfidentialityLayer,
-                tower::layer::util::Stack<ExposureLayer, tower::layer::util::Identity>,
-            >,
-        >,
-    >,
-> {
+fn layers(handle: &GovernanceHandle, channel: Arc<dyn ApprovalChannel>) -> Layers {
     ServiceBuilder::new()
         .layer(ExposureLayer::new(handle.clone()))
         .layer(ConfidentialityLayer::new(handle.clone()))
@@ -838,12 +832,11 @@ async fn style_run_path_uses_the_capacity_reserved_by_poll_ready() {
     }
 }
 
-/// Regression guard for the ask path of `ApprovalGate::call`: the gate polls its inner
-/// service ready (reserving capacity), then on an ask sends the call through a *clone* that
-/// starts with no capacity, while the ready original keeps its reservation. With an inner
-/// service of capacity 1 kept alive by its owner (a server loop, a `Buffer` worker), the
-/// approved call can never get capacity: it hangs until another call happens to use the
-/// original's reservation.
+/// Regression guard for the ask path of `ApprovalGate::call` (STYLE: "swaps the *ready*
+/// service into the future"): the capacity the stack reserved in `poll_ready` must reach
+/// the approved call. An earlier gate sent the approved call through an unready clone while
+/// the ready original kept its reservation, so with an inner service of capacity 1 kept
+/// alive by its owner (a server loop, a `Buffer` worker) the approved call hung.
 #[tokio::test]
 async fn style_approved_call_uses_the_capacity_reserved_by_poll_ready() {
     let handle = GovernanceHandle::new(load(&base_config("interactive")));

@@ -61,7 +61,12 @@ impl GovernanceHandle {
         let mut error = None;
         self.inner
             .rcu(|current| match current.with_policy(state.clone()) {
-                Ok(next) => Arc::new(next),
+                Ok(next) => {
+                    // `rcu` may run this again after a concurrent store: only the last
+                    // run's result counts.
+                    error = None;
+                    Arc::new(next)
+                }
                 Err(e) => {
                     error = Some(e);
                     Arc::clone(current)
