@@ -3,10 +3,12 @@
 //!
 //! Exit codes: 0 success; 1 `check` found the configuration invalid; 2 a usage error, a
 //! file that cannot be opened, a configuration that fails to load (`expose`, `decide`,
-//! `explain`), an unknown `--agent`, or a malformed call.
+//! `explain`), an unknown `--agent`, or a malformed call. `inbox` and `policy` work on an
+//! inbox database (see `inbox.rs` for their exit codes).
 #![forbid(unsafe_code)]
 
 mod call;
+mod inbox;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -85,6 +87,16 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Held calls in a durable inbox: list, show, approve, deny.
+    Inbox {
+        #[command(subcommand)]
+        action: inbox::InboxCommand,
+    },
+    /// The tenant policy stored in an inbox database: get, put.
+    Policy {
+        #[command(subcommand)]
+        action: inbox::PolicyCommand,
     },
 }
 
@@ -282,6 +294,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Inbox { action } => inbox::run_inbox(action),
+        Command::Policy { action } => inbox::run_policy(action),
     }
 }
 

@@ -1,0 +1,321 @@
+//! `toolgate inbox …` and `toolgate policy …` end to end (R22, R26): a call held by a real
+//! stack in this process, answered by the command in another.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+use toolgate::GovernanceHandle;
+use toolgate::approval::ApprovalGateLayer;
+use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate::engine::config::{Format, load_str};
+use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+fn toolgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn toolgate_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+/// Holds one `refund` call with `input` in the inbox at `db`; returns its id.
+async fn hold(db: &Path, input: Value) -> (String, Inbox, Arc<AtomicUsize>) {
+    let gov = load_str(
+        r#"{"approval": {"channel": "inbox"},
+            "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+            "agents": [{"name": "support", "allowed_tools": ["refund"]}],
+            "policy": {"rules": [{"effect": "ask", "tool": "refund", "reason": "refunds need a person"}]}}"#,
+        Format::Json,
+    )
+    .unwrap();
+    let inbox = Inbox::new(SqliteInbox::open(db, SqliteOptions::default()).unwrap());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let stack = ServiceBuilder::new()
+        .layer(ApprovalGateLayer::new(GovernanceHandle::new(gov)).channel(inbox.channel()))
+        .service(service_fn(move |call: ToolCall| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(
+                    call.input,
+                )))
+            }
+        }));
+    let call = ToolCall::new(AgentRef::profile("support"), "refund", input);
+    let ToolResponse::Held(h) = stack.clone().oneshot(call).await.unwrap() else {
+        panic!("not held")
+    };
+    let id = h.interaction_id;
+    (id, inbox, runs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_inbox_list_show_approve_from_another_process() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let input = json!({"order": "A-17", "amount": 120, "note": "ünïcødé"});
+    let (id, inbox, _runs) = hold(&db, input.clone()).await;
+
+    let o = toolgate(&["inbox", "list", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&id) && stdout(&o).contains("pending"),
+        "{}",
+        stdout(&o)
+    );
+    let o = toolgate(&[
+        "inbox", "list", "--db", dbs, "--state", "approved", "--json",
+    ]);
+    assert_eq!(json_out(&o), json!([]));
+    let o = toolgate(&["inbox", "list", "--db", dbs, "--state", "waiting"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown state is a usage error"
+    );
+
+    // show: the tool, the full input, every reason, the age.
+    let o = toolgate(&["inbox", "show", &id, "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    for needle in [
+        "tool:         refund",
+        "\"order\": \"A-17\"",
+        "ünïcødé",
+        "tenant policy rule 0: refunds need a person",
+        "agent approval mode:",
+        "age:",
+        "state:        pending",
+    ] {
+        assert!(text.contains(needle), "`{needle}` missing from:\n{text}");
+    }
+    let o = toolgate(&["inbox", "show", &id, "--db", dbs, "--json"]);
+    let v = json_out(&o);
+    assert_eq!(v["input"], input);
+    assert_eq!(v["reasons"].as_array().unwrap().len(), 2);
+    assert_eq!(v["state"], "pending");
+    let o = toolgate(&["inbox", "show", "ia_nope", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // approve, twice with the same key: one approval.
+    let approve = [
+        "inbox",
+        "approve",
+        &id,
+        "--db",
+        dbs,
+        "--idempotency-key",
+        "K-1",
+        "--as",
+        "alice",
+        "--json",
+    ];
+    let o = toolgate(&approve);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = json_out(&o);
+    assert_eq!(first["state"], "approved");
+    assert_eq!(first["replayed"], false);
+    let o = toolgate(&approve);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "R26: the same key twice is one approval"
+    );
+    let again = json_out(&o);
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["answered_at"], first["answered_at"]);
+
+    // the same key with the other answer: a conflict; another key: already decided.
+    let o = toolgate(&[
+        "inbox",
+        "deny",
+        &id,
+        "--db",
+        dbs,
+        "--idempotency-key",
+        "K-1",
+        "--as",
+        "alice",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot give the other answer"),
+        "{}",
+        stderr(&o)
+    );
+    let o = toolgate(&[
+        "inbox", "deny", &id, "--db", dbs, "--as", "bob", "--reason", "no",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no longer pending"), "{}", stderr(&o));
+    let o = toolgate(&[
+        "inbox",
+        "approve",
+        "ia_nope",
+        "--db",
+        dbs,
+        "--idempotency-key",
+        "K",
+        "--as",
+        "alice",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("did not issue"), "{}", stderr(&o));
+
+    assert_eq!(
+        inbox.store().get(&id).await.unwrap().unwrap().state,
+        State::Approved
+    );
+    let o = toolgate(&["inbox", "show", &id, "--db", dbs]);
+    assert!(stdout(&o).contains("approved by:  alice"), "{}", stdout(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_inbox_deny_with_a_reason_and_usage_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let (id, inbox, runs) = hold(&db, json!({"n": 1})).await;
+    let o = toolgate(&[
+        "inbox",
+        "deny",
+        &id,
+        "--db",
+        dbs,
+        "--as",
+        "carol",
+        "--reason",
+        "not today",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Denied);
+    assert_eq!(r.answer_reason.as_deref(), Some("not today"));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    // approve needs its key and a name.
+    let o = toolgate(&["inbox", "approve", &id, "--db", dbs, "--as", "alice"]);
+    assert_eq!(o.status.code(), Some(2));
+    // a database that does not exist is not created.
+    let missing = d.path().join("missing.db");
+    let o = toolgate(&["inbox", "list", "--db", missing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no inbox database"), "{}", stderr(&o));
+    assert!(!missing.exists());
+    // a file that is not a database.
+    let junk = d.path().join("junk.db");
+    std::fs::write(&junk, vec![0xAB; 8192]).unwrap();
+    let o = toolgate(&["inbox", "list", "--db", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a database"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&junk).unwrap(), vec![0xAB; 8192]);
+}
+
+#[test]
+fn r22_policy_get_prints_what_put_takes_back() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let file = d.path().join("policy.json");
+    std::fs::write(
+        &file,
+        r#"{"default": "ask", "rules": [{"effect": "deny", "tool": "refund_*", "reason": "no refunds"}]}"#,
+    )
+    .unwrap();
+    let o = toolgate(&["policy", "put", "--db", dbs, file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let put = json_out(&o);
+    let o = toolgate(&["policy", "get", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0));
+    let got = json_out(&o);
+    assert_eq!(got, put);
+    assert_eq!(got["rules"][0]["reason"], "no refunds");
+    assert!(got["updatedAt"].is_string());
+
+    // What get prints, put takes back (from standard input).
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "-"],
+        &stdout(&toolgate(&["policy", "get", "--db", dbs])),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let back = json_out(&o);
+    assert_eq!(back["rules"], got["rules"]);
+    assert_ne!(back["updatedAt"], got["updatedAt"]);
+
+    // A refused put keeps the old policy.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs],
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rules[0].effect"), "{}", stderr(&o));
+    assert_eq!(json_out(&toolgate(&["policy", "get", "--db", dbs])), back);
+
+    // Limits from a configuration.
+    let cfg = d.path().join("c.json");
+    std::fs::write(&cfg, r#"{"limits": {"tool_rules": 1}}"#).unwrap();
+    let o = toolgate_stdin(
+        &[
+            "policy",
+            "put",
+            "--db",
+            dbs,
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        r#"{"rules": [{"effect": "ask"}, {"effect": "deny"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+
+    // An unreadable stored policy: get says so and exits 2.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE stored_policy SET body = 'garbage'", [])
+        .unwrap();
+    let o = toolgate(&["policy", "get", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot be read"), "{}", stderr(&o));
+}
+
+#[test]
+fn r22_policy_get_on_an_inbox_without_a_policy_prints_the_empty_policy() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    SqliteInbox::open(&db, SqliteOptions::default()).unwrap();
+    let o = toolgate(&["policy", "get", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json_out(&o), json!({"default": "allow", "rules": []}));
+}

@@ -1,0 +1,255 @@
+//! The inbox approval channel: asked calls are held, and tickets are redeemed.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toolgate::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate::core::ChannelKind;
+use toolgate::engine::canon;
+
+use crate::error::ClaimError;
+use crate::model::{Claim, NewHeldCall, State, Timestamp};
+use crate::store::InboxStore;
+
+/// Who the gate names as the one who refused a ticket that the inbox could not redeem (the
+/// call was not approved for exactly this input and definition). It is not a person.
+pub const INBOX_APPROVER: &str = "inbox";
+
+/// How long a held call waits for an answer by default: one week.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// Separates the interaction id from the claim token inside a ticket.
+const TICKET_SEPARATOR: char = '~';
+
+/// The text of a resume ticket carrying a claim token (see [`crate::Inbox::resume`]).
+pub(crate) fn ticket_text(id: &str, token: &str) -> String {
+    format!("{id}{TICKET_SEPARATOR}{token}")
+}
+
+fn split_ticket(ticket: &str) -> (&str, Option<&str>) {
+    match ticket.split_once(TICKET_SEPARATOR) {
+        Some((id, token)) => (id, Some(token)),
+        None => (ticket, None),
+    }
+}
+
+/// A fresh 128-bit secret from the operating system's generator.
+pub(crate) fn random_token(prefix: &str) -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    let mut s = String::with_capacity(prefix.len() + 32);
+    s.push_str(prefix);
+    for b in bytes {
+        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    Some(s)
+}
+
+/// The durable inbox channel (`approval.channel = "inbox"`, R26).
+///
+/// - A request **without** a ticket is stored as `pending` and answered
+///   [`ApprovalOutcome::Held`] at once: nothing holds a process while a person decides.
+/// - A request **with** a ticket (a resumed call, [`toolgate::approval::ResumeTicket`]) is
+///   the execution of a held call: it is approved only when that call is `approved`, for the
+///   same tool and agent, with exactly the same input and the same tool definition (R35),
+///   and only for the one sender whose conditional claim wins (R26). Anything else is
+///   refused with a reason that says what changed or what state the call is in.
+/// - When the store cannot be used, the request is [`ApprovalOutcome::Unroutable`]: the gate
+///   refuses the call (fail closed), and nothing already held is touched.
+#[derive(Clone)]
+pub struct InboxChannel {
+    store: Arc<dyn InboxStore>,
+    ttl: Duration,
+}
+
+impl fmt::Debug for InboxChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InboxChannel")
+            .field("store", &self.store)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+impl InboxChannel {
+    /// A channel holding calls in `store` for `ttl` before they expire.
+    pub fn new(store: Arc<dyn InboxStore>, ttl: Duration) -> Self {
+        Self { store, ttl }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn InboxStore> {
+        &self.store
+    }
+}
+
+impl ApprovalChannel for InboxChannel {
+    fn kind(&self) -> ChannelKind {
+        ChannelKind::Inbox
+    }
+
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        let store = Arc::clone(&self.store);
+        let ttl = self.ttl;
+        Box::pin(async move {
+            match request.ticket.clone() {
+                None => hold(&*store, &request, ttl).await,
+                Some(ticket) => redeem(&*store, &request, &ticket).await,
+            }
+        })
+    }
+}
+
+async fn hold(store: &dyn InboxStore, request: &ApprovalRequest, ttl: Duration) -> ApprovalOutcome {
+    let call = match NewHeldCall::from_request(request, Timestamp::now(), ttl) {
+        Ok(c) => c,
+        Err(why) => return ApprovalOutcome::Unroutable(format!("the call cannot be held: {why}")),
+    };
+    match store.hold(call).await {
+        Ok(()) => ApprovalOutcome::Held {
+            interaction_id: request.interaction_id.clone(),
+        },
+        Err(e) => ApprovalOutcome::Unroutable(format!("the call cannot be held: {e}")),
+    }
+}
+
+fn refused(reason: String) -> ApprovalOutcome {
+    ApprovalOutcome::Denied {
+        approver: INBOX_APPROVER.to_owned(),
+        reason: Some(reason),
+    }
+}
+
+async fn redeem(
+    store: &dyn InboxStore,
+    request: &ApprovalRequest,
+    ticket: &str,
+) -> ApprovalOutcome {
+    let (id, token) = split_ticket(ticket);
+    let record = match store.get(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return refused(format!("held call `{id}` was not issued by this inbox")),
+        Err(e) => {
+            return ApprovalOutcome::Unroutable(format!("held call `{id}` cannot be read: {e}"));
+        }
+    };
+    match record.state {
+        State::Approved => {}
+        State::Pending => {
+            let now = Timestamp::now();
+            if record.is_past_expiry(now) {
+                // Best effort: the record says `expired` from now on.
+                let _ = store.expire_due(now).await;
+                return ApprovalOutcome::Expired;
+            }
+            return refused(format!(
+                "held call `{id}` has not been answered yet (state `pending`)"
+            ));
+        }
+        State::Denied => {
+            return ApprovalOutcome::Denied {
+                approver: record.approver.unwrap_or_else(|| INBOX_APPROVER.to_owned()),
+                reason: record.answer_reason,
+            };
+        }
+        State::Expired => return ApprovalOutcome::Expired,
+        State::Cancelled => return ApprovalOutcome::Cancelled,
+        State::Claimed | State::Done | State::Failed | State::Unknown => {
+            return refused(format!(
+                "held call `{id}` was already claimed for sending (state `{}`); an approved call is sent exactly once",
+                record.state
+            ));
+        }
+    }
+    let approver = record.approver.clone().unwrap_or_default();
+    let held = &record.call;
+    if !held.tool.eq_ignore_ascii_case(&request.tool) {
+        return refused(format!(
+            "held call `{id}` approved `{}`, not `{}`",
+            held.tool, request.tool
+        ));
+    }
+    if held.agent != request.agent {
+        return refused(format!(
+            "held call `{id}` was approved for agent `{}`, not `{}`",
+            held.agent.rule_name(),
+            request.agent.rule_name()
+        ));
+    }
+    // R35: the exact input (not only its canonical hash: RFC 8785 rounds large numbers
+    // through doubles, so two different inputs can share a hash).
+    let same_input = match record.input() {
+        Ok(v) => v == *request.input,
+        Err(_) => false,
+    };
+    if !same_input
+        || held.input_hash != request.input_hash
+        || canon::input_hash(&request.input).as_deref() != Some(held.input_hash.as_str())
+    {
+        return refused(format!(
+            "approved by {approver}, but the input differs from what was approved for held call `{id}`"
+        ));
+    }
+    if held.definition_hash != request.definition_hash {
+        return refused(definition_changed(&approver, &held.tool, id));
+    }
+    let token = match token {
+        Some(t) if !t.is_empty() => t.to_owned(),
+        _ => match random_token("claim_") {
+            Some(t) => t,
+            None => {
+                return ApprovalOutcome::Unroutable(String::from("no claim token could be made"));
+            }
+        },
+    };
+    let claim = Claim {
+        input_hash: request.input_hash.clone(),
+        definition_hash: request.definition_hash.clone(),
+        token,
+    };
+    match store.claim(id, claim).await {
+        Ok(c) => ApprovalOutcome::Approved {
+            approver: c.approver,
+        },
+        Err(ClaimError::UnknownId(_)) => {
+            refused(format!("held call `{id}` was not issued by this inbox"))
+        }
+        Err(ClaimError::NotApproved { state, .. }) => refused(format!(
+            "held call `{id}` was claimed by another sender first (state `{state}`); an approved call is sent exactly once"
+        )),
+        Err(ClaimError::InputChanged(_)) => refused(format!(
+            "approved by {approver}, but the input differs from what was approved for held call `{id}`"
+        )),
+        Err(ClaimError::DefinitionChanged(_)) => {
+            refused(definition_changed(&approver, &held.tool, id))
+        }
+        Err(ClaimError::Store(e)) => {
+            ApprovalOutcome::Unroutable(format!("held call `{id}` cannot be claimed: {e}"))
+        }
+    }
+}
+
+fn definition_changed(approver: &str, tool: &str, id: &str) -> String {
+    format!(
+        "approved by {approver}, but the definition of `{tool}` changed since held call `{id}` was approved; it will be asked about again"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_split() {
+        assert_eq!(split_ticket("ia_1"), ("ia_1", None));
+        assert_eq!(
+            split_ticket(&ticket_text("ia_1", "claim_x")),
+            ("ia_1", Some("claim_x"))
+        );
+        let a = random_token("claim_").unwrap();
+        assert_eq!(a.len(), 6 + 32);
+        assert_ne!(a, random_token("claim_").unwrap());
+    }
+}

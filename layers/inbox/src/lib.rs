@@ -1,0 +1,131 @@
+//! # toolgate-inbox
+//!
+//! Durable held calls for toolgate (SPEC R26, R35, R38, R22): with
+//! `approval.channel = "inbox"`, an asked call is stored and the gate answers at once with a
+//! held response carrying an unguessable interaction id; nothing holds a process while a
+//! person decides. A person answers later — after deploys and restarts, from another machine
+//! (`toolgate inbox approve`) — and the approved call is sent **once**, through the **same**
+//! layer stack as any call, with **exactly** the input the person saw.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::sync::{Arc, atomic::{AtomicUsize, Ordering}};
+//! use serde_json::json;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! use toolgate::GovernanceHandle;
+//! use toolgate::approval::ApprovalGateLayer;
+//! use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate::engine::config::{load_str, Format};
+//! use toolgate_inbox::{Answer, Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
+//!
+//! let handle = GovernanceHandle::new(load_str(r#"{"approval": {"channel": "inbox"},
+//!     "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+//!     "agents": [{"name": "support", "allowed_tools": ["refund"]}]}"#, Format::Json).unwrap());
+//! let dir = tempfile::tempdir().unwrap();
+//! let inbox = Inbox::new(SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap());
+//! let runs = Arc::new(AtomicUsize::new(0));
+//! let counter = Arc::clone(&runs);
+//! let stack = ServiceBuilder::new()
+//!     .layer(ApprovalGateLayer::new(handle).channel(inbox.channel()))
+//!     .service(service_fn(move |call: ToolCall| {
+//!         counter.fetch_add(1, Ordering::SeqCst);
+//!         async move { Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(call.input))) }
+//!     }));
+//!
+//! // The call is held: the agent pauses its turn.
+//! let call = ToolCall::new(AgentRef::profile("support"), "refund", json!({"order": 7}));
+//! let ToolResponse::Held(held) = stack.clone().oneshot(call).await.unwrap() else { panic!() };
+//!
+//! // Later, maybe from another process: a person approves (idempotently).
+//! inbox.store().answer(&held.interaction_id, Answer::approve("ticket-42", "alice")).await.unwrap();
+//!
+//! // The approved call is sent through the same stack, exactly once.
+//! let resumed = inbox.resume(&held.interaction_id, stack.clone()).await.unwrap();
+//! assert_eq!(resumed.response, ToolResponse::Completed(ToolOutput::new(json!({"order": 7}))));
+//! assert_eq!(resumed.recorded, Some(State::Done));
+//! assert!(inbox.resume(&held.interaction_id, stack).await.is_err(), "never twice");
+//! assert_eq!(runs.load(Ordering::SeqCst), 1);
+//!
+//! // A person who denies with another key is refused: the call was already decided.
+//! let refused = inbox.store().answer(&held.interaction_id, Answer::deny("ticket-43", "bob", None)).await;
+//! assert!(refused.is_err());
+//! # }
+//! ```
+//!
+//! ## The state machine
+//!
+//! ```text
+//! pending ──► approved ──► claimed ──► done
+//!    │                        │  └───► failed
+//!    ├──► denied              └──────► unknown   (recover(): the process died after the claim)
+//!    ├──► expired
+//!    └──► cancelled
+//! ```
+//!
+//! Every arrow is a conditional update (`UPDATE … WHERE state = <from>`), so racing answers
+//! or racing senders have exactly one winner. The claim is committed before the tool is
+//! invoked; a process that dies between the claim and recording the result leaves the call
+//! `claimed`, and [`InboxStore::recover`] at the next start marks it `unknown` — never sent
+//! again automatically.
+//!
+//! ## Pieces
+//!
+//! | item | what it is |
+//! |---|---|
+//! | [`InboxStore`] | the object-safe storage trait (SQLite now; Postgres next, same contract) |
+//! | [`SqliteInbox`] | embedded SQLite: WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
+//! | [`InboxChannel`] | the `ApprovalChannel` the gate talks to: holds calls, redeems resume tickets |
+//! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
+//! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
+//! | [`suite`] | the conformance suite every backend runs |
+//!
+//! ## Exactly once, and exactly what was seen
+//!
+//! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
+//! (R38). At the approval gate the inbox channel approves it only when the held call is
+//! `approved` for the same tool and agent, the input is equal (as JSON values, and by its
+//! RFC 8785 hash) and the tool's definition hash is unchanged (R35); then it claims the call.
+//! The input sent is the stored one, serialised exactly as received (RFC 8785's canonical form
+//! is kept for the hash only, because it rounds large integers through doubles).
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+mod channel;
+mod error;
+mod json;
+mod model;
+mod policy;
+mod resume;
+mod sqlite;
+mod store;
+pub mod suite;
+
+pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
+pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
+pub use model::{
+    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
+    Outcome, State, StoredPolicy, Timestamp, ask_source_text,
+};
+pub use policy::{
+    PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
+    put_policy_text,
+};
+pub use resume::{Inbox, ResumeError, Resumed, response_json};
+pub use sqlite::{
+    APPLICATION_ID, SCHEMA_V1, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+};
+pub use store::{BoxFuture, InboxStore};

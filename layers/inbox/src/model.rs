@@ -1,0 +1,554 @@
+//! The records an inbox keeps: held calls, their states, answers, claims and results.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+use toolgate::approval::ApprovalRequest;
+use toolgate::core::{AgentRef, Ask, AskSource, RunContext, RunMode, ToolIdentity};
+use toolgate::engine::canon;
+
+/// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
+///
+/// ```
+/// use toolgate_inbox::Timestamp;
+/// let t = Timestamp::from_millis(1_700_000_000_123);
+/// assert_eq!(t.to_string(), "2023-11-14T22:13:20.123Z");
+/// assert!(Timestamp::now() > t);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// Now, by the system clock.
+    pub fn now() -> Self {
+        Self::from(SystemTime::now())
+    }
+
+    /// A timestamp from milliseconds since the Unix epoch.
+    pub const fn from_millis(millis: i64) -> Self {
+        Self(millis)
+    }
+
+    /// Milliseconds since the Unix epoch.
+    pub const fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    /// This time plus `d` (saturating).
+    #[must_use]
+    pub fn saturating_add(self, d: Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(ms))
+    }
+
+    /// This time minus `d` (saturating).
+    #[must_use]
+    pub fn saturating_sub(self, d: Duration) -> Self {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_sub(ms))
+    }
+
+    /// How long before `now` this time was (zero when it is not in the past).
+    pub fn age(self, now: Timestamp) -> Duration {
+        Duration::from_millis(u64::try_from(now.0.saturating_sub(self.0)).unwrap_or(0))
+    }
+
+    /// As a `SystemTime`.
+    pub fn to_system_time(self) -> SystemTime {
+        match u64::try_from(self.0) {
+            Ok(ms) => UNIX_EPOCH + Duration::from_millis(ms),
+            Err(_) => UNIX_EPOCH - Duration::from_millis(self.0.unsigned_abs()),
+        }
+    }
+}
+
+impl From<SystemTime> for Timestamp {
+    fn from(t: SystemTime) -> Self {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Self(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            Err(e) => Self(-i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}",
+            humantime::format_rfc3339_millis(self.to_system_time())
+        )
+    }
+}
+
+/// Where a held call is in its life (R26).
+///
+/// ```text
+/// pending ──► approved ──► claimed ──► done
+///    │                        │  └───► failed
+///    ├──► denied              └──────► unknown   (the process died after the claim)
+///    ├──► expired
+///    └──► cancelled
+/// ```
+///
+/// Every transition is a conditional update (`… WHERE state = <from>`), so two answers or
+/// two senders racing for one call have exactly one winner. Nothing leaves `denied`,
+/// `expired`, `cancelled`, `done`, `failed` or `unknown`; an `unknown` call is never sent
+/// again automatically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Held; nobody has answered.
+    Pending,
+    /// A person approved; not yet sent.
+    Approved,
+    /// A person denied.
+    Denied,
+    /// Nobody answered before the call's expiry (not a person's denial).
+    Expired,
+    /// The wait was cancelled before anyone answered.
+    Cancelled,
+    /// Claimed for sending: committed before the tool is invoked.
+    Claimed,
+    /// Sent; the tool's response is recorded.
+    Done,
+    /// Sent (or refused at the last moment, or the stack failed); the failure is recorded.
+    Failed,
+    /// Claimed by a process that died before recording the result: it may or may not have
+    /// reached the tool. Never sent again automatically.
+    Unknown,
+}
+
+impl State {
+    /// Every state.
+    pub const ALL: [State; 9] = [
+        State::Pending,
+        State::Approved,
+        State::Denied,
+        State::Expired,
+        State::Cancelled,
+        State::Claimed,
+        State::Done,
+        State::Failed,
+        State::Unknown,
+    ];
+
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Approved => "approved",
+            State::Denied => "denied",
+            State::Expired => "expired",
+            State::Cancelled => "cancelled",
+            State::Claimed => "claimed",
+            State::Done => "done",
+            State::Failed => "failed",
+            State::Unknown => "unknown",
+        }
+    }
+
+    /// Parses the stored spelling exactly.
+    pub fn parse(s: &str) -> Option<Self> {
+        State::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether nothing can leave this state.
+    pub fn is_final(self) -> bool {
+        !matches!(self, State::Pending | State::Approved | State::Claimed)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A call to hold, exactly as the gate decided it. Build it from the gate's request with
+/// [`NewHeldCall::from_request`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewHeldCall {
+    /// The gate-issued, unguessable interaction id (the record's primary key).
+    pub interaction_id: String,
+    /// The call's id, kept so the resumed call carries the same one.
+    pub call_id: String,
+    /// The tool's qualified (wire) name.
+    pub tool: String,
+    /// The identities behind that name, as the sources spelled them.
+    pub identities: Vec<ToolIdentity>,
+    /// The hash of the tool's definition the person is asked about (R35).
+    pub definition_hash: String,
+    /// The calling agent (profile and subagent).
+    pub agent: AgentRef,
+    /// The input exactly as it will be sent: the compact serialisation of the call's JSON
+    /// value (numbers keep their exact spelling, unlike RFC 8785 which rounds through
+    /// doubles).
+    pub input_json: String,
+    /// The RFC 8785 canonical form of the input (what the hash is taken over).
+    pub input_canonical: String,
+    /// `sha256:` of the canonical input (R35).
+    pub input_hash: String,
+    /// Every reason that asked, with who asked (R17).
+    pub reasons: Vec<Ask>,
+    /// The run's settings.
+    pub run: RunContext,
+    /// When the call was held.
+    pub created_at: Timestamp,
+    /// When an unanswered call expires.
+    pub expires_at: Timestamp,
+}
+
+impl NewHeldCall {
+    /// The record of the gate's `request`, held at `now` until `now + ttl`. Fails (with a
+    /// reason) when the input cannot be canonicalised or its hash is not the request's.
+    pub fn from_request(
+        request: &ApprovalRequest,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<Self, String> {
+        let input_canonical = canon::canonical_json(&request.input)
+            .ok_or_else(|| String::from("the input cannot be canonicalised"))?;
+        let input_hash = canon::sha256_hex(input_canonical.as_bytes());
+        if input_hash != request.input_hash {
+            return Err(String::from(
+                "the input's hash is not the one the gate computed",
+            ));
+        }
+        let input_json = serde_json::to_string(&*request.input)
+            .map_err(|e| format!("the input cannot be serialised: {e}"))?;
+        Ok(Self {
+            interaction_id: request.interaction_id.clone(),
+            call_id: request.call_id.as_str().to_owned(),
+            tool: request.tool.clone(),
+            identities: request.identities.clone(),
+            definition_hash: request.definition_hash.clone(),
+            agent: request.agent.clone(),
+            input_json,
+            input_canonical,
+            input_hash,
+            reasons: request.asks.clone(),
+            run: request.run,
+            created_at: now,
+            expires_at: now.saturating_add(ttl),
+        })
+    }
+}
+
+/// One held call as the store keeps it: the call as decided, and where it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldRecord {
+    /// The call exactly as it was held.
+    pub call: NewHeldCall,
+    /// Its state.
+    pub state: State,
+    /// Who answered (approved or denied).
+    pub approver: Option<String>,
+    /// The idempotency key of the answer.
+    pub answer_key: Option<String>,
+    /// The reason given with a denial.
+    pub answer_reason: Option<String>,
+    /// When it was answered.
+    pub answered_at: Option<Timestamp>,
+    /// Which store instance claimed it for sending.
+    pub claimed_by: Option<String>,
+    /// When it was claimed.
+    pub claimed_at: Option<Timestamp>,
+    /// The recorded response (`done`/`failed`).
+    pub result: Option<Value>,
+    /// When the response was recorded.
+    pub finished_at: Option<Timestamp>,
+    /// The last change.
+    pub updated_at: Timestamp,
+}
+
+impl HeldRecord {
+    /// The interaction id.
+    pub fn id(&self) -> &str {
+        &self.call.interaction_id
+    }
+
+    /// The input exactly as held.
+    pub fn input(&self) -> Result<Value, String> {
+        crate::json::parse_input(&self.call.input_json)
+    }
+
+    /// Whether an unanswered call is past its expiry at `now`.
+    pub fn is_past_expiry(&self, now: Timestamp) -> bool {
+        now >= self.call.expires_at
+    }
+}
+
+/// A person's answer to one held call (R26).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Approve (`true`) or deny (`false`).
+    pub approve: bool,
+    /// The answer's idempotency key: the same key twice is one answer.
+    pub idempotency_key: String,
+    /// Who answers.
+    pub approver: String,
+    /// Why (kept with a denial).
+    pub reason: Option<String>,
+}
+
+impl Answer {
+    /// An approval.
+    pub fn approve(idempotency_key: impl Into<String>, approver: impl Into<String>) -> Self {
+        Self {
+            approve: true,
+            idempotency_key: idempotency_key.into(),
+            approver: approver.into(),
+            reason: None,
+        }
+    }
+
+    /// A denial, with an optional reason.
+    pub fn deny(
+        idempotency_key: impl Into<String>,
+        approver: impl Into<String>,
+        reason: Option<String>,
+    ) -> Self {
+        Self {
+            approve: false,
+            idempotency_key: idempotency_key.into(),
+            approver: approver.into(),
+            reason,
+        }
+    }
+}
+
+/// What the store recorded for an answer. Repeating the answer with the same key returns the
+/// same receipt (with `replayed` set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerReceipt {
+    /// The held call.
+    pub interaction_id: String,
+    /// Whether it was approved.
+    pub approved: bool,
+    /// Who answered first with this key.
+    pub approver: String,
+    /// The denial's reason, if any.
+    pub reason: Option<String>,
+    /// When the answer was recorded.
+    pub answered_at: Timestamp,
+    /// Whether this was a repeat of an answer already recorded with the same key.
+    pub replayed: bool,
+}
+
+/// A claim for sending an approved call: the hashes it will be sent with (R35) and a token
+/// only the claimer knows, which it must show to record the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The hash of the input about to be sent.
+    pub input_hash: String,
+    /// The hash of the tool's definition now.
+    pub definition_hash: String,
+    /// The claimer's secret.
+    pub token: String,
+}
+
+/// A won claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// Who approved the call.
+    pub approver: String,
+}
+
+/// How a claimed call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The tool returned a result → `done`.
+    Done,
+    /// The tool failed, the stack refused after the claim, or the stack errored → `failed`.
+    Failed,
+}
+
+/// The result to record for a claimed call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// `done` or `failed`.
+    pub outcome: Outcome,
+    /// The response, as JSON (see [`crate::response_json`]).
+    pub result: Value,
+    /// The claim's token.
+    pub token: String,
+}
+
+/// The stored tenant policy, as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPolicy {
+    /// The policy document without `updatedAt`, as stored (it may be unreadable).
+    pub body: String,
+    /// When it was stored: RFC 3339 with microseconds, strictly increasing per store.
+    pub updated_at: String,
+}
+
+impl StoredPolicy {
+    /// The document `policy get` prints and `policy put` takes back: the stored body with
+    /// `updatedAt`. Fails with a reason when the body is not a JSON object.
+    pub fn document(&self) -> Result<Value, String> {
+        let value = crate::json::parse_input(&self.body)?;
+        let Value::Object(mut map) = value else {
+            return Err(String::from("the stored policy is not a JSON object"));
+        };
+        map.insert("updatedAt".into(), Value::from(self.updated_at.clone()));
+        Ok(Value::Object(map))
+    }
+}
+
+/// What a paused agent fetches about its held call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The call's state.
+    pub state: State,
+    /// The recorded response, once `done` or `failed`.
+    pub result: Option<Value>,
+    /// When it was recorded.
+    pub finished_at: Option<Timestamp>,
+}
+
+// ----- JSON forms of the parts kept as text -----
+
+pub(crate) fn identities_json(ids: &[ToolIdentity]) -> String {
+    Value::Array(
+        ids.iter()
+            .map(|id| json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()}))
+            .collect(),
+    )
+    .to_string()
+}
+
+pub(crate) fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("identities: {e}"))?;
+    let Value::Array(items) = value else {
+        return Err(String::from("identities: not a list"));
+    };
+    items
+        .iter()
+        .map(|item| {
+            let field = |k: &str| {
+                item.get(k)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("identities: `{k}` is missing"))
+            };
+            let (kind, source, name) = (field("kind")?, field("source")?, field("name")?);
+            match kind {
+                "local" => Ok(ToolIdentity::toolset(source, name)),
+                "mcp" => Ok(ToolIdentity::mcp(source, name)),
+                "http" => Ok(ToolIdentity::http(name)),
+                other => Err(format!("identities: unknown kind `{other}`")),
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn reasons_json(asks: &[Ask]) -> String {
+    Value::Array(
+        asks.iter()
+            .map(|a| {
+                let mut m = Map::new();
+                let source = match a.source {
+                    AskSource::Agent => "agent",
+                    AskSource::PolicyRule(i) => {
+                        m.insert("rule".into(), Value::from(i));
+                        "policy_rule"
+                    }
+                    AskSource::PolicyDefault => "policy_default",
+                    AskSource::Posture => "posture",
+                    AskSource::Hook => "hook",
+                };
+                m.insert("source".into(), Value::from(source));
+                m.insert("reason".into(), Value::from(a.reason.clone()));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+    .to_string()
+}
+
+pub(crate) fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("reasons: {e}"))?;
+    let Value::Array(items) = value else {
+        return Err(String::from("reasons: not a list"));
+    };
+    items
+        .iter()
+        .map(|item| {
+            let reason = item
+                .get("reason")
+                .and_then(Value::as_str)
+                .ok_or("reasons: `reason` is missing")?
+                .to_owned();
+            let source = match item.get("source").and_then(Value::as_str) {
+                Some("agent") => AskSource::Agent,
+                Some("policy_rule") => AskSource::PolicyRule(
+                    item.get("rule")
+                        .and_then(Value::as_u64)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .ok_or("reasons: a policy rule's index is missing")?,
+                ),
+                Some("policy_default") => AskSource::PolicyDefault,
+                Some("posture") => AskSource::Posture,
+                Some("hook") => AskSource::Hook,
+                _ => return Err(String::from("reasons: unknown source")),
+            };
+            Ok(Ask { source, reason })
+        })
+        .collect()
+}
+
+/// A short description of who asked, for people.
+pub fn ask_source_text(source: &AskSource) -> String {
+    match source {
+        AskSource::Agent => String::from("agent approval mode"),
+        AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
+        AskSource::PolicyDefault => String::from("tenant policy default"),
+        AskSource::Posture => String::from("behaviour posture"),
+        AskSource::Hook => String::from("hook"),
+    }
+}
+
+pub(crate) fn run_mode_from(s: &str) -> Result<RunMode, String> {
+    RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for s in State::ALL {
+            assert_eq!(State::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(State::parse("Pending"), None);
+    }
+
+    #[test]
+    fn reasons_and_identities_round_trip() {
+        let asks = vec![
+            Ask {
+                source: AskSource::PolicyRule(3),
+                reason: "r".into(),
+            },
+            Ask {
+                source: AskSource::Hook,
+                reason: "h".into(),
+            },
+        ];
+        assert_eq!(reasons_from_json(&reasons_json(&asks)).unwrap(), asks);
+        let ids = vec![
+            ToolIdentity::mcp("GitHub", "list.issues"),
+            ToolIdentity::toolset("coding", "write"),
+            ToolIdentity::http("refund"),
+        ];
+        assert_eq!(identities_from_json(&identities_json(&ids)).unwrap(), ids);
+    }
+
+    #[test]
+    fn timestamps_before_the_epoch_survive() {
+        let t = Timestamp::from_millis(-1500);
+        assert_eq!(Timestamp::from(t.to_system_time()), t);
+    }
+}

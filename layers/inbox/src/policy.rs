@@ -1,0 +1,169 @@
+//! The stored tenant policy (seed 002's get/put, R22, R23): validated before it is put,
+//! replaced whole, and picked up by running gates without a restart.
+
+use std::fmt;
+use std::time::Duration;
+
+use toolgate::GovernanceHandle;
+use toolgate::engine::policy::{Limits, Policy};
+use toolgate::engine::{ConfigErrors, PolicyState};
+
+use crate::error::InboxError;
+use crate::model::StoredPolicy;
+use crate::store::InboxStore;
+
+/// Why a `put` was refused. The stored policy is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutPolicyError {
+    /// The policy is invalid (R22): every problem, with its path.
+    Invalid(ConfigErrors),
+    /// The store failed.
+    Store(InboxError),
+}
+
+impl fmt::Display for PutPolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PutPolicyError::Invalid(errs) => write!(f, "the policy is refused:\n{errs}"),
+            PutPolicyError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PutPolicyError {}
+
+/// Validates `text` (`{"default", "rules", "updatedAt"}`, what `get` prints) under `limits`
+/// and, only if it is valid, replaces the stored policy whole. A refused put keeps the old
+/// policy (R22). The stored `updatedAt` is the store's own stamp, not the text's.
+pub async fn put_policy_text(
+    store: &dyn InboxStore,
+    text: &str,
+    limits: &Limits,
+) -> Result<StoredPolicy, PutPolicyError> {
+    let policy = Policy::from_json_str(text, limits).map_err(PutPolicyError::Invalid)?;
+    store
+        .put_policy(&policy)
+        .await
+        .map_err(PutPolicyError::Store)
+}
+
+/// The state of a stored policy: readable (stamped with its `updatedAt`) or, when its row
+/// cannot be read as a valid policy, [`PolicyState::Unreadable`] with the reason (R22: every
+/// `mcp`/`http` call is then refused `policy_unreadable`).
+pub fn policy_state_of(stored: &StoredPolicy, limits: &Limits) -> PolicyState {
+    match Policy::from_json_str(&stored.body, limits) {
+        Ok(p) => PolicyState::readable(p.with_updated_at(stored.updated_at.clone())),
+        Err(errs) => PolicyState::Unreadable(format!(
+            "the stored policy (updated {}) cannot be read: {}",
+            stored.updated_at,
+            errs.errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+    }
+}
+
+/// Loads the stored policy's state for a gate starting up: `None` when no policy was ever
+/// stored (the configuration's policy stays); [`PolicyState::Unreadable`] when the stored
+/// row, or the store itself, cannot be read.
+pub async fn load_policy_state(store: &dyn InboxStore, limits: &Limits) -> Option<PolicyState> {
+    match store.get_policy().await {
+        Ok(None) => None,
+        Ok(Some(stored)) => Some(policy_state_of(&stored, limits)),
+        Err(e) => Some(PolicyState::Unreadable(format!(
+            "the stored policy cannot be read: {e}"
+        ))),
+    }
+}
+
+/// What one look at the stored policy did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyPoll {
+    /// Nothing new (or nothing stored).
+    Unchanged,
+    /// A new `updatedAt` was seen and the policy state was replaced.
+    Replaced {
+        /// The new `updatedAt`.
+        updated_at: String,
+        /// Whether the new state is readable.
+        readable: bool,
+    },
+    /// A new `updatedAt` was seen but the gate's configuration refused the policy (for
+    /// one, a non-empty policy with the governor disarmed, R15); the old one stays.
+    Refused(String),
+    /// The store could not be read; the policy in force stays until it can.
+    StoreFailed(String),
+}
+
+/// Watches the stored policy and replaces the gate's when its `updatedAt` changes.
+#[derive(Debug)]
+pub struct PolicyWatch {
+    handle: GovernanceHandle,
+    last: Option<String>,
+}
+
+impl PolicyWatch {
+    /// A watch over `handle`. `seen` is the `updatedAt` already in force (from
+    /// [`load_policy_state`] at startup), if any.
+    pub fn new(handle: GovernanceHandle, seen: Option<String>) -> Self {
+        Self { handle, last: seen }
+    }
+
+    /// Looks once. A stored policy that cannot be read replaces the policy in force with
+    /// [`PolicyState::Unreadable`]; a store that cannot be reached changes nothing (it is
+    /// tried again on the next look).
+    pub async fn poll_once(&mut self, store: &dyn InboxStore) -> PolicyPoll {
+        let stored = match store.get_policy().await {
+            Ok(Some(s)) => s,
+            Ok(None) => return PolicyPoll::Unchanged,
+            Err(e) => return PolicyPoll::StoreFailed(e.to_string()),
+        };
+        if self.last.as_deref() == Some(stored.updated_at.as_str()) {
+            return PolicyPoll::Unchanged;
+        }
+        let limits = self.handle.load().settings().limits;
+        let state = policy_state_of(&stored, &limits);
+        let readable = matches!(state, PolicyState::Readable(_));
+        self.last = Some(stored.updated_at.clone());
+        match self.handle.replace_policy(state) {
+            Ok(()) => PolicyPoll::Replaced {
+                updated_at: stored.updated_at,
+                readable,
+            },
+            Err(errs) => PolicyPoll::Refused(errs.to_string()),
+        }
+    }
+}
+
+/// Spawns a task that looks at the stored policy every `interval` and replaces the gate's
+/// policy when it changes (no restart needed). Abort the returned handle to stop it.
+pub fn poll_policy(
+    handle: GovernanceHandle,
+    store: std::sync::Arc<dyn InboxStore>,
+    seen: Option<String>,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut watch = PolicyWatch::new(handle, seen);
+        loop {
+            match watch.poll_once(&*store).await {
+                PolicyPoll::Unchanged => {}
+                PolicyPoll::Replaced {
+                    updated_at,
+                    readable,
+                } => {
+                    tracing::info!(%updated_at, readable, "the stored tenant policy was replaced");
+                }
+                PolicyPoll::Refused(why) => {
+                    tracing::warn!(%why, "a new stored tenant policy was refused; the old one stays");
+                }
+                PolicyPoll::StoreFailed(why) => {
+                    tracing::warn!(%why, "the stored tenant policy could not be read; the policy in force stays");
+                }
+            }
+            tokio::time::sleep(interval).await;
+        }
+    })
+}

@@ -1,0 +1,1106 @@
+//! The embedded SQLite backend (`rusqlite`, SQLite bundled into the binary).
+//!
+//! One connection per [`SqliteInbox`] (cheap to clone: clones share it), in WAL mode, with a
+//! busy timeout so that another process's short transaction waits instead of failing. Every
+//! operation runs on Tokio's blocking pool when a Tokio runtime is present (inline
+//! otherwise), so nothing blocks an async worker on disk or on another process's lock.
+//!
+//! # Durability
+//!
+//! With the default [`Synchronous::Normal`], every committed state change survives a crash
+//! of the process (the WAL is written before the commit returns); a power loss may roll back
+//! the last few commits. [`Synchronous::Full`] syncs the WAL on every commit, surviving power
+//! loss too, at a fraction of the throughput. Either way a claim is committed before the tool
+//! is invoked, so a crash can never lead to a second send: at worst the call is `unknown`.
+//!
+//! # Schema
+//!
+//! Created on open when the file is new, and checked (`PRAGMA user_version`,
+//! `PRAGMA application_id`) when it is not: a newer schema or a SQLite file that is not a
+//! toolgate inbox is refused, never changed. A file that is not a database is refused with
+//! a clear error and left as it is.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior, params,
+};
+use toolgate::core::{AgentRef, RunContext};
+use toolgate::engine::policy::Policy;
+
+use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind};
+use crate::model::{
+    self, Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, Outcome,
+    State, StoredPolicy, Timestamp,
+};
+use crate::store::{BoxFuture, InboxStore};
+
+/// The schema version this code writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `PRAGMA application_id` of a toolgate inbox ("TGIB").
+pub const APPLICATION_ID: i64 = 0x5447_4942;
+
+/// The schema, version 1.
+pub const SCHEMA_V1: &str = "
+CREATE TABLE held_calls (
+    interaction_id  TEXT PRIMARY KEY NOT NULL,
+    call_id         TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    identities      TEXT NOT NULL,
+    definition_hash TEXT NOT NULL,
+    agent_profile   TEXT NOT NULL,
+    agent_subagent  TEXT,
+    input_json      TEXT NOT NULL,
+    input_canonical TEXT NOT NULL,
+    input_hash      TEXT NOT NULL,
+    reasons         TEXT NOT NULL,
+    run_mode        TEXT NOT NULL,
+    run_background  INTEGER NOT NULL CHECK (run_background IN (0, 1)),
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired',
+                        'cancelled', 'claimed', 'done', 'failed', 'unknown')),
+    approver        TEXT,
+    answer_key      TEXT,
+    answer_approve  INTEGER CHECK (answer_approve IN (0, 1)),
+    answer_reason   TEXT,
+    answered_at     INTEGER,
+    claim_token     TEXT,
+    claimed_by      TEXT,
+    claimed_at      INTEGER,
+    result_json     TEXT,
+    finished_at     INTEGER,
+    updated_at      INTEGER NOT NULL
+);
+CREATE INDEX held_calls_by_state ON held_calls (state, expires_at);
+CREATE INDEX held_calls_by_created ON held_calls (created_at);
+CREATE TABLE stored_policy (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    body        TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+";
+
+const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
+    agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
+    created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
+    claimed_at, result_json, finished_at, updated_at";
+
+/// SQLite's `synchronous` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `NORMAL`: durable against a process crash (the default).
+    #[default]
+    Normal,
+    /// `FULL`: durable against power loss too.
+    Full,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
+}
+
+/// How a [`SqliteInbox`] opens its file.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolgate_inbox::{SqliteOptions, Synchronous};
+/// let o = SqliteOptions::default().synchronous(Synchronous::Full).busy_timeout(Duration::from_secs(1));
+/// assert_eq!(o.synchronous, Synchronous::Full);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// `synchronous` (default `NORMAL`).
+    pub synchronous: Synchronous,
+    /// How long to wait for another connection's lock before failing (default 5 s).
+    pub busy_timeout: Duration,
+    /// This runtime instance's name, recorded with each claim; [`InboxStore::recover`]
+    /// marks only this instance's claims `unknown` (default `default`).
+    pub instance: String,
+    /// Create the file when it does not exist (default `true`).
+    pub create: bool,
+    /// Run each operation on the calling thread instead of Tokio's blocking pool (default
+    /// `false`). About twice the throughput on a busy machine, but each operation then
+    /// blocks the async worker that awaits it — for a commit, and for up to the busy timeout
+    /// when another connection holds the lock. For benches and for hosts that accept that.
+    pub run_inline: bool,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            instance: String::from("default"),
+            create: true,
+            run_inline: false,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets `synchronous`.
+    #[must_use]
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+
+    /// Sets the busy timeout.
+    #[must_use]
+    pub fn busy_timeout(mut self, d: Duration) -> Self {
+        self.busy_timeout = d;
+        self
+    }
+
+    /// Sets the instance name.
+    #[must_use]
+    pub fn instance(mut self, name: impl Into<String>) -> Self {
+        self.instance = name.into();
+        self
+    }
+
+    /// Whether to create a missing file.
+    #[must_use]
+    pub fn create(mut self, yes: bool) -> Self {
+        self.create = yes;
+        self
+    }
+
+    /// Whether to run operations on the calling thread (see [`SqliteOptions::run_inline`]).
+    #[must_use]
+    pub fn run_inline(mut self, yes: bool) -> Self {
+        self.run_inline = yes;
+        self
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    options: SqliteOptions,
+    conn: Mutex<Option<Connection>>,
+    /// Set when an error says the file is damaged or gone: the connection is dropped and
+    /// the next operation opens (and checks) the file again.
+    broken: AtomicBool,
+}
+
+/// An inbox in one SQLite file.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use toolgate_inbox::{InboxStore, SqliteInbox, SqliteOptions, State};
+/// let dir = tempfile::tempdir().unwrap();
+/// let inbox = SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
+/// assert!(inbox.list(Some(State::Pending)).await.unwrap().is_empty());
+/// assert!(inbox.get("ia_never_issued").await.unwrap().is_none());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SqliteInbox {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SqliteInbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteInbox")
+            .field("path", &self.inner.path)
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+impl SqliteInbox {
+    /// Opens (or creates) the inbox at `path`: WAL mode, the configured `synchronous` and
+    /// busy timeout, the schema created or checked. Blocks while it does.
+    pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, InboxError> {
+        let store = Self::open_lazy(path, options);
+        let conn = store.inner.connect()?;
+        *store.inner.lock() = Some(conn);
+        Ok(store)
+    }
+
+    /// A handle that opens the file on first use, and again after an error that says the
+    /// file is damaged or gone. Until the file can be opened, every operation fails with the
+    /// reason (so the inbox channel refuses asked calls, failing closed), and the service
+    /// keeps running for calls that do not ask.
+    pub fn open_lazy(path: impl AsRef<Path>, options: SqliteOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                path: path.as_ref().to_path_buf(),
+                options,
+                conn: Mutex::new(None),
+                broken: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.inner.options
+    }
+
+    /// Runs `op` on the connection: on the blocking pool inside a Tokio runtime, inline
+    /// otherwise.
+    fn run<T, E, F>(&self, op: F) -> BoxFuture<'static, Result<T, E>>
+    where
+        T: Send + 'static,
+        E: From<InboxError> + Send + 'static,
+        F: FnOnce(&Inner, &mut Connection) -> Result<T, E> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        if inner.options.run_inline {
+            return Box::pin(async move { inner.with_conn(op) });
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => Box::pin(async move {
+                match rt.spawn_blocking(move || inner.with_conn(op)).await {
+                    Ok(result) => result,
+                    Err(e) => Err(E::from(InboxError::new(
+                        Kind::Backend,
+                        format!("the inbox operation did not finish: {e}"),
+                    ))),
+                }
+            }),
+            Err(_) => Box::pin(async move { inner.with_conn(op) }),
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        // A panic while holding the lock leaves the connection usable: any transaction it
+        // had open was rolled back when the transaction guard dropped.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn with_conn<T, E, F>(&self, op: F) -> Result<T, E>
+    where
+        E: From<InboxError>,
+        F: FnOnce(&Inner, &mut Connection) -> Result<T, E>,
+    {
+        let mut guard = self.lock();
+        let conn = match guard.as_mut() {
+            Some(c) => c,
+            None => guard.insert(self.connect()?),
+        };
+        let result = op(self, conn);
+        if self.broken.swap(false, Ordering::SeqCst) {
+            *guard = None;
+        }
+        result
+    }
+
+    fn connect(&self) -> Result<Connection, InboxError> {
+        let path = &self.path;
+        if !self.options.create && !path.exists() {
+            return Err(InboxError::new(
+                Kind::Unavailable,
+                format!("no inbox database at `{}`", path.display()),
+            ));
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if self.options.create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| self.err(e))?;
+        conn.busy_timeout(self.options.busy_timeout)
+            .map_err(|e| self.err(e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(InboxError::new(
+                Kind::Unavailable,
+                format!(
+                    "the inbox database `{}` cannot use WAL mode (journal mode `{mode}`)",
+                    path.display()
+                ),
+            ));
+        }
+        conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
+            .map_err(|e| self.err(e))?;
+        self.migrate(&mut conn)?;
+        Ok(conn)
+    }
+
+    fn migrate(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let version = user_version(conn).map_err(|e| self.err(e))?;
+        if version == SCHEMA_VERSION {
+            return self.check_application_id(conn);
+        }
+        if version > SCHEMA_VERSION {
+            return Err(self.newer(version));
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        // Another process may have created the schema while we waited for the lock.
+        let version = user_version(&tx).map_err(|e| self.err(e))?;
+        if version == 0 {
+            let objects: i64 = tx
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(|e| self.err(e))?;
+            if objects > 0 {
+                return Err(self.foreign());
+            }
+            tx.execute_batch(SCHEMA_V1).map_err(|e| self.err(e))?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(|e| self.err(e))?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(|e| self.err(e))?;
+        } else if version > SCHEMA_VERSION {
+            return Err(self.newer(version));
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        self.check_application_id(conn)
+    }
+
+    fn check_application_id(&self, conn: &Connection) -> Result<(), InboxError> {
+        let id: i64 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if id == APPLICATION_ID {
+            Ok(())
+        } else {
+            Err(self.foreign())
+        }
+    }
+
+    fn newer(&self, version: i64) -> InboxError {
+        InboxError::new(
+            Kind::Schema,
+            format!(
+                "the inbox database `{}` has schema version {version}, newer than this program's {SCHEMA_VERSION}",
+                self.path.display()
+            ),
+        )
+    }
+
+    fn foreign(&self) -> InboxError {
+        InboxError::new(
+            Kind::Schema,
+            format!(
+                "`{}` is a SQLite database but not a toolgate inbox; it was left unchanged",
+                self.path.display()
+            ),
+        )
+    }
+
+    /// Maps a SQLite error to an inbox error that names the file.
+    fn err(&self, e: rusqlite::Error) -> InboxError {
+        let path = self.path.display();
+        let code = e.sqlite_error_code();
+        let (kind, message) = match code {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => (
+                Kind::Busy,
+                format!(
+                    "the inbox database `{path}` is locked by another connection (waited {}): {e}",
+                    humantime::format_duration(self.options.busy_timeout)
+                ),
+            ),
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => (
+                Kind::Corrupt,
+                format!("the inbox database `{path}` is damaged or is not a database: {e}"),
+            ),
+            Some(
+                ErrorCode::CannotOpen
+                | ErrorCode::PermissionDenied
+                | ErrorCode::ReadOnly
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::DiskFull,
+            ) => (
+                Kind::Unavailable,
+                format!("the inbox database `{path}` cannot be used: {e}"),
+            ),
+            Some(ErrorCode::ConstraintViolation) => (
+                Kind::Duplicate,
+                format!("the inbox database `{path}` refused a duplicate: {e}"),
+            ),
+            _ => (
+                Kind::Backend,
+                format!("the inbox database `{path}` failed: {e}"),
+            ),
+        };
+        if matches!(kind, Kind::Corrupt | Kind::Unavailable) {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        InboxError::new(kind, message)
+    }
+
+    fn record_err(&self, id: &str, why: impl fmt::Display) -> InboxError {
+        InboxError::new(
+            Kind::Record,
+            format!(
+                "held call `{id}` in `{}` cannot be read: {why}",
+                self.path.display()
+            ),
+        )
+    }
+
+    fn state_of(&self, conn: &Connection, id: &str) -> Result<Option<State>, InboxError> {
+        let state: Option<String> = conn
+            .prepare_cached("SELECT state FROM held_calls WHERE interaction_id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+            .map_err(|e| self.err(e))?;
+        match state {
+            None => Ok(None),
+            Some(s) => State::parse(&s)
+                .map(Some)
+                .ok_or_else(|| self.record_err(id, format!("unknown state `{s}`"))),
+        }
+    }
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+fn bool_int(b: bool) -> i64 {
+    i64::from(b)
+}
+
+/// Reads one row selected with [`COLUMNS`]; a value that does not parse is a string error.
+fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
+    let state: String = row.get(15)?;
+    let identities: String = row.get(3)?;
+    let reasons: String = row.get(10)?;
+    let run_mode: String = row.get(11)?;
+    let result_json: Option<String> = row.get(22)?;
+    let parsed = (|| {
+        let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
+        let result = match result_json {
+            Some(t) => Some(crate::json::parse_input(&t)?),
+            None => None,
+        };
+        Ok::<_, String>((
+            state,
+            model::identities_from_json(&identities)?,
+            model::reasons_from_json(&reasons)?,
+            model::run_mode_from(&run_mode)?,
+            result,
+        ))
+    })();
+    let (state, identities, reasons, mode, result) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    let ts = |i: usize| -> rusqlite::Result<Option<Timestamp>> {
+        Ok(row.get::<_, Option<i64>>(i)?.map(Timestamp::from_millis))
+    };
+    Ok(Ok(HeldRecord {
+        call: NewHeldCall {
+            interaction_id: row.get(0)?,
+            call_id: row.get(1)?,
+            tool: row.get(2)?,
+            identities,
+            definition_hash: row.get(4)?,
+            agent: AgentRef {
+                profile: row.get(5)?,
+                subagent: row.get(6)?,
+            },
+            input_json: row.get(7)?,
+            input_canonical: row.get(8)?,
+            input_hash: row.get(9)?,
+            reasons,
+            run: RunContext {
+                mode,
+                background: row.get::<_, i64>(12)? != 0,
+            },
+            created_at: Timestamp::from_millis(row.get(13)?),
+            expires_at: Timestamp::from_millis(row.get(14)?),
+        },
+        state,
+        approver: row.get(16)?,
+        answer_key: row.get(17)?,
+        answer_reason: row.get(18)?,
+        answered_at: ts(19)?,
+        claimed_by: row.get(20)?,
+        claimed_at: ts(21)?,
+        result,
+        finished_at: ts(23)?,
+        updated_at: Timestamp::from_millis(row.get(24)?),
+    }))
+}
+
+fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), InboxError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
+             agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
+             run_mode, run_background, created_at, expires_at, state, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?14)",
+        )
+        .map_err(|e| inner.err(e))?;
+    let inserted = stmt.execute(params![
+        c.interaction_id,
+        c.call_id,
+        c.tool,
+        model::identities_json(&c.identities),
+        c.definition_hash,
+        c.agent.profile,
+        c.agent.subagent,
+        c.input_json,
+        c.input_canonical,
+        c.input_hash,
+        model::reasons_json(&c.reasons),
+        c.run.mode.as_str(),
+        bool_int(c.run.background),
+        c.created_at.as_millis(),
+        c.expires_at.as_millis(),
+    ]);
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = inner.err(e);
+            if e.kind() == Kind::Duplicate {
+                Err(InboxError::new(
+                    Kind::Duplicate,
+                    format!("a held call `{}` already exists", c.interaction_id),
+                ))
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+fn get_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    id: &str,
+) -> Result<Option<HeldRecord>, InboxError> {
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM held_calls WHERE interaction_id = ?1"
+        ))
+        .and_then(|mut s| s.query_row([id], read_row).optional())
+        .map_err(|e| inner.err(e))?;
+    match row {
+        None => Ok(None),
+        Some(Ok(r)) => Ok(Some(r)),
+        Some(Err(why)) => Err(inner.record_err(id, why)),
+    }
+}
+
+fn list_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    state: Option<State>,
+) -> Result<Vec<HeldRecord>, InboxError> {
+    let sql = match state {
+        Some(_) => format!(
+            "SELECT {COLUMNS} FROM held_calls WHERE state = ?1 ORDER BY created_at, interaction_id"
+        ),
+        None => format!("SELECT {COLUMNS} FROM held_calls ORDER BY created_at, interaction_id"),
+    };
+    let mut stmt = conn.prepare_cached(&sql).map_err(|e| inner.err(e))?;
+    let rows = match state {
+        Some(s) => stmt.query_map([s.as_str()], read_row),
+        None => stmt.query_map([], read_row),
+    }
+    .map_err(|e| inner.err(e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        match row.map_err(|e| inner.err(e))? {
+            Ok(r) => out.push(r),
+            Err(why) => return Err(inner.record_err("?", why)),
+        }
+    }
+    Ok(out)
+}
+
+type AnswerRow = (
+    String,
+    Option<String>,
+    Option<i64>,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+fn answer_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    id: &str,
+    answer: &Answer,
+    now: Timestamp,
+) -> Result<AnswerReceipt, AnswerError> {
+    if answer.idempotency_key.trim().is_empty() {
+        return Err(AnswerError::Invalid(String::from(
+            "an answer needs a non-empty idempotency key",
+        )));
+    }
+    if answer.approver.trim().is_empty() {
+        return Err(AnswerError::Invalid(String::from(
+            "an answer needs the approver's name",
+        )));
+    }
+    let new_state = if answer.approve {
+        State::Approved
+    } else {
+        State::Denied
+    };
+    let reason = if answer.approve {
+        None
+    } else {
+        answer.reason.clone()
+    };
+    // INVARIANT: an answer is one conditional update from `pending` (before the expiry); a
+    // call answered, expired or cancelled in between is never overwritten. This is the whole
+    // of the common case; anything else is explained below, in one transaction.
+    let changed = conn
+        .prepare_cached(
+            "UPDATE held_calls SET state = ?2, approver = ?3, answer_key = ?4, \
+             answer_approve = ?5, answer_reason = ?6, answered_at = ?7, updated_at = ?7 \
+             WHERE interaction_id = ?1 AND state = 'pending' AND expires_at > ?7",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                id,
+                new_state.as_str(),
+                answer.approver,
+                answer.idempotency_key,
+                bool_int(answer.approve),
+                reason,
+                now.as_millis(),
+            ])
+        })
+        .map_err(|e| inner.err(e))?;
+    if changed == 1 {
+        return Ok(AnswerReceipt {
+            interaction_id: id.to_owned(),
+            approved: answer.approve,
+            approver: answer.approver.clone(),
+            reason,
+            answered_at: now,
+            replayed: false,
+        });
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let row: Option<AnswerRow> = tx
+        .prepare_cached(
+            "SELECT state, answer_key, answer_approve, expires_at, approver, answer_reason, \
+             answered_at FROM held_calls WHERE interaction_id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([id], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(|e| inner.err(e))?;
+    let Some((state, key, approve, expires_at, approver, reason, answered_at)) = row else {
+        return Err(AnswerError::UnknownId(id.to_owned()));
+    };
+    let state = State::parse(&state)
+        .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
+    if key.as_deref() == Some(answer.idempotency_key.as_str()) {
+        let recorded_approve = approve == Some(1);
+        if recorded_approve != answer.approve {
+            return Err(AnswerError::Conflict {
+                id: id.to_owned(),
+                key: answer.idempotency_key.clone(),
+                recorded_approve,
+            });
+        }
+        return Ok(AnswerReceipt {
+            interaction_id: id.to_owned(),
+            approved: recorded_approve,
+            approver: approver.unwrap_or_default(),
+            reason,
+            answered_at: Timestamp::from_millis(answered_at.unwrap_or_default()),
+            replayed: true,
+        });
+    }
+    match state {
+        State::Pending if now.as_millis() >= expires_at => {
+            tx.execute(
+                "UPDATE held_calls SET state = 'expired', updated_at = ?2 \
+                 WHERE interaction_id = ?1 AND state = 'pending'",
+                params![id, now.as_millis()],
+            )
+            .map_err(|e| inner.err(e))?;
+            tx.commit().map_err(|e| inner.err(e))?;
+            Err(AnswerError::Expired(id.to_owned()))
+        }
+        // Not reached: a pending call before its expiry took the update above. Should a
+        // clock step back in between, the call is still refused rather than guessed at.
+        State::Pending => Err(AnswerError::Store(InboxError::new(
+            Kind::Backend,
+            format!("held call `{id}` changed while it was being answered"),
+        ))),
+        State::Expired => Err(AnswerError::Expired(id.to_owned())),
+        other => Err(AnswerError::AlreadyDecided {
+            id: id.to_owned(),
+            state: other,
+        }),
+    }
+}
+
+fn cancel_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    id: &str,
+    now: Timestamp,
+) -> Result<(), AnswerError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let row: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT state, expires_at FROM held_calls WHERE interaction_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| inner.err(e))?;
+    let Some((state, expires_at)) = row else {
+        return Err(AnswerError::UnknownId(id.to_owned()));
+    };
+    let state = State::parse(&state)
+        .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
+    let (to, result) = match state {
+        State::Pending if now.as_millis() >= expires_at => {
+            (State::Expired, Err(AnswerError::Expired(id.to_owned())))
+        }
+        State::Pending => (State::Cancelled, Ok(())),
+        State::Expired => return Err(AnswerError::Expired(id.to_owned())),
+        other => {
+            return Err(AnswerError::AlreadyDecided {
+                id: id.to_owned(),
+                state: other,
+            });
+        }
+    };
+    tx.execute(
+        "UPDATE held_calls SET state = ?2, updated_at = ?3 \
+         WHERE interaction_id = ?1 AND state = 'pending'",
+        params![id, to.as_str(), now.as_millis()],
+    )
+    .map_err(|e| inner.err(e))?;
+    tx.commit().map_err(|e| inner.err(e))?;
+    result
+}
+
+/// Moves every row matching `filter` (a `WHERE` clause over `?1`, `?2`) to `to`, returning
+/// their ids, in one transaction.
+fn move_all(
+    inner: &Inner,
+    conn: &mut Connection,
+    filter: &str,
+    p1: &dyn rusqlite::ToSql,
+    to: State,
+    now: Timestamp,
+) -> Result<Vec<String>, InboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let ids = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT interaction_id FROM held_calls WHERE {filter} ORDER BY created_at"
+            ))
+            .map_err(|e| inner.err(e))?;
+        let rows = stmt
+            .query_map(params![p1], |r| r.get::<_, String>(0))
+            .map_err(|e| inner.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(|e| inner.err(e))?
+    };
+    tx.execute(
+        &format!("UPDATE held_calls SET state = ?2, updated_at = ?3 WHERE {filter}"),
+        params![p1, to.as_str(), now.as_millis()],
+    )
+    .map_err(|e| inner.err(e))?;
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(ids)
+}
+
+/// `state, input_hash, definition_hash`.
+type ClaimRow = (String, String, String);
+
+fn claim_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    id: &str,
+    claim: &Claim,
+    now: Timestamp,
+) -> Result<Claimed, ClaimError> {
+    // INVARIANT: `approved → claimed` is one conditional update that also checks both R35
+    // hashes; it is committed (autocommit) before this returns, so before the tool is
+    // invoked. Two senders racing: exactly one row change.
+    let won: Option<Option<String>> = conn
+        .prepare_cached(
+            "UPDATE held_calls SET state = 'claimed', claim_token = ?2, claimed_by = ?3, \
+             claimed_at = ?4, updated_at = ?4 \
+             WHERE interaction_id = ?1 AND state = 'approved' AND input_hash = ?5 \
+             AND definition_hash = ?6 RETURNING approver",
+        )
+        .and_then(|mut s| {
+            // `query_row` steps and resets the statement before it returns: the autocommit
+            // transaction is committed by then.
+            s.query_row(
+                params![
+                    id,
+                    claim.token,
+                    inner.options.instance,
+                    now.as_millis(),
+                    claim.input_hash,
+                    claim.definition_hash,
+                ],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+        .map_err(|e| inner.err(e))?;
+    if let Some(approver) = won {
+        return Ok(Claimed {
+            approver: approver.unwrap_or_default(),
+        });
+    }
+    let row: Option<ClaimRow> = conn
+        .prepare_cached(
+            "SELECT state, input_hash, definition_hash FROM held_calls WHERE interaction_id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(|e| inner.err(e))?;
+    let Some((state, input_hash, definition_hash)) = row else {
+        return Err(ClaimError::UnknownId(id.to_owned()));
+    };
+    let state = State::parse(&state)
+        .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
+    if state != State::Approved {
+        return Err(ClaimError::NotApproved {
+            id: id.to_owned(),
+            state,
+        });
+    }
+    if input_hash != claim.input_hash {
+        return Err(ClaimError::InputChanged(id.to_owned()));
+    }
+    if definition_hash != claim.definition_hash {
+        return Err(ClaimError::DefinitionChanged(id.to_owned()));
+    }
+    Err(ClaimError::Store(InboxError::new(
+        Kind::Backend,
+        format!("held call `{id}` could not be claimed"),
+    )))
+}
+
+fn complete_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    id: &str,
+    completion: &Completion,
+    now: Timestamp,
+) -> Result<State, CompleteError> {
+    let to = match completion.outcome {
+        Outcome::Done => State::Done,
+        Outcome::Failed => State::Failed,
+    };
+    let changed = conn
+        .prepare_cached(
+            "UPDATE held_calls SET state = ?3, result_json = ?4, finished_at = ?5, updated_at = ?5 \
+             WHERE interaction_id = ?1 AND state = 'claimed' AND claim_token = ?2",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                id,
+                completion.token,
+                to.as_str(),
+                completion.result.to_string(),
+                now.as_millis(),
+            ])
+        })
+        .map_err(|e| inner.err(e))?;
+    if changed == 1 {
+        return Ok(to);
+    }
+    match inner.state_of(conn, id)? {
+        None => Err(CompleteError::UnknownId(id.to_owned())),
+        Some(state) => Err(CompleteError::NotClaimed {
+            id: id.to_owned(),
+            state,
+        }),
+    }
+}
+
+/// `updatedAt` for a policy put now, strictly after `previous`.
+fn next_updated_at(previous: Option<&str>) -> String {
+    let now = SystemTime::now();
+    let at = match previous.and_then(|p| humantime::parse_rfc3339(p).ok()) {
+        Some(prev) if now <= prev => prev + Duration::from_micros(1),
+        _ => now,
+    };
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+/// The body stored for a policy: its document without `updatedAt`.
+pub(crate) fn policy_body(policy: &Policy) -> String {
+    let mut doc = policy.to_json();
+    if let Some(map) = doc.as_object_mut() {
+        map.remove("updatedAt");
+    }
+    doc.to_string()
+}
+
+fn put_policy_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    body: &str,
+) -> Result<StoredPolicy, InboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let previous: Option<String> = tx
+        .query_row(
+            "SELECT updated_at FROM stored_policy WHERE id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| inner.err(e))?;
+    let updated_at = next_updated_at(previous.as_deref());
+    // INVARIANT: the whole policy is one row, replaced in one transaction (R23).
+    tx.execute(
+        "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, ?1, ?2) \
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+        params![body, updated_at],
+    )
+    .map_err(|e| inner.err(e))?;
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(StoredPolicy {
+        body: body.to_owned(),
+        updated_at,
+    })
+}
+
+impl InboxStore for SqliteInbox {
+    fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
+        self.run(move |inner, conn| hold_op(inner, conn, &call))
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| get_op(inner, conn, &id))
+    }
+
+    fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        self.run(move |inner, conn| list_op(inner, conn, state))
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| answer_op(inner, conn, &id, &answer, Timestamp::now()))
+    }
+
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| cancel_op(inner, conn, &id, Timestamp::now()))
+    }
+
+    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
+        self.run(move |inner, conn| {
+            move_all(
+                inner,
+                conn,
+                "state = 'pending' AND expires_at <= ?1",
+                &now.as_millis(),
+                State::Expired,
+                now,
+            )
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        claim: Claim,
+    ) -> BoxFuture<'a, Result<Claimed, ClaimError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| claim_op(inner, conn, &id, &claim, Timestamp::now()))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        id: &'a str,
+        completion: Completion,
+    ) -> BoxFuture<'a, Result<State, CompleteError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| complete_op(inner, conn, &id, &completion, Timestamp::now()))
+    }
+
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
+        self.run(move |inner, conn| {
+            let instance = inner.options.instance.clone();
+            move_all(
+                inner,
+                conn,
+                "state = 'claimed' AND claimed_by = ?1",
+                &instance,
+                State::Unknown,
+                Timestamp::now(),
+            )
+        })
+    }
+
+    fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        self.run(move |inner, conn| {
+            conn.query_row(
+                "SELECT body, updated_at FROM stored_policy WHERE id = 1",
+                [],
+                |r| {
+                    Ok(StoredPolicy {
+                        body: r.get(0)?,
+                        updated_at: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| inner.err(e))
+        })
+    }
+
+    fn put_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        let body = policy_body(policy);
+        self.run(move |inner, conn| put_policy_op(inner, conn, &body))
+    }
+}

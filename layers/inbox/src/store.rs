@@ -1,0 +1,144 @@
+//! The storage trait every backend implements (SQLite here; Postgres next), with the same
+//! conditional updates and the same shared test suite ([`crate::suite`]).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use toolgate::engine::policy::Policy;
+
+use crate::error::{AnswerError, ClaimError, CompleteError, InboxError};
+use crate::model::{
+    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
+    StoredPolicy, Timestamp,
+};
+
+/// A boxed, sendable future borrowing from its store.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Durable storage for held calls and the stored tenant policy.
+///
+/// The trait is object-safe (`Arc<dyn InboxStore>`): every method returns a boxed future.
+///
+/// # Contract
+///
+/// Every backend must give these guarantees; [`crate::suite::run_all`] checks them.
+///
+/// - A state change is one conditional update (`… WHERE state = <from>`), committed before the
+///   method returns; when two callers race for one transition, exactly one wins and the other
+///   gets the distinct error for the state it lost to.
+/// - [`answer`](InboxStore::answer): the same idempotency key twice is one answer (the same
+///   receipt, `replayed`); the same key with the other answer is
+///   [`AnswerError::Conflict`]; an id never held is [`AnswerError::UnknownId`]; a call already
+///   decided with another key is [`AnswerError::AlreadyDecided`]; an answer at or after the
+///   call's `expires_at` marks it `expired` and is [`AnswerError::Expired`].
+/// - [`claim`](InboxStore::claim) moves `approved → claimed` only when the input hash and
+///   the definition hash equal the approved ones (R35), and is committed before the caller
+///   invokes the tool.
+/// - [`complete`](InboxStore::complete) moves `claimed → done | failed` only for the claim's
+///   own token.
+/// - [`recover`](InboxStore::recover) moves this instance's `claimed` calls to `unknown`;
+///   nothing ever moves a call back to `approved`.
+/// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
+///   transaction and stamps a strictly increasing `updatedAt`.
+pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
+    /// Stores a new held call as `pending`.
+    fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>>;
+
+    /// The held call with this id, if the store issued it.
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>>;
+
+    /// Held calls, oldest first, optionally only those in `state`.
+    fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>>;
+
+    /// Records a person's answer: `pending → approved | denied` (or `expired`).
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>>;
+
+    /// Cancels a pending call: `pending → cancelled`.
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>>;
+
+    /// Marks every pending call whose expiry is at or before `now` `expired`; returns their
+    /// ids.
+    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
+
+    /// Claims an approved call for sending: `approved → claimed`.
+    fn claim<'a>(&'a self, id: &'a str, claim: Claim)
+    -> BoxFuture<'a, Result<Claimed, ClaimError>>;
+
+    /// Records the response of a claimed call: `claimed → done | failed`.
+    fn complete<'a>(
+        &'a self,
+        id: &'a str,
+        completion: Completion,
+    ) -> BoxFuture<'a, Result<State, CompleteError>>;
+
+    /// At startup: marks the calls this instance had claimed `unknown` (the process died
+    /// between claim and result); returns their ids. They are never sent again
+    /// automatically.
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
+
+    /// The stored tenant policy, if one was ever put.
+    fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>>;
+
+    /// Replaces the stored policy whole. Only a validated [`Policy`] can be put: validation
+    /// happens before ([`crate::put_policy_text`]), so a refused put changes nothing.
+    fn put_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>>;
+}
+
+impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
+    fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
+        (**self).hold(call)
+    }
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
+        (**self).get(id)
+    }
+    fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        (**self).list(state)
+    }
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        (**self).answer(id, answer)
+    }
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
+        (**self).cancel(id)
+    }
+    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
+        (**self).expire_due(now)
+    }
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        claim: Claim,
+    ) -> BoxFuture<'a, Result<Claimed, ClaimError>> {
+        (**self).claim(id, claim)
+    }
+    fn complete<'a>(
+        &'a self,
+        id: &'a str,
+        completion: Completion,
+    ) -> BoxFuture<'a, Result<State, CompleteError>> {
+        (**self).complete(id, completion)
+    }
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
+        (**self).recover()
+    }
+    fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        (**self).get_policy()
+    }
+    fn put_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        (**self).put_policy(policy)
+    }
+}

@@ -1,0 +1,912 @@
+//! The conformance suite every [`InboxStore`] backend must pass (R22, R26, R35).
+//!
+//! A backend's tests implement [`Fixture`] (a fresh, empty store per case; a way to damage
+//! the stored policy behind the store's back; a way to reopen after a "restart") and call
+//! [`run_all`]. Each case panics with a message naming the rule it checks, like `assert!`.
+//!
+//! ```no_run
+//! # async fn f(fixture: &dyn toolgate_inbox::suite::Fixture) {
+//! toolgate_inbox::suite::run_all(fixture).await;
+//! # }
+//! ```
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::approval::ApprovalRequest;
+use toolgate::core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity};
+use toolgate::engine::PolicyState;
+use toolgate::engine::canon;
+use toolgate::engine::policy::Limits;
+
+use crate::error::{AnswerError, ClaimError, CompleteError};
+use crate::model::{Answer, Claim, Completion, NewHeldCall, Outcome, State, Timestamp};
+use crate::policy::{PutPolicyError, load_policy_state, put_policy_text};
+use crate::store::{BoxFuture, InboxStore};
+
+/// What a backend provides to the suite.
+pub trait Fixture: Send + Sync {
+    /// A fresh, empty store (nothing held, no stored policy).
+    fn fresh(&self) -> BoxFuture<'_, Arc<dyn InboxStore>>;
+
+    /// A new store handle on the same data as `store`, as a restarted process opens it (same
+    /// instance name).
+    fn reopen<'a>(&'a self, store: &'a Arc<dyn InboxStore>) -> BoxFuture<'a, Arc<dyn InboxStore>>;
+
+    /// Overwrites the stored policy's row with text that is not a policy, behind the store's
+    /// back (a corrupted row).
+    fn corrupt_policy<'a>(&'a self, store: &'a Arc<dyn InboxStore>) -> BoxFuture<'a, ()>;
+}
+
+/// A fresh interaction id.
+pub fn new_id() -> String {
+    crate::channel::random_token("ia_").expect("the operating system has randomness")
+}
+
+/// An approval request as the gate builds it, for `refund` with `input`.
+pub fn request(input: Value) -> ApprovalRequest {
+    let hash = canon::input_hash(&input).expect("a canonicalisable input");
+    ApprovalRequest {
+        interaction_id: new_id(),
+        call_id: CallId::new("call-suite-1"),
+        tool: "payments__refund".into(),
+        identities: vec![ToolIdentity::mcp("payments", "refund")],
+        agent: AgentRef::subagent("support", "sub-7"),
+        input: Arc::new(input),
+        input_hash: hash,
+        definition_hash: "sha256:definition-v1".into(),
+        asks: vec![
+            Ask {
+                source: AskSource::Agent,
+                reason: "agent `support` requires approval".into(),
+            },
+            Ask {
+                source: AskSource::PolicyRule(2),
+                reason: "refunds need a person".into(),
+            },
+        ],
+        run: RunContext {
+            mode: RunMode::UseAgentPolicy,
+            background: true,
+        },
+        ticket: None,
+    }
+}
+
+/// A held call for `input`, created now, expiring after `ttl`.
+pub fn held(input: Value, ttl: Duration) -> NewHeldCall {
+    NewHeldCall::from_request(&request(input), Timestamp::now(), ttl).expect("a holdable call")
+}
+
+/// A held call that expired a second ago.
+pub fn held_expired(input: Value) -> NewHeldCall {
+    let now = Timestamp::now();
+    let mut c = held(input, Duration::from_secs(60));
+    c.created_at = now.saturating_sub(Duration::from_secs(60));
+    c.expires_at = now.saturating_sub(Duration::from_secs(1));
+    c
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn claim_of(c: &NewHeldCall, token: &str) -> Claim {
+    Claim {
+        input_hash: c.input_hash.clone(),
+        definition_hash: c.definition_hash.clone(),
+        token: token.into(),
+    }
+}
+
+async fn approved(store: &dyn InboxStore, input: Value) -> NewHeldCall {
+    let c = held(input, HOUR);
+    store.hold(c.clone()).await.unwrap();
+    store
+        .answer(&c.interaction_id, Answer::approve("k-approve", "alice"))
+        .await
+        .unwrap();
+    c
+}
+
+async fn state(store: &dyn InboxStore, id: &str) -> State {
+    store
+        .get(id)
+        .await
+        .unwrap()
+        .expect("the held call exists")
+        .state
+}
+
+/// Runs every case, each on a fresh store, printing its name.
+pub async fn run_all(fixture: &dyn Fixture) {
+    macro_rules! case {
+        ($name:ident) => {{
+            eprintln!("suite: {}", stringify!($name));
+            $name(fixture).await;
+        }};
+    }
+    case!(r26_a_held_call_keeps_the_call_exactly_as_decided);
+    case!(r26_the_happy_path_pending_approved_claimed_done);
+    case!(r26_a_failed_send_is_recorded_failed);
+    case!(r26_the_same_key_twice_is_one_answer);
+    case!(r26_the_same_key_with_the_other_answer_is_a_conflict);
+    case!(r26_an_id_the_store_did_not_issue_is_refused);
+    case!(r26_a_call_already_decided_is_refused);
+    case!(r26_a_denial_is_final_and_keeps_its_reason);
+    case!(r26_an_answer_after_expiry_is_refused_and_the_record_says_expired);
+    case!(r26_expire_due_marks_only_pending_calls_past_expiry);
+    case!(r26_only_a_pending_call_can_be_cancelled);
+    case!(r26_answers_are_checked_for_a_key_and_a_name);
+    case!(r35_a_claim_needs_the_approved_input_and_definition);
+    case!(r26_an_approved_call_is_claimed_once);
+    case!(r26_only_the_claims_token_records_the_result);
+    case!(r26_recover_marks_claimed_calls_unknown_and_nothing_else);
+    case!(r26_a_duplicate_interaction_id_is_refused);
+    case!(r26_list_filters_by_state_oldest_first);
+    case!(r26_racing_answers_have_exactly_one_winner);
+    case!(r26_racing_claims_have_exactly_one_winner);
+    case!(r22_a_stored_policy_round_trips_with_updated_at);
+    case!(r22_a_refused_put_keeps_the_old_policy);
+    case!(r22_a_stored_policy_that_cannot_be_read_is_unreadable);
+}
+
+pub async fn r26_a_held_call_keeps_the_call_exactly_as_decided(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    // A number RFC 8785 would round (2^63 - 1) is kept exactly in the input sent.
+    let input = json!({"order": "A-1", "amount": 12.5, "big": 9_223_372_036_854_775_807_i64, "note": "ünï"});
+    let c = held(input.clone(), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    let r = store.get(&c.interaction_id).await.unwrap().unwrap();
+    assert_eq!(r.call, c, "R26: the held call is kept exactly as decided");
+    assert_eq!(r.state, State::Pending);
+    assert_eq!(r.input().unwrap(), input, "the exact input is kept");
+    assert_eq!(
+        canon::sha256_hex(r.call.input_canonical.as_bytes()),
+        r.call.input_hash
+    );
+    assert_eq!(r.call.reasons.len(), 2, "every reason, with its source");
+    assert_eq!(r.call.reasons[1].source, AskSource::PolicyRule(2));
+    assert_eq!(r.call.agent.subagent.as_deref(), Some("sub-7"));
+    assert!(r.call.run.background);
+    assert!(r.approver.is_none() && r.answer_key.is_none() && r.result.is_none());
+}
+
+pub async fn r26_the_happy_path_pending_approved_claimed_done(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({"n": 1}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c.clone()).await.unwrap();
+    let receipt = store
+        .answer(&id, Answer::approve("key-1", "alice"))
+        .await
+        .unwrap();
+    assert!(receipt.approved && !receipt.replayed);
+    assert_eq!(receipt.approver, "alice");
+    assert_eq!(state(&*store, &id).await, State::Approved);
+    let claimed = store.claim(&id, claim_of(&c, "t1")).await.unwrap();
+    assert_eq!(claimed.approver, "alice");
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Claimed);
+    assert!(r.claimed_at.is_some() && r.claimed_by.is_some());
+    let done = store
+        .complete(
+            &id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!({"outcome": "completed", "content": "ok"}),
+                token: "t1".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done, State::Done);
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Done);
+    assert_eq!(r.result.unwrap()["content"], "ok");
+    assert!(r.finished_at.is_some());
+}
+
+pub async fn r26_a_failed_send_is_recorded_failed(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = approved(&*store, json!({"n": 2})).await;
+    store
+        .claim(&c.interaction_id, claim_of(&c, "t"))
+        .await
+        .unwrap();
+    let s = store
+        .complete(
+            &c.interaction_id,
+            Completion {
+                outcome: Outcome::Failed,
+                result: json!({"outcome": "failed"}),
+                token: "t".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(s, State::Failed);
+    assert_eq!(state(&*store, &c.interaction_id).await, State::Failed);
+}
+
+pub async fn r26_the_same_key_twice_is_one_answer(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c).await.unwrap();
+    let first = store
+        .answer(&id, Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    let second = store
+        .answer(&id, Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    assert!(second.replayed, "R26: the same key twice is one answer");
+    assert_eq!(
+        (first.approved, &first.approver, first.answered_at),
+        (second.approved, &second.approver, second.answered_at)
+    );
+    // Still one answer after the call moved on.
+    let c2 = store.get(&id).await.unwrap().unwrap().call;
+    store.claim(&id, claim_of(&c2, "t")).await.unwrap();
+    let third = store
+        .answer(&id, Answer::approve("K", "bob"))
+        .await
+        .unwrap();
+    assert!(third.replayed && third.approved);
+    assert_eq!(third.approver, "alice", "the first answer stands");
+    assert_eq!(state(&*store, &id).await, State::Claimed);
+}
+
+pub async fn r26_the_same_key_with_the_other_answer_is_a_conflict(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c).await.unwrap();
+    store
+        .answer(&id, Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    let e = store
+        .answer(&id, Answer::deny("K", "alice", None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AnswerError::Conflict {
+                recorded_approve: true,
+                ..
+            }
+        ),
+        "R26: the same key with the other answer is a conflict, got {e:?}"
+    );
+    assert_eq!(
+        state(&*store, &id).await,
+        State::Approved,
+        "nothing changed"
+    );
+
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c).await.unwrap();
+    store
+        .answer(&id, Answer::deny("D", "bob", Some("no".into())))
+        .await
+        .unwrap();
+    let e = store
+        .answer(&id, Answer::approve("D", "bob"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AnswerError::Conflict {
+                recorded_approve: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(state(&*store, &id).await, State::Denied);
+}
+
+pub async fn r26_an_id_the_store_did_not_issue_is_refused(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let e = store
+        .answer("ia_never_issued", Answer::approve("K", "alice"))
+        .await
+        .unwrap_err();
+    assert_eq!(e, AnswerError::UnknownId("ia_never_issued".into()));
+    assert!(store.get("ia_never_issued").await.unwrap().is_none());
+    let c = held(json!({}), HOUR);
+    let e = store
+        .claim("ia_never_issued", claim_of(&c, "t"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClaimError::UnknownId(_)), "{e:?}");
+    assert!(matches!(
+        store.cancel("ia_never_issued").await.unwrap_err(),
+        AnswerError::UnknownId(_)
+    ));
+    let e = store
+        .complete(
+            "ia_never_issued",
+            Completion {
+                outcome: Outcome::Done,
+                result: json!(null),
+                token: "t".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CompleteError::UnknownId(_)), "{e:?}");
+}
+
+pub async fn r26_a_call_already_decided_is_refused(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c).await.unwrap();
+    store
+        .answer(&id, Answer::approve("K1", "alice"))
+        .await
+        .unwrap();
+    let e = store
+        .answer(&id, Answer::approve("K2", "bob"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AnswerError::AlreadyDecided {
+            id: id.clone(),
+            state: State::Approved
+        },
+        "R26: an answer to a call already decided is refused"
+    );
+    let e = store
+        .answer(&id, Answer::deny("K3", "bob", None))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, AnswerError::AlreadyDecided { .. }), "{e:?}");
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.approver.as_deref(), Some("alice"));
+    assert_eq!(r.answer_key.as_deref(), Some("K1"));
+}
+
+pub async fn r26_a_denial_is_final_and_keeps_its_reason(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c.clone()).await.unwrap();
+    let r = store
+        .answer(&id, Answer::deny("K", "carol", Some("too large".into())))
+        .await
+        .unwrap();
+    assert!(!r.approved);
+    assert_eq!(r.reason.as_deref(), Some("too large"));
+    let rec = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Denied);
+    assert_eq!(rec.approver.as_deref(), Some("carol"));
+    assert_eq!(rec.answer_reason.as_deref(), Some("too large"));
+    let e = store.claim(&id, claim_of(&c, "t")).await.unwrap_err();
+    assert_eq!(
+        e,
+        ClaimError::NotApproved {
+            id: id.clone(),
+            state: State::Denied
+        }
+    );
+}
+
+pub async fn r26_an_answer_after_expiry_is_refused_and_the_record_says_expired(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let c = held_expired(json!({}));
+    let id = c.interaction_id.clone();
+    store.hold(c.clone()).await.unwrap();
+    assert_eq!(state(&*store, &id).await, State::Pending);
+    let e = store
+        .answer(&id, Answer::approve("K", "alice"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AnswerError::Expired(id.clone()),
+        "R26: refused after expiry"
+    );
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Expired, "R26: the record says `expired`");
+    assert!(r.approver.is_none(), "a timeout is not a person's answer");
+    let e = store
+        .answer(&id, Answer::deny("K2", "alice", None))
+        .await
+        .unwrap_err();
+    assert_eq!(e, AnswerError::Expired(id.clone()));
+    let e = store.claim(&id, claim_of(&c, "t")).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClaimError::NotApproved {
+                state: State::Expired,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+pub async fn r26_expire_due_marks_only_pending_calls_past_expiry(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let late = held_expired(json!({"late": true}));
+    let fresh = held(json!({"fresh": true}), HOUR);
+    let mut answered = held(json!({"answered": true}), Duration::from_secs(2));
+    answered.expires_at = Timestamp::now().saturating_add(Duration::from_secs(2));
+    for c in [&late, &fresh, &answered] {
+        store.hold(c.clone()).await.unwrap();
+    }
+    store
+        .answer(&answered.interaction_id, Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    let expired = store
+        .expire_due(Timestamp::now().saturating_add(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // `fresh` is an hour away; `answered` is past its expiry but already approved.
+    let _ = &fresh;
+    assert_eq!(expired, vec![late.interaction_id.clone()]);
+    assert_eq!(state(&*store, &late.interaction_id).await, State::Expired);
+    assert_eq!(state(&*store, &fresh.interaction_id).await, State::Pending);
+    assert_eq!(
+        state(&*store, &answered.interaction_id).await,
+        State::Approved
+    );
+}
+
+pub async fn r26_only_a_pending_call_can_be_cancelled(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    store.cancel(&c.interaction_id).await.unwrap();
+    assert_eq!(state(&*store, &c.interaction_id).await, State::Cancelled);
+    let e = store
+        .answer(&c.interaction_id, Answer::approve("K", "alice"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AnswerError::AlreadyDecided {
+                state: State::Cancelled,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let a = approved(&*store, json!({})).await;
+    let e = store.cancel(&a.interaction_id).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AnswerError::AlreadyDecided {
+                state: State::Approved,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let x = held_expired(json!({}));
+    store.hold(x.clone()).await.unwrap();
+    assert_eq!(
+        store.cancel(&x.interaction_id).await.unwrap_err(),
+        AnswerError::Expired(x.interaction_id.clone())
+    );
+    assert_eq!(state(&*store, &x.interaction_id).await, State::Expired);
+}
+
+pub async fn r26_answers_are_checked_for_a_key_and_a_name(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    let e = store
+        .answer(&c.interaction_id, Answer::approve("  ", "alice"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, AnswerError::Invalid(_)), "{e:?}");
+    let e = store
+        .answer(&c.interaction_id, Answer::approve("K", ""))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, AnswerError::Invalid(_)), "{e:?}");
+    assert_eq!(state(&*store, &c.interaction_id).await, State::Pending);
+}
+
+pub async fn r35_a_claim_needs_the_approved_input_and_definition(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = approved(&*store, json!({"amount": 5})).await;
+    let id = c.interaction_id.clone();
+    let mut other_input = claim_of(&c, "t");
+    other_input.input_hash = canon::input_hash(&json!({"amount": 5000})).unwrap();
+    assert_eq!(
+        store.claim(&id, other_input).await.unwrap_err(),
+        ClaimError::InputChanged(id.clone()),
+        "R35: a changed input is refused"
+    );
+    let mut other_definition = claim_of(&c, "t");
+    other_definition.definition_hash = "sha256:definition-v2".into();
+    assert_eq!(
+        store.claim(&id, other_definition).await.unwrap_err(),
+        ClaimError::DefinitionChanged(id.clone()),
+        "R35: a changed definition is refused"
+    );
+    assert_eq!(
+        state(&*store, &id).await,
+        State::Approved,
+        "nothing changed"
+    );
+    store.claim(&id, claim_of(&c, "t")).await.unwrap();
+}
+
+pub async fn r26_an_approved_call_is_claimed_once(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = approved(&*store, json!({})).await;
+    let id = c.interaction_id.clone();
+    store.claim(&id, claim_of(&c, "first")).await.unwrap();
+    let e = store.claim(&id, claim_of(&c, "second")).await.unwrap_err();
+    assert_eq!(
+        e,
+        ClaimError::NotApproved {
+            id: id.clone(),
+            state: State::Claimed
+        }
+    );
+    let e = store.claim(&id, claim_of(&c, "first")).await.unwrap_err();
+    assert!(
+        matches!(e, ClaimError::NotApproved { .. }),
+        "even the same token cannot claim twice: {e:?}"
+    );
+}
+
+pub async fn r26_only_the_claims_token_records_the_result(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = approved(&*store, json!({})).await;
+    let id = c.interaction_id.clone();
+    let completion = |token: &str| Completion {
+        outcome: Outcome::Done,
+        result: json!({"by": token}),
+        token: token.into(),
+    };
+    let e = store.complete(&id, completion("t")).await.unwrap_err();
+    assert_eq!(
+        e,
+        CompleteError::NotClaimed {
+            id: id.clone(),
+            state: State::Approved
+        },
+        "an approved but unclaimed call records nothing"
+    );
+    store.claim(&id, claim_of(&c, "t")).await.unwrap();
+    let e = store
+        .complete(&id, completion("intruder"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CompleteError::NotClaimed {
+                state: State::Claimed,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    store.complete(&id, completion("t")).await.unwrap();
+    let e = store.complete(&id, completion("t")).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CompleteError::NotClaimed {
+                state: State::Done,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.result.unwrap()["by"], "t", "the first record stands");
+}
+
+pub async fn r26_recover_marks_claimed_calls_unknown_and_nothing_else(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let pending = held(json!({"p": 1}), HOUR);
+    store.hold(pending.clone()).await.unwrap();
+    let waiting = approved(&*store, json!({"a": 1})).await;
+    let sent = approved(&*store, json!({"s": 1})).await;
+    store
+        .claim(&sent.interaction_id, claim_of(&sent, "t"))
+        .await
+        .unwrap();
+    let before = store.list(None).await.unwrap();
+
+    // The process dies here; a new one opens the same inbox.
+    let restarted = fixture.reopen(&store).await;
+    let unknown = restarted.recover().await.unwrap();
+    assert_eq!(unknown, vec![sent.interaction_id.clone()]);
+    let after = restarted.list(None).await.unwrap();
+    assert_eq!(before.len(), after.len());
+    for (b, a) in before.iter().zip(&after) {
+        if a.id() == sent.interaction_id {
+            assert_eq!(a.state, State::Unknown, "R26: claimed at restart → unknown");
+            assert_eq!(a.call, b.call);
+        } else {
+            assert_eq!(a, b, "R26: nothing else changed");
+        }
+    }
+    // Never sent again automatically: an `unknown` call cannot be claimed or completed.
+    let e = restarted
+        .claim(&sent.interaction_id, claim_of(&sent, "t2"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClaimError::NotApproved {
+                state: State::Unknown,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = restarted
+        .complete(
+            &sent.interaction_id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!(null),
+                token: "t".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CompleteError::NotClaimed {
+                state: State::Unknown,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        restarted.recover().await.unwrap().is_empty(),
+        "recover is idempotent"
+    );
+    let _ = (&pending, &waiting);
+}
+
+pub async fn r26_a_duplicate_interaction_id_is_refused(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({"first": true}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    store
+        .answer(&c.interaction_id, Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    let mut again = held(json!({"second": true}), HOUR);
+    again.interaction_id = c.interaction_id.clone();
+    let e = store.hold(again).await.unwrap_err();
+    assert_eq!(e.kind(), crate::InboxErrorKind::Duplicate, "{e}");
+    let r = store.get(&c.interaction_id).await.unwrap().unwrap();
+    assert_eq!(r.call, c, "the first call is untouched");
+    assert_eq!(r.state, State::Approved);
+}
+
+pub async fn r26_list_filters_by_state_oldest_first(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let mut c = held(json!({"i": i}), HOUR);
+        c.created_at = Timestamp::from_millis(c.created_at.as_millis() - 1000 + i);
+        ids.push(c.interaction_id.clone());
+        store.hold(c).await.unwrap();
+    }
+    store
+        .answer(&ids[1], Answer::approve("K", "alice"))
+        .await
+        .unwrap();
+    let all: Vec<String> = store
+        .list(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id().to_owned())
+        .collect();
+    assert_eq!(all, ids);
+    let pending: Vec<String> = store
+        .list(Some(State::Pending))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id().to_owned())
+        .collect();
+    assert_eq!(pending, vec![ids[0].clone(), ids[2].clone()]);
+    assert_eq!(store.list(Some(State::Approved)).await.unwrap().len(), 1);
+    assert!(store.list(Some(State::Done)).await.unwrap().is_empty());
+}
+
+/// 50 answers with distinct keys race (both answers, each its own key): exactly one wins,
+/// every other is refused `AlreadyDecided`.
+pub async fn r26_racing_answers_have_exactly_one_winner(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c).await.unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            let id = id.clone();
+            tokio::spawn(async move {
+                let answer = if i % 2 == 0 {
+                    Answer::approve(format!("key-{i}"), format!("approver-{i}"))
+                } else {
+                    Answer::deny(format!("key-{i}"), format!("approver-{i}"), None)
+                };
+                store.answer(&id, answer).await
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(r) => winners.push(r),
+            Err(AnswerError::AlreadyDecided { .. }) => {}
+            Err(e) => panic!("R26: a losing answer must be refused as already decided, got {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "R26: exactly one answer wins");
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(Some(&winners[0].approver), r.approver.as_ref());
+}
+
+/// 50 claims with distinct tokens race: exactly one wins.
+pub async fn r26_racing_claims_have_exactly_one_winner(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = approved(&*store, json!({})).await;
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            let c = c.clone();
+            tokio::spawn(async move {
+                store
+                    .claim(&c.interaction_id, claim_of(&c, &format!("token-{i}")))
+                    .await
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => wins += 1,
+            Err(ClaimError::NotApproved {
+                state: State::Claimed,
+                ..
+            }) => {}
+            Err(e) => panic!("R26: a losing claim must see `claimed`, got {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1, "R26: exactly one sender wins the claim");
+}
+
+pub async fn r22_a_stored_policy_round_trips_with_updated_at(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    assert!(store.get_policy().await.unwrap().is_none());
+    assert!(
+        load_policy_state(&*store, &Limits::default())
+            .await
+            .is_none()
+    );
+    let text = r#"{"default": "ask", "rules": [{"effect": "deny", "tool": "refund_*", "reason": "no refunds"}]}"#;
+    let first = put_policy_text(&*store, text, &Limits::default())
+        .await
+        .unwrap();
+    let got = store.get_policy().await.unwrap().unwrap();
+    assert_eq!(got, first);
+    let doc = got.document().unwrap();
+    assert_eq!(doc["default"], "ask");
+    assert_eq!(doc["rules"][0]["tool"], "refund_*");
+    assert_eq!(doc["updatedAt"], Value::from(first.updated_at.clone()));
+    // What `get` prints, `put` takes back; each put gets a later `updatedAt`.
+    let second = put_policy_text(&*store, &doc.to_string(), &Limits::default())
+        .await
+        .unwrap();
+    assert_ne!(second.updated_at, first.updated_at);
+    assert!(
+        humantime::parse_rfc3339(&second.updated_at).unwrap()
+            > humantime::parse_rfc3339(&first.updated_at).unwrap()
+    );
+    assert_eq!(second.body, first.body);
+    match load_policy_state(&*store, &Limits::default()).await {
+        Some(PolicyState::Readable(p)) => {
+            assert_eq!(p.rules().len(), 1);
+            assert_eq!(p.updated_at(), Some(second.updated_at.as_str()));
+        }
+        other => panic!("expected a readable policy, got {other:?}"),
+    }
+}
+
+pub async fn r22_a_refused_put_keeps_the_old_policy(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let good = put_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "ask"}]}"#,
+        &Limits::default(),
+    )
+    .await
+    .unwrap();
+    for bad in [
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+        r#"{"rules": [{"effect": "deny", "tool": "a__b"}]}"#,
+        r#"{"rules": [{"effect": "deny", "when": {"x": {"matches": "("}}}]}"#,
+        r#"{"rules": [], "extra": 1}"#,
+        r#"{"rules": [{"effect": "deny"}, "#,
+    ] {
+        let e = put_policy_text(&*store, bad, &Limits::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PutPolicyError::Invalid(_)), "{bad}: {e:?}");
+        assert_eq!(
+            store.get_policy().await.unwrap().unwrap(),
+            good,
+            "R22: a refused put keeps the old policy ({bad})"
+        );
+    }
+    let tight = Limits {
+        tool_rules: 1,
+        ..Limits::default()
+    };
+    let e = put_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "ask"}, {"effect": "deny"}]}"#,
+        &tight,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, PutPolicyError::Invalid(_)));
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), good);
+}
+
+pub async fn r22_a_stored_policy_that_cannot_be_read_is_unreadable(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    put_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "ask"}]}"#,
+        &Limits::default(),
+    )
+    .await
+    .unwrap();
+    fixture.corrupt_policy(&store).await;
+    match load_policy_state(&*store, &Limits::default()).await {
+        Some(PolicyState::Unreadable(reason)) => {
+            assert!(reason.contains("cannot be read"), "{reason}");
+        }
+        other => panic!("R22: expected an unreadable policy, got {other:?}"),
+    }
+    // A valid put replaces it.
+    put_policy_text(&*store, r#"{"rules": []}"#, &Limits::default())
+        .await
+        .unwrap();
+    assert!(matches!(
+        load_policy_state(&*store, &Limits::default()).await,
+        Some(PolicyState::Readable(_))
+    ));
+}
