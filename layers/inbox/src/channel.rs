@@ -4,7 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate::approval::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket,
+};
 use toolgate::core::ChannelKind;
 use toolgate::engine::canon;
 
@@ -19,19 +21,16 @@ pub const INBOX_APPROVER: &str = "inbox";
 /// How long a held call waits for an answer by default: one week.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
-/// Separates the interaction id from the claim token inside a ticket.
-const TICKET_SEPARATOR: char = '~';
-
-/// The text of a resume ticket carrying a claim token (see [`crate::Inbox::resume`]).
-pub(crate) fn ticket_text(id: &str, token: &str) -> String {
-    format!("{id}{TICKET_SEPARATOR}{token}")
+/// A resume ticket carrying a claim token (see [`crate::Inbox::resume`]).
+pub(crate) fn ticket(id: &str, token: &str) -> ResumeTicket {
+    ResumeTicket {
+        interaction_id: id.to_owned(),
+        claim: Some(token.to_owned()),
+    }
 }
 
-fn split_ticket(ticket: &str) -> (&str, Option<&str>) {
-    match ticket.split_once(TICKET_SEPARATOR) {
-        Some((id, token)) => (id, Some(token)),
-        None => (ticket, None),
-    }
+fn split_ticket(ticket: &ResumeTicket) -> (&str, Option<&str>) {
+    (ticket.interaction_id.as_str(), ticket.claim.as_deref())
 }
 
 /// A fresh 128-bit secret from the operating system's generator.
@@ -116,16 +115,13 @@ async fn hold(store: &dyn InboxStore, request: &ApprovalRequest, ttl: Duration) 
 }
 
 fn refused(reason: String) -> ApprovalOutcome {
-    ApprovalOutcome::Denied {
-        approver: INBOX_APPROVER.to_owned(),
-        reason: Some(reason),
-    }
+    ApprovalOutcome::Refused { reason }
 }
 
 async fn redeem(
     store: &dyn InboxStore,
     request: &ApprovalRequest,
-    ticket: &str,
+    ticket: &ResumeTicket,
 ) -> ApprovalOutcome {
     let (id, token) = split_ticket(ticket);
     let record = match store.get(id).await {
@@ -243,9 +239,8 @@ mod tests {
 
     #[test]
     fn tickets_split() {
-        assert_eq!(split_ticket("ia_1"), ("ia_1", None));
         assert_eq!(
-            split_ticket(&ticket_text("ia_1", "claim_x")),
+            split_ticket(&ticket("ia_1", "claim_x")),
             ("ia_1", Some("claim_x"))
         );
         let a = random_token("claim_").unwrap();

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::approval::ResumeTicket;
 use toolgate::core::{CallId, ToolCall, ToolOutput, ToolResponse};
 use tower_service::Service;
 
-use crate::channel::{DEFAULT_TTL, InboxChannel, random_token, ticket_text};
+use crate::channel::{DEFAULT_TTL, InboxChannel, random_token, ticket};
 use crate::error::{CompleteError, InboxError};
 use crate::model::{CallResult, Completion, HeldRecord, Outcome, State};
 use crate::store::InboxStore;
@@ -225,8 +224,7 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     let mut call = ToolCall::new(held.agent.clone(), held.tool.clone(), input)
         .with_id(CallId::new(held.call_id.clone()))
         .with_run(held.run);
-    call.extensions
-        .insert(ResumeTicket(ticket_text(&held.interaction_id, token)));
+    call.extensions.insert(ticket(&held.interaction_id, token));
     Ok(call)
 }
 

@@ -80,7 +80,10 @@ async fn r38_a_held_call_approved_later_is_sent_once_through_the_same_stack() {
     }
     // Not even with a hand-made ticket through the stack.
     let mut forged = ToolCall::new(support(), "refund", input.clone());
-    forged.extensions.insert(ResumeTicket(id.clone()));
+    forged.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, forged).await;
     assert_eq!(refusal(&r).code, RefusalCode::Rejected);
     assert!(
@@ -184,7 +187,10 @@ async fn r35_a_ticket_with_another_input_tool_or_agent_is_refused() {
         .unwrap();
 
     let mut bigger = ToolCall::new(support(), "refund", json!({"amount": 5000}));
-    bigger.extensions.insert(ResumeTicket(id.clone()));
+    bigger.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, bigger).await;
     assert_eq!(refusal(&r).code, RefusalCode::Rejected);
     assert!(refusal(&r).reasons[0].contains("input differs"), "{r:?}");
@@ -192,12 +198,18 @@ async fn r35_a_ticket_with_another_input_tool_or_agent_is_refused() {
     // The same canonical hash is not enough: 5 and 5.0 hash alike under RFC 8785, but
     // the tool would receive a different value.
     let mut float = ToolCall::new(support(), "refund", json!({"amount": 5.0}));
-    float.extensions.insert(ResumeTicket(id.clone()));
+    float.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, float).await;
     assert!(refusal(&r).reasons[0].contains("input differs"), "{r:?}");
 
     let mut other_tool = ToolCall::new(support(), "payout", json!({"amount": 5}));
-    other_tool.extensions.insert(ResumeTicket(id.clone()));
+    other_tool.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, other_tool).await;
     assert!(
         refusal(&r).reasons[0].contains("approved `refund`, not `payout`"),
@@ -206,7 +218,10 @@ async fn r35_a_ticket_with_another_input_tool_or_agent_is_refused() {
 
     let helper = toolgate::core::AgentRef::profile("helper");
     let mut other_agent = ToolCall::new(helper, "refund", json!({"amount": 5}));
-    other_agent.extensions.insert(ResumeTicket(id.clone()));
+    other_agent.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, other_agent).await;
     assert!(
         refusal(&r).reasons[0].contains("approved for agent `support`, not `helper`"),
@@ -214,9 +229,10 @@ async fn r35_a_ticket_with_another_input_tool_or_agent_is_refused() {
     );
 
     let mut forged = ToolCall::new(support(), "refund", json!({"amount": 5}));
-    forged
-        .extensions
-        .insert(ResumeTicket("ia_00000000000000000000000000000000".into()));
+    forged.extensions.insert(ResumeTicket {
+        interaction_id: "ia_00000000000000000000000000000000".into(),
+        claim: None,
+    });
     let r = send(&stack, forged).await;
     assert!(
         refusal(&r).reasons[0].contains("not issued by this inbox"),
@@ -250,7 +266,10 @@ async fn r26_a_denied_held_call_is_never_sent() {
         other => panic!("{other:?}"),
     }
     let mut ticket = ToolCall::new(support(), "refund", json!({}));
-    ticket.extensions.insert(ResumeTicket(id.clone()));
+    ticket.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, ticket).await;
     assert_eq!(refusal(&r).code, RefusalCode::Rejected);
     assert!(
@@ -280,7 +299,10 @@ async fn r26_a_held_call_nobody_answers_in_time_expires() {
         State::Expired
     );
     let mut ticket = ToolCall::new(support(), "refund", json!({}));
-    ticket.extensions.insert(ResumeTicket(id.clone()));
+    ticket.extensions.insert(ResumeTicket {
+        interaction_id: id.clone(),
+        claim: None,
+    });
     let r = send(&stack, ticket).await;
     assert!(refusal(&r).reasons[0].contains("expired"), "{r:?}");
     assert_eq!(tool.runs(), 0);

@@ -37,14 +37,21 @@ pub struct ApprovalRequest {
     /// When the call is the execution of a held call already answered, its interaction id
     /// ([`ResumeTicket`]): a durable channel then redeems that answer instead of asking
     /// again (R26, R38).
-    pub ticket: Option<String>,
+    pub ticket: Option<ResumeTicket>,
 }
 
 /// Marks a call as the execution of a held call (put it in the call's extensions). The
 /// call still passes every check (R38); the gate hands the ticket to its channel, which
 /// approves it only if that held call was approved for exactly this input and definition.
+/// The gate asks under the held call's own interaction id, so the hold and the send
+/// correlate in records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResumeTicket(pub String);
+pub struct ResumeTicket {
+    /// The held call's interaction id.
+    pub interaction_id: String,
+    /// A claim token the durable channel uses to make the send exactly-once.
+    pub claim: Option<String>,
+}
 
 impl ApprovalRequest {
     /// Every reason, in order.
@@ -103,6 +110,12 @@ pub enum ApprovalOutcome {
     },
     /// The channel could not route the request: an error, never an approval.
     Unroutable(String),
+    /// The channel itself refused (a durable inbox redeeming a ticket that is not good for
+    /// this call): not a person's denial.
+    Refused {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Where approval questions go. Implementations must fail closed: anything but a person's

@@ -364,7 +364,12 @@ where
                         &decision.asks,
                     ));
                 };
-                let Some(interaction_id) = interaction_id() else {
+                let ticket = call.extensions.get::<ResumeTicket>().cloned();
+                let issued = match &ticket {
+                    Some(t) => Some(t.interaction_id.clone()),
+                    None => interaction_id(),
+                };
+                let Some(interaction_id) = issued else {
                     return GateFuture::refused(rejected(
                         "no unguessable interaction id could be made",
                         &decision.asks,
@@ -381,7 +386,7 @@ where
                     definition_hash: canon::entry_definition_hash(entry),
                     asks: decision.asks.clone(),
                     run: call.run,
-                    ticket: call.extensions.get::<ResumeTicket>().map(|t| t.0.clone()),
+                    ticket,
                 };
                 // Release the capacity our `poll_ready` reserved: a person may take minutes.
                 // The future gets a fresh handle and polls it ready only once approved; the
@@ -458,6 +463,7 @@ where
             ApprovalOutcome::Cancelled => WaitEnd::Cancelled,
             ApprovalOutcome::Held { .. } => WaitEnd::Held,
             ApprovalOutcome::Unroutable(_) => WaitEnd::Unroutable,
+            ApprovalOutcome::Refused { .. } => WaitEnd::Refused,
         };
         let held_id = match &outcome {
             ApprovalOutcome::Held { interaction_id } => Some(interaction_id.clone()),
@@ -518,6 +524,9 @@ where
             &asks,
         ),
         ApprovalOutcome::Cancelled => rejected("the approval wait was cancelled", &asks),
+        ApprovalOutcome::Refused { reason } => {
+            rejected(format!("the approval channel refused: {reason}"), &asks)
+        }
         ApprovalOutcome::Held { interaction_id } => {
             return Ok(ToolResponse::Held(toolgate_core::HeldCall {
                 interaction_id,
