@@ -12,6 +12,10 @@
 //! Every call gets an OpenTelemetry span (printed by the stdout exporter at the end; with
 //! `--features otlp`, also sent over OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`) and one
 //! audit record in `target/demo/audit.jsonl`, whose hash chain the demo verifies.
+//!
+//! Last, the restart story of a durable inbox (`examples/demo-inbox.json`): a first process
+//! makes a call that is held in `target/demo/inbox.db` and exits; a second process approves
+//! it with `toolgate inbox approve`; a third sends the approved call — once.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -31,6 +35,8 @@ use toolgate_otel::ToolSpanLayer;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = include_str!("demo.json");
+const INBOX_CONFIG: &str = include_str!("demo-inbox.json");
+const INBOX_DB: &str = "target/demo/inbox.db";
 
 /// Answers like a cautious person would, and says so.
 #[derive(Debug)]
@@ -86,6 +92,23 @@ async fn run_tool(call: ToolCall) -> Result<ToolResponse, std::convert::Infallib
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--hold") => return hold().await,
+        Some("--approve") => {
+            return approve(args.get(1).map(String::as_str).unwrap_or_default()).await;
+        }
+        Some("--send") => {
+            return send_held(args.get(1).map(String::as_str).unwrap_or_default()).await;
+        }
+        _ => {}
+    }
+    tour().await?;
+    restart_story()
+}
+
+/// The first part: every outcome kind, spans and an audit file.
+async fn tour() -> Result<(), Box<dyn std::error::Error>> {
     let governance = config::load_str(CONFIG, Format::Json)?;
 
     println!("== What the model of agent `support` is shown (R6–R13) ==");
@@ -220,6 +243,161 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("\n== Spans (OpenTelemetry stdout exporter) ==");
     provider.shutdown()?;
+    Ok(())
+}
+
+/// The inbox stack: the approval gate with a durable SQLite inbox in front of the tool.
+fn inbox_stack(
+    inbox: &toolgate_inbox::Inbox,
+) -> Result<
+    tower::util::BoxCloneService<ToolCall, ToolResponse, std::convert::Infallible>,
+    Box<dyn std::error::Error>,
+> {
+    let handle = GovernanceHandle::new(config::load_str(INBOX_CONFIG, Format::Json)?);
+    let stack = ServiceBuilder::new()
+        .layer(ExposureLayer::new(handle.clone()))
+        .layer(ConfidentialityLayer::new(handle.clone()))
+        .layer(AirGapLayer::new(handle.clone()))
+        .layer(ApprovalGateLayer::new(handle).channel(inbox.channel()))
+        .service(service_fn(|call: ToolCall| async move {
+            println!("    (the tool runs: refund_order {})", call.input);
+            Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
+                format!("refunded order {}", call.input["order"])
+            ))))
+        }));
+    Ok(tower::util::BoxCloneService::new(stack))
+}
+
+fn open_inbox() -> Result<toolgate_inbox::Inbox, Box<dyn std::error::Error>> {
+    let store =
+        toolgate_inbox::SqliteInbox::open(INBOX_DB, toolgate_inbox::SqliteOptions::default())?;
+    Ok(toolgate_inbox::Inbox::new(store))
+}
+
+/// Process 1: the call is held, and the process exits.
+async fn hold() -> Result<(), Box<dyn std::error::Error>> {
+    let inbox = open_inbox()?;
+    let call = ToolCall::new(
+        AgentRef::profile("support"),
+        "refund_order",
+        json!({"order": "B-7", "amount": 80}),
+    );
+    match inbox_stack(&inbox)?.oneshot(call).await? {
+        ToolResponse::Held(h) => {
+            println!(
+                "  process 1: the call is held as {} — the agent pauses; this process exits",
+                h.interaction_id
+            );
+            println!("HELD {}", h.interaction_id);
+            Ok(())
+        }
+        other => Err(format!("expected a held call, got {other:?}").into()),
+    }
+}
+
+/// Process 2 without the CLI at hand: the same answer the CLI gives.
+async fn approve(id: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let inbox = open_inbox()?;
+    let receipt = inbox
+        .store()
+        .answer(
+            id,
+            toolgate_inbox::Answer::approve("demo-approval-1", "alice"),
+        )
+        .await?;
+    println!("  process 2: approved as alice ({receipt:?})");
+    Ok(())
+}
+
+/// Process 3: the approved call is sent through the same stack — once.
+async fn send_held(id: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let inbox = open_inbox()?;
+    let _ = inbox.store().recover().await?;
+    let stack = inbox_stack(&inbox)?;
+    let first = inbox.resume(id, stack.clone()).await?;
+    println!("  process 3: sent once => {}", first.response.model_text());
+    match inbox.resume(id, stack).await {
+        Ok(again) => println!(
+            "  process 3: sent again?! => {}",
+            again.response.model_text()
+        ),
+        Err(e) => println!("  process 3: a second send is refused: {e}"),
+    }
+    Ok(())
+}
+
+/// Runs the three processes of the restart story.
+fn restart_story() -> Result<(), Box<dyn std::error::Error>> {
+    println!("\n== A held call survives its process (durable inbox, R26) ==");
+    let _ = std::fs::remove_file(INBOX_DB);
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{INBOX_DB}{suffix}"));
+    }
+    let me = std::env::current_exe()?;
+    let out = std::process::Command::new(&me).arg("--hold").output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!(
+        "{}",
+        text.lines()
+            .filter(|l| !l.starts_with("HELD "))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    );
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("HELD "))
+        .ok_or("process 1 did not hold the call")?
+        .to_owned();
+
+    // Process 2: a person approves from the command line.
+    let cli = std::env::var_os("CARGO").map(|cargo| {
+        let mut c = std::process::Command::new(cargo);
+        c.args([
+            "run",
+            "-q",
+            "-p",
+            "toolgate-cli",
+            "--",
+            "inbox",
+            "approve",
+            &id,
+            "--db",
+            INBOX_DB,
+            "--idempotency-key",
+            "demo-approval-1",
+            "--as",
+            "alice",
+        ]);
+        c
+    });
+    let approved = match cli {
+        Some(mut c) => {
+            println!(
+                "  process 2: toolgate inbox approve {id} --db {INBOX_DB} --idempotency-key demo-approval-1 --as alice"
+            );
+            let out = c.output()?;
+            print!("{}", indent(&String::from_utf8_lossy(&out.stdout), "    "));
+            out.status.success()
+        }
+        None => false,
+    };
+    if !approved {
+        let out = std::process::Command::new(&me)
+            .args(["--approve", &id])
+            .output()?;
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+        }
+    }
+
+    let out = std::process::Command::new(&me)
+        .args(["--send", &id])
+        .output()?;
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
     Ok(())
 }
 
