@@ -1,0 +1,301 @@
+//! The inbox's tables, created on connect (idempotently, under an advisory lock so that
+//! instances starting together do not race), and checked against the schema version this
+//! program writes.
+
+use tokio_postgres::Client;
+use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
+
+use crate::error;
+
+/// The schema version this code writes (the `schema_version` row of `toolgate_inbox_meta`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The key of the transaction-scoped advisory lock taken while the schema is created or
+/// checked ("TGIB", as SQLite's `application_id`).
+pub const MIGRATION_LOCK: i64 = 0x5447_4942;
+
+/// The `application` row of `toolgate_inbox_meta`.
+pub const APPLICATION: &str = "toolgate-inbox";
+
+/// The meta table: created first, it says whether (and which version of) the inbox exists.
+pub const META_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS toolgate_inbox_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)";
+
+/// The schema, version 1. `{channel}` is replaced by the notification channel's name,
+/// quoted as a string literal. Times are milliseconds since the Unix epoch by the clock of
+/// the instance that wrote them, as in the SQLite backend; JSON is kept as text so that the
+/// input's exact spelling survives (`jsonb` would normalise numbers and key order).
+pub const SCHEMA_V1: &str = "
+CREATE TABLE IF NOT EXISTS held_calls (
+    interaction_id  TEXT PRIMARY KEY,
+    call_id         TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    identities      TEXT NOT NULL,
+    definition_hash TEXT NOT NULL,
+    agent_profile   TEXT NOT NULL,
+    agent_subagent  TEXT,
+    input_json      TEXT NOT NULL,
+    input_canonical TEXT NOT NULL,
+    input_hash      TEXT NOT NULL,
+    reasons         TEXT NOT NULL,
+    run_mode        TEXT NOT NULL,
+    run_background  BOOLEAN NOT NULL,
+    created_at      BIGINT NOT NULL,
+    expires_at      BIGINT NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired',
+                        'cancelled', 'claimed', 'done', 'failed', 'unknown')),
+    approver        TEXT,
+    answer_key      TEXT,
+    answer_approve  BOOLEAN,
+    answer_reason   TEXT,
+    answered_at     BIGINT,
+    claim_token     TEXT,
+    claimed_by      TEXT,
+    claimed_at      BIGINT,
+    result_json     TEXT,
+    finished_at     BIGINT,
+    updated_at      BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS held_calls_by_state ON held_calls (state, expires_at);
+CREATE INDEX IF NOT EXISTS held_calls_by_created ON held_calls (created_at, interaction_id);
+CREATE INDEX IF NOT EXISTS held_calls_claimed ON held_calls (claimed_by) WHERE state = 'claimed';
+CREATE TABLE IF NOT EXISTS stored_policy (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    body        TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE OR REPLACE FUNCTION toolgate_inbox_notify() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF TG_TABLE_NAME = 'held_calls' THEN
+        IF TG_OP = 'INSERT' OR OLD.state IS DISTINCT FROM NEW.state THEN
+            PERFORM pg_notify(TG_ARGV[0], NEW.state || ' ' || NEW.interaction_id);
+        END IF;
+    ELSE
+        PERFORM pg_notify(TG_ARGV[0], 'policy ' || NEW.updated_at);
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+DROP TRIGGER IF EXISTS held_calls_notify ON held_calls;
+CREATE TRIGGER held_calls_notify AFTER INSERT OR UPDATE ON held_calls
+    FOR EACH ROW EXECUTE FUNCTION toolgate_inbox_notify({channel});
+DROP TRIGGER IF EXISTS stored_policy_notify ON stored_policy;
+CREATE TRIGGER stored_policy_notify AFTER INSERT OR UPDATE ON stored_policy
+    FOR EACH ROW EXECUTE FUNCTION toolgate_inbox_notify({channel});
+";
+
+/// Where the inbox lives, as found or made by [`migrate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Located {
+    /// The schema holding the tables.
+    pub(crate) schema: String,
+    /// The `LISTEN`/`NOTIFY` channel its triggers announce changes on.
+    pub(crate) channel: String,
+}
+
+/// `"name"`, with embedded quotes doubled.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `'text'`, with embedded quotes doubled (the server runs with
+/// `standard_conforming_strings`, so backslashes are not special).
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The channel for an inbox in `schema`, at most 63 bytes.
+pub(crate) fn channel_for(schema: &str) -> String {
+    let mut channel = format!("toolgate_inbox.{schema}");
+    while channel.len() > 63 {
+        channel.pop();
+    }
+    channel
+}
+
+/// Creates the inbox (schema, tables, triggers, the version row) when it does not exist, and
+/// checks it when it does. Refuses, changing nothing, a newer schema version, a schema that
+/// holds a `held_calls` table of something else, a server older than PostgreSQL 11 and a
+/// database whose encoding is not UTF-8.
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: Option<&str>,
+    server: &str,
+) -> Result<Located, InboxError> {
+    let err = |e: tokio_postgres::Error| error::db(server, &e);
+    let row = client
+        .query_one(
+            "SELECT current_setting('server_version_num')::int, current_setting('server_encoding')",
+            &[],
+        )
+        .await
+        .map_err(err)?;
+    let version: i32 = row.try_get(0).map_err(err)?;
+    let encoding: String = row.try_get(1).map_err(err)?;
+    if version < 110_000 {
+        return Err(InboxError::new(
+            Kind::Unavailable,
+            format!(
+                "the inbox database `{server}` runs PostgreSQL {version}; the inbox needs 11 or newer"
+            ),
+        ));
+    }
+    if !matches!(encoding.as_str(), "UTF8" | "SQL_ASCII") {
+        return Err(InboxError::new(
+            Kind::Unavailable,
+            format!(
+                "the inbox database `{server}` uses the encoding `{encoding}`; the inbox needs `UTF8`"
+            ),
+        ));
+    }
+
+    let tx = client.transaction().await.map_err(err)?;
+    // INVARIANT: one instance at a time creates or checks the schema, so concurrent first
+    // starts cannot race on `CREATE TABLE IF NOT EXISTS` (which is not atomic in PostgreSQL).
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(err)?;
+    if let Some(schema) = schema {
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {}",
+            quote_ident(schema)
+        ))
+        .await
+        .map_err(err)?;
+    }
+    let current: Option<String> = tx
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(err)?;
+    let Some(current) = current else {
+        return Err(InboxError::new(
+            Kind::Schema,
+            format!(
+                "the inbox database `{server}` has no schema to keep the inbox in (check `search_path`)"
+            ),
+        ));
+    };
+    if let Some(schema) = schema
+        && schema != current
+    {
+        return Err(InboxError::new(
+            Kind::Schema,
+            format!(
+                "the inbox database `{server}` did not select the schema `{schema}` (the connection's `search_path` selects `{current}`)"
+            ),
+        ));
+    }
+    let exists = |table: &'static str| {
+        let tx = &tx;
+        let current = current.clone();
+        async move {
+            tx.query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2)",
+                &[&current, &table],
+            )
+            .await
+            .and_then(|r| r.try_get::<_, bool>(0))
+        }
+    };
+    let foreign = || {
+        InboxError::new(
+            Kind::Schema,
+            format!(
+                "the schema `{current}` of `{server}` holds tables that are not a toolgate inbox; they were left unchanged"
+            ),
+        )
+    };
+    let located = if exists("toolgate_inbox_meta").await.map_err(err)? {
+        let rows = tx
+            .query(
+                "SELECT key, value FROM toolgate_inbox_meta WHERE key IN ('application', 'schema_version', 'notify_channel')",
+                &[],
+            )
+            .await
+            .map_err(err)?;
+        let mut meta = std::collections::HashMap::new();
+        for row in rows {
+            let key: String = row.try_get(0).map_err(err)?;
+            let value: String = row.try_get(1).map_err(err)?;
+            meta.insert(key, value);
+        }
+        if meta.get("application").map(String::as_str) != Some(APPLICATION) {
+            return Err(foreign());
+        }
+        let stored: i64 = meta
+            .get("schema_version")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(foreign)?;
+        if stored > SCHEMA_VERSION {
+            return Err(InboxError::new(
+                Kind::Schema,
+                format!(
+                    "the inbox in schema `{current}` of `{server}` has schema version {stored}, newer than this program's {SCHEMA_VERSION}"
+                ),
+            ));
+        }
+        if stored < SCHEMA_VERSION {
+            return Err(InboxError::new(
+                Kind::Schema,
+                format!(
+                    "the inbox in schema `{current}` of `{server}` has schema version {stored}, which this program cannot upgrade"
+                ),
+            ));
+        }
+        let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
+        Located {
+            schema: current.clone(),
+            channel,
+        }
+    } else {
+        if exists("held_calls").await.map_err(err)? || exists("stored_policy").await.map_err(err)? {
+            return Err(foreign());
+        }
+        let channel = channel_for(&current);
+        tx.batch_execute(META_TABLE).await.map_err(err)?;
+        tx.batch_execute(&SCHEMA_V1.replace("{channel}", &quote_literal(&channel)))
+            .await
+            .map_err(err)?;
+        let version = SCHEMA_VERSION.to_string();
+        tx.execute(
+            "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \
+             ('schema_version', $2), ('notify_channel', $3), \
+             ('created_at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))",
+            &[&APPLICATION, &version, &channel],
+        )
+        .await
+        .map_err(err)?;
+        Located {
+            schema: current.clone(),
+            channel,
+        }
+    };
+    tx.commit().await.map_err(err)?;
+    Ok(located)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_fit_in_an_identifier() {
+        assert_eq!(channel_for("public"), "toolgate_inbox.public");
+        assert_eq!(channel_for(&"s".repeat(100)).len(), 63);
+        let cut = channel_for(&"é".repeat(40));
+        assert!(
+            cut.len() <= 63 && cut.ends_with('é'),
+            "cut at a character: {cut}"
+        );
+    }
+
+    #[test]
+    fn quoting_doubles_quotes() {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+}

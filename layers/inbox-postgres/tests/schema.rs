@@ -1,0 +1,174 @@
+//! The schema is created on connect, idempotently, even by instances starting together; a
+//! newer schema or tables that are not an inbox are refused and left unchanged; a server
+//! that cannot be reached is a clear error that never shows the password.
+
+mod common;
+
+use common::*;
+use toolgate_inbox::{InboxErrorKind, InboxStore, State};
+use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions, SCHEMA_VERSION};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_starting_together_create_the_schema_once() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let (url, schema) = (url.clone(), schema.clone());
+            tokio::spawn(async move {
+                PostgresInbox::connect(&url, options(&schema, &format!("gate-{i}"))).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let store = t.await.unwrap().unwrap();
+        assert_eq!(store.schema(), schema);
+        assert_eq!(store.channel(), format!("toolgate_inbox.{schema}"));
+    }
+    let client = raw(&url, &schema).await;
+    let version: String = client
+        .query_one(
+            "SELECT value FROM toolgate_inbox_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM toolgate_inbox_meta", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        rows, 4,
+        "application, schema_version, notify_channel, created_at"
+    );
+    // Connecting again changes nothing and sees the same inbox.
+    let again = connect(&url, &schema, "gate-9").await;
+    assert!(again.list(Some(State::Pending)).await.unwrap().is_empty());
+    drop_schemas(&url, &[schema]).await;
+}
+
+#[tokio::test]
+async fn a_newer_schema_version_is_refused_and_left_unchanged() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    drop(connect(&url, &schema, "gate").await);
+    let client = raw(&url, &schema).await;
+    client
+        .batch_execute("UPDATE toolgate_inbox_meta SET value = '2' WHERE key = 'schema_version'")
+        .await
+        .unwrap();
+    let e = PostgresInbox::connect(&url, options(&schema, "gate"))
+        .await
+        .unwrap_err();
+    eprintln!("{e}");
+    assert_eq!(e.kind(), InboxErrorKind::Schema, "{e}");
+    assert!(
+        e.message()
+            .contains("schema version 2, newer than this program's 1"),
+        "{e}"
+    );
+    let version: String = client
+        .query_one(
+            "SELECT value FROM toolgate_inbox_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "2", "left unchanged");
+    drop_schemas(&url, &[schema]).await;
+}
+
+#[tokio::test]
+async fn tables_that_are_not_an_inbox_are_refused_and_left_unchanged() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    let client = raw(&url, "public").await;
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema}; CREATE TABLE {schema}.held_calls (id INT); \
+             INSERT INTO {schema}.held_calls VALUES (7)"
+        ))
+        .await
+        .unwrap();
+    let e = PostgresInbox::connect(&url, options(&schema, "gate"))
+        .await
+        .unwrap_err();
+    eprintln!("{e}");
+    assert_eq!(e.kind(), InboxErrorKind::Schema, "{e}");
+    assert!(e.message().contains("not a toolgate inbox"), "{e}");
+    let n: i32 = client
+        .query_one(&format!("SELECT id FROM {schema}.held_calls"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 7);
+    let meta: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'toolgate_inbox_meta')",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!meta, "nothing was created");
+    drop_schemas(&url, &[schema]).await;
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_be_reached_is_a_clear_error_without_the_password() {
+    // Loopback only: a port nothing listens on (a listener bound and closed at once).
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("postgres://alice:s3cret@127.0.0.1:{port}/inbox");
+    let e = PostgresInbox::connect(
+        &url,
+        PostgresOptions::default().connect_timeout(std::time::Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
+    eprintln!("{e}");
+    assert_eq!(e.kind(), InboxErrorKind::Unavailable, "{e}");
+    assert!(
+        e.message().contains(&format!("`127.0.0.1:{port}/inbox`")),
+        "{e}"
+    );
+    assert!(!e.message().contains("s3cret"), "{e}");
+    let e = PostgresInbox::connect("postgres://[not a url", PostgresOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        e.message()
+            .starts_with("the inbox database URL cannot be read"),
+        "{e}"
+    );
+    let e = PostgresInbox::connect(&url, PostgresOptions::default().schema("No Way"))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("`No Way`"), "{e}");
+}
+
+#[tokio::test]
+async fn a_database_that_is_not_there_is_unavailable() {
+    let url = require_pg!();
+    let config: tokio_postgres::Config = url.parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("postgres");
+    let missing = format!("postgres://{user}@{host}:{port}/toolgate_no_such_database");
+    let e = PostgresInbox::connect(&missing, PostgresOptions::default())
+        .await
+        .unwrap_err();
+    eprintln!("{e}");
+    assert_eq!(e.kind(), InboxErrorKind::Unavailable, "{e}");
+    assert!(e.message().contains("toolgate_no_such_database"), "{e}");
+}
