@@ -2,7 +2,6 @@
 //! never recurse (R36, SPEC §8).
 
 use std::fmt;
-use std::io;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -144,33 +143,65 @@ pub fn value_depth(value: &Value, limit: usize) -> usize {
     max
 }
 
-/// Counts bytes written; fails once past the limit so serialisation stops early.
-struct Counter {
-    count: usize,
-    limit: usize,
+/// The compact length of a JSON string literal: quotes plus each byte, escaped exactly as
+/// serde_json escapes (`"` and `\\` and `\b \t \n \f \r` take two bytes, other control
+/// characters six, everything else one).
+fn string_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
 }
 
-impl io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.count = self.count.saturating_add(buf.len());
-        if self.count > self.limit {
-            return Err(io::Error::other("over the limit"));
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
+/// Counts what a number's `Display` writes (the same text serde_json serialises).
+struct CountWriter(usize);
+
+impl fmt::Write for CountWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0 += s.len();
         Ok(())
     }
 }
 
+fn number_len(n: &serde_json::Number) -> usize {
+    use fmt::Write as _;
+    let mut w = CountWriter(0);
+    let _ = write!(w, "{n}");
+    w.0
+}
+
 /// The byte length of the compact UTF-8 serialisation (SPEC §8), or `None` once it is past
-/// `limit`. Call only on a value whose depth is already bounded: serialisation recurses.
+/// `limit`. Computed in one walk with an explicit stack, without serialising: nothing is
+/// written and nothing recurses, whatever the value's depth.
 pub fn compact_len_within(value: &Value, limit: usize) -> Option<usize> {
-    let mut counter = Counter { count: 0, limit };
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => Some(counter.count),
-        Err(_) => None,
+    let mut total = 0usize;
+    let mut stack: Vec<&Value> = vec![value];
+    while let Some(v) = stack.pop() {
+        total = total.saturating_add(match v {
+            Value::Null => 4,
+            Value::Bool(true) => 4,
+            Value::Bool(false) => 5,
+            Value::Number(n) => number_len(n),
+            Value::String(s) => string_len(s),
+            Value::Array(items) => {
+                stack.extend(items.iter());
+                2 + items.len().saturating_sub(1)
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                2 + map.len().saturating_sub(1)
+                    + map.keys().map(|k| string_len(k) + 1).sum::<usize>()
+            }
+        });
+        if total > limit {
+            return None;
+        }
     }
+    Some(total)
 }
 
 #[cfg(test)]
@@ -221,6 +252,23 @@ mod tests {
         let v = json!([[[[[[1]]]]]]);
         assert_eq!(value_depth(&v, 64), 6);
         assert_eq!(value_depth(&v, 3), 4);
+    }
+
+    #[test]
+    fn r36_compact_len_equals_serde_jsons_compact_output() {
+        for v in [
+            json!({}),
+            json!([]),
+            json!(null),
+            json!({"a": [1, 2.5, -3, 1e300, 0.1, u64::MAX, i64::MIN], "b": {"c": null, "d": true, "e": false}}),
+            json!({"esc": "quote\" back\\ nl\n tab\t cr\r bs\u{8} ff\u{c} nul\u{0} us\u{1f} del\u{7f}"}),
+            json!({"ünï\"cödé": "日本語 🎉", "": ""}),
+            json!([[[[]]], {"x": [{}]}]),
+            json!(100.0),
+        ] {
+            let exact = serde_json::to_string(&v).unwrap().len();
+            assert_eq!(compact_len_within(&v, usize::MAX), Some(exact), "{v}");
+        }
     }
 
     #[test]
