@@ -1,0 +1,367 @@
+//! What the operator configures about one MCP server.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toolgate_core::names;
+use toolgate_core::{ApprovalMode, NetworkScope};
+use toolgate_engine::ServerSettings;
+
+/// A server configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where the problem is (`servers.<id>.url`, …).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The environment variables a stdio server inherits from the host by default: enough to
+/// start a program, none of the host's secrets (the MCP TypeScript SDK's default set).
+pub const DEFAULT_INHERITED_ENV: &[&str] = if cfg!(windows) {
+    &[
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "USERNAME",
+        "USERPROFILE",
+        "PROGRAMFILES",
+    ]
+} else {
+    &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]
+};
+
+/// The most `tools/list` pages read in one listing, by default.
+pub const DEFAULT_MAX_PAGES: usize = 100;
+/// The most tools accepted from one server, by default.
+pub const DEFAULT_MAX_TOOLS: usize = 10_000;
+/// How long connecting, initialising and one listing may take, by default.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// A child process speaking MCP on standard input and output.
+    Stdio {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        inherit_all_env: bool,
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    StreamableHttp { url: String },
+    /// A transport handed to [`McpGateway::connect_with`](crate::McpGateway::connect_with).
+    Custom,
+}
+
+/// Which of a server's tools are withheld from confidential work (R7).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+enum Withheld {
+    #[default]
+    None,
+    All,
+    Tools(Vec<String>),
+}
+
+/// One MCP server as the operator configures it: its id (the tools' source, never the
+/// name the server reports about itself), how to reach it, whether its read-only claims
+/// are believed (R28), and what the host says about its tools that MCP cannot (withheld
+/// from confidential work, network scope, approval mode).
+///
+/// ```
+/// use std::time::Duration;
+/// use toolgate_mcp::McpServerConfig;
+///
+/// let fs = McpServerConfig::stdio("fs", "node")
+///     .unwrap()
+///     .args(["server-filesystem/dist/index.js", "/srv/docs"])
+///     .trust_tool_annotations(true)
+///     .relist_every(Duration::from_secs(300));
+/// assert_eq!(fs.id(), "fs");
+/// assert!(McpServerConfig::stdio("  ", "node").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct McpServerConfig {
+    id: String,
+    pub(crate) transport: Transport,
+    trust: Option<bool>,
+    withheld: Withheld,
+    network_override: Option<NetworkScope>,
+    approvals: Vec<(String, ApprovalMode)>,
+    pub(crate) relist_every: Option<Duration>,
+    pub(crate) max_pages: usize,
+    pub(crate) max_tools: usize,
+    pub(crate) request_timeout: Duration,
+}
+
+fn check_id(id: &str) -> Result<(), ConfigError> {
+    if id.trim().is_empty() {
+        return Err(ConfigError {
+            path: String::from("servers"),
+            message: String::from("a server id must not be blank"),
+        });
+    }
+    names::normalize_segment(id).map_err(|e| ConfigError {
+        path: format!("servers.{id}"),
+        message: e.to_string(),
+    })?;
+    Ok(())
+}
+
+impl McpServerConfig {
+    fn new(id: impl Into<String>, transport: Transport) -> Result<Self, ConfigError> {
+        let id = id.into();
+        check_id(&id)?;
+        Ok(Self {
+            id,
+            transport,
+            trust: None,
+            withheld: Withheld::None,
+            network_override: None,
+            approvals: Vec::new(),
+            relist_every: None,
+            max_pages: DEFAULT_MAX_PAGES,
+            max_tools: DEFAULT_MAX_TOOLS,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        })
+    }
+
+    /// A server started as a child process that speaks MCP on its standard input and
+    /// output. It inherits only [`DEFAULT_INHERITED_ENV`] from the host, plus what
+    /// [`env`](Self::env) sets.
+    pub fn stdio(id: impl Into<String>, program: impl Into<PathBuf>) -> Result<Self, ConfigError> {
+        Self::new(
+            id,
+            Transport::Stdio {
+                program: program.into(),
+                args: Vec::new(),
+                env: Vec::new(),
+                inherit_all_env: false,
+                cwd: None,
+            },
+        )
+    }
+
+    /// A server reached over streamable HTTP at `url` (`http://` only: this crate carries
+    /// no TLS stack).
+    pub fn streamable_http(
+        id: impl Into<String>,
+        url: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
+        let id = id.into();
+        let url = url.into();
+        if !url.starts_with("http://") {
+            return Err(ConfigError {
+                path: format!("servers.{id}.url"),
+                message: format!("`{url}` is not an `http://` URL"),
+            });
+        }
+        Self::new(id, Transport::StreamableHttp { url })
+    }
+
+    /// A server whose transport is handed to
+    /// [`McpGateway::connect_with`](crate::McpGateway::connect_with) (an in-process
+    /// pipe, a socket, …).
+    pub fn custom(id: impl Into<String>) -> Result<Self, ConfigError> {
+        Self::new(id, Transport::Custom)
+    }
+
+    /// The server id: the source of its tools, and the first segment of their qualified
+    /// names (`id__tool`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Adds one argument to a stdio server's command line.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        if let Transport::Stdio { args, .. } = &mut self.transport {
+            args.push(arg.into());
+        }
+        self
+    }
+
+    /// Adds arguments to a stdio server's command line.
+    pub fn args<I, S>(mut self, more: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let Transport::Stdio { args, .. } = &mut self.transport {
+            args.extend(more.into_iter().map(Into::into));
+        }
+        self
+    }
+
+    /// Sets an environment variable for a stdio server.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Transport::Stdio { env, .. } = &mut self.transport {
+            env.push((key.into(), value.into()));
+        }
+        self
+    }
+
+    /// Hands a stdio server the host's whole environment, secrets included, instead of
+    /// [`DEFAULT_INHERITED_ENV`].
+    pub fn with_insecure_inherited_environment(mut self) -> Self {
+        if let Transport::Stdio {
+            inherit_all_env, ..
+        } = &mut self.transport
+        {
+            *inherit_all_env = true;
+        }
+        self
+    }
+
+    /// Sets a stdio server's working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        if let Transport::Stdio { cwd, .. } = &mut self.transport {
+            *cwd = Some(dir.into());
+        }
+        self
+    }
+
+    /// Believes (or explicitly does not believe) the server's read-only annotations for
+    /// the behaviour posture (R28). Unset, the governance configuration decides (a server
+    /// it does not name is untrusted); set here and there too, connecting fails with the
+    /// engine's "configured twice" error.
+    pub fn trust_tool_annotations(mut self, yes: bool) -> Self {
+        self.trust = Some(yes);
+        self
+    }
+
+    /// Withholds every tool of this server from confidential work (R7).
+    pub fn confidential(mut self, yes: bool) -> Self {
+        self.withheld = if yes { Withheld::All } else { Withheld::None };
+        self
+    }
+
+    /// Withholds one tool (its own name, compared case-insensitively) from confidential
+    /// work (R7).
+    pub fn confidential_tool(mut self, tool: impl Into<String>) -> Self {
+        match &mut self.withheld {
+            Withheld::All => {}
+            Withheld::Tools(tools) => tools.push(tool.into()),
+            w @ Withheld::None => *w = Withheld::Tools(vec![tool.into()]),
+        }
+        self
+    }
+
+    /// The operator's word on the network scope of every tool of this server (R4, R8): it
+    /// decides the effective scope outright, `openWorldHint` notwithstanding.
+    pub fn network_override(mut self, scope: NetworkScope) -> Self {
+        self.network_override = Some(scope);
+        self
+    }
+
+    /// Declares the approval mode of one tool (its own name, case-insensitively; R4).
+    pub fn approval(mut self, tool: impl Into<String>, mode: ApprovalMode) -> Self {
+        self.approvals.push((tool.into(), mode));
+        self
+    }
+
+    /// Re-lists the server's tools this often, besides on `notifications/tools/list_changed`,
+    /// for servers that change without saying so.
+    pub fn relist_every(mut self, every: Duration) -> Self {
+        self.relist_every = Some(every);
+        self
+    }
+
+    /// Bounds one listing: at most `pages` `tools/list` pages and `tools` tools. A server
+    /// past either bound fails its listing (its tools are then refused until one succeeds).
+    pub fn listing_bounds(mut self, pages: usize, tools: usize) -> Self {
+        self.max_pages = pages.max(1);
+        self.max_tools = tools;
+        self
+    }
+
+    /// How long connecting, initialising and one listing may take.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The trust setting to add to the governance snapshot, when this config sets one.
+    pub(crate) fn server_settings(&self) -> Option<ServerSettings> {
+        self.trust.map(|trust_tool_annotations| ServerSettings {
+            trust_tool_annotations,
+        })
+    }
+
+    pub(crate) fn withholds(&self, tool: &str) -> bool {
+        match &self.withheld {
+            Withheld::None => false,
+            Withheld::All => true,
+            Withheld::Tools(tools) => tools.iter().any(|t| t.eq_ignore_ascii_case(tool)),
+        }
+    }
+
+    pub(crate) fn network(&self) -> Option<NetworkScope> {
+        self.network_override
+    }
+
+    pub(crate) fn approval_for(&self, tool: &str) -> ApprovalMode {
+        self.approvals
+            .iter()
+            .rev()
+            .find(|(t, _)| t.eq_ignore_ascii_case(tool))
+            .map_or(ApprovalMode::Default, |(_, m)| *m)
+    }
+
+    /// The look-up key of the server id: normalised (R1) and lower-cased (R2), so ids that
+    /// would give colliding qualified names are caught.
+    pub(crate) fn key(&self) -> String {
+        names::normalize_segment(&self.id)
+            .map(|s| s.to_ascii_lowercase())
+            .unwrap_or_else(|_| self.id.to_ascii_lowercase())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_must_normalise() {
+        assert!(McpServerConfig::stdio("", "x").is_err());
+        assert!(McpServerConfig::stdio("!!!", "x").is_err());
+        let c = McpServerConfig::stdio("GitHub Enterprise", "x").unwrap();
+        assert_eq!(c.key(), "github_enterprise");
+    }
+
+    #[test]
+    fn http_urls_only() {
+        assert!(McpServerConfig::streamable_http("a", "https://x").is_err());
+        assert!(McpServerConfig::streamable_http("a", "http://127.0.0.1:1/mcp").is_ok());
+    }
+
+    #[test]
+    fn tool_settings_compare_names_case_insensitively() {
+        let c = McpServerConfig::custom("s")
+            .unwrap()
+            .confidential_tool("Create_Entities")
+            .approval("wipe", ApprovalMode::Deny)
+            .approval("WIPE", ApprovalMode::RequireApproval);
+        assert!(c.withholds("create_entities"));
+        assert!(!c.withholds("read_graph"));
+        assert_eq!(c.approval_for("wipe"), ApprovalMode::RequireApproval);
+        assert_eq!(c.approval_for("other"), ApprovalMode::Default);
+        assert!(c.clone().confidential(true).withholds("anything"));
+    }
+}

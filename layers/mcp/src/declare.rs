@@ -1,0 +1,271 @@
+//! Discovery: an advertised MCP tool becomes a [`ToolDeclaration`], and two listings of
+//! one server become a list of changes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+use serde_json::Value;
+use toolgate_core::{McpAnnotations, ToolDeclaration, ToolIdentity};
+use toolgate_engine::canon;
+
+use crate::config::McpServerConfig;
+use crate::drift::{Aspect, ToolChange};
+
+/// One listed tool, as the gateway records it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Listed {
+    /// The tool's own name, as the server spelled it (what `tools/call` sends).
+    pub(crate) raw: String,
+    /// The qualified (wire) name.
+    pub(crate) qualified: String,
+    /// The declaration registered in the governance snapshot.
+    pub(crate) decl: ToolDeclaration,
+    /// [`canon::definition_hash`] of `decl`.
+    pub(crate) hash: String,
+    /// Why the governance snapshot would not take it, if it would not: calls are refused.
+    pub(crate) unregistered: Option<String>,
+}
+
+/// One server's tool list, in the server's order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Listing {
+    pub(crate) tools: Vec<Arc<Listed>>,
+    pub(crate) by_name: HashMap<String, usize>,
+    /// Tools that could not be declared at all (raw name, reason), in order.
+    pub(crate) rejected: Vec<(String, String)>,
+}
+
+impl Listing {
+    pub(crate) fn get(&self, raw: &str) -> Option<&Arc<Listed>> {
+        self.by_name.get(raw).and_then(|&i| self.tools.get(i))
+    }
+}
+
+/// The declaration of one advertised tool (R5): source = the configured server id,
+/// annotations recorded as advertised, the host's settings from the server config.
+///
+/// The title is the annotations' `title`, or the tool's top-level `title` when the
+/// annotations have none: both are what a person is shown, so both are bound by R35.
+pub(crate) fn declaration(config: &McpServerConfig, tool: &Tool) -> ToolDeclaration {
+    let raw = tool.name.as_ref();
+    let mut decl = ToolDeclaration::new(ToolIdentity::mcp(config.id(), raw))
+        .approval(config.approval_for(raw))
+        .confidential(config.withholds(raw));
+    if let Some(d) = &tool.description {
+        decl = decl.description(d.as_ref());
+    }
+    if let Some(scope) = config.network() {
+        decl = decl.network_override(scope);
+    }
+    let ann = tool.annotations.as_ref();
+    if ann.is_some() || tool.title.is_some() {
+        decl = decl.annotations(McpAnnotations {
+            title: ann
+                .and_then(|a| a.title.clone())
+                .or_else(|| tool.title.clone()),
+            read_only_hint: ann.and_then(|a| a.read_only_hint),
+            destructive_hint: ann.and_then(|a| a.destructive_hint),
+            idempotent_hint: ann.and_then(|a| a.idempotent_hint),
+            open_world_hint: ann.and_then(|a| a.open_world_hint),
+        });
+    }
+    decl.input_schema = Some(Value::Object((*tool.input_schema).clone()));
+    decl
+}
+
+/// Builds a listing from what the server advertised. A tool whose name normalises to
+/// nothing (R1), or that is listed twice, is rejected: calls to it are refused.
+pub(crate) fn listing(config: &McpServerConfig, tools: &[Tool]) -> Listing {
+    let mut out = Listing::default();
+    let mut seen = HashSet::new();
+    for tool in tools {
+        let raw = tool.name.to_string();
+        if !seen.insert(raw.clone()) {
+            // The first listing of a name is kept; a second one is an incoherent
+            // declaration, reported rather than silently merged.
+            out.rejected.push((
+                raw.clone(),
+                format!("the server lists `{raw}` more than once; only the first is used"),
+            ));
+            continue;
+        }
+        let decl = declaration(config, tool);
+        let qualified = match decl.identity.qualified_name() {
+            Ok(q) => q,
+            Err(e) => {
+                out.rejected.push((raw, e.to_string()));
+                continue;
+            }
+        };
+        let hash = canon::definition_hash(&decl);
+        out.by_name.insert(raw.clone(), out.tools.len());
+        out.tools.push(Arc::new(Listed {
+            raw,
+            qualified,
+            decl,
+            hash,
+            unregistered: None,
+        }));
+    }
+    out
+}
+
+fn aspects(old: &ToolDeclaration, new: &ToolDeclaration) -> Vec<Aspect> {
+    let mut out = Vec::new();
+    if old.description != new.description {
+        out.push(Aspect::Description);
+    }
+    if old.input_schema != new.input_schema {
+        out.push(Aspect::InputSchema);
+    }
+    if old.annotations != new.annotations {
+        out.push(Aspect::Annotations);
+    }
+    if old.confidential != new.confidential
+        || old.network_override != new.network_override
+        || old.approval != new.approval
+    {
+        out.push(Aspect::HostSettings);
+    }
+    out
+}
+
+/// What changed from `old` to `new`: added and changed tools in the new listing's order,
+/// then removed ones in the old listing's order, then rejections that are new. Postures
+/// are filled in once the snapshot is built.
+pub(crate) fn diff(old: &Listing, new: &Listing) -> Vec<ToolChange> {
+    let mut out = Vec::new();
+    for t in &new.tools {
+        match old.get(&t.raw) {
+            None => out.push(ToolChange::Added {
+                tool: t.qualified.clone(),
+                identity: t.decl.identity.clone(),
+                hash: t.hash.clone(),
+                posture: None,
+            }),
+            Some(o) if o.hash != t.hash => out.push(ToolChange::Changed {
+                tool: t.qualified.clone(),
+                identity: t.decl.identity.clone(),
+                old_hash: o.hash.clone(),
+                new_hash: t.hash.clone(),
+                aspects: aspects(&o.decl, &t.decl),
+                posture: None,
+            }),
+            Some(_) => {}
+        }
+    }
+    for o in &old.tools {
+        if new.get(&o.raw).is_none() {
+            out.push(ToolChange::Removed {
+                tool: o.qualified.clone(),
+                identity: o.decl.identity.clone(),
+                old_hash: o.hash.clone(),
+            });
+        }
+    }
+    for (name, reason) in &new.rejected {
+        if !old.rejected.iter().any(|(n, r)| n == name && r == reason) {
+            out.push(ToolChange::Rejected {
+                name: name.clone(),
+                reason: reason.clone(),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ToolAnnotations;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str, ann: Option<ToolAnnotations>) -> Tool {
+        let schema = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+        let Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let mut t = Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema));
+        t.annotations = ann;
+        t
+    }
+
+    fn config() -> McpServerConfig {
+        McpServerConfig::custom("kb").unwrap()
+    }
+
+    #[test]
+    fn r5_annotations_are_recorded_as_advertised_and_absent_stays_absent() {
+        let ro = ToolAnnotations::new().read_only(true).open_world(false);
+        let d = declaration(&config(), &tool("page", "Reads a page", Some(ro)));
+        let a = d.annotations.unwrap();
+        assert_eq!(a.read_only_hint, Some(true));
+        assert_eq!(a.open_world_hint, Some(false));
+        assert_eq!(a.destructive_hint, None, "unset stays unset");
+        assert_eq!(d.identity, ToolIdentity::mcp("kb", "page"));
+        assert_eq!(d.description.as_deref(), Some("Reads a page"));
+        assert!(d.input_schema.is_some());
+
+        let bare = declaration(&config(), &tool("bare", "x", None));
+        assert!(bare.annotations.is_none());
+    }
+
+    #[test]
+    fn r35_drift_diff_reports_every_change_with_hashes() {
+        let c = config();
+        let old = listing(
+            &c,
+            &[
+                tool("a", "A", None),
+                tool("b", "B", None),
+                tool("gone", "G", None),
+            ],
+        );
+        let new = listing(
+            &c,
+            &[
+                tool("a", "A", None),
+                tool("b", "B, and it also deletes", None),
+                tool("new", "N", None),
+            ],
+        );
+        let d = diff(&old, &new);
+        let kinds: Vec<_> = d.iter().map(|c| (c.kind(), c.tool().to_owned())).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("changed", "kb__b".to_owned()),
+                ("added", "kb__new".to_owned()),
+                ("removed", "kb__gone".to_owned())
+            ]
+        );
+        let ToolChange::Changed {
+            old_hash,
+            new_hash,
+            aspects,
+            ..
+        } = &d[0]
+        else {
+            panic!()
+        };
+        assert_ne!(old_hash, new_hash);
+        assert_eq!(aspects, &[Aspect::Description]);
+        assert!(diff(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn duplicates_and_unnameable_tools_are_rejected() {
+        let l = listing(
+            &config(),
+            &[
+                tool("a", "1", None),
+                tool("a", "2", None),
+                tool("!!!", "x", None),
+            ],
+        );
+        assert_eq!(l.tools.len(), 1);
+        assert_eq!(l.get("a").unwrap().decl.description.as_deref(), Some("1"));
+        assert_eq!(l.rejected.len(), 2);
+    }
+}

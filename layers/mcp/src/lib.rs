@@ -1,0 +1,143 @@
+//! # toolgate-mcp
+//!
+//! Govern the tools of MCP servers nobody on the team wrote (seed 003, SPEC R3, R8,
+//! R27–R31, R35, R36, R38), over the official Rust MCP SDK ([`rmcp`]).
+//!
+//! - **Discovery** ([`McpGateway::connect`]): starts a stdio server or reaches a
+//!   streamable HTTP one, lists every tool (following `nextCursor`, within bounds) and
+//!   registers each in the governance snapshot with the **configured server id** as its
+//!   source (never the name the server gives itself), its description, input schema and
+//!   annotations as advertised. Discovery is the only moment annotations exist: they are
+//!   kept, and the posture's trust rule (R28–R31) and the air gap (R8, `openWorldHint`)
+//!   read them from there.
+//! - **Drift**: on `notifications/tools/list_changed`, and on an optional periodic re-list,
+//!   the tools are listed again and every change is registered as a revision by its own
+//!   source (believed both ways, R29), traced, sent to [`McpGateway::subscribe`]rs as a
+//!   [`DriftEvent`] (added, removed, changed with old and new hashes) and written to an
+//!   audit sink. A changed definition is decided afresh, and an approval given under the
+//!   old one is refused when the call is about to be sent (R35). rmcp's response cache is
+//!   turned off: every listing is the server's word now.
+//! - **Service** ([`McpToolService`]): a `tower::Service<ToolCall>` sending `tools/call`
+//!   to the right server with the tool's own raw name; `content` → `ToolOutput::content`,
+//!   `structuredContent` → `ToolOutput::structured`, `isError: true` →
+//!   [`ToolResponse::Failed`](toolgate_core::ToolResponse::Failed). A name the server never
+//!   listed is refused before any message is sent.
+//! - **Input validation** ([`SchemaValidationLayer`]): the tool's advertised `inputSchema`
+//!   (R36, `invalid_input`), with the `jsonschema` crate.
+//!
+//! The model is shown qualified names (`server__tool`, R1): [`McpGateway::model_tools`].
+//!
+//! ## Example
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use serde_json::json;
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use toolgate::approval::ApprovalGateLayer;
+//! use toolgate::core::{AgentRef, ToolCall};
+//! use toolgate::engine::{AgentProfile, Governance};
+//! use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+//! use toolgate_mcp::{McpGateway, McpServerConfig, SchemaValidationLayer};
+//!
+//! let handle = GovernanceHandle::new(
+//!     Governance::builder()
+//!         .require_approval_for_non_read_only(true)
+//!         .agent(AgentProfile::new("dev").allow(["fs__read_text_file", "fs__write_file"]))
+//!         .build()?,
+//! );
+//! let gateway = McpGateway::new(handle.clone());
+//! gateway
+//!     .connect(
+//!         McpServerConfig::stdio("fs", "node")?
+//!             .args(["node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/srv/docs"])
+//!             .trust_tool_annotations(true),
+//!     )
+//!     .await?;
+//!
+//! for tool in gateway.model_tools("dev")? {
+//!     println!("{} (wrapped: {})", tool.name, tool.wrapped);
+//! }
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(SchemaValidationLayer::new(handle.clone()))
+//!     .layer(ExposureLayer::new(handle.clone()))
+//!     .layer(ConfidentialityLayer::new(handle.clone()))
+//!     .layer(AirGapLayer::new(handle.clone()))
+//!     .layer(ApprovalGateLayer::new(handle.clone()))
+//!     .service(gateway.service());
+//! let read = ToolCall::new(AgentRef::profile("dev"), "fs__read_text_file", json!({"path": "/srv/docs/a.txt"}));
+//! println!("{}", stack.oneshot(read).await?.model_text());
+//! # Ok(()) }
+//! ```
+//!
+//! ## Ordering
+//!
+//! Outermost first. Schema validation sits outside exposure so that the refusal codes
+//! come in SPEC order (`unknown_tool`, then `invalid_input`, then `not_allowed`, …) and
+//! nobody is asked to approve an input the tool would reject; it validates by the call's
+//! pinned snapshot, so it may also sit right outside the MCP service. Either way a call
+//! refused `invalid_input` never reaches the server.
+//!
+//! ```text
+//!  ┌ spans, audit ──────────────────────────────────────────────────────┐
+//!  │ ┌ SchemaValidationLayer: bounds, then the advertised inputSchema ─┐ │
+//!  │ │ ┌ exposure → confidentiality → air gap → approval gate ───────┐│ │
+//!  │ │ │ ┌ ScrubOutputLayer (redaction of what the model reads) ────┐││ │
+//!  │ │ │ │ McpToolService: listed? same definition as decided? send ││││ │
+//! ```
+//!
+//! [`McpToolService`] checks on its own that the tool is listed now and that the
+//! definition the call was decided by (the pinned snapshot's record) is the one the
+//! server lists now; the approval gate checks the same for approved calls against the
+//! newest snapshot (R35). Between a server changing a tool and the gateway re-listing it,
+//! nobody can know; that window is as short as the server's `list_changed` (or the
+//! periodic re-list) makes it.
+//!
+//! ## Known limits
+//!
+//! - A removed tool stays in the snapshot, denied (the engine's builder cannot drop a
+//!   declaration): no agent is shown it and every call is refused.
+//! - Only `http://` for streamable HTTP: this crate carries no TLS stack.
+//!
+//! ## Features
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `http` (default) | streamable HTTP servers |
+//! | `drift-server` | `drift_server`, an MCP server whose tools change on demand, and the `toolgate-mcp-drift-server` binary |
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+mod config;
+mod declare;
+mod drift;
+#[cfg(feature = "drift-server")]
+pub mod drift_server;
+mod gateway;
+mod schema;
+mod service;
+
+pub use rmcp;
+
+pub use config::{
+    ConfigError, DEFAULT_INHERITED_ENV, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS,
+    DEFAULT_REQUEST_TIMEOUT, McpServerConfig,
+};
+pub use drift::{Aspect, DriftEvent, DriftOutcome, DriftTrigger, ToolChange};
+pub use gateway::{GatewayError, McpGateway, McpGatewayBuilder, ModelTool, model_tools};
+pub use schema::{SchemaFuture, SchemaValidation, SchemaValidationLayer};
+pub use service::{McpCallError, McpFuture, McpToolService};

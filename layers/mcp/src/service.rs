@@ -1,0 +1,382 @@
+//! The governed MCP client service: `tools/call` for calls that got this far.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+use rmcp::ServiceError;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use serde_json::Value;
+use toolgate::Pinned;
+use toolgate_core::names::lower_key;
+use toolgate_core::{
+    Check, Refusal, RefusalCode, ToolCall, ToolKind, ToolOutput, ToolRef, ToolResponse,
+};
+use tower_service::Service;
+
+use crate::declare::Listed;
+use crate::gateway::{Inner, ServerView, State};
+
+/// A call the server could not answer with a tool result: the transport failed, or the
+/// server answered `tools/call` with a protocol error. (A tool that ran and failed is
+/// [`ToolResponse::Failed`], not an error.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpCallError {
+    /// The server answered with a JSON-RPC error.
+    Protocol {
+        /// The server id.
+        server: String,
+        /// The tool's own name.
+        tool: String,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// The connection failed, closed, or returned something that is not a tool result.
+    Transport {
+        /// The server id.
+        server: String,
+        /// The tool's own name.
+        tool: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl fmt::Display for McpCallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            McpCallError::Protocol {
+                server,
+                tool,
+                code,
+                message,
+            } => write!(
+                f,
+                "MCP server `{server}` answered the call to `{tool}` with error {code}: {message}"
+            ),
+            McpCallError::Transport {
+                server,
+                tool,
+                message,
+            } => write!(
+                f,
+                "the call to `{tool}` on MCP server `{server}` failed: {message}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for McpCallError {}
+
+fn error(server: &str, tool: &str, e: ServiceError) -> McpCallError {
+    match e {
+        ServiceError::McpError(data) => McpCallError::Protocol {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            code: data.code.0,
+            message: data.message.to_string(),
+        },
+        other => McpCallError::Transport {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Maps a `tools/call` result: `content` (as JSON) → [`ToolOutput::content`],
+/// `structuredContent` → [`ToolOutput::structured`], `isError: true` →
+/// [`ToolResponse::Failed`].
+pub(crate) fn response(result: CallToolResult) -> ToolResponse {
+    let content = match serde_json::to_value(&result.content) {
+        Ok(v) => v,
+        Err(e) => {
+            return ToolResponse::Failed(ToolOutput::new(Value::String(format!(
+                "the tool's content could not be read: {e}"
+            ))));
+        }
+    };
+    let out = ToolOutput {
+        content,
+        structured: result.structured_content,
+    };
+    if result.is_error == Some(true) {
+        ToolResponse::Failed(out)
+    } else {
+        ToolResponse::Completed(out)
+    }
+}
+
+fn unknown(reason: String) -> Refusal {
+    Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason)
+}
+
+fn server_key(source: &str) -> String {
+    toolgate_core::names::normalize_segment(source)
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|_| source.to_ascii_lowercase())
+}
+
+/// Resolves a call's tool to a server and one of its listed tools. A name the server
+/// never listed resolves to nothing.
+fn resolve<'s>(
+    state: &'s State,
+    tool: &ToolRef,
+) -> Result<(&'s ServerView, &'s Arc<Listed>), Refusal> {
+    let by_identity = |id: &toolgate_core::ToolIdentity| {
+        if id.kind() != ToolKind::Mcp {
+            return Err(unknown(format!("{id} is not a tool of an MCP server")));
+        }
+        let server = state
+            .servers
+            .get(&server_key(id.source()))
+            .ok_or_else(|| unknown(format!("no MCP server `{}` is connected", id.source())))?;
+        let listed = server.listing.get(id.name()).ok_or_else(|| {
+            unknown(format!(
+                "MCP server `{}` does not list a tool named `{}`",
+                server.id,
+                id.name()
+            ))
+        })?;
+        Ok((server, listed))
+    };
+    let by_name = |name: &str| {
+        let routes = state
+            .by_qualified
+            .get(lower_key(name).as_ref())
+            .ok_or_else(|| {
+                unknown(format!(
+                    "no connected MCP server lists a tool named `{name}`"
+                ))
+            })?;
+        let [(server, raw)] = routes.as_slice() else {
+            return Err(unknown(format!(
+                "`{name}` names {} MCP tools; call it by identity",
+                routes.len()
+            )));
+        };
+        let server = state
+            .servers
+            .get(server)
+            .ok_or_else(|| unknown(format!("the server of `{name}` is not connected")))?;
+        let listed = server
+            .listing
+            .get(raw)
+            .ok_or_else(|| unknown(format!("no connected MCP server lists `{name}`")))?;
+        Ok((server, listed))
+    };
+    match tool {
+        ToolRef::Identity(id) => by_identity(id),
+        ToolRef::Name(name) => by_name(name),
+        ToolRef::Both { name, identity } => {
+            let a = by_name(name)?;
+            let b = by_identity(identity)?;
+            if Arc::ptr_eq(a.1, b.1) {
+                Ok(a)
+            } else {
+                Err(unknown(format!(
+                    "the call names `{name}` and {identity}, which are different tools"
+                )))
+            }
+        }
+    }
+}
+
+/// Why a resolved call must not be sent, if it must not.
+fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Refusal> {
+    let rejected = |reason: String| Refusal::new(RefusalCode::Rejected, Check::Routing, reason);
+    if let Some(why) = &server.stale {
+        return Err(rejected(why.clone()));
+    }
+    if let Some(why) = &listed.unregistered {
+        return Err(rejected(format!(
+            "`{}` is not registered in the governance snapshot: {why}",
+            listed.qualified
+        )));
+    }
+    // INVARIANT: a call is sent only under the definition it was decided by. When a
+    // governance layer pinned a snapshot, its record of this tool must be the definition
+    // the server lists now; a re-listed tool (a rug pull) is decided again first (R35).
+    if let Some(Pinned(governance)) = call.extensions.get::<Pinned>() {
+        let id = &listed.decl.identity;
+        let record = governance
+            .catalog()
+            .get_identity(id)
+            .and_then(|e| e.records.iter().find(|r| r.identity() == id));
+        match record {
+            None => {
+                return Err(unknown(format!(
+                    "the governance snapshot this call was decided by has no record of `{}`",
+                    listed.qualified
+                )));
+            }
+            Some(r) if r.decl != listed.decl => {
+                return Err(rejected(format!(
+                    "the definition of `{}` changed after the call was decided (its server listed it again); it will be decided again",
+                    listed.qualified
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The `tower::Service` that sends a call to its MCP server as `tools/call`.
+///
+/// It routes a call by the tool's qualified name or identity to the configured server and
+/// the tool's own raw name, and refuses — before any message is sent — a tool the server
+/// does not list (`unknown_tool`), a server whose last listing failed, a tool the
+/// governance snapshot would not take, and a call decided by a snapshot holding another
+/// definition of the tool than the server lists now (`rejected`, R35). A tool result with
+/// `isError: true` is [`ToolResponse::Failed`]; only transport and protocol failures are
+/// errors.
+///
+/// Always ready: one MCP connection carries any number of calls. Put it inside the
+/// toolgate layers (and [`SchemaValidationLayer`](crate::SchemaValidationLayer)); see the
+/// crate docs for the order.
+#[derive(Clone)]
+pub struct McpToolService {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for McpToolService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpToolService")
+            .field("gateway", &self.inner)
+            .finish()
+    }
+}
+
+impl McpToolService {
+    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+}
+
+type BoxCall = Pin<Box<dyn Future<Output = Result<ToolResponse, McpCallError>> + Send>>;
+
+pin_project! {
+    /// Response future of [`McpToolService`]: a refusal (no allocation) or the call.
+    pub struct McpFuture {
+        #[pin]
+        kind: Kind,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind {
+        Refused { response: Option<ToolResponse> },
+        Call { future: BoxCall },
+    }
+}
+
+impl fmt::Debug for McpFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("McpFuture")
+    }
+}
+
+impl McpFuture {
+    fn refused(refusal: Refusal) -> Self {
+        Self {
+            kind: Kind::Refused {
+                response: Some(ToolResponse::Refused(refusal)),
+            },
+        }
+    }
+}
+
+impl Future for McpFuture {
+    type Output = Result<ToolResponse, McpCallError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Refused { response } => {
+                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
+                    ToolResponse::Refused(Refusal::new(
+                        RefusalCode::Rejected,
+                        Check::Routing,
+                        "the response future was polled after it completed",
+                    ))
+                })))
+            }
+            KindProj::Call { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl Service<ToolCall> for McpToolService {
+    type Response = ToolResponse;
+    type Error = McpCallError;
+    type Future = McpFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let state = self.inner.state.load();
+        let (server, listed) = match resolve(&state, &call.tool) {
+            Ok(found) => found,
+            Err(r) => return McpFuture::refused(r),
+        };
+        if let Err(r) = check(server, listed, &call) {
+            return McpFuture::refused(r);
+        }
+        let Value::Object(arguments) = call.input else {
+            return McpFuture::refused(Refusal::new(
+                RefusalCode::InvalidInput,
+                Check::InputBounds,
+                "the input must be a JSON object",
+            ));
+        };
+        let peer = server.peer.clone();
+        let server_id = server.id.clone();
+        let raw = listed.raw.clone();
+        McpFuture {
+            kind: Kind::Call {
+                future: Box::pin(async move {
+                    let params = CallToolRequestParams::new(raw.clone()).with_arguments(arguments);
+                    match peer.call_tool(params).await {
+                        Ok(result) => Ok(response(result)),
+                        Err(e) => Err(error(&server_id, &raw, e)),
+                    }
+                }),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+    use serde_json::json;
+
+    #[test]
+    fn is_error_is_a_failed_tool_result_not_an_error() {
+        let ok = response(CallToolResult::success(vec![ContentBlock::text("hi")]));
+        let ToolResponse::Completed(out) = ok else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(out.content, json!([{"type": "text", "text": "hi"}]));
+        assert_eq!(out.structured, None);
+
+        let failed = response(CallToolResult::error(vec![ContentBlock::text("no")]));
+        assert!(matches!(failed, ToolResponse::Failed(_)));
+
+        let structured = response(CallToolResult::structured(json!({"n": 1})));
+        let ToolResponse::Completed(out) = structured else {
+            panic!()
+        };
+        assert_eq!(out.structured, Some(json!({"n": 1})));
+    }
+}
