@@ -2,14 +2,13 @@
 //! `updatedAt` stamp.
 //!
 //! These are the same forms the SQLite backend writes (`toolgate-inbox` keeps its helpers
-//! crate-private, so they are repeated here; a row moved between backends reads back the
-//! same). Reading never recurses without a bound: stored JSON's depth is measured first.
+//! shared in `toolgate_inbox::codec`, so a row moved between backends reads back the same). Reading never recurses without a bound: stored JSON's depth is measured first.
 
 use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use toolgate::core::{Ask, AskSource, RunMode, ToolIdentity};
+use serde_json::Value;
+use toolgate::core::RunMode;
 use toolgate::engine::json::raw_depth;
 use toolgate::engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
 
@@ -28,91 +27,9 @@ pub(crate) fn parse_json(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-pub(crate) fn identities_json(ids: &[ToolIdentity]) -> String {
-    Value::Array(
-        ids.iter()
-            .map(|id| json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()}))
-            .collect(),
-    )
-    .to_string()
-}
-
-pub(crate) fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
-    let Value::Array(items) = parse_json(text).map_err(|e| format!("identities: {e}"))? else {
-        return Err(String::from("identities: not a list"));
-    };
-    items
-        .iter()
-        .map(|item| {
-            let field = |k: &str| {
-                item.get(k)
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("identities: `{k}` is missing"))
-            };
-            let (kind, source, name) = (field("kind")?, field("source")?, field("name")?);
-            match kind {
-                "local" => Ok(ToolIdentity::toolset(source, name)),
-                "mcp" => Ok(ToolIdentity::mcp(source, name)),
-                "http" => Ok(ToolIdentity::http(name)),
-                other => Err(format!("identities: unknown kind `{other}`")),
-            }
-        })
-        .collect()
-}
-
-pub(crate) fn reasons_json(asks: &[Ask]) -> String {
-    Value::Array(
-        asks.iter()
-            .map(|a| {
-                let mut m = Map::new();
-                let source = match a.source {
-                    AskSource::Agent => "agent",
-                    AskSource::PolicyRule(i) => {
-                        m.insert("rule".into(), Value::from(i));
-                        "policy_rule"
-                    }
-                    AskSource::PolicyDefault => "policy_default",
-                    AskSource::Posture => "posture",
-                    AskSource::Hook => "hook",
-                };
-                m.insert("source".into(), Value::from(source));
-                m.insert("reason".into(), Value::from(a.reason.clone()));
-                Value::Object(m)
-            })
-            .collect(),
-    )
-    .to_string()
-}
-
-pub(crate) fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
-    let Value::Array(items) = parse_json(text).map_err(|e| format!("reasons: {e}"))? else {
-        return Err(String::from("reasons: not a list"));
-    };
-    items
-        .iter()
-        .map(|item| {
-            let reason = item
-                .get("reason")
-                .and_then(Value::as_str)
-                .ok_or("reasons: `reason` is missing")?
-                .to_owned();
-            let source = match item.get("source").and_then(Value::as_str) {
-                Some("agent") => AskSource::Agent,
-                Some("policy_rule") => AskSource::PolicyRule(
-                    item.get("rule")
-                        .and_then(Value::as_u64)
-                        .and_then(|i| usize::try_from(i).ok())
-                        .ok_or("reasons: a policy rule's index is missing")?,
-                ),
-                Some("policy_default") => AskSource::PolicyDefault,
-                Some("posture") => AskSource::Posture,
-                Some("hook") => AskSource::Hook,
-                _ => return Err(String::from("reasons: unknown source")),
-            };
-            Ok(Ask { source, reason })
-        })
-        .collect()
-}
+pub(crate) use toolgate_inbox::codec::{
+    identities_from_json, identities_json, reasons_from_json, reasons_json,
+};
 
 pub(crate) fn run_mode_from(s: &str) -> Result<RunMode, String> {
     RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
@@ -140,6 +57,7 @@ pub(crate) fn next_updated_at(previous: Option<&str>, now: SystemTime) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate::core::{Ask, AskSource, ToolIdentity};
 
     #[test]
     fn reasons_and_identities_round_trip() {

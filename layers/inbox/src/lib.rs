@@ -114,6 +114,14 @@ mod sqlite;
 mod store;
 pub mod suite;
 
+/// The text forms of a held call's parts kept as JSON, shared by every backend so a row reads
+/// back the same whichever store wrote it.
+pub mod codec {
+    pub use crate::model::{
+        identities_from_json, identities_json, reasons_from_json, reasons_json,
+    };
+}
+
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{

@@ -410,7 +410,9 @@ pub struct CallResult {
 
 // ----- JSON forms of the parts kept as text -----
 
-pub(crate) fn identities_json(ids: &[ToolIdentity]) -> String {
+/// The stored text of the identities behind a held call's tool (a JSON list of
+/// `{kind, source, name}`).
+pub fn identities_json(ids: &[ToolIdentity]) -> String {
     Value::Array(
         ids.iter()
             .map(|id| json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()}))
@@ -419,7 +421,8 @@ pub(crate) fn identities_json(ids: &[ToolIdentity]) -> String {
     .to_string()
 }
 
-pub(crate) fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
+/// Reads [`identities_json`]'s text back.
+pub fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("identities: {e}"))?;
     let Value::Array(items) = value else {
         return Err(String::from("identities: not a list"));
@@ -443,7 +446,8 @@ pub(crate) fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, Stri
         .collect()
 }
 
-pub(crate) fn reasons_json(asks: &[Ask]) -> String {
+/// The stored text of every ask with its source (a JSON list of `{source, rule?, reason}`).
+pub fn reasons_json(asks: &[Ask]) -> String {
     Value::Array(
         asks.iter()
             .map(|a| {
@@ -467,7 +471,8 @@ pub(crate) fn reasons_json(asks: &[Ask]) -> String {
     .to_string()
 }
 
-pub(crate) fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
+/// Reads [`reasons_json`]'s text back.
+pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("reasons: {e}"))?;
     let Value::Array(items) = value else {
         return Err(String::from("reasons: not a list"));
