@@ -665,26 +665,39 @@ impl PostgresInbox {
                     replayed: true,
                 });
             }
-            match state {
-                State::Pending if now.as_millis() >= expires_at => {
-                    self.expire_one(&client, id, now).await?;
-                    return Err(AnswerError::Expired(id.to_owned()));
-                }
-                // Held between the update and the read: try again.
-                State::Pending => continue,
-                State::Expired => return Err(AnswerError::Expired(id.to_owned())),
-                other => {
-                    return Err(AnswerError::AlreadyDecided {
-                        id: id.to_owned(),
-                        state: other,
-                    });
-                }
-            }
+            // Held between the update and the read: try again.
+            self.lost_pending(&client, id, state, expires_at, now)
+                .await?;
         }
         Err(AnswerError::Store(InboxError::new(
             Kind::Backend,
             format!("held call `{id}` changed while it was being answered"),
         )))
+    }
+
+    /// Why a conditional `pending → …` update changed nothing, given the call's state now:
+    /// `Ok(())` when it is still pending and not yet due (the caller tries again), otherwise
+    /// the error to answer with (a call past its expiry is marked `expired` first).
+    async fn lost_pending(
+        &self,
+        client: &Object,
+        id: &str,
+        state: State,
+        expires_at: i64,
+        now: Timestamp,
+    ) -> Result<(), AnswerError> {
+        match state {
+            State::Pending if now.as_millis() >= expires_at => {
+                self.expire_one(client, id, now).await?;
+                Err(AnswerError::Expired(id.to_owned()))
+            }
+            State::Pending => Ok(()),
+            State::Expired => Err(AnswerError::Expired(id.to_owned())),
+            other => Err(AnswerError::AlreadyDecided {
+                id: id.to_owned(),
+                state: other,
+            }),
+        }
     }
 
     async fn cancel_op(&self, id: &str) -> Result<(), AnswerError> {
@@ -716,20 +729,9 @@ impl PostgresInbox {
             let read = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
             let state: String = row.try_get(0).map_err(read)?;
             let expires_at: i64 = row.try_get(1).map_err(read)?;
-            match self.parse_state(id, &state)? {
-                State::Pending if now.as_millis() >= expires_at => {
-                    self.expire_one(&client, id, now).await?;
-                    return Err(AnswerError::Expired(id.to_owned()));
-                }
-                State::Pending => continue,
-                State::Expired => return Err(AnswerError::Expired(id.to_owned())),
-                other => {
-                    return Err(AnswerError::AlreadyDecided {
-                        id: id.to_owned(),
-                        state: other,
-                    });
-                }
-            }
+            let state = self.parse_state(id, &state)?;
+            self.lost_pending(&client, id, state, expires_at, now)
+                .await?;
         }
         Err(AnswerError::Store(InboxError::new(
             Kind::Backend,
