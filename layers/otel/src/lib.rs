@@ -124,7 +124,9 @@ mod future;
 mod layer;
 mod record;
 mod service;
+mod stack;
 
 pub use future::ResponseFuture;
 pub use layer::ToolSpanLayer;
 pub use service::ToolSpan;
+pub use stack::ToolgateLayerExt;

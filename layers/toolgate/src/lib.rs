@@ -101,6 +101,7 @@ mod future;
 mod handle;
 pub mod redact;
 pub mod scrub;
+pub mod stack;
 
 pub use toolgate_core as core;
 pub use toolgate_engine as engine;
@@ -111,3 +112,4 @@ pub use exposure::{Exposure, ExposureLayer};
 pub use filter::{Filter, FilterCheck, FilterLayer};
 pub use future::ResponseFuture;
 pub use handle::{GovernanceHandle, Pinned};
+pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};

@@ -70,6 +70,12 @@ impl ApprovalGateLayer {
         self.hooks = Some(Arc::new(hooks));
         self
     }
+
+    /// As [`ApprovalGateLayer::hooks`], for hooks already shared.
+    pub fn shared_hooks(mut self, hooks: Arc<dyn ToolHooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
 }
 
 impl<S> Layer<S> for ApprovalGateLayer {

@@ -1,0 +1,788 @@
+//! The composite: one layer that assembles the whole governed stack in the only safe order
+//! (R14, R33) and applies every section of the configuration.
+//!
+//! Layer order is a security property, so most users should not stack the parts by hand.
+//! [`ToolgateLayer`] builds, outermost first:
+//!
+//! ```text
+//!  call ─┐                                                              ┌─► response
+//!        ▼                                                              │
+//!   1 tool span        toolgate-otel, optional: every call, redacted          R34
+//!   2 audit            one record per call, refused ones too, redacted        R33
+//!   3 exposure         unknown tool, input bounds, allowed names              R6 R14 R36
+//!   4 confidentiality  confidential work keeps confidential tools             R7
+//!   5 air gap          no egress on an air-gapped host                        R8
+//!   6 before_gate      optional: e.g. MCP input-schema validation             R36
+//!   7 approval gate    every check again; mode, policy, posture, hooks, ask   R9–R32 R35
+//!   8 scrub output     `redaction.scrub_output`: what the model receives      R33
+//!   9 the tool
+//! ```
+//!
+//! What the configuration says is applied when the layer is built:
+//!
+//! | section | becomes |
+//! |---|---|
+//! | `redaction` | **one** [`Redactor`], used by audit, spans (via `toolgate-otel`) and scrubbing |
+//! | `redaction.scrub_output` | the scrub layer (8) |
+//! | `audit` | the audit layer (2): `file` opened as a hash-chained [`JsonlFileSink`], its flush policy, failure mode and content fields |
+//! | `approval.channel` | checked against the channel given in code: a mismatch, or `interactive`/`inbox` with no channel, is a build error at `approval.channel` |
+//!
+//! The audit and redaction sections are read from the snapshot current when the layer is
+//! built; a snapshot stored later (a reload) changes decisions, not the sink or the
+//! redactor.
+//!
+//! The parts stay public ([`ExposureLayer`](crate::ExposureLayer), [`AuditLayer`], …) for
+//! people who compose by hand; each is safe alone. A hand-built stack in the order above
+//! decides every call as the composite does (the `tests` crate checks it on random
+//! configurations).
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use serde_json::json;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! use toolgate::{GovernanceHandle, ToolgateLayer};
+//! use toolgate::audit::MemorySink;
+//! use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate::engine::config::{load_str, Format};
+//!
+//! let handle = GovernanceHandle::new(load_str(r#"{
+//!     "redaction": {"keys": ["ssn"], "scrub_output": true},
+//!     "tools": [{"kind": "http", "name": "lookup"}, {"kind": "http", "name": "wipe"}],
+//!     "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]
+//! }"#, Format::Json).unwrap());
+//! let audit = std::sync::Arc::new(MemorySink::new());
+//! let governed = ToolgateLayer::builder(handle)
+//!     .shared_audit_sink(audit.clone())
+//!     .build()
+//!     .unwrap();
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(governed)
+//!     .service(service_fn(|_call: ToolCall| async {
+//!         Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(
+//!             json!({"name": "Ada", "ssn": "078-05-1120"}))))
+//!     }));
+//! let dev = AgentRef::profile("dev");
+//! let ran = stack.clone().oneshot(ToolCall::new(dev.clone(), "lookup", json!({}))).await.unwrap();
+//! let ToolResponse::Completed(out) = ran else { panic!("{ran:?}") };
+//! assert_eq!(out.content["name"], "Ada");
+//! assert_ne!(out.content["ssn"], "078-05-1120"); // scrubbed: `redaction.scrub_output`
+//! let refused = stack.oneshot(ToolCall::new(dev, "wipe", json!({}))).await.unwrap();
+//! assert_eq!(refused.refusal().unwrap().code, RefusalCode::NotAllowed);
+//! assert_eq!(audit.lines().len(), 2); // the refused call is audited too
+//! # }
+//! ```
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use toolgate_core::{ChannelKind, ToolCall, ToolResponse};
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::config::load_path;
+use tower::util::{Either, option_layer};
+use tower_layer::{Identity, Layer, Stack};
+use tower_service::Service;
+
+use crate::airgap::{AirGap, AirGapLayer};
+use crate::approval::{ApprovalChannel, ApprovalGate, ApprovalGateLayer, ToolHooks};
+use crate::audit::{Audit, AuditLayer, AuditSink, JsonlFileSink};
+use crate::confidentiality::{Confidentiality, ConfidentialityLayer};
+use crate::exposure::{Exposure, ExposureLayer};
+use crate::handle::GovernanceHandle;
+use crate::redact::{Redactor, RedactorBuilder};
+use crate::scrub::{ScrubOutput, ScrubOutputLayer};
+
+/// The gate and what is inside it: the approval gate (7) over the optional scrub layer (8)
+/// over the tool `S`.
+pub type Gated<S> = ApprovalGate<Either<ScrubOutput<S>, S>>;
+
+/// The deciding part: exposure (3), confidentiality (4), air gap (5), the extra layers
+/// `L` (6), then [`Gated`].
+pub type Deciding<S, L> = Exposure<Confidentiality<AirGap<<L as Layer<Gated<S>>>::Service>>>;
+
+/// Everything a [`Toolgate`] holds: the optional audit layer (2) over [`Deciding`].
+pub type Assembled<S, L> = Either<Audit<Deciding<S, L>>, Deciding<S, L>>;
+
+/// Builds a [`ToolgateLayer`]: the handle (or a configuration file) first, then what only
+/// code can supply — the approval channel, hooks, an audit sink — then
+/// [`build`](ToolgateBuilder::build), which checks them against the configuration.
+#[must_use]
+pub struct ToolgateBuilder {
+    handle: GovernanceHandle,
+    channel: Option<Arc<dyn ApprovalChannel>>,
+    hooks: Option<Arc<dyn ToolHooks>>,
+    audit_sink: Option<Arc<dyn AuditSink>>,
+}
+
+impl fmt::Debug for ToolgateBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolgateBuilder")
+            .field("handle", &self.handle)
+            .field("channel", &self.channel)
+            .field("hooks", &self.hooks.is_some())
+            .field("audit_sink", &self.audit_sink)
+            .finish()
+    }
+}
+
+impl ToolgateBuilder {
+    /// The handle every part decides by (for `expose`, reloads and policy updates).
+    pub fn handle(&self) -> &GovernanceHandle {
+        &self.handle
+    }
+
+    /// Routes asks to `channel`. Its kind must be the configuration's `approval.channel`.
+    pub fn channel(self, channel: impl ApprovalChannel) -> Self {
+        self.shared_channel(Arc::new(channel))
+    }
+
+    /// As [`ToolgateBuilder::channel`], for a channel already shared (an inbox channel that
+    /// is also used to resume held calls, for instance).
+    pub fn shared_channel(mut self, channel: Arc<dyn ApprovalChannel>) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Hooks every call that passes the checks (R32).
+    pub fn hooks(mut self, hooks: impl ToolHooks) -> Self {
+        self.hooks = Some(Arc::new(hooks));
+        self
+    }
+
+    /// Writes audit records to `sink`, with the configuration's `audit` settings (failure
+    /// mode, content fields). The configuration must then name no `audit.file`: one trail,
+    /// named in one place.
+    pub fn audit_sink(self, sink: impl AuditSink) -> Self {
+        self.shared_audit_sink(Arc::new(sink))
+    }
+
+    /// As [`ToolgateBuilder::audit_sink`], for a sink already shared.
+    pub fn shared_audit_sink(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit_sink = Some(sink);
+        self
+    }
+
+    /// Assembles the layer, applying every section of the configuration.
+    ///
+    /// # Errors
+    ///
+    /// Every problem, each named by its configuration path:
+    /// - `approval.channel`: the configuration routes asks to `interactive` or `inbox` and
+    ///   no channel was given, or the given channel is of another kind;
+    /// - `audit.file`: the file cannot be opened (its chain cannot be continued), or a sink
+    ///   was also given in code;
+    /// - `redaction.…`: a rule the redactor cannot compile.
+    pub fn build(self) -> Result<ToolgateLayer, ConfigErrors> {
+        let governance = self.handle.load();
+        let mut errors = ConfigErrors::default();
+
+        let configured = governance.settings().channel;
+        match (configured, &self.channel) {
+            (ChannelKind::Interactive | ChannelKind::Inbox, None) => errors.push(
+                "approval.channel",
+                format!(
+                    "the configuration routes asks to the `{}` channel but the stack was given no approval channel",
+                    configured.as_str()
+                ),
+            ),
+            (_, Some(channel)) if channel.kind() != configured => errors.push(
+                "approval.channel",
+                format!(
+                    "the configuration names the `{}` channel but the stack was given an `{}` channel",
+                    configured.as_str(),
+                    channel.kind().as_str()
+                ),
+            ),
+            _ => {}
+        }
+
+        let settings = governance.redaction_settings();
+        let redactor = match RedactorBuilder::from_settings(settings)
+            .regex_size_limit(governance.settings().limits.regex_size_limit)
+            .build()
+        {
+            Ok(r) => Some(r),
+            Err(e) => {
+                errors.errors.extend(e.errors);
+                None
+            }
+        };
+
+        let audit_settings = governance.audit_settings();
+        let sink: Option<Arc<dyn AuditSink>> = match (&audit_settings.file, self.audit_sink) {
+            (Some(file), Some(_)) => {
+                errors.push(
+                    "audit.file",
+                    format!(
+                        "the configuration writes the audit trail to `{file}` and the stack was also given an audit sink in code; keep one"
+                    ),
+                );
+                None
+            }
+            (Some(file), None) => match JsonlFileSink::open(file, audit_settings.flush) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    errors.push("audit.file", e.0);
+                    None
+                }
+            },
+            (None, given) => given,
+        };
+
+        let Some(redactor) = redactor.filter(|_| errors.is_empty()) else {
+            return Err(errors);
+        };
+        let audit = sink.map(|sink| {
+            AuditLayer::shared(sink)
+                .settings(audit_settings)
+                .governance(self.handle.clone())
+                .redactor(redactor.clone())
+        });
+        let scrub = settings
+            .scrub_output
+            .then(|| ScrubOutputLayer::new(redactor.clone()));
+        let mut gate = ApprovalGateLayer::new(self.handle.clone());
+        if let Some(channel) = self.channel {
+            gate = gate.shared_channel(channel);
+        }
+        if let Some(hooks) = self.hooks {
+            gate = gate.shared_hooks(hooks);
+        }
+        Ok(ToolgateLayer {
+            parts: Parts {
+                handle: self.handle,
+                redactor,
+                audit,
+                gate,
+                scrub,
+            },
+            before_gate: Identity::new(),
+            outside: Identity::new(),
+        })
+    }
+}
+
+/// What every service a [`ToolgateLayer`] makes shares.
+#[derive(Clone)]
+struct Parts {
+    handle: GovernanceHandle,
+    redactor: Redactor,
+    audit: Option<AuditLayer>,
+    gate: ApprovalGateLayer,
+    scrub: Option<ScrubOutputLayer>,
+}
+
+/// The whole governed stack as one layer, in the only safe order (see the
+/// [module docs](self)): audit → exposure → confidentiality → air gap → approval gate →
+/// scrub → the tool, with every section of the configuration applied.
+///
+/// Built with [`ToolgateLayer::builder`] or [`ToolgateLayer::from_path`]. Two generic
+/// slots take the layers other crates bring, in their place:
+/// - `L`, [`before_gate`](ToolgateLayer::before_gate): between the air gap and the gate,
+///   for a check that refuses before anybody is asked — `toolgate_mcp::SchemaValidationLayer`;
+/// - `O`, [`wrap_outside`](ToolgateLayer::wrap_outside): outside audit, for an observer
+///   that must see every call — `toolgate_otel`'s span (its `ToolgateLayerExt` puts it
+///   there with this stack's redactor).
+#[must_use]
+pub struct ToolgateLayer<L = Identity, O = Identity> {
+    parts: Parts,
+    before_gate: L,
+    outside: O,
+}
+
+impl<L: Clone, O: Clone> Clone for ToolgateLayer<L, O> {
+    fn clone(&self) -> Self {
+        Self {
+            parts: self.parts.clone(),
+            before_gate: self.before_gate.clone(),
+            outside: self.outside.clone(),
+        }
+    }
+}
+
+impl<L, O> fmt::Debug for ToolgateLayer<L, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolgateLayer")
+            .field("handle", &self.parts.handle)
+            .field("audit", &self.parts.audit)
+            .field("gate", &self.parts.gate)
+            .field("scrub", &self.parts.scrub.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolgateLayer {
+    /// Starts a composite deciding by the snapshots in `handle`.
+    pub fn builder(handle: GovernanceHandle) -> ToolgateBuilder {
+        ToolgateBuilder {
+            handle,
+            channel: None,
+            hooks: None,
+            audit_sink: None,
+        }
+    }
+
+    /// Loads the configuration file at `path` (JSON, TOML, or YAML with the `yaml`
+    /// feature) into a new handle and starts a composite over it.
+    ///
+    /// # Errors
+    ///
+    /// Every configuration error, each with its path.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<ToolgateBuilder, ConfigErrors> {
+        let governance = load_path(path.as_ref())?;
+        Ok(Self::builder(GovernanceHandle::new(governance)))
+    }
+}
+
+impl<L, O> ToolgateLayer<L, O> {
+    /// The handle every part decides by.
+    pub fn handle(&self) -> &GovernanceHandle {
+        &self.parts.handle
+    }
+
+    /// The one redactor built from the configuration's `redaction` section, used by the
+    /// audit layer and the scrub layer (and by `toolgate_otel`'s span when added through
+    /// its `ToolgateLayerExt`).
+    pub fn redactor(&self) -> &Redactor {
+        &self.parts.redactor
+    }
+
+    /// Whether the stack records an audit trail (an `audit.file` or a sink given in code).
+    pub fn audits(&self) -> bool {
+        self.parts.audit.is_some()
+    }
+
+    /// Whether the stack scrubs what the model receives (`redaction.scrub_output`).
+    pub fn scrubs_output(&self) -> bool {
+        self.parts.scrub.is_some()
+    }
+
+    /// Adds `layer` between the air gap and the approval gate (slot 6), inside any added
+    /// before: a check that refuses before anybody is asked, such as
+    /// `toolgate_mcp::SchemaValidationLayer`. Whatever it refuses is audited and never
+    /// reaches the gate or the tool.
+    pub fn before_gate<L2>(self, layer: L2) -> ToolgateLayer<Stack<L2, L>, O> {
+        ToolgateLayer {
+            parts: self.parts,
+            before_gate: Stack::new(layer, self.before_gate),
+            outside: self.outside,
+        }
+    }
+
+    /// Adds `layer` outside the whole stack (slot 1), outside any added before: an observer
+    /// that must see every call, refused ones included. It sees calls before they are
+    /// decided and content before audit redacts it, so it must redact what it records
+    /// itself — use [`ToolgateLayer::redactor`].
+    pub fn wrap_outside<O2>(self, layer: O2) -> ToolgateLayer<L, Stack<O, O2>> {
+        ToolgateLayer {
+            parts: self.parts,
+            before_gate: self.before_gate,
+            outside: Stack::new(self.outside, layer),
+        }
+    }
+}
+
+impl<S, L, O> Layer<S> for ToolgateLayer<L, O>
+where
+    L: Layer<Gated<S>>,
+    O: Layer<Toolgate<S, L>>,
+{
+    type Service = O::Service;
+
+    fn layer(&self, tool: S) -> Self::Service {
+        let p = &self.parts;
+        let gated = p.gate.layer(option_layer(p.scrub.clone()).layer(tool));
+        let deciding =
+            ExposureLayer::new(p.handle.clone())
+                .layer(ConfidentialityLayer::new(p.handle.clone()).layer(
+                    AirGapLayer::new(p.handle.clone()).layer(self.before_gate.layer(gated)),
+                ));
+        let inner = option_layer(p.audit.clone()).layer(deciding);
+        self.outside.layer(Toolgate { inner })
+    }
+}
+
+/// The service of [`ToolgateLayer`]: the whole governed stack around the tool `S`.
+pub struct Toolgate<S, L = Identity>
+where
+    L: Layer<Gated<S>>,
+{
+    inner: Assembled<S, L>,
+}
+
+impl<S, L> Clone for Toolgate<S, L>
+where
+    L: Layer<Gated<S>>,
+    Assembled<S, L>: Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S, L> fmt::Debug for Toolgate<S, L>
+where
+    L: Layer<Gated<S>>,
+    Assembled<S, L>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Toolgate")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<S, L> Toolgate<S, L>
+where
+    L: Layer<Gated<S>>,
+{
+    /// The assembled parts, outermost first.
+    pub fn get_ref(&self) -> &Assembled<S, L> {
+        &self.inner
+    }
+
+    /// The assembled parts, mutably.
+    pub fn get_mut(&mut self) -> &mut Assembled<S, L> {
+        &mut self.inner
+    }
+
+    /// Consumes the service, returning the assembled parts.
+    pub fn into_inner(self) -> Assembled<S, L> {
+        self.inner
+    }
+}
+
+impl<S, L> Service<ToolCall> for Toolgate<S, L>
+where
+    L: Layer<Gated<S>>,
+    Assembled<S, L>: Service<ToolCall, Response = ToolResponse>,
+{
+    type Response = ToolResponse;
+    type Error = <Assembled<S, L> as Service<ToolCall>>::Error;
+    type Future = <Assembled<S, L> as Service<ToolCall>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        self.inner.call(call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::{Value, json};
+    use toolgate_core::{AgentRef, Check, RefusalCode, ToolOutput};
+    use toolgate_engine::config::{Format, load_str};
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+    use crate::approval::{ApprovalOutcome, FnChannel, Hooks};
+    use crate::audit::MemorySink;
+    use crate::filter::FilterCheck;
+
+    const SSN: &str = "078-05-1120";
+
+    fn handle(extra: &str) -> GovernanceHandle {
+        let config = format!(
+            r#"{{ {extra}
+                "air_gapped": true,
+                "tools": [{{"kind": "http", "name": "lookup"}},
+                          {{"kind": "http", "name": "refund", "approval": "require_approval"}},
+                          {{"kind": "http", "name": "fetch", "network": "egress"}}],
+                "agents": [{{"name": "dev", "allowed_tools": ["lookup", "refund", "fetch"]}}] }}"#
+        );
+        GovernanceHandle::new(load_str(&config, Format::Json).unwrap())
+    }
+
+    fn approver() -> FnChannel<impl Fn(&crate::approval::ApprovalRequest) -> ApprovalOutcome> {
+        FnChannel::new(ChannelKind::Interactive, |_r| ApprovalOutcome::Approved {
+            approver: "alice".into(),
+        })
+    }
+
+    /// A tool that answers with the SSN it was given, and counts its calls.
+    fn tool(
+        hits: Arc<AtomicUsize>,
+    ) -> impl Service<
+        ToolCall,
+        Response = ToolResponse,
+        Error = Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+    + Send
+    + 'static {
+        service_fn(move |c: ToolCall| {
+            hits.fetch_add(1, Ordering::SeqCst);
+            async move {
+                Ok::<_, Infallible>(ToolResponse::Completed(ToolOutput::new(json!({
+                    "customer": "Ada", "ssn": SSN, "echo": c.input,
+                }))))
+            }
+        })
+    }
+
+    fn paths(e: &ConfigErrors) -> Vec<&str> {
+        e.errors.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn r33_the_redaction_section_reaches_the_audit_file_and_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("audit.jsonl");
+        let extra = format!(
+            r#""redaction": {{"keys": ["ssn"], "scrub_output": true}},
+               "audit": {{"file": {}, "include_input": true, "include_output": true}},"#,
+            Value::from(file.to_str().unwrap())
+        );
+        let governed = ToolgateLayer::builder(handle(&extra)).build().unwrap();
+        assert!(governed.audits() && governed.scrubs_output());
+        let hits = Arc::new(AtomicUsize::new(0));
+        let stack = ServiceBuilder::new()
+            .layer(governed)
+            .service(tool(Arc::clone(&hits)));
+        let dev = AgentRef::profile("dev");
+        let out = stack
+            .clone()
+            .oneshot(ToolCall::new(dev.clone(), "lookup", json!({"ssn": SSN})))
+            .await
+            .unwrap();
+        let ToolResponse::Completed(out) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(out.content["customer"], "Ada");
+        assert!(!out.content.to_string().contains(SSN), "{}", out.content);
+        // A refused call is audited too: audit is outside exposure.
+        let refused = stack
+            .oneshot(ToolCall::new(dev, "nope", json!({"ssn": SSN})))
+            .await
+            .unwrap();
+        assert_eq!(refused.refusal().unwrap().code, RefusalCode::UnknownTool);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains(r#""refusal":"unknown_tool""#), "{text}");
+        assert!(text.contains(r#""output""#) && text.contains(r#""input""#));
+        assert!(!text.contains(SSN), "{text}");
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn r33_without_scrub_output_the_model_gets_the_tool_output() {
+        let governed = ToolgateLayer::builder(handle(r#""redaction": {"keys": ["ssn"]},"#))
+            .build()
+            .unwrap();
+        assert!(!governed.audits() && !governed.scrubs_output());
+        let out = ServiceBuilder::new()
+            .layer(governed)
+            .service(tool(Arc::default()))
+            .oneshot(ToolCall::new(AgentRef::profile("dev"), "lookup", json!({})))
+            .await
+            .unwrap();
+        let ToolResponse::Completed(out) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(out.content["ssn"], SSN);
+    }
+
+    #[test]
+    fn r26_a_missing_or_wrong_channel_is_a_build_error_at_approval_channel() {
+        let interactive = r#""approval": {"channel": "interactive"},"#;
+        let e = ToolgateLayer::builder(handle(interactive))
+            .build()
+            .unwrap_err();
+        assert_eq!(paths(&e), ["approval.channel"]);
+        assert!(e.to_string().contains("no approval channel"), "{e}");
+
+        let inbox = r#""approval": {"channel": "inbox"},"#;
+        let e = ToolgateLayer::builder(handle(inbox))
+            .channel(approver())
+            .build()
+            .unwrap_err();
+        assert_eq!(paths(&e), ["approval.channel"]);
+        assert!(
+            e.to_string().contains("`inbox`") && e.to_string().contains("`interactive`"),
+            "{e}"
+        );
+
+        // A channel nobody would ever be routed to is a mistake too.
+        let e = ToolgateLayer::builder(handle(""))
+            .channel(approver())
+            .build()
+            .unwrap_err();
+        assert_eq!(paths(&e), ["approval.channel"]);
+
+        assert!(
+            ToolgateLayer::builder(handle(interactive))
+                .channel(approver())
+                .build()
+                .is_ok()
+        );
+        assert!(ToolgateLayer::builder(handle("")).build().is_ok());
+    }
+
+    #[test]
+    fn r33_an_audit_file_and_a_sink_in_code_is_a_build_error_at_audit_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.jsonl");
+        let extra = format!(
+            r#""audit": {{"file": {}}},"#,
+            Value::from(file.to_str().unwrap())
+        );
+        let e = ToolgateLayer::builder(handle(&extra))
+            .audit_sink(MemorySink::new())
+            .build()
+            .unwrap_err();
+        assert_eq!(paths(&e), ["audit.file"]);
+        // An audit file that cannot be opened is an error, never a missing trail.
+        let missing = dir.path().join("no/such/dir/a.jsonl");
+        let extra = format!(
+            r#""audit": {{"file": {}}},"#,
+            Value::from(missing.to_str().unwrap())
+        );
+        let e = ToolgateLayer::builder(handle(&extra)).build().unwrap_err();
+        assert_eq!(paths(&e), ["audit.file"]);
+    }
+
+    #[test]
+    fn from_path_loads_the_file_and_names_its_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.json");
+        std::fs::write(&path, r#"{"approval": {"channel": "interactive"}}"#).unwrap();
+        let e = ToolgateLayer::from_path(&path)
+            .unwrap()
+            .build()
+            .unwrap_err();
+        assert_eq!(paths(&e), ["approval.channel"]);
+        std::fs::write(&path, r#"{"approval": {"channel": "pigeon"}}"#).unwrap();
+        let e = ToolgateLayer::from_path(&path).unwrap_err();
+        assert_eq!(paths(&e), ["approval.channel"]);
+    }
+
+    /// A check in slot 6 that refuses inputs carrying `"bad"`, counting what it sees.
+    #[derive(Clone)]
+    struct Probe;
+
+    impl<S> Layer<S> for Probe {
+        type Service = crate::filter::Filter<S, ProbeCheck>;
+        fn layer(&self, inner: S) -> Self::Service {
+            crate::filter::FilterLayer::<ProbeCheck>::new(GovernanceHandle::new(
+                toolgate_engine::Governance::builder().build().unwrap(),
+            ))
+            .layer(inner)
+        }
+    }
+
+    struct ProbeCheck;
+    static PROBED: AtomicUsize = AtomicUsize::new(0);
+
+    impl FilterCheck for ProbeCheck {
+        const NAME: &'static str = "Probe";
+        fn check(
+            _g: &toolgate_engine::Governance,
+            call: &ToolCall,
+        ) -> Result<(), toolgate_core::Refusal> {
+            PROBED.fetch_add(1, Ordering::SeqCst);
+            if call.input.get("bad").is_some() {
+                return Err(toolgate_core::Refusal::new(
+                    RefusalCode::InvalidInput,
+                    Check::InputBounds,
+                    "probe",
+                ));
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn r14_before_gate_sits_after_the_filters_and_before_anybody_is_asked() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let a = Arc::clone(&asked);
+        let channel = FnChannel::new(ChannelKind::Interactive, move |_r| {
+            a.fetch_add(1, Ordering::SeqCst);
+            ApprovalOutcome::Approved {
+                approver: "alice".into(),
+            }
+        });
+        let sink = Arc::new(MemorySink::new());
+        let governed = ToolgateLayer::builder(handle(r#""approval": {"channel": "interactive"},"#))
+            .channel(channel)
+            .shared_audit_sink(sink.clone())
+            .hooks(Hooks::new())
+            .build()
+            .unwrap()
+            .before_gate(Probe);
+        let hits = Arc::new(AtomicUsize::new(0));
+        let stack = ServiceBuilder::new()
+            .layer(governed)
+            .service(tool(Arc::clone(&hits)));
+        let dev = AgentRef::profile("dev");
+        let call = |tool: &str, input: Value| ToolCall::new(dev.clone(), tool, input);
+        let before = PROBED.load(Ordering::SeqCst);
+        // The air gap refuses `fetch` before the probe sees it.
+        let r = stack
+            .clone()
+            .oneshot(call("fetch", json!({})))
+            .await
+            .unwrap();
+        assert_eq!(r.refusal().unwrap().code, RefusalCode::AirGapped);
+        assert_eq!(PROBED.load(Ordering::SeqCst), before);
+        // The probe refuses before anybody is asked; the refusal is audited.
+        let r = stack
+            .clone()
+            .oneshot(call("refund", json!({"bad": 1})))
+            .await
+            .unwrap();
+        assert_eq!(r.refusal().unwrap().code, RefusalCode::InvalidInput);
+        assert_eq!(asked.load(Ordering::SeqCst), 0);
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+        // A good call is asked about once and runs.
+        let r = stack.oneshot(call("refund", json!({}))).await.unwrap();
+        assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        assert_eq!(sink.lines().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn wrap_outside_sees_every_call_outside_audit() {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = Arc::clone(&seen);
+        let sink = Arc::new(MemorySink::new());
+        let governed = ToolgateLayer::builder(handle(""))
+            .shared_audit_sink(sink.clone())
+            .build()
+            .unwrap()
+            .wrap_outside(tower::layer::layer_fn(move |inner| {
+                let s = Arc::clone(&s);
+                tower::util::MapRequest::new(inner, move |c: ToolCall| {
+                    // Outside audit: no decision sink has been put in the call yet.
+                    assert!(c.extensions.get::<toolgate_core::DecisionSink>().is_none());
+                    s.fetch_add(1, Ordering::SeqCst);
+                    c
+                })
+            }));
+        let stack = ServiceBuilder::new()
+            .layer(governed)
+            .service(tool(Arc::default()));
+        let dev = AgentRef::profile("dev");
+        for name in ["lookup", "fetch", "nope"] {
+            stack
+                .clone()
+                .oneshot(ToolCall::new(dev.clone(), name, json!({})))
+                .await
+                .unwrap();
+        }
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
+        assert_eq!(sink.lines().len(), 3);
+    }
+}
