@@ -25,6 +25,12 @@
 //!   exactly one list, unknown allowed names in neither, both lists sorted, and search
 //!   draws from the exposed list only.
 //!
+//! - (iv) [`r14_r33_the_composite_decides_as_the_hand_built_stack`]: the composite
+//!   ([`ToolgateLayer`]) and a stack built by hand in the documented order (audit →
+//!   exposure → confidentiality → air gap → approval gate → scrub → the tool), over the
+//!   same configuration with a `redaction` section, give the same response, send the same
+//!   inputs, ask the same questions and write the same audit records.
+//!
 //! Case counts: [`DEFAULT_CASES`] per property, or `TOOLGATE_PROPTEST_CASES` when set.
 
 use std::collections::BTreeSet;
@@ -36,6 +42,7 @@ use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
+use toolgate::audit::{AuditLayer, MemorySink};
 use toolgate::core::names::{http_name, mcp_name, toolset_name};
 use toolgate::core::{
     AgentRef, ChannelKind, Check, RefusalCode, RunContext, RunMode, ToolCall, ToolIdentity,
@@ -43,7 +50,9 @@ use toolgate::core::{
 };
 use toolgate::engine::config::{Format, load_str};
 use toolgate::engine::{CallInput, CallView, Governance, PolicyState};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate::redact::RedactorBuilder;
+use toolgate::scrub::ScrubOutputLayer;
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 /// Cases per property when `TOOLGATE_PROPTEST_CASES` is not set: a few seconds in debug.
@@ -1101,6 +1110,153 @@ fn check_partition(spec: &ConfigSpec) -> Result<(), TestCaseError> {
 }
 
 // ---------------------------------------------------------------------------------------
+// (iv) The composite decides as the hand-built stack in the documented order
+// ---------------------------------------------------------------------------------------
+
+const SSN: &str = "078-05-1120";
+
+/// What one trip through a stack did, audit records included (without the fields that
+/// differ between two runs of the same call: time, duration, call and interaction ids,
+/// chain links).
+#[derive(Debug, PartialEq)]
+struct FullTrip {
+    response: ToolResponse,
+    sent: Vec<Value>,
+    questions: Vec<Vec<String>>,
+    records: Vec<Value>,
+}
+
+type Boxed = tower::util::BoxCloneService<ToolCall, ToolResponse, Infallible>;
+
+/// One stack and what it saw, drained after each call.
+struct Recorded {
+    stack: Boxed,
+    sent: Arc<Mutex<Vec<Value>>>,
+    questions: Arc<Mutex<Vec<Vec<String>>>>,
+    sink: Arc<MemorySink>,
+    seen: usize,
+}
+
+impl Recorded {
+    fn new(gov: &Governance, kind: ChannelKind, composite: bool) -> Self {
+        let handle = GovernanceHandle::new(gov.clone());
+        let questions: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let q = Arc::clone(&questions);
+        let channel = FnChannel::new(kind, move |req| {
+            q.lock().unwrap().push(req.reasons());
+            ApprovalOutcome::Approved {
+                approver: String::from("prop"),
+            }
+        });
+        let sent: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let s = Arc::clone(&sent);
+        let tool = service_fn(move |c: ToolCall| {
+            let s = Arc::clone(&s);
+            async move {
+                s.lock().unwrap().push(c.input.clone());
+                Ok::<_, Infallible>(ToolResponse::Completed(ToolOutput::new(
+                    json!({"ran": c.input, "ssn": SSN}),
+                )))
+            }
+        });
+        let sink = Arc::new(MemorySink::new());
+        let stack = if composite {
+            let governed = ToolgateLayer::builder(handle)
+                .channel(channel)
+                .shared_audit_sink(sink.clone())
+                .build()
+                .expect("the channel is of the configured kind");
+            Boxed::new(ServiceBuilder::new().layer(governed).service(tool))
+        } else {
+            let redactor = RedactorBuilder::from_settings(gov.redaction_settings())
+                .build()
+                .unwrap();
+            Boxed::new(
+                ServiceBuilder::new()
+                    .layer(
+                        AuditLayer::shared(sink.clone())
+                            .settings(gov.audit_settings())
+                            .governance(handle.clone())
+                            .redactor(redactor.clone()),
+                    )
+                    .layer(ExposureLayer::new(handle.clone()))
+                    .layer(ConfidentialityLayer::new(handle.clone()))
+                    .layer(AirGapLayer::new(handle.clone()))
+                    .layer(ApprovalGateLayer::new(handle).channel(channel))
+                    .layer(ScrubOutputLayer::new(redactor))
+                    .service(tool),
+            )
+        };
+        Self {
+            stack,
+            sent,
+            questions,
+            sink,
+            seen: 0,
+        }
+    }
+
+    fn trip(&mut self, rt: &tokio::runtime::Runtime, call: &Call) -> FullTrip {
+        let response = rt
+            .block_on(self.stack.clone().oneshot(call.to_tool_call()))
+            .unwrap_or_else(|e: Infallible| match e {});
+        let lines = self.sink.lines();
+        let records = lines
+            .get(self.seen..)
+            .unwrap_or_default()
+            .iter()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                let o = v.as_object_mut().unwrap();
+                for k in ["time", "duration_ms", "call_id", "seq", "prev", "hash"] {
+                    o.remove(k);
+                }
+                if let Some(a) = o.get_mut("approval").and_then(Value::as_object_mut) {
+                    a.remove("interaction_id");
+                }
+                v
+            })
+            .collect();
+        self.seen = lines.len();
+        FullTrip {
+            response,
+            sent: std::mem::take(&mut *self.sent.lock().unwrap()),
+            questions: std::mem::take(&mut *self.questions.lock().unwrap()),
+            records,
+        }
+    }
+}
+
+fn check_composite_agrees(
+    rt: &tokio::runtime::Runtime,
+    spec: &ConfigSpec,
+    calls: &[CallSpec],
+) -> Result<(), TestCaseError> {
+    let mut config = spec.to_json();
+    config["redaction"] = json!({"keys": ["ssn"], "scrub_output": true});
+    config["audit"] = json!({"include_input": true, "include_output": true});
+    let mut gov = load_str(&config.to_string(), Format::Json)
+        .map_err(|e| TestCaseError::fail(format!("does not load: {e}\n{config:#}")))?;
+    if spec.unreadable {
+        gov = gov
+            .with_policy(PolicyState::Unreadable(String::from("unreadable")))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+    let kind = spec.channel();
+    let mut composite = Recorded::new(&gov, kind, true);
+    let mut by_hand = Recorded::new(&gov, kind, false);
+    for c in calls {
+        let call = Call::resolve(c, spec);
+        let a = composite.trip(rt, &call);
+        let b = by_hand.trip(rt, &call);
+        prop_assert_eq!(&a, &b, "call {:?}", call);
+        prop_assert_eq!(a.records.len(), 1, "one record per call");
+        prop_assert!(!format!("{a:?}").contains(SSN), "the SSN escaped: {:?}", a);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
 // The properties
 // ---------------------------------------------------------------------------------------
 
@@ -1124,6 +1280,14 @@ proptest! {
     #[test]
     fn r13_exposed_and_omitted_partition_the_catalog(spec in config_spec()) {
         check_partition(&spec)?;
+    }
+
+    /// (iv) R14, R33: the composite decides, asks, sends and records as the hand-built
+    /// stack in the documented order.
+    #[test]
+    fn r14_r33_the_composite_decides_as_the_hand_built_stack((spec, calls) in case()) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        check_composite_agrees(&rt, &spec, &calls)?;
     }
 }
 
