@@ -23,15 +23,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::approval::{
-    ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, BoxFuture,
-    TerminalChannel,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, TerminalChannel,
 };
-use toolgate::audit::{AuditLayer, JsonlFileSink, verify_chain};
+use toolgate::audit::verify_chain;
 use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{self, Format};
-use toolgate::engine::observe::FlushPolicy;
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
-use toolgate_otel::ToolSpanLayer;
+use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_otel::ToolgateLayerExt;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = include_str!("demo.json");
@@ -83,7 +81,8 @@ async fn run_tool(call: ToolCall) -> Result<ToolResponse, std::convert::Infallib
     let content = match name.as_str() {
         "notes__read" => json!("Note 7: customer 42 prefers email."),
         "kb__search" => json!(["How refunds work", "Refund limits"]),
-        "refund_order" => json!(format!("refunded {}", call.input["amount"])),
+        // `redaction.keys` names `card` and `scrub_output` is on: the model never sees it.
+        "refund_order" => json!({"refunded": call.input["amount"], "card": "4111 1111 1111 1111"}),
         "web__lookup" => json!({"customer": 42, "tier": "gold"}),
         other => json!(format!("{other} ran")),
     };
@@ -137,13 +136,12 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
 
     // Spans: the OpenTelemetry SDK with the stdout exporter (and OTLP with `--features otlp`).
     let provider = tracer_provider()?;
-    // Audit: a fresh hash-chained JSON Lines file.
+    // Audit: the configuration's `audit.file`, started fresh for the demo.
     let audit_path = std::path::Path::new("target/demo/audit.jsonl");
     if let Some(dir) = audit_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let _ = std::fs::remove_file(audit_path);
-    let audit = JsonlFileSink::open(audit_path, FlushPolicy::EveryRecord)?;
     let channel: Arc<dyn ApprovalChannel> = if std::io::stdin().is_terminal() {
         println!("\n(standard input is a terminal: asked calls are put to you)");
         Arc::new(TerminalChannel::new("you", Duration::from_secs(120)))
@@ -151,13 +149,14 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
         println!("\n(standard input is not a terminal: a scripted approver answers)");
         Arc::new(ScriptedApprover)
     };
+    // The whole stack in the security order, every section of the configuration applied:
+    // span → audit → exposure → confidentiality → air gap → approval gate → scrub → tool.
+    let governed = ToolgateLayer::builder(handle)
+        .shared_channel(channel)
+        .build()?
+        .tracer_provider(&provider);
     let stack = ServiceBuilder::new()
-        .layer(ToolSpanLayer::new(&provider).with_governance(handle.clone()))
-        .layer(AuditLayer::new(audit).governance(handle.clone()))
-        .layer(ExposureLayer::new(handle.clone()))
-        .layer(ConfidentialityLayer::new(handle.clone()))
-        .layer(AirGapLayer::new(handle.clone()))
-        .layer(ApprovalGateLayer::new(handle.clone()).shared_channel(channel))
+        .layer(governed)
         .service(service_fn(run_tool));
 
     let agent = AgentRef::profile("support");
@@ -175,7 +174,7 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
         (
             "refund_order",
             json!({"amount": 50, "order": "A-1"}),
-            "needs approval: asked once, approved",
+            "needs approval: asked once, approved; the card number is scrubbed",
         ),
         (
             "refund_order",
@@ -253,18 +252,21 @@ fn inbox_stack(
     tower::util::BoxCloneService<ToolCall, ToolResponse, std::convert::Infallible>,
     Box<dyn std::error::Error>,
 > {
-    let handle = GovernanceHandle::new(config::load_str(INBOX_CONFIG, Format::Json)?);
-    let stack = ServiceBuilder::new()
-        .layer(ExposureLayer::new(handle.clone()))
-        .layer(ConfidentialityLayer::new(handle.clone()))
-        .layer(AirGapLayer::new(handle.clone()))
-        .layer(ApprovalGateLayer::new(handle).channel(inbox.channel()))
-        .service(service_fn(|call: ToolCall| async move {
-            println!("    (the tool runs: refund_order {})", call.input);
-            Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
-                format!("refunded order {}", call.input["order"])
-            ))))
-        }));
+    let governed = ToolgateLayer::builder(GovernanceHandle::new(config::load_str(
+        INBOX_CONFIG,
+        Format::Json,
+    )?))
+    .channel(inbox.channel())
+    .build()?;
+    let stack =
+        ServiceBuilder::new()
+            .layer(governed)
+            .service(service_fn(|call: ToolCall| async move {
+                println!("    (the tool runs: refund_order {})", call.input);
+                Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
+                    format!("refunded order {}", call.input["order"])
+                ))))
+            }));
     Ok(tower::util::BoxCloneService::new(stack))
 }
 
