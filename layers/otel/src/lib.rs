@@ -66,16 +66,21 @@
 //! ## Ordering
 //!
 //! Outermost first. The span must see every call, including those the filters refuse, so
-//! it goes in front of everything; what it puts on a span it redacts itself, so it does not
-//! depend on a redaction layer further in.
+//! it goes in front of everything — audit included; what it puts on a span it redacts
+//! itself, so it does not depend on a redaction layer further in. With the composite,
+//! [`ToolgateLayerExt::spans`] puts it in slot 1 with the stack's one redactor:
 //!
 //! ```text
-//!  ┌ tool span (this crate) ──────────────────────────────────────────┐
-//!  │ ┌ exposure ─────────────────────────────────────────────────────┐ │
-//!  │ │ ┌ confidentiality ─────────────────────────────────────────┐  │ │
-//!  │ │ │ ┌ air gap ─────────────────────────────────────────────┐  │  │ │
-//!  │ │ │ │ ┌ approval gate: records its decision in the sink ─┐  │  │  │ │
-//!  │ │ │ │ │                  the tool                        │  │  │  │ │
+//!  call ──► outermost first                                                     SPEC
+//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
+//!   2 audit            one record per call, refused ones too, redacted            R33
+//!   3 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
+//!   4 confidentiality  confidential work keeps to confidential tools              R7
+//!   5 air gap          no egress on an air-gapped host                            R8
+//!   6 before_gate      optional: e.g. MCP input-schema validation                 R36
+//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
+//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
+//!   9 the tool
 //! ```
 //!
 //! The span is the current OpenTelemetry context while the inner layers are called and

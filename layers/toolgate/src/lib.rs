@@ -9,32 +9,38 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use serde_json::json;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
-//! use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
-//! use toolgate::approval::ApprovalGateLayer;
-//! use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate::{GovernanceHandle, ToolgateLayer};
+//! use toolgate::approval::{ApprovalOutcome, FnChannel};
+//! use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 //! use toolgate::engine::config::{load_str, Format};
 //!
 //! let governance = load_str(r#"{
 //!     "air_gapped": true,
+//!     "approval": {"channel": "interactive"},
+//!     "redaction": {"keys": ["ssn"], "scrub_output": true},
 //!     "tools": [{"toolset": "notes", "name": "read", "read_only": true},
 //!               {"kind": "http", "name": "fetch", "network": "egress"}],
 //!     "agents": [{"name": "dev", "allowed_tools": ["notes__read", "fetch"]}]
 //! }"#, Format::Json).unwrap();
-//! let handle = GovernanceHandle::new(governance);
+//! let person = FnChannel::new(ChannelKind::Interactive, |_question| ApprovalOutcome::Approved { approver: "alice".into() });
 //!
-//! // Outermost first: exposure → confidentiality → air gap → approval gate → the tool.
+//! // The whole stack in the security order; a missing or wrong channel fails here.
+//! let governed = ToolgateLayer::builder(GovernanceHandle::new(governance))
+//!     .channel(person)
+//!     .build()
+//!     .unwrap();
 //! let stack = ServiceBuilder::new()
-//!     .layer(ExposureLayer::new(handle.clone()))
-//!     .layer(ConfidentialityLayer::new(handle.clone()))
-//!     .layer(AirGapLayer::new(handle.clone()))
-//!     .layer(ApprovalGateLayer::new(handle.clone()))
+//!     .layer(governed)
 //!     .service(service_fn(|call: ToolCall| async move {
-//!         Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(format!("ran {}", call.tool.display_name())))))
+//!         Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(
+//!             json!({"ran": call.tool.display_name(), "ssn": "078-05-1120"}))))
 //!     }));
 //!
 //! let dev = AgentRef::profile("dev");
 //! let ran = stack.clone().oneshot(ToolCall::new(dev.clone(), "notes__read", json!({}))).await.unwrap();
-//! assert!(matches!(ran, ToolResponse::Completed(_)));
+//! let ToolResponse::Completed(out) = ran else { panic!("{ran:?}") };
+//! assert_eq!(out.content["ran"], "notes__read");
+//! assert_ne!(out.content["ssn"], "078-05-1120"); // `redaction` applied to what the model gets
 //! let refused = stack.oneshot(ToolCall::new(dev, "fetch", json!({}))).await.unwrap();
 //! assert_eq!(refused.refusal().unwrap().code, RefusalCode::AirGapped);
 //! # }
@@ -42,24 +48,31 @@
 //!
 //! ## Ordering
 //!
-//! Layer order is a security property. Outermost first:
+//! Layer order is a security property. [`ToolgateLayer`] builds this order (see
+//! [`stack`]); the parts stay public for people who compose by hand, and a hand-built stack
+//! must follow it:
 //!
 //! ```text
-//!  ┌ tool span (OpenTelemetry) ─────────────────────────────────────────┐
-//!  │ ┌ exposure: unknown tool, input bounds (R36), allowed names ──────┐ │
-//!  │ │ ┌ confidentiality (R7) ────────────────────────────────────────┐│ │
-//!  │ │ │ ┌ air gap (R8) ────────────────────────────────────────────┐ ││ │
-//!  │ │ │ │ ┌ approval gate: mode, tenant policy, posture, hooks ───┐ │ ││ │
-//!  │ │ │ │ │ ┌ audit / redaction ─────────────────────────────────┐│ │ ││ │
-//!  │ │ │ │ │ │                 the tool                           ││ │ ││ │
+//!  call ──► outermost first                                                     SPEC
+//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
+//!   2 audit            one record per call, refused ones too, redacted            R33
+//!   3 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
+//!   4 confidentiality  confidential work keeps to confidential tools              R7
+//!   5 air gap          no egress on an air-gapped host                            R8
+//!   6 before_gate      optional: e.g. MCP input-schema validation                 R36
+//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
+//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
+//!   9 the tool
 //! ```
 //!
-//! Exposure comes before approval so that nobody is ever asked about a call that would be
-//! refused anyway; redaction comes before audit and spans so that no secret reaches a
-//! record. Every layer pins the call to one configuration snapshot ([`GovernanceHandle`]),
-//! so a policy replaced mid-call never splits a decision (R23). The approval gate runs every
-//! check again (R14, R38): it is safe on its own, and the filters in front of it only
-//! refuse earlier.
+//! Audit (and the span) come before every deciding layer so that refused calls are
+//! recorded too; exposure comes before approval so that nobody is ever asked about a call
+//! that would be refused anyway; every record and span is redacted by the one redactor
+//! the configuration's `redaction` section builds, and scrubbing sits right outside the
+//! tool so that every layer and the model see the scrubbed result. Every layer pins the
+//! call to one configuration snapshot ([`GovernanceHandle`]), so a policy replaced
+//! mid-call never splits a decision (R23). The approval gate runs every check again (R14,
+//! R38): it is safe on its own, and the filters in front of it only refuse earlier.
 //!
 //! ## Refusals are responses
 //!
