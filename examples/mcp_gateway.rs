@@ -18,14 +18,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::approval::{
-    ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, BoxFuture,
-    InteractiveChannel,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, InteractiveChannel,
 };
 use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolResponse};
+use toolgate::engine::observe::RedactionSettings;
 use toolgate::engine::{AgentProfile, Governance};
-use toolgate::redact::Redactor;
-use toolgate::scrub::ScrubOutputLayer;
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate::{GovernanceHandle, ToolgateLayer};
 use toolgate_mcp::drift_server::{DriftServer, Mode};
 use toolgate_mcp::{
     DriftTrigger, McpCallError, McpGateway, McpServerConfig, SchemaValidationLayer, ToolChange,
@@ -66,21 +64,21 @@ impl ApprovalChannel for ScriptedApprover {
 
 type Stack = BoxCloneService<ToolCall, ToolResponse, McpCallError>;
 
-/// The governed stack, outermost first.
+/// The governed stack: toolgate's composite (the configuration's redaction applied to what
+/// the model reads), schema validation in its input slot, over the MCP service.
 fn stack(
     handle: &GovernanceHandle,
     gateway: &McpGateway,
     channel: Arc<dyn ApprovalChannel>,
-) -> Stack {
-    ServiceBuilder::new()
-        .layer(SchemaValidationLayer::new(handle.clone()))
-        .layer(ExposureLayer::new(handle.clone()))
-        .layer(ConfidentialityLayer::new(handle.clone()))
-        .layer(AirGapLayer::new(handle.clone()))
-        .layer(ApprovalGateLayer::new(handle.clone()).shared_channel(channel))
-        .layer(ScrubOutputLayer::new(Redactor::default()))
+) -> Result<Stack, toolgate::engine::ConfigErrors> {
+    let governed = ToolgateLayer::builder(handle.clone())
+        .shared_channel(channel)
+        .build()?
+        .validate_input(SchemaValidationLayer::new(handle.clone()));
+    Ok(ServiceBuilder::new()
+        .layer(governed)
         .service(gateway.service())
-        .boxed_clone()
+        .boxed_clone())
 }
 
 fn servers_dir() -> PathBuf {
@@ -166,6 +164,10 @@ async fn demo(
         Governance::builder()
             .channel(ChannelKind::Interactive)
             .require_approval_for_non_read_only(true)
+            .redaction(RedactionSettings {
+                scrub_output: true,
+                ..RedactionSettings::default()
+            })
             .agent(AgentProfile::new("assistant").allow([
                 "fs__read_text_file",
                 "fs__list_directory",
@@ -247,7 +249,7 @@ async fn demo(
     }
 
     let approver: Arc<dyn ApprovalChannel> = Arc::new(ScriptedApprover);
-    let svc = stack(&handle, &gateway, approver);
+    let svc = stack(&handle, &gateway, approver)?;
     let assistant = AgentRef::profile("assistant");
     let path = |f: &str| sandbox.join(f).display().to_string();
 
@@ -290,7 +292,7 @@ async fn demo(
 
     println!("\n== drift: the server changes a tool while a call waits for approval ==");
     let (channel, mut questions) = InteractiveChannel::new(Duration::from_secs(30));
-    let waiting_svc = stack(&handle, &gateway, Arc::new(channel));
+    let waiting_svc = stack(&handle, &gateway, Arc::new(channel))?;
     let waiting = tokio::spawn(waiting_svc.clone().oneshot(ToolCall::new(
         assistant.clone(),
         "drift__lookup",

@@ -94,7 +94,8 @@ fn bench(c: &mut Criterion) {
             .await
             .unwrap_or_else(|e| panic!("gateway: {e}"))
     });
-    let service = gateway.service();
+    // The baseline: the bare MCP service, no gate in front (so no permit either).
+    let service = gateway.service().with_insecure_no_permit();
     let governed = ServiceBuilder::new()
         .layer(SchemaValidationLayer::new(handle.clone()))
         .layer(ExposureLayer::new(handle.clone()))

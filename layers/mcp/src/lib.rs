@@ -33,10 +33,9 @@
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use serde_json::json;
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use toolgate::approval::ApprovalGateLayer;
 //! use toolgate::core::{AgentRef, ToolCall};
 //! use toolgate::engine::{AgentProfile, Governance};
-//! use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+//! use toolgate::{GovernanceHandle, ToolgateLayer};
 //! use toolgate_mcp::{McpGateway, McpServerConfig, SchemaValidationLayer};
 //!
 //! let handle = GovernanceHandle::new(
@@ -58,13 +57,11 @@
 //!     println!("{} (wrapped: {})", tool.name, tool.wrapped);
 //! }
 //!
-//! let stack = ServiceBuilder::new()
-//!     .layer(SchemaValidationLayer::new(handle.clone()))
-//!     .layer(ExposureLayer::new(handle.clone()))
-//!     .layer(ConfidentialityLayer::new(handle.clone()))
-//!     .layer(AirGapLayer::new(handle.clone()))
-//!     .layer(ApprovalGateLayer::new(handle.clone()))
-//!     .service(gateway.service());
+//! // The whole stack (toolgate's composite), schema validation in its input slot.
+//! let governed = ToolgateLayer::builder(handle.clone())
+//!     .build()?
+//!     .validate_input(SchemaValidationLayer::new(handle.clone()));
+//! let stack = ServiceBuilder::new().layer(governed).service(gateway.service());
 //! let read = ToolCall::new(AgentRef::profile("dev"), "fs__read_text_file", json!({"path": "/srv/docs/a.txt"}));
 //! println!("{}", stack.oneshot(read).await?.model_text());
 //! # Ok(()) }
@@ -72,19 +69,30 @@
 //!
 //! ## Ordering
 //!
-//! Outermost first. Schema validation sits outside exposure so that the refusal codes
-//! come in SPEC order (`unknown_tool`, then `invalid_input`, then `not_allowed`, …) and
-//! nobody is asked to approve an input the tool would reject; it validates by the call's
-//! pinned snapshot, so it may also sit right outside the MCP service. Either way a call
-//! refused `invalid_input` never reaches the server.
+//! Outermost first, as `toolgate::ToolgateLayer` builds it. Schema validation goes in its
+//! `validate_input` slot, in front of exposure, so that the refusal codes come in SPEC
+//! order (`unknown_tool`, then `invalid_input`, then `not_allowed`, …) and nobody is asked
+//! to approve an input the tool would reject; it validates by the call's pinned snapshot,
+//! so it may also sit right outside the MCP service. Either way a call refused
+//! `invalid_input` never reaches the server.
 //!
 //! ```text
-//!  ┌ spans, audit ──────────────────────────────────────────────────────┐
-//!  │ ┌ SchemaValidationLayer: bounds, then the advertised inputSchema ─┐ │
-//!  │ │ ┌ exposure → confidentiality → air gap → approval gate ───────┐│ │
-//!  │ │ │ ┌ ScrubOutputLayer (redaction of what the model reads) ────┐││ │
-//!  │ │ │ │ McpToolService: listed? same definition as decided? send ││││ │
+//!  call ──► outermost first                                                     SPEC
+//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
+//!   2 audit            one record per call, refused ones too, redacted            R33
+//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
+//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
+//!   5 confidentiality  confidential work keeps to confidential tools              R7
+//!   6 air gap          no egress on an air-gapped host                            R8
+//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
+//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
+//!   9 the tool
 //! ```
+//!
+//! [`McpToolService`] sends only calls the approval gate passed (R38): each carries the
+//! gate's [`Permit`](toolgate::Permit), bound to the call, its input and the tool's
+//! definition; a call without one — a stack assembled without the gate — is refused and
+//! never sent.
 //!
 //! [`McpToolService`] checks on its own that the tool is listed now and that the
 //! definition the call was decided by (the pinned snapshot's record) is the one the

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::Value;
-use toolgate::Pinned;
+use toolgate::{Permit, Pinned};
 use toolgate_core::names::lower_key;
 use toolgate_core::{
     Check, Refusal, RefusalCode, ToolCall, ToolKind, ToolOutput, ToolRef, ToolResponse,
@@ -189,7 +189,12 @@ fn resolve<'s>(
 }
 
 /// Why a resolved call must not be sent, if it must not.
-fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Refusal> {
+fn check(
+    server: &ServerView,
+    listed: &Listed,
+    call: &ToolCall,
+    require_permit: bool,
+) -> Result<(), Refusal> {
     let rejected = |reason: String| Refusal::new(RefusalCode::Rejected, Check::Routing, reason);
     if let Some(why) = &server.stale {
         return Err(rejected(why.clone()));
@@ -200,30 +205,45 @@ fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Re
             listed.qualified
         )));
     }
-    // INVARIANT: a call is sent only under the definition it was decided by. When a
-    // governance layer pinned a snapshot, its record of this tool must be the definition
-    // the server lists now; a re-listed tool (a rug pull) is decided again first (R35).
-    if let Some(Pinned(governance)) = call.extensions.get::<Pinned>() {
-        let id = &listed.decl.identity;
-        let record = governance
-            .catalog()
-            .get_identity(id)
-            .and_then(|e| e.records.iter().find(|r| r.identity() == id));
-        match record {
-            None => {
-                return Err(unknown(format!(
-                    "the governance snapshot this call was decided by has no record of `{}`",
-                    listed.qualified
-                )));
-            }
-            Some(r) if r.decl != listed.decl => {
-                return Err(rejected(format!(
-                    "the definition of `{}` changed after the call was decided (its server listed it again); it will be decided again",
-                    listed.qualified
-                )));
-            }
-            Some(_) => {}
+    // INVARIANT (R38): a call is sent only with the approval gate's permit, minted for
+    // this call, this input and the definition the gate decided it for; a call that did
+    // not pass a gate (a stack assembled without one) is never sent.
+    let Some(Pinned(governance)) = call.extensions.get::<Pinned>() else {
+        if !require_permit {
+            return Ok(());
         }
+        return Err(rejected(format!(
+            "the call to `{}` carries no permit from an approval gate (no governance snapshot decided it), so it is not sent (R38: the tool side refuses what the gate did not pass)",
+            listed.qualified
+        )));
+    };
+    // INVARIANT: a call is sent only under the definition it was decided by: the pinned
+    // snapshot's record of this tool must be the definition the server lists now; a
+    // re-listed tool (a rug pull) is decided again first (R35).
+    let id = &listed.decl.identity;
+    let Some(entry) = governance.catalog().get_identity(id) else {
+        return Err(unknown(format!(
+            "the governance snapshot this call was decided by has no record of `{}`",
+            listed.qualified
+        )));
+    };
+    match entry.records.iter().find(|r| r.identity() == id) {
+        None => {
+            return Err(unknown(format!(
+                "the governance snapshot this call was decided by has no record of `{}`",
+                listed.qualified
+            )));
+        }
+        Some(r) if r.decl != listed.decl => {
+            return Err(rejected(format!(
+                "the definition of `{}` changed after the call was decided (its server listed it again); it will be decided again",
+                listed.qualified
+            )));
+        }
+        Some(_) => {}
+    }
+    if require_permit {
+        Permit::verify_entry(call, entry)?;
     }
     Ok(())
 }
@@ -233,8 +253,10 @@ fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Re
 /// It routes a call by the tool's qualified name or identity to the configured server and
 /// the tool's own raw name, and refuses — before any message is sent — a tool the server
 /// does not list (`unknown_tool`), a server whose last listing failed, a tool the
-/// governance snapshot would not take, and a call decided by a snapshot holding another
-/// definition of the tool than the server lists now (`rejected`, R35). A tool result with
+/// governance snapshot would not take, a call without a valid [`Permit`] from the approval
+/// gate (`rejected`, R38: a stack assembled without the gate sends nothing), and a call
+/// decided by a snapshot holding another definition of the tool than the server lists now
+/// (`rejected`, R35). A tool result with
 /// `isError: true` is [`ToolResponse::Failed`]; only transport and protocol failures are
 /// errors.
 ///
@@ -244,19 +266,32 @@ fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Re
 #[derive(Clone)]
 pub struct McpToolService {
     inner: Arc<Inner>,
+    require_permit: bool,
 }
 
 impl fmt::Debug for McpToolService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpToolService")
             .field("gateway", &self.inner)
+            .field("require_permit", &self.require_permit)
             .finish()
     }
 }
 
 impl McpToolService {
     pub(crate) fn new(inner: Arc<Inner>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            require_permit: true,
+        }
+    }
+
+    /// Sends calls that carry no [`Permit`] from an approval gate (every other check
+    /// stays). Anything that reaches this service is then sent ungoverned: use only for
+    /// operator tooling, tests and measurements, never behind an agent.
+    pub fn with_insecure_no_permit(mut self) -> Self {
+        self.require_permit = false;
+        self
     }
 }
 
@@ -328,7 +363,7 @@ impl Service<ToolCall> for McpToolService {
             Ok(found) => found,
             Err(r) => return McpFuture::refused(r),
         };
-        if let Err(r) = check(server, listed, &call) {
+        if let Err(r) = check(server, listed, &call, self.require_permit) {
             return McpFuture::refused(r);
         }
         let Value::Object(arguments) = call.input else {

@@ -17,7 +17,7 @@ use toolgate::audit::{AuditLayer, MemorySink};
 use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use toolgate_mcp::drift_server::DriftServer;
 use toolgate_mcp::{
     Aspect, DriftOutcome, DriftTrigger, GatewayError, McpCallError, McpGateway, McpServerConfig,
@@ -82,6 +82,7 @@ fn dev() -> AgentRef {
 async fn raw(gateway: &McpGateway, server: &str, tool: &str, input: Value) -> ToolResponse {
     gateway
         .service()
+        .with_insecure_no_permit()
         .oneshot(ToolCall::by_identity(
             AgentRef::profile("test"),
             ToolIdentity::mcp(server, tool),
@@ -298,6 +299,7 @@ async fn a_tool_name_the_server_never_listed_is_refused_before_any_message_is_se
     assert_eq!(refusal(&r).0, RefusalCode::UnknownTool);
     let r = gateway
         .service()
+        .with_insecure_no_permit()
         .oneshot(ToolCall::new(dev(), "drift__delete_everything", json!({})))
         .await
         .unwrap();
@@ -710,6 +712,93 @@ async fn r36_input_that_fails_the_advertised_schema_never_reaches_the_server() {
         assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
     }
     assert_eq!(calls(&gateway, "drift", "lookup").await, 2);
+    gateway.shutdown().await;
+}
+
+/// R38: the MCP service refuses what no gate passed. A stack without the gate sends
+/// nothing; the composite (with schema validation in its `validate_input` slot) sends the
+/// allowed call; a call whose input is changed after the gate is not sent.
+#[tokio::test]
+async fn r38_without_the_gate_the_mcp_service_sends_nothing() {
+    let handle = GovernanceHandle::new(
+        Governance::builder()
+            .agent(AgentProfile::new("dev").allow(["drift__lookup", "drift__fail"]))
+            .build()
+            .unwrap(),
+    );
+    let gateway = McpGateway::new(handle.clone());
+    gateway.connect(drift("drift")).await.unwrap();
+    let no_gate = ServiceBuilder::new()
+        .layer(ExposureLayer::new(handle.clone()))
+        .layer(ConfidentialityLayer::new(handle.clone()))
+        .layer(AirGapLayer::new(handle.clone()))
+        .layer(SchemaValidationLayer::new(handle.clone()))
+        .service(gateway.service());
+    for (tool, input) in [
+        ("drift__lookup", json!({"query": "k"})),
+        ("drift__fail", json!({})),
+    ] {
+        let r = no_gate
+            .clone()
+            .oneshot(ToolCall::new(dev(), tool, input))
+            .await
+            .unwrap();
+        let (code, why) = refusal(&r);
+        assert_eq!(code, RefusalCode::Rejected, "{why}");
+        assert!(why.contains("permit"), "{why}");
+    }
+    // The bare service, by identity, with no snapshot pinned at all.
+    let r = gateway
+        .service()
+        .oneshot(ToolCall::by_identity(
+            dev(),
+            ToolIdentity::mcp("drift", "lookup"),
+            json!({"query": "k"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(refusal(&r).0, RefusalCode::Rejected);
+    assert_eq!(calls(&gateway, "drift", "lookup").await, 0);
+    assert_eq!(calls(&gateway, "drift", "fail").await, 0);
+
+    // The composite, schema validation between the filters and the gate.
+    let composite = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(handle.clone())
+                .build()
+                .unwrap()
+                .validate_input(SchemaValidationLayer::new(handle.clone())),
+        )
+        .service(gateway.service());
+    let r = composite
+        .clone()
+        .oneshot(ToolCall::new(dev(), "drift__lookup", json!({"query": "k"})))
+        .await
+        .unwrap();
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    let r = composite
+        .oneshot(ToolCall::new(dev(), "drift__lookup", json!({"query": 5})))
+        .await
+        .unwrap();
+    assert_eq!(refusal(&r).0, RefusalCode::InvalidInput);
+    assert_eq!(calls(&gateway, "drift", "lookup").await, 1);
+
+    // A permit minted for one input does not pass another.
+    let rewritten = ServiceBuilder::new()
+        .layer(ApprovalGateLayer::new(handle.clone()))
+        .map_request(|mut c: ToolCall| {
+            c.input = json!({"query": "something else"});
+            c
+        })
+        .service(gateway.service());
+    let r = rewritten
+        .oneshot(ToolCall::new(dev(), "drift__lookup", json!({"query": "k"})))
+        .await
+        .unwrap();
+    let (code, why) = refusal(&r);
+    assert_eq!(code, RefusalCode::Rejected);
+    assert!(why.contains("input"), "{why}");
+    assert_eq!(calls(&gateway, "drift", "lookup").await, 1);
     gateway.shutdown().await;
 }
 

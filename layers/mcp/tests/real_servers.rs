@@ -281,6 +281,7 @@ async fn a_trusted_filesystem_read_runs_and_a_write_asks() {
     // A real tool error is a failed result, not a transport error.
     let r = gateway
         .service()
+        .with_insecure_no_permit()
         .oneshot(ToolCall::new(
             AgentRef::profile("x"),
             "fs__read_text_file",
@@ -413,7 +414,12 @@ async fn two_filesystem_servers_share_tool_names_without_leaking() {
     assert_eq!(r.refusal().unwrap().code, RefusalCode::Rejected, "{r:?}");
     assert_eq!(asked.lock().unwrap().len(), 2);
     // And each call went to its own server: scratch cannot read docs' folder.
-    let r = gateway.service().oneshot(read("scratch")).await.unwrap();
+    let r = gateway
+        .service()
+        .with_insecure_no_permit()
+        .oneshot(read("scratch"))
+        .await
+        .unwrap();
     assert!(matches!(r, ToolResponse::Failed(_)), "{r:?}");
     // The records say which server each call was for.
     let records: Vec<Value> = sink
@@ -502,6 +508,7 @@ async fn get_env_output_is_redacted_and_the_host_environment_stays_home() {
     // the default set (cargo sets CARGO_MANIFEST_DIR for this test process).
     let raw = gateway
         .service()
+        .with_insecure_no_permit()
         .oneshot(ToolCall::new(
             AgentRef::profile("x"),
             "everything__get-env",

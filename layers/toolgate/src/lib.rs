@@ -56,10 +56,10 @@
 //!  call ──► outermost first                                                     SPEC
 //!   1 tool span        toolgate-otel (optional): every call, redacted             R34
 //!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   4 confidentiality  confidential work keeps to confidential tools              R7
-//!   5 air gap          no egress on an air-gapped host                            R8
-//!   6 before_gate      optional: e.g. MCP input-schema validation                 R36
+//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
+//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
+//!   5 confidentiality  confidential work keeps to confidential tools              R7
+//!   6 air gap          no egress on an air-gapped host                            R8
 //!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
 //!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
 //!   9 the tool
@@ -112,6 +112,7 @@ pub mod exposure;
 mod filter;
 mod future;
 mod handle;
+pub mod permit;
 pub mod redact;
 pub mod scrub;
 pub mod stack;
@@ -125,4 +126,5 @@ pub use exposure::{Exposure, ExposureLayer};
 pub use filter::{Filter, FilterCheck, FilterLayer};
 pub use future::ResponseFuture;
 pub use handle::{GovernanceHandle, Pinned};
+pub use permit::{Permit, RequirePermit, RequirePermitLayer};
 pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};

@@ -8,10 +8,10 @@
 //!  call ──► outermost first                                                     SPEC
 //!   1 tool span        toolgate-otel (optional): every call, redacted             R34
 //!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   4 confidentiality  confidential work keeps to confidential tools              R7
-//!   5 air gap          no egress on an air-gapped host                            R8
-//!   6 before_gate      optional: e.g. MCP input-schema validation                 R36
+//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
+//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
+//!   5 confidentiality  confidential work keeps to confidential tools              R7
+//!   6 air gap          no egress on an air-gapped host                            R8
 //!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
 //!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
 //!   9 the tool
@@ -99,9 +99,11 @@ use crate::scrub::{ScrubOutput, ScrubOutputLayer};
 /// over the tool `S`.
 pub type Gated<S> = ApprovalGate<Either<ScrubOutput<S>, S>>;
 
-/// The deciding part: exposure (3), confidentiality (4), air gap (5), the extra layers
-/// `L` (6), then [`Gated`].
-pub type Deciding<S, L> = Exposure<Confidentiality<AirGap<<L as Layer<Gated<S>>>::Service>>>;
+/// The filters: exposure (4), confidentiality (5), air gap (6), then [`Gated`].
+pub type Filtered<S> = Exposure<Confidentiality<AirGap<Gated<S>>>>;
+
+/// The deciding part: the input validation layers `L` (3) over [`Filtered`].
+pub type Deciding<S, L> = <L as Layer<Filtered<S>>>::Service;
 
 /// Everything a [`Toolgate`] holds: the optional audit layer (2) over [`Deciding`].
 pub type Assembled<S, L> = Either<Audit<Deciding<S, L>>, Deciding<S, L>>;
@@ -259,7 +261,7 @@ impl ToolgateBuilder {
                 gate,
                 scrub,
             },
-            before_gate: Identity::new(),
+            validate_input: Identity::new(),
             outside: Identity::new(),
         })
     }
@@ -281,15 +283,15 @@ struct Parts {
 ///
 /// Built with [`ToolgateLayer::builder`] or [`ToolgateLayer::from_path`]. Two generic
 /// slots take the layers other crates bring, in their place:
-/// - `L`, [`before_gate`](ToolgateLayer::before_gate): between the air gap and the gate,
-///   for a check that refuses before anybody is asked — `toolgate_mcp::SchemaValidationLayer`;
+/// - `L`, [`validate_input`](ToolgateLayer::validate_input): between audit and exposure,
+///   for a check of the input — `toolgate_mcp::SchemaValidationLayer`;
 /// - `O`, [`wrap_outside`](ToolgateLayer::wrap_outside): outside audit, for an observer
 ///   that must see every call — `toolgate_otel`'s span (its `ToolgateLayerExt` puts it
 ///   there with this stack's redactor).
 #[must_use]
 pub struct ToolgateLayer<L = Identity, O = Identity> {
     parts: Parts,
-    before_gate: L,
+    validate_input: L,
     outside: O,
 }
 
@@ -297,7 +299,7 @@ impl<L: Clone, O: Clone> Clone for ToolgateLayer<L, O> {
     fn clone(&self) -> Self {
         Self {
             parts: self.parts.clone(),
-            before_gate: self.before_gate.clone(),
+            validate_input: self.validate_input.clone(),
             outside: self.outside.clone(),
         }
     }
@@ -360,14 +362,17 @@ impl<L, O> ToolgateLayer<L, O> {
         self.parts.scrub.is_some()
     }
 
-    /// Adds `layer` between the air gap and the approval gate (slot 6), inside any added
-    /// before: a check that refuses before anybody is asked, such as
-    /// `toolgate_mcp::SchemaValidationLayer`. Whatever it refuses is audited and never
-    /// reaches the gate or the tool.
-    pub fn before_gate<L2>(self, layer: L2) -> ToolgateLayer<Stack<L2, L>, O> {
+    /// Adds `layer` between audit and exposure (slot 3), inside any added before: a check
+    /// of the call's input such as `toolgate_mcp::SchemaValidationLayer`. It sits in front
+    /// of exposure because SPEC orders `invalid_input` right after `unknown_tool` (R36): a
+    /// call both schema-invalid and not allowed is refused `invalid_input`, and nobody is
+    /// ever asked about an input the tool would reject. Whatever it refuses is audited and
+    /// never reaches the gate or the tool. It only refuses: every check of the stack still
+    /// runs after it.
+    pub fn validate_input<L2>(self, layer: L2) -> ToolgateLayer<Stack<L2, L>, O> {
         ToolgateLayer {
             parts: self.parts,
-            before_gate: Stack::new(layer, self.before_gate),
+            validate_input: Stack::new(layer, self.validate_input),
             outside: self.outside,
         }
     }
@@ -379,7 +384,7 @@ impl<L, O> ToolgateLayer<L, O> {
     pub fn wrap_outside<O2>(self, layer: O2) -> ToolgateLayer<L, Stack<O, O2>> {
         ToolgateLayer {
             parts: self.parts,
-            before_gate: self.before_gate,
+            validate_input: self.validate_input,
             outside: Stack::new(self.outside, layer),
         }
     }
@@ -387,7 +392,7 @@ impl<L, O> ToolgateLayer<L, O> {
 
 impl<S, L, O> Layer<S> for ToolgateLayer<L, O>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
     O: Layer<Toolgate<S, L>>,
 {
     type Service = O::Service;
@@ -395,11 +400,11 @@ where
     fn layer(&self, tool: S) -> Self::Service {
         let p = &self.parts;
         let gated = p.gate.layer(option_layer(p.scrub.clone()).layer(tool));
-        let deciding =
-            ExposureLayer::new(p.handle.clone())
-                .layer(ConfidentialityLayer::new(p.handle.clone()).layer(
-                    AirGapLayer::new(p.handle.clone()).layer(self.before_gate.layer(gated)),
-                ));
+        let filtered = ExposureLayer::new(p.handle.clone()).layer(
+            ConfidentialityLayer::new(p.handle.clone())
+                .layer(AirGapLayer::new(p.handle.clone()).layer(gated)),
+        );
+        let deciding = self.validate_input.layer(filtered);
         let inner = option_layer(p.audit.clone()).layer(deciding);
         self.outside.layer(Toolgate { inner })
     }
@@ -408,14 +413,14 @@ where
 /// The service of [`ToolgateLayer`]: the whole governed stack around the tool `S`.
 pub struct Toolgate<S, L = Identity>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
 {
     inner: Assembled<S, L>,
 }
 
 impl<S, L> Clone for Toolgate<S, L>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
     Assembled<S, L>: Clone,
 {
     fn clone(&self) -> Self {
@@ -427,7 +432,7 @@ where
 
 impl<S, L> fmt::Debug for Toolgate<S, L>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
     Assembled<S, L>: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -439,7 +444,7 @@ where
 
 impl<S, L> Toolgate<S, L>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
 {
     /// The assembled parts, outermost first.
     pub fn get_ref(&self) -> &Assembled<S, L> {
@@ -459,7 +464,7 @@ where
 
 impl<S, L> Service<ToolCall> for Toolgate<S, L>
 where
-    L: Layer<Gated<S>>,
+    L: Layer<Filtered<S>>,
     Assembled<S, L>: Service<ToolCall, Response = ToolResponse>,
 {
     type Response = ToolResponse;
@@ -667,7 +672,7 @@ mod tests {
         assert_eq!(paths(&e), ["approval.channel"]);
     }
 
-    /// A check in slot 6 that refuses inputs carrying `"bad"`, counting what it sees.
+    /// A check in slot 3 that refuses inputs carrying `"bad"`, counting what it sees.
     #[derive(Clone)]
     struct Probe;
 
@@ -703,7 +708,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn r14_before_gate_sits_after_the_filters_and_before_anybody_is_asked() {
+    async fn r36_validate_input_refuses_after_audit_before_the_filters_and_any_ask() {
         let asked = Arc::new(AtomicUsize::new(0));
         let a = Arc::clone(&asked);
         let channel = FnChannel::new(ChannelKind::Interactive, move |_r| {
@@ -719,7 +724,7 @@ mod tests {
             .hooks(Hooks::new())
             .build()
             .unwrap()
-            .before_gate(Probe);
+            .validate_input(Probe);
         let hits = Arc::new(AtomicUsize::new(0));
         let stack = ServiceBuilder::new()
             .layer(governed)
@@ -727,14 +732,22 @@ mod tests {
         let dev = AgentRef::profile("dev");
         let call = |tool: &str, input: Value| ToolCall::new(dev.clone(), tool, input);
         let before = PROBED.load(Ordering::SeqCst);
-        // The air gap refuses `fetch` before the probe sees it.
+        // In front of the filters: its refusal comes first (R36's place in SPEC's order)…
+        let r = stack
+            .clone()
+            .oneshot(call("fetch", json!({"bad": 1})))
+            .await
+            .unwrap();
+        assert_eq!(r.refusal().unwrap().code, RefusalCode::InvalidInput);
+        assert_eq!(PROBED.load(Ordering::SeqCst), before + 1);
+        // … and every check still runs after it.
         let r = stack
             .clone()
             .oneshot(call("fetch", json!({})))
             .await
             .unwrap();
         assert_eq!(r.refusal().unwrap().code, RefusalCode::AirGapped);
-        assert_eq!(PROBED.load(Ordering::SeqCst), before);
+        assert_eq!(PROBED.load(Ordering::SeqCst), before + 2);
         // The probe refuses before anybody is asked; the refusal is audited.
         let r = stack
             .clone()
@@ -749,7 +762,11 @@ mod tests {
         assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
         assert_eq!(asked.load(Ordering::SeqCst), 1);
         assert_eq!(hits.load(Ordering::SeqCst), 1);
-        assert_eq!(sink.lines().len(), 3);
+        assert_eq!(
+            sink.lines().len(),
+            4,
+            "every call audited, refused ones too"
+        );
     }
 
     #[tokio::test]

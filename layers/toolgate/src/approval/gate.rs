@@ -21,6 +21,7 @@ use super::channel::{
 };
 use super::hooks::{HookCall, ToolHooks};
 use crate::handle::GovernanceHandle;
+use crate::permit::Permit;
 
 /// Layer of the [`ApprovalGate`].
 #[derive(Clone)]
@@ -315,6 +316,10 @@ where
                 None => GateFuture::refused(rejected("the decision was inconsistent", &[])),
             },
             Verdict::Run { .. } => {
+                // R38: the permit the tool side checks, minted only here and on the ask path.
+                if let Err(r) = Permit::attach(&mut call, canon::entry_definition_hash(entry)) {
+                    return GateFuture::refused(r);
+                }
                 if let Some(hooks) = &self.hooks {
                     if let Err(text) = hooks.before_call(&hook_view(&call, tool)) {
                         return GateFuture::refused(hook_refusal(text));
@@ -440,7 +445,7 @@ struct AskPath<S> {
 async fn wait_and_send<S>(
     path: AskPath<S>,
     request: ApprovalRequest,
-    call: ToolCall,
+    mut call: ToolCall,
     tool: String,
 ) -> Result<ToolResponse, S::Error>
 where
@@ -503,6 +508,8 @@ where
                     &asks,
                 )));
             }
+            // R38: the permit the tool side checks, for the input and definition approved.
+            Permit::attach_hashed(&mut call, input_hash, definition_hash);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {

@@ -1,0 +1,387 @@
+//! Permits (R38): the tool side refuses what the approval gate did not pass.
+//!
+//! The [`ApprovalGate`](crate::approval::ApprovalGate) marks every call it sends with a
+//! [`Permit`] — only the gate can mint one — bound to the call's id, the RFC 8785 hash of
+//! its input and the definition hash of the tool it was decided for. A tool service that
+//! checks the permit ([`RequirePermitLayer`] in front of your own tool;
+//! `toolgate_mcp::McpToolService` always) refuses, before anything is sent, a call that
+//! did not pass a gate: a stack assembled without the gate, a call whose input or tool was
+//! changed after the gate passed it, or a permit taken from another call.
+//!
+//! A permit guards against a mis-assembled stack and against layers that rewrite calls;
+//! it is not a cryptographic token against code in the same process, which could always
+//! call the tool directly.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use serde_json::json;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//! use toolgate::GovernanceHandle;
+//! use toolgate::approval::ApprovalGateLayer;
+//! use toolgate::permit::RequirePermitLayer;
+//! use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate::engine::config::{load_str, Format};
+//!
+//! let handle = GovernanceHandle::new(load_str(r#"{"tools": [{"kind": "http", "name": "lookup"}],
+//!     "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]}"#, Format::Json).unwrap());
+//! let tool = ServiceBuilder::new()
+//!     .layer(RequirePermitLayer::new(handle.clone()))
+//!     .service(service_fn(|_c: ToolCall| async {
+//!         Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("ok"))))
+//!     }));
+//! let call = || ToolCall::new(AgentRef::profile("dev"), "lookup", json!({}));
+//!
+//! // Without the gate in front, nothing runs.
+//! let refused = tool.clone().oneshot(call()).await.unwrap();
+//! assert_eq!(refused.refusal().unwrap().code, RefusalCode::Rejected);
+//! // Through the gate, the allowed call runs.
+//! let gated = ApprovalGateLayer::new(handle).layer(tool);
+//! # use tower::Layer;
+//! assert!(matches!(gated.oneshot(call()).await.unwrap(), ToolResponse::Completed(_)));
+//! # }
+//! ```
+
+use std::fmt;
+use std::task::{Context, Poll};
+
+use toolgate_core::{CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::canon;
+use toolgate_engine::catalog::Entry;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::future::ResponseFuture;
+use crate::handle::GovernanceHandle;
+
+/// The approval gate's mark on a call it sends (R38): bound to the call's id, its input
+/// hash and the definition hash of its tool. Only the gate mints permits: there is no
+/// public constructor.
+///
+/// ```compile_fail
+/// // A permit cannot be made outside toolgate.
+/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: String::new(), definition_hash: String::new() };
+/// ```
+#[derive(Debug)]
+pub struct Permit {
+    call_id: CallId,
+    input_hash: String,
+    definition_hash: String,
+}
+
+fn refused(why: String) -> Refusal {
+    Refusal::new(RefusalCode::Rejected, Check::Routing, why)
+}
+
+impl Permit {
+    /// Marks `call` as passed by the gate, bound to its input and the definition hash
+    /// `definition_hash`; `Err` when the input cannot be canonicalised (nothing can be bound
+    /// to it, so the call must not be sent).
+    pub(crate) fn attach(call: &mut ToolCall, definition_hash: String) -> Result<(), Refusal> {
+        let Some(input_hash) = canon::input_hash(&call.input) else {
+            return Err(refused(String::from(
+                "the input cannot be canonicalised, so no permit can be bound to it",
+            )));
+        };
+        Self::attach_hashed(call, input_hash, definition_hash);
+        Ok(())
+    }
+
+    /// As [`Permit::attach`], with the input hash already computed (and checked) by the
+    /// caller.
+    pub(crate) fn attach_hashed(call: &mut ToolCall, input_hash: String, definition_hash: String) {
+        let permit = Permit {
+            call_id: call.id.clone(),
+            input_hash,
+            definition_hash,
+        };
+        call.extensions.insert(permit);
+    }
+
+    /// The RFC 8785 + SHA-256 hash of the input the gate passed.
+    pub fn input_hash(&self) -> &str {
+        &self.input_hash
+    }
+
+    /// The definition hash of the tool the gate decided the call for (R35).
+    pub fn definition_hash(&self) -> &str {
+        &self.definition_hash
+    }
+
+    /// Whether `call` carries a permit that admits it to a tool whose definition hash is
+    /// now `definition_hash`: minted for this call, for exactly this input, under this
+    /// definition. The refusal says what was missing or different.
+    pub fn verify(call: &ToolCall, definition_hash: &str) -> Result<(), Refusal> {
+        let name = call.tool.display_name();
+        let Some(permit) = call.extensions.get::<Permit>() else {
+            return Err(refused(format!(
+                "the call to `{name}` carries no permit from an approval gate, so it is not sent (R38: the tool side refuses what the gate did not pass)"
+            )));
+        };
+        if permit.call_id != call.id {
+            return Err(refused(format!(
+                "the permit on the call to `{name}` was minted for another call"
+            )));
+        }
+        if canon::input_hash(&call.input).as_deref() != Some(permit.input_hash.as_str()) {
+            return Err(refused(format!(
+                "the input of the call to `{name}` differs from the input the approval gate passed"
+            )));
+        }
+        if permit.definition_hash != definition_hash {
+            return Err(refused(format!(
+                "the definition of `{name}` differs from the one the approval gate decided the call for (R35)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// As [`Permit::verify`], for the definition of `entry`.
+    pub fn verify_entry(call: &ToolCall, entry: &Entry) -> Result<(), Refusal> {
+        Self::verify(call, &canon::entry_definition_hash(entry))
+    }
+}
+
+/// Layer of [`RequirePermit`]: put it right in front of your own tool service so that a
+/// call reaches the tool only with a valid [`Permit`] from an approval gate.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RequirePermitLayer {
+    handle: GovernanceHandle,
+}
+
+impl RequirePermitLayer {
+    /// Checks permits against the tool definitions in the newest snapshot of `handle`
+    /// (the handle the gate decides by).
+    pub fn new(handle: GovernanceHandle) -> Self {
+        Self { handle }
+    }
+}
+
+impl<S> Layer<S> for RequirePermitLayer {
+    type Service = RequirePermit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequirePermit {
+            inner,
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+/// Refuses every call without a valid [`Permit`] (`rejected`, never sent); forwards the
+/// rest.
+#[derive(Clone)]
+pub struct RequirePermit<S> {
+    inner: S,
+    handle: GovernanceHandle,
+}
+
+impl<S: fmt::Debug> fmt::Debug for RequirePermit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequirePermit")
+            .field("inner", &self.inner)
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl<S> RequirePermit<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the layer, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Service<ToolCall> for RequirePermit<S>
+where
+    S: Service<ToolCall, Response = ToolResponse>,
+{
+    type Response = ToolResponse;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let now = self.handle.load();
+        let checked = now
+            .lookup(&call.tool)
+            .and_then(|entry| Permit::verify_entry(&call, entry));
+        match checked {
+            Ok(()) => ResponseFuture::inner(self.inner.call(call)),
+            // INVARIANT: a call without a valid permit is never sent to the inner service.
+            Err(refusal) => ResponseFuture::refused(ToolResponse::Refused(refusal)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use toolgate_core::{AgentRef, ChannelKind, ToolOutput};
+    use toolgate_engine::config::{Format, load_str};
+    use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+    use super::*;
+    use crate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
+
+    fn handle() -> GovernanceHandle {
+        GovernanceHandle::new(
+            load_str(
+                r#"{"approval": {"channel": "interactive"},
+                    "tools": [{"kind": "http", "name": "lookup"},
+                              {"kind": "http", "name": "refund", "approval": "require_approval"}],
+                    "agents": [{"name": "dev", "allowed_tools": ["lookup", "refund"]}]}"#,
+                Format::Json,
+            )
+            .unwrap(),
+        )
+    }
+
+    fn counted(
+        hits: &Arc<AtomicUsize>,
+    ) -> impl Service<
+        ToolCall,
+        Response = ToolResponse,
+        Error = Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+    + Send
+    + 'static {
+        let hits = Arc::clone(hits);
+        service_fn(move |_c: ToolCall| {
+            hits.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, Infallible>(ToolResponse::Completed(ToolOutput::default())) }
+        })
+    }
+
+    fn call(tool: &str, input: serde_json::Value) -> ToolCall {
+        ToolCall::new(AgentRef::profile("dev"), tool, input)
+    }
+
+    #[tokio::test]
+    async fn r38_without_the_gate_require_permit_refuses_every_call() {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let tool = RequirePermitLayer::new(handle()).layer(counted(&hits));
+        for name in ["lookup", "refund", "nope"] {
+            let r = tool
+                .clone()
+                .oneshot(call(name, json!({"a": 1})))
+                .await
+                .unwrap();
+            assert!(r.refusal().is_some(), "{name}: {r:?}");
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn r38_with_the_gate_allowed_calls_run_on_both_paths() {
+        let h = handle();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let person = FnChannel::new(ChannelKind::Interactive, |_r| ApprovalOutcome::Approved {
+            approver: "alice".into(),
+        });
+        let stack = ServiceBuilder::new()
+            .layer(ApprovalGateLayer::new(h.clone()).channel(person))
+            .layer(RequirePermitLayer::new(h))
+            .service(counted(&hits));
+        let ran = stack
+            .clone()
+            .oneshot(call("lookup", json!({})))
+            .await
+            .unwrap();
+        assert!(matches!(ran, ToolResponse::Completed(_)), "{ran:?}");
+        let asked = stack
+            .oneshot(call("refund", json!({"n": 1})))
+            .await
+            .unwrap();
+        assert!(matches!(asked, ToolResponse::Completed(_)), "{asked:?}");
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+    }
+
+    /// Rewrites the input after the gate passed the call.
+    #[derive(Clone)]
+    struct Rewrite<S>(S);
+
+    impl<S: Service<ToolCall>> Service<ToolCall> for Rewrite<S> {
+        type Response = S::Response;
+        type Error = S::Error;
+        type Future = S::Future;
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.0.poll_ready(cx)
+        }
+        fn call(&mut self, mut call: ToolCall) -> S::Future {
+            call.input = json!({"amount": 1_000_000});
+            self.0.call(call)
+        }
+    }
+
+    #[tokio::test]
+    async fn r38_a_permit_for_one_input_does_not_pass_another_input() {
+        let h = handle();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let stack = ApprovalGateLayer::new(h.clone()).layer(Rewrite(
+            RequirePermitLayer::new(h.clone()).layer(counted(&hits)),
+        ));
+        let r = stack
+            .oneshot(call("lookup", json!({"amount": 1})))
+            .await
+            .unwrap();
+        let refusal = r.refusal().expect("refused");
+        assert!(refusal.reasons[0].contains("input"), "{refusal:?}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+
+        // A permit moved to another call (same tool, same input) is refused as well.
+        let mut first = call("lookup", json!({}));
+        Permit::attach(&mut first, String::from("x")).unwrap();
+        let permit = first.extensions.remove::<Permit>().unwrap();
+        let mut second = call("lookup", json!({}));
+        second.extensions.insert(permit);
+        let r = RequirePermitLayer::new(h)
+            .layer(counted(&hits))
+            .oneshot(second)
+            .await
+            .unwrap();
+        assert!(
+            r.refusal().unwrap().reasons[0].contains("another call"),
+            "{r:?}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn r35_a_permit_under_another_definition_does_not_pass() {
+        let h = handle();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let mut c = call("lookup", json!({}));
+        Permit::attach(&mut c, String::from("not-the-definition")).unwrap();
+        let r = RequirePermitLayer::new(h)
+            .layer(counted(&hits))
+            .oneshot(c)
+            .await
+            .unwrap();
+        assert!(
+            r.refusal().unwrap().reasons[0].contains("definition"),
+            "{r:?}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+    }
+}
