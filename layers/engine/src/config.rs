@@ -96,6 +96,8 @@ const AGENT: &[&str] = &[
     "as_tool",
     "overrides",
     "parent",
+    "approval",
+    "audit",
 ];
 const LIMITS: &[&str] = &[
     "tool_rules",
@@ -375,6 +377,37 @@ fn read_annotations(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<Mc
     })
 }
 
+/// An agent's own layer settings: `approval: {channel, timeout_secs}` and
+/// `audit: {include_input, include_output}` (inherited by subagents, never looser: R39).
+fn read_agent_layers(o: &Obj<'_>, a: &mut AgentProfile, errs: &mut ConfigErrors) {
+    if let Some(v) = o.raw("approval", errs)
+        && let Some(ap) = Obj::open(
+            v,
+            &o.path_of("approval"),
+            &["channel", "timeout_secs"],
+            errs,
+        )
+    {
+        a.approval_channel = ap.choice("channel", CHANNELS, ChannelKind::parse, errs);
+        a.approval_timeout = ap
+            .positive("timeout_secs", errs)
+            .map(std::time::Duration::from_secs);
+    }
+    if let Some(v) = o.raw("audit", errs)
+        && let Some(au) = Obj::open(
+            v,
+            &o.path_of("audit"),
+            &["include_input", "include_output"],
+            errs,
+        )
+    {
+        a.audit_content = (
+            au.bool("include_input", errs),
+            au.bool("include_output", errs),
+        );
+    }
+}
+
 fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentProfile> {
     let before = errs.errors.len();
     let o = Obj::open(v, path, AGENT, errs)?;
@@ -400,6 +433,7 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
     if o.has("parent") {
         a.parent = o.non_blank("parent", errs).map(str::to_owned);
     }
+    read_agent_layers(&o, &mut a, errs);
     if let Some(items) = o.array("overrides", errs) {
         for (i, item) in items.iter().enumerate() {
             let opath = index(&o.path_of("overrides"), i);

@@ -574,7 +574,8 @@ impl Governance {
                     .join("; "),
             );
         }
-        match self.settings.channel {
+        // A per-agent channel (inherited by subagents, R39) replaces the host's.
+        match agent.approval_channel.unwrap_or(self.settings.channel) {
             ChannelKind::None => refuse(
                 RefusalCode::NoApprovalChannel,
                 String::from(

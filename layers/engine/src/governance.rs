@@ -97,6 +97,16 @@ pub struct AgentProfile {
     pub overrides: Vec<(String, ApprovalMode)>,
     /// The parent profile (R39).
     pub parent: Option<String>,
+    /// Where this agent's asks go instead of the host's `approval.channel`
+    /// (`agents[i].approval.channel`); a subagent inherits its parent's.
+    pub approval_channel: Option<ChannelKind>,
+    /// How long this agent's asks wait for a person before they expire
+    /// (`agents[i].approval.timeout_secs`); a subagent's is at most its parent's.
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Whether audit records of this agent's calls carry the redacted input / output
+    /// (`agents[i].audit`), instead of the `audit` section's; a subagent records at least
+    /// what its parent records.
+    pub audit_content: (Option<bool>, Option<bool>),
 }
 
 impl AgentProfile {
@@ -146,6 +156,27 @@ impl AgentProfile {
         self.parent = Some(parent.into());
         self
     }
+
+    /// Routes this agent's asks to `channel` instead of the host's.
+    #[must_use]
+    pub fn approval_channel(mut self, channel: ChannelKind) -> Self {
+        self.approval_channel = Some(channel);
+        self
+    }
+
+    /// Lets this agent's asks wait at most `timeout` for a person.
+    #[must_use]
+    pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.approval_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether audit records of this agent's calls carry the redacted input and output.
+    #[must_use]
+    pub fn audit_content(mut self, input: bool, output: bool) -> Self {
+        self.audit_content = (Some(input), Some(output));
+        self
+    }
 }
 
 /// An agent profile resolved against its ancestors (R39).
@@ -160,12 +191,28 @@ pub struct ResolvedAgent {
     pub as_tool: bool,
     overrides: HashMap<String, ApprovalMode>,
     parent: Option<usize>,
+    /// Where its asks go, itself or through an ancestor (`None`: the host's channel).
+    pub approval_channel: Option<ChannelKind>,
+    /// The shortest approval timeout of itself and its ancestors.
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Audit input/output: its own setting, else its parent's; `true` from an ancestor
+    /// cannot be turned off (R39: never looser).
+    pub audit_content: (Option<bool>, Option<bool>),
 }
 
 impl ResolvedAgent {
     /// Whether a qualified name is allowed (R6, intersected with every ancestor's, R39).
     pub fn allows(&self, key: &str) -> bool {
         self.allowed.contains(key)
+    }
+}
+
+/// A subagent's audit flag: its own, else its parent's; an ancestor's `true` stays.
+fn inherit_flag(own: Option<bool>, parent: Option<bool>) -> Option<bool> {
+    match (own, parent) {
+        (_, Some(true)) => Some(true),
+        (Some(v), _) => Some(v),
+        (None, p) => p,
     }
 }
 
@@ -527,6 +574,29 @@ impl GovernanceBuilder {
         }
 
         let agents = resolve_agents(&self.agents, &agent_index);
+        // R39: a subagent is never looser. One whose parent routes asks to `none` (refused)
+        // cannot route its own asks to a person.
+        for (i, (profile, resolved)) in self.agents.iter().zip(&agents).enumerate() {
+            let parent_channel = resolved
+                .parent
+                .and_then(|p| agents.get(p))
+                .map(|p| p.approval_channel.unwrap_or(s.channel));
+            if let (Some(own), Some(ChannelKind::None)) = (profile.approval_channel, parent_channel)
+                && own != ChannelKind::None
+            {
+                errs.push(
+                    format!("{}.approval.channel", index("agents", i)),
+                    format!(
+                        "agent `{}` cannot route asks to `{}`: its parent's asks are refused (`none`), and a subagent is never looser (R39)",
+                        profile.name,
+                        own.as_str()
+                    ),
+                );
+            }
+        }
+        if !errs.is_empty() {
+            return Err(errs);
+        }
         Ok(Governance {
             settings: s,
             exemptions: self.exemptions,
@@ -655,6 +725,26 @@ fn resolve_agents(
                 as_tool: profile.as_tool || parent_resolved.is_some_and(|p| p.as_tool),
                 overrides,
                 parent,
+                approval_channel: profile
+                    .approval_channel
+                    .or(parent_resolved.and_then(|p| p.approval_channel)),
+                approval_timeout: match (
+                    profile.approval_timeout,
+                    parent_resolved.and_then(|p| p.approval_timeout),
+                ) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+                audit_content: (
+                    inherit_flag(
+                        profile.audit_content.0,
+                        parent_resolved.and_then(|p| p.audit_content.0),
+                    ),
+                    inherit_flag(
+                        profile.audit_content.1,
+                        parent_resolved.and_then(|p| p.audit_content.1),
+                    ),
+                ),
             };
             if let Some(slot) = out.get_mut(k) {
                 *slot = Some(resolved);
@@ -716,6 +806,9 @@ impl Governance {
                     .parent
                     .and_then(|p| self.agents.get(p))
                     .map(|p| p.name.clone()),
+                approval_channel: a.approval_channel,
+                approval_timeout: a.approval_timeout,
+                audit_content: a.audit_content,
             })
             .collect()
     }
@@ -884,5 +977,99 @@ impl Governance {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod agent_layer_tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_core::{AgentRef, ChannelKind, ToolCall, Verdict};
+
+    use crate::CallView;
+    use crate::config::{Format, load_str};
+
+    const CONFIG: &str = r#"{
+        "approval": {"channel": "interactive"},
+        "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+        "agents": [
+            {"name": "dev", "allowed_tools": ["refund"]},
+            {"name": "worker", "allowed_tools": ["refund"],
+             "approval": {"channel": "inbox", "timeout_secs": 600},
+             "audit": {"include_input": true}},
+            {"name": "sub", "parent": "worker", "allowed_tools": ["refund"],
+             "approval": {"timeout_secs": 900}, "audit": {"include_input": false, "include_output": true}},
+            {"name": "quiet", "allowed_tools": ["refund"], "approval": {"channel": "none"}}
+        ]
+    }"#;
+
+    fn channel_of(gov: &crate::Governance, agent: &str) -> Option<ChannelKind> {
+        let call = ToolCall::new(AgentRef::profile(agent), "refund", json!({}));
+        match gov.decide(CallView::of(&call)).verdict {
+            Verdict::Ask { channel } => Some(channel),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn r26_each_agent_routes_its_asks_to_its_own_channel() {
+        let gov = load_str(CONFIG, Format::Json).unwrap();
+        assert_eq!(channel_of(&gov, "dev"), Some(ChannelKind::Interactive));
+        assert_eq!(channel_of(&gov, "worker"), Some(ChannelKind::Inbox));
+        assert_eq!(
+            channel_of(&gov, "sub"),
+            Some(ChannelKind::Inbox),
+            "inherited"
+        );
+        assert_eq!(channel_of(&gov, "quiet"), None, "refused: no channel");
+    }
+
+    #[test]
+    fn r39_a_subagent_inherits_its_parents_layer_settings_never_looser() {
+        let gov = load_str(CONFIG, Format::Json).unwrap();
+        let worker = gov.agent("worker").unwrap();
+        assert_eq!(worker.approval_timeout, Some(Duration::from_secs(600)));
+        let sub = gov.agent("sub").unwrap();
+        assert_eq!(sub.approval_channel, Some(ChannelKind::Inbox));
+        // Its own 900 s is longer than its parent's: the parent's 600 s stays.
+        assert_eq!(sub.approval_timeout, Some(Duration::from_secs(600)));
+        // It cannot stop recording what its parent records; it may record more.
+        assert_eq!(sub.audit_content, (Some(true), Some(true)));
+        assert_eq!(gov.agent("dev").unwrap().audit_content, (None, None));
+        // The settings survive a round trip through the builder (used on every reload).
+        let again = gov.to_builder().build().unwrap();
+        assert_eq!(
+            again.agent("sub").unwrap().approval_timeout,
+            Some(Duration::from_secs(600))
+        );
+    }
+
+    #[test]
+    fn r39_a_subagent_of_an_agent_without_a_channel_cannot_route_asks() {
+        let e = load_str(
+            r#"{"approval": {"channel": "interactive"},
+                "agents": [{"name": "quiet", "approval": {"channel": "none"}},
+                           {"name": "sub", "parent": "quiet", "approval": {"channel": "inbox"}}]}"#,
+            Format::Json,
+        )
+        .unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert_eq!(e.errors[0].path, "agents[1].approval.channel");
+        let e = load_str(
+            r#"{"agents": [{"name": "a", "approval": {"channel": "pigeon", "timeout_secs": 0},
+                            "audit": {"include_input": "yes"}}]}"#,
+            Format::Json,
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = e.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "agents[0].approval.channel",
+                "agents[0].approval.timeout_secs",
+                "agents[0].audit.include_input"
+            ]
+        );
     }
 }
