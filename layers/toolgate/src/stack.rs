@@ -24,7 +24,8 @@
 //! | `redaction` | **one** [`Redactor`], used by audit, spans (via `toolgate-otel`) and scrubbing |
 //! | `redaction.scrub_output` | the scrub layer (8) |
 //! | `audit` | the audit layer (2): `file` opened as a hash-chained [`JsonlFileSink`], its flush policy, failure mode and content fields |
-//! | `approval.channel` | checked against the channel given in code: a mismatch, or `interactive`/`inbox` with no channel, is a build error at `approval.channel` |
+//! | `approval.channel`, `agents[i].approval` | checked against the channels given in code: a kind routed to with no channel of that kind is a build error at `approval.channel` (or `agents[i].approval.channel`), and so is a channel nobody routes to; each agent's asks go to the channel of its kind, waiting at most its `timeout_secs` |
+//! | `agents[i].audit` | that agent's records carry the input/output as it says |
 //!
 //! The audit and redaction sections are read from the snapshot current when the layer is
 //! built; a snapshot stored later (a reload) changes decisions, not the sink or the
@@ -114,7 +115,7 @@ pub type Assembled<S, L> = Either<Audit<Deciding<S, L>>, Deciding<S, L>>;
 #[must_use]
 pub struct ToolgateBuilder {
     handle: GovernanceHandle,
-    channel: Option<Arc<dyn ApprovalChannel>>,
+    channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
     audit_sink: Option<Arc<dyn AuditSink>>,
 }
@@ -123,7 +124,7 @@ impl fmt::Debug for ToolgateBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolgateBuilder")
             .field("handle", &self.handle)
-            .field("channel", &self.channel)
+            .field("channels", &self.channels)
             .field("hooks", &self.hooks.is_some())
             .field("audit_sink", &self.audit_sink)
             .finish()
@@ -136,7 +137,10 @@ impl ToolgateBuilder {
         &self.handle
     }
 
-    /// Routes asks to `channel`. Its kind must be the configuration's `approval.channel`.
+    /// Routes asks of `channel`'s kind to it (replacing one of the same kind): give one
+    /// channel per kind the configuration routes to — `approval.channel` and every agent's
+    /// own `agents[i].approval.channel` (a person at a terminal for `dev`, the durable inbox
+    /// for background agents).
     pub fn channel(self, channel: impl ApprovalChannel) -> Self {
         self.shared_channel(Arc::new(channel))
     }
@@ -144,7 +148,8 @@ impl ToolgateBuilder {
     /// As [`ToolgateBuilder::channel`], for a channel already shared (an inbox channel that
     /// is also used to resume held calls, for instance).
     pub fn shared_channel(mut self, channel: Arc<dyn ApprovalChannel>) -> Self {
-        self.channel = Some(channel);
+        self.channels.retain(|c| c.kind() != channel.kind());
+        self.channels.push(channel);
         self
     }
 
@@ -181,24 +186,49 @@ impl ToolgateBuilder {
         let governance = self.handle.load();
         let mut errors = ConfigErrors::default();
 
+        // Every kind asks can be routed to — the host's and each agent's own — has its
+        // channel, and every channel given is routed to by someone.
+        let given = |kind: ChannelKind| self.channels.iter().any(|c| c.kind() == kind);
+        let needs_channel = |kind: ChannelKind| kind != ChannelKind::None;
         let configured = governance.settings().channel;
-        match (configured, &self.channel) {
-            (ChannelKind::Interactive | ChannelKind::Inbox, None) => errors.push(
+        let mut routed = vec![configured];
+        if needs_channel(configured) && !given(configured) {
+            errors.push(
                 "approval.channel",
                 format!(
-                    "the configuration routes asks to the `{}` channel but the stack was given no approval channel",
+                    "the configuration routes asks to the `{}` channel but the stack was given no `{}` channel",
+                    configured.as_str(),
                     configured.as_str()
                 ),
-            ),
-            (_, Some(channel)) if channel.kind() != configured => errors.push(
-                "approval.channel",
-                format!(
-                    "the configuration names the `{}` channel but the stack was given an `{}` channel",
-                    configured.as_str(),
-                    channel.kind().as_str()
-                ),
-            ),
-            _ => {}
+            );
+        }
+        for (i, name) in governance.agent_names().enumerate() {
+            let Some(kind) = governance.agent(name).and_then(|a| a.approval_channel) else {
+                continue;
+            };
+            routed.push(kind);
+            if needs_channel(kind) && !given(kind) {
+                errors.push(
+                    format!("agents[{i}].approval.channel"),
+                    format!(
+                        "agent `{name}` routes its asks to the `{}` channel but the stack was given no `{}` channel",
+                        kind.as_str(),
+                        kind.as_str()
+                    ),
+                );
+            }
+        }
+        for channel in &self.channels {
+            if !routed.contains(&channel.kind()) {
+                errors.push(
+                    "approval.channel",
+                    format!(
+                        "the configuration names the `{}` channel but the stack was given an `{}` channel, which no agent routes to",
+                        configured.as_str(),
+                        channel.kind().as_str()
+                    ),
+                );
+            }
         }
 
         let settings = governance.redaction_settings();
@@ -247,7 +277,7 @@ impl ToolgateBuilder {
             .scrub_output
             .then(|| ScrubOutputLayer::new(redactor.clone()));
         let mut gate = ApprovalGateLayer::new(self.handle.clone());
-        if let Some(channel) = self.channel {
+        for channel in self.channels {
             gate = gate.shared_channel(channel);
         }
         if let Some(hooks) = self.hooks {
@@ -321,7 +351,7 @@ impl ToolgateLayer {
     pub fn builder(handle: GovernanceHandle) -> ToolgateBuilder {
         ToolgateBuilder {
             handle,
-            channel: None,
+            channels: Vec::new(),
             hooks: None,
             audit_sink: None,
         }
@@ -605,14 +635,14 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(paths(&e), ["approval.channel"]);
-        assert!(e.to_string().contains("no approval channel"), "{e}");
+        assert!(e.to_string().contains("no `interactive` channel"), "{e}");
 
         let inbox = r#""approval": {"channel": "inbox"},"#;
         let e = ToolgateLayer::builder(handle(inbox))
             .channel(approver())
             .build()
             .unwrap_err();
-        assert_eq!(paths(&e), ["approval.channel"]);
+        assert_eq!(paths(&e), ["approval.channel", "approval.channel"]);
         assert!(
             e.to_string().contains("`inbox`") && e.to_string().contains("`interactive`"),
             "{e}"
@@ -632,6 +662,120 @@ mod tests {
                 .is_ok()
         );
         assert!(ToolgateLayer::builder(handle("")).build().is_ok());
+    }
+
+    /// A channel that never answers.
+    #[derive(Debug)]
+    struct Silent(ChannelKind);
+
+    impl ApprovalChannel for Silent {
+        fn kind(&self) -> ChannelKind {
+            self.0
+        }
+        fn request(
+            &self,
+            _r: crate::approval::ApprovalRequest,
+        ) -> crate::approval::BoxFuture<ApprovalOutcome> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    const PER_AGENT: &str = r#"{
+        "approval": {"channel": "interactive"},
+        "audit": {"include_input": false},
+        "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+        "agents": [
+            {"name": "dev", "allowed_tools": ["refund"]},
+            {"name": "nightly", "allowed_tools": ["refund"],
+             "approval": {"channel": "inbox", "timeout_secs": 30},
+             "audit": {"include_input": true}},
+            {"name": "nightly-sub", "parent": "nightly", "allowed_tools": ["refund"]}
+        ]
+    }"#;
+
+    fn counting(kind: ChannelKind, n: &Arc<AtomicUsize>) -> Arc<dyn ApprovalChannel> {
+        let n = Arc::clone(n);
+        Arc::new(FnChannel::new(kind, move |_r| {
+            n.fetch_add(1, Ordering::SeqCst);
+            ApprovalOutcome::Approved {
+                approver: "alice".into(),
+            }
+        }))
+    }
+
+    #[tokio::test]
+    async fn r26_r39_per_agent_channels_route_each_agents_asks_to_its_own_channel() {
+        let gov = GovernanceHandle::new(load_str(PER_AGENT, Format::Json).unwrap());
+        let (terminal, inbox) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        // Without the inbox channel the build fails, naming the agent's setting.
+        let e = ToolgateLayer::builder(gov.clone())
+            .shared_channel(counting(ChannelKind::Interactive, &terminal))
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            paths(&e),
+            ["agents[1].approval.channel", "agents[2].approval.channel"]
+        );
+        let sink = Arc::new(MemorySink::new());
+        let governed = ToolgateLayer::builder(gov)
+            .shared_channel(counting(ChannelKind::Interactive, &terminal))
+            .shared_channel(counting(ChannelKind::Inbox, &inbox))
+            .shared_audit_sink(sink.clone())
+            .build()
+            .unwrap();
+        let stack = ServiceBuilder::new()
+            .layer(governed)
+            .service(tool(Arc::default()));
+        for (agent, to_terminal, to_inbox) in
+            [("dev", 1, 0), ("nightly", 1, 1), ("nightly-sub", 1, 2)]
+        {
+            let r = stack
+                .clone()
+                .oneshot(ToolCall::new(
+                    AgentRef::profile(agent),
+                    "refund",
+                    json!({"order": agent}),
+                ))
+                .await
+                .unwrap();
+            assert!(matches!(r, ToolResponse::Completed(_)), "{agent}: {r:?}");
+            assert_eq!(terminal.load(Ordering::SeqCst), to_terminal, "{agent}");
+            assert_eq!(inbox.load(Ordering::SeqCst), to_inbox, "{agent}");
+        }
+        // Audit content per agent: `nightly` (and its subagent) record the input.
+        let lines = sink.lines();
+        assert!(!lines[0].contains(r#""input""#), "{}", lines[0]);
+        assert!(lines[1].contains(r#""order":"nightly""#), "{}", lines[1]);
+        assert!(
+            lines[2].contains(r#""order":"nightly-sub""#),
+            "{}",
+            lines[2]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn r26_an_agents_approval_timeout_expires_its_wait() {
+        let gov = GovernanceHandle::new(load_str(PER_AGENT, Format::Json).unwrap());
+        let hits = Arc::new(AtomicUsize::new(0));
+        let stack = ServiceBuilder::new()
+            .layer(
+                ToolgateLayer::builder(gov)
+                    .shared_channel(Arc::new(Silent(ChannelKind::Interactive)))
+                    .shared_channel(Arc::new(Silent(ChannelKind::Inbox)))
+                    .build()
+                    .unwrap(),
+            )
+            .service(tool(Arc::clone(&hits)));
+        // `nightly` waits at most its 30 s (time is paused: the runtime skips ahead).
+        let call = ToolCall::new(AgentRef::profile("nightly"), "refund", json!({}));
+        let r = tokio::time::timeout(std::time::Duration::from_secs(3600), stack.oneshot(call))
+            .await
+            .expect("the agent's 30 s timeout ended the wait, not this test's hour")
+            .unwrap();
+        let refusal = r.refusal().expect("expired");
+        assert_eq!(refusal.code, RefusalCode::Rejected);
+        assert!(refusal.reasons[0].contains("expired"), "{refusal:?}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
     }
 
     #[test]

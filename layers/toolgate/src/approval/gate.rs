@@ -28,7 +28,8 @@ use crate::permit::Permit;
 #[must_use]
 pub struct ApprovalGateLayer {
     handle: GovernanceHandle,
-    channel: Option<Arc<dyn ApprovalChannel>>,
+    /// At most one per kind: an agent's asks go to the channel of its kind (R26).
+    channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
 }
 
@@ -36,7 +37,7 @@ impl fmt::Debug for ApprovalGateLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ApprovalGateLayer")
             .field("handle", &self.handle)
-            .field("channel", &self.channel)
+            .field("channels", &self.channels)
             .field("hooks", &self.hooks.is_some())
             .finish()
     }
@@ -48,21 +49,23 @@ impl ApprovalGateLayer {
     pub fn new(handle: GovernanceHandle) -> Self {
         Self {
             handle,
-            channel: None,
+            channels: Vec::new(),
             hooks: None,
         }
     }
 
-    /// Routes asks to `channel`. Its kind must match the configuration's
-    /// `approval.channel`, or asks are refused as unroutable.
-    pub fn channel(mut self, channel: impl ApprovalChannel) -> Self {
-        self.channel = Some(Arc::new(channel));
-        self
+    /// Routes asks of `channel`'s kind to it (replacing a channel of the same kind). An
+    /// ask goes to the channel whose kind is the agent's (`agents[i].approval.channel`) or
+    /// else the configuration's `approval.channel`; with no channel of that kind it is
+    /// refused as unroutable. Give one channel per kind the configuration names.
+    pub fn channel(self, channel: impl ApprovalChannel) -> Self {
+        self.shared_channel(Arc::new(channel))
     }
 
     /// As [`ApprovalGateLayer::channel`], for a channel already shared.
     pub fn shared_channel(mut self, channel: Arc<dyn ApprovalChannel>) -> Self {
-        self.channel = Some(channel);
+        self.channels.retain(|c| c.kind() != channel.kind());
+        self.channels.push(channel);
         self
     }
 
@@ -86,7 +89,7 @@ impl<S> Layer<S> for ApprovalGateLayer {
         ApprovalGate {
             inner,
             handle: self.handle.clone(),
-            channel: self.channel.clone(),
+            channels: self.channels.clone(),
             hooks: self.hooks.clone(),
         }
     }
@@ -99,7 +102,7 @@ impl<S> Layer<S> for ApprovalGateLayer {
 pub struct ApprovalGate<S> {
     inner: S,
     handle: GovernanceHandle,
-    channel: Option<Arc<dyn ApprovalChannel>>,
+    channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
 }
 
@@ -107,7 +110,7 @@ impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ApprovalGate")
             .field("inner", &self.inner)
-            .field("channel", &self.channel)
+            .field("channels", &self.channels)
             .field("hooks", &self.hooks.is_some())
             .finish()
     }
@@ -344,7 +347,13 @@ where
                 if let Some(sink) = &sink {
                     sink.update(|note| note.wait = WaitEnd::Unroutable);
                 }
-                let Some(channel) = self.channel.clone() else {
+                let Some(channel) = self
+                    .channels
+                    .iter()
+                    .find(|c| c.kind() == kind)
+                    .or(self.channels.first())
+                    .cloned()
+                else {
                     return GateFuture::refused(Refusal {
                         code: RefusalCode::NoApprovalChannel,
                         decided_by: Check::Routing,
@@ -420,6 +429,10 @@ where
                     hooks: self.hooks.clone(),
                     channel,
                     sink,
+                    // The agent's own approval timeout (`agents[i].approval.timeout_secs`).
+                    timeout: governance
+                        .agent(&call.agent.profile)
+                        .and_then(|a| a.approval_timeout),
                 };
                 GateFuture {
                     kind: GateKind::Waiting {
@@ -438,6 +451,7 @@ struct AskPath<S> {
     hooks: Option<Arc<dyn ToolHooks>>,
     channel: Arc<dyn ApprovalChannel>,
     sink: Option<DecisionSink>,
+    timeout: Option<std::time::Duration>,
 }
 
 /// The ask path: one question, then — only on a person's approval, with the definition and
@@ -457,11 +471,18 @@ where
         hooks,
         channel,
         sink,
+        timeout,
     } = path;
     let asks = request.asks.clone();
     let input_hash = request.input_hash.clone();
     let definition_hash = request.definition_hash.clone();
-    let outcome = channel.request(request).await;
+    let outcome = match timeout {
+        // Nobody answered within the agent's timeout: expired, never approved.
+        Some(t) => tokio::time::timeout(t, channel.request(request))
+            .await
+            .unwrap_or(ApprovalOutcome::Expired),
+        None => channel.request(request).await,
+    };
     if let Some(sink) = &sink {
         let wait = match &outcome {
             ApprovalOutcome::Approved { approver } => WaitEnd::Approved {

@@ -36,7 +36,7 @@
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
 //! | `input_hash` | RFC 8785 + SHA-256 of the input the decision was made on (R35) |
-//! | `input`, `output` | only when the configuration asks for them, always redacted |
+//! | `input`, `output` | only when the configuration asks for them (the `audit` section, or the agent's own `agents[i].audit`), always redacted |
 //!
 //! Every reason and every content field passes through the [`Redactor`] first.
 //!
@@ -245,6 +245,7 @@ struct Pending {
     started: Instant,
     record: Map<String, Value>,
     tool: String,
+    include_output: bool,
 }
 
 impl fmt::Debug for Pending {
@@ -321,11 +322,20 @@ where
         );
         record.insert("call_id".into(), Value::from(call.id.as_str()));
         record.insert("tool".into(), Value::from(tool.as_str()));
+        // An agent's own `audit` settings replace the section's (R39: inherited, never
+        // looser).
+        let mut include = (layer.include_input, layer.include_output);
         let identities: Vec<Value> = layer
             .handle
             .as_ref()
             .map(|h| {
                 let g = h.pin(&mut call);
+                if let Some(a) = g.agent(&call.agent.profile) {
+                    include = (
+                        a.audit_content.0.unwrap_or(include.0),
+                        a.audit_content.1.unwrap_or(include.1),
+                    );
+                }
                 g.lookup(&call.tool)
                     .map(|e| {
                         e.records
@@ -352,7 +362,7 @@ where
             "input_hash".into(),
             canon::input_hash(&call.input).map_or(Value::Null, Value::from),
         );
-        if layer.include_input {
+        if include.0 {
             record.insert(
                 "input".into(),
                 layer.redactor.redact_value(&tool, &call.input),
@@ -367,6 +377,7 @@ where
                     started: Instant::now(),
                     record,
                     tool,
+                    include_output: include.1,
                 }),
             },
         }
@@ -467,7 +478,7 @@ impl Pending {
             "duration_ms".into(),
             json!((elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
         );
-        if self.layer.include_output
+        if self.include_output
             && let Ok(ToolResponse::Completed(out) | ToolResponse::Failed(out)) = &result
         {
             let redacted = self.layer.redactor.redact_value(&self.tool, &out.content);
