@@ -83,6 +83,14 @@ pub enum Check {
     Routing,
     /// A custom hook (R32).
     Hook,
+    /// R36: the input matches the tool's advertised input schema (MCP).
+    InputSchema,
+    /// R35: the tool's definition is still the one the call was decided or approved for.
+    DefinitionChanged,
+    /// R38: the call carries a valid permit from the approval gate.
+    Permit,
+    /// R33: the audit sink can record the call.
+    AuditSink,
     /// Every check passed and nothing asked.
     Passed,
 }
@@ -100,6 +108,10 @@ impl Check {
             Check::TenantPolicy => "tenant policy",
             Check::Routing => "approval routing",
             Check::Hook => "hook",
+            Check::InputSchema => "input schema",
+            Check::DefinitionChanged => "tool definition changed",
+            Check::Permit => "gate permit",
+            Check::AuditSink => "audit sink",
             Check::Passed => "all checks passed",
         }
     }

@@ -154,7 +154,7 @@ impl<S> SchemaValidation<S> {
 }
 
 fn invalid(reason: String) -> Refusal {
-    Refusal::new(RefusalCode::InvalidInput, Check::InputBounds, reason)
+    Refusal::new(RefusalCode::InvalidInput, Check::InputSchema, reason)
 }
 
 /// The records a call can reach: the one its identity names, or every record behind its
@@ -214,7 +214,7 @@ impl<S> SchemaValidation<S> {
             reasons.extend(errors.into_iter().take(MAX_REASONS));
             return Err(Refusal {
                 code: RefusalCode::InvalidInput,
-                decided_by: Check::InputBounds,
+                decided_by: Check::InputSchema,
                 reasons,
             });
         }

@@ -212,10 +212,14 @@ fn check(
         if !require_permit {
             return Ok(());
         }
-        return Err(rejected(format!(
-            "the call to `{}` carries no permit from an approval gate (no governance snapshot decided it), so it is not sent (R38: the tool side refuses what the gate did not pass)",
-            listed.qualified
-        )));
+        return Err(Refusal::new(
+            RefusalCode::Rejected,
+            Check::Permit,
+            format!(
+                "the call to `{}` carries no permit from an approval gate (no governance snapshot decided it), so it is not sent (R38: the tool side refuses what the gate did not pass)",
+                listed.qualified
+            ),
+        ));
     };
     // INVARIANT: a call is sent only under the definition it was decided by: the pinned
     // snapshot's record of this tool must be the definition the server lists now; a
@@ -235,10 +239,14 @@ fn check(
             )));
         }
         Some(r) if r.decl != listed.decl => {
-            return Err(rejected(format!(
-                "the definition of `{}` changed after the call was decided (its server listed it again); it will be decided again",
-                listed.qualified
-            )));
+            return Err(Refusal::new(
+                RefusalCode::Rejected,
+                Check::DefinitionChanged,
+                format!(
+                    "the definition of `{}` changed after the call was decided (its server listed it again); it will be decided again",
+                    listed.qualified
+                ),
+            ));
         }
         Some(_) => {}
     }

@@ -14,7 +14,9 @@ use toolgate::approval::{
     InteractiveChannel,
 };
 use toolgate::audit::{AuditLayer, MemorySink};
-use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
+use toolgate::core::{
+    AgentRef, ChannelKind, Check, RefusalCode, ToolCall, ToolIdentity, ToolResponse,
+};
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
@@ -746,6 +748,7 @@ async fn r38_without_the_gate_the_mcp_service_sends_nothing() {
         let (code, why) = refusal(&r);
         assert_eq!(code, RefusalCode::Rejected, "{why}");
         assert!(why.contains("permit"), "{why}");
+        assert_eq!(r.refusal().unwrap().decided_by, Check::Permit);
     }
     // The bare service, by identity, with no snapshot pinned at all.
     let r = gateway
@@ -781,6 +784,7 @@ async fn r38_without_the_gate_the_mcp_service_sends_nothing() {
         .await
         .unwrap();
     assert_eq!(refusal(&r).0, RefusalCode::InvalidInput);
+    assert_eq!(r.refusal().unwrap().decided_by, Check::InputSchema);
     assert_eq!(calls(&gateway, "drift", "lookup").await, 1);
 
     // A permit minted for one input does not pass another.

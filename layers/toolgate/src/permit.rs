@@ -71,7 +71,7 @@ pub struct Permit {
 }
 
 fn refused(why: String) -> Refusal {
-    Refusal::new(RefusalCode::Rejected, Check::Routing, why)
+    Refusal::new(RefusalCode::Rejected, Check::Permit, why)
 }
 
 impl Permit {
@@ -130,9 +130,13 @@ impl Permit {
             )));
         }
         if permit.definition_hash != definition_hash {
-            return Err(refused(format!(
-                "the definition of `{name}` differs from the one the approval gate decided the call for (R35)"
-            )));
+            return Err(Refusal::new(
+                RefusalCode::Rejected,
+                Check::DefinitionChanged,
+                format!(
+                    "the definition of `{name}` differs from the one the approval gate decided the call for (R35)"
+                ),
+            ));
         }
         Ok(())
     }
@@ -281,13 +285,18 @@ mod tests {
     async fn r38_without_the_gate_require_permit_refuses_every_call() {
         let hits = Arc::new(AtomicUsize::new(0));
         let tool = RequirePermitLayer::new(handle()).layer(counted(&hits));
-        for name in ["lookup", "refund", "nope"] {
+        for (name, check) in [
+            ("lookup", Check::Permit),
+            ("refund", Check::Permit),
+            ("nope", Check::UnknownTool),
+        ] {
             let r = tool
                 .clone()
                 .oneshot(call(name, json!({"a": 1})))
                 .await
                 .unwrap();
-            assert!(r.refusal().is_some(), "{name}: {r:?}");
+            let refusal = r.refusal().expect("refused");
+            assert_eq!(refusal.decided_by, check, "{name}: {r:?}");
         }
         assert_eq!(hits.load(Ordering::SeqCst), 0);
     }
@@ -382,6 +391,7 @@ mod tests {
             r.refusal().unwrap().reasons[0].contains("definition"),
             "{r:?}"
         );
+        assert_eq!(r.refusal().unwrap().decided_by, Check::DefinitionChanged);
         assert_eq!(hits.load(Ordering::SeqCst), 0);
     }
 }

@@ -299,7 +299,7 @@ where
                 kind: Kind::Refused {
                     response: Some(ToolResponse::Refused(Refusal::new(
                         RefusalCode::Rejected,
-                        Check::Routing,
+                        Check::AuditSink,
                         format!("the audit sink is failing, so no call may run unrecorded: {e}"),
                     ))),
                 },
