@@ -31,7 +31,7 @@
 //! built; a snapshot stored later (a reload) changes decisions, not the sink or the
 //! redactor.
 //!
-//! The parts stay public ([`ExposureLayer`](crate::ExposureLayer), [`AuditLayer`], …) for
+//! The parts stay public ([`ExposureLayer`], [`AuditLayer`], …) for
 //! people who compose by hand; each is safe alone. A hand-built stack in the order above
 //! decides every call as the composite does (the `tests` crate checks it on random
 //! configurations).
