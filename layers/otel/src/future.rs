@@ -16,6 +16,7 @@ use toolgate::redact::Redactor;
 use crate::attributes::{self as attr, values};
 use crate::layer::Shared;
 use crate::record;
+use opentelemetry::metrics::Counter;
 
 /// Everything needed to end the span. Ends it as cancelled when dropped unended.
 pub(crate) struct Finish {
@@ -24,6 +25,7 @@ pub(crate) struct Finish {
     tool: String,
     content: bool,
     redactor: Redactor,
+    decisions: Option<Counter<u64>>,
     ended: bool,
 }
 
@@ -43,6 +45,7 @@ impl Finish {
             tool,
             content: shared.content,
             redactor: shared.redactor.clone(),
+            decisions: shared.decisions.clone(),
             ended: false,
         }
     }
@@ -101,6 +104,23 @@ impl Finish {
 
     fn end(&mut self, mut attributes: Vec<KeyValue>, error: Option<(&'static str, String)>) {
         self.ended = true;
+        if let Some(counter) = &self.decisions {
+            // Low cardinality only: never the tool, the agent or a reason.
+            let labels: Vec<KeyValue> = attributes
+                .iter()
+                .filter(|kv| {
+                    matches!(
+                        kv.key.as_str(),
+                        attr::TOOLGATE_DECISION_OUTCOME
+                            | attr::TOOLGATE_DECISION_CHECK
+                            | attr::TOOLGATE_REFUSAL_CODE
+                            | attr::TOOLGATE_CALL_OUTCOME
+                    )
+                })
+                .cloned()
+                .collect();
+            counter.add(1, &labels);
+        }
         let span = self.cx.span();
         if let Some((kind, description)) = error {
             attributes.push(KeyValue::new(attr::ERROR_TYPE, kind));

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::global::{self, BoxedTracer};
+use opentelemetry::metrics::{Counter, MeterProvider};
 use opentelemetry::trace::{Span, Tracer, TracerProvider};
 use toolgate::GovernanceHandle;
 use toolgate::redact::Redactor;
@@ -22,7 +23,11 @@ pub(crate) struct Shared {
     pub(crate) governance: Option<GovernanceHandle>,
     pub(crate) content: bool,
     pub(crate) redactor: Redactor,
+    pub(crate) decisions: Option<Counter<u64>>,
 }
+
+/// The name of the decisions counter (see [`ToolSpanLayer::with_metrics`]).
+pub const DECISIONS_METRIC: &str = "toolgate.decisions";
 
 /// Layer of [`ToolSpan`]: one OpenTelemetry `execute_tool` span per tool call, with the
 /// decision recorded on it (R34).
@@ -93,6 +98,7 @@ impl ToolSpanLayer {
                 governance: None,
                 content: false,
                 redactor: Redactor::default(),
+                decisions: None,
             },
         }
     }
@@ -110,6 +116,25 @@ impl ToolSpanLayer {
     /// serialised and truncated. Off by default (R34).
     pub fn with_content(mut self, on: bool) -> Self {
         self.shared.content = on;
+        self
+    }
+
+    /// Also counts every call's decision on the counter `toolgate.decisions` (unit
+    /// `{decision}`) of a meter of `provider` (instrumentation scope `toolgate-otel`), with
+    /// the low-cardinality attributes of the span: `toolgate.decision.outcome` (`run`, `ask`,
+    /// `refused`), `toolgate.decision.check`, `toolgate.refusal.code` (refused calls) and
+    /// `toolgate.call.outcome`. Tool names, agents and reasons are never metric attributes.
+    pub fn with_metrics<P: MeterProvider>(mut self, provider: &P) -> Self {
+        let meter = provider.meter_with_scope(scope());
+        self.shared.decisions = Some(
+            meter
+                .u64_counter(DECISIONS_METRIC)
+                .with_unit("{decision}")
+                .with_description(
+                    "Tool calls decided by toolgate, by outcome, check and refusal code",
+                )
+                .build(),
+        );
         self
     }
 

@@ -132,6 +132,6 @@ mod service;
 mod stack;
 
 pub use future::ResponseFuture;
-pub use layer::ToolSpanLayer;
+pub use layer::{DECISIONS_METRIC, ToolSpanLayer};
 pub use service::ToolSpan;
 pub use stack::ToolgateLayerExt;

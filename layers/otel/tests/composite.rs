@@ -142,3 +142,110 @@ fn r26_the_composite_with_spans_still_fails_at_build_time_without_its_channel() 
     let e = ToolgateLayer::builder(handle).build().unwrap_err();
     assert_eq!(e.errors[0].path, "approval.channel");
 }
+
+/// The decisions counter: one count per call, by outcome, check, refusal code and how the
+/// call ended — and never a tool name, an agent or a reason.
+#[tokio::test]
+async fn r34_every_decision_is_counted_by_outcome_check_and_code() {
+    use opentelemetry::KeyValue;
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    use std::collections::BTreeMap;
+
+    let metrics = InMemoryMetricExporter::default();
+    let meter_provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(metrics.clone()).build())
+        .build();
+    let tracer_provider = SdkTracerProvider::builder().build();
+    let handle = toolgate::GovernanceHandle::new(
+        toolgate::engine::config::load_str(
+            r#"{"approval": {"channel": "interactive"}, "air_gapped": true,
+                "tools": [{"kind": "http", "name": "lookup"},
+                          {"kind": "http", "name": "refund", "approval": "require_approval"},
+                          {"kind": "http", "name": "fetch", "network": "egress"}],
+                "agents": [{"name": "dev", "allowed_tools": ["lookup", "refund", "fetch"]}]}"#,
+            toolgate::engine::config::Format::Json,
+        )
+        .unwrap(),
+    );
+    let channel = FnChannel::new(ChannelKind::Interactive, |_req| ApprovalOutcome::Approved {
+        approver: "alice".into(),
+    });
+    let stack = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(handle)
+                .channel(channel)
+                .build()
+                .unwrap()
+                .spans(ToolSpanLayer::new(&tracer_provider).with_metrics(&meter_provider)),
+        )
+        .service(service_fn(crm));
+    for tool in ["lookup", "lookup", "refund", "fetch", "nope"] {
+        stack
+            .clone()
+            .oneshot(ToolCall::new(AgentRef::profile("dev"), tool, json!({})))
+            .await
+            .unwrap();
+    }
+    meter_provider.force_flush().unwrap();
+
+    let exported = metrics.get_finished_metrics().unwrap();
+    let last = exported.last().expect("exported");
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for sm in last.scope_metrics() {
+        for m in sm.metrics() {
+            if m.name() != toolgate_otel::DECISIONS_METRIC {
+                continue;
+            }
+            let AggregatedMetrics::U64(MetricData::Sum(sum)) = m.data() else {
+                panic!("a u64 sum")
+            };
+            for dp in sum.data_points() {
+                let mut labels: Vec<&KeyValue> = dp.attributes().collect();
+                labels.sort_by(|a, b| a.key.as_str().cmp(b.key.as_str()));
+                let key = labels
+                    .iter()
+                    .map(|kv| format!("{}={}", kv.key, kv.value))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                assert!(
+                    labels
+                        .iter()
+                        .all(|kv| kv.key.as_str().starts_with("toolgate.")),
+                    "{key}"
+                );
+                *counts.entry(key).or_default() += dp.value();
+            }
+        }
+    }
+    let get = |outcome: &str, check: &str, code: Option<&str>, call: &str| {
+        let mut key = vec![format!("toolgate.call.outcome={call}")];
+        key.push(format!("toolgate.decision.check={check}"));
+        key.push(format!("toolgate.decision.outcome={outcome}"));
+        if let Some(c) = code {
+            key.push(format!("toolgate.refusal.code={c}"));
+        }
+        counts.get(&key.join(",")).copied().unwrap_or(0)
+    };
+    assert_eq!(
+        get("run", "all checks passed", None, "completed"),
+        2,
+        "{counts:#?}"
+    );
+    assert_eq!(
+        get("ask", "approval routing", None, "completed"),
+        1,
+        "{counts:#?}"
+    );
+    assert_eq!(
+        get("refused", "air gap", Some("air_gapped"), "refused"),
+        1,
+        "{counts:#?}"
+    );
+    assert_eq!(
+        get("refused", "tool lookup", Some("unknown_tool"), "refused"),
+        1,
+        "{counts:#?}"
+    );
+    assert_eq!(counts.values().sum::<u64>(), 5);
+}
