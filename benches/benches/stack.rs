@@ -2,7 +2,8 @@
 //! `call`, against (b) the full toolgate stack (exposure → confidentiality → air gap →
 //! approval gate) over the same `service_fn`, deciding the allowed call against a 200-rule
 //! tenant policy. For the breakdown, the same group also runs the stack with no tenant
-//! rules, the three filter layers alone and the approval gate alone. One criterion group,
+//! rules, the three filter layers alone, the composite `ToolgateLayer` and the approval
+//! gate alone. One criterion group,
 //! so the ratios come from one run.
 //!
 //! Harness, the same for every bench here: the call is built outside the timed region
@@ -20,7 +21,7 @@ use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use toolgate::approval::ApprovalGateLayer;
 use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use toolgate_benches::{CALL_WIRE_NAME, call_agent, call_input, governance};
 use tower::{Service, ServiceBuilder, service_fn};
 
@@ -104,6 +105,19 @@ fn bench(c: &mut Criterion) {
             .layer(ExposureLayer::new(handle.clone()))
             .layer(ConfidentialityLayer::new(handle.clone()))
             .layer(AirGapLayer::new(handle.clone()))
+            .service(service_fn(tool)),
+    );
+    // The composite (`ToolgateLayer`: no audit or scrub configured), the same checks in one
+    // layer: its cost over (b) is what assembling them costs.
+    run(
+        &mut group,
+        "f_composite_200_rules",
+        ServiceBuilder::new()
+            .layer(
+                ToolgateLayer::builder(handle.clone())
+                    .build()
+                    .expect("the bench configuration routes no asks"),
+            )
             .service(service_fn(tool)),
     );
     run(

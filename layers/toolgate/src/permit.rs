@@ -44,11 +44,12 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use toolgate_core::{CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
-use toolgate_engine::canon;
 use toolgate_engine::catalog::Entry;
+use toolgate_engine::{Governance, canon};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -56,18 +57,21 @@ use crate::future::ResponseFuture;
 use crate::handle::GovernanceHandle;
 
 /// The approval gate's mark on a call it sends (R38): bound to the call's id, its input
-/// hash and the definition hash of its tool. Only the gate mints permits: there is no
-/// public constructor.
+/// hash and the definition of its tool (R35) in the snapshot the gate passed it by. Only
+/// the gate mints permits: there is no public constructor.
 ///
 /// ```compile_fail
 /// // A permit cannot be made outside toolgate.
-/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: String::new(), definition_hash: String::new() };
+/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: String::new(), snapshot: todo!(), tool: String::new() };
 /// ```
 #[derive(Debug)]
 pub struct Permit {
     call_id: CallId,
     input_hash: String,
-    definition_hash: String,
+    /// The snapshot the gate passed the call by, and the tool's name in it: the definition
+    /// is hashed only when a verifier holds another snapshot (cheap on the common path).
+    snapshot: Arc<Governance>,
+    tool: String,
 }
 
 fn refused(why: String) -> Refusal {
@@ -75,26 +79,36 @@ fn refused(why: String) -> Refusal {
 }
 
 impl Permit {
-    /// Marks `call` as passed by the gate, bound to its input and the definition hash
-    /// `definition_hash`; `Err` when the input cannot be canonicalised (nothing can be bound
-    /// to it, so the call must not be sent).
-    pub(crate) fn attach(call: &mut ToolCall, definition_hash: String) -> Result<(), Refusal> {
+    /// Marks `call` as passed by the gate for `tool` as `snapshot` defines it; `Err` when
+    /// the input cannot be canonicalised (nothing can be bound to it, so the call must not
+    /// be sent).
+    pub(crate) fn attach(
+        call: &mut ToolCall,
+        snapshot: &Arc<Governance>,
+        tool: &str,
+    ) -> Result<(), Refusal> {
         let Some(input_hash) = canon::input_hash(&call.input) else {
             return Err(refused(String::from(
                 "the input cannot be canonicalised, so no permit can be bound to it",
             )));
         };
-        Self::attach_hashed(call, input_hash, definition_hash);
+        Self::attach_hashed(call, input_hash, snapshot, tool);
         Ok(())
     }
 
     /// As [`Permit::attach`], with the input hash already computed (and checked) by the
     /// caller.
-    pub(crate) fn attach_hashed(call: &mut ToolCall, input_hash: String, definition_hash: String) {
+    pub(crate) fn attach_hashed(
+        call: &mut ToolCall,
+        input_hash: String,
+        snapshot: &Arc<Governance>,
+        tool: &str,
+    ) {
         let permit = Permit {
             call_id: call.id.clone(),
             input_hash,
-            definition_hash,
+            snapshot: Arc::clone(snapshot),
+            tool: tool.to_owned(),
         };
         call.extensions.insert(permit);
     }
@@ -104,15 +118,19 @@ impl Permit {
         &self.input_hash
     }
 
-    /// The definition hash of the tool the gate decided the call for (R35).
-    pub fn definition_hash(&self) -> &str {
-        &self.definition_hash
+    /// The definition hash of the tool the gate decided the call for (R35), or `None` if
+    /// its snapshot does not hold the tool (never, for a permit the gate minted).
+    pub fn definition_hash(&self) -> Option<String> {
+        self.snapshot
+            .catalog()
+            .get(&self.tool)
+            .map(canon::entry_definition_hash)
     }
 
-    /// Whether `call` carries a permit that admits it to a tool whose definition hash is
-    /// now `definition_hash`: minted for this call, for exactly this input, under this
-    /// definition. The refusal says what was missing or different.
-    pub fn verify(call: &ToolCall, definition_hash: &str) -> Result<(), Refusal> {
+    /// Whether `call` carries a permit that admits it to the tool `entry` as defined now:
+    /// minted for this call, for exactly this input, under the same definition (R35). The
+    /// refusal says what was missing or different.
+    pub fn verify_entry(call: &ToolCall, entry: &Entry) -> Result<(), Refusal> {
         let name = call.tool.display_name();
         let Some(permit) = call.extensions.get::<Permit>() else {
             return Err(refused(format!(
@@ -129,7 +147,15 @@ impl Permit {
                 "the input of the call to `{name}` differs from the input the approval gate passed"
             )));
         }
-        if permit.definition_hash != definition_hash {
+        let same = match permit.snapshot.catalog().get(&permit.tool) {
+            // The same entry of the same snapshot: the same definition, nothing to hash.
+            Some(passed) if std::ptr::eq(passed, entry) => true,
+            Some(passed) => {
+                canon::entry_definition_hash(passed) == canon::entry_definition_hash(entry)
+            }
+            None => false,
+        };
+        if !same {
             return Err(Refusal::new(
                 RefusalCode::Rejected,
                 Check::DefinitionChanged,
@@ -139,11 +165,6 @@ impl Permit {
             ));
         }
         Ok(())
-    }
-
-    /// As [`Permit::verify`], for the definition of `entry`.
-    pub fn verify_entry(call: &ToolCall, entry: &Entry) -> Result<(), Refusal> {
-        Self::verify(call, &canon::entry_definition_hash(entry))
     }
 }
 
@@ -360,7 +381,7 @@ mod tests {
 
         // A permit moved to another call (same tool, same input) is refused as well.
         let mut first = call("lookup", json!({}));
-        Permit::attach(&mut first, String::from("x")).unwrap();
+        Permit::attach(&mut first, &h.load(), "lookup").unwrap();
         let permit = first.extensions.remove::<Permit>().unwrap();
         let mut second = call("lookup", json!({}));
         second.extensions.insert(permit);
@@ -380,8 +401,15 @@ mod tests {
     async fn r35_a_permit_under_another_definition_does_not_pass() {
         let h = handle();
         let hits = Arc::new(AtomicUsize::new(0));
+        // A permit minted by a snapshot where `lookup` was defined otherwise.
+        let before = load_str(
+            r#"{"tools": [{"kind": "http", "name": "lookup", "description": "old"}],
+                "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]}"#,
+            Format::Json,
+        )
+        .unwrap();
         let mut c = call("lookup", json!({}));
-        Permit::attach(&mut c, String::from("not-the-definition")).unwrap();
+        Permit::attach(&mut c, &Arc::new(before), "lookup").unwrap();
         let r = RequirePermitLayer::new(h)
             .layer(counted(&hits))
             .oneshot(c)

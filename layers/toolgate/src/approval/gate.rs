@@ -320,7 +320,7 @@ where
             },
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
-                if let Err(r) = Permit::attach(&mut call, canon::entry_definition_hash(entry)) {
+                if let Err(r) = Permit::attach(&mut call, &governance, tool) {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = &self.hooks {
@@ -530,7 +530,7 @@ where
                 )));
             }
             // R38: the permit the tool side checks, for the input and definition approved.
-            Permit::attach_hashed(&mut call, input_hash, definition_hash);
+            Permit::attach_hashed(&mut call, input_hash, &now, &tool);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
