@@ -73,6 +73,9 @@
 //! call to one configuration snapshot ([`GovernanceHandle`]), so a policy replaced
 //! mid-call never splits a decision (R23). The approval gate runs every check again (R14,
 //! R38): it is safe on its own, and the filters in front of it only refuse earlier.
+//! Every call the gate sends carries its [`Permit`] (R38), bound to the call, its input and
+//! the tool's definition: [`RequirePermitLayer`] in front of your own tool (and
+//! `toolgate_mcp::McpToolService` always) refuses a call that did not pass a gate.
 //!
 //! ## Refusals are responses
 //!
