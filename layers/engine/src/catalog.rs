@@ -62,6 +62,8 @@ pub struct Entry {
     pub network: NetworkScope,
     /// Withheld from confidential work if any record is.
     pub confidential: bool,
+    /// Not governed (R42): only when every record behind the name says `governed: false`.
+    pub ungoverned: bool,
 }
 
 impl Entry {
@@ -106,6 +108,7 @@ impl Entry {
             .max()
             .unwrap_or(NetworkScope::None);
         self.confidential = self.records.iter().any(|r| r.decl.confidential);
+        self.ungoverned = self.records.iter().all(|r| !r.decl.governed);
     }
 }
 
@@ -154,6 +157,7 @@ impl Catalog {
                 declared_mode: ApprovalMode::Default,
                 network: NetworkScope::None,
                 confidential: false,
+                ungoverned: false,
             };
             entry.recombine();
             self.by_key.insert(key, self.entries.len());

@@ -81,6 +81,8 @@ const TOOL: &[&str] = &[
     "read_only",
     "confidential",
     "annotations",
+    "governed",
+    "ungoverned_reason",
 ];
 const ANNOTATIONS: &[&str] = &[
     "title",
@@ -190,15 +192,22 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
             Value::Object(map) => {
                 for (name, s) in map {
                     let path = field("servers", name);
-                    let Some(o) = Obj::open(s, &path, &["trust_tool_annotations"], &mut errs)
-                    else {
+                    let Some(o) = Obj::open(
+                        s,
+                        &path,
+                        &["trust_tool_annotations", "tool_prefix"],
+                        &mut errs,
+                    ) else {
                         continue;
                     };
                     let trust = o.bool("trust_tool_annotations", &mut errs).unwrap_or(false);
+                    // R41: used as written, never trimmed; blank is refused when built.
+                    let prefix = o.str("tool_prefix", &mut errs).map(str::to_owned);
                     b = b.server(
                         name.clone(),
                         ServerSettings {
                             trust_tool_annotations: trust,
+                            tool_prefix: prefix,
                         },
                     );
                 }
@@ -358,6 +367,23 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
     } else if let Some(a) = o.raw("annotations", errs) {
         decl.annotations = read_annotations(a, &o.path_of("annotations"), errs);
     }
+    // R42: `governed` and `ungoverned_reason` are toolset-only fields.
+    for key in ["governed", "ungoverned_reason"] {
+        if o.has(key) && !o.has("toolset") {
+            errs.push(
+                o.path_of(key),
+                format!("`{key}` is for `toolset` tools only: an MCP or HTTP tool is always governed (R42)"),
+            );
+        }
+    }
+    if o.has("toolset") {
+        if let Some(g) = o.bool("governed", errs) {
+            decl.governed = g;
+        }
+        if let Some(r) = o.str("ungoverned_reason", errs) {
+            decl.ungoverned_reason = Some(r.to_owned());
+        }
+    }
     if errs.errors.len() > before {
         return None;
     }
@@ -406,6 +432,13 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
             let Some(ov) = Obj::open(item, &opath, &["tool", "approval"], errs) else {
                 continue;
             };
+            // SPEC §8: an entry without `tool` is a load error; a blank one is ignored (R9).
+            if !ov.has("tool") {
+                errs.push(
+                    ov.path_of("tool"),
+                    "an override needs `tool`, the qualified name it applies to",
+                );
+            }
             let tool = ov.str("tool", errs).unwrap_or("");
             let mode = ov
                 .choice("approval", MODES, ApprovalMode::parse, errs)

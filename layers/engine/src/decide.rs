@@ -204,6 +204,22 @@ impl Governance {
                 format!("no agent profile is named `{}`", agent.profile),
             ));
         };
+        // SPEC §8: a subagent id never shadows a profile. Rules' `agent` patterns match the
+        // subagent id (R19), so an id that is another profile's name would take that
+        // profile's rules by accident; such a call is refused at this step.
+        if let Some(id) = &agent.subagent
+            && let Some(other) = self.agent(id)
+            && !std::ptr::eq(other, profile)
+        {
+            return Err(Refusal::new(
+                RefusalCode::NotAllowed,
+                Check::Allowed,
+                format!(
+                    "subagent id `{id}` is the name of agent profile `{}`, but the call runs under profile `{}`: a subagent id may not shadow a profile",
+                    other.name, profile.name
+                ),
+            ));
+        }
         if !profile.allows(&entry.key) {
             return Err(not_allowed(profile, entry));
         }
@@ -293,6 +309,10 @@ impl Governance {
             Ok(m) => m,
             Err(r) => return Standing::Omitted(r),
         };
+        if entry.ungoverned {
+            // R42: the approval decision never applies, so the tool is never wrapped.
+            return Standing::Raw;
+        }
         let posture = self.posture_ask(entry).is_some();
         if mode == ApprovalMode::RequireApproval || posture {
             if agent.as_tool {
@@ -382,6 +402,19 @@ impl Governance {
             Ok(m) => m,
             Err(r) => return Decision::refused(r),
         };
+        if entry.ungoverned {
+            // R42: the host's own tool bypasses the approval decision entirely: no
+            // agent-level ask, no tenant rule, no posture, no hook's ask.
+            return Decision {
+                verdict: Verdict::Run {
+                    auto_approved: false,
+                },
+                decided_by: Check::Passed,
+                reasons: Vec::new(),
+                asks: Vec::new(),
+                matched_rules: Vec::new(),
+            };
+        }
         self.approval(entry, agent, mode, call, input, extra_asks)
     }
 

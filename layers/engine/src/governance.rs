@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use toolgate_core::names::{lower_key, name_key};
-use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolKind};
+use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolIdentity, ToolKind};
 
 use crate::catalog::{Catalog, Entry, PostureStatus, Record, Registered};
 use crate::error::{ConfigErrors, Warning, index};
@@ -12,10 +12,22 @@ use crate::observe::{AuditSettings, RedactionSettings};
 use crate::policy::{Effect, Limits, Policy};
 
 /// What the operator says about one MCP server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// ```
+/// use toolgate_engine::ServerSettings;
+/// let s = ServerSettings::trusted().tool_prefix("github-");
+/// assert_eq!(s.own_name("github-create_issue"), Some("create_issue"));
+/// assert_eq!(s.own_name("GitHub-create_issue"), Some("create_issue"), "ASCII case-insensitively");
+/// assert_eq!(s.own_name("github-"), None, "only the prefix: kept as listed");
+/// assert_eq!(s.own_name("create_issue"), None, "no prefix: kept as listed");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerSettings {
     /// Believe the server's read-only annotations for the posture (R28).
     pub trust_tool_annotations: bool,
+    /// The server is reached through a gateway that lists each tool as this prefix followed
+    /// by the tool's own name (R41). Used as written, never trimmed; must not be blank.
+    pub tool_prefix: Option<String>,
 }
 
 impl ServerSettings {
@@ -23,12 +35,36 @@ impl ServerSettings {
     pub fn trusted() -> Self {
         Self {
             trust_tool_annotations: true,
+            tool_prefix: None,
         }
     }
 
     /// A server whose read-only claims exempt nothing (the default).
     pub fn untrusted() -> Self {
         Self::default()
+    }
+
+    /// Sets the gateway tool prefix (R41).
+    #[must_use]
+    pub fn tool_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.tool_prefix = Some(prefix.into());
+        self
+    }
+
+    /// A listed name's own name behind this server's gateway prefix (R41): the listed name
+    /// without the prefix when it starts with it (ASCII case-insensitively) and is longer;
+    /// `None` when the name keeps its listed spelling.
+    pub fn own_name<'a>(&self, listed: &'a str) -> Option<&'a str> {
+        let prefix = self.tool_prefix.as_deref()?;
+        if listed.len() <= prefix.len() {
+            return None;
+        }
+        let head = listed.as_bytes().get(..prefix.len())?;
+        if !head.eq_ignore_ascii_case(prefix.as_bytes()) {
+            return None;
+        }
+        // Equal bytes up to ASCII case: the split point is a character boundary.
+        listed.get(prefix.len()..)
     }
 }
 
@@ -384,7 +420,15 @@ impl GovernanceBuilder {
                 errs.push(path, "a server name must not be blank");
                 continue;
             }
-            if servers.insert(name_key(name), *settings).is_some() {
+            if let Some(prefix) = &settings.tool_prefix
+                && prefix.trim().is_empty()
+            {
+                errs.push(
+                    format!("{path}.tool_prefix"),
+                    "`tool_prefix` must not be blank (R41)",
+                );
+            }
+            if servers.insert(name_key(name), settings.clone()).is_some() {
                 errs.push(
                     path,
                     format!(
@@ -394,9 +438,16 @@ impl GovernanceBuilder {
             }
         }
 
+        // R41: behind a prefixing gateway the own name is the listed name less the prefix;
+        // every later step (identity, qualified name, rules, exemptions, posture) uses it.
+        let decls: Vec<ToolDeclaration> =
+            self.tools.iter().map(|d| own_named(d, &servers)).collect();
+        check_prefixed_names(&decls, &servers, &mut errs);
+        check_ungoverned_records(&decls, &mut errs);
+
         let mut catalog = Catalog::new();
         let mut collisions = Vec::new();
-        for (i, decl) in self.tools.iter().enumerate() {
+        for (i, decl) in decls.iter().enumerate() {
             let path = index("tools", i);
             let id = &decl.identity;
             if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
@@ -447,7 +498,7 @@ impl GovernanceBuilder {
                 }
                 Some(_) => {}
                 None => {
-                    let untrusted = self.tools.iter().find(|d| {
+                    let untrusted = decls.iter().find(|d| {
                         d.identity.kind() == ToolKind::Mcp
                             && d.identity.name().eq_ignore_ascii_case(&ex.tool)
                             && !trusted(&servers, d.identity.source())
@@ -515,6 +566,24 @@ impl GovernanceBuilder {
             }
         }
 
+        // R42: an override `require_approval` naming an ungoverned tool would never ask.
+        for (k, a) in self.agents.iter().enumerate() {
+            for (j, (tool, mode)) in a.overrides.iter().enumerate() {
+                if *mode != ApprovalMode::RequireApproval || tool.trim().is_empty() {
+                    continue;
+                }
+                if catalog.get(tool).is_some_and(|e| e.ungoverned) {
+                    let path = index(&format!("{}.overrides", index("agents", k)), j);
+                    errs.push(
+                        format!("{path}.approval"),
+                        format!(
+                            "`{tool}` is declared `governed: false`, so an override `require_approval` would never ask (R42)"
+                        ),
+                    );
+                }
+            }
+        }
+
         if !errs.is_empty() {
             return Err(errs);
         }
@@ -535,11 +604,120 @@ impl GovernanceBuilder {
             collisions,
             agents,
             agent_index,
+            profiles: self.agents,
             policy: self.policy,
-            declarations: self.tools,
+            declarations: decls,
             audit: self.audit,
             redaction: self.redaction,
         })
+    }
+}
+
+/// A declaration as the catalog holds it: behind a prefixing gateway, named by its own
+/// name with the listed name kept for sending (R41). Idempotent: a declaration that already
+/// carries its listed name is recomputed from it.
+fn own_named(decl: &ToolDeclaration, servers: &HashMap<String, ServerSettings>) -> ToolDeclaration {
+    let mut out = decl.clone();
+    let id = &decl.identity;
+    if id.kind() != ToolKind::Mcp {
+        return out;
+    }
+    let listed = decl.listed_name.as_deref().unwrap_or_else(|| id.name());
+    let own = servers
+        .get(&name_key(id.source()))
+        .and_then(|s| s.own_name(listed));
+    match own {
+        Some(own) => {
+            out.identity = ToolIdentity::mcp(id.source(), own);
+            out.listed_name = Some(listed.to_owned());
+        }
+        None => {
+            out.identity = ToolIdentity::mcp(id.source(), listed);
+            out.listed_name = None;
+        }
+    }
+    out
+}
+
+/// R41: two different listed names of one prefixed server that come to one own name are a
+/// load error (the same listed name again is a revision).
+fn check_prefixed_names(
+    decls: &[ToolDeclaration],
+    servers: &HashMap<String, ServerSettings>,
+    errs: &mut ConfigErrors,
+) {
+    let mut seen: HashMap<(String, &str), (usize, &str)> = HashMap::new();
+    for (i, d) in decls.iter().enumerate() {
+        let id = &d.identity;
+        if id.kind() != ToolKind::Mcp {
+            continue;
+        }
+        let Some(prefix) = servers
+            .get(&name_key(id.source()))
+            .and_then(|s| s.tool_prefix.as_deref())
+        else {
+            continue;
+        };
+        let listed = d.sent_name();
+        match seen.get(&(name_key(id.source()), id.name())) {
+            Some(&(first, first_listed)) if first_listed != listed => errs.push(
+                format!("{}.name", index("tools", i)),
+                format!(
+                    "`{listed}` and `{first_listed}` (tools[{first}]) of server `{}` are both the tool `{}` once the gateway prefix `{prefix}` is taken off (R41)",
+                    id.source(),
+                    id.name()
+                ),
+            ),
+            Some(_) => {}
+            None => {
+                seen.insert((name_key(id.source()), id.name()), (i, listed));
+            }
+        }
+    }
+}
+
+/// R42: only a `toolset` tool may be ungoverned, with a reason, and never declared
+/// `require_approval`. Checked per record, collisions included.
+fn check_ungoverned_records(decls: &[ToolDeclaration], errs: &mut ConfigErrors) {
+    for (i, d) in decls.iter().enumerate() {
+        let path = index("tools", i);
+        let local = d.identity.kind() == ToolKind::Local;
+        if !local {
+            if !d.governed {
+                errs.push(
+                    format!("{path}.governed"),
+                    "`governed` is for `toolset` tools only: an MCP or HTTP tool is always governed (R42)",
+                );
+            }
+            if d.ungoverned_reason.is_some() {
+                errs.push(
+                    format!("{path}.ungoverned_reason"),
+                    "`ungoverned_reason` is for `toolset` tools only (R42)",
+                );
+            }
+            continue;
+        }
+        match (&d.ungoverned_reason, d.governed) {
+            (Some(_), true) => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "`ungoverned_reason` is given without `governed: false` (R42)",
+            ),
+            (None, false) => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "a tool with `governed: false` needs an `ungoverned_reason` (R42)",
+            ),
+            (Some(r), false) if r.trim().is_empty() => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "`ungoverned_reason` must not be blank (R42)",
+            ),
+            _ => {}
+        }
+        if !d.governed && d.approval == ApprovalMode::RequireApproval {
+            errs.push(
+                format!("{path}.approval"),
+                "a tool with `governed: false` is never asked, so `require_approval` would never apply (R42)",
+            );
+        }
     }
 }
 
@@ -675,6 +853,8 @@ pub struct Governance {
     pub(crate) collisions: Vec<usize>,
     pub(crate) agents: Vec<ResolvedAgent>,
     pub(crate) agent_index: HashMap<String, usize>,
+    /// The profiles as given (for `to_builder` and `check`'s warnings).
+    pub(crate) profiles: Vec<AgentProfile>,
     pub(crate) policy: PolicyState,
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
@@ -689,35 +869,22 @@ impl Governance {
 
     /// A builder holding this snapshot's configuration, to change and build again.
     pub fn to_builder(&self) -> GovernanceBuilder {
-        let mut servers: Vec<_> = self.servers.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut servers: Vec<_> = self
+            .servers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         servers.sort_by(|a, b| a.0.cmp(&b.0));
         GovernanceBuilder {
             settings: self.settings,
             exemptions: self.exemptions.clone(),
             servers,
             tools: self.declarations.clone(),
-            agents: self.profiles(),
+            agents: self.profiles.clone(),
             policy: self.policy.clone(),
             audit: self.audit.clone(),
             redaction: self.redaction.clone(),
         }
-    }
-
-    fn profiles(&self) -> Vec<AgentProfile> {
-        self.agents
-            .iter()
-            .map(|a| AgentProfile {
-                name: a.name.clone(),
-                allowed_tools: a.allowed.iter().cloned().collect(),
-                confidential: a.confidential,
-                as_tool: a.as_tool,
-                overrides: a.overrides.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-                parent: a
-                    .parent
-                    .and_then(|p| self.agents.get(p))
-                    .map(|p| p.name.clone()),
-            })
-            .collect()
     }
 
     /// A new snapshot with the tenant policy replaced; everything else is kept. A refused
@@ -740,6 +907,12 @@ impl Governance {
     /// The host settings.
     pub fn settings(&self) -> &HostSettings {
         &self.settings
+    }
+
+    /// What the operator set for one MCP server (trust, gateway prefix), looked up
+    /// case-insensitively: set once, in the configuration or on a gateway server.
+    pub fn server_settings(&self, server: &str) -> Option<&ServerSettings> {
+        self.servers.get(lower_key(server).as_ref())
     }
 
     /// The catalog.
@@ -840,6 +1013,111 @@ impl Governance {
                         "server `{}` is not trusted: the read-only claim of `{}` is recorded but exempts nothing (R28)",
                         id.source(),
                         id.name()
+                    ),
+                });
+            }
+        }
+        // R41: a listed name of a prefixed server that does not carry the prefix.
+        for (i, decl) in self.declarations.iter().enumerate() {
+            let id = &decl.identity;
+            if id.kind() != ToolKind::Mcp || decl.listed_name.is_some() {
+                continue;
+            }
+            if let Some(prefix) = self
+                .servers
+                .get(&name_key(id.source()))
+                .and_then(|s| s.tool_prefix.as_deref())
+            {
+                out.push(Warning {
+                    path: format!("{}.name", index("tools", i)),
+                    message: format!(
+                        "`{}` of server `{}` does not start with the gateway prefix `{prefix}` (or is only the prefix), so it keeps its listed name as its own name (R41)",
+                        id.name(),
+                        id.source()
+                    ),
+                });
+            }
+        }
+        // R42: every bypass of the approval decision, once per qualified name.
+        for entry in self.catalog.entries().iter().filter(|e| e.ungoverned) {
+            let reasons: Vec<String> = entry
+                .records
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}: {}",
+                        r.identity(),
+                        r.decl.ungoverned_reason.as_deref().unwrap_or("").trim()
+                    )
+                })
+                .collect();
+            let at = self
+                .declarations
+                .iter()
+                .position(|d| {
+                    d.identity
+                        .qualified_name()
+                        .is_ok_and(|q| name_key(&q) == entry.key)
+                })
+                .map(|i| index("tools", i))
+                .unwrap_or_else(|| String::from("tools"));
+            out.push(Warning {
+                path: at,
+                message: format!(
+                    "`{}` is not governed: no agent-level ask, tenant rule, posture or hook applies to it (R42); {}",
+                    entry.name,
+                    reasons.join("; ")
+                ),
+            });
+        }
+        // R6, R9: names in agent profiles that resolve to no registered tool.
+        for (k, profile) in self.profiles.iter().enumerate() {
+            let at = index("agents", k);
+            for (j, name) in profile.allowed_tools.iter().enumerate() {
+                if !name.trim().is_empty() && self.catalog.get(name).is_none() {
+                    out.push(Warning {
+                        path: index(&format!("{at}.allowed_tools"), j),
+                        message: format!(
+                            "`{name}` names no registered tool, so it exposes nothing until such a tool arrives (R6)"
+                        ),
+                    });
+                }
+            }
+            for (j, (tool, mode)) in profile.overrides.iter().enumerate() {
+                if !tool.trim().is_empty() && self.catalog.get(tool).is_none() {
+                    out.push(Warning {
+                        path: format!("{}.tool", index(&format!("{at}.overrides"), j)),
+                        message: format!(
+                            "the `{mode}` override names `{tool}`, which is no registered tool's qualified name, so it does nothing (R9)"
+                        ),
+                    });
+                }
+            }
+        }
+        // R26: asks that can never be answered.
+        if self.settings.channel == ChannelKind::None {
+            let posture = self.settings.require_approval_for_non_read_only
+                && self.settings.enforce_tool_invocation;
+            let wrapped = self.catalog.entries().iter().find(|e| {
+                !e.ungoverned
+                    && self
+                        .agents
+                        .iter()
+                        .any(|a| self.effective_mode(a, e) == ApprovalMode::RequireApproval)
+            });
+            if posture {
+                out.push(Warning {
+                    path: String::from("approval.channel"),
+                    message: String::from(
+                        "the behaviour posture is on but `approval.channel` is `none`: every call it asks about will be refused `no_approval_channel` (R26)",
+                    ),
+                });
+            } else if let Some(e) = wrapped {
+                out.push(Warning {
+                    path: String::from("approval.channel"),
+                    message: format!(
+                        "`{}` requires approval but `approval.channel` is `none`: such calls will be refused `no_approval_channel` (R26)",
+                        e.name
                     ),
                 });
             }

@@ -301,6 +301,7 @@ impl McpServerConfig {
     pub(crate) fn server_settings(&self) -> Option<ServerSettings> {
         self.trust.map(|trust_tool_annotations| ServerSettings {
             trust_tool_annotations,
+            tool_prefix: None,
         })
     }
 
