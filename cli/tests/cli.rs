@@ -212,3 +212,87 @@ fn audit_verify() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(json_out(&o)["line"], 2);
 }
+
+/// SPEC round 2 through the command: R41, R42, §8 (subagent ids, non-finite numbers,
+/// non-object input), and `config print` loading back into the same configuration.
+#[test]
+fn round2_prefix_ungoverned_subagent_and_config_print() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "c.json",
+        r#"{
+  "approval": {"channel": "interactive"},
+  "behavior_gating": {"require_approval_for_non_read_only": true},
+  "servers": {"github": {"tool_prefix": "github-"}},
+  "tools": [{"server": "github", "name": "github-create_issue"}, {"server": "github", "name": "list"},
+            {"toolset": "skills", "name": "read_skill", "governed": false, "ungoverned_reason": "reads instructions"}],
+  "agents": [{"name": "support", "allowed_tools": ["github__create_issue", "skills__read_skill"]},
+             {"name": "admin", "allowed_tools": ["github__create_issue"]}],
+  "policy": {"rules": [{"effect": "deny", "server": "github", "tool": "create_issue", "agent": "support", "reason": "not support"}]}
+}"#,
+    );
+    let o = toolgate(&["check", &cfg, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let w = json_out(&o)["warnings"].to_string();
+    assert!(
+        w.contains("`list`") && w.contains("R41"),
+        "R41 warning: {w}"
+    );
+    assert!(
+        w.contains("skills__read_skill") && w.contains("reads instructions"),
+        "R42 warning: {w}"
+    );
+
+    let decide = |call: &str| {
+        let c = write(d.path(), "call.json", call);
+        toolgate(&["decide", &cfg, "--call", &c, "--json"])
+    };
+    let v = json_out(&decide(
+        r#"{"agent": "support", "server": "github", "tool": "create_issue"}"#,
+    ));
+    assert_eq!(v["refusal"], "denied", "{v}");
+    let v = json_out(&decide(
+        r#"{"agent": "support", "name": "skills__read_skill"}"#,
+    ));
+    assert_eq!(v["outcome"], "run", "{v}");
+    let v = json_out(&decide(
+        r#"{"agent": "admin", "profile": "support", "name": "github__create_issue"}"#,
+    ));
+    assert_eq!(
+        v["refusal"], "not_allowed",
+        "a subagent id may not shadow a profile: {v}"
+    );
+    for bad in [
+        r#"{"agent": "support", "name": "skills__read_skill", "input": {"n": 1e999}}"#,
+        r#"{"agent": "support", "name": "skills__read_skill", "input": "text"}"#,
+    ] {
+        let o = decide(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(o.stdout.is_empty());
+    }
+
+    let o = toolgate(&["config", "print", &cfg]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let printed = write(
+        d.path(),
+        "printed.json",
+        &String::from_utf8_lossy(&o.stdout),
+    );
+    let again = toolgate(&["config", "print", &printed]);
+    assert_eq!(
+        json_out(&o),
+        json_out(&again),
+        "the printed configuration loads back the same"
+    );
+}

@@ -19,6 +19,8 @@
 
 use std::path::Path;
 
+pub use crate::print::effective;
+
 use serde_json::Value;
 use toolgate_core::{
     ApprovalMode, ChannelKind, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity,

@@ -282,6 +282,9 @@ pub struct GovernanceBuilder {
     policy: PolicyState,
     audit: AuditSettings,
     redaction: RedactionSettings,
+    /// Errors found while building up (a change naming something absent), reported by
+    /// `build`.
+    pending: Vec<(String, String)>,
 }
 
 impl GovernanceBuilder {
@@ -324,6 +327,72 @@ impl GovernanceBuilder {
     /// Declares a tool (arrival order matters, R29).
     pub fn tool(mut self, decl: ToolDeclaration) -> Self {
         self.tools.push(decl);
+        self
+    }
+
+    /// Removes every declaration of this identity (a tool its server stopped listing). The
+    /// identity may name the tool by its own name or, behind a prefixing gateway, as listed
+    /// (R41). Removing a tool that is not declared changes nothing.
+    ///
+    /// ```
+    /// use toolgate_core::{ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::Governance;
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::mcp("kb", "page")))
+    ///     .remove_tool(&ToolIdentity::mcp("KB", "page"))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(gov.catalog().is_empty());
+    /// ```
+    pub fn remove_tool(mut self, identity: &toolgate_core::ToolIdentity) -> Self {
+        self.tools.retain(|d| {
+            let listed = d
+                .listed_name
+                .as_deref()
+                .unwrap_or_else(|| d.identity.name());
+            let named = d.identity.same_identity(identity)
+                || (d.identity.kind() == identity.kind()
+                    && d.identity.source().eq_ignore_ascii_case(identity.source())
+                    && listed == identity.name());
+            !named
+        });
+        self
+    }
+
+    /// Sets one agent's approval override for a qualified name at run time (seed 000):
+    /// every earlier entry for that name is replaced, and `default` removes the override
+    /// (R9), so a configuration written back keeps only overrides in force. An agent that
+    /// does not exist is an error when the snapshot is built.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")))
+    ///     .agent(AgentProfile::new("support").allow(["refund_order"]))
+    ///     .set_override("support", "refund_order", ApprovalMode::Deny)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(gov.expose("support").unwrap().omitted[0].name, "refund_order");
+    /// ```
+    pub fn set_override(mut self, agent: &str, tool: &str, mode: ApprovalMode) -> Self {
+        let key = name_key(tool);
+        match self
+            .agents
+            .iter_mut()
+            .find(|a| a.name.eq_ignore_ascii_case(agent))
+        {
+            Some(profile) => {
+                profile.overrides.retain(|(t, _)| name_key(t) != key);
+                if mode != ApprovalMode::Default {
+                    profile.overrides.push((tool.to_owned(), mode));
+                }
+            }
+            None => self.pending.push((
+                String::from("agents"),
+                format!("no agent profile is named `{agent}`, so its override for `{tool}` cannot be set"),
+            )),
+        }
         self
     }
 
@@ -372,6 +441,9 @@ impl GovernanceBuilder {
     /// configuration; every error is reported with its path.
     pub fn build(self) -> Result<Governance, ConfigErrors> {
         let mut errs = ConfigErrors::default();
+        for (path, message) in &self.pending {
+            errs.push(path.clone(), message.clone());
+        }
         let s = self.settings;
         let policy_path = "policy";
 
@@ -884,6 +956,7 @@ impl Governance {
             policy: self.policy.clone(),
             audit: self.audit.clone(),
             redaction: self.redaction.clone(),
+            pending: Vec::new(),
         }
     }
 

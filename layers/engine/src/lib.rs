@@ -57,6 +57,7 @@ mod governance;
 pub mod json;
 pub mod observe;
 pub mod policy;
+mod print;
 
 pub use decide::{CallInput, CallView, ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use error::{ConfigError, ConfigErrors, Warning};

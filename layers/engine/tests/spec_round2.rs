@@ -653,3 +653,80 @@ fn r9_builder_override_to_default_removes_it() {
     let d = decide(&gov, AgentRef::profile("a"), name("t"));
     assert!(matches!(d.verdict, Verdict::Ask { .. }), "{d:?}");
 }
+
+// ----- seed 000: overrides changed at run time, the effective configuration -----
+
+#[test]
+fn seed000_effective_config_round_trips_and_keeps_only_overrides_in_force() {
+    let mut cfg = host_tools();
+    cfg["servers"] = json!({"github": {"tool_prefix": "github-", "trust_tool_annotations": true}});
+    cfg["tools"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"server": "github", "name": "github-create_issue", "annotations": {"readOnlyHint": true, "title": "Create"}}));
+    cfg["agents"][0]["overrides"] = json!([
+        {"tool": "coding__write_file", "approval": "deny"},
+        {"tool": "skills__read_skill", "approval": "auto_approve"},
+        {"tool": "CODING__write_file", "approval": "default"}
+    ]);
+    cfg["audit"] = json!({"file": "a.jsonl", "include_input": true});
+    cfg["redaction"] = json!({"keys": ["ssn"], "scrub_output": true});
+    let gov = load(cfg);
+    let v = config::effective(&gov);
+    assert_eq!(
+        v["agents"][0]["overrides"],
+        json!([{"tool": "skills__read_skill", "approval": "auto_approve"}]),
+        "an override set back to `default` is gone"
+    );
+    assert_eq!(
+        v["tools"][5]["name"], "github-create_issue",
+        "written as listed (R41)"
+    );
+    let again = config::load_str(&v.to_string(), Format::Json).unwrap();
+    assert_eq!(
+        config::effective(&again),
+        v,
+        "it loads back into the same configuration"
+    );
+    let seen = |g: &Governance| format!("{:?}", g.expose("dev").unwrap());
+    assert_eq!(seen(&gov), seen(&again));
+}
+
+#[test]
+fn seed000_remove_tool_and_set_override_at_run_time() {
+    let gov = load(prefixed());
+    let next = gov
+        .to_builder()
+        .remove_tool(&ToolIdentity::mcp("github", "github-create_issue"))
+        .set_override("dev", "github__search", ApprovalMode::Deny)
+        .build()
+        .unwrap();
+    assert!(
+        next.catalog().get("github__create_issue").is_none(),
+        "removed by its listed name"
+    );
+    let d = decide(&next, AgentRef::profile("dev"), name("github__search"));
+    assert_eq!(refusal(&d), Some(RefusalCode::Denied));
+    let back = next
+        .to_builder()
+        .set_override("DEV", "github__search", ApprovalMode::Default)
+        .build()
+        .unwrap();
+    let d = decide(&back, AgentRef::profile("dev"), name("github__search"));
+    assert_ne!(
+        refusal(&d),
+        Some(RefusalCode::Denied),
+        "`default` removes the override"
+    );
+    assert!(
+        config::effective(&back)["agents"][0]
+            .get("overrides")
+            .is_none()
+    );
+    let err = gov
+        .to_builder()
+        .set_override("nobody", "github__search", ApprovalMode::Deny)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("nobody"), "{err}");
+}
