@@ -72,12 +72,12 @@
 //!
 //! | item | what it is |
 //! |---|---|
-//! | [`InboxStore`] | the object-safe storage trait (SQLite now; Postgres next, same contract) |
-//! | [`SqliteInbox`] | embedded SQLite: WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
+//! | [`InboxStore`] | the object-safe storage trait (SQLite here; PostgreSQL in `toolgate-inbox-postgres`) |
+//! | `SqliteInbox` | embedded SQLite (feature `sqlite`, on by default): WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
 //! | [`InboxChannel`] | the `ApprovalChannel` the gate talks to: holds calls, redeems resume tickets |
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
 //! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
-//! | [`suite`] | the conformance suite every backend runs |
+//! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //!
 //! ## Exactly once, and exactly what was seen
 //!
@@ -110,8 +110,10 @@ mod json;
 mod model;
 mod policy;
 mod resume;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+#[cfg(feature = "suite")]
 pub mod suite;
 
 /// The text forms of a held call's parts kept as JSON, shared by every backend so a row reads
@@ -133,6 +135,7 @@ pub use policy::{
     put_policy_text,
 };
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{
     APPLICATION_ID, SCHEMA_V1, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };

@@ -514,6 +514,7 @@ pub fn ask_source_text(source: &AskSource) -> String {
     }
 }
 
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn run_mode_from(s: &str) -> Result<RunMode, String> {
     RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
 }
