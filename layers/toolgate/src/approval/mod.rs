@@ -47,6 +47,7 @@ mod terminal;
 
 pub use channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
+    new_question,
 };
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};
