@@ -543,13 +543,8 @@ where
         ApprovalOutcome::Approved { approver } => {
             // Wait for capacity first: every check is made when the call is about to be sent.
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            // R38: the approved call passes every check again against the configuration in
-            // force now (the newest snapshot, not the one pinned when it was asked about).
-            let now = handle.load();
-            if let Err(refusal) = recheck(&now, &call, &approver, &asks) {
-                return Ok(ToolResponse::Refused(refusal));
-            }
             // R35: the tool's definition now, by the newest snapshot.
+            let now = handle.load();
             let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
             if current.as_deref() != Some(definition_hash.as_str()) {
                 return Ok(ToolResponse::Refused(rejected(
@@ -564,6 +559,11 @@ where
                     format!("approved by {approver}, but the input differs from what was approved"),
                     &asks,
                 )));
+            }
+            // R38: the approved call passes every check again against the configuration in
+            // force now (the newest snapshot, not the one pinned when it was asked about).
+            if let Err(refusal) = recheck(&now, &call, &approver, &asks) {
+                return Ok(ToolResponse::Refused(refusal));
             }
             // Layers inside the gate decide by the snapshot the call was last checked by.
             let mut call = call;
