@@ -100,7 +100,10 @@ async fn r38_a_policy_that_became_unreadable_during_the_wait_refuses_the_approve
     })
     .await;
     let reasons = refused_after_approval(&response, RefusalCode::PolicyUnreadable);
-    assert!(reasons[0].contains("the stored body is not JSON"), "{reasons:?}");
+    assert!(
+        reasons[0].contains("the stored body is not JSON"),
+        "{reasons:?}"
+    );
     assert_eq!(runs, 0);
 }
 
@@ -153,14 +156,20 @@ async fn r38_a_new_reason_to_ask_during_the_wait_is_not_answered_by_the_old_appr
             && reasons[0].contains("refunds now need a second person"),
         "{reasons:?}"
     );
-    assert_eq!(runs, 0, "R38: the approval answers only the question it was asked");
+    assert_eq!(
+        runs, 0,
+        "R38: the approval answers only the question it was asked"
+    );
 }
 
 #[tokio::test]
 async fn r38_an_approved_call_whose_decision_is_unchanged_or_relaxed_is_sent() {
     // Unchanged (a new snapshot of the same configuration): sent once.
     let (response, runs) = approved_after(|h| h.store(governance(|_| {}))).await;
-    assert!(matches!(response, ToolResponse::Completed(_)), "{response:?}");
+    assert!(
+        matches!(response, ToolResponse::Completed(_)),
+        "{response:?}"
+    );
     assert_eq!(runs, 1);
     // Relaxed: the tool no longer asks at all. The approval covers more than is needed.
     let (response, runs) = approved_after(|h| {
@@ -169,7 +178,10 @@ async fn r38_an_approved_call_whose_decision_is_unchanged_or_relaxed_is_sent() {
         }));
     })
     .await;
-    assert!(matches!(response, ToolResponse::Completed(_)), "{response:?}");
+    assert!(
+        matches!(response, ToolResponse::Completed(_)),
+        "{response:?}"
+    );
     assert_eq!(runs, 1);
     // A rule that allows, added meanwhile, changes nothing either.
     let (response, runs) = approved_after(|h| {
@@ -177,6 +189,9 @@ async fn r38_an_approved_call_whose_decision_is_unchanged_or_relaxed_is_sent() {
             .unwrap();
     })
     .await;
-    assert!(matches!(response, ToolResponse::Completed(_)), "{response:?}");
+    assert!(
+        matches!(response, ToolResponse::Completed(_)),
+        "{response:?}"
+    );
     assert_eq!(runs, 1);
 }

@@ -201,8 +201,7 @@ impl Inbox {
             // (R38) — never sent later when that refusal is lifted. A refusal that only says
             // the approval could not be routed (`no_approval_channel`: the inbox unreachable,
             // no channel configured) is not a decision about the call: it stays `approved`.
-            Err(CompleteError::NotClaimed { .. })
-                if matches!(&sent, Ok(ToolResponse::Refused(r)) if r.code != RefusalCode::NoApprovalChannel) =>
+            Err(CompleteError::NotClaimed { .. }) if matches!(&sent, Ok(ToolResponse::Refused(r)) if r.code != RefusalCode::NoApprovalChannel) =>
             {
                 let result = match &sent {
                     Ok(response) => response_json(response),

@@ -17,10 +17,10 @@ use toolgate_engine::{CallView, Governance, canon};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::channel::new_question;
 use super::channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
-use super::channel::new_question;
 use super::hooks::{HookCall, ToolHooks};
 use crate::handle::{GovernanceHandle, Pinned};
 
@@ -623,7 +623,12 @@ where
 /// person answered, lets the call go. One that asks for a reason the person was never
 /// asked about is refused `rejected` (fail closed): the approval answered only the question
 /// it was asked, and the new one is asked on the next call.
-fn recheck(now: &Governance, call: &ToolCall, approver: &str, asked: &[Ask]) -> Result<(), Refusal> {
+fn recheck(
+    now: &Governance,
+    call: &ToolCall,
+    approver: &str,
+    asked: &[Ask],
+) -> Result<(), Refusal> {
     // The hook's own ask (R32) is not asked again: it was part of the answered question.
     let decision = now.decide(CallView::of(call));
     match decision.verdict {
