@@ -84,7 +84,14 @@
 //! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
 //! (R38). At the approval gate the inbox channel approves it only when the held call is
 //! `approved` for the same tool and agent, the input is equal (as JSON values, and by its
-//! RFC 8785 hash) and the tool's definition hash is unchanged (R35); then it claims the call.
+//! RFC 8785 hash) and the tool's definition hash is unchanged (R35), and the fresh decision
+//! asks for no reason the person was not asked about (R38); then it claims the call. The
+//! gate redeems the ticket whatever its fresh decision is — also when nothing asks any more
+//! (a relaxed policy or posture, a new exemption or override, `auto_approve_required` with
+//! only an agent-level ask left) — so the claim is never skipped. A call that the fresh
+//! decision refuses is never sent: it is ended `failed` with the refusal recorded (except
+//! for `no_approval_channel`, which says only that the inbox could not be reached: the call
+//! stays `approved`).
 //! The input sent is the stored one, serialised exactly as received (RFC 8785's canonical form
 //! is kept for the hash only, because it rounds large integers through doubles).
 #![forbid(unsafe_code)]

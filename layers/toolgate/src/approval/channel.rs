@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolgate_core::{AgentRef, Ask, CallId, ChannelKind, RunContext, ToolIdentity};
+use toolgate_core::{AgentRef, Ask, AskSource, CallId, ChannelKind, RunContext, ToolIdentity};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -171,6 +171,28 @@ where
         let outcome = (self.answer)(&request);
         Box::pin(std::future::ready(outcome))
     }
+}
+
+/// The first of `fresh`'s asks that the question a person answered (`asked`) did not carry,
+/// if any: a fresh decision may ask for *fewer* reasons than were approved, never for a new
+/// one (R38: an approval answers only the question it was asked). Two asks are the same
+/// question when they come from the same kind of source (the agent's mode, the tenant
+/// policy, the posture, a hook) with the same reason text; a policy rule that only moved in
+/// the rule list is the same question.
+pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
+    fn class(source: &AskSource) -> u8 {
+        match source {
+            AskSource::Agent => 0,
+            AskSource::PolicyRule(_) | AskSource::PolicyDefault => 1,
+            AskSource::Posture => 2,
+            AskSource::Hook => 3,
+        }
+    }
+    fresh.iter().find(|f| {
+        !asked
+            .iter()
+            .any(|a| class(&a.source) == class(&f.source) && a.reason == f.reason)
+    })
 }
 
 /// A fresh unguessable interaction id: 128 bits from the operating system's generator.
