@@ -31,7 +31,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let file = lines.join("\n");
     match verify_chain(file.as_bytes()) {
-        Ok(n) => assert_eq!(n, lines.len(), "verify counted {n} of {} records", lines.len()),
+        Ok(n) => assert_eq!(
+            n,
+            lines.len(),
+            "verify counted {n} of {} records",
+            lines.len()
+        ),
         Err(e) => panic!("a chain written by `link` does not verify: {e}\n{file}"),
     }
 });

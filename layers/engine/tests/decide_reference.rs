@@ -628,9 +628,7 @@ fn when_holds(input: &Value, path: &str, test: &Map<String, Value>) -> bool {
             _ => false,
         },
         "matches" => match (at, operand) {
-            (Value::String(s), Value::String(re)) => {
-                Regex::new(re).is_ok_and(|r| r.is_match(s))
-            }
+            (Value::String(s), Value::String(re)) => Regex::new(re).is_ok_and(|r| r.is_match(s)),
             _ => false,
         },
         other => panic!("the generator wrote an unknown test `{other}`"),
@@ -705,9 +703,7 @@ fn lookup<'g>(groups: &'g [Group], tool: &ToolSpec) -> Option<&'g Group> {
     let by_identity = |k: Kind, s: &str, t: &str| {
         groups.iter().find(|g| {
             g.records.iter().any(|r| {
-                r.kind == k
-                    && (k == Kind::Http || same(&r.source, s))
-                    && same(own_name(r), t)
+                r.kind == k && (k == Kind::Http || same(&r.source, s)) && same(own_name(r), t)
             })
         })
     };
@@ -737,10 +733,9 @@ fn load_error(cfg: &Cfg) -> Option<&'static str> {
     }
     for e in &cfg.exemptions {
         if e.server.is_none()
-            && cfg
-                .tools
-                .iter()
-                .any(|d| d.kind == Kind::Mcp && same(own_name(d), &e.tool) && !trusted(cfg, &d.source))
+            && cfg.tools.iter().any(|d| {
+                d.kind == Kind::Mcp && same(own_name(d), &e.tool) && !trusted(cfg, &d.source)
+            })
         {
             return Some("R31: an exemption without `server` names a tool of an untrusted server");
         }
@@ -929,7 +924,10 @@ fn recase(word: &str, mask: u32) -> String {
 
 /// A word from `vocab`, usually as written, sometimes in another ASCII case (R2).
 fn variant(vocab: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
-    (select(vocab), prop_oneof![3 => Just(0u32), 1 => any::<u32>()])
+    (
+        select(vocab),
+        prop_oneof![3 => Just(0u32), 1 => any::<u32>()],
+    )
         .prop_map(|(w, mask)| recase(w, mask))
 }
 
@@ -1011,7 +1009,18 @@ fn decl() -> impl Strategy<Value = Decl> + Clone {
         ),
     )
         .prop_map(
-            |(kind, toolset, server, name, approval, network, network_override, ro, conf, hints)| {
+            |(
+                kind,
+                toolset,
+                server,
+                name,
+                approval,
+                network,
+                network_override,
+                ro,
+                conf,
+                hints,
+            )| {
                 Decl {
                     kind,
                     source: match kind {
@@ -1140,7 +1149,9 @@ fn when_entry() -> impl Strategy<Value = (&'static str, Map<String, Value>)> + C
             prop_oneof![
                 test(
                     "equals",
-                    select(&["gold", "free", "Gold"][..]).prop_map(|s| json!(s)).boxed()
+                    select(&["gold", "free", "Gold"][..])
+                        .prop_map(|s| json!(s))
+                        .boxed()
                 ),
                 test(
                     "matches",
@@ -1148,10 +1159,7 @@ fn when_entry() -> impl Strategy<Value = (&'static str, Map<String, Value>)> + C
                         .prop_map(|s| json!(s))
                         .boxed()
                 ),
-                test(
-                    "in",
-                    Just(json!(["gold", "silver"])).boxed()
-                ),
+                test("in", Just(json!(["gold", "silver"])).boxed()),
             ]
         ),
         (
@@ -1209,95 +1217,91 @@ fn round_two() -> impl Strategy<Value = RoundTwo> + Clone {
 }
 
 fn cfg() -> impl Strategy<Value = Cfg> {
-    proptest::collection::vec(decl(), 1..7).prop_flat_map(|tools| {
-        let servers = proptest::sample::subsequence(&["github", "notion", "web search"][..], 0..=3)
-            .prop_flat_map(|names| {
-                let n = names.len();
+    proptest::collection::vec(decl(), 1..7)
+        .prop_flat_map(|tools| {
+            let servers =
+                proptest::sample::subsequence(&["github", "notion", "web search"][..], 0..=3)
+                    .prop_flat_map(|names| {
+                        let n = names.len();
+                        (
+                            Just(names),
+                            proptest::collection::vec((any::<u32>(), any::<bool>()), n),
+                        )
+                    })
+                    .prop_map(|(names, trust)| {
+                        names
+                            .into_iter()
+                            .zip(trust)
+                            .map(|(n, (mask, t))| (recase(n, mask), t))
+                            .collect::<Vec<_>>()
+                    });
+            let exemptions = proptest::collection::vec(
+                (variant(TOOL_NAMES), proptest::option::of(variant(SERVERS)))
+                    .prop_map(|(tool, server)| Exemption { tool, server }),
+                0..3,
+            );
+            (
+                Just(tools.clone()),
+                agents(&tools),
                 (
-                    Just(names),
-                    proptest::collection::vec((any::<u32>(), any::<bool>()), n),
-                )
-            })
-            .prop_map(|(names, trust)| {
-                names
-                    .into_iter()
-                    .zip(trust)
-                    .map(|(n, (mask, t))| (recase(n, mask), t))
-                    .collect::<Vec<_>>()
-            });
-        let exemptions = proptest::collection::vec(
-            (
-                variant(TOOL_NAMES),
-                proptest::option::of(variant(SERVERS)),
-            )
-                .prop_map(|(tool, server)| Exemption { tool, server }),
-            0..3,
-        );
-        (
-            Just(tools.clone()),
-            agents(&tools),
-            (
-                proptest::option::weighted(0.15, any::<bool>()),
-                proptest::option::weighted(0.3, any::<bool>()),
-                proptest::option::weighted(
-                    0.8,
-                    select(&["none", "interactive", "inbox"][..]),
+                    proptest::option::weighted(0.15, any::<bool>()),
+                    proptest::option::weighted(0.3, any::<bool>()),
+                    proptest::option::weighted(0.8, select(&["none", "interactive", "inbox"][..])),
+                    proptest::option::weighted(0.4, any::<bool>()),
                 ),
-                proptest::option::weighted(0.4, any::<bool>()),
-            ),
-            exemptions,
-            servers,
-            proptest::option::weighted(0.7, policy()),
-            prop_oneof![15 => Just(false), 1 => Just(true)],
-            (
-                proptest::option::weighted(0.15, 8usize..120),
-                proptest::option::weighted(0.15, 1usize..5),
-            ),
-            round_two(),
+                exemptions,
+                servers,
+                proptest::option::weighted(0.7, policy()),
+                prop_oneof![15 => Just(false), 1 => Just(true)],
+                (
+                    proptest::option::weighted(0.15, 8usize..120),
+                    proptest::option::weighted(0.15, 1usize..5),
+                ),
+                round_two(),
+            )
+        })
+        .prop_map(
+            |(
+                tools,
+                agents,
+                (enforce, air_gapped, channel, posture),
+                exemptions,
+                servers,
+                policy,
+                unreadable,
+                (max_input_bytes, max_input_depth),
+                round_two,
+            )| Cfg {
+                enforce,
+                air_gapped,
+                channel,
+                posture,
+                exemptions,
+                servers,
+                tools,
+                agents,
+                policy,
+                unreadable,
+                max_input_bytes,
+                max_input_depth,
+                round_two,
+            },
         )
-    })
-    .prop_map(
-        |(
-            tools,
-            agents,
-            (enforce, air_gapped, channel, posture),
-            exemptions,
-            servers,
-            policy,
-            unreadable,
-            (max_input_bytes, max_input_depth),
-            round_two,
-        )| Cfg {
-            enforce,
-            air_gapped,
-            channel,
-            posture,
-            exemptions,
-            servers,
-            tools,
-            agents,
-            policy,
-            unreadable,
-            max_input_bytes,
-            max_input_depth,
-            round_two,
-        },
-    )
 }
 
 fn input() -> impl Strategy<Value = Value> {
     (
         proptest::option::of(select(vec![
-                json!(-5),
-                json!(0),
-                json!(10),
-                json!(10.0),
-                json!(99),
-                json!(100),
-                json!(100.5),
-                json!(101),
-                json!(1000),
-                json!("100"),
+            json!(-5),
+            json!(0),
+            json!(10),
+            json!(10.0),
+            json!(99),
+            json!(100),
+            json!(100.5),
+            json!(101),
+            json!(1000),
+            json!("100"),
         ])),
         proptest::option::of(prop_oneof![
             select(&["gold", "free", "Gold", "", "green"][..]).prop_map(|t| json!({ "tier": t })),
@@ -1459,7 +1463,12 @@ fn load(cfg: &Cfg) -> Result<Option<Governance>, TestCaseError> {
     }
 }
 
-fn check_call(cfg: &Cfg, groups: &[Group], gov: &Governance, call: &Call) -> Result<(), TestCaseError> {
+fn check_call(
+    cfg: &Cfg,
+    groups: &[Group],
+    gov: &Governance,
+    call: &Call,
+) -> Result<(), TestCaseError> {
     let tool = match &call.tool {
         ToolSpec::Name(n) => ToolRef::Name(n.clone()),
         ToolSpec::Identity(k, s, t) => ToolRef::Identity(to_ref(*k, s, t)),
@@ -1513,7 +1522,9 @@ fn check_call(cfg: &Cfg, groups: &[Group], gov: &Governance, call: &Call) -> Res
     }
     if !want.one_of.is_empty() {
         prop_assert!(
-            want.one_of.iter().any(|w| d.reasons.iter().any(|r| r.contains(w.as_str()))),
+            want.one_of
+                .iter()
+                .any(|w| d.reasons.iter().any(|r| r.contains(w.as_str()))),
             "R16: a tenant deny gives its rule's reason\n{}",
             show()
         );
@@ -1578,7 +1589,9 @@ fn the_generator_reaches_every_outcome() {
             .map(|t| t.current())
             .unwrap_or_else(|e| panic!("generator: {e}"));
         if let Some(why) = load_error(&cfg) {
-            *seen.entry(format!("load error: {}", &why[..3])).or_default() += 1;
+            *seen
+                .entry(format!("load error: {}", &why[..3]))
+                .or_default() += 1;
             continue;
         }
         let groups = catalog(&cfg);
