@@ -75,7 +75,9 @@ for t in "${targets[@]}"; do
   else
     status=FAILED
     failed+=("$t")
-    tail -n 60 "$log" >&2
+    # The panic, libFuzzer's verdict and the failing input's path, then the end of the log.
+    grep -E -A3 "panicked at|ERROR: libFuzzer|SUMMARY:|Failing input:|==ERROR" "$log" >&2 || true
+    tail -n 20 "$log" >&2
   fi
   runs="$(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$log" | tail -n1 | grep -Eo '[0-9]+ runs' || true)"
   corpus="$(find "corpus/$t" -type f | wc -l)"
