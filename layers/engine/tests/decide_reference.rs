@@ -1081,7 +1081,7 @@ fn agents(tools: &[Decl]) -> impl Strategy<Value = Vec<Agent>> + use<> {
             (
                 prop_oneof![
                     6 => name_for(tools),
-                    1 => Just(String::from(" ")),
+                    1 => select(&[" ", "\u{2003}", ""][..]).prop_map(str::to_owned),
                 ],
                 mode(),
             ),
@@ -1539,6 +1539,98 @@ fn check_call(
     Ok(())
 }
 
+/// What exposure shows of one tool (R6–R13): raw, wrapped, or omitted with a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Standing {
+    Raw,
+    Wrapped,
+    Omitted(&'static str),
+}
+
+/// R6–R13 for one agent, per group, with the same aspects as the call-time checks.
+fn reference_exposure(cfg: &Cfg, groups: &[Group], agent: &Resolved) -> Vec<(String, Standing)> {
+    let enforce = cfg.enforce.unwrap_or(true);
+    groups
+        .iter()
+        .map(|g| {
+            let q = &g.qualified;
+            let declared = g
+                .records
+                .iter()
+                .map(|r| r.approval.unwrap_or(Mode::Default))
+                .fold(Mode::Default, Mode::stricter);
+            let mode = agent.mode(q, declared);
+            let posture =
+                enforce && cfg.posture == Some(true) && g.records.iter().any(|r| !exempt(cfg, r));
+            let standing = if !agent.allows(q) {
+                Standing::Omitted("not_allowed")
+            } else if agent.confidential() && g.records.iter().any(|r| r.confidential == Some(true))
+            {
+                Standing::Omitted("confidential")
+            } else if cfg.air_gapped == Some(true) && g.records.iter().any(egress) {
+                Standing::Omitted("air_gapped")
+            } else if mode == Mode::Deny {
+                Standing::Omitted("denied")
+            } else if mode == Mode::RequireApproval || posture {
+                // R11: with no approval channel, a tool that would be wrapped is omitted.
+                if agent.as_tool() {
+                    Standing::Omitted("no_approval_channel")
+                } else {
+                    Standing::Wrapped
+                }
+            } else {
+                Standing::Raw
+            };
+            (q.to_ascii_lowercase(), standing)
+        })
+        .collect()
+}
+
+/// R6–R13: `expose` for every profile equals the reference; every registered tool is in
+/// exactly one of the two lists (R13).
+fn check_exposure(cfg: &Cfg, groups: &[Group], gov: &Governance) -> Result<(), TestCaseError> {
+    for a in &cfg.agents {
+        let Some(agent) = resolve(cfg, &a.name) else {
+            return Err(TestCaseError::fail(format!(
+                "the reference lost `{}`",
+                a.name
+            )));
+        };
+        let e = gov
+            .expose(&a.name)
+            .map_err(|e| TestCaseError::fail(format!("expose: {e}")))?;
+        let mut got: Vec<(String, Standing)> = e
+            .tools
+            .iter()
+            .map(|t| {
+                let s = if t.wrapped {
+                    Standing::Wrapped
+                } else {
+                    Standing::Raw
+                };
+                (t.name.to_ascii_lowercase(), s)
+            })
+            .chain(e.omitted.iter().map(|t| {
+                (
+                    t.name.to_ascii_lowercase(),
+                    Standing::Omitted(t.refusal.code.as_str()),
+                )
+            }))
+            .collect();
+        got.sort_by(|x, y| x.0.cmp(&y.0));
+        let mut want = reference_exposure(cfg, groups, &agent);
+        want.sort_by(|x, y| x.0.cmp(&y.0));
+        prop_assert_eq!(
+            &got,
+            &want,
+            "exposure of `{}` differs\nconfig:\n{}",
+            a.name,
+            serde_json::to_string_pretty(&config_json(cfg)).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: cases(),
@@ -1547,7 +1639,7 @@ proptest! {
     })]
 
     /// R6–R31, R36, R39, §8: the engine's whole decision equals the SPEC reference's, for
-    /// random configurations and calls.
+    /// random configurations and calls; and so does each profile's exposure (R6–R13).
     #[test]
     fn decide_matches_the_spec_reference(
         (cfg, calls) in cfg().prop_flat_map(|c| {
@@ -1562,6 +1654,7 @@ proptest! {
         for call in &calls {
             check_call(&cfg, &groups, &gov, call)?;
         }
+        check_exposure(&cfg, &groups, &gov)?;
     }
 }
 
