@@ -548,8 +548,8 @@ impl Resolved {
                 let last = a
                     .overrides
                     .iter()
-                    .filter(|(t, _)| !t.trim().is_empty() && same(t, q))
-                    .last();
+                    .rev()
+                    .find(|(t, _)| !t.trim().is_empty() && same(t, q));
                 match last {
                     Some((_, m)) if *m != Mode::Default => *m,
                     _ => declared,
