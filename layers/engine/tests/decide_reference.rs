@@ -22,6 +22,9 @@
 //! `TOOLGATE_PROPTEST_CASES` when set (the long run: `TOOLGATE_PROPTEST_CASES=100000 cargo
 //! test -p toolgate-engine --release --test decide_reference`).
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
 use proptest::prelude::*;
 use proptest::sample::select;
 use regex::Regex;
@@ -1631,6 +1634,12 @@ fn check_exposure(cfg: &Cfg, groups: &[Group], gov: &Governance) -> Result<(), T
     Ok(())
 }
 
+/// Counters for the figure the long run reports (configurations, calls, exposures).
+static CONFIGS: AtomicUsize = AtomicUsize::new(0);
+static LOADED: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+static EXPOSED: AtomicUsize = AtomicUsize::new(0);
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: cases(),
@@ -1647,14 +1656,26 @@ proptest! {
             (Just(c), calls)
         })
     ) {
-        let Some(gov) = load(&cfg)? else {
-            return Ok(());
-        };
-        let groups = catalog(&cfg);
-        for call in &calls {
-            check_call(&cfg, &groups, &gov, call)?;
+        let done = CONFIGS.fetch_add(1, Relaxed) + 1;
+        if let Some(gov) = load(&cfg)? {
+            let groups = catalog(&cfg);
+            for call in &calls {
+                check_call(&cfg, &groups, &gov, call)?;
+            }
+            check_exposure(&cfg, &groups, &gov)?;
+            LOADED.fetch_add(1, Relaxed);
+            CALLS.fetch_add(calls.len(), Relaxed);
+            EXPOSED.fetch_add(cfg.agents.len(), Relaxed);
         }
-        check_exposure(&cfg, &groups, &gov)?;
+        if done == cases() as usize {
+            eprintln!(
+                "decide_reference: {done} configurations ({} loaded, the rest rightly refused), \
+                 {} calls decided, {} exposures compared",
+                LOADED.load(Relaxed),
+                CALLS.load(Relaxed),
+                EXPOSED.load(Relaxed)
+            );
+        }
     }
 }
 
