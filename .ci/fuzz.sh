@@ -29,6 +29,10 @@ if [ "${#targets[@]}" -eq 0 ]; then
 fi
 
 # Seed corpora (only adds files; libFuzzer keeps what it finds there).
+# Run logs go beside the build (cargo-fuzz reports the newest file in artifacts/ as the
+# failing input, so they stay out of there).
+logs="target/fuzz-logs"
+mkdir -p "$logs"
 for t in "${targets[@]}"; do mkdir -p "corpus/$t" "artifacts/$t"; done
 python3 - "../../shared/conformance/cases" <<'EOF'
 import hashlib, json, os, sys
@@ -66,7 +70,7 @@ cargo fuzz build
 failed=()
 summary=()
 for t in "${targets[@]}"; do
-  log="artifacts/$t/last-run.log"
+  log="$logs/$t.log"
   echo "fuzz: running $t for ${FUZZ_SECONDS}s"
   # -timeout: one input running this long is a hang, reported as a failure.
   if cargo fuzz run "$t" "corpus/$t" -- \
@@ -87,7 +91,7 @@ done
 echo "fuzz: summary (${FUZZ_SECONDS}s each)"
 printf '  %s\n' "${summary[@]}"
 if [ "${#failed[@]}" -gt 0 ]; then
-  echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]} (inputs in fuzz/artifacts/<target>/)" >&2
+  echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]} (inputs in fuzz/artifacts/<target>/, logs in fuzz/$logs/)" >&2
   exit 1
 fi
 echo "fuzz: ${#targets[@]} passed, 0 failed"
