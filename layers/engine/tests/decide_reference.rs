@@ -864,11 +864,6 @@ fn reference(cfg: &Cfg, groups: &[Group], call: &Call) -> Expected {
     if enforce && cfg.posture == Some(true) && group.records.iter().any(|r| !exempt(cfg, r)) {
         operator_ask = true;
     }
-    if !operator_ask {
-        // Asks that matched but lost to nothing stronger are still asks; with no operator
-        // ask every matching `ask` rule's reason is irrelevant.
-        ask_reasons.clear();
-    }
     if !agent_ask && !operator_ask {
         return Expected::just(Outcome::Run {
             auto_approved: false,
