@@ -278,7 +278,10 @@ where
         // sees a call those checks refused.
         let passed = !matches!(decision.verdict, Verdict::Refused(_))
             || decision.decided_by == Check::Routing;
-        if let Some(hooks) = &self.hooks
+        // R42: the host's own ungoverned tools see no hook at all (no ask, no before_call,
+        // no after_call).
+        let hooks = self.hooks.as_ref().filter(|_| !entry.ungoverned);
+        if let Some(hooks) = hooks
             && passed
             && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
         {
@@ -323,7 +326,7 @@ where
                 Err(refusal) => GateFuture::refused(refusal),
             },
             Verdict::Run { .. } => {
-                if let Some(hooks) = &self.hooks {
+                if let Some(hooks) = hooks {
                     if let Err(text) = hooks.before_call(&hook_view(&call, tool)) {
                         return GateFuture::refused(hook_refusal(text));
                     }
