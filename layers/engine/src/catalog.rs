@@ -129,6 +129,8 @@ pub struct Catalog {
     entries: Vec<Entry>,
     by_key: HashMap<String, usize>,
     arrivals: usize,
+    /// Entry indices sorted by look-up key, set by [`Catalog::seal`].
+    sorted: Vec<usize>,
 }
 
 impl Catalog {
@@ -162,6 +164,7 @@ impl Catalog {
             entry.recombine();
             self.by_key.insert(key, self.entries.len());
             self.entries.push(entry);
+            self.sorted.clear();
             return Ok(Registered::New);
         };
         let Some(entry) = self.entries.get_mut(at) else {
@@ -191,6 +194,32 @@ impl Catalog {
     /// The entries, in order of first arrival.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Fixes the order [`Catalog::sorted`] walks (the snapshot does this once when built).
+    pub(crate) fn seal(&mut self) {
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        order.sort_by(|&a, &b| {
+            let key = |i: usize| self.entries.get(i).map(|e| e.key.as_str());
+            key(a).cmp(&key(b))
+        });
+        self.sorted = order;
+    }
+
+    /// The entries sorted by their ASCII-lower-cased name (the order of `expose`'s lists).
+    pub fn sorted(&self) -> impl Iterator<Item = &Entry> {
+        let sealed = self.sorted.len() == self.entries.len();
+        let mut fallback: Vec<&Entry> = Vec::new();
+        if !sealed {
+            fallback = self.entries.iter().collect();
+            fallback.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        let sealed_iter = self
+            .sorted
+            .iter()
+            .filter(move |_| sealed)
+            .filter_map(|&i| self.entries.get(i));
+        sealed_iter.chain(fallback)
     }
 
     pub(crate) fn entries_mut(&mut self) -> &mut [Entry] {

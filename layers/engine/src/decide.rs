@@ -325,14 +325,43 @@ impl Governance {
     }
 
     /// The tools one agent's model is shown, and those omitted with their refusal
-    /// (R6–R13).
+    /// (R6–R13). A copy of [`Governance::exposure`].
     pub fn expose(&self, agent: &str) -> Result<Exposure, UnknownAgent> {
-        let profile = self
-            .agent(agent)
-            .ok_or_else(|| UnknownAgent(agent.to_owned()))?;
+        self.exposure(agent).map(|e| (*e).clone())
+    }
+
+    /// As [`Governance::expose`], shared: computed once per agent per snapshot, so an agent
+    /// asking for its tool list every turn costs one look-up and one `Arc` clone.
+    ///
+    /// ```
+    /// use toolgate_core::{ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")))
+    ///     .agent(AgentProfile::new("support").allow(["refund_order"]))
+    ///     .build().unwrap();
+    /// let first = gov.exposure("support").unwrap();
+    /// let again = gov.exposure("SUPPORT").unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(&first, &again));
+    /// assert_eq!(first.tools[0].name, "refund_order");
+    /// ```
+    pub fn exposure(&self, agent: &str) -> Result<std::sync::Arc<Exposure>, UnknownAgent> {
+        let unknown = || UnknownAgent(agent.to_owned());
+        let &index = self
+            .agent_index
+            .get(toolgate_core::names::lower_key(agent).as_ref())
+            .ok_or_else(unknown)?;
+        let profile = self.agents.get(index).ok_or_else(unknown)?;
+        self.exposures
+            .get_or_init(index, || self.compute_exposure(profile))
+            .ok_or_else(unknown)
+    }
+
+    fn compute_exposure(&self, profile: &ResolvedAgent) -> Exposure {
         let mut tools = Vec::new();
         let mut omitted = Vec::new();
-        for entry in self.catalog.entries() {
+        // Walked in name order (sealed once per snapshot): no sort, no key allocation.
+        for entry in self.catalog.sorted() {
             match self.standing(profile, entry) {
                 Standing::Raw => tools.push(ExposedTool {
                     name: entry.name.clone(),
@@ -350,13 +379,11 @@ impl Governance {
                 }),
             }
         }
-        tools.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
-        omitted.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
-        Ok(Exposure {
+        Exposure {
             agent: profile.name.clone(),
             tools,
             omitted,
-        })
+        }
     }
 
     // ----- invocation -----

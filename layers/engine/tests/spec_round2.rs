@@ -730,3 +730,35 @@ fn seed000_remove_tool_and_set_override_at_run_time() {
         .unwrap_err();
     assert!(err.to_string().contains("nobody"), "{err}");
 }
+
+// ----- R13: exposure computed once per snapshot -----
+
+#[test]
+fn r13_exposure_is_computed_once_per_snapshot_and_never_outlives_it() {
+    let gov = load(host_tools());
+    let first = gov.exposure("dev").unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        &first,
+        &gov.exposure("Dev").unwrap()
+    ));
+    assert_eq!(*first, gov.expose("dev").unwrap());
+    // A policy replacement keeps the snapshot's exposures (they read no policy).
+    let relaxed = gov
+        .with_policy(toolgate_engine::PolicyState::readable(Policy::empty()))
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        &first,
+        &relaxed.exposure("dev").unwrap()
+    ));
+    // Any other change is a new snapshot with its own.
+    let changed = gov
+        .to_builder()
+        .set_override("dev", "coding__write_file", ApprovalMode::Deny)
+        .build()
+        .unwrap();
+    let after = changed.exposure("dev").unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&first, &after));
+    assert!(after.omitted.iter().any(|o| o.name == "coding__write_file"));
+    assert!(first.tools.iter().any(|t| t.name == "coding__write_file"));
+    assert!(gov.exposure("nobody").is_err());
+}

@@ -8,7 +8,9 @@ use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolIdentity, To
 
 use super::posture::{posture_of, trusted};
 use super::profile::resolve_agents;
-use super::{AgentProfile, Exemption, Governance, HostSettings, PolicyState, ServerSettings};
+use super::{
+    AgentProfile, Exemption, ExposureCache, Governance, HostSettings, PolicyState, ServerSettings,
+};
 use crate::catalog::{Catalog, Registered};
 use crate::error::{ConfigErrors, index};
 use crate::observe::{AuditSettings, RedactionSettings};
@@ -427,6 +429,8 @@ impl GovernanceBuilder {
         }
 
         let agents = resolve_agents(&self.agents, &agent_index);
+        catalog.seal();
+        let exposures = ExposureCache::new(agents.len());
         Ok(Governance {
             settings: s,
             exemptions: self.exemptions,
@@ -440,6 +444,7 @@ impl GovernanceBuilder {
             declarations: decls,
             audit: self.audit,
             redaction: self.redaction,
+            exposures,
         })
     }
 }

@@ -16,6 +16,7 @@ pub use posture::{Exemption, ServerSettings};
 pub use profile::{AgentProfile, ResolvedAgent};
 
 use crate::catalog::{Catalog, Entry};
+use crate::decide::Exposure;
 use crate::error::ConfigErrors;
 use crate::observe::{AuditSettings, RedactionSettings};
 use crate::policy::{Limits, Policy};
@@ -87,6 +88,41 @@ pub struct Governance {
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
     pub(crate) redaction: RedactionSettings,
+    /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
+    pub(crate) exposures: ExposureCache,
+}
+
+/// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
+/// one `Arc` clone. Lock-free after the first computation (`OnceLock`).
+///
+/// INVARIANT: an exposure reads the catalog, the agents and the host settings, never the
+/// tenant policy, so a snapshot that differs from another only in its policy
+/// ([`Governance::with_policy`]) shares the cache; any other change builds a new snapshot
+/// and with it a new cache.
+#[derive(Clone, Default)]
+pub(crate) struct ExposureCache(std::sync::Arc<[std::sync::OnceLock<std::sync::Arc<Exposure>>]>);
+
+impl ExposureCache {
+    pub(crate) fn new(agents: usize) -> Self {
+        Self((0..agents).map(|_| std::sync::OnceLock::new()).collect())
+    }
+
+    pub(crate) fn get_or_init(
+        &self,
+        agent: usize,
+        compute: impl FnOnce() -> Exposure,
+    ) -> Option<std::sync::Arc<Exposure>> {
+        self.0
+            .get(agent)
+            .map(|slot| std::sync::Arc::clone(slot.get_or_init(|| std::sync::Arc::new(compute()))))
+    }
+}
+
+impl std::fmt::Debug for ExposureCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let computed = self.0.iter().filter(|s| s.get().is_some()).count();
+        write!(f, "ExposureCache({computed} of {} computed)", self.0.len())
+    }
 }
 
 impl Governance {
