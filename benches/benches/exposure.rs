@@ -82,7 +82,8 @@ fn bench(c: &mut Criterion) {
     });
     group.sample_size(20);
     group.bench_function("expose_first", |b| {
-        b.iter_batched(
+        // The snapshot is built and dropped outside the measurement.
+        b.iter_batched_ref(
             || catalog(TOOLS),
             |fresh| black_box(fresh.exposure("support").map(|e| e.tools.len())),
             BatchSize::PerIteration,

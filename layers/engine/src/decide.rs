@@ -313,7 +313,10 @@ impl Governance {
             // R42: the approval decision never applies, so the tool is never wrapped.
             return Standing::Raw;
         }
-        let posture = self.posture_ask(entry).is_some();
+        // Whether the posture gates the tool, without writing its reason (exposure only).
+        let posture = self.settings.require_approval_for_non_read_only
+            && self.settings.enforce_tool_invocation
+            && entry.posture_gated().is_some();
         if mode == ApprovalMode::RequireApproval || posture {
             if agent.as_tool {
                 // R11: a tool the posture would wrap is omitted too.
