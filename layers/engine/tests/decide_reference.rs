@@ -4,7 +4,10 @@
 //! the air gap with `openWorldHint` (R8), the effective approval mode with overrides (R9) and
 //! a parent's intersection (R39), the tenant policy (R15, R18–R23), the behaviour posture
 //! with its trust rule and exemptions (R27–R31), the input bounds (R36, §8), and the routing
-//! of asks by run mode, background and channel (R25–R26), in R14's order.
+//! of asks by run mode, background and channel (R25–R26), in R14's order; and SPEC §9's
+//! second round: identities by exact raw name (R2), gateway tool prefixes and own names
+//! (R41), the host's own ungoverned toolset tools (R42), and subagent ids that would shadow
+//! another profile (§8).
 //!
 //! Random configurations are written as CONFIG JSON (SPEC §7) and loaded by the engine's own
 //! loader; the reference reads the same generated structure. For each configuration several
@@ -12,7 +15,9 @@
 //! channel of an ask, and the reasons the SPEC fixes (a tenant `deny`'s rule reason, R16; every
 //! asking rule's reason in the one question, R17) must agree. Where the SPEC makes a
 //! configuration a load error that the generator can produce (R15/R27 inert settings, R31's
-//! required `server`), the engine must refuse to load it.
+//! required `server`, R41's blank prefix and two listed names with one own name, R42's
+//! misplaced, missing or inert `governed`/`ungoverned_reason` settings), the engine must
+//! refuse to load it.
 //!
 //! The reference shares no code with the engine: its globs are a small backtracking matcher,
 //! its catalog a list of groups, its policy a loop over every rule. Only `regex` is shared,
@@ -1898,7 +1903,7 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// R6–R31, R36, R39, §8: the engine's whole decision equals the SPEC reference's, for
+    /// R6–R31, R36, R39, R41, R42, §8: the engine's whole decision equals the SPEC reference's, for
     /// random configurations and calls; and so does each profile's exposure (R6–R13).
     #[test]
     fn decide_matches_the_spec_reference(
@@ -2019,8 +2024,10 @@ fn round_two_features(
 }
 
 /// The generator reaches every outcome of the reference — each refusal code, `run`,
-/// `auto_approved`, `ask` — and valid as well as refused configurations, so the property
-/// above compares more than one branch. Deterministic (a fixed seed).
+/// `auto_approved`, `ask` — and valid as well as refused configurations (each second-round
+/// load error on its own), and each second-round feature deciding a call (see
+/// [`round_two_features`]), so the property above compares more than one branch.
+/// Deterministic (a fixed seed).
 #[test]
 fn the_generator_reaches_every_outcome() {
     use proptest::strategy::ValueTree;
