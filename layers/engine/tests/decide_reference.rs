@@ -4,7 +4,10 @@
 //! the air gap with `openWorldHint` (R8), the effective approval mode with overrides (R9) and
 //! a parent's intersection (R39), the tenant policy (R15, R18–R23), the behaviour posture
 //! with its trust rule and exemptions (R27–R31), the input bounds (R36, §8), and the routing
-//! of asks by run mode, background and channel (R25–R26), in R14's order.
+//! of asks by run mode, background and channel (R25–R26), in R14's order; and SPEC §9's
+//! second round: identities by exact raw name (R2), gateway tool prefixes and own names
+//! (R41), the host's own ungoverned toolset tools (R42), and subagent ids that would shadow
+//! another profile (§8).
 //!
 //! Random configurations are written as CONFIG JSON (SPEC §7) and loaded by the engine's own
 //! loader; the reference reads the same generated structure. For each configuration several
@@ -12,7 +15,9 @@
 //! channel of an ask, and the reasons the SPEC fixes (a tenant `deny`'s rule reason, R16; every
 //! asking rule's reason in the one question, R17) must agree. Where the SPEC makes a
 //! configuration a load error that the generator can produce (R15/R27 inert settings, R31's
-//! required `server`), the engine must refuse to load it.
+//! required `server`, R41's blank prefix and two listed names with one own name, R42's
+//! misplaced, missing or inert `governed`/`ungoverned_reason` settings), the engine must
+//! refuse to load it.
 //!
 //! The reference shares no code with the engine: its globs are a small backtracking matcher,
 //! its catalog a list of groups, its policy a loop over every rule. Only `regex` is shared,
@@ -124,6 +129,16 @@ struct Decl {
     confidential: Option<bool>,
     /// MCP tools only.
     hints: Option<Hints>,
+    /// R41: the `tool_prefix` of this tool's server, copied here when the configuration is
+    /// assembled (MCP tools only); [`own_name`] reads it.
+    prefix: Option<String>,
+    /// R41: listed through its server's gateway: when the server has a `tool_prefix`, the
+    /// name gets that prefix (in the case mask given) as the configuration is assembled.
+    gateway: Option<u32>,
+    /// R42: `governed` as written (toolset tools; elsewhere a load error).
+    governed: Option<bool>,
+    /// R42: `ungoverned_reason` as written.
+    ungoverned_reason: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -160,9 +175,14 @@ struct Pol {
     rules: Vec<Rule>,
 }
 
-/// Settings from SPEC §9 that the engine is gaining (see [`round_two`]). All off for now.
+/// Settings from SPEC §9 (see [`round_two`]): R41's `servers.NAME.tool_prefix`, by server
+/// as written in `servers`. R42's fields are per tool ([`Decl::governed`]) and §8's
+/// shadowing subagent ids are in [`SUBAGENT_IDS`].
 #[derive(Debug, Clone, Default)]
-struct RoundTwo {}
+struct RoundTwo {
+    /// `(server as written in servers, tool_prefix as written)`.
+    prefixes: Vec<(String, String)>,
+}
 
 #[derive(Debug, Clone)]
 struct Cfg {
@@ -180,7 +200,6 @@ struct Cfg {
     unreadable: bool,
     max_input_bytes: Option<usize>,
     max_input_depth: Option<usize>,
-    #[allow(dead_code)]
     round_two: RoundTwo,
 }
 
@@ -275,7 +294,14 @@ fn config_json(c: &Cfg) -> Value {
         let s: Map<String, Value> = c
             .servers
             .iter()
-            .map(|(n, t)| (n.clone(), json!({ "trust_tool_annotations": t })))
+            .map(|(n, t)| {
+                let mut o = Map::new();
+                o.insert("trust_tool_annotations".into(), json!(t));
+                if let Some((_, p)) = c.round_two.prefixes.iter().find(|(s, _)| s == n) {
+                    o.insert("tool_prefix".into(), json!(p));
+                }
+                (n.clone(), Value::Object(o))
+            })
             .collect();
         top.insert("servers".into(), Value::Object(s));
     }
@@ -323,6 +349,12 @@ fn config_json(c: &Cfg) -> Value {
                     a.insert("openWorldHint".into(), json!(v));
                 }
                 o.insert("annotations".into(), Value::Object(a));
+            }
+            if let Some(g) = d.governed {
+                o.insert("governed".into(), json!(g));
+            }
+            if let Some(r) = &d.ungoverned_reason {
+                o.insert("ungoverned_reason".into(), json!(r));
             }
             Value::Object(o)
         })
@@ -434,10 +466,40 @@ fn normalise(segment: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// The tool's own name (R2, R3). TODO(R41): with a server's `tool_prefix`, the listed name
-/// without the prefix; this is the one place that changes.
+/// The tool's own name (R2, R3, R41): for a tool of a server with a `tool_prefix`, whose
+/// listed name starts with the prefix (ASCII case-insensitively) and is longer than it, the
+/// listed name without the prefix; otherwise the listed name.
 fn own_name(d: &Decl) -> &str {
-    &d.name
+    let Some(p) = d.prefix.as_deref().filter(|_| d.kind == Kind::Mcp) else {
+        return &d.name;
+    };
+    match (d.name.get(..p.len()), d.name.get(p.len()..)) {
+        (Some(head), Some(rest)) if !rest.is_empty() && same(head, p) => rest,
+        _ => &d.name,
+    }
+}
+
+/// R42: a group is ungoverned only when every record behind its name says `governed: false`
+/// (R24: otherwise the tool and each of its records are governed).
+fn ungoverned(g: &Group) -> bool {
+    g.records
+        .iter()
+        .all(|r| r.kind == Kind::Local && r.governed == Some(false))
+}
+
+/// §8: a subagent id never shadows a profile: a call whose `agent` names a profile (ASCII
+/// case-insensitively) other than the one `profile` names.
+fn shadows(cfg: &Cfg, call: &Call) -> bool {
+    call.profile.as_deref().is_some_and(|p| {
+        cfg.agents
+            .iter()
+            .any(|a| same(&a.name, &call.agent) && !same(&a.name, p))
+    })
+}
+
+/// §8 (blank): empty or Unicode White_Space only, as `str::trim`.
+fn blank(s: &str) -> bool {
+    s.trim().is_empty()
 }
 
 /// R1: the qualified (wire) name.
@@ -743,6 +805,51 @@ fn load_error(cfg: &Cfg) -> Option<&'static str> {
             return Some("R31: an exemption without `server` names a tool of an untrusted server");
         }
     }
+    for (_, p) in &cfg.round_two.prefixes {
+        if blank(p) {
+            return Some("R41: a blank `tool_prefix`");
+        }
+    }
+    for (i, a) in cfg.tools.iter().enumerate() {
+        for b in &cfg.tools[..i] {
+            if a.kind == Kind::Mcp
+                && b.kind == Kind::Mcp
+                && a.prefix.is_some()
+                && same(&a.source, &b.source)
+                && a.name != b.name
+                && own_name(a) == own_name(b)
+            {
+                return Some("R41: two listed names of one prefixed server, one own name");
+            }
+        }
+    }
+    for d in &cfg.tools {
+        if d.kind != Kind::Local && (d.governed.is_some() || d.ungoverned_reason.is_some()) {
+            return Some("R42: `governed`/`ungoverned_reason` on an MCP or HTTP tool");
+        }
+        if d.governed == Some(false) && d.ungoverned_reason.as_deref().is_none_or(blank) {
+            return Some("R42: `governed: false` without a reason");
+        }
+        if d.governed != Some(false) && d.ungoverned_reason.is_some() {
+            return Some("R42: `ungoverned_reason` without `governed: false`");
+        }
+        if d.governed == Some(false) && d.approval == Some(Mode::RequireApproval) {
+            return Some("R42: `approval: require_approval` on an ungoverned tool");
+        }
+    }
+    let groups = catalog(cfg);
+    for a in &cfg.agents {
+        for (t, m) in &a.overrides {
+            if *m == Mode::RequireApproval
+                && !blank(t)
+                && groups
+                    .iter()
+                    .any(|g| same(&g.qualified, t) && ungoverned(g))
+            {
+                return Some("R42: an override `require_approval` names an ungoverned tool");
+            }
+        }
+    }
     None
 }
 
@@ -767,6 +874,10 @@ fn reference(cfg: &Cfg, groups: &[Group], call: &Call) -> Expected {
     let Some(agent) = resolve(cfg, profile) else {
         return Expected::just(Refused("not_allowed"));
     };
+    // §8: a subagent id never shadows another profile.
+    if shadows(cfg, call) {
+        return Expected::just(Refused("not_allowed"));
+    }
     let q = &group.qualified;
     if !agent.allows(q) {
         return Expected::just(Refused("not_allowed"));
@@ -788,6 +899,13 @@ fn reference(cfg: &Cfg, groups: &[Group], call: &Call) -> Expected {
     let mode = agent.mode(q, declared);
     if mode == Mode::Deny {
         return Expected::just(Refused("denied"));
+    }
+    // R42: the host's own ungoverned tool bypasses the approval decision entirely (its
+    // effective mode cannot be `require_approval`: that is a load error).
+    if ungoverned(group) {
+        return Expected::just(Outcome::Run {
+            auto_approved: false,
+        });
     }
     // 6. no_approval_channel for the agent-level wrap (R11).
     if mode == Mode::RequireApproval && agent.as_tool() {
@@ -944,8 +1062,25 @@ const TOOL_NAMES: &[&str] = &[
     "memory_save",
 ];
 const AGENT_NAMES: &[&str] = &["support", "Billing", "ops", "dev"];
-/// Subagent ids: none spells a profile name (§8's shadowing is a TODO in [`round_two`]).
-const SUBAGENT_IDS: &[&str] = &["sub-1", "Sub-2", "helper-7"];
+/// Subagent ids; the last four spell profile names (§8: an id naming another profile than
+/// the call's `profile` is refused `not_allowed`; its own profile's name is fine).
+const SUBAGENT_IDS: &[&str] = &[
+    "sub-1", "Sub-2", "helper-7", "support", "Billing", "ops", "dev",
+];
+/// R41: prefixes a gateway may list MCP tools under (recased sometimes).
+const LISTED_PREFIXES: &[&str] = &["gh-", "GH-", "list", "n."];
+/// R41: `servers.NAME.tool_prefix` values: used as written (` gh-` never matches `gh-x`),
+/// `search` is a whole tool name (kept, R41), and the blank ones are load errors.
+const SERVER_PREFIXES: &[&str] = &["gh-", "Gh-", "list", "n.", "search", " gh-"];
+const BLANK_PREFIXES: &[&str] = &["", " ", "\u{2003}"];
+/// R42: `(governed, ungoverned_reason)` pairs that are load errors on a toolset tool.
+const BAD_GOVERNED: &[(Option<bool>, Option<&str>)] = &[
+    (Some(false), None),
+    (Some(false), Some(" ")),
+    (Some(false), Some("\u{2003}")),
+    (None, Some("reads what it was given")),
+    (Some(true), Some("reads what it was given")),
+];
 const UNKNOWN_NAMES: &[&str] = &[
     "nope",
     "github__nope",
@@ -965,6 +1100,8 @@ const TOOL_PATTERNS: &[&str] = &[
     "list.issues",
     "*_file",
     "Search",
+    "gh-*",
+    "GH-create_issue",
 ];
 const SERVER_PATTERNS: &[&str] = &["github", "GIT*", "notion", "web search", "*", "Web*"];
 const AGENT_PATTERNS: &[&str] = &["support", "sub-*", "*", "Billing", "OPS", "helper-?"];
@@ -1005,6 +1142,11 @@ fn decl() -> impl Strategy<Value = Decl> + Clone {
                 proptest::option::of(any::<bool>()),
             ),
         ),
+        (
+            listed_name(),
+            governed(),
+            proptest::option::weighted(0.8, prop_oneof![3 => Just(0u32), 1 => any::<u32>()]),
+        ),
     )
         .prop_map(
             |(
@@ -1018,7 +1160,15 @@ fn decl() -> impl Strategy<Value = Decl> + Clone {
                 ro,
                 conf,
                 hints,
+                (listed, (governed, ungoverned_reason, stray), gateway),
             )| {
+                // R42's fields belong to toolset tools; on another kind they are a load
+                // error, written only now and then (`stray`).
+                let (governed, ungoverned_reason) = if kind == Kind::Local || stray {
+                    (governed, ungoverned_reason)
+                } else {
+                    (None, None)
+                };
                 Decl {
                     kind,
                     source: match kind {
@@ -1026,7 +1176,11 @@ fn decl() -> impl Strategy<Value = Decl> + Clone {
                         Kind::Mcp => server,
                         Kind::Http => String::new(),
                     },
-                    name: name.to_owned(),
+                    // R41: a gateway lists an MCP tool under a prefix, sometimes.
+                    name: match (kind, listed) {
+                        (Kind::Mcp, Some(l)) => l,
+                        _ => name.to_owned(),
+                    },
                     approval,
                     network,
                     network_override,
@@ -1041,9 +1195,37 @@ fn decl() -> impl Strategy<Value = Decl> + Clone {
                     } else {
                         None
                     },
+                    prefix: None,
+                    gateway,
+                    governed,
+                    ungoverned_reason,
                 }
             },
         )
+}
+
+/// R41: an MCP tool's listed name under some gateway prefix: the prefix and an own name, or
+/// only the prefix; `None` keeps the plain name.
+fn listed_name() -> impl Strategy<Value = Option<String>> + Clone {
+    prop_oneof![
+        4 => Just(None),
+        4 => (variant(LISTED_PREFIXES), select(TOOL_NAMES))
+            .prop_map(|(p, n)| Some(format!("{p}{n}"))),
+        1 => variant(LISTED_PREFIXES).prop_map(Some),
+    ]
+}
+
+/// R42: `(governed, ungoverned_reason, stray)`: mostly unset, often a valid ungoverned
+/// tool, now and then a combination that is a load error; `stray` writes the fields on an
+/// MCP or HTTP tool too (a load error).
+fn governed() -> impl Strategy<Value = (Option<bool>, Option<String>, bool)> + Clone {
+    let pair = prop_oneof![
+        12 => Just((None, None)),
+        5 => Just((Some(false), Some(String::from("reads a skill's instructions")))),
+        1 => Just((Some(true), None)),
+        1 => select(BAD_GOVERNED).prop_map(|(g, r)| (g, r.map(str::to_owned))),
+    ];
+    (pair, proptest::bool::weighted(0.02)).prop_map(|((g, r), stray)| (g, r, stray))
 }
 
 /// A qualified name an agent may list or a call may use: mostly one of the declared tools'
@@ -1176,7 +1358,7 @@ fn rule() -> impl Strategy<Value = Rule> + Clone {
         select(&["allow", "ask", "deny"][..]),
         proptest::option::weighted(0.6, select(TOOL_PATTERNS)),
         proptest::option::weighted(0.25, select(SERVER_PATTERNS)),
-        proptest::option::weighted(0.25, kind()),
+        proptest::option::weighted(0.35, kind()),
         proptest::option::weighted(0.25, select(AGENT_PATTERNS)),
         proptest::collection::vec(when_entry(), 0..2),
         proptest::option::weighted(0.7, 0u32..1000),
@@ -1204,14 +1386,54 @@ fn policy() -> impl Strategy<Value = Pol> + Clone {
         .prop_map(|(default, rules)| Pol { default, rules })
 }
 
-/// TODO(SPEC §9): the second-round features the engine is gaining — R41
-/// `servers.X.tool_prefix` (then [`own_name`] strips it), R42 `governed: false` toolset
-/// tools with `ungoverned_reason` (then step 7 is skipped for such a group), and §8's
-/// subagent ids that spell another profile's name (refused `not_allowed` at step 2; add such
-/// ids to the call generator). Generate them here, read them in the reference, and write
-/// them in [`config_json`]; nothing else needs to change.
-fn round_two() -> impl Strategy<Value = RoundTwo> + Clone {
-    Just(RoundTwo::default())
+/// SPEC §9's second round: R41's `servers.NAME.tool_prefix`, one draw per possible server
+/// entry (zipped with the generated `servers` in [`cfg`], which copies each prefix onto its
+/// server's MCP tools for [`own_name`]). R42's `governed: false` tools come from
+/// [`governed`], R41's prefixed listed names from [`listed_name`], and §8's shadowing ids
+/// from [`SUBAGENT_IDS`].
+///
+/// The second value sometimes lists one MCP tool again under another spelling: its own name
+/// without the prefix, or the prefix in another case (R41: a load error when the server is
+/// prefixed and the listed names differ; the same listed name is a revision).
+fn round_two() -> impl Strategy<Value = (Vec<Option<String>>, Option<Echo>)> + Clone {
+    (
+        proptest::collection::vec(
+            proptest::option::weighted(
+                0.7,
+                prop_oneof![
+                    20 => select(SERVER_PREFIXES),
+                    1 => select(BLANK_PREFIXES),
+                ]
+                .prop_map(str::to_owned),
+            ),
+            3,
+        ),
+        proptest::option::weighted(0.08, (any::<prop::sample::Index>(), any::<u32>())),
+    )
+}
+
+/// R41: which MCP tool to list again, and the case mask of its new spelling (mask 0: its
+/// own name alone).
+type Echo = (prop::sample::Index, u32);
+
+/// Lists a tool of a prefixed server again under another spelling (see [`round_two`]).
+fn echo(tools: &mut Vec<Decl>, (i, mask): Echo) {
+    let prefixed: Vec<&Decl> = tools
+        .iter()
+        .filter(|d| d.kind == Kind::Mcp && d.prefix.is_some())
+        .collect();
+    if prefixed.is_empty() {
+        return;
+    }
+    let mut again = prefixed[i.index(prefixed.len())].clone();
+    let own = own_name(&again).to_owned();
+    let head = again.name.len() - own.len();
+    again.name = if mask == 0 {
+        own
+    } else {
+        format!("{}{own}", recase(&again.name[..head], mask))
+    };
+    tools.push(again);
 }
 
 fn cfg() -> impl Strategy<Value = Cfg> {
@@ -1268,21 +1490,49 @@ fn cfg() -> impl Strategy<Value = Cfg> {
                 policy,
                 unreadable,
                 (max_input_bytes, max_input_depth),
-                round_two,
-            )| Cfg {
-                enforce,
-                air_gapped,
-                channel,
-                posture,
-                exemptions,
-                servers,
-                tools,
-                agents,
-                policy,
-                unreadable,
-                max_input_bytes,
-                max_input_depth,
-                round_two,
+                (prefixes, echoed),
+            )| {
+                let round_two = RoundTwo {
+                    prefixes: servers
+                        .iter()
+                        .zip(prefixes)
+                        .filter_map(|((n, _), p)| Some((n.clone(), p?)))
+                        .collect(),
+                };
+                let mut tools: Vec<Decl> = tools
+                    .into_iter()
+                    .map(|mut d| {
+                        if d.kind == Kind::Mcp {
+                            d.prefix = round_two
+                                .prefixes
+                                .iter()
+                                .find(|(n, _)| same(n, &d.source))
+                                .map(|(_, p)| p.clone());
+                            if let (Some(p), Some(mask)) = (&d.prefix, d.gateway) {
+                                d.name = format!("{}{}", recase(p, mask), d.name);
+                            }
+                        }
+                        d
+                    })
+                    .collect();
+                if let Some(e) = echoed {
+                    echo(&mut tools, e);
+                }
+                Cfg {
+                    enforce,
+                    air_gapped,
+                    channel,
+                    posture,
+                    exemptions,
+                    servers,
+                    tools,
+                    agents,
+                    policy,
+                    unreadable,
+                    max_input_bytes,
+                    max_input_depth,
+                    round_two,
+                }
             },
         )
 }
@@ -1342,12 +1592,16 @@ fn tool_spec(tools: &[Decl]) -> BoxedStrategy<ToolSpec> {
         any::<u32>(),
         any::<u32>(),
         prop_oneof![8 => Just(None), 1 => kind().prop_map(Some)],
+        proptest::bool::weighted(0.15),
     )
-        .prop_map(|(d, m1, m2, other_kind)| {
+        .prop_map(|(d, m1, m2, other_kind, listed)| {
+            // R41: a call by identity gives the own name; the listed name is a wrong one
+            // (unless the two are the same).
+            let name = if listed { &d.name } else { own_name(&d) };
             (
                 other_kind.unwrap_or(d.kind),
                 recase(&d.source, m1 & 1),
-                recase(own_name(&d), m2 & 3),
+                recase(name, m2 & 3),
             )
         });
     let both = (identity.clone(), name_for(tools))
@@ -1362,6 +1616,10 @@ fn tool_spec(tools: &[Decl]) -> BoxedStrategy<ToolSpec> {
                 read_only: None,
                 confidential: None,
                 hints: None,
+                prefix: None,
+                gateway: None,
+                governed: None,
+                ungoverned_reason: None,
             };
             let consistent = qualified(&own);
             (
@@ -1569,6 +1827,9 @@ fn reference_exposure(cfg: &Cfg, groups: &[Group], agent: &Resolved) -> Vec<(Str
                 Standing::Omitted("air_gapped")
             } else if mode == Mode::Deny {
                 Standing::Omitted("denied")
+            } else if ungoverned(g) {
+                // R42: exposed raw, even to an agent that runs as a tool.
+                Standing::Raw
             } else if mode == Mode::RequireApproval || posture {
                 // R11: with no approval channel, a tool that would be wrapped is omitted.
                 if agent.as_tool() {
@@ -1642,7 +1903,7 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// R6–R31, R36, R39, §8: the engine's whole decision equals the SPEC reference's, for
+    /// R6–R31, R36, R39, R41, R42, §8: the engine's whole decision equals the SPEC reference's, for
     /// random configurations and calls; and so does each profile's exposure (R6–R13).
     #[test]
     fn decide_matches_the_spec_reference(
@@ -1674,9 +1935,99 @@ proptest! {
     }
 }
 
+/// Which second-round features (SPEC §9) decided or shaped one call, for the tally of
+/// [`the_generator_reaches_every_outcome`].
+fn round_two_features(
+    cfg: &Cfg,
+    groups: &[Group],
+    call: &Call,
+    outcome: &Outcome,
+) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let Some(group) = lookup(groups, &call.tool) else {
+        return out;
+    };
+    let ran = matches!(outcome, Outcome::Run { .. });
+    let posture = cfg.enforce.unwrap_or(true) && cfg.posture == Some(true);
+    if ungoverned(group) {
+        if ran && posture {
+            out.push("R42: ungoverned runs under the posture");
+        }
+        let local_rule = cfg.policy.as_ref().is_some_and(|p| {
+            p.rules.iter().any(|rule| {
+                rule.kind == Some(Kind::Local)
+                    && rule.effect != "allow"
+                    && group
+                        .records
+                        .iter()
+                        .any(|r| rule_matches(rule, r, &call.agent, &call.input))
+            })
+        });
+        if ran && local_rule && cfg.enforce.unwrap_or(true) && !cfg.unreadable {
+            out.push("R42: ungoverned runs past a `kind: local` deny or ask rule");
+        }
+        if *outcome == Outcome::Refused("denied") {
+            out.push("R42: ungoverned refused by an explicit deny");
+        }
+    } else if group.records.iter().any(|r| r.governed == Some(false))
+        && !matches!(outcome, Outcome::Refused(_))
+    {
+        out.push("R24+R42: a mixed collision is governed");
+    }
+    let prefixed = |r: &Decl| own_name(r) != r.name;
+    if !matches!(outcome, Outcome::Run { .. }) {
+        let own_rule = cfg.policy.as_ref().is_some_and(|p| {
+            p.rules.iter().any(|rule| {
+                rule.effect != "allow"
+                    && group.records.iter().any(|r| {
+                        prefixed(r)
+                            && rule.tool.as_deref().is_some_and(|t| !glob(t, &r.name))
+                            && rule_matches(rule, r, &call.agent, &call.input)
+                    })
+            })
+        });
+        if own_rule && !cfg.unreadable {
+            out.push("R41: a prefixed tool decided by an own-name rule");
+        }
+    }
+    if let ToolSpec::Identity(_, _, t) = &call.tool {
+        if group
+            .records
+            .iter()
+            .any(|r| prefixed(r) && same(own_name(r), t) && !same(&r.name, t))
+        {
+            out.push("R41: a prefixed tool called by identity with its own name");
+        }
+    }
+    if group
+        .records
+        .iter()
+        .any(|r| r.kind == Kind::Mcp && r.prefix.is_some() && !prefixed(r))
+    {
+        out.push("R41: a listed name kept (no prefix match)");
+    }
+    if shadows(cfg, call) && *outcome == Outcome::Refused("not_allowed") {
+        let profile = call.profile.as_deref().unwrap_or_default();
+        if resolve(cfg, profile).is_some_and(|a| a.allows(&group.qualified)) {
+            out.push("§8: a shadowing subagent id refused");
+        }
+    }
+    if call
+        .profile
+        .as_deref()
+        .is_some_and(|p| same(p, &call.agent))
+        && ran
+    {
+        out.push("§8: a subagent id spelling its own profile runs");
+    }
+    out
+}
+
 /// The generator reaches every outcome of the reference — each refusal code, `run`,
-/// `auto_approved`, `ask` — and valid as well as refused configurations, so the property
-/// above compares more than one branch. Deterministic (a fixed seed).
+/// `auto_approved`, `ask` — and valid as well as refused configurations (each second-round
+/// load error on its own), and each second-round feature deciding a call (see
+/// [`round_two_features`]), so the property above compares more than one branch.
+/// Deterministic (a fixed seed).
 #[test]
 fn the_generator_reaches_every_outcome() {
     use proptest::strategy::ValueTree;
@@ -1698,19 +2049,41 @@ fn the_generator_reaches_every_outcome() {
             .map(|t| t.current())
             .unwrap_or_else(|e| panic!("generator: {e}"));
         if let Some(why) = load_error(&cfg) {
-            *seen
-                .entry(format!("load error: {}", &why[..3]))
-                .or_default() += 1;
+            // Second-round load errors each count on their own (SPEC §9).
+            let key = if why.starts_with("R41") || why.starts_with("R42") {
+                why
+            } else {
+                &why[..3]
+            };
+            *seen.entry(format!("load error: {key}")).or_default() += 1;
             continue;
         }
         let groups = catalog(&cfg);
         for call in &calls {
-            let key = match reference(&cfg, &groups, call).outcome {
+            let outcome = reference(&cfg, &groups, call).outcome;
+            let key = match outcome {
                 Outcome::Run { auto_approved } => format!("run auto_approved={auto_approved}"),
                 Outcome::Ask => String::from("ask"),
                 Outcome::Refused(code) => format!("refused {code}"),
             };
             *seen.entry(key).or_default() += 1;
+            for f in round_two_features(&cfg, &groups, call, &outcome) {
+                *seen.entry(f.to_owned()).or_default() += 1;
+            }
+        }
+        for a in &cfg.agents {
+            let Some(agent) = resolve(&cfg, &a.name) else {
+                continue;
+            };
+            for (g, (_, standing)) in groups.iter().zip(reference_exposure(&cfg, &groups, &agent)) {
+                if ungoverned(g) && standing == Standing::Raw && agent.as_tool() {
+                    *seen
+                        .entry(String::from(
+                            "R42: ungoverned exposed raw to an as_tool agent",
+                        ))
+                        .or_default() += 1;
+                }
+            }
         }
     }
     let want = [
@@ -1729,6 +2102,23 @@ fn the_generator_reaches_every_outcome() {
         "load error: R15",
         "load error: R27",
         "load error: R31",
+        "load error: R41: a blank `tool_prefix`",
+        "load error: R41: two listed names of one prefixed server, one own name",
+        "load error: R42: `governed`/`ungoverned_reason` on an MCP or HTTP tool",
+        "load error: R42: `governed: false` without a reason",
+        "load error: R42: `ungoverned_reason` without `governed: false`",
+        "load error: R42: `approval: require_approval` on an ungoverned tool",
+        "load error: R42: an override `require_approval` names an ungoverned tool",
+        "R41: a prefixed tool decided by an own-name rule",
+        "R41: a prefixed tool called by identity with its own name",
+        "R41: a listed name kept (no prefix match)",
+        "R42: ungoverned runs under the posture",
+        "R42: ungoverned runs past a `kind: local` deny or ask rule",
+        "R42: ungoverned refused by an explicit deny",
+        "R42: ungoverned exposed raw to an as_tool agent",
+        "R24+R42: a mixed collision is governed",
+        "§8: a shadowing subagent id refused",
+        "§8: a subagent id spelling its own profile runs",
     ];
     for w in want {
         assert!(
