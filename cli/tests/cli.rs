@@ -295,4 +295,35 @@ fn round2_prefix_ungoverned_subagent_and_config_print() {
         json_out(&again),
         "the printed configuration loads back the same"
     );
+
+#[test]
+fn r33_audit_verify_refuses_a_record_edited_with_a_duplicate_key() {
+    use toolgate_engine::chain::{GENESIS, link};
+    let d = tempfile::tempdir().unwrap();
+    let mut prev = GENESIS.to_owned();
+    let mut lines = Vec::new();
+    for i in 1..=3u64 {
+        let mut m = serde_json::Map::new();
+        m.insert("outcome".into(), json!("refused"));
+        let (line, hash) = link(m, i, &prev).unwrap();
+        prev = hash;
+        lines.push(line);
+    }
+    // A last-wins parser still reads `refused` and the hash of the parsed record matches;
+    // grep and first-wins readers see `completed`.
+    lines[1] = lines[1].replacen('{', r#"{"outcome":"completed","#, 1);
+    let bad = write(d.path(), "dup.jsonl", &(lines.join("\n") + "\n"));
+    let o = toolgate(&["audit", "verify", &bad, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let out = json_out(&o);
+    assert_eq!(
+        (out["line"].clone(), out["seq"].clone()),
+        (json!(2), json!(2))
+    );
+    assert!(out["problem"].as_str().unwrap().contains("twice"), "{out}");
 }

@@ -45,8 +45,10 @@ struct FileState {
 }
 
 /// An append-only JSON Lines file. Every record carries `seq`, the `prev` record's hash
-/// and its own `hash` (SHA-256 of its RFC 8785 canonical form without `hash`), so any
-/// edit, insertion or deletion shows in `toolgate audit verify`.
+/// and its own `hash` (SHA-256 of its RFC 8785 canonical form without `hash`), and each
+/// line is exactly the record's canonical form, so any edit — even one a JSON parser
+/// smooths over, such as a duplicated key or added whitespace — and any insertion or
+/// deletion shows in `toolgate audit verify`.
 ///
 /// Opening an existing file continues its chain from its last record; a file whose last
 /// record cannot be read is refused (a chain is never silently restarted).
