@@ -28,6 +28,7 @@ use toolgate_core::{
 
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
 use crate::governance::{AgentProfile, Exemption, Governance, GovernanceBuilder, ServerSettings};
+use crate::number::NumberLiterals;
 use crate::policy::{Limits, Policy};
 
 /// A configuration file's format.
@@ -136,6 +137,15 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {
 
 /// Reads a configuration value into a builder. Every schema problem is reported.
 pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
+    read_with_literals(value, &NumberLiterals::default())
+}
+
+/// As [`read`], with the number literals of the configuration's JSON text, so a policy
+/// test's integer past 64 bits compares by its digits (R20, [`crate::number`]).
+pub fn read_with_literals(
+    value: &Value,
+    literals: &NumberLiterals,
+) -> Result<GovernanceBuilder, ConfigErrors> {
     let mut errs = ConfigErrors::default();
     let Some(top) = Obj::open(value, "", TOP, &mut errs) else {
         return Err(errs);
@@ -246,7 +256,8 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
     }
     if let Some(v) = top.raw("policy", &mut errs) {
         let limits = b.current_limits();
-        if let Some(p) = Policy::read(v, "policy", &limits, &mut errs) {
+        let lits = crate::number::member(literals.root(), "policy");
+        if let Some(p) = Policy::read(v, lits, "policy", &limits, &mut errs) {
             b = b.policy(p);
         }
     }
@@ -456,7 +467,12 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
 
 /// Parses and reads configuration text into a builder.
 pub fn builder_from_str(text: &str, format: Format) -> Result<GovernanceBuilder, ConfigErrors> {
-    read(&parse_text(text, format)?)
+    let value = parse_text(text, format)?;
+    let literals = match format {
+        Format::Json => NumberLiterals::scan(text),
+        _ => NumberLiterals::default(),
+    };
+    read_with_literals(&value, &literals)
 }
 
 /// Loads configuration text: parse, read and build. Any error refuses it whole.

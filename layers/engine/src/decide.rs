@@ -11,6 +11,7 @@ use toolgate_core::{
 use crate::catalog::Entry;
 use crate::governance::{Governance, PolicyState, ResolvedAgent};
 use crate::json;
+use crate::number::{self, NumberLiterals};
 use crate::policy::{Effect, Subject};
 
 /// One tool the model is shown.
@@ -99,7 +100,12 @@ pub enum CallInput<'a> {
     Value(&'a Value),
     /// JSON text not yet parsed (the CLI): its depth is measured before any value is built,
     /// so an input nested past a parser's recursion limit is still refused `invalid_input`.
+    /// Its numbers are read as written ([`crate::number`]).
     Text(&'a str),
+    /// A parsed value with the number literals of the text it was parsed from
+    /// ([`crate::number::parse_with_literals`]): numbers are compared (R20) and counted
+    /// (R36) as written.
+    WithLiterals(&'a Value, &'a NumberLiterals),
 }
 
 /// One call, borrowed, as the engine decides it.
@@ -116,12 +122,17 @@ pub struct CallView<'a> {
 }
 
 impl<'a> CallView<'a> {
-    /// A view of a [`toolgate_core::ToolCall`].
+    /// A view of a [`toolgate_core::ToolCall`], with the [`NumberLiterals`] its extensions
+    /// carry, if any.
     pub fn of(call: &'a toolgate_core::ToolCall) -> Self {
+        let input = match call.extensions.get::<NumberLiterals>() {
+            Some(literals) => CallInput::WithLiterals(&call.input, literals),
+            None => CallInput::Value(&call.input),
+        };
         Self {
             tool: &call.tool,
             agent: &call.agent,
-            input: CallInput::Value(&call.input),
+            input,
             run: call.run,
         }
     }
@@ -173,6 +184,16 @@ impl Governance {
     /// R36: the input is an object within the size and depth bounds. Never recurses past
     /// the depth bound.
     pub fn check_input(&self, input: &Value) -> Result<(), Refusal> {
+        self.check_input_exact(input, NumberLiterals::none())
+    }
+
+    /// As [`Governance::check_input`], counting numbers as written where `literals` records
+    /// them (SPEC §8: the compact serialisation has each number as written).
+    pub fn check_input_exact(
+        &self,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Result<(), Refusal> {
         let limits = &self.settings.limits;
         let depth = json::value_depth(input, limits.max_input_depth);
         if depth > limits.max_input_depth {
@@ -185,7 +206,7 @@ impl Governance {
                 "the input must be a JSON object",
             ));
         }
-        if json::compact_len_within(input, limits.max_input_bytes).is_none() {
+        if number::compact_len_within(input, literals, limits.max_input_bytes).is_none() {
             return Err(too_big(limits.max_input_bytes));
         }
         Ok(())
@@ -407,17 +428,18 @@ impl Governance {
             Err(r) => return Decision::refused(r),
         };
         let parsed;
-        let input: &Value = match call.input {
-            CallInput::Value(v) => v,
+        let (input, literals): (&Value, &NumberLiterals) = match call.input {
+            CallInput::Value(v) => (v, NumberLiterals::none()),
+            CallInput::WithLiterals(v, l) => (v, l),
             CallInput::Text(text) => match self.parse_input(text) {
                 Ok(v) => {
-                    parsed = v;
-                    &parsed
+                    parsed = (v, NumberLiterals::scan(text));
+                    (&parsed.0, &parsed.1)
                 }
                 Err(r) => return Decision::refused(r),
             },
         };
-        if let Err(r) = self.check_input(input) {
+        if let Err(r) = self.check_input_exact(input, literals) {
             return Decision::refused(r);
         }
         let agent = match self.check_allowed(call.agent, entry) {
@@ -445,7 +467,7 @@ impl Governance {
                 matched_rules: Vec::new(),
             };
         }
-        self.approval(entry, agent, mode, call, input, extra_asks)
+        self.approval(entry, agent, mode, call, (input, literals), extra_asks)
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).
@@ -482,7 +504,7 @@ impl Governance {
         agent: &ResolvedAgent,
         mode: ApprovalMode,
         call: CallView<'_>,
-        input: &Value,
+        (input, literals): (&Value, &NumberLiterals),
         extra_asks: Vec<Ask>,
     ) -> Decision {
         let who = call.agent;
@@ -518,7 +540,7 @@ impl Governance {
                         server: id.server(),
                         agent: who.rule_name(),
                     };
-                    let eval = policy.evaluate(&subject, input);
+                    let eval = policy.evaluate_exact(&subject, input, literals);
                     for &i in &eval.matched {
                         if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
                             continue;

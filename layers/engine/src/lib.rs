@@ -55,6 +55,7 @@ mod decide;
 mod error;
 mod governance;
 pub mod json;
+pub mod number;
 pub mod observe;
 pub mod policy;
 mod print;
