@@ -327,3 +327,62 @@ fn r33_audit_verify_refuses_a_record_edited_with_a_duplicate_key() {
     );
     assert!(out["problem"].as_str().unwrap().contains("twice"), "{out}");
 }
+
+#[test]
+fn r36_r20_decide_reads_numbers_as_written() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "n.json",
+        r#"{"limits": {"max_input_bytes": 20},
+            "tools": [{"kind": "http", "name": "echo"}],
+            "agents": [{"name": "dev", "allowed_tools": ["echo"]}]}"#,
+    );
+    let decide = |cfg: &str, policy: Option<&str>, input: &str| {
+        let call = write(
+            d.path(),
+            "call.json",
+            &format!(r#"{{"agent": "dev", "name": "echo", "input": {input}}}"#),
+        );
+        let mut args = vec!["decide", cfg, "--call", &call, "--json"];
+        if let Some(p) = policy {
+            args.extend(["--policy", p]);
+        }
+        let o = toolgate(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_out(&o)
+    };
+    // R36: 29 bytes as written, though its double prints as `1e22`.
+    let out = decide(&cfg, None, r#"{"x":10000000000000000000000}"#);
+    assert_eq!(out["refusal"], "invalid_input", "{out}");
+    assert_eq!(decide(&cfg, None, r#"{"x":1e22}"#)["outcome"], "run");
+
+    // R20: a stored policy (`--policy`) and the config's own policy compare by digits.
+    let big = write(
+        d.path(),
+        "big.json",
+        r#"{"tools": [{"kind": "http", "name": "echo"}],
+            "agents": [{"name": "dev", "allowed_tools": ["echo"]}],
+            "policy": {"default": "deny", "rules": [
+              {"effect": "deny", "when": {"amount": {"gt": 18446744073709551616}}},
+              {"effect": "allow", "when": {"amount": {"in": [18446744073709551617, 18446744073709551619]}}}]}}"#,
+    );
+    let policy = write(
+        d.path(),
+        "p.json",
+        r#"{"default": "deny", "rules": [{"effect": "allow", "when": {"id": {"equals": 18446744073709551617}}}]}"#,
+    );
+    let out = decide(&big, None, r#"{"amount": 18446744073709551617}"#);
+    assert_eq!(out["refusal"], "denied", "gt 2^64: {out}");
+    let out = decide(&big, None, r#"{"amount": 18446744073709551616}"#);
+    assert_eq!(out["refusal"], "denied", "not in the list: {out}");
+    let out = decide(&big, Some(&policy), r#"{"id": 18446744073709551616}"#);
+    assert_eq!(out["refusal"], "denied", "equals never over-matches: {out}");
+    let out = decide(&big, Some(&policy), r#"{"id": 18446744073709551617}"#);
+    assert_eq!(out["outcome"], "run", "{out}");
+}

@@ -148,6 +148,41 @@ fn holds(n: &Number, read: f64) -> bool {
     n.as_f64().is_some_and(|f| f == read)
 }
 
+/// Writes a value as compact JSON text with every number as written. Recursion is bounded
+/// by the value's depth, which serde_json's parser limits to 128 for the policies this
+/// writes.
+pub(crate) fn write_text(out: &mut String, value: &Value, lit: Lit<'_>) {
+    match value {
+        Value::Number(n) => match lit {
+            Some(Node::Leaf { text, read }) if holds(n, *read) => out.push_str(text),
+            _ => out.push_str(&n.to_string()),
+        },
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_text(out, v, item(lit, i));
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push(':');
+                write_text(out, v, member(lit, k));
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 /// Parses JSON text into a value and the literals it does not reproduce. Nesting is
 /// bounded by serde_json's recursion limit (128).
 pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {

@@ -966,13 +966,10 @@ fn next_updated_at(previous: Option<&str>) -> String {
     humantime::format_rfc3339_micros(at).to_string()
 }
 
-/// The body stored for a policy: its document without `updatedAt`.
+/// The body stored for a policy: its document without `updatedAt`, every number as
+/// written (an integer past 64 bits keeps its digits, R20).
 pub(crate) fn policy_body(policy: &Policy) -> String {
-    let mut doc = policy.to_json();
-    if let Some(map) = doc.as_object_mut() {
-        map.remove("updatedAt");
-    }
-    doc.to_string()
+    policy.body_text()
 }
 
 fn put_policy_op(

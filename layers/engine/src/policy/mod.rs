@@ -140,6 +140,8 @@ pub struct Rule {
     when: Vec<(String, Vec<String>, Test)>,
     reason: Option<String>,
     source: Value,
+    /// The number literals of `source` its value does not reproduce.
+    source_literals: Option<Node>,
 }
 
 impl Rule {
@@ -624,6 +626,37 @@ impl Policy {
         Value::Object(map)
     }
 
+    /// The policy as JSON text, every number as written (an integer past 64 bits keeps its
+    /// digits, which [`Policy::to_json`]'s value cannot): what a store should keep, so
+    /// that reading it back with [`Policy::from_json_str`] decides the same (R20, R22).
+    pub fn to_json_text(&self) -> String {
+        self.text(true)
+    }
+
+    /// As [`Policy::to_json_text`], without `updatedAt` (a stored policy's body).
+    pub fn body_text(&self) -> String {
+        self.text(false)
+    }
+
+    fn text(&self, updated_at: bool) -> String {
+        let mut out = String::from("{\"default\":");
+        out.push_str(&Value::from(self.default.as_str()).to_string());
+        out.push_str(",\"rules\":[");
+        for (i, rule) in self.rules.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            number::write_text(&mut out, &rule.source, rule.source_literals.as_ref());
+        }
+        out.push(']');
+        if let Some(u) = self.updated_at.as_deref().filter(|_| updated_at) {
+            out.push_str(",\"updatedAt\":");
+            out.push_str(&Value::from(u).to_string());
+        }
+        out.push('}');
+        out
+    }
+
     /// A copy stamped with `updatedAt`.
     #[must_use]
     pub fn with_updated_at(mut self, updated_at: impl Into<String>) -> Self {
@@ -859,6 +892,7 @@ fn read_rule(
         when,
         reason,
         source: value.clone(),
+        source_literals: lits.cloned(),
     })
 }
 
