@@ -39,6 +39,12 @@
 //!
 //! A literal only applies where the value still holds the number it was read as: a value
 //! changed after parsing falls back to what it holds.
+//!
+//! TOML and YAML configurations cannot carry such integers: their parsers refuse them, so
+//! such a file is malformed, never silently rounded. A policy built from a `Value`
+//! ([`Policy::from_json`](crate::policy::Policy::from_json)) has the value's numbers;
+//! [`Policy::to_json_text`](crate::policy::Policy::to_json_text) writes a policy back with
+//! its literals (what a store keeps).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -642,6 +648,15 @@ mod tests {
         assert!(
             NumberLiterals::scan(r#"{"x": [1, 2.5, -3, "10000000000000000000000"]}"#).is_empty()
         );
+    }
+
+    #[test]
+    fn r20_toml_refuses_integers_past_64_bits_rather_than_rounding_them() {
+        let t = "[[tools]]\nkind = \"http\"\nname = \"echo\"\n[[agents]]\nname = \"dev\"\n\
+                 allowed_tools = [\"echo\"]\n[policy]\n\
+                 rules = [{effect = \"deny\", when = {amount = {gt = 18446744073709551617}}}]\n";
+        let err = crate::config::load_str(t, crate::config::Format::Toml).unwrap_err();
+        assert!(err.to_string().contains("18446744073709551617"), "{err}");
     }
 
     #[test]
