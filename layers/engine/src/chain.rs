@@ -222,6 +222,29 @@ mod tests {
     }
 
     #[test]
+    fn r33_awkward_records_verify_as_written() {
+        // Numbers JCS writes differently from serde_json, keys whose UTF-16 order differs
+        // from their byte order, escapes and control characters.
+        let records = [
+            serde_json::json!({"n": [u64::MAX, i64::MIN, 0.1, 1e300, -0.0, 1.0, 1e21, 5e-7]}),
+            serde_json::json!({"\u{e000}": 1, "\u{10000}": 2, "a": {"\u{7f}": "\u{0}\n\"\\/\u{2028}"}}),
+            serde_json::json!({"input": {"deep": [[[{"x": null}]]], "text": "é 日本 🎉"}}),
+        ];
+        let mut prev = GENESIS.to_owned();
+        let mut lines = Vec::new();
+        for (i, r) in records.into_iter().enumerate() {
+            let serde_json::Value::Object(m) = r else {
+                unreachable!()
+            };
+            let (line, hash) = link(m, i as u64 + 1, &prev).unwrap();
+            assert!(!line.contains('\n'), "{line}");
+            prev = hash;
+            lines.push(line);
+        }
+        assert_eq!(verify(&lines).unwrap(), 3, "{lines:#?}");
+    }
+
+    #[test]
     fn r33_verify_reports_each_tampering_kind_at_its_line_and_seq() {
         type Edit = fn(&mut Vec<String>);
         let cases: [(&str, Edit, usize, Option<u64>, &str); 9] = [
