@@ -295,6 +295,7 @@ fn round2_prefix_ungoverned_subagent_and_config_print() {
         json_out(&again),
         "the printed configuration loads back the same"
     );
+}
 
 #[test]
 fn r33_audit_verify_refuses_a_record_edited_with_a_duplicate_key() {
