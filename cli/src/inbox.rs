@@ -127,6 +127,16 @@ fn print_json(v: &Value) {
     );
 }
 
+/// Prints a stored policy's document: pretty, or compact when a number must keep its
+/// literal (an integer past 64 bits, R20), so that `put` takes back what `get` prints.
+fn print_policy(stored: &toolgate_inbox::StoredPolicy) -> Result<(), String> {
+    match stored.document_literals()? {
+        Some(text) => println!("{text}"),
+        None => print_json(&stored.document()?),
+    }
+    Ok(())
+}
+
 /// An age in whole seconds, like `3m 12s`.
 fn age(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
@@ -427,12 +437,8 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                         eprintln!("toolgate: no policy is stored; this is the empty policy");
                         print_json(&json!({"default": "allow", "rules": []}));
                     }
-                    Some(stored) => {
-                        let doc = stored
-                            .document()
-                            .map_err(|e| format!("the stored policy cannot be read: {e}"))?;
-                        print_json(&doc);
-                    }
+                    Some(stored) => print_policy(&stored)
+                        .map_err(|e| format!("the stored policy cannot be read: {e}"))?,
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -461,8 +467,7 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 let store = open(&db, true)?;
                 match put_policy_text(&store, &text, &limits).await {
                     Ok(stored) => {
-                        let doc = stored.document().map_err(|e| e.to_string())?;
-                        print_json(&doc);
+                        print_policy(&stored)?;
                         Ok(ExitCode::SUCCESS)
                     }
                     Err(PutPolicyError::Invalid(errs)) => {

@@ -189,6 +189,14 @@ pub(crate) fn write_text(out: &mut String, value: &Value, lit: Lit<'_>) {
     }
 }
 
+/// A value as compact JSON text with every number as written where `literals` records it
+/// (what a store or a printout keeps so that reading it back decides the same).
+pub fn to_text(value: &Value, literals: &NumberLiterals) -> String {
+    let mut out = String::new();
+    write_text(&mut out, value, literals.root());
+    out
+}
+
 /// Parses JSON text into a value and the literals it does not reproduce. Nesting is
 /// bounded by serde_json's recursion limit (128).
 pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {

@@ -395,6 +395,18 @@ impl StoredPolicy {
         map.insert("updatedAt".into(), Value::from(self.updated_at.clone()));
         Ok(Value::Object(map))
     }
+
+    /// [`StoredPolicy::document`] as compact JSON text with every number as written (an
+    /// integer past 64 bits keeps its digits, R20), or `None` when no number needs that and
+    /// the value says it all.
+    pub fn document_literals(&self) -> Result<Option<String>, String> {
+        let literals = toolgate::engine::number::NumberLiterals::scan(&self.body);
+        if literals.is_empty() {
+            return Ok(None);
+        }
+        let doc = self.document()?;
+        Ok(Some(toolgate::engine::number::to_text(&doc, &literals)))
+    }
 }
 
 /// What a paused agent fetches about its held call.
