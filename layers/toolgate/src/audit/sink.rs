@@ -24,7 +24,10 @@ impl fmt::Display for AuditError {
 impl std::error::Error for AuditError {}
 
 /// Where audit records go. `write` is called once per call, after its outcome; `ready`
-/// before the call is sent, so a sink known to be failing can refuse calls up front.
+/// before the call is sent, so a sink known to be failing can refuse calls up front. A sink
+/// need implement only `write`: a write that fails is remembered by the
+/// [`AuditLayer`](crate::audit::AuditLayer) itself, which then refuses every later call
+/// until it is reset (R33), whatever `ready` reports.
 pub trait AuditSink: fmt::Debug + Send + Sync + 'static {
     /// Whether the sink can take records now.
     fn ready(&self) -> Result<(), AuditError> {
