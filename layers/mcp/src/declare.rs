@@ -318,4 +318,73 @@ mod tests {
         assert_eq!(l.get("a").unwrap().decl.description.as_deref(), Some("1"));
         assert_eq!(l.rejected.len(), 2);
     }
+
+    #[test]
+    fn r41_prefixed_tools_are_declared_by_their_own_name_and_keep_the_listed_one() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let c = config().approval("page", toolgate_core::ApprovalMode::Deny);
+        let l = listing(
+            &c,
+            Some(&settings),
+            &[
+                tool("kb-page", "P", None),
+                tool("KB-find", "F", None),
+                tool("plain", "N", None),
+                tool("kb-", "only the prefix", None),
+            ],
+        );
+        assert!(l.rejected.is_empty(), "{:?}", l.rejected);
+        let page = l.get("kb-page").unwrap();
+        assert_eq!(page.decl.identity, ToolIdentity::mcp("kb", "page"));
+        assert_eq!(page.decl.listed_name.as_deref(), Some("kb-page"));
+        assert_eq!(page.qualified, "kb__page");
+        assert_eq!(page.raw, "kb-page", "sent as listed");
+        assert_eq!(
+            page.decl.approval,
+            toolgate_core::ApprovalMode::Deny,
+            "host settings name the own name"
+        );
+        assert!(Arc::ptr_eq(page, l.get_own("page").unwrap()));
+        assert_eq!(l.get_own("find").unwrap().raw, "KB-find");
+        assert!(l.get_own("kb-page").is_none(), "the listed name is no own name");
+        for kept in ["plain", "kb-"] {
+            let t = l.get_own(kept).unwrap();
+            assert_eq!(t.decl.listed_name, None);
+            assert_eq!(t.raw, kept);
+        }
+    }
+
+    #[test]
+    fn r41_two_listed_names_with_one_own_name_keep_the_first() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let l = listing(
+            &config(),
+            Some(&settings),
+            &[
+                tool("kb-page", "1", None),
+                tool("KB-page", "2", None),
+                tool("page", "3", None),
+            ],
+        );
+        assert_eq!(l.tools.len(), 1);
+        assert_eq!(l.get_own("page").unwrap().raw, "kb-page");
+        assert_eq!(l.rejected.len(), 2, "{:?}", l.rejected);
+        assert!(l.rejected[0].1.contains("R41"), "{:?}", l.rejected);
+        assert!(l.rejected[1].1.contains("`kb-page`"), "{:?}", l.rejected);
+    }
+
+    #[test]
+    fn r41_relisting_the_same_listed_name_is_a_change_not_an_addition() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let c = config();
+        let old = listing(&c, Some(&settings), &[tool("kb-page", "old", None)]);
+        let new = listing(&c, Some(&settings), &[tool("kb-page", "new", None)]);
+        let d = diff(&old, &new);
+        assert_eq!(d.len(), 1);
+        let ToolChange::Changed { tool, identity, .. } = &d[0] else {
+            panic!("{d:?}")
+        };
+        assert_eq!(tool, "kb__page");
+        assert_eq!(identity, &ToolIdentity::mcp("kb", "page"));
+    }
 }

@@ -105,6 +105,7 @@
 //! |---|---|
 //! | `http` (default) | streamable HTTP servers |
 //! | `drift-server` | `drift_server`, an MCP server whose tools change on demand, and the `toolgate-mcp-drift-server` binary |
+//! | `prefix-gateway` | `prefix_gateway`, an MCP gateway listing another server's tools with a prefix (R41), and the `toolgate-mcp-prefix-gateway` binary |
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -128,6 +129,8 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+#[cfg(feature = "prefix-gateway")]
+pub mod prefix_gateway;
 mod schema;
 mod service;
 
