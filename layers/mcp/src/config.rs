@@ -357,10 +357,12 @@ impl McpServerConfig {
                 .or_else(|| configured.and_then(|c| c.tool_prefix.clone())),
         };
         let Some(configured) = configured else {
-            return Ok((self.trust.is_some() || prefix.is_some()).then(|| ServerSettings {
-                trust_tool_annotations: self.trust.unwrap_or(false),
-                tool_prefix: prefix,
-            }));
+            return Ok(
+                (self.trust.is_some() || prefix.is_some()).then(|| ServerSettings {
+                    trust_tool_annotations: self.trust.unwrap_or(false),
+                    tool_prefix: prefix,
+                }),
+            );
         };
         let mut errs = ConfigErrors::default();
         if let Some(trust) = self.trust

@@ -346,7 +346,10 @@ mod tests {
         );
         assert!(Arc::ptr_eq(page, l.get_own("page").unwrap()));
         assert_eq!(l.get_own("find").unwrap().raw, "KB-find");
-        assert!(l.get_own("kb-page").is_none(), "the listed name is no own name");
+        assert!(
+            l.get_own("kb-page").is_none(),
+            "the listed name is no own name"
+        );
         for kept in ["plain", "kb-"] {
             let t = l.get_own(kept).unwrap();
             assert_eq!(t.decl.listed_name, None);

@@ -231,8 +231,8 @@ fn check(server: &ServerView, listed: &Listed, call: &ToolCall) -> Result<(), Re
 
 /// The `tower::Service` that sends a call to its MCP server as `tools/call`.
 ///
-/// It routes a call by the tool's qualified name or identity to the configured server and
-/// the tool's own raw name, and refuses — before any message is sent — a tool the server
+/// It routes a call by the tool's qualified name or identity (its own name, R41) to the
+/// configured server and the name the server listed the tool under, and refuses — before any message is sent — a tool the server
 /// does not list (`unknown_tool`), a server whose last listing failed, a tool the
 /// governance snapshot would not take, and a call decided by a snapshot holding another
 /// definition of the tool than the server lists now (`rejected`, R35). A tool result with

@@ -107,8 +107,7 @@ fn refusal(r: &ToolResponse) -> (RefusalCode, String) {
 }
 
 #[tokio::test]
-async fn r41_a_prefixed_memory_tool_is_governed_by_its_own_name_and_sent_under_its_listed_name()
-{
+async fn r41_a_prefixed_memory_tool_is_governed_by_its_own_name_and_sent_under_its_listed_name() {
     let Some(memory) = npm_server("server-memory") else {
         return;
     };
@@ -217,7 +216,10 @@ async fn r41_a_prefixed_memory_tool_is_governed_by_its_own_name_and_sent_under_i
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert!(shown.contains(&"mem__create_entities".to_owned()), "{shown:?}");
+    assert!(
+        shown.contains(&"mem__create_entities".to_owned()),
+        "{shown:?}"
+    );
     assert!(shown.iter().all(|n| !n.contains("mem-")), "{shown:?}");
 
     let (channel, asked) = approving();
@@ -229,7 +231,11 @@ async fn r41_a_prefixed_memory_tool_is_governed_by_its_own_name_and_sent_under_i
     // through the gateway under the listed name and returns its result.
     let r = stack
         .clone()
-        .oneshot(ToolCall::new(dev(), "mem__create_entities", entities.clone()))
+        .oneshot(ToolCall::new(
+            dev(),
+            "mem__create_entities",
+            entities.clone(),
+        ))
         .await
         .unwrap();
     assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
@@ -289,7 +295,11 @@ async fn r41_a_prefixed_memory_tool_is_governed_by_its_own_name_and_sent_under_i
     let listed = ToolIdentity::mcp("mem", "mem-create_entities");
     let r = stack
         .clone()
-        .oneshot(ToolCall::by_identity(dev(), listed.clone(), entities.clone()))
+        .oneshot(ToolCall::by_identity(
+            dev(),
+            listed.clone(),
+            entities.clone(),
+        ))
         .await
         .unwrap();
     assert_eq!(refusal(&r).0, RefusalCode::UnknownTool);
@@ -395,7 +405,10 @@ async fn r41_trust_and_prefix_are_set_once_and_the_configuration_prefix_applies(
     };
     let handle = configured();
     let gateway = McpGateway::new(handle.clone());
-    gateway.connect(drift_behind_gateway("d", "d-")).await.unwrap();
+    gateway
+        .connect(drift_behind_gateway("d", "d-"))
+        .await
+        .unwrap();
     assert!(
         handle
             .load()
@@ -462,14 +475,13 @@ async fn r41_trust_and_prefix_are_set_once_and_the_configuration_prefix_applies(
     assert!(err.to_string().contains("none"), "{err}");
 
     // A blank prefix is refused before anything starts.
-    let err = McpGateway::new(GovernanceHandle::new(Governance::builder().build().unwrap()))
-        .connect(drift_behind_gateway("d", "d-").tool_prefix(" "))
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("servers.d.tool_prefix"),
-        "{err}"
-    );
+    let err = McpGateway::new(GovernanceHandle::new(
+        Governance::builder().build().unwrap(),
+    ))
+    .connect(drift_behind_gateway("d", "d-").tool_prefix(" "))
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("servers.d.tool_prefix"), "{err}");
 
     // Set on the gateway only, the settings enter the snapshot, and survive a reload that
     // drops them (reapply registers them again).
