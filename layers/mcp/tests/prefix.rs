@@ -13,6 +13,7 @@ use toolgate::approval::{
     ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, FnChannel,
 };
 use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
+use toolgate::engine::catalog::PostureStatus;
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::{AgentProfile, Governance, GovernanceBuilder, ServerSettings};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
@@ -405,10 +406,27 @@ async fn r41_trust_and_prefix_are_set_once_and_the_configuration_prefix_applies(
     };
     let handle = configured();
     let gateway = McpGateway::new(handle.clone());
-    gateway
+    let discovery = gateway
         .connect(drift_behind_gateway("d", "d-"))
         .await
         .unwrap();
+    // Trust applies by the own name: `d-lookup` (read-only) of the trusted server is exempt
+    // from the posture; `d-bare` (no annotations) is gated. The posture is known for both,
+    // so the snapshot's records are the gateway's declarations.
+    let posture = |tool: &str| match discovery.change(tool) {
+        Some(ToolChange::Added { posture, .. }) => posture.clone(),
+        other => panic!("{tool}: {other:?}"),
+    };
+    assert!(
+        matches!(posture("d__lookup"), Some(PostureStatus::Exempt(_))),
+        "{:?}",
+        posture("d__lookup")
+    );
+    assert!(
+        matches!(posture("d__bare"), Some(PostureStatus::Gated(_))),
+        "{:?}",
+        posture("d__bare")
+    );
     assert!(
         handle
             .load()
