@@ -53,6 +53,11 @@ impl AgentRef {
     }
 
     /// A subagent with its own id running under `profile`.
+    ///
+    /// The id must come from the host (the agent framework that spawned the subagent), never
+    /// from the model: tenant rules' `agent` patterns match it (R19). An id that is the name
+    /// of another agent profile is refused `not_allowed`, so it can never take that
+    /// profile's rules by accident (SPEC §8).
     pub fn subagent(profile: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             profile: profile.into(),
