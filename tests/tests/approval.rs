@@ -1438,7 +1438,11 @@ async fn r42_an_ungoverned_tool_is_never_hooked_asked_or_cancelled() {
     let call = ToolCall::new(support(), "skills__read_skill", json!({}));
     completed(&send(&svc, call).await);
     assert_eq!(tool.runs(), 1);
-    assert_eq!(asked.count(), 0, "nobody is asked about the host's own tool");
+    assert_eq!(
+        asked.count(),
+        0,
+        "nobody is asked about the host's own tool"
+    );
     assert_eq!(consulted.load(SeqCst), 0, "no hook is consulted (R42)");
     // The governed tool beside it is hooked as before: asked, then cancelled by before_call.
     let call = ToolCall::new(support(), "coding__write_file", json!({}));

@@ -135,7 +135,7 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, ask_source_text,
+    Outcome, State, StoredPolicy, Timestamp, TurnState, ask_source_text,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
@@ -144,6 +144,6 @@ pub use policy::{
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, SCHEMA_V1, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

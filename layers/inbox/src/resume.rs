@@ -282,7 +282,8 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     })?;
     let mut call = ToolCall::new(held.agent.clone(), held.tool.clone(), input)
         .with_id(CallId::new(held.call_id.clone()))
-        .with_run(held.run);
+        .with_run(held.run)
+        .with_turn(held.turn.clone());
     call.extensions.insert(ticket(&held.interaction_id, token));
     Ok(call)
 }
