@@ -957,7 +957,8 @@ pub async fn seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unr
             r#"{"rules": [{"effect": "allow"}, {"effect": "ask", "tool": "github__create_issue"}]}"#,
         )
         .await;
-    match load_policy_state(&*store, &Limits::default()).await {
+    let state = load_policy_state(&*store, &Limits::default()).await;
+    match &state {
         Some(PolicyState::Unreadable(reason)) => {
             assert!(
                 reason.contains("rules[1].tool") && reason.contains("__"),
@@ -966,6 +967,45 @@ pub async fn seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unr
         }
         other => panic!("seed 002: expected an unreadable policy, got {other:?}"),
     }
+    // Every MCP and HTTP call is refused `policy_unreadable`, naming the rule; a local tool
+    // is unaffected (R22).
+    let governance = toolgate::engine::config::load_str(
+        &json!({
+            "tools": [
+                {"kind": "mcp", "server": "github", "name": "create_issue"},
+                {"kind": "http", "name": "refund"},
+                {"toolset": "notes", "name": "read", "read_only": true}
+            ],
+            "agents": [{"name": "support", "allowed_tools": ["github__create_issue", "refund", "notes__read"]}]
+        })
+        .to_string(),
+        toolgate::engine::config::Format::Json,
+    )
+    .unwrap()
+    .with_policy(state.unwrap())
+    .unwrap();
+    let agent = AgentRef::profile("support");
+    for tool in ["github__create_issue", "refund"] {
+        let call = toolgate::core::ToolCall::new(agent.clone(), tool, json!({}));
+        let d = governance.decide(toolgate::engine::CallView::of(&call));
+        assert_eq!(
+            d.verdict,
+            toolgate::core::Verdict::Refused(toolgate::core::RefusalCode::PolicyUnreadable),
+            "seed 002: {tool} is refused: {d:?}"
+        );
+        assert!(
+            d.reasons.iter().any(|r| r.contains("rules[1].tool")),
+            "seed 002: the reason names the rule: {:?}",
+            d.reasons
+        );
+    }
+    let local = toolgate::core::ToolCall::new(agent, "notes__read", json!({}));
+    assert!(matches!(
+        governance
+            .decide(toolgate::engine::CallView::of(&local))
+            .verdict,
+        toolgate::core::Verdict::Run { .. }
+    ));
     put_policy_text(
         &*store,
         r#"{"rules": [{"effect": "ask", "server": "github", "tool": "create_issue"}]}"#,

@@ -40,6 +40,7 @@ pub struct GovernanceBuilder {
     pub(super) agents: Vec<AgentProfile>,
     pub(super) policy: PolicyState,
     pub(super) audit: AuditSettings,
+    pub(super) inbox: Option<crate::observe::InboxSettings>,
     pub(super) redaction: RedactionSettings,
     /// Errors found while building up (a change naming something absent), reported by
     /// `build`.
@@ -170,6 +171,12 @@ impl GovernanceBuilder {
     /// Sets the tenant policy's state, an unreadable stored policy included (R22).
     pub fn policy_state(mut self, state: PolicyState) -> Self {
         self.policy = state;
+        self
+    }
+
+    /// Sets the inbox settings (the `inbox` section).
+    pub fn inbox(mut self, inbox: crate::observe::InboxSettings) -> Self {
+        self.inbox = Some(inbox);
         self
     }
 
@@ -439,6 +446,7 @@ impl GovernanceBuilder {
             policy: self.policy,
             declarations: decls,
             audit: self.audit,
+            inbox: self.inbox,
             redaction: self.redaction,
         })
     }

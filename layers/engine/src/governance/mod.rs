@@ -86,6 +86,7 @@ pub struct Governance {
     pub(crate) policy: PolicyState,
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
+    pub(crate) inbox: Option<crate::observe::InboxSettings>,
     pub(crate) redaction: RedactionSettings,
 }
 
@@ -111,6 +112,7 @@ impl Governance {
             agents: self.profiles.clone(),
             policy: self.policy.clone(),
             audit: self.audit.clone(),
+            inbox: self.inbox.clone(),
             redaction: self.redaction.clone(),
             pending: Vec::new(),
         }
@@ -147,6 +149,11 @@ impl Governance {
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The inbox settings (the `inbox` section), when the configuration has one.
+    pub fn inbox_settings(&self) -> Option<&crate::observe::InboxSettings> {
+        self.inbox.as_ref()
     }
 
     /// The audit settings.
