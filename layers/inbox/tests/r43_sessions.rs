@@ -11,6 +11,7 @@ use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, ToolCall, ToolResponse, Turn};
 use toolgate::engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, InboxStore, SCHEMA_V1, SCHEMA_VERSION, State};
+use tower::ServiceExt;
 
 fn setup() -> (tempfile::TempDir, Inbox, Tool, Stack) {
     let dir = tempfile::tempdir().unwrap();
@@ -218,4 +219,50 @@ async fn r43_a_version_1_inbox_file_is_upgraded_in_place() {
     // Opening again is a no-op.
     let again = sqlite(&path);
     assert_eq!(again.list(None).await.unwrap().len(), 2);
+}
+
+/// The README's "Sessions and turns" example, kept compiling and true.
+#[tokio::test]
+async fn r43_readme_a_host_pauses_and_resumes_a_turn() {
+    let (_dir, inbox, tool, stack) = setup();
+    let store = inbox.store();
+
+    // The model asks for two refunds in turn 3 of session `s-42`: both are held.
+    let mut held_ids = Vec::new();
+    for order in [1, 2] {
+        let call =
+            ToolCall::new(support(), "refund", json!({ "order": order })).in_turn("s-42", "turn-3");
+        if let ToolResponse::Held(h) = stack.clone().oneshot(call).await.unwrap() {
+            held_ids.push(h.interaction_id);
+        }
+    }
+    // The host pauses the turn and shows each interaction.
+    let state = store.turn_state("s-42", "turn-3").await.unwrap();
+    assert!(state.is_paused());
+    for r in store.pending("s-42").await.unwrap() {
+        let shown = r.interaction();
+        assert_eq!(shown.prompt, "Approve refund?");
+    }
+    // A person approves one and denies the other, later, maybe from another process.
+    store
+        .answer(&held_ids[0], Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    store
+        .answer(
+            &held_ids[1],
+            Answer::denied_by("alice", Some("duplicate".into())),
+        )
+        .await
+        .unwrap();
+    // Every held call is answered: the turn goes on, sending the approved call.
+    let state = store.turn_state("s-42", "turn-3").await.unwrap();
+    assert!(state.can_go_on());
+    for r in &state.held {
+        if r.state == State::Approved {
+            let resumed = inbox.resume(r.id(), stack.clone()).await.unwrap();
+            assert!(matches!(resumed.response, ToolResponse::Completed(_)));
+        }
+    }
+    assert_eq!(tool.runs(), 1);
 }
