@@ -325,7 +325,6 @@ pub(crate) fn read_redaction(
 
 #[cfg(test)]
 mod inbox_tests {
-    use super::*;
     use crate::config::{Format, effective, load_str};
 
     fn errors(text: &str) -> Vec<String> {
