@@ -117,6 +117,28 @@ impl From<InboxError> for WaitError {
 }
 
 impl PostgresInbox {
+    /// The inbox the configuration's `inbox` section names: connects to its `postgres` URL
+    /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
+    /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
+    pub async fn connect_configured(
+        settings: &toolgate::engine::observe::InboxSettings,
+        options: PostgresOptions,
+    ) -> Result<toolgate_inbox::Inbox, InboxError> {
+        use toolgate::engine::observe::InboxStoreSetting;
+        let InboxStoreSetting::Postgres(url) = &settings.store else {
+            return Err(InboxError::new(
+                Kind::Unavailable,
+                "the configuration names a SQLite inbox: open it with `toolgate_inbox::Inbox::open_configured`",
+            ));
+        };
+        let store = Self::connect(url, options).await?;
+        let inbox = toolgate_inbox::Inbox::new(store);
+        Ok(match settings.ttl {
+            Some(ttl) => inbox.with_ttl(ttl),
+            None => inbox,
+        })
+    }
+
     /// Connects to the database at `url` (`postgres://user@host:port/db` or
     /// `host=… dbname=…`), creates the inbox's schema when it does not exist (idempotent; safe
     /// when several instances start at once) and checks it when it does.

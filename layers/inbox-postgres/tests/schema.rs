@@ -220,3 +220,33 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
     assert_eq!(store.pending("s").await.unwrap()[0].call, c);
     drop_schemas(&url, &[schema]).await;
 }
+
+#[tokio::test]
+async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    let gov = toolgate::engine::config::load_str(
+        &serde_json::json!({"inbox": {"postgres": url, "ttl": "90m"}}).to_string(),
+        toolgate::engine::config::Format::Json,
+    )
+    .unwrap();
+    let inbox =
+        PostgresInbox::connect_configured(gov.inbox_settings().unwrap(), options(&schema, "gate"))
+            .await
+            .unwrap();
+    assert_eq!(inbox.ttl(), std::time::Duration::from_secs(90 * 60));
+    assert!(inbox.store().list(None).await.unwrap().is_empty());
+    let sqlite = toolgate::engine::config::load_str(
+        r#"{"inbox": {"sqlite": "x.db"}}"#,
+        toolgate::engine::config::Format::Json,
+    )
+    .unwrap();
+    let e = PostgresInbox::connect_configured(
+        sqlite.inbox_settings().unwrap(),
+        options(&schema, "gate"),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("SQLite"), "{e}");
+    drop_schemas(&url, &[schema]).await;
+}
