@@ -79,6 +79,17 @@
 //! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //!
+//! ## Sessions and turns (R43)
+//!
+//! A call placed in a turn (`ToolCall::in_turn(session, turn)`) is held with its session and
+//! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
+//! subagent's held calls on its parent's session, with the subagent's id as `agent`);
+//! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
+//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each pending held call of a turn
+//! `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
+//! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
+//! [`Answer`] may carry an idempotency key; without one each answer is its own.
+//!
 //! ## Exactly once, and exactly what was seen
 //!
 //! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
