@@ -157,6 +157,11 @@ pub(crate) fn parse(text: &str) -> Result<Call, String> {
             if !t.starts_with('{') {
                 return Err(String::from("`input` must be a JSON object"));
             }
+            if let Some(n) = non_finite_number(raw.get()) {
+                return Err(format!(
+                    "`input` holds the number `{n}`, which is not a finite double (SPEC §8)"
+                ));
+            }
             raw.get().to_owned()
         }
     };
@@ -182,6 +187,45 @@ pub(crate) fn parse(text: &str) -> Result<Call, String> {
         input,
         run,
     })
+}
+
+/// The first number literal in JSON text that is not a finite double (`1e400`), if any.
+/// Walks the text once without building values, so any depth is fine (SPEC §8, R36).
+fn non_finite_number(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut in_string = false;
+    while let Some(&b) = bytes.get(i) {
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while bytes
+                    .get(i)
+                    .is_some_and(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                {
+                    i += 1;
+                }
+                let literal = text.get(start..i)?;
+                if literal.parse::<f64>().is_ok_and(|v| !v.is_finite()) {
+                    return Some(literal);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -217,6 +261,21 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn non_finite_numbers_exit_2() {
+        for bad in [
+            r#"{"agent": "a", "name": "x", "input": {"n": 1e400}}"#,
+            r#"{"agent": "a", "name": "x", "input": {"n": [-1E+999]}}"#,
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains("not a finite double"), "{e}");
+        }
+        let ok = parse(
+            r#"{"agent": "a", "name": "x", "input": {"s": "1e400", "n": 1e300, "z": -0.5e-400}}"#,
+        );
+        assert!(ok.is_ok(), "strings and finite numbers are fine: {ok:?}");
     }
 
     #[test]

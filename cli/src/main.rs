@@ -56,6 +56,9 @@ enum Command {
         json: bool,
     },
     /// Decide one call: run, ask, or refused.
+    ///
+    /// CALL is SPEC §7's JSON. A subagent's `agent` id must come from the host, never from
+    /// the model; one naming another profile than `profile` is refused `not_allowed`.
     Decide {
         /// The configuration file.
         config: PathBuf,
@@ -88,6 +91,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Work with configuration files.
+    Config {
+        #[command(subcommand)]
+        action: ConfigCommand,
+    },
     /// Held calls in a durable inbox: list, show, approve, deny.
     Inbox {
         #[command(subcommand)]
@@ -97,6 +105,20 @@ enum Command {
     Policy {
         #[command(subcommand)]
         action: inbox::PolicyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration as JSON: every setting in force, defaults spelled
+    /// out for the host and limits, overrides set back to `default` left out. It loads back
+    /// into the same configuration. Exit 2 when the configuration does not load.
+    Print {
+        /// The configuration file (JSON, TOML or YAML by extension).
+        config: PathBuf,
+        /// A stored policy file that replaces the configuration's `policy`.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
 }
 
@@ -240,7 +262,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             call,
             json,
         } => {
-            let (decision, _) = decide(&config, policy.as_deref(), &call)?;
+            let (decision, _, _) = decide(&config, policy.as_deref(), &call)?;
             let out = json!({
                 "outcome": outcome(&decision),
                 "refusal": decision.refusal().map(|r| r.code.as_str()),
@@ -286,12 +308,32 @@ fn run(command: Command) -> Result<ExitCode, String> {
             call,
             json,
         } => {
-            let (decision, name) = decide(&config, policy.as_deref(), &call)?;
+            let (decision, name, facts) = decide(&config, policy.as_deref(), &call)?;
             if json {
-                print_json(&explain_json(&decision));
+                let mut v = explain_json(&decision);
+                if let (Some(obj), Some(f)) = (v.as_object_mut(), facts) {
+                    obj.insert(String::from("tool"), f);
+                }
+                print_json(&v);
             } else {
                 print!("{}", explain_text(&decision, Some(&name)));
+                if let Some(f) = facts {
+                    print!("{}", facts_text(&f));
+                }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            action: ConfigCommand::Print { config, policy },
+        } => {
+            let mut builder = load_builder(&config)?;
+            if let Some(path) = policy {
+                let text = read_file(&path)?;
+                let p = Policy::from_json_str(&text, &builder.current_limits())
+                    .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
+                builder = builder.policy(p);
+            }
+            print_json(&config::effective(&build(builder)?));
             Ok(ExitCode::SUCCESS)
         }
         Command::Inbox { action } => inbox::run_inbox(action),
@@ -371,7 +413,7 @@ fn decide(
     config_path: &Path,
     policy: Option<&Path>,
     call_arg: &str,
-) -> Result<(Decision, String), String> {
+) -> Result<(Decision, String, Option<Value>), String> {
     let mut builder = load_builder(config_path)?;
     if let Some(p) = policy {
         let state = stored_policy(p, &builder.current_limits());
@@ -395,7 +437,28 @@ fn decide(
         run: call.run,
     };
     let name = call.tool.display_name();
-    Ok((gov.decide(view), name))
+    let facts = gov.lookup(&call.tool).ok().map(tool_facts);
+    Ok((gov.decide(view), name, facts))
+}
+
+/// What `explain` says about the tool a call resolved to: each record's identity, its
+/// declared and effective network scope (seed 000: an operator's override keeps the
+/// declared value for audit), the name it is sent under (R41) and whether it is governed
+/// (R42).
+fn tool_facts(entry: &toolgate_engine::catalog::Entry) -> Value {
+    json!({
+        "name": entry.name,
+        "governed": !entry.ungoverned,
+        "effective_network": entry.network.as_str(),
+        "records": entry.records.iter().map(|r| json!({
+            "identity": r.identity().to_string(),
+            "sent_as": r.decl.sent_name(),
+            "declared_network": r.decl.network.as_str(),
+            "network_override": r.decl.network_override.map(|n| n.as_str()),
+            "effective_network": r.decl.effective_network().as_str(),
+            "governed": r.decl.governed,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn outcome(d: &Decision) -> &'static str {
@@ -427,6 +490,31 @@ fn explain_json(d: &Decision) -> Value {
         "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": a.reason})).collect::<Vec<_>>(),
         "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect, "reason": m.reason})).collect::<Vec<_>>(),
     })
+}
+
+fn facts_text(f: &Value) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if f["governed"] == Value::Bool(false) {
+        let _ = writeln!(
+            s,
+            "governed:    no (R42: the approval decision never applies)"
+        );
+    }
+    let _ = writeln!(s, "records:");
+    for r in f["records"].as_array().into_iter().flatten() {
+        let s_ = |k: &str| r[k].as_str().unwrap_or("-").to_owned();
+        let _ = writeln!(
+            s,
+            "  - {} (sent as `{}`): network declared `{}`, override `{}`, effective `{}`",
+            s_("identity"),
+            s_("sent_as"),
+            s_("declared_network"),
+            s_("network_override"),
+            s_("effective_network"),
+        );
+    }
+    s
 }
 
 fn explain_text(d: &Decision, name: Option<&str>) -> String {

@@ -212,3 +212,178 @@ fn audit_verify() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(json_out(&o)["line"], 2);
 }
+
+/// SPEC round 2 through the command: R41, R42, §8 (subagent ids, non-finite numbers,
+/// non-object input), and `config print` loading back into the same configuration.
+#[test]
+fn round2_prefix_ungoverned_subagent_and_config_print() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "c.json",
+        r#"{
+  "approval": {"channel": "interactive"},
+  "behavior_gating": {"require_approval_for_non_read_only": true},
+  "servers": {"github": {"tool_prefix": "github-"}},
+  "tools": [{"server": "github", "name": "github-create_issue"}, {"server": "github", "name": "list"},
+            {"toolset": "skills", "name": "read_skill", "governed": false, "ungoverned_reason": "reads instructions"}],
+  "agents": [{"name": "support", "allowed_tools": ["github__create_issue", "skills__read_skill"]},
+             {"name": "admin", "allowed_tools": ["github__create_issue"]}],
+  "policy": {"rules": [{"effect": "deny", "server": "github", "tool": "create_issue", "agent": "support", "reason": "not support"}]}
+}"#,
+    );
+    let o = toolgate(&["check", &cfg, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let w = json_out(&o)["warnings"].to_string();
+    assert!(
+        w.contains("`list`") && w.contains("R41"),
+        "R41 warning: {w}"
+    );
+    assert!(
+        w.contains("skills__read_skill") && w.contains("reads instructions"),
+        "R42 warning: {w}"
+    );
+
+    let decide = |call: &str| {
+        let c = write(d.path(), "call.json", call);
+        toolgate(&["decide", &cfg, "--call", &c, "--json"])
+    };
+    let v = json_out(&decide(
+        r#"{"agent": "support", "server": "github", "tool": "create_issue"}"#,
+    ));
+    assert_eq!(v["refusal"], "denied", "{v}");
+    let v = json_out(&decide(
+        r#"{"agent": "support", "name": "skills__read_skill"}"#,
+    ));
+    assert_eq!(v["outcome"], "run", "{v}");
+    let v = json_out(&decide(
+        r#"{"agent": "admin", "profile": "support", "name": "github__create_issue"}"#,
+    ));
+    assert_eq!(
+        v["refusal"], "not_allowed",
+        "a subagent id may not shadow a profile: {v}"
+    );
+    for bad in [
+        r#"{"agent": "support", "name": "skills__read_skill", "input": {"n": 1e999}}"#,
+        r#"{"agent": "support", "name": "skills__read_skill", "input": "text"}"#,
+    ] {
+        let o = decide(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(o.stdout.is_empty());
+    }
+
+    let o = toolgate(&["config", "print", &cfg]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let printed = write(
+        d.path(),
+        "printed.json",
+        &String::from_utf8_lossy(&o.stdout),
+    );
+    let again = toolgate(&["config", "print", &printed]);
+    assert_eq!(
+        json_out(&o),
+        json_out(&again),
+        "the printed configuration loads back the same"
+    );
+}
+
+#[test]
+fn r33_audit_verify_refuses_a_record_edited_with_a_duplicate_key() {
+    use toolgate_engine::chain::{GENESIS, link};
+    let d = tempfile::tempdir().unwrap();
+    let mut prev = GENESIS.to_owned();
+    let mut lines = Vec::new();
+    for i in 1..=3u64 {
+        let mut m = serde_json::Map::new();
+        m.insert("outcome".into(), json!("refused"));
+        let (line, hash) = link(m, i, &prev).unwrap();
+        prev = hash;
+        lines.push(line);
+    }
+    // A last-wins parser still reads `refused` and the hash of the parsed record matches;
+    // grep and first-wins readers see `completed`.
+    lines[1] = lines[1].replacen('{', r#"{"outcome":"completed","#, 1);
+    let bad = write(d.path(), "dup.jsonl", &(lines.join("\n") + "\n"));
+    let o = toolgate(&["audit", "verify", &bad, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let out = json_out(&o);
+    assert_eq!(
+        (out["line"].clone(), out["seq"].clone()),
+        (json!(2), json!(2))
+    );
+    assert!(out["problem"].as_str().unwrap().contains("twice"), "{out}");
+}
+
+#[test]
+fn r36_r20_decide_reads_numbers_as_written() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "n.json",
+        r#"{"limits": {"max_input_bytes": 20},
+            "tools": [{"kind": "http", "name": "echo"}],
+            "agents": [{"name": "dev", "allowed_tools": ["echo"]}]}"#,
+    );
+    let decide = |cfg: &str, policy: Option<&str>, input: &str| {
+        let call = write(
+            d.path(),
+            "call.json",
+            &format!(r#"{{"agent": "dev", "name": "echo", "input": {input}}}"#),
+        );
+        let mut args = vec!["decide", cfg, "--call", &call, "--json"];
+        if let Some(p) = policy {
+            args.extend(["--policy", p]);
+        }
+        let o = toolgate(&args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_out(&o)
+    };
+    // R36: 29 bytes as written, though its double prints as `1e22`.
+    let out = decide(&cfg, None, r#"{"x":10000000000000000000000}"#);
+    assert_eq!(out["refusal"], "invalid_input", "{out}");
+    assert_eq!(decide(&cfg, None, r#"{"x":1e22}"#)["outcome"], "run");
+
+    // R20: a stored policy (`--policy`) and the config's own policy compare by digits.
+    let big = write(
+        d.path(),
+        "big.json",
+        r#"{"tools": [{"kind": "http", "name": "echo"}],
+            "agents": [{"name": "dev", "allowed_tools": ["echo"]}],
+            "policy": {"default": "deny", "rules": [
+              {"effect": "deny", "when": {"amount": {"gt": 18446744073709551616}}},
+              {"effect": "allow", "when": {"amount": {"in": [18446744073709551617, 18446744073709551619]}}}]}}"#,
+    );
+    let policy = write(
+        d.path(),
+        "p.json",
+        r#"{"default": "deny", "rules": [{"effect": "allow", "when": {"id": {"equals": 18446744073709551617}}}]}"#,
+    );
+    let out = decide(&big, None, r#"{"amount": 18446744073709551617}"#);
+    assert_eq!(out["refusal"], "denied", "gt 2^64: {out}");
+    let out = decide(&big, None, r#"{"amount": 18446744073709551616}"#);
+    assert_eq!(out["refusal"], "denied", "not in the list: {out}");
+    let out = decide(&big, Some(&policy), r#"{"id": 18446744073709551616}"#);
+    assert_eq!(out["refusal"], "denied", "equals never over-matches: {out}");
+    let out = decide(&big, Some(&policy), r#"{"id": 18446744073709551617}"#);
+    assert_eq!(out["outcome"], "run", "{out}");
+}

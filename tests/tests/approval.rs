@@ -1396,3 +1396,58 @@ async fn readiness_an_approved_call_is_sent_on_the_capacity_poll_ready_reserved(
     completed(&response);
     assert_eq!(tool.runs(), 2);
 }
+
+// ----- R42: the host's own tools see no hook -----
+
+#[tokio::test]
+async fn r42_an_ungoverned_tool_is_never_hooked_asked_or_cancelled() {
+    let gov = load_str(
+        r#"{
+        "approval": {"channel": "interactive"},
+        "behavior_gating": {"require_approval_for_non_read_only": true},
+        "tools": [
+            {"toolset": "skills", "name": "read_skill", "governed": false, "ungoverned_reason": "reads instructions"},
+            {"toolset": "coding", "name": "write_file"}
+        ],
+        "agents": [{"name": "support", "allowed_tools": ["skills__read_skill", "coding__write_file"]}]
+    }"#,
+        Format::Json,
+    )
+    .unwrap();
+    let handle = GovernanceHandle::new(gov);
+    let consulted = Arc::new(AtomicUsize::new(0));
+    let (a, b, c) = (consulted.clone(), consulted.clone(), consulted.clone());
+    let hooks = Hooks::new()
+        .evaluate_approval(move |_| {
+            a.fetch_add(1, SeqCst);
+            Some("the hook asks".into())
+        })
+        .before_call(move |_| {
+            b.fetch_add(1, SeqCst);
+            Err("the hook cancels".into())
+        })
+        .after_call(move |_, _| {
+            c.fetch_add(1, SeqCst);
+            Err("the hook rejects".into())
+        });
+    let (channel, asked) = approving();
+    let tool = Tool::default();
+    let svc = ServiceBuilder::new()
+        .layer(ApprovalGateLayer::new(handle).channel(channel).hooks(hooks))
+        .service(tool.service());
+    let call = ToolCall::new(support(), "skills__read_skill", json!({}));
+    completed(&send(&svc, call).await);
+    assert_eq!(tool.runs(), 1);
+    assert_eq!(
+        asked.count(),
+        0,
+        "nobody is asked about the host's own tool"
+    );
+    assert_eq!(consulted.load(SeqCst), 0, "no hook is consulted (R42)");
+    // The governed tool beside it is hooked as before: asked, then cancelled by before_call.
+    let call = ToolCall::new(support(), "coding__write_file", json!({}));
+    let r = send(&svc, call).await;
+    assert!(mentions(refusal(&r), "the hook cancels"), "{r:?}");
+    assert_eq!(asked.count(), 1);
+    assert_eq!(tool.runs(), 1);
+}

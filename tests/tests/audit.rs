@@ -241,6 +241,94 @@ async fn r33_a_result_that_cannot_be_recorded_is_withheld() {
     );
 }
 
+/// A custom sink implementing only `write` (all the trait requires): its first write fails,
+/// every later one succeeds, and it never reports itself failing.
+#[derive(Debug, Default)]
+struct FailsOnce {
+    writes: AtomicUsize,
+}
+
+impl AuditSink for FailsOnce {
+    fn write(
+        &self,
+        _record: serde_json::Map<String, Value>,
+    ) -> Result<(), toolgate::audit::AuditError> {
+        if self.writes.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(toolgate::audit::AuditError("disk full".into()));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn r33_a_write_failure_refuses_every_later_call_whatever_the_sink_reports() {
+    let sink = Arc::new(FailsOnce::default());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
+    let layer = AuditLayer::shared(sink.clone()).governance(handle.clone());
+    let counter = runs.clone();
+    let svc = ServiceBuilder::new()
+        .layer(layer.clone())
+        .layer(ApprovalGateLayer::new(handle))
+        .service(service_fn(move |_c: ToolCall| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
+                    "ok"
+                ))))
+            }
+        }));
+    let call = || ToolCall::new(AgentRef::profile("dev"), "lookup", json!({}));
+    // The first call runs, but its record cannot be written: the result is withheld.
+    let first = svc.clone().oneshot(call()).await.unwrap();
+    assert!(matches!(first, ToolResponse::Failed(_)), "{first:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(layer.failure().unwrap().contains("disk full"));
+    // The sink would take records again and never reports itself failing, yet no later
+    // call runs, through this service or a clone of it.
+    for _ in 0..3 {
+        let resp = svc.clone().oneshot(call()).await.unwrap();
+        let refusal = resp.refusal().expect("refused");
+        assert_eq!(refusal.code, RefusalCode::Rejected);
+        assert!(
+            refusal.reasons[0].contains("could not be written"),
+            "{refusal:?}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool never ran again");
+    assert_eq!(
+        sink.writes.load(Ordering::SeqCst),
+        1,
+        "refused calls are not sent"
+    );
+    // The documented recovery: the operator resets the layer once the sink is repaired.
+    layer.reset();
+    assert_eq!(layer.failure(), None);
+    let resp = svc.clone().oneshot(call()).await.unwrap();
+    assert!(matches!(resp, ToolResponse::Completed(_)), "{resp:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn r33_fail_open_keeps_running_after_a_write_failure() {
+    let sink = Arc::new(FailsOnce::default());
+    let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
+    let svc = ServiceBuilder::new()
+        .layer(AuditLayer::shared(sink).with_insecure_fail_open())
+        .layer(ApprovalGateLayer::new(handle))
+        .service(service_fn(|_c: ToolCall| async {
+            Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("ok"))))
+        }));
+    for _ in 0..2 {
+        let resp = svc
+            .clone()
+            .oneshot(ToolCall::new(AgentRef::profile("dev"), "lookup", json!({})))
+            .await
+            .unwrap();
+        assert!(matches!(resp, ToolResponse::Completed(_)), "{resp:?}");
+    }
+}
+
 #[tokio::test]
 async fn r33_fail_open_is_an_explicit_choice() {
     let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());

@@ -6,6 +6,9 @@
 //! The expected outcome of every call under each snapshot is computed up front with the
 //! pure engine (`Governance::decide`); each outcome seen through the stack must be exactly
 //! one of them, reasons included, so a decision that read a little of each would show.
+//! The one composition allowed is R38's: a call asked about (and approved) under one
+//! snapshot is checked again right before it is sent, by the snapshot then in force, whose
+//! refusal wins — each half still one snapshot's whole decision.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -89,6 +92,24 @@ enum Outcome {
     Refused(Refusal),
     /// The tool ran; `question` holds the reasons of the one question asked first, if any.
     Ran { question: Option<Vec<String>> },
+    /// R38: asked (with `question`'s reasons) and approved under one snapshot, then refused
+    /// right before sending by the snapshot in force then (`refusal`, without the note that
+    /// says a person had approved). Each half is one snapshot's whole decision.
+    ApprovedThenRefused {
+        question: Vec<String>,
+        refusal: Refusal,
+    },
+}
+
+/// Whether `got` is R38's composition of the two snapshots' whole decisions: asked under
+/// one, refused by the other when the approved call was about to be sent.
+fn approved_then_refused(got: &Outcome, first: &Outcome, second: &Outcome) -> bool {
+    let Outcome::ApprovedThenRefused { question, refusal } = got else {
+        return false;
+    };
+    let asked = |o: &Outcome| matches!(o, Outcome::Ran { question: Some(q) } if q == question);
+    let refused = |o: &Outcome| matches!(o, Outcome::Refused(r) if r == refusal);
+    (asked(first) && refused(second)) || (asked(second) && refused(first))
 }
 
 fn expected(gov: &Governance, agent: &str, tool: &str, input: &Value) -> Outcome {
@@ -160,13 +181,20 @@ where
     let response = svc.oneshot(call).await.unwrap_or_else(|e| match e {});
     let question = questions.lock().unwrap().remove(&id);
     match response {
-        ToolResponse::Refused(r) => {
-            assert!(
-                question.is_none(),
-                "asked about a call that was then refused"
-            );
-            Outcome::Refused(r)
-        }
+        ToolResponse::Refused(r) => match question {
+            None => Outcome::Refused(r),
+            Some(question) => {
+                // R38: only a refusal made after the approval, by the configuration in force.
+                let mut refusal = r;
+                let note = refusal.reasons.pop().unwrap_or_default();
+                assert!(
+                    note.contains("approved by alice")
+                        && note.contains("refusal that arrives during the wait wins"),
+                    "asked about a call that was then refused, without R38's re-check: {note:?}"
+                );
+                Outcome::ApprovedThenRefused { question, refusal }
+            }
+        },
         ToolResponse::Completed(out) => {
             assert_eq!(&out.content, input, "the tool got the input unchanged");
             Outcome::Ran { question }
@@ -248,7 +276,9 @@ async fn hammer(
                     seen[i][1].fetch_add(1, Ordering::SeqCst);
                 }
                 assert!(
-                    &got == under_first || &got == under_second,
+                    &got == under_first
+                        || &got == under_second
+                        || approved_then_refused(&got, under_first, under_second),
                     "R23: `{tool}` {input} was decided by neither snapshot:\n got {got:?}\n first {under_first:?}\n second {under_second:?}"
                 );
                 n += 1;
@@ -344,7 +374,7 @@ async fn r23_store_under_load_decides_each_call_by_one_snapshot() {
         })
         .collect();
     let code = |o: &Outcome| match o {
-        Outcome::Refused(r) => Some(r.code),
+        Outcome::Refused(r) | Outcome::ApprovedThenRefused { refusal: r, .. } => Some(r.code),
         Outcome::Ran { .. } => None,
     };
     assert_eq!(code(&calls[0].2), Some(RefusalCode::NotAllowed));
@@ -401,11 +431,22 @@ async fn r23_call_pinned_by_outer_layer_is_decided_by_that_snapshot_at_the_gate(
     let got = send(svc, &questions, "support", "refund_order", &input).await;
     assert_eq!(got, ask);
 
-    // And the other way round: pinned to P2 (ask, approved), P1 stored mid-call.
+    // And the other way round: pinned to P2 (ask, approved), P1 stored mid-call. The
+    // question is asked with P2's reasons only; then, right before the approved call is
+    // sent, P1 — the configuration in force — refuses it, and its refusal wins (R38).
     let handle = GovernanceHandle::new(under_p2);
     let (svc, questions) = stack(&handle, replace_with(&handle, under_p1));
     let got = send(svc, &questions, "support", "refund_order", &input).await;
-    assert_eq!(got, ask, "asked with P2's reasons only, then sent");
+    let (
+        Outcome::Ran {
+            question: Some(question),
+        },
+        Outcome::Refused(refusal),
+    ) = (ask, deny)
+    else {
+        panic!("P2 asks and P1 denies");
+    };
+    assert_eq!(got, Outcome::ApprovedThenRefused { question, refusal });
 }
 
 #[tokio::test]

@@ -97,6 +97,24 @@ impl ToolIdentity {
         &self.name
     }
 
+    /// The prompt of an approval interaction about this tool (R43, seed 002):
+    /// `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise, naming the tool's
+    /// **own** name (R41: never the name a gateway listed it under, never the wire name).
+    /// Every channel shows this one text.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// assert_eq!(ToolIdentity::mcp("github", "create_issue").approval_prompt(), "Approve github / create_issue?");
+    /// assert_eq!(ToolIdentity::http("refund").approval_prompt(), "Approve refund?");
+    /// assert_eq!(ToolIdentity::toolset("coding", "write").approval_prompt(), "Approve write?");
+    /// ```
+    pub fn approval_prompt(&self) -> String {
+        match self.kind {
+            ToolKind::Mcp => format!("Approve {} / {}?", self.source, self.name),
+            ToolKind::Local | ToolKind::Http => format!("Approve {}?", self.name),
+        }
+    }
+
     /// The qualified (wire) name (R1).
     pub fn qualified_name(&self) -> Result<String, NameError> {
         match self.kind {
@@ -281,6 +299,15 @@ pub struct ToolDeclaration {
     pub annotations: Option<McpAnnotations>,
     /// The tool's input schema, when its source advertised one (R36).
     pub input_schema: Option<serde_json::Value>,
+    /// The name the source listed the tool under, when that differs from its own name: a
+    /// gateway's prefix (R41). Calls are sent under it; everything else uses
+    /// [`ToolIdentity::name`]. Set by the engine from the server's `tool_prefix`.
+    pub listed_name: Option<String>,
+    /// Whether the approval decision applies to the tool (R42). `false` only for the host's
+    /// own tools (a `toolset` tool), with [`ToolDeclaration::ungoverned_reason`].
+    pub governed: bool,
+    /// Why a host tool is not governed (R42): required, not blank, when `governed` is false.
+    pub ungoverned_reason: Option<String>,
 }
 
 impl ToolDeclaration {
@@ -296,7 +323,37 @@ impl ToolDeclaration {
             confidential: false,
             annotations: None,
             input_schema: None,
+            listed_name: None,
+            governed: true,
+            ungoverned_reason: None,
         }
+    }
+
+    /// Declares a host tool ungoverned (R42): it reads what the agent was already given, so
+    /// the approval decision (agent-level ask, tenant rules, posture, hooks) never applies.
+    /// Unknown tool, input bounds, allowed names, confidentiality, the air gap and an
+    /// explicit `deny` still do. Only a `toolset` tool may be ungoverned, and the reason
+    /// must not be blank: the engine refuses anything else when the snapshot is built.
+    ///
+    /// ```
+    /// use toolgate_core::{ToolDeclaration, ToolIdentity};
+    /// let d = ToolDeclaration::new(ToolIdentity::toolset("skills", "read_skill"))
+    ///     .ungoverned("reads the skill instructions the agent was already given");
+    /// assert!(!d.governed);
+    /// ```
+    #[must_use]
+    pub fn ungoverned(mut self, reason: impl Into<String>) -> Self {
+        self.governed = false;
+        self.ungoverned_reason = Some(reason.into());
+        self
+    }
+
+    /// The name a call to this tool is sent under: the listed name behind a prefixing
+    /// gateway (R41), otherwise the tool's own name.
+    pub fn sent_name(&self) -> &str {
+        self.listed_name
+            .as_deref()
+            .unwrap_or_else(|| self.identity.name())
     }
 
     /// Sets the declared approval mode.

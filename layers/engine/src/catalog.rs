@@ -62,6 +62,8 @@ pub struct Entry {
     pub network: NetworkScope,
     /// Withheld from confidential work if any record is.
     pub confidential: bool,
+    /// Not governed (R42): only when every record behind the name says `governed: false`.
+    pub ungoverned: bool,
 }
 
 impl Entry {
@@ -106,6 +108,7 @@ impl Entry {
             .max()
             .unwrap_or(NetworkScope::None);
         self.confidential = self.records.iter().any(|r| r.decl.confidential);
+        self.ungoverned = self.records.iter().all(|r| !r.decl.governed);
     }
 }
 
@@ -126,6 +129,8 @@ pub struct Catalog {
     entries: Vec<Entry>,
     by_key: HashMap<String, usize>,
     arrivals: usize,
+    /// Entry indices sorted by look-up key, set by [`Catalog::seal`].
+    sorted: Vec<usize>,
 }
 
 impl Catalog {
@@ -154,10 +159,12 @@ impl Catalog {
                 declared_mode: ApprovalMode::Default,
                 network: NetworkScope::None,
                 confidential: false,
+                ungoverned: false,
             };
             entry.recombine();
             self.by_key.insert(key, self.entries.len());
             self.entries.push(entry);
+            self.sorted.clear();
             return Ok(Registered::New);
         };
         let Some(entry) = self.entries.get_mut(at) else {
@@ -187,6 +194,32 @@ impl Catalog {
     /// The entries, in order of first arrival.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Fixes the order [`Catalog::sorted`] walks (the snapshot does this once when built).
+    pub(crate) fn seal(&mut self) {
+        let mut order: Vec<usize> = (0..self.entries.len()).collect();
+        order.sort_by(|&a, &b| {
+            let key = |i: usize| self.entries.get(i).map(|e| e.key.as_str());
+            key(a).cmp(&key(b))
+        });
+        self.sorted = order;
+    }
+
+    /// The entries sorted by their ASCII-lower-cased name (the order of `expose`'s lists).
+    pub fn sorted(&self) -> impl Iterator<Item = &Entry> {
+        let sealed = self.sorted.len() == self.entries.len();
+        let mut fallback: Vec<&Entry> = Vec::new();
+        if !sealed {
+            fallback = self.entries.iter().collect();
+            fallback.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+        let sealed_iter = self
+            .sorted
+            .iter()
+            .filter(move |_| sealed)
+            .filter_map(|&i| self.entries.get(i));
+        sealed_iter.chain(fallback)
     }
 
     pub(crate) fn entries_mut(&mut self) -> &mut [Entry] {

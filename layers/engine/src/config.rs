@@ -19,6 +19,8 @@
 
 use std::path::Path;
 
+pub use crate::print::effective;
+
 use serde_json::Value;
 use toolgate_core::{
     ApprovalMode, ChannelKind, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity,
@@ -26,6 +28,7 @@ use toolgate_core::{
 
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
 use crate::governance::{AgentProfile, Exemption, Governance, GovernanceBuilder, ServerSettings};
+use crate::number::NumberLiterals;
 use crate::policy::{Limits, Policy};
 
 /// A configuration file's format.
@@ -68,6 +71,7 @@ const TOP: &[&str] = &[
     "limits",
     "audit",
     "redaction",
+    "inbox",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -81,6 +85,8 @@ const TOOL: &[&str] = &[
     "read_only",
     "confidential",
     "annotations",
+    "governed",
+    "ungoverned_reason",
 ];
 const ANNOTATIONS: &[&str] = &[
     "title",
@@ -134,6 +140,15 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {
 
 /// Reads a configuration value into a builder. Every schema problem is reported.
 pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
+    read_with_literals(value, &NumberLiterals::default())
+}
+
+/// As [`read`], with the number literals of the configuration's JSON text, so a policy
+/// test's integer past 64 bits compares by its digits (R20, [`crate::number`]).
+pub fn read_with_literals(
+    value: &Value,
+    literals: &NumberLiterals,
+) -> Result<GovernanceBuilder, ConfigErrors> {
     let mut errs = ConfigErrors::default();
     let Some(top) = Obj::open(value, "", TOP, &mut errs) else {
         return Err(errs);
@@ -192,15 +207,22 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
             Value::Object(map) => {
                 for (name, s) in map {
                     let path = field("servers", name);
-                    let Some(o) = Obj::open(s, &path, &["trust_tool_annotations"], &mut errs)
-                    else {
+                    let Some(o) = Obj::open(
+                        s,
+                        &path,
+                        &["trust_tool_annotations", "tool_prefix"],
+                        &mut errs,
+                    ) else {
                         continue;
                     };
                     let trust = o.bool("trust_tool_annotations", &mut errs).unwrap_or(false);
+                    // R41: used as written, never trimmed; blank is refused when built.
+                    let prefix = o.str("tool_prefix", &mut errs).map(str::to_owned);
                     b = b.server(
                         name.clone(),
                         ServerSettings {
                             trust_tool_annotations: trust,
+                            tool_prefix: prefix,
                         },
                     );
                 }
@@ -231,13 +253,19 @@ pub fn read(value: &Value) -> Result<GovernanceBuilder, ConfigErrors> {
     if let Some(v) = top.raw("audit", &mut errs) {
         b = b.audit(crate::observe::read_audit(v, &mut errs));
     }
+    if let Some(v) = top.raw("inbox", &mut errs)
+        && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
+    {
+        b = b.inbox(inbox);
+    }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;
         b = b.redaction(crate::observe::read_redaction(v, limit, &mut errs));
     }
     if let Some(v) = top.raw("policy", &mut errs) {
         let limits = b.current_limits();
-        if let Some(p) = Policy::read(v, "policy", &limits, &mut errs) {
+        let lits = crate::number::member(literals.root(), "policy");
+        if let Some(p) = Policy::read(v, lits, "policy", &limits, &mut errs) {
             b = b.policy(p);
         }
     }
@@ -360,6 +388,23 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
     } else if let Some(a) = o.raw("annotations", errs) {
         decl.annotations = read_annotations(a, &o.path_of("annotations"), errs);
     }
+    // R42: `governed` and `ungoverned_reason` are toolset-only fields.
+    for key in ["governed", "ungoverned_reason"] {
+        if o.has(key) && !o.has("toolset") {
+            errs.push(
+                o.path_of(key),
+                format!("`{key}` is for `toolset` tools only: an MCP or HTTP tool is always governed (R42)"),
+            );
+        }
+    }
+    if o.has("toolset") {
+        if let Some(g) = o.bool("governed", errs) {
+            decl.governed = g;
+        }
+        if let Some(r) = o.str("ungoverned_reason", errs) {
+            decl.ungoverned_reason = Some(r.to_owned());
+        }
+    }
     if errs.errors.len() > before {
         return None;
     }
@@ -440,6 +485,13 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
             let Some(ov) = Obj::open(item, &opath, &["tool", "approval"], errs) else {
                 continue;
             };
+            // SPEC §8: an entry without `tool` is a load error; a blank one is ignored (R9).
+            if !ov.has("tool") {
+                errs.push(
+                    ov.path_of("tool"),
+                    "an override needs `tool`, the qualified name it applies to",
+                );
+            }
             let tool = ov.str("tool", errs).unwrap_or("");
             let mode = ov
                 .choice("approval", MODES, ApprovalMode::parse, errs)
@@ -455,7 +507,12 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
 
 /// Parses and reads configuration text into a builder.
 pub fn builder_from_str(text: &str, format: Format) -> Result<GovernanceBuilder, ConfigErrors> {
-    read(&parse_text(text, format)?)
+    let value = parse_text(text, format)?;
+    let literals = match format {
+        Format::Json => NumberLiterals::scan(text),
+        _ => NumberLiterals::default(),
+    };
+    read_with_literals(&value, &literals)
 }
 
 /// Loads configuration text: parse, read and build. Any error refuses it whole.

@@ -11,6 +11,7 @@ use toolgate_core::{
 use crate::catalog::Entry;
 use crate::governance::{Governance, PolicyState, ResolvedAgent};
 use crate::json;
+use crate::number::{self, NumberLiterals};
 use crate::policy::{Effect, Subject};
 
 /// One tool the model is shown.
@@ -99,7 +100,12 @@ pub enum CallInput<'a> {
     Value(&'a Value),
     /// JSON text not yet parsed (the CLI): its depth is measured before any value is built,
     /// so an input nested past a parser's recursion limit is still refused `invalid_input`.
+    /// Its numbers are read as written ([`crate::number`]).
     Text(&'a str),
+    /// A parsed value with the number literals of the text it was parsed from
+    /// ([`crate::number::parse_with_literals`]): numbers are compared (R20) and counted
+    /// (R36) as written.
+    WithLiterals(&'a Value, &'a NumberLiterals),
 }
 
 /// One call, borrowed, as the engine decides it.
@@ -116,12 +122,17 @@ pub struct CallView<'a> {
 }
 
 impl<'a> CallView<'a> {
-    /// A view of a [`toolgate_core::ToolCall`].
+    /// A view of a [`toolgate_core::ToolCall`], with the [`NumberLiterals`] its extensions
+    /// carry, if any.
     pub fn of(call: &'a toolgate_core::ToolCall) -> Self {
+        let input = match call.extensions.get::<NumberLiterals>() {
+            Some(literals) => CallInput::WithLiterals(&call.input, literals),
+            None => CallInput::Value(&call.input),
+        };
         Self {
             tool: &call.tool,
             agent: &call.agent,
-            input: CallInput::Value(&call.input),
+            input,
             run: call.run,
         }
     }
@@ -173,6 +184,16 @@ impl Governance {
     /// R36: the input is an object within the size and depth bounds. Never recurses past
     /// the depth bound.
     pub fn check_input(&self, input: &Value) -> Result<(), Refusal> {
+        self.check_input_exact(input, NumberLiterals::none())
+    }
+
+    /// As [`Governance::check_input`], counting numbers as written where `literals` records
+    /// them (SPEC §8: the compact serialisation has each number as written).
+    pub fn check_input_exact(
+        &self,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Result<(), Refusal> {
         let limits = &self.settings.limits;
         let depth = json::value_depth(input, limits.max_input_depth);
         if depth > limits.max_input_depth {
@@ -185,7 +206,7 @@ impl Governance {
                 "the input must be a JSON object",
             ));
         }
-        if json::compact_len_within(input, limits.max_input_bytes).is_none() {
+        if number::compact_len_within(input, literals, limits.max_input_bytes).is_none() {
             return Err(too_big(limits.max_input_bytes));
         }
         Ok(())
@@ -204,6 +225,22 @@ impl Governance {
                 format!("no agent profile is named `{}`", agent.profile),
             ));
         };
+        // SPEC §8: a subagent id never shadows a profile. Rules' `agent` patterns match the
+        // subagent id (R19), so an id that is another profile's name would take that
+        // profile's rules by accident; such a call is refused at this step.
+        if let Some(id) = &agent.subagent
+            && let Some(other) = self.agent(id)
+            && !std::ptr::eq(other, profile)
+        {
+            return Err(Refusal::new(
+                RefusalCode::NotAllowed,
+                Check::Allowed,
+                format!(
+                    "subagent id `{id}` is the name of agent profile `{}`, but the call runs under profile `{}`: a subagent id may not shadow a profile",
+                    other.name, profile.name
+                ),
+            ));
+        }
         if !profile.allows(&entry.key) {
             return Err(not_allowed(profile, entry));
         }
@@ -293,7 +330,14 @@ impl Governance {
             Ok(m) => m,
             Err(r) => return Standing::Omitted(r),
         };
-        let posture = self.posture_ask(entry).is_some();
+        if entry.ungoverned {
+            // R42: the approval decision never applies, so the tool is never wrapped.
+            return Standing::Raw;
+        }
+        // Whether the posture gates the tool, without writing its reason (exposure only).
+        let posture = self.settings.require_approval_for_non_read_only
+            && self.settings.enforce_tool_invocation
+            && entry.posture_gated().is_some();
         if mode == ApprovalMode::RequireApproval || posture {
             if agent.as_tool {
                 // R11: a tool the posture would wrap is omitted too.
@@ -305,14 +349,43 @@ impl Governance {
     }
 
     /// The tools one agent's model is shown, and those omitted with their refusal
-    /// (R6–R13).
+    /// (R6–R13). A copy of [`Governance::exposure`].
     pub fn expose(&self, agent: &str) -> Result<Exposure, UnknownAgent> {
-        let profile = self
-            .agent(agent)
-            .ok_or_else(|| UnknownAgent(agent.to_owned()))?;
+        self.exposure(agent).map(|e| (*e).clone())
+    }
+
+    /// As [`Governance::expose`], shared: computed once per agent per snapshot, so an agent
+    /// asking for its tool list every turn costs one look-up and one `Arc` clone.
+    ///
+    /// ```
+    /// use toolgate_core::{ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")))
+    ///     .agent(AgentProfile::new("support").allow(["refund_order"]))
+    ///     .build().unwrap();
+    /// let first = gov.exposure("support").unwrap();
+    /// let again = gov.exposure("SUPPORT").unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(&first, &again));
+    /// assert_eq!(first.tools[0].name, "refund_order");
+    /// ```
+    pub fn exposure(&self, agent: &str) -> Result<std::sync::Arc<Exposure>, UnknownAgent> {
+        let unknown = || UnknownAgent(agent.to_owned());
+        let &index = self
+            .agent_index
+            .get(toolgate_core::names::lower_key(agent).as_ref())
+            .ok_or_else(unknown)?;
+        let profile = self.agents.get(index).ok_or_else(unknown)?;
+        self.exposures
+            .get_or_init(index, || self.compute_exposure(profile))
+            .ok_or_else(unknown)
+    }
+
+    fn compute_exposure(&self, profile: &ResolvedAgent) -> Exposure {
         let mut tools = Vec::new();
         let mut omitted = Vec::new();
-        for entry in self.catalog.entries() {
+        // Walked in name order (sealed once per snapshot): no sort, no key allocation.
+        for entry in self.catalog.sorted() {
             match self.standing(profile, entry) {
                 Standing::Raw => tools.push(ExposedTool {
                     name: entry.name.clone(),
@@ -330,13 +403,11 @@ impl Governance {
                 }),
             }
         }
-        tools.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
-        omitted.sort_by_cached_key(|t| t.name.to_ascii_lowercase());
-        Ok(Exposure {
+        Exposure {
             agent: profile.name.clone(),
             tools,
             omitted,
-        })
+        }
     }
 
     // ----- invocation -----
@@ -357,17 +428,18 @@ impl Governance {
             Err(r) => return Decision::refused(r),
         };
         let parsed;
-        let input: &Value = match call.input {
-            CallInput::Value(v) => v,
+        let (input, literals): (&Value, &NumberLiterals) = match call.input {
+            CallInput::Value(v) => (v, NumberLiterals::none()),
+            CallInput::WithLiterals(v, l) => (v, l),
             CallInput::Text(text) => match self.parse_input(text) {
                 Ok(v) => {
-                    parsed = v;
-                    &parsed
+                    parsed = (v, NumberLiterals::scan(text));
+                    (&parsed.0, &parsed.1)
                 }
                 Err(r) => return Decision::refused(r),
             },
         };
-        if let Err(r) = self.check_input(input) {
+        if let Err(r) = self.check_input_exact(input, literals) {
             return Decision::refused(r);
         }
         let agent = match self.check_allowed(call.agent, entry) {
@@ -382,7 +454,20 @@ impl Governance {
             Ok(m) => m,
             Err(r) => return Decision::refused(r),
         };
-        self.approval(entry, agent, mode, call, input, extra_asks)
+        if entry.ungoverned {
+            // R42: the host's own tool bypasses the approval decision entirely: no
+            // agent-level ask, no tenant rule, no posture, no hook's ask.
+            return Decision {
+                verdict: Verdict::Run {
+                    auto_approved: false,
+                },
+                decided_by: Check::Passed,
+                reasons: Vec::new(),
+                asks: Vec::new(),
+                matched_rules: Vec::new(),
+            };
+        }
+        self.approval(entry, agent, mode, call, (input, literals), extra_asks)
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).
@@ -419,7 +504,7 @@ impl Governance {
         agent: &ResolvedAgent,
         mode: ApprovalMode,
         call: CallView<'_>,
-        input: &Value,
+        (input, literals): (&Value, &NumberLiterals),
         extra_asks: Vec<Ask>,
     ) -> Decision {
         let who = call.agent;
@@ -455,7 +540,7 @@ impl Governance {
                         server: id.server(),
                         agent: who.rule_name(),
                     };
-                    let eval = policy.evaluate(&subject, input);
+                    let eval = policy.evaluate_exact(&subject, input, literals);
                     for &i in &eval.matched {
                         if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
                             continue;

@@ -167,7 +167,7 @@ impl fmt::Write for CountWriter {
     }
 }
 
-fn number_len(n: &serde_json::Number) -> usize {
+pub(crate) fn number_len(n: &serde_json::Number) -> usize {
     use fmt::Write as _;
     let mut w = CountWriter(0);
     let _ = write!(w, "{n}");

@@ -55,8 +55,10 @@ mod decide;
 mod error;
 mod governance;
 pub mod json;
+pub mod number;
 pub mod observe;
 pub mod policy;
+mod print;
 
 pub use decide::{CallInput, CallView, ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use error::{ConfigError, ConfigErrors, Warning};

@@ -5,7 +5,14 @@
 //!
 //! The reference shares nothing with the engine but the `regex` crate (for `matches`, whose
 //! syntax R20 defines as that crate's). Its `*` patterns are anchored regexes, its numbers
-//! compare by exact value, and it loops over every rule.
+//! compare by exact value (each expanded to its exact decimal digits), and it loops over
+//! every rule.
+//!
+//! Numbers past 64 bits (issue 9, finding 5): a `Value` cannot hold an integer literal like
+//! `18446744073709551617`, so the generator writes one as a marker string (`"\u{1}"` and the
+//! digits) that the reference reads as that integer, and the engine is given JSON *text* in
+//! which each marker is replaced by the bare literal — the policy through
+//! `Policy::from_json_str`, the input through `parse_with_literals` and `evaluate_exact`.
 //!
 //! Case counts: each property runs [`DEFAULT_CASES`] cases, or `TOOLGATE_PROPTEST_CASES` when
 //! that is set (the long profile: `TOOLGATE_PROPTEST_CASES=100000 cargo test -p
@@ -20,6 +27,7 @@ use proptest::sample::Index;
 use regex::Regex;
 use serde_json::{Map, Number, Value, json};
 use toolgate_core::ToolKind;
+use toolgate_engine::number::parse_with_literals;
 use toolgate_engine::policy::{Effect, Evaluation, Glob, Limits, Policy, Subject};
 
 /// Cases per property when `TOOLGATE_PROPTEST_CASES` is not set: a few seconds in CI.
@@ -69,56 +77,99 @@ fn glob_holds(pattern: &str, name: &str) -> bool {
     glob_regex(pattern).is_match(&name.to_ascii_lowercase())
 }
 
-/// A JSON number as an exact value: integers as integers, the rest as doubles.
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i128),
-    Float(f64),
+/// The marker that stands for an integer literal a `Value` cannot hold.
+const BIG: char = '\u{1}';
+
+fn big(digits: &str) -> Value {
+    Value::from(format!("{BIG}{digits}"))
 }
 
-fn num(n: &Number) -> Num {
+/// A number's exact value in decimal: sign, integer digits and fraction digits, without
+/// leading or trailing zeros (zero is never negative).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Dec {
+    negative: bool,
+    int: String,
+    frac: String,
+}
+
+impl Dec {
+    fn new(negative: bool, int: &str, frac: &str) -> Self {
+        let int = int.trim_start_matches('0').to_owned();
+        let frac = frac.trim_end_matches('0').to_owned();
+        let zero = int.is_empty() && frac.is_empty();
+        Dec {
+            negative: negative && !zero,
+            int,
+            frac,
+        }
+    }
+
+    /// A double's exact decimal expansion: every finite double has at most 1074 fraction
+    /// digits, and Rust's fixed-precision formatting is exact.
+    fn of_f64(f: f64) -> Self {
+        let text = format!("{:.1100}", f.abs());
+        let (int, frac) = text.split_once('.').expect("a fixed-point form");
+        Dec::new(f.is_sign_negative(), int, frac)
+    }
+
+    fn magnitude_cmp(&self, other: &Dec) -> Ordering {
+        self.int
+            .len()
+            .cmp(&other.int.len())
+            .then_with(|| self.int.cmp(&other.int))
+            .then_with(|| self.frac.cmp(&other.frac))
+    }
+
+    fn cmp(&self, other: &Dec) -> Ordering {
+        match (self.negative, other.negative) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => self.magnitude_cmp(other),
+            (true, true) => other.magnitude_cmp(self),
+        }
+    }
+}
+
+fn dec_of_number(n: &Number) -> Dec {
     if let Some(i) = n.as_i64() {
-        Num::Int(i128::from(i))
+        Dec::new(i < 0, &i.unsigned_abs().to_string(), "")
     } else if let Some(u) = n.as_u64() {
-        Num::Int(i128::from(u))
+        Dec::new(false, &u.to_string(), "")
     } else {
-        Num::Float(n.as_f64().expect("a finite JSON number"))
+        Dec::of_f64(n.as_f64().expect("a finite JSON number"))
     }
 }
 
-/// Compares an integer with a finite double exactly (no rounding of the integer).
-fn cmp_int_float(i: i128, f: f64) -> Ordering {
-    const TWO_127: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
-    if f >= TWO_127 {
-        return Ordering::Less;
-    }
-    if f < -TWO_127 {
-        return Ordering::Greater;
-    }
-    let whole = f.trunc();
-    // `whole` is an integer with magnitude below 2^127: the conversion is exact.
-    let w = whole as i128;
-    match i.cmp(&w) {
-        Ordering::Equal => 0.0f64.partial_cmp(&(f - whole)).expect("finite"),
-        o => o,
+/// The exact value of a number or of a marker, `None` for anything else.
+fn dec(v: &Value) -> Option<Dec> {
+    match v {
+        Value::Number(n) => Some(dec_of_number(n)),
+        Value::String(s) => {
+            let digits = s.strip_prefix(BIG)?;
+            Some(match digits.strip_prefix('-') {
+                Some(d) => Dec::new(true, d, ""),
+                None => Dec::new(false, digits, ""),
+            })
+        }
+        _ => None,
     }
 }
 
 /// R20: numbers compare by numeric value.
 fn num_cmp(a: &Number, b: &Number) -> Ordering {
-    match (num(a), num(b)) {
-        (Num::Int(x), Num::Int(y)) => x.cmp(&y),
-        (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y).expect("finite"),
-        (Num::Int(x), Num::Float(y)) => cmp_int_float(x, y),
-        (Num::Float(x), Num::Int(y)) => cmp_int_float(y, x).reverse(),
-    }
+    dec_of_number(a).cmp(&dec_of_number(b))
 }
 
 /// R20: `equals`/`in` compare JSON values, numbers by numeric value (also inside lists
 /// and objects).
 fn ref_json_eq(a: &Value, b: &Value) -> bool {
+    match (dec(a), dec(b)) {
+        (Some(x), Some(y)) => return x.cmp(&y) == Ordering::Equal,
+        (Some(_), None) | (None, Some(_)) => return false,
+        (None, None) => {}
+    }
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => num_cmp(x, y) == Ordering::Equal,
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| ref_json_eq(p, q))
         }
@@ -160,10 +211,10 @@ fn test_holds(test: &Map<String, Value>, value: Option<&Value>) -> bool {
                 .iter()
                 .any(|w| ref_json_eq(v, w)),
             "gt" | "gte" | "lt" | "lte" => {
-                let bound = operand.as_number().expect("a numeric operand");
-                match v {
-                    Value::Number(n) => {
-                        let o = num_cmp(n, bound);
+                let bound = dec(operand).expect("a numeric operand");
+                match dec(v) {
+                    Some(n) => {
+                        let o = n.cmp(&bound);
                         match op.as_str() {
                             "gt" => o == Ordering::Greater,
                             "gte" => o != Ordering::Less,
@@ -176,7 +227,7 @@ fn test_holds(test: &Map<String, Value>, value: Option<&Value>) -> bool {
             }
             "matches" => {
                 let re = cached_regex(operand.as_str().expect("a string"));
-                v.as_str().is_some_and(|s| re.is_match(s))
+                dec(v).is_none() && v.as_str().is_some_and(|s| re.is_match(s))
             }
             other => panic!("the generator made an unknown test `{other}`"),
         };
@@ -460,6 +511,26 @@ fn number() -> impl Strategy<Value = Value> + Clone {
             json!(9_007_199_254_740_992.0),
             json!(18_446_744_073_709_551_616.0),
         ]),
+        // Past 64 bits (and past i128), as literals next to the doubles they round to.
+        1 => prop::sample::select(past_64_bits()),
+    ]
+}
+
+/// Integers past 64 bits and the doubles next to them: each rounds to one of the doubles.
+fn past_64_bits() -> Vec<Value> {
+    vec![
+        big("18446744073709551616"),
+        big("18446744073709551617"),
+        big("-18446744073709551617"),
+        json!(18_446_744_073_709_551_616.0),
+        big("10000000000000000000000"),
+        big("10000000000000000000001"),
+        json!(1e22),
+        big("170141183460469231731687303715884105728"),
+        big("-170141183460469231731687303715884105729"),
+        big("10000000000000000303786028427003666890752"),
+        json!(1e40),
+        json!(-1e40),
     ]
 }
 
@@ -730,6 +801,13 @@ fn aim(call: &mut Call, rule: &Value, pick: Index) {
             let words = ["free", "pro", "eu", "EU", "very urgent!", "", "100", "über"];
             Value::from(words[pick.index(words.len())])
         };
+        // Past 64 bits, half the time a neighbour: a value that rounds to the same double.
+        let near = past_64_bits();
+        let value = if near.contains(&value) && pick.index(2) == 0 {
+            near[pick.index(near.len() * 7 + 3) % near.len()].clone()
+        } else {
+            value
+        };
         set_path(&mut call.input, path, value);
     }
 }
@@ -771,8 +849,29 @@ fn case() -> impl Strategy<Value = (Option<&'static str>, Vec<Value>, Vec<Call>)
     })
 }
 
+/// JSON text of a generated value, each marker replaced by its bare integer literal.
+fn text(v: &Value) -> String {
+    thread_local! {
+        static MARKER: Regex = Regex::new(r#""\\u0001(-?[0-9]+)""#).expect("a valid regex");
+    }
+    let json = v.to_string();
+    MARKER.with(|re| re.replace_all(&json, "$1").into_owned())
+}
+
+/// The engine's evaluation of a call, its input given as text.
+fn eval(policy: &Policy, call: &Call) -> Evaluation {
+    let (input, literals) = parse_with_literals(&text(&call.input)).expect("JSON");
+    policy.evaluate_exact(&call.subject(), &input, &literals)
+}
+
+/// As [`eval`], with the engine's naive loop.
+fn eval_naive(policy: &Policy, call: &Call) -> Evaluation {
+    let (input, literals) = parse_with_literals(&text(&call.input)).expect("JSON");
+    policy.evaluate_naive_exact(&call.subject(), &input, &literals)
+}
+
 fn compile(policy: &Value) -> Result<Policy, TestCaseError> {
-    Policy::from_json(policy, &Limits::default()).map_err(|e| {
+    Policy::from_json_str(&text(policy), &Limits::default()).map_err(|e| {
         TestCaseError::fail(format!(
             "the generator made an invalid policy {policy}: {e:?}"
         ))
@@ -793,6 +892,37 @@ fn strictness(e: Option<Effect>) -> u8 {
 // ---------------------------------------------------------------------------------------
 
 proptest! {
+    // Cheap cases over a small space of near-collisions: eight times the usual count.
+    #![proptest_config(ProptestConfig::with_cases(cases().saturating_mul(8)))]
+
+    /// R20 (issue 9, finding 5): one `when` test on numbers past 64 bits and the doubles
+    /// next to them, decided by the engine over text exactly as the reference decides it.
+    #[test]
+    fn r20_numbers_past_64_bits_agree_with_reference(
+        op in prop::sample::select(&["equals", "in", "gt", "gte", "lt", "lte"][..]),
+        operand in prop_oneof![3 => prop::sample::select(past_64_bits()), 1 => number()],
+        other in prop_oneof![3 => prop::sample::select(past_64_bits()), 1 => number()],
+        amount in prop_oneof![3 => prop::sample::select(past_64_bits()), 1 => number()],
+        effect in prop::sample::select(&["deny", "ask", "allow"][..]),
+    ) {
+        let operand = if op == "in" { json!([operand, other]) } else { operand };
+        let raw = json!({"default": "deny", "rules": [
+            {"effect": effect, "when": {"amount": {op: operand}}}
+        ]});
+        let policy = compile(&raw)?;
+        let call = Call {
+            kind: ToolKind::Http,
+            tool: "refund_order".into(),
+            server: None,
+            agent: "support".into(),
+            input: json!({"amount": amount}),
+        };
+        prop_assert_eq!(eval(&policy, &call), ref_evaluate(&raw, &call), "policy {} call {}", text(&raw), text(&call.input));
+        prop_assert_eq!(eval_naive(&policy, &call), ref_evaluate(&raw, &call));
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     /// R18–R21 (and R2): the indexed engine decides every call exactly as the reference:
@@ -805,7 +935,7 @@ proptest! {
         let policy = compile(&raw)?;
         for call in &calls {
             let want = ref_evaluate(&raw, call);
-            let got = policy.evaluate(&call.subject(), &call.input);
+            let got = eval(&policy, call);
             prop_assert_eq!(&got, &want, "policy {} call {:?}", raw, call);
         }
     }
@@ -818,8 +948,8 @@ proptest! {
         let raw = policy_json(default, rules);
         let policy = compile(&raw)?;
         for call in &calls {
-            let indexed = policy.evaluate(&call.subject(), &call.input);
-            let naive = policy.evaluate_naive(&call.subject(), &call.input);
+            let indexed = eval(&policy, call);
+            let naive = eval_naive(&policy, call);
             prop_assert_eq!(&indexed, &naive, "policy {} call {:?}", raw, call);
         }
     }
@@ -847,8 +977,8 @@ proptest! {
         let reordered_raw = policy_json(default, order.iter().map(|&i| rules[i].clone()).collect());
         let reordered = compile(&reordered_raw)?;
         for call in &calls {
-            let a = original.evaluate(&call.subject(), &call.input);
-            let b = reordered.evaluate(&call.subject(), &call.input);
+            let a = eval(&original, call);
+            let b = eval(&reordered, call);
             prop_assert_eq!(a.effect, b.effect, "order {:?} call {:?}", order, call);
             prop_assert_eq!(a.by_default, b.by_default);
             let a_set: BTreeSet<usize> = a.matched.iter().copied().collect();
@@ -879,8 +1009,8 @@ proptest! {
         let after_raw = policy_json(default, more);
         let after_policy = compile(&after_raw)?;
         for call in &calls {
-            let before = before_policy.evaluate(&call.subject(), &call.input);
-            let after = after_policy.evaluate(&call.subject(), &call.input);
+            let before = eval(&before_policy, call);
+            let after = eval(&after_policy, call);
             let ctx = format!("policy {after_raw} call {call:?} before {before:?} after {after:?}");
             if before.by_default && before.effect == Some(Effect::Deny) && extra["effect"] == "ask" {
                 // The one R21 exception: the new `ask` rule matched, so the default no
@@ -910,8 +1040,8 @@ proptest! {
         let after_raw = policy_json(default, more);
         let after_policy = compile(&after_raw)?;
         for call in &calls {
-            let before = before_policy.evaluate(&call.subject(), &call.input);
-            let after = after_policy.evaluate(&call.subject(), &call.input);
+            let before = eval(&before_policy, call);
+            let after = eval(&after_policy, call);
             let ctx = format!("policy {after_raw} call {call:?} before {before:?} after {after:?}");
             prop_assert!(strictness(after.effect) <= strictness(before.effect), "{}", ctx);
             if !before.by_default {
@@ -926,11 +1056,12 @@ proptest! {
         (default, rules, calls) in case(),
     ) {
         let policy = compile(&policy_json(default, rules))?;
-        let again = compile(&policy.to_json())?;
+        let again = Policy::from_json_str(&policy.to_json_text(), &Limits::default())
+            .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
         for call in &calls {
             prop_assert_eq!(
-                policy.evaluate(&call.subject(), &call.input),
-                again.evaluate(&call.subject(), &call.input)
+                eval(&policy, call),
+                eval(&again, call)
             );
         }
     }
@@ -1002,6 +1133,28 @@ fn r20_reference_compares_numbers_by_exact_value() {
         &json!([1.0, {"a": 2}])
     ));
     assert!(!ref_json_eq(&json!(null), &json!(false)));
+    // Past 64 bits: markers are integers, exactly.
+    let d = |v: Value| dec(&v).expect("a number");
+    assert_eq!(
+        d(big("18446744073709551617")).cmp(&d(json!(18_446_744_073_709_551_616.0))),
+        Ordering::Greater
+    );
+    assert_eq!(
+        d(big("18446744073709551616")).cmp(&d(json!(18_446_744_073_709_551_616.0))),
+        Ordering::Equal
+    );
+    assert_eq!(d(big("-0")).cmp(&d(json!(0))), Ordering::Equal);
+    assert_eq!(
+        d(big("10000000000000000303786028427003666890752")).cmp(&d(json!(1e40))),
+        Ordering::Equal
+    );
+    assert_eq!(d(json!(0.5)).cmp(&d(json!(0.25))), Ordering::Greater);
+    assert_eq!(d(json!(-0.5)).cmp(&d(json!(-0.25))), Ordering::Less);
+    assert!(!ref_json_eq(&big("1"), &json!("\u{1}2")));
+    assert_eq!(
+        text(&json!({"a": big("-18446744073709551617"), "b": ["\u{1}x"]})),
+        r#"{"a":-18446744073709551617,"b":["\u0001x"]}"#
+    );
 }
 
 /// R20: numbers compare by numeric value, also an integer past 2^53 against a double.

@@ -35,13 +35,10 @@ pub(crate) fn run_mode_from(s: &str) -> Result<RunMode, String> {
     RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
 }
 
-/// The body stored for a policy: its document without `updatedAt`.
+/// The body stored for a policy: its document without `updatedAt`, every number as
+/// written (an integer past 64 bits keeps its digits, R20).
 pub(crate) fn policy_body(policy: &Policy) -> String {
-    let mut doc = policy.to_json();
-    if let Some(map) = doc.as_object_mut() {
-        map.remove("updatedAt");
-    }
-    doc.to_string()
+    policy.body_text()
 }
 
 /// `updatedAt` for a policy put at `now`: RFC 3339 with microseconds, strictly after

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate::approval::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, new_question,
 };
 use toolgate::core::ChannelKind;
 use toolgate::engine::canon;
@@ -53,7 +53,10 @@ pub(crate) fn random_token(prefix: &str) -> Option<String> {
 /// - A request **with** a ticket (a resumed call, [`toolgate::approval::ResumeTicket`]) is
 ///   the execution of a held call: it is approved only when that call is `approved`, for the
 ///   same tool and agent, with exactly the same input and the same tool definition (R35),
-///   and only for the one sender whose conditional claim wins (R26). Anything else is
+///   when the fresh decision asks for no reason the person was not asked about (R38), and
+///   only for the one sender whose conditional claim wins (R26). The gate redeems a ticket
+///   whatever its fresh decision, also when nothing asks any more, so the claim is never
+///   skipped. Anything else is
 ///   refused with a reason that says what changed or what state the call is in.
 /// - When the store cannot be used, the request is [`ApprovalOutcome::Unroutable`]: the gate
 ///   refuses the call (fail closed), and nothing already held is touched.
@@ -190,6 +193,14 @@ async fn redeem(
     }
     if held.definition_hash != request.definition_hash {
         return refused(definition_changed(&approver, &held.tool, id));
+    }
+    // R38: the approval answers only the question it was asked. A fresh decision that asks
+    // for a reason the person never saw is refused (it may ask for fewer).
+    if let Some(new) = new_question(&held.reasons, &request.asks) {
+        return refused(format!(
+            "approved by {approver}, but the decision changed while held call `{id}` waited: it now also asks \"{}\", which the approval did not answer; the call will be asked about again",
+            new.reason
+        ));
     }
     let token = match token {
         Some(t) if !t.is_empty() => t.to_owned(),

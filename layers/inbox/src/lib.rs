@@ -72,19 +72,37 @@
 //!
 //! | item | what it is |
 //! |---|---|
-//! | [`InboxStore`] | the object-safe storage trait (SQLite now; Postgres next, same contract) |
-//! | [`SqliteInbox`] | embedded SQLite: WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
+//! | [`InboxStore`] | the object-safe storage trait (SQLite here; PostgreSQL in `toolgate-inbox-postgres`) |
+//! | `SqliteInbox` | embedded SQLite (feature `sqlite`, on by default): WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
 //! | [`InboxChannel`] | the `ApprovalChannel` the gate talks to: holds calls, redeems resume tickets |
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
 //! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
-//! | [`suite`] | the conformance suite every backend runs |
+//! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
+//!
+//! ## Sessions and turns (R43)
+//!
+//! A call placed in a turn (`ToolCall::in_turn(session, turn)`) is held with its session and
+//! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
+//! subagent's held calls on its parent's session, with the subagent's id as `agent`);
+//! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
+//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each pending held call of a turn
+//! `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
+//! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
+//! [`Answer`] may carry an idempotency key; without one each answer is its own.
 //!
 //! ## Exactly once, and exactly what was seen
 //!
 //! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
 //! (R38). At the approval gate the inbox channel approves it only when the held call is
 //! `approved` for the same tool and agent, the input is equal (as JSON values, and by its
-//! RFC 8785 hash) and the tool's definition hash is unchanged (R35); then it claims the call.
+//! RFC 8785 hash) and the tool's definition hash is unchanged (R35), and the fresh decision
+//! asks for no reason the person was not asked about (R38); then it claims the call. The
+//! gate redeems the ticket whatever its fresh decision is — also when nothing asks any more
+//! (a relaxed policy or posture, a new exemption or override, `auto_approve_required` with
+//! only an agent-level ask left) — so the claim is never skipped. A call that the fresh
+//! decision refuses is never sent: it is ended `failed` with the refusal recorded (except
+//! for `no_approval_channel`, which says only that the inbox could not be reached: the call
+//! stays `approved`).
 //! The input sent is the stored one, serialised exactly as received (RFC 8785's canonical form
 //! is kept for the hash only, because it rounds large integers through doubles).
 #![forbid(unsafe_code)]
@@ -110,8 +128,10 @@ mod json;
 mod model;
 mod policy;
 mod resume;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+#[cfg(feature = "suite")]
 pub mod suite;
 
 /// The text forms of a held call's parts kept as JSON, shared by every backend so a row reads
@@ -126,14 +146,15 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, ask_source_text,
+    Outcome, State, StoredPolicy, Timestamp, TurnState, ask_source_text,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
     put_policy_text,
 };
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
+#[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, SCHEMA_V1, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::core::{CallId, ToolCall, ToolOutput, ToolResponse};
+use toolgate::core::{CallId, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 use tower_service::Service;
 
 use crate::channel::{DEFAULT_TTL, InboxChannel, random_token, ticket};
-use crate::error::{CompleteError, InboxError};
-use crate::model::{CallResult, Completion, HeldRecord, Outcome, State};
+use crate::error::{ClaimError, CompleteError, InboxError};
+use crate::model::{CallResult, Claim, Completion, HeldRecord, Outcome, State};
 use crate::store::InboxStore;
 
 /// An inbox: a store, the channel that holds calls in it, and the resume path.
@@ -38,9 +38,11 @@ impl fmt::Debug for Inbox {
 pub struct Resumed {
     /// The stack's response, exactly as the agent would get it.
     pub response: ToolResponse,
-    /// What was recorded: `done` or `failed` when this resume won the claim; `None` when the
-    /// stack refused the call before it was claimed (the call stays `approved`) or another
-    /// sender claimed it.
+    /// What was recorded: `done` or `failed` when this resume won the claim; `failed` too
+    /// when the stack refused the call before it was claimed (the refusal is recorded and
+    /// the call is never sent, R38); `None` when another sender claimed it, or when the
+    /// refusal was `no_approval_channel` (the approval could not be routed — e.g. the inbox
+    /// was unreachable — which says nothing about the call: it stays `approved`).
     pub recorded: Option<State>,
     /// Why the response could not be recorded, when the store failed. The response is still
     /// returned; a call this resume had claimed stays `claimed` and becomes `unknown` at the
@@ -98,6 +100,46 @@ impl Inbox {
         }
     }
 
+    /// The SQLite inbox the configuration's `inbox` section names, holding calls for its
+    /// `ttl` (or [`DEFAULT_TTL`]) with its `synchronous`. A section naming a PostgreSQL
+    /// inbox is refused here: connect it with `toolgate_inbox_postgres`.
+    ///
+    /// ```
+    /// use toolgate::engine::config::{load_str, Format};
+    /// use toolgate_inbox::Inbox;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("inbox.db");
+    /// let gov = load_str(&format!(r#"{{"inbox": {{"sqlite": {:?}, "ttl": "2h"}}}}"#, path), Format::Json).unwrap();
+    /// let inbox = Inbox::open_configured(gov.inbox_settings().unwrap()).unwrap();
+    /// assert_eq!(inbox.ttl(), std::time::Duration::from_secs(7200));
+    /// ```
+    #[cfg(feature = "sqlite")]
+    pub fn open_configured(
+        settings: &toolgate::engine::observe::InboxSettings,
+    ) -> Result<Self, InboxError> {
+        use toolgate::engine::observe::{InboxStoreSetting, InboxSynchronous};
+        let path = match &settings.store {
+            InboxStoreSetting::Sqlite(path) => path,
+            InboxStoreSetting::Postgres(_) => {
+                return Err(InboxError::new(
+                    crate::error::InboxErrorKind::Unavailable,
+                    "the configuration names a PostgreSQL inbox: connect it with `toolgate_inbox_postgres::PostgresInbox`",
+                ));
+            }
+        };
+        let mut options = crate::sqlite::SqliteOptions::default();
+        if settings.synchronous == Some(InboxSynchronous::Full) {
+            options = options.synchronous(crate::sqlite::Synchronous::Full);
+        }
+        let store = crate::sqlite::SqliteInbox::open(path, options)?;
+        Ok(Self::new(store).with_ttl(settings.ttl.unwrap_or(DEFAULT_TTL)))
+    }
+
+    /// How long a held call waits for an answer before it expires.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Sets how long a held call waits for an answer before it expires.
     #[must_use]
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
@@ -129,13 +171,16 @@ impl Inbox {
     /// goes through (R38) — and records the response.
     ///
     /// The call is rebuilt exactly as it was held (same call id, agent, run settings, and
-    /// the stored input) and carries a [`ResumeTicket`] with a fresh claim token. The stack
+    /// the stored input) and carries a [`ResumeTicket`](toolgate::approval::ResumeTicket) with a fresh claim token. The stack
     /// runs every check again; at the approval gate the inbox channel redeems the ticket:
     /// it claims the call (committed before the tool is invoked) only if it is still
     /// `approved` with the same input and definition (R35). Of any number of concurrent
     /// resumes, exactly one wins the claim and reaches the tool; the others get a refusal.
-    /// The winner records `done` (the tool's result) or `failed` (a tool failure, a refusal
-    /// after the claim, or a stack error).
+    /// The gate redeems the ticket whatever its fresh decision is — also when nothing asks
+    /// any more — so the claim is never skipped (R38). The winner records `done` (the tool's
+    /// result) or `failed` (a tool failure, a refusal after the claim, or a stack error).
+    /// A call the fresh decision refuses is never sent and is ended `failed` with the
+    /// refusal recorded (see [`Resumed::recorded`]); a second resume is refused.
     pub async fn resume<S>(
         &self,
         id: &str,
@@ -184,12 +229,26 @@ impl Inbox {
         let completion = Completion {
             outcome,
             result,
-            token,
+            token: token.clone(),
         };
         // Only the resume whose ticket won the claim can record: for any other, the call is
-        // not `claimed` under this token and nothing is written.
+        // not `claimed` under this token and nothing is written …
         let (recorded, record_error) = match self.store.complete(id, completion).await {
             Ok(state) => (Some(state), None),
+            // … except a call the fresh decision refused before anything claimed it (a layer
+            // in front of the gate, or the gate itself): it is ended `failed` with the
+            // refusal recorded, so a refusal that arrived while it was held wins for good
+            // (R38) — never sent later when that refusal is lifted. A refusal that only says
+            // the approval could not be routed (`no_approval_channel`: the inbox unreachable,
+            // no channel configured) is not a decision about the call: it stays `approved`.
+            Err(CompleteError::NotClaimed { .. }) if matches!(&sent, Ok(ToolResponse::Refused(r)) if r.code != RefusalCode::NoApprovalChannel) =>
+            {
+                let result = match &sent {
+                    Ok(response) => response_json(response),
+                    Err(e) => json!({"outcome": "error", "error": e.to_string()}),
+                };
+                self.end_refused(&record, token.clone(), result).await
+            }
             Err(CompleteError::NotClaimed { .. } | CompleteError::UnknownId(_)) => (None, None),
             Err(CompleteError::Store(e)) => {
                 // If this resume had claimed the call, the tool may have run: the call stays
@@ -209,6 +268,46 @@ impl Inbox {
     }
 }
 
+impl Inbox {
+    /// Ends a held call that the fresh decision refused before it was claimed: claims it
+    /// (the same conditional `approved → claimed` every sender must win, so a concurrent
+    /// resume that reaches the tool cannot also be ended, nor the reverse) and records the
+    /// refusal as `failed`. Nothing is sent. A process that dies in between leaves it
+    /// `claimed`, and `recover` makes it `unknown`: never sent again automatically.
+    async fn end_refused(
+        &self,
+        record: &HeldRecord,
+        token: String,
+        result: Value,
+    ) -> (Option<State>, Option<InboxError>) {
+        let id = record.id();
+        let claim = Claim {
+            input_hash: record.call.input_hash.clone(),
+            definition_hash: record.call.definition_hash.clone(),
+            token: token.clone(),
+        };
+        match self.store.claim(id, claim).await {
+            Ok(_) => {}
+            // Another sender claimed it first, or it is no longer `approved`.
+            Err(ClaimError::Store(e)) => return (None, Some(e)),
+            Err(_) => return (None, None),
+        }
+        let completion = Completion {
+            outcome: Outcome::Failed,
+            result,
+            token,
+        };
+        match self.store.complete(id, completion).await {
+            Ok(state) => (Some(state), None),
+            Err(CompleteError::Store(e)) => {
+                tracing::error!(interaction_id = id, error = %e, "a refused resumed call could not be recorded");
+                (None, Some(e))
+            }
+            Err(_) => (None, None),
+        }
+    }
+}
+
 /// The call as it was held, with a ticket for `token`.
 fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     let held = &record.call;
@@ -223,7 +322,8 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     })?;
     let mut call = ToolCall::new(held.agent.clone(), held.tool.clone(), input)
         .with_id(CallId::new(held.call_id.clone()))
-        .with_run(held.run);
+        .with_run(held.run)
+        .with_turn(held.turn.clone());
     call.extensions.insert(ticket(&held.interaction_id, token));
     Ok(call)
 }

@@ -119,17 +119,24 @@ async fn r35_a_definition_changed_between_approval_and_resume_is_refused_with_a_
         "{r:?}"
     );
     assert!(r.reasons[0].contains("approved by alice"), "{r:?}");
-    assert_eq!(resumed.recorded, None);
     assert_eq!(
         tool.runs(),
         0,
         "R35: nothing sent under a changed definition"
     );
-    assert_eq!(
-        inbox.store().get(&id).await.unwrap().unwrap().state,
-        State::Approved,
-        "the refused resume claimed nothing"
-    );
+    // R38: the refused held call is ended with the refusal recorded, never sent later.
+    assert_eq!(resumed.recorded, Some(State::Failed));
+    let rec = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Failed);
+    assert_eq!(rec.result.as_ref().unwrap()["outcome"], "refused");
+    assert_eq!(rec.result.as_ref().unwrap()["code"], "rejected");
+    match inbox.resume(&id, stack.clone()).await {
+        Err(ResumeError::NotApproved {
+            state: State::Failed,
+            ..
+        }) => {}
+        other => panic!("a refused held call is not resumed again: {other:?}"),
+    }
     // The changed definition is re-gated on its next call.
     let again = held(
         &stack,
@@ -160,16 +167,22 @@ async fn r38_a_resumed_call_passes_every_check_again() {
     let resumed = inbox.resume(&id, stack.clone()).await.unwrap();
     assert_eq!(refusal(&resumed.response).code, RefusalCode::NotAllowed);
     assert_eq!(tool.runs(), 0);
-    assert_eq!(
-        inbox.store().get(&id).await.unwrap().unwrap().state,
-        State::Approved,
-        "refused before the gate: still approved, nothing claimed"
-    );
-    // Given the tool back, the same approval is redeemed once.
+    // Refused before the gate: the refusal that arrived during the wait wins for good —
+    // the call is ended `failed` with the refusal recorded.
+    assert_eq!(resumed.recorded, Some(State::Failed));
+    let rec = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Failed);
+    assert_eq!(rec.result.as_ref().unwrap()["code"], "not_allowed");
+    // Given the tool back, the old approval is not redeemed: it was ended.
     handle.store(governance());
-    let resumed = inbox.resume(&id, stack.clone()).await.unwrap();
-    assert!(matches!(resumed.response, ToolResponse::Completed(_)));
-    assert_eq!(tool.runs(), 1);
+    match inbox.resume(&id, stack.clone()).await {
+        Err(ResumeError::NotApproved {
+            state: State::Failed,
+            ..
+        }) => {}
+        other => panic!("R38: a refused held call is never sent later: {other:?}"),
+    }
+    assert_eq!(tool.runs(), 0);
 }
 
 #[tokio::test]

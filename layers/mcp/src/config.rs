@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use toolgate_core::names;
 use toolgate_core::{ApprovalMode, NetworkScope};
-use toolgate_engine::ServerSettings;
+use toolgate_engine::{ConfigErrors, ServerSettings};
 
 /// A server configuration that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +102,7 @@ pub struct McpServerConfig {
     id: String,
     pub(crate) transport: Transport,
     trust: Option<bool>,
+    tool_prefix: Option<String>,
     withheld: Withheld,
     network_override: Option<NetworkScope>,
     approvals: Vec<(String, ApprovalMode)>,
@@ -133,6 +134,7 @@ impl McpServerConfig {
             id,
             transport,
             trust: None,
+            tool_prefix: None,
             withheld: Withheld::None,
             network_override: None,
             approvals: Vec::new(),
@@ -239,11 +241,38 @@ impl McpServerConfig {
 
     /// Believes (or explicitly does not believe) the server's read-only annotations for
     /// the behaviour posture (R28). Unset, the governance configuration decides (a server
-    /// it does not name is untrusted); set here and there too, connecting fails with the
-    /// engine's "configured twice" error.
+    /// it does not name is untrusted). Set here and in the configuration's `servers` entry
+    /// too, both must say the same: different values fail connecting with an error naming
+    /// both.
     pub fn trust_tool_annotations(mut self, yes: bool) -> Self {
         self.trust = Some(yes);
         self
+    }
+
+    /// The server is reached through an MCP gateway that lists each tool as `prefix`
+    /// followed by the tool's own name, such as LiteLLM's `github-create_issue` (R41, seed
+    /// 002). A tool listed as `github-create_issue` is then governed as `create_issue`: its
+    /// identity, qualified name (`github__create_issue`), tenant rules, exemptions and
+    /// posture all use the own name, and `tools/call` is still sent under the listed name.
+    /// A listed name that does not start with the prefix (ASCII case-insensitively), or is
+    /// only the prefix, keeps its listed name.
+    ///
+    /// Used as written, never trimmed; a blank prefix fails connecting. Unset, the
+    /// configuration's `servers.<id>.tool_prefix` applies; set in both, they must be equal.
+    ///
+    /// ```
+    /// use toolgate_mcp::McpServerConfig;
+    /// let mem = McpServerConfig::stdio("mem", "litellm-proxy").unwrap().tool_prefix("mem-");
+    /// assert_eq!(mem.prefix(), Some("mem-"));
+    /// ```
+    pub fn tool_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.tool_prefix = Some(prefix.into());
+        self
+    }
+
+    /// The gateway tool prefix set on this config (R41), if any.
+    pub fn prefix(&self) -> Option<&str> {
+        self.tool_prefix.as_deref()
     }
 
     /// Withholds every tool of this server from confidential work (R7).
@@ -297,11 +326,76 @@ impl McpServerConfig {
         self
     }
 
-    /// The trust setting to add to the governance snapshot, when this config sets one.
-    pub(crate) fn server_settings(&self) -> Option<ServerSettings> {
-        self.trust.map(|trust_tool_annotations| ServerSettings {
-            trust_tool_annotations,
-        })
+    /// The server settings in force for this server, given what the governance snapshot
+    /// already holds for it (`configured`): the snapshot's, where this config sets nothing
+    /// else; this config's, where the snapshot has none. A trust or prefix set in both with
+    /// different values is an error naming both ("configured twice").
+    ///
+    /// `prefix` is the prefix the gateway's listing of the server was built with, once
+    /// connected: a snapshot that later says otherwise is a conflict too.
+    pub(crate) fn settle(
+        &self,
+        configured: Option<&ServerSettings>,
+        prefix: Option<Option<&str>>,
+    ) -> Result<Option<ServerSettings>, ConfigErrors> {
+        let path = format!("servers.{}", self.id);
+        if let Some(p) = &self.tool_prefix
+            && p.trim().is_empty()
+        {
+            return Err(ConfigErrors::one(
+                format!("{path}.tool_prefix"),
+                "`tool_prefix` must not be blank (R41)",
+            ));
+        }
+        // The prefix the listing uses: the one connected with, else this config's, else the
+        // snapshot's.
+        let prefix: Option<String> = match prefix {
+            Some(p) => p.map(str::to_owned),
+            None => self
+                .tool_prefix
+                .clone()
+                .or_else(|| configured.and_then(|c| c.tool_prefix.clone())),
+        };
+        let Some(configured) = configured else {
+            return Ok(
+                (self.trust.is_some() || prefix.is_some()).then(|| ServerSettings {
+                    trust_tool_annotations: self.trust.unwrap_or(false),
+                    tool_prefix: prefix,
+                }),
+            );
+        };
+        let mut errs = ConfigErrors::default();
+        if let Some(trust) = self.trust
+            && trust != configured.trust_tool_annotations
+        {
+            errs.push(
+                format!("{path}.trust_tool_annotations"),
+                format!(
+                    "server `{}` is configured twice with different trust: `trust_tool_annotations: {trust}` on the gateway's server config and `{}` in the governance configuration",
+                    self.id, configured.trust_tool_annotations
+                ),
+            );
+        }
+        if prefix != configured.tool_prefix {
+            let show = |p: &Option<String>| {
+                p.as_ref()
+                    .map_or_else(|| String::from("none"), |p| format!("`{p}`"))
+            };
+            errs.push(
+                format!("{path}.tool_prefix"),
+                format!(
+                    "server `{}` is configured twice with different gateway prefixes (R41): {} on the gateway's server config and {} in the governance configuration",
+                    self.id,
+                    show(&prefix),
+                    show(&configured.tool_prefix)
+                ),
+            );
+        }
+        if errs.is_empty() {
+            Ok(Some(configured.clone()))
+        } else {
+            Err(errs)
+        }
     }
 
     pub(crate) fn withholds(&self, tool: &str) -> bool {
@@ -363,5 +457,43 @@ mod tests {
         assert_eq!(c.approval_for("wipe"), ApprovalMode::RequireApproval);
         assert_eq!(c.approval_for("other"), ApprovalMode::Default);
         assert!(c.clone().confidential(true).withholds("anything"));
+    }
+
+    #[test]
+    fn r41_settings_are_set_once_and_a_conflict_names_both() {
+        let prefixed = ServerSettings::untrusted().tool_prefix("gh-");
+        let c = McpServerConfig::custom("gh").unwrap();
+        // Nothing anywhere: nothing to add.
+        assert_eq!(c.settle(None, None), Ok(None));
+        // The configuration's alone.
+        assert_eq!(c.settle(Some(&prefixed), None), Ok(Some(prefixed.clone())));
+        // The gateway's alone.
+        let mine = c.clone().tool_prefix("gh-");
+        assert_eq!(mine.settle(None, None), Ok(Some(prefixed.clone())));
+        // Both, equal.
+        assert_eq!(
+            mine.settle(Some(&prefixed), None),
+            Ok(Some(prefixed.clone()))
+        );
+        // Both, different: one error per field, naming both values.
+        let err = c
+            .clone()
+            .tool_prefix("x-")
+            .trust_tool_annotations(true)
+            .settle(Some(&prefixed), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("servers.gh.tool_prefix"), "{err}");
+        assert!(err.contains("`x-`") && err.contains("`gh-`"), "{err}");
+        assert!(err.contains("servers.gh.trust_tool_annotations"), "{err}");
+        // Connected with a prefix, a snapshot that drops it conflicts with the listing.
+        let err = c
+            .settle(Some(&ServerSettings::untrusted()), Some(Some("gh-")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("none"), "{err}");
+        // Blank is refused.
+        let err = c.clone().tool_prefix("  ").settle(None, None).unwrap_err();
+        assert!(err.to_string().contains("must not be blank"), "{err}");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 use serde_json::Value;
 use toolgate_core::{McpAnnotations, ToolDeclaration, ToolIdentity};
-use toolgate_engine::canon;
+use toolgate_engine::{ServerSettings, canon};
 
 use crate::config::McpServerConfig;
 use crate::drift::{Aspect, ToolChange};
@@ -15,7 +15,9 @@ use crate::drift::{Aspect, ToolChange};
 /// One listed tool, as the gateway records it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Listed {
-    /// The tool's own name, as the server spelled it (what `tools/call` sends).
+    /// The tool's name as the server listed it (what `tools/call` sends). Behind a
+    /// prefixing gateway (R41) this is the listed name; the own name is
+    /// `decl.identity.name()`.
     pub(crate) raw: String,
     /// The qualified (wire) name.
     pub(crate) qualified: String,
@@ -31,27 +33,50 @@ pub(crate) struct Listed {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Listing {
     pub(crate) tools: Vec<Arc<Listed>>,
+    /// Listed name → index.
     pub(crate) by_name: HashMap<String, usize>,
+    /// Own name (R41; the listed name without a gateway prefix) → index.
+    pub(crate) by_own: HashMap<String, usize>,
     /// Tools that could not be declared at all (raw name, reason), in order.
     pub(crate) rejected: Vec<(String, String)>,
 }
 
 impl Listing {
+    /// The tool listed under this exact name.
     pub(crate) fn get(&self, raw: &str) -> Option<&Arc<Listed>> {
         self.by_name.get(raw).and_then(|&i| self.tools.get(i))
+    }
+
+    /// The tool whose own name (its identity's name, R41) is exactly this.
+    pub(crate) fn get_own(&self, own: &str) -> Option<&Arc<Listed>> {
+        self.by_own.get(own).and_then(|&i| self.tools.get(i))
     }
 }
 
 /// The declaration of one advertised tool (R5): source = the configured server id,
 /// annotations recorded as advertised, the host's settings from the server config.
 ///
+/// Behind a prefixing gateway (`settings.tool_prefix`, R41) the identity carries the own
+/// name and `listed_name` the name as listed: the form the engine's builder gives it, so
+/// the snapshot's record and the listing's declaration compare equal. The host's settings
+/// (approval mode, confidential) name the own name.
+///
 /// The title is the annotations' `title`, or the tool's top-level `title` when the
 /// annotations have none: both are what a person is shown, so both are bound by R35.
-pub(crate) fn declaration(config: &McpServerConfig, tool: &Tool) -> ToolDeclaration {
-    let raw = tool.name.as_ref();
-    let mut decl = ToolDeclaration::new(ToolIdentity::mcp(config.id(), raw))
-        .approval(config.approval_for(raw))
-        .confidential(config.withholds(raw));
+pub(crate) fn declaration(
+    config: &McpServerConfig,
+    settings: Option<&ServerSettings>,
+    tool: &Tool,
+) -> ToolDeclaration {
+    let listed = tool.name.as_ref();
+    let own = settings.and_then(|s| s.own_name(listed));
+    let name = own.unwrap_or(listed);
+    let mut decl = ToolDeclaration::new(ToolIdentity::mcp(config.id(), name))
+        .approval(config.approval_for(name))
+        .confidential(config.withholds(name));
+    if own.is_some() {
+        decl.listed_name = Some(listed.to_owned());
+    }
     if let Some(d) = &tool.description {
         decl = decl.description(d.as_ref());
     }
@@ -75,8 +100,13 @@ pub(crate) fn declaration(config: &McpServerConfig, tool: &Tool) -> ToolDeclarat
 }
 
 /// Builds a listing from what the server advertised. A tool whose name normalises to
-/// nothing (R1), or that is listed twice, is rejected: calls to it are refused.
-pub(crate) fn listing(config: &McpServerConfig, tools: &[Tool]) -> Listing {
+/// nothing (R1), that is listed twice, or whose own name behind the gateway prefix is
+/// another listed tool's too (R41), is rejected: calls to it are refused.
+pub(crate) fn listing(
+    config: &McpServerConfig,
+    settings: Option<&ServerSettings>,
+    tools: &[Tool],
+) -> Listing {
     let mut out = Listing::default();
     let mut seen = HashSet::new();
     for tool in tools {
@@ -90,7 +120,22 @@ pub(crate) fn listing(config: &McpServerConfig, tools: &[Tool]) -> Listing {
             ));
             continue;
         }
-        let decl = declaration(config, tool);
+        let decl = declaration(config, settings, tool);
+        if let Some(first) = out.get_own(decl.identity.name()) {
+            // R41: two listed names, one own name. The first keeps it.
+            out.rejected.push((
+                raw.clone(),
+                format!(
+                    "`{raw}` and `{}` are both the tool `{}` once the gateway prefix `{}` is taken off (R41); only the first is used",
+                    first.raw,
+                    decl.identity.name(),
+                    settings
+                        .and_then(|s| s.tool_prefix.as_deref())
+                        .unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
         let qualified = match decl.identity.qualified_name() {
             Ok(q) => q,
             Err(e) => {
@@ -100,6 +145,8 @@ pub(crate) fn listing(config: &McpServerConfig, tools: &[Tool]) -> Listing {
         };
         let hash = canon::definition_hash(&decl);
         out.by_name.insert(raw.clone(), out.tools.len());
+        out.by_own
+            .insert(decl.identity.name().to_owned(), out.tools.len());
         out.tools.push(Arc::new(Listed {
             raw,
             qualified,
@@ -198,7 +245,7 @@ mod tests {
     #[test]
     fn r5_annotations_are_recorded_as_advertised_and_absent_stays_absent() {
         let ro = ToolAnnotations::new().read_only(true).open_world(false);
-        let d = declaration(&config(), &tool("page", "Reads a page", Some(ro)));
+        let d = declaration(&config(), None, &tool("page", "Reads a page", Some(ro)));
         let a = d.annotations.unwrap();
         assert_eq!(a.read_only_hint, Some(true));
         assert_eq!(a.open_world_hint, Some(false));
@@ -207,7 +254,7 @@ mod tests {
         assert_eq!(d.description.as_deref(), Some("Reads a page"));
         assert!(d.input_schema.is_some());
 
-        let bare = declaration(&config(), &tool("bare", "x", None));
+        let bare = declaration(&config(), None, &tool("bare", "x", None));
         assert!(bare.annotations.is_none());
     }
 
@@ -216,6 +263,7 @@ mod tests {
         let c = config();
         let old = listing(
             &c,
+            None,
             &[
                 tool("a", "A", None),
                 tool("b", "B", None),
@@ -224,6 +272,7 @@ mod tests {
         );
         let new = listing(
             &c,
+            None,
             &[
                 tool("a", "A", None),
                 tool("b", "B, and it also deletes", None),
@@ -258,6 +307,7 @@ mod tests {
     fn duplicates_and_unnameable_tools_are_rejected() {
         let l = listing(
             &config(),
+            None,
             &[
                 tool("a", "1", None),
                 tool("a", "2", None),
@@ -267,5 +317,77 @@ mod tests {
         assert_eq!(l.tools.len(), 1);
         assert_eq!(l.get("a").unwrap().decl.description.as_deref(), Some("1"));
         assert_eq!(l.rejected.len(), 2);
+    }
+
+    #[test]
+    fn r41_prefixed_tools_are_declared_by_their_own_name_and_keep_the_listed_one() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let c = config().approval("page", toolgate_core::ApprovalMode::Deny);
+        let l = listing(
+            &c,
+            Some(&settings),
+            &[
+                tool("kb-page", "P", None),
+                tool("KB-find", "F", None),
+                tool("plain", "N", None),
+                tool("kb-", "only the prefix", None),
+            ],
+        );
+        assert!(l.rejected.is_empty(), "{:?}", l.rejected);
+        let page = l.get("kb-page").unwrap();
+        assert_eq!(page.decl.identity, ToolIdentity::mcp("kb", "page"));
+        assert_eq!(page.decl.listed_name.as_deref(), Some("kb-page"));
+        assert_eq!(page.qualified, "kb__page");
+        assert_eq!(page.raw, "kb-page", "sent as listed");
+        assert_eq!(
+            page.decl.approval,
+            toolgate_core::ApprovalMode::Deny,
+            "host settings name the own name"
+        );
+        assert!(Arc::ptr_eq(page, l.get_own("page").unwrap()));
+        assert_eq!(l.get_own("find").unwrap().raw, "KB-find");
+        assert!(
+            l.get_own("kb-page").is_none(),
+            "the listed name is no own name"
+        );
+        for kept in ["plain", "kb-"] {
+            let t = l.get_own(kept).unwrap();
+            assert_eq!(t.decl.listed_name, None);
+            assert_eq!(t.raw, kept);
+        }
+    }
+
+    #[test]
+    fn r41_two_listed_names_with_one_own_name_keep_the_first() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let l = listing(
+            &config(),
+            Some(&settings),
+            &[
+                tool("kb-page", "1", None),
+                tool("KB-page", "2", None),
+                tool("page", "3", None),
+            ],
+        );
+        assert_eq!(l.tools.len(), 1);
+        assert_eq!(l.get_own("page").unwrap().raw, "kb-page");
+        assert_eq!(l.rejected.len(), 2, "{:?}", l.rejected);
+        assert!(l.rejected[0].1.contains("R41"), "{:?}", l.rejected);
+        assert!(l.rejected[1].1.contains("`kb-page`"), "{:?}", l.rejected);
+    }
+
+    #[test]
+    fn r41_relisting_the_same_listed_name_is_a_change_not_an_addition() {
+        let settings = ServerSettings::untrusted().tool_prefix("kb-");
+        let c = config();
+        let old = listing(&c, Some(&settings), &[tool("kb-page", "old", None)]);
+        let new = listing(&c, Some(&settings), &[tool("kb-page", "new", None)]);
+        let d = diff(&old, &new);
+        assert_eq!(d.len(), 1);
+        let ToolChange::Changed { tool, identity, .. } = &d[0] else {
+            panic!("{d:?}")
+        };
+        assert_eq!(tool, "kb__page");
+        assert_eq!(identity, &ToolIdentity::mcp("kb", "page"));
     }
 }

@@ -99,7 +99,8 @@ pub enum ToolChange {
     },
     /// A tool the gateway would not register; calls to it are refused.
     Rejected {
-        /// The tool's own name, as the server spelled it.
+        /// The tool's name as the server listed it (behind a prefixing gateway, with the
+        /// prefix, R41).
         name: String,
         /// Why.
         reason: String,

@@ -16,7 +16,7 @@ use tokio::sync::{Notify, broadcast, watch};
 use toolgate::GovernanceHandle;
 use toolgate::audit::AuditSink;
 use toolgate_core::{ApprovalMode, ToolDeclaration};
-use toolgate_engine::{ConfigErrors, Governance, GovernanceBuilder, UnknownAgent};
+use toolgate_engine::{ConfigErrors, Governance, GovernanceBuilder, ServerSettings, UnknownAgent};
 
 use crate::config::{DEFAULT_INHERITED_ENV, McpServerConfig, Transport};
 use crate::declare::{self, Listing};
@@ -105,6 +105,9 @@ impl ClientHandler for GatewayClient {
 struct ServerConn {
     config: McpServerConfig,
     key: String,
+    /// The gateway tool prefix the listings are built with (R41), settled when the server
+    /// was connected: this config's, or the governance configuration's.
+    prefix: Option<String>,
     peer: Peer<RoleClient>,
     running: Mutex<Option<RunningService<RoleClient, GatewayClient>>>,
     relist: Arc<Notify>,
@@ -326,6 +329,18 @@ impl McpGateway {
         model_tools(&self.inner.handle.load(), agent)
     }
 
+    /// The server settings in force for `config` by the current snapshot; a conflict
+    /// between the two is an error naming both.
+    fn settle(&self, config: &McpServerConfig) -> Result<Option<ServerSettings>, GatewayError> {
+        let governance = self.inner.handle.load();
+        config
+            .settle(governance.server_settings(config.id()), None)
+            .map_err(|errors| GatewayError::Governance {
+                server: config.id().to_owned(),
+                errors,
+            })
+    }
+
     fn conn(&self, server: &str) -> Option<Arc<ServerConn>> {
         let key = server_key(server);
         lock(&self.inner.conns).get(&key).cloned()
@@ -344,6 +359,7 @@ impl McpGateway {
         if lock(&self.inner.conns).contains_key(&config.key()) {
             return Err(duplicate(&id));
         }
+        self.settle(&config)?;
         match config.transport.clone() {
             Transport::Stdio {
                 program,
@@ -412,6 +428,9 @@ impl McpGateway {
         if lock(&self.inner.conns).contains_key(&key) {
             return Err(duplicate(&id));
         }
+        // Trust and prefix are set once (R41, seed 002): before the server is reached, the
+        // gateway's word and the configuration's must agree. Registering checks again.
+        let prefix = self.settle(&config)?.and_then(|s| s.tool_prefix);
         let relist = Arc::new(Notify::new());
         let client = GatewayClient {
             relist: Arc::clone(&relist),
@@ -460,6 +479,7 @@ impl McpGateway {
         };
         let conn = Arc::new(ServerConn {
             key: key.clone(),
+            prefix,
             peer,
             running: Mutex::new(Some(running)),
             relist,
@@ -522,7 +542,7 @@ impl McpGateway {
                 .map(|t| t.decl.clone())
                 .collect();
             self.inner
-                .register(&conn, &decls, &[], false)
+                .register(&conn, &decls, &[])
                 .map_err(|errors| GatewayError::Governance {
                     server: conn.config.id().to_owned(),
                     errors,
@@ -674,7 +694,7 @@ async fn watch_server(weak: Weak<Inner>, conn: Arc<ServerConn>, mut alive: watch
     }
 }
 
-/// Declarations the snapshot refused: (the tool's own name, why).
+/// Declarations the snapshot refused: (the tool's listed name, why).
 type Rejections = Vec<(String, String)>;
 
 /// A removed tool stays in the snapshot (the builder cannot drop a declaration), revised
@@ -782,7 +802,11 @@ impl Inner {
         first: bool,
     ) -> Result<DriftEvent, ConfigErrors> {
         let old = conn.listing.load_full();
-        let mut new = declare::listing(&conn.config, tools);
+        let settings = conn.prefix.as_ref().map(|p| ServerSettings {
+            trust_tool_annotations: false,
+            tool_prefix: Some(p.clone()),
+        });
+        let mut new = declare::listing(&conn.config, settings.as_ref(), tools);
         let mut changes = declare::diff(&old, &new);
         // Tools that were unregistered stay so until they change.
         for t in &mut new.tools {
@@ -797,7 +821,7 @@ impl Inner {
             .iter()
             .filter_map(|c| match c {
                 ToolChange::Added { identity, .. } | ToolChange::Changed { identity, .. } => {
-                    new.get(identity.name()).map(|t| t.decl.clone())
+                    new.get_own(identity.name()).map(|t| t.decl.clone())
                 }
                 _ => None,
             })
@@ -806,7 +830,7 @@ impl Inner {
             .iter()
             .filter_map(|c| match c {
                 ToolChange::Removed { identity, .. } => {
-                    old.get(identity.name()).map(|t| t.decl.clone())
+                    old.get_own(identity.name()).map(|t| t.decl.clone())
                 }
                 _ => None,
             })
@@ -814,7 +838,7 @@ impl Inner {
         let (governance, rejected) = if register.is_empty() && retired.is_empty() && !first {
             (self.handle.load(), Vec::new())
         } else {
-            self.register(conn, &register, &retired, first)?
+            self.register(conn, &register, &retired)?
         };
         for (name, reason) in &rejected {
             if let Some(t) = new.by_name.get(name).and_then(|&i| new.tools.get_mut(i)) {
@@ -834,7 +858,7 @@ impl Inner {
                 identity, posture, ..
             } = c
             {
-                let listed = new.get(identity.name()).map(|t| &t.decl);
+                let listed = new.get_own(identity.name()).map(|t| &t.decl);
                 *posture = governance
                     .catalog()
                     .get_identity(identity)
@@ -853,14 +877,14 @@ impl Inner {
         })
     }
 
-    /// Adds `decls` (and retires `retired`) in the current snapshot and stores it. A
-    /// declaration the snapshot refuses is left out and returned with the reason.
+    /// Adds `decls` (and retires `retired`) in the current snapshot and stores it, with the
+    /// server's settings when the snapshot has none. A declaration the snapshot refuses is
+    /// left out and returned with its listed name and the reason.
     fn register(
         &self,
         conn: &ServerConn,
         decls: &[ToolDeclaration],
         retired: &[ToolDeclaration],
-        first: bool,
     ) -> Result<(Arc<Governance>, Rejections), ConfigErrors> {
         // Another writer (a policy replacement) may store between our load and store:
         // rebuild from its snapshot then. Bounded, in case it never settles.
@@ -868,7 +892,15 @@ impl Inner {
         for _ in 0..16 {
             let base = self.handle.load();
             let mut builder = base.to_builder();
-            if first && let Some(settings) = conn.config.server_settings() {
+            // Set once (R41): the snapshot's settings must agree with the gateway's word
+            // and with the prefix the listing was built with; a snapshot without them (a
+            // configuration reload) gets them again.
+            let configured = base.server_settings(conn.config.id());
+            if let Some(settings) = conn
+                .config
+                .settle(configured, Some(conn.prefix.as_deref()))?
+                && configured.is_none()
+            {
                 builder = builder.server(conn.config.id(), settings);
             }
             for d in retired {
@@ -889,7 +921,7 @@ impl Inner {
                         let attempt = kept.clone().tool(d.clone());
                         match attempt.clone().build() {
                             Ok(_) => kept = attempt,
-                            Err(e) => rejected.push((d.identity.name().to_owned(), e.to_string())),
+                            Err(e) => rejected.push((d.sent_name().to_owned(), e.to_string())),
                         }
                     }
                     match kept.build() {

@@ -18,7 +18,7 @@
 //!   old one is refused when the call is about to be sent (R35). rmcp's response cache is
 //!   turned off: every listing is the server's word now.
 //! - **Service** ([`McpToolService`]): a `tower::Service<ToolCall>` sending `tools/call`
-//!   to the right server with the tool's own raw name; `content` → `ToolOutput::content`,
+//!   to the right server with the tool's name as the server listed it; `content` → `ToolOutput::content`,
 //!   `structuredContent` → `ToolOutput::structured`, `isError: true` →
 //!   [`ToolResponse::Failed`](toolgate_core::ToolResponse::Failed). A name the server never
 //!   listed is refused before any message is sent.
@@ -26,6 +26,12 @@
 //!   (R36, `invalid_input`), with the `jsonschema` crate.
 //!
 //! The model is shown qualified names (`server__tool`, R1): [`McpGateway::model_tools`].
+//!
+//! **Gateway prefixes** (R41, seed 002): a server reached through an MCP gateway that lists
+//! each tool as a prefix plus its own name (`github-create_issue`) sets
+//! [`McpServerConfig::tool_prefix`] (or `servers.<id>.tool_prefix` in the configuration —
+//! once; both set and different fails connecting). Its tools are governed by their own
+//! names (`create_issue`, `github__create_issue`) and called under the listed name.
 //!
 //! ## Example
 //!
@@ -113,6 +119,7 @@
 //! |---|---|
 //! | `http` (default) | streamable HTTP servers |
 //! | `drift-server` | `drift_server`, an MCP server whose tools change on demand, and the `toolgate-mcp-drift-server` binary |
+//! | `prefix-gateway` | `prefix_gateway`, an MCP gateway listing another server's tools with a prefix (R41), and the `toolgate-mcp-prefix-gateway` binary |
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -136,6 +143,8 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+#[cfg(feature = "prefix-gateway")]
+pub mod prefix_gateway;
 mod schema;
 mod service;
 

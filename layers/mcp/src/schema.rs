@@ -13,6 +13,7 @@ use serde_json::Value;
 use toolgate::GovernanceHandle;
 use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolIdentity, ToolRef, ToolResponse};
 use toolgate_engine::catalog::Record;
+use toolgate_engine::number::NumberLiterals;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -182,7 +183,7 @@ impl<S> SchemaValidation<S> {
         let governance = self.handle.pin(call);
         let entry = governance.lookup(&call.tool)?;
         // R36: the bounds first, so the validator only ever sees a bounded input.
-        governance.check_input(&call.input)?;
+        governance.check_input_exact(&call.input, NumberLiterals::of(call))?;
         for record in reachable(&entry.records, &call.tool) {
             let Some(schema) = &record.decl.input_schema else {
                 continue;

@@ -137,7 +137,8 @@ fn resolve<'s>(
             .servers
             .get(&server_key(id.source()))
             .ok_or_else(|| unknown(format!("no MCP server `{}` is connected", id.source())))?;
-        let listed = server.listing.get(id.name()).ok_or_else(|| {
+        // By the own name (R41: a call naming the tool by identity gives its own name).
+        let listed = server.listing.get_own(id.name()).ok_or_else(|| {
             unknown(format!(
                 "MCP server `{}` does not list a tool named `{}`",
                 server.id,
@@ -258,8 +259,8 @@ fn check(
 
 /// The `tower::Service` that sends a call to its MCP server as `tools/call`.
 ///
-/// It routes a call by the tool's qualified name or identity to the configured server and
-/// the tool's own raw name, and refuses — before any message is sent — a tool the server
+/// It routes a call by the tool's qualified name or identity (its own name, R41) to the
+/// configured server and the name the server listed the tool under, and refuses — before any message is sent — a tool the server
 /// does not list (`unknown_tool`), a server whose last listing failed, a tool the
 /// governance snapshot would not take, a call without a valid [`Permit`] from the approval
 /// gate (`rejected`, R38: a stack assembled without the gate sends nothing), and a call
@@ -383,14 +384,17 @@ impl Service<ToolCall> for McpToolService {
         };
         let peer = server.peer.clone();
         let server_id = server.id.clone();
-        let raw = listed.raw.clone();
+        // Sent under the name the server listed (R41: behind a prefixing gateway, the
+        // listed name, not the own name the call was governed by).
+        let sent = listed.raw.clone();
+        let own = listed.decl.identity.name().to_owned();
         McpFuture {
             kind: Kind::Call {
                 future: Box::pin(async move {
-                    let params = CallToolRequestParams::new(raw.clone()).with_arguments(arguments);
+                    let params = CallToolRequestParams::new(sent).with_arguments(arguments);
                     match peer.call_tool(params).await {
                         Ok(result) => Ok(response(result)),
-                        Err(e) => Err(error(&server_id, &raw, e)),
+                        Err(e) => Err(error(&server_id, &own, e)),
                     }
                 }),
             },

@@ -28,6 +28,7 @@
 
 use toolgate_core::{Refusal, ToolCall};
 use toolgate_engine::Governance;
+use toolgate_engine::number::NumberLiterals;
 
 use crate::filter::{Filter, FilterCheck, FilterLayer};
 
@@ -40,7 +41,7 @@ impl FilterCheck for ExposureCheck {
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {
         let entry = governance.lookup(&call.tool)?;
-        governance.check_input(&call.input)?;
+        governance.check_input_exact(&call.input, NumberLiterals::of(call))?;
         governance.check_allowed(&call.agent, entry).map(|_| ())
     }
 }

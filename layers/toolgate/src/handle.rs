@@ -78,6 +78,50 @@ impl GovernanceHandle {
         }
     }
 
+    /// Changes the configuration atomically (read-copy-update): `change` gets a builder
+    /// holding the current snapshot and returns the next one, which is validated whole. A
+    /// change that does not build keeps the current snapshot and returns every error; a
+    /// concurrent replacement makes `change` run again on the newer snapshot, so no update
+    /// is lost. Calls already pinned keep the snapshot they were pinned to (R23).
+    ///
+    /// ```
+    /// use toolgate::GovernanceHandle;
+    /// use toolgate::core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate::engine::{AgentProfile, Governance};
+    ///
+    /// let handle = GovernanceHandle::new(
+    ///     Governance::builder()
+    ///         .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")))
+    ///         .agent(AgentProfile::new("support").allow(["refund_order"]))
+    ///         .build()
+    ///         .unwrap(),
+    /// );
+    /// handle.update(|b| b.set_override("support", "refund_order", ApprovalMode::Deny)).unwrap();
+    /// assert!(handle.load().expose("support").unwrap().tools.is_empty());
+    /// assert!(handle.update(|b| b.set_override("nobody", "refund_order", ApprovalMode::Deny)).is_err());
+    /// ```
+    pub fn update<F>(&self, mut change: F) -> Result<(), ConfigErrors>
+    where
+        F: FnMut(toolgate_engine::GovernanceBuilder) -> toolgate_engine::GovernanceBuilder,
+    {
+        let mut error = None;
+        self.inner
+            .rcu(|current| match change(current.to_builder()).build() {
+                Ok(next) => {
+                    error = None;
+                    Arc::new(next)
+                }
+                Err(e) => {
+                    error = Some(e);
+                    Arc::clone(current)
+                }
+            });
+        match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// The snapshot this call is pinned to, pinning the current one if the call has none.
     pub fn pin(&self, call: &mut ToolCall) -> Arc<Governance> {
         if let Some(Pinned(g)) = call.extensions.get::<Pinned>() {

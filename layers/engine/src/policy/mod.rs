@@ -25,13 +25,14 @@ use std::collections::HashMap;
 use std::fmt;
 
 use regex::{Regex, RegexBuilder};
-use serde_json::{Number, Value};
+use serde_json::Value;
 use toolgate_core::ToolKind;
 use toolgate_core::names::lower_key;
 
 pub use glob::Glob;
 
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
+use crate::number::{self, Exact, Lit, Node, NumberLiterals};
 
 /// The `regex` crate's default compiled-size limit, R37's bound unless the config sets a
 /// smaller one.
@@ -108,16 +109,24 @@ impl fmt::Display for Effect {
     }
 }
 
-/// One test on a `when` field (R20).
+/// One test on a `when` field (R20). Numbers are kept as written (see
+/// [`crate::number`]): an integer literal of any size compares by its digits.
 #[derive(Debug, Clone)]
 struct Test {
-    equals: Option<Value>,
-    in_list: Option<Vec<Value>>,
-    gt: Option<Number>,
-    gte: Option<Number>,
-    lt: Option<Number>,
-    lte: Option<Number>,
+    equals: Option<Operand>,
+    in_list: Option<Vec<Operand>>,
+    gt: Option<Exact>,
+    gte: Option<Exact>,
+    lt: Option<Exact>,
+    lte: Option<Exact>,
     matches: Option<Regex>,
+}
+
+/// An `equals` or `in` operand with the number literals its value does not reproduce.
+#[derive(Debug, Clone)]
+struct Operand {
+    value: Value,
+    literals: Option<Node>,
 }
 
 /// One rule (R18).
@@ -131,6 +140,8 @@ pub struct Rule {
     when: Vec<(String, Vec<String>, Test)>,
     reason: Option<String>,
     source: Value,
+    /// The number literals of `source` its value does not reproduce.
+    source_literals: Option<Node>,
 }
 
 impl Rule {
@@ -231,7 +242,7 @@ impl Rule {
         }
     }
 
-    fn matches(&self, s: &LowerSubject<'_>, input: &Value) -> bool {
+    fn matches(&self, s: &LowerSubject<'_>, input: &Value, lits: Lit<'_>) -> bool {
         if !self.kind_applies(s.kind) {
             return false;
         }
@@ -258,39 +269,42 @@ impl Rule {
         }
         self.when
             .iter()
-            .all(|(_, path, test)| test.holds(lookup(input, path)))
+            .all(|(_, path, test)| test.holds(lookup(input, lits, path)))
     }
 }
 
 /// Walks objects only (R20): an array is never indexed.
-fn lookup<'v>(input: &'v Value, path: &[String]) -> Option<&'v Value> {
+fn lookup<'v>(input: &'v Value, lits: Lit<'v>, path: &[String]) -> Option<(&'v Value, Lit<'v>)> {
     let mut at = input;
+    let mut lit = lits;
     for seg in path {
         at = at.as_object()?.get(seg)?;
+        lit = number::member(lit, seg);
     }
-    Some(at)
+    Some((at, lit))
 }
 
 impl Test {
-    fn holds(&self, value: Option<&Value>) -> bool {
+    fn holds(&self, value: Option<(&Value, Lit<'_>)>) -> bool {
         // R20: a path the input does not have never matches, whatever the test.
-        let Some(v) = value else {
+        let Some((v, lit)) = value else {
             return false;
         };
+        let eq = |w: &Operand| json_eq(v, lit, &w.value, w.literals.as_ref());
         if let Some(want) = &self.equals
-            && !json_eq(v, want)
+            && !eq(want)
         {
             return false;
         }
         if let Some(list) = &self.in_list
-            && !list.iter().any(|w| json_eq(v, w))
+            && !list.iter().any(eq)
         {
             return false;
         }
-        let num_test = |bound: &Option<Number>, ok: fn(Ordering) -> bool| match bound {
+        let num_test = |bound: &Option<Exact>, ok: fn(Ordering) -> bool| match bound {
             None => true,
             Some(b) => match v {
-                Value::Number(n) => cmp_num(n, b).is_some_and(ok),
+                Value::Number(n) => Exact::of(n, lit).and_then(|x| x.cmp(b)).is_some_and(ok),
                 _ => false,
             },
         };
@@ -315,70 +329,28 @@ impl Test {
     }
 }
 
-fn as_int(n: &Number) -> Option<i128> {
-    n.as_i64()
-        .map(i128::from)
-        .or_else(|| n.as_u64().map(i128::from))
-}
-
-/// Numbers compare by numeric value (R20), exactly: integers as integers, an integer and a
-/// double without rounding the integer (past 2^53 a cast would round and could fail open).
-fn cmp_num(a: &Number, b: &Number) -> Option<Ordering> {
-    match (as_int(a), as_int(b)) {
-        (Some(x), Some(y)) => Some(x.cmp(&y)),
-        (Some(x), None) => cmp_int_float(x, b.as_f64()?),
-        (None, Some(y)) => cmp_int_float(y, a.as_f64()?).map(Ordering::reverse),
-        (None, None) => a.as_f64()?.partial_cmp(&b.as_f64()?),
-    }
-}
-
-/// Compares an integer with a double exactly.
-fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
-    if f.is_nan() {
-        return None;
-    }
-    // i128 spans ±2^127; a double beyond that is beyond every integer here.
-    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0; // 2^127
-    if f >= LIMIT {
-        return Some(Ordering::Less);
-    }
-    if f < -LIMIT {
-        return Some(Ordering::Greater);
-    }
-    let whole = f.trunc();
-    // Exact: `whole` is integral and within i128's range.
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "integral and in range, checked above"
-    )]
-    let w = whole as i128;
-    match i.cmp(&w) {
-        Ordering::Equal => {
-            let frac = f - whole;
-            Some(if frac > 0.0 {
-                Ordering::Less
-            } else if frac < 0.0 {
-                Ordering::Greater
-            } else {
-                Ordering::Equal
-            })
-        }
-        other => Some(other),
-    }
-}
-
-/// JSON equality with numbers compared by value. Recursion is bounded by the operand's
-/// depth, which serde_json's parser limits to 128.
-fn json_eq(a: &Value, b: &Value) -> bool {
+/// JSON equality with numbers compared by exact value (R20), each side with its literals.
+/// Recursion is bounded by the operand's depth, which serde_json's parser limits to 128.
+fn json_eq(a: &Value, al: Lit<'_>, b: &Value, bl: Lit<'_>) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => cmp_num(x, y) == Some(Ordering::Equal),
+        (Value::Number(x), Value::Number(y)) => match (Exact::of(x, al), Exact::of(y, bl)) {
+            (Some(x), Some(y)) => x.cmp(&y) == Some(Ordering::Equal),
+            _ => false,
+        },
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .enumerate()
+                    .all(|(i, (p, q))| json_eq(p, number::item(al, i), q, number::item(bl, i)))
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x.iter()
-                    .all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
+                && x.iter().all(|(k, p)| {
+                    y.get(k).is_some_and(|q| {
+                        json_eq(p, number::member(al, k), q, number::member(bl, k))
+                    })
+                })
         }
         _ => a == b,
     }
@@ -541,7 +513,7 @@ impl Policy {
     /// refused whole (R22).
     pub fn from_json(value: &Value, limits: &Limits) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
-        let policy = Self::read(value, "", limits, &mut errs);
+        let policy = Self::read(value, None, "", limits, &mut errs);
         match policy {
             Some(p) if errs.is_empty() => Ok(p),
             _ => {
@@ -553,15 +525,28 @@ impl Policy {
         }
     }
 
-    /// Parses policy JSON text (duplicate keys are malformed, SPEC §8).
+    /// Parses policy JSON text (duplicate keys are malformed, SPEC §8). Numbers in tests
+    /// keep their literal: an integer past 64 bits compares by its digits (R20).
     pub fn from_json_str(text: &str, limits: &Limits) -> Result<Self, ConfigErrors> {
         let value = crate::json::parse_strict_json(text)
             .map_err(|e| ConfigErrors::one("", format!("malformed JSON: {e}")))?;
-        Self::from_json(&value, limits)
+        let literals = NumberLiterals::scan(text);
+        let mut errs = ConfigErrors::default();
+        match Self::read(&value, literals.root(), "", limits, &mut errs) {
+            Some(p) if errs.is_empty() => Ok(p),
+            _ => {
+                if errs.is_empty() {
+                    errs.push("", "the policy could not be read");
+                }
+                Err(errs)
+            }
+        }
     }
 
+    /// Reads a policy at `path`; `lits` are the number literals of its text, if any.
     pub(crate) fn read(
         value: &Value,
+        lits: Lit<'_>,
         path: &str,
         limits: &Limits,
         errs: &mut ConfigErrors,
@@ -589,7 +574,8 @@ impl Policy {
             }
             let rules_path = obj.path_of("rules");
             for (i, item) in items.iter().enumerate() {
-                if let Some(rule) = read_rule(item, &index(&rules_path, i), limits, errs) {
+                let lit = number::item(number::member(lits, "rules"), i);
+                if let Some(rule) = read_rule(item, lit, &index(&rules_path, i), limits, errs) {
                     rules.push(rule);
                 }
             }
@@ -640,6 +626,37 @@ impl Policy {
         Value::Object(map)
     }
 
+    /// The policy as JSON text, every number as written (an integer past 64 bits keeps its
+    /// digits, which [`Policy::to_json`]'s value cannot): what a store should keep, so
+    /// that reading it back with [`Policy::from_json_str`] decides the same (R20, R22).
+    pub fn to_json_text(&self) -> String {
+        self.text(true)
+    }
+
+    /// As [`Policy::to_json_text`], without `updatedAt` (a stored policy's body).
+    pub fn body_text(&self) -> String {
+        self.text(false)
+    }
+
+    fn text(&self, updated_at: bool) -> String {
+        let mut out = String::from("{\"default\":");
+        out.push_str(&Value::from(self.default.as_str()).to_string());
+        out.push_str(",\"rules\":[");
+        for (i, rule) in self.rules.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            number::write_text(&mut out, &rule.source, rule.source_literals.as_ref());
+        }
+        out.push(']');
+        if let Some(u) = self.updated_at.as_deref().filter(|_| updated_at) {
+            out.push_str(",\"updatedAt\":");
+            out.push_str(&Value::from(u).to_string());
+        }
+        out.push('}');
+        out
+    }
+
     /// A copy stamped with `updatedAt`.
     #[must_use]
     pub fn with_updated_at(mut self, updated_at: impl Into<String>) -> Self {
@@ -651,6 +668,17 @@ impl Policy {
     /// default for mcp/http calls no rule matches; `allow` rules only let a call through
     /// the default.
     pub fn evaluate(&self, subject: &Subject<'_>, input: &Value) -> Evaluation {
+        self.evaluate_exact(subject, input, NumberLiterals::none())
+    }
+
+    /// As [`Policy::evaluate`], reading the input's numbers as written where `literals`
+    /// records them (an integer past 64 bits compares by its digits, R20).
+    pub fn evaluate_exact(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Evaluation {
         if self.rules.is_empty() {
             return self.default_only(subject.kind);
         }
@@ -670,7 +698,7 @@ impl Policy {
             let Some(rule) = self.rules.get(i) else {
                 continue;
             };
-            if rule.matches(&lower, input) {
+            if rule.matches(&lower, input, literals.root()) {
                 eval.matched.push(i);
                 if eval.effect.is_none_or(|e| rule.effect > e) {
                     eval.effect = Some(rule.effect);
@@ -700,6 +728,16 @@ impl Policy {
     /// The reference evaluation: a loop over every rule with no index, straight from the
     /// SPEC. Used by the differential tests and benches.
     pub fn evaluate_naive(&self, subject: &Subject<'_>, input: &Value) -> Evaluation {
+        self.evaluate_naive_exact(subject, input, NumberLiterals::none())
+    }
+
+    /// As [`Policy::evaluate_naive`], with the input's number literals.
+    pub fn evaluate_naive_exact(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Evaluation {
         let tool = subject.tool.to_ascii_lowercase();
         let server = subject.server.map(str::to_ascii_lowercase);
         let agent = subject.agent.to_ascii_lowercase();
@@ -711,7 +749,7 @@ impl Policy {
         };
         let mut eval = Evaluation::default();
         for (i, rule) in self.rules.iter().enumerate() {
-            if rule.matches(&lower, input) {
+            if rule.matches(&lower, input, literals.root()) {
                 eval.matched.push(i);
                 if eval.effect.is_none_or(|e| rule.effect > e) {
                     eval.effect = Some(rule.effect);
@@ -755,7 +793,13 @@ fn read_selector(
     Some(Glob::new(s))
 }
 
-fn read_rule(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors) -> Option<Rule> {
+fn read_rule(
+    value: &Value,
+    lits: Lit<'_>,
+    path: &str,
+    limits: &Limits,
+    errs: &mut ConfigErrors,
+) -> Option<Rule> {
     let before = errs.errors.len();
     let obj = Obj::open(value, path, RULE_FIELDS, errs)?;
     if !obj.has("effect") {
@@ -821,7 +865,8 @@ fn read_rule(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
                     if segs.iter().any(String::is_empty) {
                         errs.push(&tpath, format!("the path `{p}` has an empty segment"));
                     }
-                    if let Some(t) = read_test(test, &tpath, limits, errs) {
+                    let lit = number::member(number::member(lits, "when"), p);
+                    if let Some(t) = read_test(test, lit, &tpath, limits, errs) {
                         when.push((p.clone(), segs, t));
                     }
                 }
@@ -847,18 +892,37 @@ fn read_rule(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
         when,
         reason,
         source: value.clone(),
+        source_literals: lits.cloned(),
     })
 }
 
-fn read_test(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors) -> Option<Test> {
+fn read_test(
+    value: &Value,
+    lits: Lit<'_>,
+    path: &str,
+    limits: &Limits,
+    errs: &mut ConfigErrors,
+) -> Option<Test> {
     let before = errs.errors.len();
     let obj = Obj::open(value, path, TEST_FIELDS, errs)?;
     // `equals` and `in` take any JSON value, `null` included (SPEC §8).
     let raw = |key: &str| -> Option<&Value> { value.as_object().and_then(|m| m.get(key)) };
-    let equals = raw("equals").cloned();
+    let equals = raw("equals").map(|v| Operand {
+        value: v.clone(),
+        literals: number::member(lits, "equals").cloned(),
+    });
     let in_list = match raw("in") {
         None => None,
-        Some(Value::Array(items)) => Some(items.clone()),
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Operand {
+                    value: v.clone(),
+                    literals: number::item(number::member(lits, "in"), i).cloned(),
+                })
+                .collect(),
+        ),
         Some(other) => {
             errs.push(
                 obj.path_of("in"),
@@ -867,10 +931,16 @@ fn read_test(value: &Value, path: &str, limits: &Limits, errs: &mut ConfigErrors
             None
         }
     };
-    let mut num = |key: &str| -> Option<Number> {
+    let mut num = |key: &str| -> Option<Exact> {
         match raw(key) {
             None => None,
-            Some(Value::Number(n)) => Some(n.clone()),
+            Some(Value::Number(n)) => {
+                let exact = Exact::of(n, number::member(lits, key));
+                if exact.is_none() {
+                    errs.push(obj.path_of(key), format!("`{key}` is not a finite number"));
+                }
+                exact
+            }
             Some(other) => {
                 errs.push(
                     obj.path_of(key),
@@ -1092,7 +1162,11 @@ mod tests {
 
     #[test]
     fn r20_numbers_compare_exactly_past_2_pow_53() {
-        let big = |n: &str| -> Number { serde_json::from_str(n).unwrap() };
+        let big = |n: &str| -> Exact {
+            let n: serde_json::Number = serde_json::from_str(n).unwrap();
+            Exact::of(&n, None).unwrap()
+        };
+        let cmp_num = |a: &Exact, b: &Exact| a.cmp(b);
         assert_eq!(
             cmp_num(&big("9007199254740993"), &big("9007199254740992.0")),
             Some(Ordering::Greater)

@@ -19,14 +19,20 @@ use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
-/// The server's URL, from `TOOLGATE_PG_URL`. When it is unset: under CI (`CI` set) the test
-/// fails, since CI must run against a real server; elsewhere it prints why it is skipped.
+/// The server's URL, from `TOOLGATE_PG_URL`. When it is unset and PostgreSQL's server is
+/// installed, the throwaway loopback server of `.ci/postgres.sh` is started (once per test
+/// process, as `.ci/run` does). Otherwise: under CI (`CI` set) the test fails, since CI must
+/// run against a real server; elsewhere it prints, loudly, why it is skipped.
 pub fn pg_url(module: &str) -> Option<String> {
     // The test harness names each test's thread after the test.
     let current = std::thread::current();
     let test = current.name().filter(|n| *n != "main").unwrap_or(module);
-    match std::env::var("TOOLGATE_PG_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url),
+    let url = std::env::var("TOOLGATE_PG_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .or_else(started_server);
+    match url {
+        Some(url) => Some(url),
         _ if std::env::var_os("CI").is_some() => panic!(
             "{test}: TOOLGATE_PG_URL is unset under CI; the Postgres inbox tests must run against \
              a real server there: run `eval \"$(bash .ci/postgres.sh)\"` before `cargo test`"
@@ -43,6 +49,40 @@ pub fn pg_url(module: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// Starts (or reuses) `.ci/postgres.sh`'s server when PostgreSQL's server binaries are
+/// installed; never installs anything from a plain `cargo test`.
+fn started_server() -> Option<String> {
+    static URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let installed = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .any(|v| v.path().join("bin/postgres").exists());
+        if !installed {
+            return None;
+        }
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/postgres.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "could not start the throwaway PostgreSQL server: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("export TOOLGATE_PG_URL="))
+            .map(|u| u.trim().trim_matches('\'').to_owned())
+    })
+    .clone()
 }
 
 /// `let url = require_pg!();` — returns from the test when it is skipped.
@@ -171,6 +211,25 @@ impl Fixture for PgFixture {
                 .await
                 .unwrap();
             assert_eq!(n, 1, "there was a stored policy to corrupt");
+        })
+    }
+
+    fn write_policy_body<'a>(
+        &'a self,
+        store: &'a Arc<dyn InboxStore>,
+        body: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let schema = self.schema_of(store);
+            let client = raw(&self.url, &schema).await;
+            client
+                .execute(
+                    "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, $1, '2020-01-01T00:00:00.000000Z') \
+                     ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+                    &[&body],
+                )
+                .await
+                .unwrap();
         })
     }
 }

@@ -9,18 +9,20 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use serde_json::Value;
 use toolgate_core::{
-    AgentRef, Ask, AskSource, CallId, Check, DecisionNote, DecisionSink, Refusal, RefusalCode,
-    ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
+    AgentRef, Ask, AskSource, CallId, ChannelKind, Check, DecisionNote, DecisionSink, Refusal,
+    RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
-use toolgate_engine::{CallView, canon};
+use toolgate_engine::catalog::Entry;
+use toolgate_engine::{CallView, Governance, canon};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use super::channel::new_question;
 use super::channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
-use crate::handle::GovernanceHandle;
+use crate::handle::{GovernanceHandle, Pinned};
 use crate::permit::Permit;
 
 /// Layer of the [`ApprovalGate`].
@@ -286,7 +288,10 @@ where
         // sees a call those checks refused.
         let passed = !matches!(decision.verdict, Verdict::Refused(_))
             || decision.decided_by == Check::Routing;
-        if let Some(hooks) = &self.hooks
+        // R42: the host's own ungoverned tools see no hook at all (no ask, no before_call,
+        // no after_call).
+        let hooks = self.hooks.as_ref().filter(|_| !entry.ungoverned);
+        if let Some(hooks) = hooks
             && passed
             && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
         {
@@ -313,17 +318,29 @@ where
                 input_hash: canon::input_hash(&call.input),
             });
         }
+        let ticket = call.extensions.get::<ResumeTicket>().cloned();
         match decision.verdict {
             Verdict::Refused(_) => match decision.refusal() {
                 Some(r) => GateFuture::refused(r),
                 None => GateFuture::refused(rejected("the decision was inconsistent", &[])),
+            },
+            // R26, R38: a resumed held call is claimed before it is sent, whatever the fresh
+            // decision is. When nothing asks any more (the policy or posture was relaxed, an
+            // exemption or override was added, or only an agent-level ask is left under
+            // `auto_approve_required`), the ticket is still redeemed through the durable
+            // channel — its conditional claim — so the call is sent at most once.
+            Verdict::Run { .. } if ticket.is_some() => match self.ticket_channel() {
+                Ok(channel) => {
+                    self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
+                }
+                Err(refusal) => GateFuture::refused(refusal),
             },
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
                 if let Err(r) = Permit::attach(&mut call, &governance, tool) {
                     return GateFuture::refused(r);
                 }
-                if let Some(hooks) = &self.hooks {
+                if let Some(hooks) = hooks {
                     if let Err(text) = hooks.before_call(&hook_view(&call, tool)) {
                         return GateFuture::refused(hook_refusal(text));
                     }
@@ -378,68 +395,125 @@ where
                         .collect(),
                     });
                 }
-                let Some(input_hash) = canon::input_hash(&call.input) else {
-                    return GateFuture::refused(rejected(
-                        "the input cannot be canonicalised, so no approval can be bound to it",
-                        &decision.asks,
-                    ));
-                };
-                let ticket = call.extensions.get::<ResumeTicket>().cloned();
-                let issued = match &ticket {
-                    Some(t) => Some(t.interaction_id.clone()),
-                    None => interaction_id(),
-                };
-                let Some(interaction_id) = issued else {
-                    return GateFuture::refused(rejected(
-                        "no unguessable interaction id could be made",
-                        &decision.asks,
-                    ));
-                };
-                let request = ApprovalRequest {
-                    interaction_id,
-                    call_id: call.id.clone(),
-                    tool: tool.to_owned(),
-                    identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
-                    agent: call.agent.clone(),
-                    input: Arc::new(call.input.clone()),
-                    input_hash,
-                    definition_hash: canon::entry_definition_hash(entry),
-                    asks: decision.asks.clone(),
-                    run: call.run,
-                    ticket,
-                };
-                // Release the capacity our `poll_ready` reserved: a person may take minutes.
-                // The future gets a fresh handle and polls it ready only once approved; the
-                // caller polls `self` ready again before its next call, as tower requires.
-                let fresh = self.inner.clone();
-                let reserved = std::mem::replace(&mut self.inner, fresh);
-                let inner = reserved.clone();
-                drop(reserved);
-                if let Some(sink) = &sink {
-                    let id = request.interaction_id.clone();
-                    sink.update(|note| {
-                        note.interaction_id = Some(id);
-                        // A future dropped mid-wait leaves `cancelled` (R26).
-                        note.wait = WaitEnd::Cancelled;
-                    });
+                if ticket.is_some()
+                    && let Err(refusal) = self.ticket_channel()
+                {
+                    return GateFuture::refused(refusal);
                 }
-                let path = AskPath {
-                    inner,
-                    handle: self.handle.clone(),
-                    hooks: self.hooks.clone(),
-                    channel,
-                    sink,
-                    // The agent's own approval timeout (`agents[i].approval.timeout_secs`).
-                    timeout: governance
-                        .agent(&call.agent.profile)
-                        .and_then(|a| a.approval_timeout),
-                };
-                GateFuture {
-                    kind: GateKind::Waiting {
-                        future: Box::pin(wait_and_send(path, request, call, tool.to_owned())),
-                    },
-                }
+                self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
             }
+        }
+    }
+}
+
+impl<S> ApprovalGate<S>
+where
+    S: Service<ToolCall, Response = ToolResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    /// The channel that can redeem a resume ticket: only a durable inbox claims a held
+    /// call (R26). Any other channel would ask again, or approve without a claim, so a
+    /// ticket routed to it could be sent twice: refused, never sent.
+    fn ticket_channel(&self) -> Result<Arc<dyn ApprovalChannel>, Refusal> {
+        let inbox = self
+            .channels
+            .iter()
+            .find(|c| c.kind() == ChannelKind::Inbox);
+        match inbox.or(self.channels.first()) {
+            Some(c) if c.kind() == ChannelKind::Inbox => Ok(Arc::clone(c)),
+            Some(c) => Err(Refusal::new(
+                RefusalCode::NoApprovalChannel,
+                Check::Routing,
+                format!(
+                    "a resumed held call must be claimed by a durable `inbox` channel before it is sent, and the gate's channel is `{}`",
+                    c.kind().as_str()
+                ),
+            )),
+            None => Err(Refusal::new(
+                RefusalCode::NoApprovalChannel,
+                Check::Routing,
+                "a resumed held call must be claimed by a durable `inbox` channel before it is sent, and the gate was given no channel",
+            )),
+        }
+    }
+
+    /// Puts the one question about `call` (or, with a ticket, the redemption of a held
+    /// call's answer) to `channel`; the call is sent only on an approval, after every check
+    /// passes again (R35, R38).
+    fn through_channel(
+        &mut self,
+        channel: Arc<dyn ApprovalChannel>,
+        call: ToolCall,
+        entry: &Entry,
+        asks: Vec<Ask>,
+        ticket: Option<ResumeTicket>,
+        sink: Option<DecisionSink>,
+    ) -> GateFuture<S::Future, S::Error> {
+        let tool: &str = &entry.name;
+        let Some(input_hash) = canon::input_hash(&call.input) else {
+            return GateFuture::refused(rejected(
+                "the input cannot be canonicalised, so no approval can be bound to it",
+                &asks,
+            ));
+        };
+        let issued = match &ticket {
+            Some(t) => Some(t.interaction_id.clone()),
+            None => interaction_id(),
+        };
+        let Some(interaction_id) = issued else {
+            return GateFuture::refused(rejected(
+                "no unguessable interaction id could be made",
+                &asks,
+            ));
+        };
+        let request = ApprovalRequest {
+            interaction_id,
+            call_id: call.id.clone(),
+            tool: tool.to_owned(),
+            identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
+            agent: call.agent.clone(),
+            input: Arc::new(call.input.clone()),
+            input_hash,
+            definition_hash: canon::entry_definition_hash(entry),
+            asks,
+            run: call.run,
+            turn: call.turn.clone(),
+            ticket,
+        };
+        // Release the capacity our `poll_ready` reserved: a person may take minutes.
+        // The future gets a fresh handle and polls it ready only once approved; the
+        // caller polls `self` ready again before its next call, as tower requires.
+        let fresh = self.inner.clone();
+        let reserved = std::mem::replace(&mut self.inner, fresh);
+        let inner = reserved.clone();
+        drop(reserved);
+        if let Some(sink) = &sink {
+            let id = request.interaction_id.clone();
+            sink.update(|note| {
+                note.interaction_id = Some(id);
+                // A future dropped mid-wait leaves `cancelled` (R26).
+                note.wait = WaitEnd::Cancelled;
+            });
+        }
+        // The agent's own approval timeout (`agents[i].approval.timeout_secs`).
+        let timeout = call
+            .extensions
+            .get::<Pinned>()
+            .and_then(|Pinned(g)| g.agent(&call.agent.profile))
+            .and_then(|a| a.approval_timeout);
+        let path = AskPath {
+            inner,
+            handle: self.handle.clone(),
+            hooks: self.hooks.clone(),
+            channel,
+            sink,
+            timeout,
+        };
+        GateFuture {
+            kind: GateKind::Waiting {
+                future: Box::pin(wait_and_send(path, request, call, tool.to_owned())),
+            },
         }
     }
 }
@@ -459,7 +533,7 @@ struct AskPath<S> {
 async fn wait_and_send<S>(
     path: AskPath<S>,
     request: ApprovalRequest,
-    mut call: ToolCall,
+    call: ToolCall,
     tool: String,
 ) -> Result<ToolResponse, S::Error>
 where
@@ -510,7 +584,7 @@ where
     }
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {
-            // Wait for capacity first: R35 is checked when the call is about to be sent.
+            // Wait for capacity first: every check is made when the call is about to be sent.
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             // R35: the tool's definition now, by the newest snapshot.
             let now = handle.load();
@@ -529,8 +603,16 @@ where
                     &asks,
                 )));
             }
+            // R38: the approved call passes every check again against the configuration in
+            // force now (the newest snapshot, not the one pinned when it was asked about).
+            if let Err(refusal) = recheck(&now, &call, &approver, &asks) {
+                return Ok(ToolResponse::Refused(refusal));
+            }
+            // Layers inside the gate decide by the snapshot the call was last checked by.
+            let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
             Permit::attach_hashed(&mut call, input_hash, &now, &tool);
+            call.extensions.insert(Pinned(now));
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
@@ -577,4 +659,46 @@ where
         }
     };
     Ok(ToolResponse::Refused(refusal))
+}
+
+/// R38: an approved call decided again, right before it is sent, by `now` — the
+/// configuration in force. A refusal that arrived during the wait wins (a `deny`, an
+/// unreadable policy, a tool taken from the agent, the air gap switched on, …), keeping its
+/// own code. A fresh decision that no longer asks, or asks for no reason beyond those the
+/// person answered, lets the call go. One that asks for a reason the person was never
+/// asked about is refused `rejected` (fail closed): the approval answered only the question
+/// it was asked, and the new one is asked on the next call.
+fn recheck(
+    now: &Governance,
+    call: &ToolCall,
+    approver: &str,
+    asked: &[Ask],
+) -> Result<(), Refusal> {
+    // The hook's own ask (R32) is not asked again: it was part of the answered question.
+    let decision = now.decide(CallView::of(call));
+    match decision.verdict {
+        Verdict::Refused(_) => {
+            let mut refusal = decision
+                .refusal()
+                .unwrap_or_else(|| rejected("the decision was inconsistent", &[]));
+            refusal.reasons.push(format!(
+                "approved by {approver}, but the configuration in force refused the call before it was sent; a refusal that arrives during the wait wins"
+            ));
+            Err(refusal)
+        }
+        Verdict::Run { .. } | Verdict::Ask { .. } => match new_question(asked, &decision.asks) {
+            None => Ok(()),
+            Some(new) => {
+                let mut refusal = rejected(
+                    format!(
+                        "approved by {approver}, but the decision changed during the wait: it now also asks \"{}\", which the approval did not answer; the call will be asked about again",
+                        new.reason
+                    ),
+                    &[],
+                );
+                refusal.reasons.extend(decision.reasons.iter().cloned());
+                Err(refusal)
+            }
+        },
+    }
 }

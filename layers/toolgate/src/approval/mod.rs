@@ -9,6 +9,14 @@
 //! Timeouts, cancellations and unroutable requests refuse the call, each with its own
 //! reason.
 //!
+//! An approved call is decided again right before it is sent, against the configuration in
+//! force (the handle's current snapshot), R38: a refusal that arrived while the person was
+//! deciding wins with its own code; a fresh decision asking for a reason the person was not
+//! asked about ([`new_question`]) is refused `rejected` — an approval answers only the
+//! question it was asked. A call carrying a [`ResumeTicket`] (the execution of a held call)
+//! is always redeemed through a durable `inbox` channel, whose conditional claim makes the
+//! send at-most-once, even when its fresh decision no longer asks.
+//!
 //! # Example
 //!
 //! ```
@@ -47,6 +55,7 @@ mod terminal;
 
 pub use channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
+    new_question,
 };
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};

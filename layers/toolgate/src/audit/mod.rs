@@ -45,7 +45,17 @@
 //! By default a failing sink refuses calls: a sink that reports itself failing refuses the
 //! call before it is sent (`rejected`, with the sink's error); a record that cannot be
 //! written after the call ran withholds the result from the model (a failed result saying
-//! why) and fails the sink, so every later call is refused until it is replaced.
+//! why), and the layer itself remembers the failure, so every later call is refused
+//! (`rejected`) whatever the sink's [`AuditSink::ready`] says — a custom sink that
+//! implements only [`AuditSink::write`] stops calls too.
+//!
+//! The failure is shared by every clone of the layer and every service built from it.
+//! Recovery is an operator's act, never automatic: repair or replace the sink, then either
+//! build a new layer (a new layer starts with no failure) or call [`AuditLayer::reset`] on a
+//! clone of the layer kept for that purpose; [`AuditLayer::failure`] says what failed. A
+//! sink that keeps its own failed state (such as [`JsonlFileSink`]) still refuses through
+//! `ready` after a reset until it is replaced.
+//!
 //! [`AuditLayer::with_insecure_fail_open`] lets calls run and emits an error event instead.
 //!
 //! # Example
@@ -85,7 +95,7 @@ mod sink;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
@@ -116,6 +126,9 @@ pub struct AuditLayer {
     include_input: bool,
     include_output: bool,
     handle: Option<GovernanceHandle>,
+    // INVARIANT: set on the first record that cannot be written; while set, a fail-closed
+    // layer sends no call (R33). Shared by every clone, cleared only by `reset`.
+    failed: Arc<Mutex<Option<String>>>,
 }
 
 impl fmt::Debug for AuditLayer {
@@ -125,6 +138,7 @@ impl fmt::Debug for AuditLayer {
             .field("on_failure", &self.on_failure)
             .field("include_input", &self.include_input)
             .field("include_output", &self.include_output)
+            .field("failed", &self.failure())
             .finish()
     }
 }
@@ -144,6 +158,7 @@ impl AuditLayer {
             include_input: false,
             include_output: false,
             handle: None,
+            failed: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -191,6 +206,58 @@ impl AuditLayer {
     pub fn with_insecure_fail_open(mut self) -> Self {
         self.on_failure = OnSinkFailure::Log;
         self
+    }
+
+    /// Why a record could not be written, if one could not since the layer was built (or
+    /// last [`reset`](AuditLayer::reset)). While this is `Some`, a fail-closed layer refuses
+    /// every call. Shared by every clone of the layer.
+    #[must_use]
+    pub fn failure(&self) -> Option<String> {
+        match self.failed.lock() {
+            Ok(f) => f.clone(),
+            Err(_) => Some(String::from("the audit layer's failure state is unusable")),
+        }
+    }
+
+    /// Forgets a write failure, so calls run again: the operator's recovery once the sink
+    /// is repaired (see [Failing sinks](crate::audit#failing-sinks)). Affects every clone of the
+    /// layer and every service built from it. A sink that still reports itself failing
+    /// through [`AuditSink::ready`] keeps refusing calls.
+    pub fn reset(&self) {
+        match self.failed.lock() {
+            Ok(mut f) => *f = None,
+            Err(poisoned) => *poisoned.into_inner() = None,
+        }
+        self.failed.clear_poison();
+    }
+
+    /// Remembers the first write failure.
+    fn fail(&self, why: &AuditError) {
+        let mut f = match self.failed.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if f.is_none() {
+            *f = Some(why.0.clone());
+        }
+    }
+
+    /// Why calls must be refused now, under fail-closed: a remembered write failure, or a
+    /// sink that reports itself failing.
+    fn refusal(&self) -> Option<String> {
+        if self.on_failure != OnSinkFailure::Refuse {
+            return None;
+        }
+        if let Some(why) = self.failure() {
+            return Some(format!(
+                "an audit record could not be written ({why}), so no call may run unrecorded \
+                 until the operator repairs the sink and resets the audit layer"
+            ));
+        }
+        self.sink
+            .ready()
+            .err()
+            .map(|e| format!("the audit sink is failing, so no call may run unrecorded: {e}"))
     }
 }
 
@@ -291,16 +358,14 @@ where
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         let layer = &self.layer;
-        if layer.on_failure == OnSinkFailure::Refuse
-            && let Err(e) = layer.sink.ready()
-        {
+        if let Some(why) = layer.refusal() {
             // INVARIANT: nothing runs unrecorded under fail-closed.
             return AuditFuture {
                 kind: Kind::Refused {
                     response: Some(ToolResponse::Refused(Refusal::new(
                         RefusalCode::Rejected,
                         Check::AuditSink,
-                        format!("the audit sink is failing, so no call may run unrecorded: {e}"),
+                        why,
                     ))),
                 },
             };
@@ -488,6 +553,7 @@ impl Pending {
             Ok(()) => result,
             Err(e) => {
                 tracing::error!(target: "toolgate::audit", error = %e, tool = %self.tool, "an audit record could not be written");
+                self.layer.fail(&e);
                 match (self.layer.on_failure, result) {
                     (
                         OnSinkFailure::Refuse,

@@ -24,7 +24,10 @@ impl fmt::Display for AuditError {
 impl std::error::Error for AuditError {}
 
 /// Where audit records go. `write` is called once per call, after its outcome; `ready`
-/// before the call is sent, so a sink known to be failing can refuse calls up front.
+/// before the call is sent, so a sink known to be failing can refuse calls up front. A sink
+/// need implement only `write`: a write that fails is remembered by the
+/// [`AuditLayer`](crate::audit::AuditLayer) itself, which then refuses every later call
+/// until it is reset (R33), whatever `ready` reports.
 pub trait AuditSink: fmt::Debug + Send + Sync + 'static {
     /// Whether the sink can take records now.
     fn ready(&self) -> Result<(), AuditError> {
@@ -45,8 +48,10 @@ struct FileState {
 }
 
 /// An append-only JSON Lines file. Every record carries `seq`, the `prev` record's hash
-/// and its own `hash` (SHA-256 of its RFC 8785 canonical form without `hash`), so any
-/// edit, insertion or deletion shows in `toolgate audit verify`.
+/// and its own `hash` (SHA-256 of its RFC 8785 canonical form without `hash`), and each
+/// line is exactly the record's canonical form, so any edit — even one a JSON parser
+/// smooths over, such as a duplicated key or added whitespace — and any insertion or
+/// deletion shows in `toolgate audit verify`.
 ///
 /// Opening an existing file continues its chain from its last record; a file whose last
 /// record cannot be read is refused (a chain is never silently restarted).

@@ -1,0 +1,589 @@
+//! Building a snapshot: every setting validated, every error with its path (R1, R15,
+//! R22, R24, R27–R31, R36, R39, R41, R42).
+
+use std::collections::HashMap;
+
+use toolgate_core::names::name_key;
+use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolIdentity, ToolKind};
+
+use super::posture::{posture_of, trusted};
+use super::profile::resolve_agents;
+use super::{
+    AgentProfile, Exemption, ExposureCache, Governance, HostSettings, PolicyState, ServerSettings,
+};
+use crate::catalog::{Catalog, Registered};
+use crate::error::{ConfigErrors, index};
+use crate::observe::{AuditSettings, RedactionSettings};
+use crate::policy::{Limits, Policy};
+
+/// Builds a [`Governance`] in code; everything a configuration file can say.
+///
+/// ```
+/// use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration, ToolIdentity};
+/// use toolgate_engine::{AgentProfile, Governance};
+///
+/// let gov = Governance::builder()
+///     .channel(ChannelKind::Interactive)
+///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")).approval(ApprovalMode::RequireApproval))
+///     .agent(AgentProfile::new("support").allow(["refund_order"]))
+///     .build()
+///     .unwrap();
+/// let seen = gov.expose("support").unwrap();
+/// assert_eq!(seen.tools[0].name, "refund_order");
+/// assert!(seen.tools[0].wrapped);
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct GovernanceBuilder {
+    pub(super) settings: HostSettings,
+    pub(super) exemptions: Vec<Exemption>,
+    pub(super) servers: Vec<(String, ServerSettings)>,
+    pub(super) tools: Vec<ToolDeclaration>,
+    pub(super) agents: Vec<AgentProfile>,
+    pub(super) policy: PolicyState,
+    pub(super) audit: AuditSettings,
+    pub(super) inbox: Option<crate::observe::InboxSettings>,
+    pub(super) redaction: RedactionSettings,
+    /// Errors found while building up (a change naming something absent), reported by
+    /// `build`.
+    pub(super) pending: Vec<(String, String)>,
+}
+
+impl GovernanceBuilder {
+    /// Arms or disarms the governor (default armed).
+    pub fn enforce_tool_invocation(mut self, yes: bool) -> Self {
+        self.settings.enforce_tool_invocation = yes;
+        self
+    }
+
+    /// Marks the host air-gapped.
+    pub fn air_gapped(mut self, yes: bool) -> Self {
+        self.settings.air_gapped = yes;
+        self
+    }
+
+    /// Sets the approval channel.
+    pub fn channel(mut self, channel: ChannelKind) -> Self {
+        self.settings.channel = channel;
+        self
+    }
+
+    /// Turns the behaviour posture on or off (R27).
+    pub fn require_approval_for_non_read_only(mut self, yes: bool) -> Self {
+        self.settings.require_approval_for_non_read_only = yes;
+        self
+    }
+
+    /// Adds a posture exemption (R31).
+    pub fn exemption(mut self, exemption: Exemption) -> Self {
+        self.exemptions.push(exemption);
+        self
+    }
+
+    /// Configures an MCP server.
+    pub fn server(mut self, name: impl Into<String>, settings: ServerSettings) -> Self {
+        self.servers.push((name.into(), settings));
+        self
+    }
+
+    /// Declares a tool (arrival order matters, R29).
+    pub fn tool(mut self, decl: ToolDeclaration) -> Self {
+        self.tools.push(decl);
+        self
+    }
+
+    /// Removes every declaration of this identity (a tool its server stopped listing). The
+    /// identity may name the tool by its own name or, behind a prefixing gateway, as listed
+    /// (R41). Removing a tool that is not declared changes nothing.
+    ///
+    /// ```
+    /// use toolgate_core::{ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::Governance;
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::mcp("kb", "page")))
+    ///     .remove_tool(&ToolIdentity::mcp("KB", "page"))
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(gov.catalog().is_empty());
+    /// ```
+    pub fn remove_tool(mut self, identity: &toolgate_core::ToolIdentity) -> Self {
+        self.tools.retain(|d| {
+            let listed = d
+                .listed_name
+                .as_deref()
+                .unwrap_or_else(|| d.identity.name());
+            let named = d.identity.same_identity(identity)
+                || (d.identity.kind() == identity.kind()
+                    && d.identity.source().eq_ignore_ascii_case(identity.source())
+                    && listed == identity.name());
+            !named
+        });
+        self
+    }
+
+    /// Sets one agent's approval override for a qualified name at run time (seed 000):
+    /// every earlier entry for that name is replaced, and `default` removes the override
+    /// (R9), so a configuration written back keeps only overrides in force. An agent that
+    /// does not exist is an error when the snapshot is built.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::http("refund_order")))
+    ///     .agent(AgentProfile::new("support").allow(["refund_order"]))
+    ///     .set_override("support", "refund_order", ApprovalMode::Deny)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(gov.expose("support").unwrap().omitted[0].name, "refund_order");
+    /// ```
+    pub fn set_override(mut self, agent: &str, tool: &str, mode: ApprovalMode) -> Self {
+        let key = name_key(tool);
+        match self
+            .agents
+            .iter_mut()
+            .find(|a| a.name.eq_ignore_ascii_case(agent))
+        {
+            Some(profile) => {
+                profile.overrides.retain(|(t, _)| name_key(t) != key);
+                if mode != ApprovalMode::Default {
+                    profile.overrides.push((tool.to_owned(), mode));
+                }
+            }
+            None => self.pending.push((
+                String::from("agents"),
+                format!("no agent profile is named `{agent}`, so its override for `{tool}` cannot be set"),
+            )),
+        }
+        self
+    }
+
+    /// Adds an agent profile.
+    pub fn agent(mut self, profile: AgentProfile) -> Self {
+        self.agents.push(profile);
+        self
+    }
+
+    /// Sets the tenant policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = PolicyState::readable(policy);
+        self
+    }
+
+    /// Sets the tenant policy's state, an unreadable stored policy included (R22).
+    pub fn policy_state(mut self, state: PolicyState) -> Self {
+        self.policy = state;
+        self
+    }
+
+    /// Sets the inbox settings (the `inbox` section).
+    pub fn inbox(mut self, inbox: crate::observe::InboxSettings) -> Self {
+        self.inbox = Some(inbox);
+        self
+    }
+
+    /// Sets the audit settings (R33).
+    pub fn audit(mut self, audit: AuditSettings) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Sets the redaction settings (R33).
+    pub fn redaction(mut self, redaction: RedactionSettings) -> Self {
+        self.redaction = redaction;
+        self
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.settings.limits = limits;
+        self
+    }
+
+    /// The limits set so far.
+    pub fn current_limits(&self) -> Limits {
+        self.settings.limits
+    }
+
+    /// Validates everything and resolves the snapshot. Any error refuses the whole
+    /// configuration; every error is reported with its path.
+    pub fn build(self) -> Result<Governance, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        for (path, message) in &self.pending {
+            errs.push(path.clone(), message.clone());
+        }
+        let s = self.settings;
+        let policy_path = "policy";
+
+        // R15, R27: an inert setting never passes silently.
+        if !s.enforce_tool_invocation {
+            if s.require_approval_for_non_read_only {
+                errs.push(
+                    "behavior_gating.require_approval_for_non_read_only",
+                    "the behaviour posture is on but `enforce_tool_invocation` is false, so it would never apply",
+                );
+            }
+            if let PolicyState::Readable(p) = &self.policy
+                && !p.is_empty()
+            {
+                errs.push(
+                    policy_path,
+                    "a non-empty tenant policy is set but `enforce_tool_invocation` is false, so it would never apply",
+                );
+            }
+        }
+        if s.limits.max_input_depth > crate::policy::MAX_INPUT_DEPTH_CEILING {
+            errs.push(
+                "limits.max_input_depth",
+                format!(
+                    "`{}` is more than the most this project accepts ({})",
+                    s.limits.max_input_depth,
+                    crate::policy::MAX_INPUT_DEPTH_CEILING
+                ),
+            );
+        }
+        if s.limits.regex_size_limit > crate::policy::DEFAULT_REGEX_SIZE_LIMIT {
+            errs.push(
+                "limits.regex_size_limit",
+                format!(
+                    "`{}` is more than the regular-expression engine's default limit ({}); only a smaller one may be set",
+                    s.limits.regex_size_limit,
+                    crate::policy::DEFAULT_REGEX_SIZE_LIMIT
+                ),
+            );
+        }
+
+        let mut servers: HashMap<String, ServerSettings> = HashMap::new();
+        for (name, settings) in &self.servers {
+            let path = crate::error::field("servers", name);
+            if name.trim().is_empty() {
+                errs.push(path, "a server name must not be blank");
+                continue;
+            }
+            if let Some(prefix) = &settings.tool_prefix
+                && prefix.trim().is_empty()
+            {
+                errs.push(
+                    format!("{path}.tool_prefix"),
+                    "`tool_prefix` must not be blank (R41)",
+                );
+            }
+            if servers.insert(name_key(name), settings.clone()).is_some() {
+                errs.push(
+                    path,
+                    format!(
+                        "server `{name}` is configured twice (names compare case-insensitively)"
+                    ),
+                );
+            }
+        }
+
+        // R41: behind a prefixing gateway the own name is the listed name less the prefix;
+        // every later step (identity, qualified name, rules, exemptions, posture) uses it.
+        let decls: Vec<ToolDeclaration> =
+            self.tools.iter().map(|d| own_named(d, &servers)).collect();
+        check_prefixed_names(&decls, &servers, &mut errs);
+        check_ungoverned_records(&decls, &mut errs);
+
+        let mut catalog = Catalog::new();
+        let mut collisions = Vec::new();
+        for (i, decl) in decls.iter().enumerate() {
+            let path = index("tools", i);
+            let id = &decl.identity;
+            if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
+                let key = if id.kind() == ToolKind::Mcp {
+                    "server"
+                } else {
+                    "toolset"
+                };
+                errs.push(
+                    format!("{path}.{key}"),
+                    format!("`{key}` must not be blank"),
+                );
+                continue;
+            }
+            match catalog.register(decl.clone()) {
+                Ok(Registered::Collision) => collisions.push(i),
+                Ok(_) => {}
+                Err(e) => {
+                    let source_ok = match id.kind() {
+                        ToolKind::Http => true,
+                        _ => toolgate_core::names::normalize_segment(id.source()).is_ok(),
+                    };
+                    let key = match id.kind() {
+                        _ if source_ok => "name",
+                        ToolKind::Mcp => "server",
+                        _ => "toolset",
+                    };
+                    errs.push(format!("{path}.{key}"), format!("{e} (R1)"));
+                }
+            }
+        }
+
+        // R31: exemptions.
+        for (i, ex) in self.exemptions.iter().enumerate() {
+            let path = index("behavior_gating.exemptions", i);
+            if ex.tool.trim().is_empty() {
+                errs.push(format!("{path}.tool"), "`tool` must not be blank");
+            }
+            if ex.reason.trim().is_empty() {
+                errs.push(
+                    format!("{path}.reason"),
+                    "an exemption needs a reason that is not blank (R31)",
+                );
+            }
+            match &ex.server {
+                Some(server) if server.trim().is_empty() => {
+                    errs.push(format!("{path}.server"), "`server` must not be blank");
+                }
+                Some(_) => {}
+                None => {
+                    let untrusted = decls.iter().find(|d| {
+                        d.identity.kind() == ToolKind::Mcp
+                            && d.identity.name().eq_ignore_ascii_case(&ex.tool)
+                            && !trusted(&servers, d.identity.source())
+                    });
+                    if let Some(d) = untrusted {
+                        errs.push(
+                            format!("{path}.server"),
+                            format!(
+                                "`{}` is declared by MCP server `{}`, which is not trusted: name the server the exemption covers (R31)",
+                                ex.tool,
+                                d.identity.source()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+
+        // Agents: names, parents, cycles (R39).
+        let mut agent_index: HashMap<String, usize> = HashMap::new();
+        for (i, a) in self.agents.iter().enumerate() {
+            let path = index("agents", i);
+            if a.name.trim().is_empty() {
+                errs.push(format!("{path}.name"), "an agent name must not be blank");
+                continue;
+            }
+            if agent_index.insert(name_key(&a.name), i).is_some() {
+                errs.push(
+                    format!("{path}.name"),
+                    format!(
+                        "agent `{}` is defined twice (names compare case-insensitively)",
+                        a.name
+                    ),
+                );
+            }
+        }
+        for (i, a) in self.agents.iter().enumerate() {
+            let Some(parent) = &a.parent else { continue };
+            let path = format!("{}.parent", index("agents", i));
+            if parent.trim().is_empty() {
+                errs.push(path, "`parent` must not be blank");
+                continue;
+            }
+            if !agent_index.contains_key(&name_key(parent)) {
+                errs.push(path, format!("no agent profile is named `{parent}`"));
+                continue;
+            }
+            // Walk up; a walk longer than the number of profiles is a cycle.
+            let mut at = Some(i);
+            let mut steps = 0usize;
+            while let Some(k) = at {
+                steps += 1;
+                if steps > self.agents.len() {
+                    errs.push(
+                        path.clone(),
+                        format!("the `parent` chain of `{}` is a cycle (R39)", a.name),
+                    );
+                    break;
+                }
+                at = self
+                    .agents
+                    .get(k)
+                    .and_then(|p| p.parent.as_ref())
+                    .and_then(|p| agent_index.get(&name_key(p)).copied());
+            }
+        }
+
+        // R42: an override `require_approval` naming an ungoverned tool would never ask.
+        for (k, a) in self.agents.iter().enumerate() {
+            for (j, (tool, mode)) in a.overrides.iter().enumerate() {
+                if *mode != ApprovalMode::RequireApproval || tool.trim().is_empty() {
+                    continue;
+                }
+                if catalog.get(tool).is_some_and(|e| e.ungoverned) {
+                    let path = index(&format!("{}.overrides", index("agents", k)), j);
+                    errs.push(
+                        format!("{path}.approval"),
+                        format!(
+                            "`{tool}` is declared `governed: false`, so an override `require_approval` would never ask (R42)"
+                        ),
+                    );
+                }
+            }
+        }
+
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+
+        // Posture records (R27–R31).
+        for entry in catalog.entries_mut() {
+            for record in &mut entry.records {
+                record.posture = posture_of(record, &servers, &self.exemptions);
+            }
+        }
+
+        let agents = resolve_agents(&self.agents, &agent_index);
+        // R39: a subagent is never looser. One whose parent routes asks to `none` (refused)
+        // cannot route its own asks to a person.
+        for (i, (profile, resolved)) in self.agents.iter().zip(&agents).enumerate() {
+            let parent_channel = resolved
+                .parent
+                .and_then(|p| agents.get(p))
+                .map(|p| p.approval_channel.unwrap_or(s.channel));
+            if let (Some(own), Some(ChannelKind::None)) = (profile.approval_channel, parent_channel)
+                && own != ChannelKind::None
+            {
+                errs.push(
+                    format!("{}.approval.channel", index("agents", i)),
+                    format!(
+                        "agent `{}` cannot route asks to `{}`: its parent's asks are refused (`none`), and a subagent is never looser (R39)",
+                        profile.name,
+                        own.as_str()
+                    ),
+                );
+            }
+        }
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+        catalog.seal();
+        let exposures = ExposureCache::new(agents.len());
+        Ok(Governance {
+            settings: s,
+            exemptions: self.exemptions,
+            servers,
+            catalog,
+            collisions,
+            agents,
+            agent_index,
+            profiles: self.agents,
+            policy: self.policy,
+            declarations: decls,
+            audit: self.audit,
+            inbox: self.inbox,
+            redaction: self.redaction,
+            exposures,
+        })
+    }
+}
+
+/// A declaration as the catalog holds it: behind a prefixing gateway, named by its own
+/// name with the listed name kept for sending (R41). Idempotent: a declaration that already
+/// carries its listed name is recomputed from it.
+fn own_named(decl: &ToolDeclaration, servers: &HashMap<String, ServerSettings>) -> ToolDeclaration {
+    let mut out = decl.clone();
+    let id = &decl.identity;
+    if id.kind() != ToolKind::Mcp {
+        return out;
+    }
+    let listed = decl.listed_name.as_deref().unwrap_or_else(|| id.name());
+    let own = servers
+        .get(&name_key(id.source()))
+        .and_then(|s| s.own_name(listed));
+    match own {
+        Some(own) => {
+            out.identity = ToolIdentity::mcp(id.source(), own);
+            out.listed_name = Some(listed.to_owned());
+        }
+        None => {
+            out.identity = ToolIdentity::mcp(id.source(), listed);
+            out.listed_name = None;
+        }
+    }
+    out
+}
+
+/// R41: two different listed names of one prefixed server that come to one own name are a
+/// load error (the same listed name again is a revision).
+fn check_prefixed_names(
+    decls: &[ToolDeclaration],
+    servers: &HashMap<String, ServerSettings>,
+    errs: &mut ConfigErrors,
+) {
+    let mut seen: HashMap<(String, &str), (usize, &str)> = HashMap::new();
+    for (i, d) in decls.iter().enumerate() {
+        let id = &d.identity;
+        if id.kind() != ToolKind::Mcp {
+            continue;
+        }
+        let Some(prefix) = servers
+            .get(&name_key(id.source()))
+            .and_then(|s| s.tool_prefix.as_deref())
+        else {
+            continue;
+        };
+        let listed = d.sent_name();
+        match seen.get(&(name_key(id.source()), id.name())) {
+            Some(&(first, first_listed)) if first_listed != listed => errs.push(
+                format!("{}.name", index("tools", i)),
+                format!(
+                    "`{listed}` and `{first_listed}` (tools[{first}]) of server `{}` are both the tool `{}` once the gateway prefix `{prefix}` is taken off (R41)",
+                    id.source(),
+                    id.name()
+                ),
+            ),
+            Some(_) => {}
+            None => {
+                seen.insert((name_key(id.source()), id.name()), (i, listed));
+            }
+        }
+    }
+}
+
+/// R42: only a `toolset` tool may be ungoverned, with a reason, and never declared
+/// `require_approval`. Checked per record, collisions included.
+fn check_ungoverned_records(decls: &[ToolDeclaration], errs: &mut ConfigErrors) {
+    for (i, d) in decls.iter().enumerate() {
+        let path = index("tools", i);
+        let local = d.identity.kind() == ToolKind::Local;
+        if !local {
+            if !d.governed {
+                errs.push(
+                    format!("{path}.governed"),
+                    "`governed` is for `toolset` tools only: an MCP or HTTP tool is always governed (R42)",
+                );
+            }
+            if d.ungoverned_reason.is_some() {
+                errs.push(
+                    format!("{path}.ungoverned_reason"),
+                    "`ungoverned_reason` is for `toolset` tools only (R42)",
+                );
+            }
+            continue;
+        }
+        match (&d.ungoverned_reason, d.governed) {
+            (Some(_), true) => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "`ungoverned_reason` is given without `governed: false` (R42)",
+            ),
+            (None, false) => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "a tool with `governed: false` needs an `ungoverned_reason` (R42)",
+            ),
+            (Some(r), false) if r.trim().is_empty() => errs.push(
+                format!("{path}.ungoverned_reason"),
+                "`ungoverned_reason` must not be blank (R42)",
+            ),
+            _ => {}
+        }
+        if !d.governed && d.approval == ApprovalMode::RequireApproval {
+            errs.push(
+                format!("{path}.approval"),
+                "a tool with `governed: false` is never asked, so `require_approval` would never apply (R42)",
+            );
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! The governance snapshot: host settings, servers, the catalog with its behaviour
+//! records, agent profiles and the tenant policy, validated and resolved once.
+
+mod builder;
+mod posture;
+mod profile;
+mod warnings;
+
+use std::collections::HashMap;
+
+use toolgate_core::names::lower_key;
+use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration};
+
+pub use builder::GovernanceBuilder;
+pub use posture::{Exemption, ServerSettings};
+pub use profile::{AgentProfile, ResolvedAgent};
+
+use crate::catalog::{Catalog, Entry};
+use crate::decide::Exposure;
+use crate::error::ConfigErrors;
+use crate::observe::{AuditSettings, RedactionSettings};
+use crate::policy::{Limits, Policy};
+
+/// The tenant policy as the snapshot holds it.
+#[derive(Debug, Clone)]
+pub enum PolicyState {
+    /// A valid policy (shared: snapshots that differ elsewhere share it).
+    Readable(std::sync::Arc<Policy>),
+    /// A stored policy that cannot be read (R22): every mcp/http call is refused
+    /// `policy_unreadable` with this reason.
+    Unreadable(String),
+}
+
+impl Default for PolicyState {
+    fn default() -> Self {
+        PolicyState::readable(Policy::empty())
+    }
+}
+
+impl PolicyState {
+    /// A valid policy's state.
+    pub fn readable(policy: Policy) -> Self {
+        PolicyState::Readable(std::sync::Arc::new(policy))
+    }
+}
+
+/// Host settings (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSettings {
+    /// The governor: tenant policy and posture apply only when armed (R15).
+    pub enforce_tool_invocation: bool,
+    /// Local-only: egress tools are omitted and refused (R8).
+    pub air_gapped: bool,
+    /// Where asks go (R26).
+    pub channel: ChannelKind,
+    /// The behaviour posture (R27).
+    pub require_approval_for_non_read_only: bool,
+    /// Policy and input limits.
+    pub limits: Limits,
+}
+
+impl Default for HostSettings {
+    fn default() -> Self {
+        Self {
+            enforce_tool_invocation: true,
+            air_gapped: false,
+            channel: ChannelKind::None,
+            require_approval_for_non_read_only: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One immutable, validated governance snapshot: everything a decision reads. Replace it
+/// whole (see `toolgate::GovernanceHandle`) so each call is decided by one snapshot.
+#[derive(Debug, Clone)]
+pub struct Governance {
+    pub(crate) settings: HostSettings,
+    pub(crate) exemptions: Vec<Exemption>,
+    pub(crate) servers: HashMap<String, ServerSettings>,
+    pub(crate) catalog: Catalog,
+    pub(crate) collisions: Vec<usize>,
+    pub(crate) agents: Vec<ResolvedAgent>,
+    pub(crate) agent_index: HashMap<String, usize>,
+    /// The profiles as given (for `to_builder` and `check`'s warnings).
+    pub(crate) profiles: Vec<AgentProfile>,
+    pub(crate) policy: PolicyState,
+    pub(crate) declarations: Vec<ToolDeclaration>,
+    pub(crate) audit: AuditSettings,
+    pub(crate) inbox: Option<crate::observe::InboxSettings>,
+    pub(crate) redaction: RedactionSettings,
+    /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
+    pub(crate) exposures: ExposureCache,
+}
+
+/// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
+/// one `Arc` clone. Lock-free after the first computation (`OnceLock`).
+///
+/// INVARIANT: an exposure reads the catalog, the agents and the host settings, never the
+/// tenant policy, so a snapshot that differs from another only in its policy
+/// ([`Governance::with_policy`]) shares the cache; any other change builds a new snapshot
+/// and with it a new cache.
+#[derive(Clone, Default)]
+pub(crate) struct ExposureCache(std::sync::Arc<[std::sync::OnceLock<std::sync::Arc<Exposure>>]>);
+
+impl ExposureCache {
+    pub(crate) fn new(agents: usize) -> Self {
+        Self((0..agents).map(|_| std::sync::OnceLock::new()).collect())
+    }
+
+    pub(crate) fn get_or_init(
+        &self,
+        agent: usize,
+        compute: impl FnOnce() -> Exposure,
+    ) -> Option<std::sync::Arc<Exposure>> {
+        self.0
+            .get(agent)
+            .map(|slot| std::sync::Arc::clone(slot.get_or_init(|| std::sync::Arc::new(compute()))))
+    }
+}
+
+impl std::fmt::Debug for ExposureCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let computed = self.0.iter().filter(|s| s.get().is_some()).count();
+        write!(f, "ExposureCache({computed} of {} computed)", self.0.len())
+    }
+}
+
+impl Governance {
+    /// A builder with every setting at its default.
+    pub fn builder() -> GovernanceBuilder {
+        GovernanceBuilder::default()
+    }
+
+    /// A builder holding this snapshot's configuration, to change and build again.
+    pub fn to_builder(&self) -> GovernanceBuilder {
+        let mut servers: Vec<_> = self
+            .servers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        servers.sort_by(|a, b| a.0.cmp(&b.0));
+        GovernanceBuilder {
+            settings: self.settings,
+            exemptions: self.exemptions.clone(),
+            servers,
+            tools: self.declarations.clone(),
+            agents: self.profiles.clone(),
+            policy: self.policy.clone(),
+            audit: self.audit.clone(),
+            inbox: self.inbox.clone(),
+            redaction: self.redaction.clone(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// A new snapshot with the tenant policy replaced; everything else is kept. A refused
+    /// replacement leaves `self` untouched (R22).
+    pub fn with_policy(&self, state: PolicyState) -> Result<Governance, ConfigErrors> {
+        if !self.settings.enforce_tool_invocation
+            && let PolicyState::Readable(p) = &state
+            && !p.is_empty()
+        {
+            return Err(ConfigErrors::one(
+                "policy",
+                "a non-empty tenant policy is set but `enforce_tool_invocation` is false, so it would never apply",
+            ));
+        }
+        let mut next = self.clone();
+        next.policy = state;
+        Ok(next)
+    }
+
+    /// The host settings.
+    pub fn settings(&self) -> &HostSettings {
+        &self.settings
+    }
+
+    /// What the operator set for one MCP server (trust, gateway prefix), looked up
+    /// case-insensitively: set once, in the configuration or on a gateway server.
+    pub fn server_settings(&self, server: &str) -> Option<&ServerSettings> {
+        self.servers.get(lower_key(server).as_ref())
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The inbox settings (the `inbox` section), when the configuration has one.
+    pub fn inbox_settings(&self) -> Option<&crate::observe::InboxSettings> {
+        self.inbox.as_ref()
+    }
+
+    /// The audit settings.
+    pub fn audit_settings(&self) -> &AuditSettings {
+        &self.audit
+    }
+
+    /// The redaction settings.
+    pub fn redaction_settings(&self) -> &RedactionSettings {
+        &self.redaction
+    }
+
+    /// The tenant policy's state.
+    pub fn policy(&self) -> &PolicyState {
+        &self.policy
+    }
+
+    /// An agent profile, looked up case-insensitively.
+    pub fn agent(&self, name: &str) -> Option<&ResolvedAgent> {
+        self.agent_index
+            .get(lower_key(name).as_ref())
+            .and_then(|&i| self.agents.get(i))
+    }
+
+    /// The names of every agent profile, in configuration order.
+    pub fn agent_names(&self) -> impl Iterator<Item = &str> {
+        self.agents.iter().map(|a| a.name.as_str())
+    }
+
+    /// The agent's effective approval mode for a tool (R9, R39): its own non-default
+    /// override, else the declared mode; then the stricter of that and its parent's.
+    pub fn effective_mode(&self, agent: &ResolvedAgent, entry: &Entry) -> ApprovalMode {
+        let mut mode = agent
+            .overrides
+            .get(&entry.key)
+            .copied()
+            .unwrap_or(entry.declared_mode);
+        let mut parent = agent.parent;
+        let mut guard = 0usize;
+        while let Some(p) = parent.and_then(|p| self.agents.get(p)) {
+            guard += 1;
+            if guard > self.agents.len() {
+                // Unreachable for a validated snapshot (cycles are load errors); fail strict.
+                return ApprovalMode::Deny;
+            }
+            let own = p
+                .overrides
+                .get(&entry.key)
+                .copied()
+                .unwrap_or(entry.declared_mode);
+            mode = mode.stricter(own);
+            parent = p.parent;
+        }
+        mode
+    }
+}
+
+#[cfg(test)]
+mod agent_layer_tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_core::{AgentRef, ChannelKind, ToolCall, Verdict};
+
+    use crate::CallView;
+    use crate::config::{Format, load_str};
+
+    const CONFIG: &str = r#"{
+        "approval": {"channel": "interactive"},
+        "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+        "agents": [
+            {"name": "dev", "allowed_tools": ["refund"]},
+            {"name": "worker", "allowed_tools": ["refund"],
+             "approval": {"channel": "inbox", "timeout_secs": 600},
+             "audit": {"include_input": true}},
+            {"name": "sub", "parent": "worker", "allowed_tools": ["refund"],
+             "approval": {"timeout_secs": 900}, "audit": {"include_input": false, "include_output": true}},
+            {"name": "quiet", "allowed_tools": ["refund"], "approval": {"channel": "none"}}
+        ]
+    }"#;
+
+    fn channel_of(gov: &crate::Governance, agent: &str) -> Option<ChannelKind> {
+        let call = ToolCall::new(AgentRef::profile(agent), "refund", json!({}));
+        match gov.decide(CallView::of(&call)).verdict {
+            Verdict::Ask { channel } => Some(channel),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn r26_each_agent_routes_its_asks_to_its_own_channel() {
+        let gov = load_str(CONFIG, Format::Json).unwrap();
+        assert_eq!(channel_of(&gov, "dev"), Some(ChannelKind::Interactive));
+        assert_eq!(channel_of(&gov, "worker"), Some(ChannelKind::Inbox));
+        assert_eq!(
+            channel_of(&gov, "sub"),
+            Some(ChannelKind::Inbox),
+            "inherited"
+        );
+        assert_eq!(channel_of(&gov, "quiet"), None, "refused: no channel");
+    }
+
+    #[test]
+    fn r39_a_subagent_inherits_its_parents_layer_settings_never_looser() {
+        let gov = load_str(CONFIG, Format::Json).unwrap();
+        let worker = gov.agent("worker").unwrap();
+        assert_eq!(worker.approval_timeout, Some(Duration::from_secs(600)));
+        let sub = gov.agent("sub").unwrap();
+        assert_eq!(sub.approval_channel, Some(ChannelKind::Inbox));
+        // Its own 900 s is longer than its parent's: the parent's 600 s stays.
+        assert_eq!(sub.approval_timeout, Some(Duration::from_secs(600)));
+        // It cannot stop recording what its parent records; it may record more.
+        assert_eq!(sub.audit_content, (Some(true), Some(true)));
+        assert_eq!(gov.agent("dev").unwrap().audit_content, (None, None));
+        // The settings survive a round trip through the builder (used on every reload).
+        let again = gov.to_builder().build().unwrap();
+        assert_eq!(
+            again.agent("sub").unwrap().approval_timeout,
+            Some(Duration::from_secs(600))
+        );
+    }
+
+    #[test]
+    fn r39_a_subagent_of_an_agent_without_a_channel_cannot_route_asks() {
+        let e = load_str(
+            r#"{"approval": {"channel": "interactive"},
+                "agents": [{"name": "quiet", "approval": {"channel": "none"}},
+                           {"name": "sub", "parent": "quiet", "approval": {"channel": "inbox"}}]}"#,
+            Format::Json,
+        )
+        .unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert_eq!(e.errors[0].path, "agents[1].approval.channel");
+        let e = load_str(
+            r#"{"agents": [{"name": "a", "approval": {"channel": "pigeon", "timeout_secs": 0},
+                            "audit": {"include_input": "yes"}}]}"#,
+            Format::Json,
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = e.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "agents[0].approval.channel",
+                "agents[0].approval.timeout_secs",
+                "agents[0].audit.include_input"
+            ]
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! Agent profiles as configured and as resolved against their ancestors (R6–R11, R39).
+
+use std::collections::{HashMap, HashSet};
+
+use toolgate_core::names::name_key;
+use toolgate_core::{ApprovalMode, ChannelKind};
+
+/// One agent's profile (SPEC §1, R6–R11, R39).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AgentProfile {
+    /// The profile's name.
+    pub name: String,
+    /// The qualified names the agent may use.
+    pub allowed_tools: Vec<String>,
+    /// Confidential work: tools withheld from it are omitted (R7).
+    pub confidential: bool,
+    /// Runs as a tool of another agent, with no approval channel (R11).
+    pub as_tool: bool,
+    /// Sparse approval overrides by qualified name, in order (R9).
+    pub overrides: Vec<(String, ApprovalMode)>,
+    /// The parent profile (R39).
+    pub parent: Option<String>,
+    /// Where this agent's asks go instead of the host's `approval.channel`
+    /// (`agents[i].approval.channel`); a subagent inherits its parent's.
+    pub approval_channel: Option<ChannelKind>,
+    /// How long this agent's asks wait for a person before they expire
+    /// (`agents[i].approval.timeout_secs`); a subagent's is at most its parent's.
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Whether audit records of this agent's calls carry the redacted input / output
+    /// (`agents[i].audit`), instead of the `audit` section's; a subagent records at least
+    /// what its parent records.
+    pub audit_content: (Option<bool>, Option<bool>),
+}
+
+impl AgentProfile {
+    /// A profile with nothing allowed.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Allows these qualified names.
+    #[must_use]
+    pub fn allow<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_tools.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Marks the agent confidential.
+    #[must_use]
+    pub fn confidential(mut self, yes: bool) -> Self {
+        self.confidential = yes;
+        self
+    }
+
+    /// Marks the agent as running as a tool of another agent.
+    #[must_use]
+    pub fn as_tool(mut self, yes: bool) -> Self {
+        self.as_tool = yes;
+        self
+    }
+
+    /// Adds an approval override for a qualified name (the last for a name wins).
+    #[must_use]
+    pub fn override_mode(mut self, tool: impl Into<String>, mode: ApprovalMode) -> Self {
+        self.overrides.push((tool.into(), mode));
+        self
+    }
+
+    /// Names a parent profile.
+    #[must_use]
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
+    }
+
+    /// Routes this agent's asks to `channel` instead of the host's.
+    #[must_use]
+    pub fn approval_channel(mut self, channel: ChannelKind) -> Self {
+        self.approval_channel = Some(channel);
+        self
+    }
+
+    /// Lets this agent's asks wait at most `timeout` for a person.
+    #[must_use]
+    pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.approval_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether audit records of this agent's calls carry the redacted input and output.
+    #[must_use]
+    pub fn audit_content(mut self, input: bool, output: bool) -> Self {
+        self.audit_content = (Some(input), Some(output));
+        self
+    }
+}
+
+/// An agent profile resolved against its ancestors (R39).
+#[derive(Debug, Clone)]
+pub struct ResolvedAgent {
+    /// The profile's name.
+    pub name: String,
+    pub(super) allowed: HashSet<String>,
+    /// Confidential, itself or through an ancestor.
+    pub confidential: bool,
+    /// Runs as a tool, itself or through an ancestor.
+    pub as_tool: bool,
+    pub(super) overrides: HashMap<String, ApprovalMode>,
+    pub(super) parent: Option<usize>,
+    /// Where its asks go, itself or through an ancestor (`None`: the host's channel).
+    pub approval_channel: Option<ChannelKind>,
+    /// The shortest approval timeout of itself and its ancestors.
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Audit input/output: its own setting, else its parent's; `true` from an ancestor
+    /// cannot be turned off (R39: never looser).
+    pub audit_content: (Option<bool>, Option<bool>),
+}
+
+impl ResolvedAgent {
+    /// Whether a qualified name is allowed (R6, intersected with every ancestor's, R39).
+    pub fn allows(&self, key: &str) -> bool {
+        self.allowed.contains(key)
+    }
+}
+
+/// A subagent's audit flag: its own, else its parent's; an ancestor's `true` stays.
+fn inherit_flag(own: Option<bool>, parent: Option<bool>) -> Option<bool> {
+    match (own, parent) {
+        (_, Some(true)) => Some(true),
+        (Some(v), _) => Some(v),
+        (None, p) => p,
+    }
+}
+
+pub(super) fn resolve_agents(
+    profiles: &[AgentProfile],
+    by_name: &HashMap<String, usize>,
+) -> Vec<ResolvedAgent> {
+    let mut out: Vec<Option<ResolvedAgent>> = vec![None; profiles.len()];
+    // Resolve parents first; chains are acyclic (checked above), so this ends.
+    for i in 0..profiles.len() {
+        let mut chain = vec![i];
+        let mut at = i;
+        while let Some(p) = profiles
+            .get(at)
+            .and_then(|a| a.parent.as_ref())
+            .and_then(|p| by_name.get(&name_key(p)).copied())
+        {
+            if chain.contains(&p) || chain.len() > profiles.len() {
+                break;
+            }
+            chain.push(p);
+            at = p;
+        }
+        for &k in chain.iter().rev() {
+            if out.get(k).is_some_and(Option::is_some) {
+                continue;
+            }
+            let Some(profile) = profiles.get(k) else {
+                continue;
+            };
+            let parent = profile
+                .parent
+                .as_ref()
+                .and_then(|p| by_name.get(&name_key(p)).copied());
+            let parent_resolved = parent.and_then(|p| out.get(p).and_then(Option::as_ref));
+            let mut allowed: HashSet<String> = profile
+                .allowed_tools
+                .iter()
+                .filter(|n| !n.trim().is_empty())
+                .map(|n| name_key(n))
+                .collect();
+            if let Some(pr) = parent_resolved {
+                allowed.retain(|n| pr.allowed.contains(n));
+            }
+            let mut overrides = HashMap::new();
+            for (tool, mode) in &profile.overrides {
+                if tool.trim().is_empty() {
+                    continue; // R9: blank names are ignored
+                }
+                if *mode == ApprovalMode::Default {
+                    // R9: the last entry wins even when it is `default`, which removes it.
+                    overrides.remove(&name_key(tool));
+                } else {
+                    overrides.insert(name_key(tool), *mode);
+                }
+            }
+            let resolved = ResolvedAgent {
+                name: profile.name.clone(),
+                allowed,
+                confidential: profile.confidential
+                    || parent_resolved.is_some_and(|p| p.confidential),
+                as_tool: profile.as_tool || parent_resolved.is_some_and(|p| p.as_tool),
+                overrides,
+                parent,
+                approval_channel: profile
+                    .approval_channel
+                    .or(parent_resolved.and_then(|p| p.approval_channel)),
+                approval_timeout: match (
+                    profile.approval_timeout,
+                    parent_resolved.and_then(|p| p.approval_timeout),
+                ) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+                audit_content: (
+                    inherit_flag(
+                        profile.audit_content.0,
+                        parent_resolved.and_then(|p| p.audit_content.0),
+                    ),
+                    inherit_flag(
+                        profile.audit_content.1,
+                        parent_resolved.and_then(|p| p.audit_content.1),
+                    ),
+                ),
+            };
+            if let Some(slot) = out.get_mut(k) {
+                *slot = Some(resolved);
+            }
+        }
+    }
+    out.into_iter().flatten().collect()
+}

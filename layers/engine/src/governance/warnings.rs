@@ -1,0 +1,202 @@
+//! `check`'s findings: what does not stop a configuration from loading but deserves a look
+//! (R6, R9, R24, R26, R28, R40, R41, R42).
+
+use toolgate_core::names::name_key;
+use toolgate_core::{ApprovalMode, ChannelKind, ToolKind};
+
+use super::posture::trusted;
+use super::{Governance, PolicyState};
+use crate::error::{Warning, index};
+use crate::policy::Effect;
+
+impl Governance {
+    /// Findings that do not stop a configuration from loading (R24, R28, R40).
+    pub fn warnings(&self) -> Vec<Warning> {
+        let mut out = Vec::new();
+        for &i in &self.collisions {
+            let Some(decl) = self.declarations.get(i) else {
+                continue;
+            };
+            let Ok(name) = decl.identity.qualified_name() else {
+                continue;
+            };
+            if let Some(entry) = self.catalog.get(&name) {
+                let who: Vec<String> = entry
+                    .records
+                    .iter()
+                    .map(|r| r.identity().to_string())
+                    .collect();
+                out.push(Warning {
+                    path: index("tools", i),
+                    message: format!(
+                        "collision: `{}` is the qualified name of {}; each aspect takes its strictest value (R24)",
+                        entry.name,
+                        who.join(" and ")
+                    ),
+                });
+            }
+        }
+        for (i, decl) in self.declarations.iter().enumerate() {
+            let id = &decl.identity;
+            let claims_ro = decl
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.read_only_hint == Some(true));
+            if id.kind() == ToolKind::Mcp && claims_ro && !trusted(&self.servers, id.source()) {
+                out.push(Warning {
+                    path: index("tools", i),
+                    message: format!(
+                        "server `{}` is not trusted: the read-only claim of `{}` is recorded but exempts nothing (R28)",
+                        id.source(),
+                        id.name()
+                    ),
+                });
+            }
+        }
+        // R41: a listed name of a prefixed server that does not carry the prefix.
+        for (i, decl) in self.declarations.iter().enumerate() {
+            let id = &decl.identity;
+            if id.kind() != ToolKind::Mcp || decl.listed_name.is_some() {
+                continue;
+            }
+            if let Some(prefix) = self
+                .servers
+                .get(&name_key(id.source()))
+                .and_then(|s| s.tool_prefix.as_deref())
+            {
+                out.push(Warning {
+                    path: format!("{}.name", index("tools", i)),
+                    message: format!(
+                        "`{}` of server `{}` does not start with the gateway prefix `{prefix}` (or is only the prefix), so it keeps its listed name as its own name (R41)",
+                        id.name(),
+                        id.source()
+                    ),
+                });
+            }
+        }
+        // R42: every bypass of the approval decision, once per qualified name.
+        for entry in self.catalog.entries().iter().filter(|e| e.ungoverned) {
+            let reasons: Vec<String> = entry
+                .records
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}: {}",
+                        r.identity(),
+                        r.decl.ungoverned_reason.as_deref().unwrap_or("").trim()
+                    )
+                })
+                .collect();
+            let at = self
+                .declarations
+                .iter()
+                .position(|d| {
+                    d.identity
+                        .qualified_name()
+                        .is_ok_and(|q| name_key(&q) == entry.key)
+                })
+                .map(|i| index("tools", i))
+                .unwrap_or_else(|| String::from("tools"));
+            out.push(Warning {
+                path: at,
+                message: format!(
+                    "`{}` is not governed: no agent-level ask, tenant rule, posture or hook applies to it (R42); {}",
+                    entry.name,
+                    reasons.join("; ")
+                ),
+            });
+        }
+        // R6, R9: names in agent profiles that resolve to no registered tool.
+        for (k, profile) in self.profiles.iter().enumerate() {
+            let at = index("agents", k);
+            for (j, name) in profile.allowed_tools.iter().enumerate() {
+                if !name.trim().is_empty() && self.catalog.get(name).is_none() {
+                    out.push(Warning {
+                        path: index(&format!("{at}.allowed_tools"), j),
+                        message: format!(
+                            "`{name}` names no registered tool, so it exposes nothing until such a tool arrives (R6)"
+                        ),
+                    });
+                }
+            }
+            for (j, (tool, mode)) in profile.overrides.iter().enumerate() {
+                if !tool.trim().is_empty() && self.catalog.get(tool).is_none() {
+                    out.push(Warning {
+                        path: format!("{}.tool", index(&format!("{at}.overrides"), j)),
+                        message: format!(
+                            "the `{mode}` override names `{tool}`, which is no registered tool's qualified name, so it does nothing (R9)"
+                        ),
+                    });
+                }
+            }
+        }
+        // R26: asks that can never be answered.
+        if self.settings.channel == ChannelKind::None {
+            let posture = self.settings.require_approval_for_non_read_only
+                && self.settings.enforce_tool_invocation;
+            let wrapped = self.catalog.entries().iter().find(|e| {
+                !e.ungoverned
+                    && self
+                        .agents
+                        .iter()
+                        .any(|a| self.effective_mode(a, e) == ApprovalMode::RequireApproval)
+            });
+            if posture {
+                out.push(Warning {
+                    path: String::from("approval.channel"),
+                    message: String::from(
+                        "the behaviour posture is on but `approval.channel` is `none`: every call it asks about will be refused `no_approval_channel` (R26)",
+                    ),
+                });
+            } else if let Some(e) = wrapped {
+                out.push(Warning {
+                    path: String::from("approval.channel"),
+                    message: format!(
+                        "`{}` requires approval but `approval.channel` is `none`: such calls will be refused `no_approval_channel` (R26)",
+                        e.name
+                    ),
+                });
+            }
+        }
+        if !self.settings.require_approval_for_non_read_only && !self.exemptions.is_empty() {
+            out.push(Warning {
+                path: String::from("behavior_gating.exemptions"),
+                message: String::from(
+                    "exemptions are set but the behaviour posture is off, so they do nothing",
+                ),
+            });
+        }
+        if let PolicyState::Readable(policy) = &self.policy {
+            for (i, rule) in policy.rules().iter().enumerate() {
+                if rule.effect() == Effect::Allow {
+                    continue;
+                }
+                let path = format!("policy.rules[{i}]");
+                if rule.tool().is_some() || rule.server().is_some() {
+                    let any = self.declarations.iter().any(|d| {
+                        rule.selects(d.identity.kind(), d.identity.name(), d.identity.server())
+                    });
+                    if !any {
+                        out.push(Warning {
+                            path: path.clone(),
+                            message: format!(
+                                "this `{}` rule's selector matches no declared tool; it matters only if a matching tool arrives at runtime (R40)",
+                                rule.effect()
+                            ),
+                        });
+                    }
+                }
+                if rule.has_when() {
+                    out.push(Warning {
+                        path,
+                        message: format!(
+                            "this `{}` rule has `when`: a call whose input lacks those fields does not match it and runs (R40)",
+                            rule.effect()
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,698 @@
+//! Numbers as written: compared exactly in `when` tests (R20) and counted as written in the
+//! input size bound (R36, SPEC §8).
+//!
+//! A `serde_json::Value` cannot hold every JSON number: an integer literal past 64 bits
+//! (`18446744073709551617`) becomes the nearest double, and any literal is re-spelled the
+//! way serde_json writes it (`10000000000000000000000` becomes `1e22`). Turning on
+//! serde_json's `arbitrary_precision` would change `Value` for every crate in a build
+//! (features unify), so the engine keeps the literals beside the value instead:
+//! [`NumberLiterals`] records, by position, every number whose text the value does not
+//! reproduce, and the engine reads those positions from it.
+//!
+//! # Semantics
+//!
+//! - An integer literal (no fraction, no exponent) is an integer of any size, compared
+//!   digit by digit with other integers and exactly with doubles.
+//! - A literal with a fraction or an exponent is the nearest double, as every JSON parser
+//!   reads it; doubles compare as doubles, and with integers exactly.
+//! - A number the value holds (`u64`, `i64`, `f64`) with no literal recorded is that number:
+//!   a call built from a `Value` carries the rounded double, which is also what its tool is
+//!   sent.
+//! - The input size bound counts each number as written.
+//!
+//! Text inputs (the CLI's CALL, [`Policy::from_json_str`](crate::policy::Policy::from_json_str),
+//! JSON configuration) get their literals automatically. A host that parses a model's
+//! arguments itself keeps them with [`parse_with_literals`] and puts the [`NumberLiterals`]
+//! in the call's extensions, where [`CallView::of`](crate::CallView::of) finds them:
+//!
+//! ```
+//! use serde_json::json;
+//! use toolgate_core::{AgentRef, ToolCall};
+//! use toolgate_engine::number::parse_with_literals;
+//!
+//! let (input, literals) = parse_with_literals(r#"{"amount": 18446744073709551617}"#).unwrap();
+//! assert_eq!(input, json!({"amount": 18446744073709551616.0}), "the value rounds");
+//! assert!(!literals.is_empty(), "the literal is kept");
+//! let mut call = ToolCall::new(AgentRef::profile("support"), "refund", input);
+//! call.extensions.insert(literals);
+//! ```
+//!
+//! A literal only applies where the value still holds the number it was read as: a value
+//! changed after parsing falls back to what it holds.
+//!
+//! TOML and YAML configurations cannot carry such integers: their parsers refuse them, so
+//! such a file is malformed, never silently rounded. A policy built from a `Value`
+//! ([`Policy::from_json`](crate::policy::Policy::from_json)) has the value's numbers;
+//! [`Policy::to_json_text`](crate::policy::Policy::to_json_text) writes a policy back with
+//! its literals (what a store keeps).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use serde_json::{Number, Value};
+use toolgate_core::ToolCall;
+
+/// Every number literal of some JSON text whose value does not reproduce it, by position.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NumberLiterals {
+    root: Option<Node>,
+}
+
+/// One position in the literal tree.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Node {
+    /// A number as written, and the double the parser read it as (to tell a changed value).
+    Leaf { text: Box<str>, read: f64 },
+    /// Members of an object that hold literals.
+    Object(HashMap<String, Node>),
+    /// Items of an array that hold literals.
+    Array(HashMap<usize, Node>),
+}
+
+/// A position in the literal tree, or none.
+pub(crate) type Lit<'a> = Option<&'a Node>;
+
+/// The literal tree below an object member.
+pub(crate) fn member<'a>(lit: Lit<'a>, key: &str) -> Lit<'a> {
+    match lit {
+        Some(Node::Object(m)) => m.get(key),
+        _ => None,
+    }
+}
+
+/// The literal tree below an array item.
+pub(crate) fn item(lit: Lit<'_>, index: usize) -> Lit<'_> {
+    match lit {
+        Some(Node::Array(m)) => m.get(&index),
+        _ => None,
+    }
+}
+
+impl NumberLiterals {
+    /// No literals: every number is what the value holds.
+    pub fn none() -> &'static NumberLiterals {
+        static NONE: OnceLock<NumberLiterals> = OnceLock::new();
+        NONE.get_or_init(NumberLiterals::default)
+    }
+
+    /// The literals a call carries in its extensions, or [`NumberLiterals::none`].
+    pub fn of(call: &ToolCall) -> &NumberLiterals {
+        call.extensions
+            .get::<NumberLiterals>()
+            .unwrap_or_else(|| NumberLiterals::none())
+    }
+
+    /// Whether no number needs its literal.
+    pub fn is_empty(&self) -> bool {
+        self.root.is_none()
+    }
+
+    pub(crate) fn root(&self) -> Lit<'_> {
+        self.root.as_ref()
+    }
+
+    /// Scans JSON text that serde_json has already parsed (last duplicate key wins, as it
+    /// does) for number literals the parsed value does not reproduce. Never recurses; stops
+    /// quietly at anything that is not JSON (the literals found so far still only apply
+    /// where the value holds what they were read as).
+    pub fn scan(text: &str) -> Self {
+        Scanner::default().run(text)
+    }
+
+    /// How many bytes the literals add to (or take from) the value's compact form.
+    fn len_delta(&self, value: &Value) -> i128 {
+        let mut delta = 0i128;
+        let mut stack: Vec<(&Node, &Value)> = match &self.root {
+            Some(n) => vec![(n, value)],
+            None => return 0,
+        };
+        while let Some((node, v)) = stack.pop() {
+            match (node, v) {
+                (Node::Leaf { text, read }, Value::Number(n)) if holds(n, *read) => {
+                    delta += len_i128(text.len()) - len_i128(crate::json::number_len(n));
+                }
+                (Node::Object(m), Value::Object(o)) => {
+                    stack.extend(m.iter().filter_map(|(k, c)| o.get(k).map(|cv| (c, cv))));
+                }
+                (Node::Array(m), Value::Array(a)) => {
+                    stack.extend(m.iter().filter_map(|(i, c)| a.get(*i).map(|cv| (c, cv))));
+                }
+                _ => {}
+            }
+        }
+        delta
+    }
+}
+
+fn len_i128(n: usize) -> i128 {
+    i128::try_from(n).unwrap_or(i128::MAX)
+}
+
+/// Whether a value's number is still the one a literal was read as.
+fn holds(n: &Number, read: f64) -> bool {
+    n.as_f64().is_some_and(|f| f == read)
+}
+
+/// Writes a value as compact JSON text with every number as written. Recursion is bounded
+/// by the value's depth, which serde_json's parser limits to 128 for the policies this
+/// writes.
+pub(crate) fn write_text(out: &mut String, value: &Value, lit: Lit<'_>) {
+    match value {
+        Value::Number(n) => match lit {
+            Some(Node::Leaf { text, read }) if holds(n, *read) => out.push_str(text),
+            _ => out.push_str(&n.to_string()),
+        },
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_text(out, v, item(lit, i));
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push(':');
+                write_text(out, v, member(lit, k));
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A value as compact JSON text with every number as written where `literals` records it
+/// (what a store or a printout keeps so that reading it back decides the same).
+pub fn to_text(value: &Value, literals: &NumberLiterals) -> String {
+    let mut out = String::new();
+    write_text(&mut out, value, literals.root());
+    out
+}
+
+/// Parses JSON text into a value and the literals it does not reproduce. Nesting is
+/// bounded by serde_json's recursion limit (128).
+pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    Ok((value, NumberLiterals::scan(text)))
+}
+
+/// The byte length of the compact serialisation with every number as written (SPEC §8),
+/// or `None` once it is past `limit`. Never recurses.
+pub fn compact_len_within(value: &Value, literals: &NumberLiterals, limit: usize) -> Option<usize> {
+    let delta = literals.len_delta(value);
+    // Literals shorter than serde_json's spelling make room: measure that far.
+    let room = usize::try_from(delta.min(0).unsigned_abs()).unwrap_or(usize::MAX);
+    let base = crate::json::compact_len_within(value, limit.saturating_add(room))?;
+    let total = len_i128(base) + delta;
+    usize::try_from(total).ok().filter(|t| *t <= limit)
+}
+
+#[derive(Debug)]
+enum Frame {
+    Object {
+        node: HashMap<String, Node>,
+        key: Option<String>,
+        expect_key: bool,
+    },
+    Array {
+        node: HashMap<usize, Node>,
+        index: usize,
+    },
+}
+
+/// Where a value goes in its parent (`None`: it is the root).
+#[derive(Debug)]
+enum Slot {
+    Key(String),
+    Index(usize),
+}
+
+#[derive(Debug, Default)]
+struct Scanner {
+    stack: Vec<(Frame, Option<Slot>)>,
+    root: Option<Node>,
+}
+
+impl Scanner {
+    fn run(mut self, text: &str) -> NumberLiterals {
+        let bytes = text.as_bytes();
+        let mut i = 0usize;
+        while let Some(&b) = bytes.get(i) {
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | b':' => i += 1,
+                b',' => {
+                    match self.stack.last_mut() {
+                        Some((Frame::Array { index, .. }, _)) => *index += 1,
+                        Some((Frame::Object { expect_key, .. }, _)) => *expect_key = true,
+                        None => break,
+                    }
+                    i += 1;
+                }
+                b'{' | b'[' => {
+                    let slot = self.begin_value();
+                    let frame = if b == b'{' {
+                        Frame::Object {
+                            node: HashMap::new(),
+                            key: None,
+                            expect_key: true,
+                        }
+                    } else {
+                        Frame::Array {
+                            node: HashMap::new(),
+                            index: 0,
+                        }
+                    };
+                    self.stack.push((frame, slot));
+                    i += 1;
+                }
+                b'}' | b']' => {
+                    let Some((frame, slot)) = self.stack.pop() else {
+                        break;
+                    };
+                    let node = match frame {
+                        Frame::Object { node, .. } if !node.is_empty() => Some(Node::Object(node)),
+                        Frame::Array { node, .. } if !node.is_empty() => Some(Node::Array(node)),
+                        _ => None,
+                    };
+                    if let Some(node) = node {
+                        self.put(slot, node);
+                    }
+                    i += 1;
+                }
+                b'"' => {
+                    let Some(end) = string_end(bytes, i) else {
+                        break;
+                    };
+                    let is_key = matches!(
+                        self.stack.last(),
+                        Some((
+                            Frame::Object {
+                                expect_key: true,
+                                ..
+                            },
+                            _
+                        ))
+                    );
+                    if is_key {
+                        let key: Option<String> =
+                            text.get(i..=end).and_then(|s| serde_json::from_str(s).ok());
+                        let Some(key) = key else {
+                            break;
+                        };
+                        if let Some((
+                            Frame::Object {
+                                key: k, expect_key, ..
+                            },
+                            _,
+                        )) = self.stack.last_mut()
+                        {
+                            *k = Some(key);
+                            *expect_key = false;
+                        }
+                    } else {
+                        self.begin_value();
+                    }
+                    i = end + 1;
+                }
+                b'-' | b'0'..=b'9' => {
+                    let start = i;
+                    while bytes.get(i).is_some_and(|c| {
+                        matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                    }) {
+                        i += 1;
+                    }
+                    let slot = self.begin_value();
+                    if let Some(leaf) = text.get(start..i).and_then(leaf) {
+                        self.put(slot, leaf);
+                    }
+                }
+                b't' | b'f' | b'n' => {
+                    self.begin_value();
+                    while bytes.get(i).is_some_and(u8::is_ascii_alphabetic) {
+                        i += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        NumberLiterals { root: self.root }
+    }
+
+    /// A value starts at the current position: a repeated key forgets what its earlier
+    /// value recorded (the last duplicate wins, as in serde_json).
+    fn begin_value(&mut self) -> Option<Slot> {
+        match self.stack.last_mut()? {
+            (Frame::Array { index, .. }, _) => Some(Slot::Index(*index)),
+            (Frame::Object { node, key, .. }, _) => {
+                let k = key.take()?;
+                node.remove(&k);
+                Some(Slot::Key(k))
+            }
+        }
+    }
+
+    fn put(&mut self, slot: Option<Slot>, node: Node) {
+        match (self.stack.last_mut(), slot) {
+            (None, None) => self.root = Some(node),
+            (Some((Frame::Object { node: m, .. }, _)), Some(Slot::Key(k))) => {
+                m.insert(k, node);
+            }
+            (Some((Frame::Array { node: m, .. }, _)), Some(Slot::Index(n))) => {
+                m.insert(n, node);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The index of the closing quote of the string that opens at `start`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    loop {
+        match bytes.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+}
+
+/// A leaf for a literal the parsed number does not reproduce, or `None`.
+fn leaf(text: &str) -> Option<Node> {
+    let integer = !text.contains(['.', 'e', 'E']);
+    // Fast path: a short integer literal is an `i64` serde_json writes back unchanged.
+    if integer && text.len() <= 18 && !text.starts_with("-0") {
+        return None;
+    }
+    let n: Number = serde_json::from_str(text).ok()?;
+    if n.to_string() == text {
+        return None;
+    }
+    Some(Node::Leaf {
+        text: text.into(),
+        read: n.as_f64()?,
+    })
+}
+
+/// A number compared exactly (R20).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Exact {
+    /// An integer within `i128`.
+    Small(i128),
+    /// An integer past `i128`: its sign and decimal digits, no leading zero.
+    Big { negative: bool, digits: Box<str> },
+    /// A double.
+    Double(f64),
+}
+
+impl Exact {
+    /// The number a value holds, or its literal when one is recorded there.
+    pub(crate) fn of(n: &Number, lit: Lit<'_>) -> Option<Self> {
+        if let Some(Node::Leaf { text, read }) = lit
+            && holds(n, *read)
+        {
+            return Self::literal(text, *read);
+        }
+        if let Some(i) = n.as_i64() {
+            return Some(Exact::Small(i128::from(i)));
+        }
+        if let Some(u) = n.as_u64() {
+            return Some(Exact::Small(i128::from(u)));
+        }
+        n.as_f64().filter(|f| f.is_finite()).map(Exact::Double)
+    }
+
+    /// A literal as written; `read` is the double it parses as.
+    fn literal(text: &str, read: f64) -> Option<Self> {
+        if text.contains(['.', 'e', 'E']) {
+            return read.is_finite().then_some(Exact::Double(read));
+        }
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(d) => (true, d),
+            None => (false, text),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(Self::integer(negative, digits))
+    }
+
+    fn integer(negative: bool, digits: &str) -> Self {
+        let digits = digits.trim_start_matches('0');
+        if digits.is_empty() {
+            return Exact::Small(0);
+        }
+        // Every i128 has at most 39 digits; parse those, keep the rest as digits.
+        if digits.len() <= 38
+            && let Ok(v) = digits.parse::<i128>()
+        {
+            return Exact::Small(if negative { -v } else { v });
+        }
+        Exact::Big {
+            negative,
+            digits: digits.into(),
+        }
+    }
+
+    /// Compares two numbers by exact value; `None` only for a NaN, which JSON cannot hold.
+    pub(crate) fn cmp(&self, other: &Exact) -> Option<Ordering> {
+        use Exact::{Big, Double, Small};
+        match (self, other) {
+            (Small(a), Small(b)) => Some(a.cmp(b)),
+            (Double(a), Double(b)) => a.partial_cmp(b),
+            (Small(i), Double(f)) => cmp_int_float(*i, *f),
+            (Double(f), Small(i)) => cmp_int_float(*i, *f).map(Ordering::reverse),
+            (Big { negative, .. }, Small(_)) => Some(sign(*negative)),
+            (Small(_), Big { negative, .. }) => Some(sign(*negative).reverse()),
+            (
+                Big {
+                    negative: n1,
+                    digits: d1,
+                },
+                Big {
+                    negative: n2,
+                    digits: d2,
+                },
+            ) => Some(cmp_big(*n1, d1, *n2, d2)),
+            (Big { negative, digits }, Double(f)) => cmp_big_float(*negative, digits, *f),
+            (Double(f), Big { negative, digits }) => {
+                cmp_big_float(*negative, digits, *f).map(Ordering::reverse)
+            }
+        }
+    }
+}
+
+/// Where an integer past `i128` stands against everything within it.
+fn sign(negative: bool) -> Ordering {
+    if negative {
+        Ordering::Less
+    } else {
+        Ordering::Greater
+    }
+}
+
+fn cmp_magnitude(a: &str, b: &str) -> Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
+fn cmp_big(n1: bool, d1: &str, n2: bool, d2: &str) -> Ordering {
+    match (n1, n2) {
+        (false, true) => Ordering::Greater,
+        (true, false) => Ordering::Less,
+        (false, false) => cmp_magnitude(d1, d2),
+        (true, true) => cmp_magnitude(d2, d1),
+    }
+}
+
+/// An integer past `i128` against a double, exactly: a double that large is an integer,
+/// whose exact decimal digits Rust's formatter writes (`{:.0}` is exact, not shortest).
+fn cmp_big_float(negative: bool, digits: &str, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    if f.is_infinite() {
+        return Some(if f > 0.0 {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        });
+    }
+    if f.abs() < TWO_127 {
+        return Some(sign(negative));
+    }
+    let f_digits = format!("{:.0}", f.abs());
+    Some(cmp_big(negative, digits, f < 0.0, &f_digits))
+}
+
+/// 2^127: doubles at or past it are beyond every `i128`.
+const TWO_127: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+
+/// Compares an integer with a double exactly.
+fn cmp_int_float(i: i128, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    if f >= TWO_127 {
+        return Some(Ordering::Less);
+    }
+    if f < -TWO_127 {
+        return Some(Ordering::Greater);
+    }
+    let whole = f.trunc();
+    // Exact: `whole` is integral and within i128's range.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "integral and in range, checked above"
+    )]
+    let w = whole as i128;
+    match i.cmp(&w) {
+        Ordering::Equal => {
+            let frac = f - whole;
+            Some(if frac > 0.0 {
+                Ordering::Less
+            } else if frac < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            })
+        }
+        other => Some(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn exact(text: &str) -> Exact {
+        let (v, lits) = parse_with_literals(&format!("[{text}]")).unwrap();
+        let n = v[0].as_number().unwrap().clone();
+        Exact::of(&n, item(lits.root(), 0)).unwrap()
+    }
+
+    #[test]
+    fn r20_integers_of_any_size_compare_by_their_digits() {
+        let lt = |a: &str, b: &str| {
+            assert_eq!(exact(a).cmp(&exact(b)), Some(Ordering::Less), "{a} < {b}");
+            assert_eq!(
+                exact(b).cmp(&exact(a)),
+                Some(Ordering::Greater),
+                "{b} > {a}"
+            );
+        };
+        let eq = |a: &str, b: &str| {
+            assert_eq!(exact(a).cmp(&exact(b)), Some(Ordering::Equal), "{a} = {b}")
+        };
+        lt("18446744073709551616", "18446744073709551617");
+        lt("-18446744073709551617", "-18446744073709551616");
+        lt(
+            "170141183460469231731687303715884105727",
+            "170141183460469231731687303715884105728",
+        );
+        lt("-170141183460469231731687303715884105729", "-5");
+        lt(
+            "99999999999999999999999999999999999999999",
+            "100000000000000000000000000000000000000000",
+        );
+        lt(
+            "-100000000000000000000000000000000000000000",
+            "-99999999999999999999999999999999999999999",
+        );
+        eq("18446744073709551617", "18446744073709551617");
+        eq("-0", "0");
+        // Integers against doubles, exactly.
+        lt("18446744073709551616.0", "18446744073709551617");
+        eq("18446744073709551616.0", "18446744073709551616");
+        eq("1e22", "10000000000000000000000");
+        lt("10000000000000000000000", "10000000000000000000001");
+        // The double nearest 1e40 is a little above 10^40.
+        lt("10000000000000000000000000000000000000001", "1e40");
+        eq("1e40", "10000000000000000303786028427003666890752");
+        lt("-1e40", "-10000000000000000000000000000000000000001");
+        lt("1e300", "1e301");
+        lt("123456789012345678901234567890123456789012", "1e300");
+        lt("0.5", "1");
+        lt("-1", "-0.5");
+    }
+
+    #[test]
+    fn r20_literals_follow_their_position_and_the_last_duplicate() {
+        let (v, lits) =
+            parse_with_literals(r#"{"a": [1, 18446744073709551617, {"b": -18446744073709551617}], "c": 18446744073709551617, "c": 2}"#)
+                .unwrap();
+        let a = lits.root();
+        let n = |v: &Value| v.as_number().unwrap().clone();
+        assert_eq!(
+            Exact::of(&n(&v["a"][1]), item(member(a, "a"), 1)),
+            Some(Exact::Small(18_446_744_073_709_551_617))
+        );
+        assert_eq!(
+            Exact::of(&n(&v["a"][2]["b"]), member(item(member(a, "a"), 2), "b")),
+            Some(Exact::Small(-18_446_744_073_709_551_617))
+        );
+        assert_eq!(member(a, "c"), None, "the later `c` wins");
+        assert_eq!(
+            Exact::of(&n(&v["c"]), member(a, "c")),
+            Some(Exact::Small(2))
+        );
+        // A literal no longer applies once the value changed.
+        let lit = item(member(a, "a"), 1);
+        assert_eq!(Exact::of(&Number::from(7), lit), Some(Exact::Small(7)));
+        assert!(
+            NumberLiterals::scan(r#"{"x": [1, 2.5, -3, "1e400", 1e2]}"#)
+                .root()
+                .is_some(),
+            "`1e2` is re-spelled `100.0`"
+        );
+        assert!(
+            NumberLiterals::scan(r#"{"x": [1, 2.5, -3, "10000000000000000000000"]}"#).is_empty()
+        );
+    }
+
+    #[test]
+    fn r20_toml_refuses_integers_past_64_bits_rather_than_rounding_them() {
+        let t = "[[tools]]\nkind = \"http\"\nname = \"echo\"\n[[agents]]\nname = \"dev\"\n\
+                 allowed_tools = [\"echo\"]\n[policy]\n\
+                 rules = [{effect = \"deny\", when = {amount = {gt = 18446744073709551617}}}]\n";
+        let err = crate::config::load_str(t, crate::config::Format::Toml).unwrap_err();
+        assert!(err.to_string().contains("18446744073709551617"), "{err}");
+    }
+
+    #[test]
+    fn r36_numbers_count_as_written() {
+        for text in [
+            r#"{"x":10000000000000000000000}"#,
+            r#"{"x":[1e2,18446744073709551617,-0,0.50]}"#,
+            r#"{"a":{"b":[{"c":1.0E+2}]},"x":"10000000000000000000000"}"#,
+            r#"{"x":1,"x":100000000000000000000000000}"#,
+        ] {
+            let (v, lits) = parse_with_literals(text).unwrap();
+            let want = if text.contains(r#""x":1,"#) {
+                text.len() - r#""x":1,"#.len()
+            } else {
+                text.len()
+            };
+            assert_eq!(
+                compact_len_within(&v, &lits, usize::MAX),
+                Some(want),
+                "{text}"
+            );
+            assert_eq!(compact_len_within(&v, &lits, want), Some(want), "{text}");
+            assert_eq!(compact_len_within(&v, &lits, want - 1), None, "{text}");
+        }
+        let v = json!({"x": 1e22});
+        assert_eq!(
+            compact_len_within(&v, NumberLiterals::none(), 100),
+            Some(serde_json::to_string(&v).unwrap().len())
+        );
+    }
+}

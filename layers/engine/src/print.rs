@@ -1,0 +1,270 @@
+//! The effective configuration of a snapshot, written back as CONFIG (SPEC §7): what
+//! `toolgate config print` shows and what a host saves after changing a snapshot at run
+//! time. Only what differs from a default is written, overrides included: an agent's
+//! override set back to `default` is gone (R9), so the file says only what is in force.
+//!
+//! ```
+//! use toolgate_engine::config::{self, Format};
+//! let gov = config::load_str(r#"{
+//!     "tools": [{"kind": "http", "name": "refund_order"}],
+//!     "agents": [{"name": "support", "allowed_tools": ["refund_order"], "overrides": [
+//!         {"tool": "refund_order", "approval": "require_approval"},
+//!         {"tool": "refund_order", "approval": "default"}
+//!     ]}]
+//! }"#, Format::Json).unwrap();
+//! let v = config::effective(&gov);
+//! assert!(v["agents"][0].get("overrides").is_none(), "the override was set back to default");
+//! let again = config::load_str(&v.to_string(), Format::Json).unwrap();
+//! assert_eq!(config::effective(&again), v);
+//! ```
+
+use serde_json::{Map, Value, json};
+use toolgate_core::names::name_key;
+use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolKind};
+
+use crate::governance::{AgentProfile, Governance, PolicyState};
+use crate::observe::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
+use crate::policy::Limits;
+
+/// The snapshot as a CONFIG value that loads back into an equal snapshot. A stored policy
+/// that cannot be read is left out (it is not configuration).
+pub fn effective(gov: &Governance) -> Value {
+    let s = gov.settings();
+    let mut top = Map::new();
+    top.insert(
+        "enforce_tool_invocation".into(),
+        s.enforce_tool_invocation.into(),
+    );
+    top.insert("air_gapped".into(), s.air_gapped.into());
+    top.insert("approval".into(), json!({ "channel": s.channel.as_str() }));
+
+    let mut gating = Map::new();
+    gating.insert(
+        "require_approval_for_non_read_only".into(),
+        s.require_approval_for_non_read_only.into(),
+    );
+    if !gov.exemptions.is_empty() {
+        let list = gov
+            .exemptions
+            .iter()
+            .map(|e| {
+                let mut o = Map::new();
+                o.insert("tool".into(), e.tool.clone().into());
+                if let Some(server) = &e.server {
+                    o.insert("server".into(), server.clone().into());
+                }
+                o.insert("reason".into(), e.reason.clone().into());
+                Value::Object(o)
+            })
+            .collect();
+        gating.insert("exemptions".into(), Value::Array(list));
+    }
+    top.insert("behavior_gating".into(), Value::Object(gating));
+
+    let mut names: Vec<&String> = gov.servers.keys().collect();
+    names.sort();
+    let mut servers = Map::new();
+    for name in names {
+        let Some(settings) = gov.servers.get(name) else {
+            continue;
+        };
+        let mut o = Map::new();
+        o.insert(
+            "trust_tool_annotations".into(),
+            settings.trust_tool_annotations.into(),
+        );
+        if let Some(p) = &settings.tool_prefix {
+            o.insert("tool_prefix".into(), p.clone().into());
+        }
+        servers.insert(name.clone(), Value::Object(o));
+    }
+    if !servers.is_empty() {
+        top.insert("servers".into(), Value::Object(servers));
+    }
+    top.insert(
+        "tools".into(),
+        Value::Array(gov.declarations.iter().map(tool).collect()),
+    );
+    top.insert(
+        "agents".into(),
+        Value::Array(gov.profiles.iter().map(agent).collect()),
+    );
+    if let PolicyState::Readable(p) = gov.policy()
+        && !(p.is_empty() && p.updated_at().is_none())
+    {
+        top.insert("policy".into(), p.to_json());
+    }
+    top.insert("limits".into(), limits(&s.limits));
+
+    let a = gov.audit_settings();
+    if *a != Default::default() {
+        let mut o = Map::new();
+        if let Some(f) = &a.file {
+            o.insert("file".into(), f.clone().into());
+        }
+        let flush = match a.flush {
+            FlushPolicy::Buffered => "buffered",
+            _ => "every_record",
+        };
+        let failure = match a.on_sink_failure {
+            OnSinkFailure::Log => "log",
+            _ => "refuse",
+        };
+        o.insert("flush".into(), flush.into());
+        o.insert("on_sink_failure".into(), failure.into());
+        o.insert("include_input".into(), a.include_input.into());
+        o.insert("include_output".into(), a.include_output.into());
+        top.insert("audit".into(), Value::Object(o));
+    }
+    if let Some(i) = gov.inbox_settings() {
+        let mut o = Map::new();
+        match &i.store {
+            InboxStoreSetting::Sqlite(path) => o.insert("sqlite".into(), path.clone().into()),
+            InboxStoreSetting::Postgres(url) => o.insert("postgres".into(), url.clone().into()),
+        };
+        if let Some(ttl) = i.ttl {
+            o.insert(
+                "ttl".into(),
+                humantime::format_duration(ttl).to_string().into(),
+            );
+        }
+        if let Some(s) = i.synchronous {
+            let s = match s {
+                InboxSynchronous::Full => "full",
+                InboxSynchronous::Normal => "normal",
+            };
+            o.insert("synchronous".into(), s.into());
+        }
+        top.insert("inbox".into(), Value::Object(o));
+    }
+    let r = gov.redaction_settings();
+    if *r != Default::default() {
+        let mut o = Map::new();
+        o.insert("keys".into(), json!(r.keys));
+        o.insert("patterns".into(), json!(r.patterns));
+        o.insert(
+            "pointers".into(),
+            Value::Array(
+                r.pointers
+                    .iter()
+                    .map(|(tool, pointer)| json!({"tool": tool, "pointer": pointer}))
+                    .collect(),
+            ),
+        );
+        o.insert("scrub_output".into(), r.scrub_output.into());
+        if let Some(n) = r.max_text_bytes {
+            o.insert("max_text_bytes".into(), n.into());
+        }
+        top.insert("redaction".into(), Value::Object(o));
+    }
+    Value::Object(top)
+}
+
+fn tool(d: &ToolDeclaration) -> Value {
+    let id = &d.identity;
+    let mut o = Map::new();
+    match id.kind() {
+        ToolKind::Mcp => {
+            o.insert("server".into(), id.source().into());
+        }
+        ToolKind::Http => {
+            o.insert("kind".into(), "http".into());
+        }
+        _ => {
+            o.insert("toolset".into(), id.source().into());
+        }
+    }
+    // Behind a prefixing gateway the file names the tool as listed (R41).
+    o.insert("name".into(), d.sent_name().into());
+    if let Some(desc) = &d.description {
+        o.insert("description".into(), desc.clone().into());
+    }
+    if d.approval != ApprovalMode::Default {
+        o.insert("approval".into(), d.approval.as_str().into());
+    }
+    if d.network != NetworkScope::None {
+        o.insert("network".into(), d.network.as_str().into());
+    }
+    if let Some(n) = d.network_override {
+        o.insert("network_override".into(), n.as_str().into());
+    }
+    if d.read_only && id.kind() != ToolKind::Mcp {
+        o.insert("read_only".into(), true.into());
+    }
+    if d.confidential {
+        o.insert("confidential".into(), true.into());
+    }
+    if let Some(a) = &d.annotations {
+        let mut ann = Map::new();
+        let mut put = |k: &str, v: Option<bool>| {
+            if let Some(v) = v {
+                ann.insert(k.into(), v.into());
+            }
+        };
+        put("readOnlyHint", a.read_only_hint);
+        put("destructiveHint", a.destructive_hint);
+        put("idempotentHint", a.idempotent_hint);
+        put("openWorldHint", a.open_world_hint);
+        if let Some(t) = &a.title {
+            ann.insert("title".into(), t.clone().into());
+        }
+        o.insert("annotations".into(), Value::Object(ann));
+    }
+    if !d.governed {
+        o.insert("governed".into(), false.into());
+    }
+    if let Some(r) = &d.ungoverned_reason {
+        o.insert("ungoverned_reason".into(), r.clone().into());
+    }
+    Value::Object(o)
+}
+
+fn agent(a: &AgentProfile) -> Value {
+    let mut o = Map::new();
+    o.insert("name".into(), a.name.clone().into());
+    o.insert("allowed_tools".into(), json!(a.allowed_tools));
+    if a.confidential {
+        o.insert("confidential".into(), true.into());
+    }
+    if a.as_tool {
+        o.insert("as_tool".into(), true.into());
+    }
+    if let Some(p) = &a.parent {
+        o.insert("parent".into(), p.clone().into());
+    }
+    // R9: the last entry for a name wins; `default` removes the override. Only what is in
+    // force is written, in the order each name first appeared.
+    let mut order: Vec<String> = Vec::new();
+    let mut last: std::collections::HashMap<String, (&str, ApprovalMode)> = Default::default();
+    for (tool, mode) in &a.overrides {
+        if tool.trim().is_empty() {
+            continue;
+        }
+        let key = name_key(tool);
+        if !last.contains_key(&key) {
+            order.push(key.clone());
+        }
+        last.insert(key, (tool.as_str(), *mode));
+    }
+    let overrides: Vec<Value> = order
+        .iter()
+        .filter_map(|k| last.get(k))
+        .filter(|(_, mode)| *mode != ApprovalMode::Default)
+        .map(|(tool, mode)| json!({"tool": tool, "approval": mode.as_str()}))
+        .collect();
+    if !overrides.is_empty() {
+        o.insert("overrides".into(), Value::Array(overrides));
+    }
+    Value::Object(o)
+}
+
+fn limits(l: &Limits) -> Value {
+    json!({
+        "tool_rules": l.tool_rules,
+        "tool_rule_field_chars": l.tool_rule_field_chars,
+        "tool_rule_text_chars": l.tool_rule_text_chars,
+        "max_input_bytes": l.max_input_bytes,
+        "max_input_depth": l.max_input_depth,
+        "regex_size_limit": l.regex_size_limit,
+    })
+}
