@@ -235,7 +235,10 @@ async fn r34_mcp_and_http_tools_are_extensions_and_matched_rules_are_recorded() 
 async fn seed000_the_declared_network_scope_is_kept_beside_the_effective_one() {
     let h = Harness::new();
     let (response, span) = h.span_of(&h.stack(), "lookup", json!({})).await;
-    assert!(matches!(response, ToolResponse::Completed(_)), "{response:?}");
+    assert!(
+        matches!(response, ToolResponse::Completed(_)),
+        "{response:?}"
+    );
     assert_attr(&span, attr::TOOLGATE_TOOL_NETWORK_DECLARED, "egress");
     assert_attr(&span, attr::TOOLGATE_TOOL_NETWORK_EFFECTIVE, "incidental");
 }
