@@ -305,7 +305,10 @@ mod tests {
 
     #[test]
     fn r19_reversed_trie_finds_suffixes() {
-        let t = trie(&[("_order", 0), ("order", 1), ("r", 2), ("_orders", 3)], true);
+        let t = trie(
+            &[("_order", 0), ("order", 1), ("r", 2), ("_orders", 3)],
+            true,
+        );
         assert_eq!(suffixes(&t, "refund_order"), [2, 1, 0]);
         assert_eq!(suffixes(&t, "reorder"), [2, 1]);
         assert_eq!(suffixes(&t, "refund_orders"), [3]);
@@ -355,7 +358,11 @@ mod tests {
         assert_eq!(t.nodes.len(), 5);
         assert_eq!(t.labels.len(), 4);
         assert_eq!(t.targets.len(), 4);
-        assert_eq!(t.rules, [0, 1, 2], "rules grouped by node, nodes in creation order");
+        assert_eq!(
+            t.rules,
+            [0, 1, 2],
+            "rules grouped by node, nodes in creation order"
+        );
     }
 
     fn index(rules: serde_json::Value) -> (Index, super::super::Policy) {

@@ -2,8 +2,8 @@
 //!
 //! A policy is parsed and validated whole, compiled once into an index (exact names hashed,
 //! `*` patterns in byte tries by their literal prefix or suffix, `when` paths pre-split; see
-//! `index.rs`), and
-//! evaluated strictest-wins: `deny`, then `ask`, then `allow`, then the policy `default`.
+//! `index.rs`), and evaluated strictest-wins: `deny`, then `ask`, then `allow`, then the
+//! policy `default`.
 //!
 //! ```
 //! use serde_json::json;
