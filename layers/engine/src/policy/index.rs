@@ -136,7 +136,7 @@ fn get_exact<'m>(map: &'m ExactMap, name: &str) -> Option<&'m [usize]> {
 /// (labels sorted), the rules ending at it `rules[ends]`. Node 0 is the root; an empty trie
 /// has no nodes.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Trie {
+struct Trie {
     nodes: Vec<Node>,
     labels: Vec<u8>,
     targets: Vec<usize>,
@@ -155,7 +155,7 @@ impl Trie {
     /// Calls `f` with the rules of every key that is a prefix of `name` (the empty key
     /// included), shortest key first, following `name`'s bytes ASCII-lower-cased and
     /// stopping at the first byte with no edge.
-    pub(super) fn walk(&self, name: impl Iterator<Item = u8>, f: &mut impl FnMut(usize)) {
+    fn walk(&self, name: impl Iterator<Item = u8>, f: &mut impl FnMut(usize)) {
         let Some(mut node) = self.nodes.first() else {
             return;
         };
