@@ -404,4 +404,81 @@ mod tests {
         assert_eq!(ix.candidates("delete", None), [5, 8, 9, 10, 11]);
         assert_eq!(ix.candidates("cx", Some("gitlab")), [3, 7, 8, 9, 10, 11]);
     }
+
+    #[test]
+    fn r16_r18_index_agrees_with_the_loop_on_overlapping_literals() {
+        use super::super::{Effect, Subject};
+        use toolgate_core::ToolKind;
+        let literals = ["", "a", "ab", "abc", "B", "bc", "cab", "é", "É", "aé"];
+        let effects = ["allow", "ask", "deny"];
+        let mut rules = Vec::new();
+        for (n, lit) in literals.iter().enumerate() {
+            // A blank exact name is refused (R22): `*` stands in for it.
+            let exact = if lit.is_empty() { "*" } else { lit };
+            for (k, sel) in [
+                serde_json::json!({ "tool": exact }),
+                serde_json::json!({ "tool": format!("{lit}*") }),
+                serde_json::json!({ "tool": format!("*{lit}") }),
+                serde_json::json!({ "tool": format!("{lit}*{lit}") }),
+                serde_json::json!({ "server": exact }),
+                serde_json::json!({ "server": format!("{lit}*"), "tool": "*c" }),
+                serde_json::json!({ "server": format!("*{lit}") }),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut rule = sel;
+                // The rules of the empty literal match (almost) everything: they only allow.
+                let effect = if lit.is_empty() {
+                    "allow"
+                } else {
+                    effects[(n + k) % 3]
+                };
+                rule["effect"] = serde_json::json!(effect);
+                // Every rule twice, so ties between equal effects are decided by order.
+                rules.push(rule.clone());
+                rules.push(rule);
+            }
+        }
+        let limits = super::super::Limits {
+            tool_rules: rules.len(),
+            ..Default::default()
+        };
+        let p = super::super::Policy::from_json(&serde_json::json!({ "rules": rules }), &limits)
+            .unwrap();
+        let names = [
+            "", "a", "A", "ab", "AB", "abc", "abcab", "b", "bc", "cab", "xbc", "é", "É", "aé",
+            "aÉ", "éab", "abé", "x",
+        ];
+        let mut decided = [0; 3];
+        for tool in names {
+            for server in names.iter().map(|s| Some(*s)).chain([None]) {
+                let kind = if server.is_some() {
+                    ToolKind::Mcp
+                } else {
+                    ToolKind::Http
+                };
+                let s = Subject {
+                    kind,
+                    tool,
+                    server,
+                    agent: "a",
+                };
+                let input = serde_json::json!({});
+                let got = p.evaluate(&s, &input);
+                assert_eq!(got, p.evaluate_naive(&s, &input), "{tool:?} on {server:?}");
+                if let Some(e) = got.effect {
+                    decided[match e {
+                        Effect::Allow => 0,
+                        Effect::Ask => 1,
+                        Effect::Deny => 2,
+                    }] += 1;
+                }
+            }
+        }
+        assert!(
+            decided.iter().all(|&n| n > 0),
+            "every effect decides somewhere: {decided:?}"
+        );
+    }
 }
