@@ -132,9 +132,9 @@ fn get_exact<'m>(map: &'m ExactMap, name: &str) -> Option<&'m [usize]> {
     map.get(name).map(Vec::as_slice)
 }
 
-/// A byte trie, flattened: node `n`'s children are `labels[edges]` / `targets[edges]`
-/// (labels sorted), the rules ending at it `rules[ends]`. Node 0 is the root; an empty trie
-/// has no nodes.
+/// A byte trie, flattened: a node's children are `labels[edges_start..edges_end]` (sorted)
+/// leading to the nodes at the same positions of `targets`, and the rules whose key ends at
+/// it are `rules[rules_start..rules_end]`. Node 0 is the root; an empty trie has no nodes.
 #[derive(Debug, Clone, Default)]
 struct Trie {
     nodes: Vec<Node>,
