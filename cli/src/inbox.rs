@@ -1,9 +1,13 @@
-//! `toolgate inbox …` and `toolgate policy …`: held calls and the stored tenant policy in an
-//! inbox database (SPEC R22, R26).
+//! `toolgate inbox …` and `toolgate policy …`: held calls, their sessions and turns, and the
+//! stored tenant policy in an inbox database (SPEC R22, R26, R43).
+//!
+//! Every command finds its inbox with `--db PATH` (SQLite), `--pg-url URL` (PostgreSQL), the
+//! `inbox` section of `--config FILE`, or else `TOOLGATE_PG_URL`.
 //!
 //! Exit codes: 0 success; 1 a refused answer (an id the inbox did not issue, a call already
-//! decided or expired, an idempotency key that answered the other way) or a refused policy
-//! (the stored one is unchanged); 2 a usage error, a held call `show` cannot find, or a
+//! decided or expired, an idempotency key that answered the other way), a refused policy
+//! (the stored one is unchanged), or a stored policy `policy get` cannot read (R22, seed
+//! 002: `put` a corrected one); 2 a usage error, a held call `show` cannot find, or a
 //! database that cannot be opened or read.
 
 use std::fmt::Write as _;
@@ -12,51 +16,74 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Subcommand;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use toolgate_engine::config::{self, Format};
-use toolgate_engine::policy::Limits;
+use toolgate_engine::observe::{InboxStoreSetting, InboxSynchronous};
+use toolgate_engine::policy::{Limits, Policy};
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
-    SqliteOptions, State, Timestamp, ask_source_text, put_policy_text,
+    SqliteOptions, State, Synchronous, Timestamp, ask_source_text, put_policy_text,
 };
+use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
+
+/// Where the inbox is: `--db PATH` (SQLite), `--pg-url URL` (PostgreSQL), or the `inbox`
+/// section of `--config FILE`; with none of them, the URL in `TOOLGATE_PG_URL`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StoreArgs {
+    /// The inbox database file (SQLite).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// A PostgreSQL inbox (default: `TOOLGATE_PG_URL` when neither `--db` nor `--config`
+    /// names a store).
+    #[arg(long = "pg-url", value_name = "URL")]
+    pg_url: Option<String>,
+    /// A configuration whose `inbox` section names the store (and whose `limits` a policy
+    /// is validated under).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum InboxCommand {
     /// List held calls, oldest first.
     List {
-        /// The inbox database file.
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Only calls in this state (pending, approved, denied, expired, cancelled, claimed,
         /// done, failed, unknown).
         #[arg(long)]
         state: Option<String>,
+        /// Only calls held in this session (R43), a subagent's included.
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Show one held call: the tool, the full input, every reason, its age and state.
+    /// Show one held call: the approval interaction (prompt, tool, every reason, the full
+    /// input), its session and turn, its age and state.
     Show {
         /// The interaction id.
         id: String,
-        /// The inbox database file.
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Approve one held call. The same idempotency key twice is one approval.
+    /// Approve one held call. Without an idempotency key the answer is its own; the same
+    /// key twice is one approval.
     Approve {
         /// The interaction id.
         id: String,
-        /// The inbox database file.
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Makes the answer idempotent: repeating it with the same key is one answer.
         #[arg(long = "idempotency-key", value_name = "KEY")]
-        idempotency_key: String,
+        idempotency_key: Option<String>,
         /// Who approves.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
@@ -68,18 +95,29 @@ pub(crate) enum InboxCommand {
     Deny {
         /// The interaction id.
         id: String,
-        /// The inbox database file.
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Who denies.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
         /// Why (shown to the agent).
         #[arg(long)]
         reason: Option<String>,
-        /// Makes the answer idempotent (a fresh key when not given).
+        /// Makes the answer idempotent: repeating it with the same key is one answer.
         #[arg(long = "idempotency-key", value_name = "KEY")]
         idempotency_key: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a turn: each of its pending held calls ends `cancelled` (R43).
+    CancelTurn {
+        /// The session.
+        session: String,
+        /// The turn.
+        turn: String,
+        #[command(flatten)]
+        store: StoreArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -88,23 +126,18 @@ pub(crate) enum InboxCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum PolicyCommand {
-    /// Print the stored tenant policy with its `updatedAt` (what `put` takes back).
+    /// Print the stored tenant policy with its `updatedAt` (what `put` takes back). A stored
+    /// policy that cannot be read is not printed (exit 1): `put` a corrected one.
     Get {
-        /// The inbox database file.
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Validate a policy and replace the stored one whole; a refused policy changes nothing.
     Put {
-        /// The inbox database file (created when missing).
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// The policy file (`-` or nothing for standard input).
         file: Option<String>,
-        /// A configuration whose `limits` the policy is validated under (default limits
-        /// otherwise).
-        #[arg(long)]
-        config: Option<PathBuf>,
     },
 }
 
@@ -112,12 +145,84 @@ type Outcome = Result<ExitCode, String>;
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .map_err(|e| format!("cannot start: {e}"))
 }
 
-fn open(db: &Path, create: bool) -> Result<SqliteInbox, String> {
-    SqliteInbox::open(db, SqliteOptions::default().create(create)).map_err(|e| e.to_string())
+/// The configuration given with `--config`, loaded.
+fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    config::load_str(&text, Format::from_path(path))
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))
+}
+
+impl StoreArgs {
+    /// The limits a policy is validated under: the configuration's, or the defaults.
+    fn limits(&self) -> Result<Limits, String> {
+        match &self.config {
+            Some(path) => Ok(load_config(path)?.settings().limits),
+            None => Ok(Limits::default()),
+        }
+    }
+
+    /// Opens the store: `--db`, `--pg-url`, `--config`'s `inbox`, then `TOOLGATE_PG_URL`.
+    /// `create`: a missing SQLite file is created (for `policy put`).
+    async fn open(&self, create: bool) -> Result<Arc<dyn InboxStore>, String> {
+        if self.db.is_some() && self.pg_url.is_some() {
+            return Err(String::from("give `--db` or `--pg-url`, not both"));
+        }
+        let mut synchronous = None;
+        let target = if let Some(db) = &self.db {
+            Target::Sqlite(db.clone())
+        } else if let Some(url) = &self.pg_url {
+            Target::Postgres(url.clone())
+        } else if let Some(path) = &self.config {
+            let gov = load_config(path)?;
+            let Some(inbox) = gov.inbox_settings() else {
+                return Err(format!(
+                    "the configuration `{}` has no `inbox` section; give `--db PATH` or `--pg-url URL`",
+                    path.display()
+                ));
+            };
+            synchronous = inbox.synchronous;
+            match &inbox.store {
+                InboxStoreSetting::Sqlite(p) => Target::Sqlite(PathBuf::from(p)),
+                InboxStoreSetting::Postgres(u) => Target::Postgres(u.clone()),
+            }
+        } else if let Some(url) = std::env::var("TOOLGATE_PG_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        {
+            Target::Postgres(url)
+        } else {
+            return Err(String::from(
+                "no inbox given: `--db PATH`, `--pg-url URL`, `--config FILE` with an `inbox` section, or `TOOLGATE_PG_URL`",
+            ));
+        };
+        match target {
+            Target::Sqlite(path) => {
+                let mut options = SqliteOptions::default().create(create);
+                if synchronous == Some(InboxSynchronous::Full) {
+                    options = options.synchronous(Synchronous::Full);
+                }
+                let store = SqliteInbox::open(&path, options).map_err(|e| e.to_string())?;
+                Ok(Arc::new(store))
+            }
+            Target::Postgres(url) => {
+                let store = PostgresInbox::connect(&url, PostgresOptions::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Arc::new(store))
+            }
+        }
+    }
+}
+
+enum Target {
+    Sqlite(PathBuf),
+    Postgres(String),
 }
 
 fn print_json(v: &Value) {
@@ -146,45 +251,64 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
     let rt = runtime()?;
     rt.block_on(async move {
         match command {
-            InboxCommand::List { db, state, json } => list(&open(&db, false)?, state, json).await,
-            InboxCommand::Show { id, db, json } => show(&open(&db, false)?, &id, json).await,
+            InboxCommand::List {
+                store,
+                state,
+                session,
+                json,
+            } => list(&*store.open(false).await?, state, session, json).await,
+            InboxCommand::Show { id, store, json } => {
+                show(&*store.open(false).await?, &id, json).await
+            }
             InboxCommand::Approve {
                 id,
-                db,
+                store,
                 idempotency_key,
                 approver,
                 json,
             } => {
-                let answer = Answer::approve(idempotency_key, approver);
-                answer_cmd(&open(&db, false)?, &id, answer, json).await
+                let mut answer = Answer::approved_by(approver);
+                answer.idempotency_key = idempotency_key;
+                answer_cmd(&*store.open(false).await?, &id, answer, json).await
             }
             InboxCommand::Deny {
                 id,
-                db,
+                store,
                 approver,
                 reason,
                 idempotency_key,
                 json,
             } => {
-                let key = match idempotency_key {
-                    Some(k) => k,
-                    None => fresh_key()?,
-                };
-                let answer = Answer::deny(key, approver, reason);
-                answer_cmd(&open(&db, false)?, &id, answer, json).await
+                let mut answer = Answer::denied_by(approver, reason);
+                answer.idempotency_key = idempotency_key;
+                answer_cmd(&*store.open(false).await?, &id, answer, json).await
+            }
+            InboxCommand::CancelTurn {
+                session,
+                turn,
+                store,
+                json,
+            } => {
+                let store = store.open(false).await?;
+                let ids = store
+                    .cancel_turn(&session, &turn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if json {
+                    print_json(&json!({"session": session, "turn": turn, "cancelled": ids}));
+                } else if ids.is_empty() {
+                    println!(
+                        "turn `{turn}` of session `{session}` has no pending held call; nothing changed"
+                    );
+                } else {
+                    for id in &ids {
+                        println!("{id} cancelled");
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
             }
         }
     })
-}
-
-fn fresh_key() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("cannot make an idempotency key: {e}"))?;
-    let mut s = String::from("deny-");
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    Ok(s)
 }
 
 fn summary_json(r: &HeldRecord, now: Timestamp) -> Value {
@@ -198,10 +322,18 @@ fn summary_json(r: &HeldRecord, now: Timestamp) -> Value {
         "expires_at": r.call.expires_at.to_string(),
         "age_seconds": r.call.created_at.age(now).as_secs(),
         "reasons": r.call.reasons.iter().map(|a| a.reason.clone()).collect::<Vec<_>>(),
+        "session": r.call.turn.as_ref().map(|t| t.session.clone()),
+        "turn": r.call.turn.as_ref().map(|t| t.turn.clone()),
+        "prompt": r.interaction().prompt,
     })
 }
 
-async fn list(store: &SqliteInbox, state: Option<String>, json: bool) -> Outcome {
+async fn list(
+    store: &dyn InboxStore,
+    state: Option<String>,
+    session: Option<String>,
+    json: bool,
+) -> Outcome {
     let state = match state {
         Some(s) => Some(State::parse(&s).ok_or_else(|| {
             format!(
@@ -211,7 +343,17 @@ async fn list(store: &SqliteInbox, state: Option<String>, json: bool) -> Outcome
         })?),
         None => None,
     };
-    let records = store.list(state).await.map_err(|e| e.to_string())?;
+    let records = match &session {
+        Some(session) => {
+            let mut all = store
+                .session_calls(session, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            all.retain(|r| state.is_none_or(|s| r.state == s));
+            all
+        }
+        None => store.list(state).await.map_err(|e| e.to_string())?,
+    };
     let now = Timestamp::now();
     if json {
         print_json(&Value::Array(
@@ -253,6 +395,7 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
     let mut v = summary_json(r, now);
     if let Some(map) = v.as_object_mut() {
         map.insert("call_id".into(), json!(r.call.call_id));
+        map.insert("interaction".into(), r.interaction().to_json());
         map.insert(
             "identities".into(),
             Value::Array(
@@ -305,8 +448,15 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
 fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     let mut s = String::new();
     let c = &r.call;
+    let shown = r.interaction();
+    let _ = writeln!(s, "{}", shown.prompt);
     let _ = writeln!(s, "interaction:  {}", r.id());
     let _ = writeln!(s, "state:        {}", r.state);
+    let _ = writeln!(s, "as:           {} (the model's name)", shown.model_name);
+    if let Some(t) = &c.turn {
+        let _ = writeln!(s, "session:      {}", t.session);
+        let _ = writeln!(s, "turn:         {}", t.turn);
+    }
     let ids = c
         .identities
         .iter()
@@ -375,7 +525,7 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     s
 }
 
-async fn show(store: &SqliteInbox, id: &str, json: bool) -> Outcome {
+async fn show(store: &dyn InboxStore, id: &str, json: bool) -> Outcome {
     let Some(r) = store.get(id).await.map_err(|e| e.to_string())? else {
         return Err(format!("no held call `{id}` in this inbox"));
     };
@@ -399,7 +549,7 @@ fn receipt_json(r: &AnswerReceipt) -> Value {
     })
 }
 
-async fn answer_cmd(store: &SqliteInbox, id: &str, answer: Answer, json: bool) -> Outcome {
+async fn answer_cmd(store: &dyn InboxStore, id: &str, answer: Answer, json: bool) -> Outcome {
     match store.answer(id, answer).await {
         Ok(r) => {
             if json {
@@ -430,19 +580,34 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
     let rt = runtime()?;
     rt.block_on(async move {
         match command {
-            PolicyCommand::Get { db } => {
-                let store = open(&db, false)?;
+            PolicyCommand::Get { store } => {
+                let limits = store.limits()?;
+                let store = store.open(false).await?;
                 match store.get_policy().await.map_err(|e| e.to_string())? {
                     None => {
                         eprintln!("toolgate: no policy is stored; this is the empty policy");
                         print_json(&json!({"default": "allow", "rules": []}));
                     }
-                    Some(stored) => print_policy(&stored)
-                        .map_err(|e| format!("the stored policy cannot be read: {e}"))?,
+                    Some(stored) => {
+                        // A stored policy that cannot be read is not printed: what `get`
+                        // prints, `put` must take back (seed 002 answers 409 here).
+                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
+                            eprintln!(
+                                "toolgate: the stored policy (updated {}) cannot be read, so it is not printed; every mcp and http call is refused `policy_unreadable` until a corrected policy is stored with `toolgate policy put`:",
+                                stored.updated_at
+                            );
+                            for e in &errs.errors {
+                                eprintln!("error: {e}");
+                            }
+                            return Ok(ExitCode::from(1));
+                        }
+                        print_policy(&stored)
+                            .map_err(|e| format!("the stored policy cannot be read: {e}"))?;
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            PolicyCommand::Put { db, file, config } => {
+            PolicyCommand::Put { store, file } => {
                 let text = match file.as_deref() {
                     None | Some("-") => {
                         let mut s = String::new();
@@ -454,18 +619,9 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                     Some(path) => std::fs::read_to_string(path)
                         .map_err(|e| format!("cannot read `{path}`: {e}"))?,
                 };
-                let limits = match config {
-                    Some(path) => {
-                        let cfg = std::fs::read_to_string(&path)
-                            .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-                        config::builder_from_str(&cfg, Format::from_path(&path))
-                            .map_err(|e| format!("the configuration does not load:\n{e}"))?
-                            .current_limits()
-                    }
-                    None => Limits::default(),
-                };
-                let store = open(&db, true)?;
-                match put_policy_text(&store, &text, &limits).await {
+                let limits = store.limits()?;
+                let store = store.open(true).await?;
+                match put_policy_text(&*store, &text, &limits).await {
                     Ok(stored) => {
                         print_policy(&stored)?;
                         Ok(ExitCode::SUCCESS)

@@ -56,6 +56,9 @@ enum Command {
         json: bool,
     },
     /// Decide one call: run, ask, or refused.
+    ///
+    /// CALL is SPEC §7's JSON. A subagent's `agent` id must come from the host, never from
+    /// the model; one naming another profile than `profile` is refused `not_allowed`.
     Decide {
         /// The configuration file.
         config: PathBuf,

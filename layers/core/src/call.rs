@@ -53,6 +53,11 @@ impl AgentRef {
     }
 
     /// A subagent with its own id running under `profile`.
+    ///
+    /// The id must come from the host (the agent framework that spawned the subagent), never
+    /// from the model: tenant rules' `agent` patterns match it (R19). An id that is the name
+    /// of another agent profile is refused `not_allowed`, so it can never take that
+    /// profile's rules by accident (SPEC §8).
     pub fn subagent(profile: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
             profile: profile.into(),
@@ -63,6 +68,44 @@ impl AgentRef {
     /// The name that tenant rules' `agent` patterns match (R19).
     pub fn rule_name(&self) -> &str {
         self.subagent.as_deref().unwrap_or(&self.profile)
+    }
+}
+
+/// The session and the turn a call belongs to (R43, seed 002).
+///
+/// A turn is paused while any call held in it is unanswered, and goes on when every one is
+/// answered. A subagent's call carries its **parent's** session and turn (its held call
+/// pauses the parent's turn and is answered on the parent's session, with the subagent's id
+/// as `agent`); a subagent that runs in a session of its own (a flow agent) carries its own.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_core::{AgentRef, ToolCall, Turn};
+/// let call = ToolCall::new(AgentRef::subagent("support", "researcher"), "refund", json!({}))
+///     .in_turn("sess-1", "turn-3");
+/// assert_eq!(call.turn, Some(Turn::new("sess-1", "turn-3")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Turn {
+    /// The session's id.
+    pub session: String,
+    /// The turn's id within the session.
+    pub turn: String,
+}
+
+impl Turn {
+    /// The turn `turn` of session `session`.
+    pub fn new(session: impl Into<String>, turn: impl Into<String>) -> Self {
+        Self {
+            session: session.into(),
+            turn: turn.into(),
+        }
+    }
+}
+
+impl fmt::Display for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} / {}", self.session, self.turn)
     }
 }
 
@@ -204,6 +247,8 @@ pub struct ToolCall {
     pub input: serde_json::Value,
     /// The run's settings.
     pub run: RunContext,
+    /// The session and turn the call belongs to, when the host has sessions (R43).
+    pub turn: Option<Turn>,
     /// Data layers pass inward (the pinned configuration snapshot, for one).
     pub extensions: Extensions,
 }
@@ -217,6 +262,7 @@ impl ToolCall {
             agent,
             input,
             run: RunContext::default(),
+            turn: None,
             extensions: Extensions::new(),
         }
     }
@@ -229,6 +275,7 @@ impl ToolCall {
             agent,
             input,
             run: RunContext::default(),
+            turn: None,
             extensions: Extensions::new(),
         }
     }
@@ -237,6 +284,21 @@ impl ToolCall {
     #[must_use]
     pub fn with_id(mut self, id: CallId) -> Self {
         self.id = id;
+        self
+    }
+
+    /// Places the call in turn `turn` of session `session` (R43). A subagent's call takes
+    /// its parent's session and turn, unless the subagent runs in a session of its own.
+    #[must_use]
+    pub fn in_turn(mut self, session: impl Into<String>, turn: impl Into<String>) -> Self {
+        self.turn = Some(Turn::new(session, turn));
+        self
+    }
+
+    /// Sets (or clears) the call's session and turn.
+    #[must_use]
+    pub fn with_turn(mut self, turn: Option<Turn>) -> Self {
+        self.turn = turn;
         self
     }
 

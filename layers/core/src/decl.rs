@@ -97,6 +97,24 @@ impl ToolIdentity {
         &self.name
     }
 
+    /// The prompt of an approval interaction about this tool (R43, seed 002):
+    /// `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise, naming the tool's
+    /// **own** name (R41: never the name a gateway listed it under, never the wire name).
+    /// Every channel shows this one text.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// assert_eq!(ToolIdentity::mcp("github", "create_issue").approval_prompt(), "Approve github / create_issue?");
+    /// assert_eq!(ToolIdentity::http("refund").approval_prompt(), "Approve refund?");
+    /// assert_eq!(ToolIdentity::toolset("coding", "write").approval_prompt(), "Approve write?");
+    /// ```
+    pub fn approval_prompt(&self) -> String {
+        match self.kind {
+            ToolKind::Mcp => format!("Approve {} / {}?", self.source, self.name),
+            ToolKind::Local | ToolKind::Http => format!("Approve {}?", self.name),
+        }
+    }
+
     /// The qualified (wire) name (R1).
     pub fn qualified_name(&self) -> Result<String, NameError> {
         match self.kind {

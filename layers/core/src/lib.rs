@@ -17,16 +17,18 @@
 mod call;
 mod decision;
 mod decl;
+mod interaction;
 pub mod names;
 mod record;
 mod response;
 
-pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef};
+pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef, Turn};
 pub use decision::{
     Ask, AskSource, ChannelKind, Check, Decision, MatchedRule, Refusal, RefusalCode, Verdict,
 };
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
 };
+pub use interaction::Interaction;
 pub use record::{DecisionNote, DecisionSink, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};

@@ -71,6 +71,7 @@ const TOP: &[&str] = &[
     "limits",
     "audit",
     "redaction",
+    "inbox",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -249,6 +250,11 @@ pub fn read_with_literals(
     }
     if let Some(v) = top.raw("audit", &mut errs) {
         b = b.audit(crate::observe::read_audit(v, &mut errs));
+    }
+    if let Some(v) = top.raw("inbox", &mut errs)
+        && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
+    {
+        b = b.inbox(inbox);
     }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;

@@ -23,7 +23,7 @@ use toolgate_core::names::name_key;
 use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolKind};
 
 use crate::governance::{AgentProfile, Governance, PolicyState};
-use crate::observe::{FlushPolicy, OnSinkFailure};
+use crate::observe::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
 use crate::policy::Limits;
 
 /// The snapshot as a CONFIG value that loads back into an equal snapshot. A stored policy
@@ -115,6 +115,27 @@ pub fn effective(gov: &Governance) -> Value {
         o.insert("include_input".into(), a.include_input.into());
         o.insert("include_output".into(), a.include_output.into());
         top.insert("audit".into(), Value::Object(o));
+    }
+    if let Some(i) = gov.inbox_settings() {
+        let mut o = Map::new();
+        match &i.store {
+            InboxStoreSetting::Sqlite(path) => o.insert("sqlite".into(), path.clone().into()),
+            InboxStoreSetting::Postgres(url) => o.insert("postgres".into(), url.clone().into()),
+        };
+        if let Some(ttl) = i.ttl {
+            o.insert(
+                "ttl".into(),
+                humantime::format_duration(ttl).to_string().into(),
+            );
+        }
+        if let Some(s) = i.synchronous {
+            let s = match s {
+                InboxSynchronous::Full => "full",
+                InboxSynchronous::Normal => "normal",
+            };
+            o.insert("synchronous".into(), s.into());
+        }
+        top.insert("inbox".into(), Value::Object(o));
     }
     let r = gov.redaction_settings();
     if *r != Default::default() {

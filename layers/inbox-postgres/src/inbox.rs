@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 use toolgate::GovernanceHandle;
-use toolgate::core::{AgentRef, RunContext};
+use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
@@ -26,7 +26,7 @@ use crate::schema::{self, Located};
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
-    claimed_at, result_json, finished_at, updated_at";
+    claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
 
 /// How many times an operation that found its row in an impossible in-between state (a call
 /// held between the conditional update and the read that explains its failure) tries again.
@@ -117,6 +117,28 @@ impl From<InboxError> for WaitError {
 }
 
 impl PostgresInbox {
+    /// The inbox the configuration's `inbox` section names: connects to its `postgres` URL
+    /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
+    /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
+    pub async fn connect_configured(
+        settings: &toolgate::engine::observe::InboxSettings,
+        options: PostgresOptions,
+    ) -> Result<toolgate_inbox::Inbox, InboxError> {
+        use toolgate::engine::observe::InboxStoreSetting;
+        let InboxStoreSetting::Postgres(url) = &settings.store else {
+            return Err(InboxError::new(
+                Kind::Unavailable,
+                "the configuration names a SQLite inbox: open it with `toolgate_inbox::Inbox::open_configured`",
+            ));
+        };
+        let store = Self::connect(url, options).await?;
+        let inbox = toolgate_inbox::Inbox::new(store);
+        Ok(match settings.ttl {
+            Some(ttl) => inbox.with_ttl(ttl),
+            None => inbox,
+        })
+    }
+
     /// Connects to the database at `url` (`postgres://user@host:port/db` or
     /// `host=… dbname=…`), creates the inbox's schema when it does not exist (idempotent; safe
     /// when several instances start at once) and checks it when it does.
@@ -473,9 +495,9 @@ impl PostgresInbox {
                 &client,
                 "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
                  agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
-                 run_mode, run_background, created_at, expires_at, state, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'pending', $14) \
-                 RETURNING interaction_id",
+                 run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
+                 turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+                 'pending', $14, $16, $17) RETURNING interaction_id",
                 &[
                     &c.interaction_id,
                     &c.call_id,
@@ -492,6 +514,8 @@ impl PostgresInbox {
                     &c.run.background,
                     &c.created_at.as_millis(),
                     &c.expires_at.as_millis(),
+                    &c.turn.as_ref().map(|t| t.session.as_str()),
+                    &c.turn.as_ref().map(|t| t.turn.as_str()),
                 ],
             )
             .await;
@@ -557,19 +581,64 @@ impl PostgresInbox {
             .collect()
     }
 
+    async fn session_calls_op(
+        &self,
+        session: &str,
+        turn: Option<&str>,
+    ) -> Result<Vec<HeldRecord>, InboxError> {
+        let client = self.client().await?;
+        let rows = self
+            .query(
+                &client,
+                &format!(
+                    "SELECT {COLUMNS} FROM held_calls WHERE session_id = $1 \
+                     AND ($2::text IS NULL OR turn_id = $2) ORDER BY created_at, interaction_id"
+                ),
+                &[&session, &turn],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                read_row(row).map_err(|why| {
+                    let id: String = row.try_get(0).unwrap_or_else(|_| String::from("?"));
+                    self.record_err(&id, why)
+                })
+            })
+            .collect()
+    }
+
+    async fn cancel_turn_op(&self, session: &str, turn: &str) -> Result<Vec<String>, InboxError> {
+        let client = self.client().await?;
+        let now = Timestamp::now();
+        // INVARIANT: one statement: every pending call of the turn ends at once, `cancelled`,
+        // or `expired` when nobody answered in time (R26, R43).
+        let rows = self
+            .query(
+                &client,
+                "UPDATE held_calls SET state = CASE WHEN expires_at <= $3 THEN 'expired' \
+                 ELSE 'cancelled' END, updated_at = $3 \
+                 WHERE session_id = $1 AND turn_id = $2 AND state = 'pending' \
+                 RETURNING interaction_id, created_at, state",
+                &[&session, &turn, &now.as_millis()],
+            )
+            .await?;
+        let mut cancelled = Vec::new();
+        for row in rows {
+            let id: String = row.try_get(0).map_err(|e| self.err(&e))?;
+            let created: i64 = row.try_get(1).map_err(|e| self.err(&e))?;
+            let state: String = row.try_get(2).map_err(|e| self.err(&e))?;
+            if state == "cancelled" {
+                cancelled.push((created, id));
+            }
+        }
+        cancelled.sort();
+        Ok(cancelled.into_iter().map(|(_, id)| id).collect())
+    }
+
     async fn answer_op(&self, id: &str, answer: Answer) -> Result<AnswerReceipt, AnswerError> {
-        if answer.idempotency_key.trim().is_empty() {
-            return Err(AnswerError::Invalid(String::from(
-                "an answer needs a non-empty idempotency key",
-            )));
-        }
-        if answer.approver.trim().is_empty() {
-            return Err(AnswerError::Invalid(String::from(
-                "an answer needs the approver's name",
-            )));
-        }
+        answer.validate().map_err(AnswerError::Invalid)?;
         let texts = [
-            Some(answer.idempotency_key.as_str()),
+            answer.idempotency_key.as_deref(),
             Some(answer.approver.as_str()),
             answer.reason.as_deref(),
         ];
@@ -640,12 +709,15 @@ impl PostgresInbox {
             let recorded_approve: Option<bool> = row.try_get(2).map_err(read)?;
             let expires_at: i64 = row.try_get(3).map_err(read)?;
             let state = self.parse_state(id, &state)?;
-            if key.as_deref() == Some(answer.idempotency_key.as_str()) {
+            // Without a key an answer is its own: it never replays one recorded (R43).
+            if let Some(given) = answer.idempotency_key.as_deref()
+                && key.as_deref() == Some(given)
+            {
                 let recorded_approve = recorded_approve == Some(true);
                 if recorded_approve != answer.approve {
                     return Err(AnswerError::Conflict {
                         id: id.to_owned(),
-                        key: answer.idempotency_key.clone(),
+                        key: given.to_owned(),
                         recorded_approve,
                     });
                 }
@@ -943,6 +1015,13 @@ fn read_row(row: &Row) -> Result<HeldRecord, String> {
                 mode: codec::run_mode_from(&col::<String>(row, 11)?)?,
                 background: col(row, 12)?,
             },
+            turn: match (
+                col::<Option<String>>(row, 25)?,
+                col::<Option<String>>(row, 26)?,
+            ) {
+                (Some(session), Some(turn)) => Some(Turn { session, turn }),
+                _ => None,
+            },
             created_at: Timestamp::from_millis(col(row, 13)?),
             expires_at: Timestamp::from_millis(col(row, 14)?),
         },
@@ -970,6 +1049,22 @@ impl InboxStore for PostgresInbox {
 
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         Box::pin(self.list_op(state))
+    }
+
+    fn session_calls<'a>(
+        &'a self,
+        session: &'a str,
+        turn: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(self.session_calls_op(session, turn))
+    }
+
+    fn cancel_turn<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(self.cancel_turn_op(session, turn))
     }
 
     fn answer<'a>(

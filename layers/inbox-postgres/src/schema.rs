@@ -8,7 +8,7 @@ use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
 use crate::error;
 
 /// The schema version this code writes (the `schema_version` row of `toolgate_inbox_meta`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The key of the transaction-scoped advisory lock taken while the schema is created or
 /// checked ("TGIB", as SQLite's `application_id`).
@@ -85,6 +85,14 @@ CREATE TRIGGER held_calls_notify AFTER INSERT OR UPDATE ON held_calls
 DROP TRIGGER IF EXISTS stored_policy_notify ON stored_policy;
 CREATE TRIGGER stored_policy_notify AFTER INSERT OR UPDATE ON stored_policy
     FOR EACH ROW EXECUTE FUNCTION toolgate_inbox_notify({channel});
+";
+
+/// The upgrade from version 1 to version 2: the session and turn each call was held in
+/// (R43). A version-1 inbox is upgraded in place, under the migration lock.
+pub const SCHEMA_V2: &str = "
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS session_id TEXT;
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS turn_id TEXT;
+CREATE INDEX IF NOT EXISTS held_calls_by_session ON held_calls (session_id, turn_id, created_at);
 ";
 
 /// Where the inbox lives, as found or made by [`migrate`].
@@ -238,7 +246,15 @@ pub(crate) async fn migrate(
                 ),
             ));
         }
-        if stored < SCHEMA_VERSION {
+        if stored == 1 {
+            tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
+            tx.execute(
+                "UPDATE toolgate_inbox_meta SET value = $1 WHERE key = 'schema_version'",
+                &[&SCHEMA_VERSION.to_string()],
+            )
+            .await
+            .map_err(err)?;
+        } else if stored < SCHEMA_VERSION {
             return Err(InboxError::new(
                 Kind::Schema,
                 format!(
@@ -260,6 +276,7 @@ pub(crate) async fn migrate(
         tx.batch_execute(&SCHEMA_V1.replace("{channel}", &quote_literal(&channel)))
             .await
             .map_err(err)?;
+        tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

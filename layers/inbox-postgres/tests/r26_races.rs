@@ -96,7 +96,7 @@ async fn r26_fifty_concurrent_approvals_with_distinct_keys_have_exactly_one_winn
                 &id,
                 Answer {
                     approve: winners[0].approved,
-                    idempotency_key: rec.answer_key.clone().unwrap(),
+                    idempotency_key: Some(rec.answer_key.clone().unwrap()),
                     approver: "someone else".into(),
                     reason: None,
                 },

@@ -57,7 +57,7 @@ async fn a_newer_schema_version_is_refused_and_left_unchanged() {
     drop(connect(&url, &schema, "gate").await);
     let client = raw(&url, &schema).await;
     client
-        .batch_execute("UPDATE toolgate_inbox_meta SET value = '2' WHERE key = 'schema_version'")
+        .batch_execute("UPDATE toolgate_inbox_meta SET value = '3' WHERE key = 'schema_version'")
         .await
         .unwrap();
     let e = PostgresInbox::connect(&url, options(&schema, "gate"))
@@ -67,7 +67,7 @@ async fn a_newer_schema_version_is_refused_and_left_unchanged() {
     assert_eq!(e.kind(), InboxErrorKind::Schema, "{e}");
     assert!(
         e.message()
-            .contains("schema version 2, newer than this program's 1"),
+            .contains("schema version 3, newer than this program's 2"),
         "{e}"
     );
     let version: String = client
@@ -78,7 +78,7 @@ async fn a_newer_schema_version_is_refused_and_left_unchanged() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "2", "left unchanged");
+    assert_eq!(version, "3", "left unchanged");
     drop_schemas(&url, &[schema]).await;
 }
 
@@ -171,4 +171,82 @@ async fn a_database_that_is_not_there_is_unavailable() {
     eprintln!("{e}");
     assert_eq!(e.kind(), InboxErrorKind::Unavailable, "{e}");
     assert!(e.message().contains("toolgate_no_such_database"), "{e}");
+}
+
+#[tokio::test]
+async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    drop(connect(&url, &schema, "gate").await);
+    // Make it a version-1 inbox holding one call, as an older program left it.
+    let client = raw(&url, &schema).await;
+    client
+        .batch_execute(
+            "DROP INDEX held_calls_by_session; \
+             ALTER TABLE held_calls DROP COLUMN session_id, DROP COLUMN turn_id; \
+             UPDATE toolgate_inbox_meta SET value = '1' WHERE key = 'schema_version'; \
+             INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
+             agent_profile, input_json, input_canonical, input_hash, reasons, run_mode, \
+             run_background, created_at, expires_at, state, updated_at) VALUES ('ia_old', 'c1', \
+             'refund', '[{\"kind\":\"http\",\"source\":\"\",\"name\":\"refund\"}]', 'sha256:d', \
+             'support', '{}', '{}', 'sha256:i', '[{\"source\":\"agent\",\"reason\":\"r\"}]', \
+             'use_agent_policy', false, 1, 9999999999999, 'pending', 1)",
+        )
+        .await
+        .unwrap();
+    let store = connect(&url, &schema, "gate").await;
+    let old = store.get("ia_old").await.unwrap().unwrap();
+    assert_eq!(
+        old.state,
+        State::Pending,
+        "the held call survives the upgrade"
+    );
+    assert_eq!(old.call.turn, None);
+    let version: String = client
+        .query_one(
+            "SELECT value FROM toolgate_inbox_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "2");
+    let mut c = toolgate_inbox::suite::held(
+        serde_json::json!({"n": 1}),
+        std::time::Duration::from_secs(60),
+    );
+    c.turn = Some(toolgate::core::Turn::new("s", "t"));
+    store.hold(c.clone()).await.unwrap();
+    assert_eq!(store.pending("s").await.unwrap()[0].call, c);
+    drop_schemas(&url, &[schema]).await;
+}
+
+#[tokio::test]
+async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    let gov = toolgate::engine::config::load_str(
+        &serde_json::json!({"inbox": {"postgres": url, "ttl": "90m"}}).to_string(),
+        toolgate::engine::config::Format::Json,
+    )
+    .unwrap();
+    let inbox =
+        PostgresInbox::connect_configured(gov.inbox_settings().unwrap(), options(&schema, "gate"))
+            .await
+            .unwrap();
+    assert_eq!(inbox.ttl(), std::time::Duration::from_secs(90 * 60));
+    assert!(inbox.store().list(None).await.unwrap().is_empty());
+    let sqlite = toolgate::engine::config::load_str(
+        r#"{"inbox": {"sqlite": "x.db"}}"#,
+        toolgate::engine::config::Format::Json,
+    )
+    .unwrap();
+    let e = PostgresInbox::connect_configured(
+        sqlite.inbox_settings().unwrap(),
+        options(&schema, "gate"),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.message().contains("SQLite"), "{e}");
+    drop_schemas(&url, &[schema]).await;
 }

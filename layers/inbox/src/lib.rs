@@ -79,6 +79,17 @@
 //! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //!
+//! ## Sessions and turns (R43)
+//!
+//! A call placed in a turn (`ToolCall::in_turn(session, turn)`) is held with its session and
+//! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
+//! subagent's held calls on its parent's session, with the subagent's id as `agent`);
+//! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
+//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each pending held call of a turn
+//! `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
+//! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
+//! [`Answer`] may carry an idempotency key; without one each answer is its own.
+//!
 //! ## Exactly once, and exactly what was seen
 //!
 //! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
@@ -135,7 +146,7 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, ask_source_text,
+    Outcome, State, StoredPolicy, Timestamp, TurnState, ask_source_text,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
@@ -144,6 +155,6 @@ pub use policy::{
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, SCHEMA_V1, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use toolgate::approval::ApprovalRequest;
-use toolgate::core::{AgentRef, Ask, AskSource, RunContext, RunMode, ToolIdentity};
+use toolgate::core::{
+    AgentRef, Ask, AskSource, Interaction, RunContext, RunMode, ToolIdentity, Turn,
+};
 use toolgate::engine::canon;
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -193,6 +195,9 @@ pub struct NewHeldCall {
     pub reasons: Vec<Ask>,
     /// The run's settings.
     pub run: RunContext,
+    /// The session and turn the call was held in (R43): a subagent's call carries its
+    /// parent's, unless the subagent runs in a session of its own.
+    pub turn: Option<Turn>,
     /// When the call was held.
     pub created_at: Timestamp,
     /// When an unanswered call expires.
@@ -229,6 +234,7 @@ impl NewHeldCall {
             input_hash,
             reasons: request.asks.clone(),
             run: request.run,
+            turn: request.turn.clone(),
             created_at: now,
             expires_at: now.saturating_add(ttl),
         })
@@ -273,19 +279,58 @@ impl HeldRecord {
         crate::json::parse_input(&self.call.input_json)
     }
 
+    /// The approval interaction a person sees about this call (R43), the same one every
+    /// channel shows: the id, the prompt naming the tool's own name, every reason, the
+    /// identity as the rule matched it, the model's name for the tool, the agent (a
+    /// subagent's id for a subagent's call) and the input exactly as it will be sent.
+    pub fn interaction(&self) -> Interaction {
+        let identity = self
+            .call
+            .identities
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ToolIdentity::http(self.call.tool.clone()));
+        let input = self
+            .input()
+            .unwrap_or_else(|_| Value::from(self.call.input_json.clone()));
+        Interaction::new(
+            self.call.interaction_id.clone(),
+            identity,
+            self.call.tool.clone(),
+        )
+        .reasons(self.call.reasons.iter().map(|a| a.reason.clone()).collect())
+        .agent(self.call.agent.rule_name())
+        .input(input)
+        .turn(self.call.turn.clone())
+    }
+
     /// Whether an unanswered call is past its expiry at `now`.
     pub fn is_past_expiry(&self, now: Timestamp) -> bool {
         now >= self.call.expires_at
     }
 }
 
-/// A person's answer to one held call (R26).
+/// A person's answer to one held call (R26, R43).
+///
+/// An idempotency key is optional (seed 002): without one, each answer is its own (a second
+/// answer to a decided call is refused as already decided); with one, the same key retried is
+/// one answer, and the same key with the other answer is a conflict.
+///
+/// ```
+/// use toolgate_inbox::Answer;
+/// let once = Answer::approved_by("alice");
+/// assert_eq!(once.idempotency_key, None);
+/// let keyed = Answer::approve("ticket-42", "alice");
+/// assert_eq!(keyed.idempotency_key.as_deref(), Some("ticket-42"));
+/// assert_eq!(Answer::denied_by("bob", None).key("k").idempotency_key.as_deref(), Some("k"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     /// Approve (`true`) or deny (`false`).
     pub approve: bool,
-    /// The answer's idempotency key: the same key twice is one answer.
-    pub idempotency_key: String,
+    /// The answer's idempotency key: the same key twice is one answer. `None`: the answer
+    /// is its own.
+    pub idempotency_key: Option<String>,
     /// Who answers.
     pub approver: String,
     /// Why (kept with a denial).
@@ -293,28 +338,97 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// An approval.
+    /// An approval with an idempotency key.
     pub fn approve(idempotency_key: impl Into<String>, approver: impl Into<String>) -> Self {
-        Self {
-            approve: true,
-            idempotency_key: idempotency_key.into(),
-            approver: approver.into(),
-            reason: None,
-        }
+        Self::approved_by(approver).key(idempotency_key)
     }
 
-    /// A denial, with an optional reason.
+    /// A denial with an idempotency key, and an optional reason.
     pub fn deny(
         idempotency_key: impl Into<String>,
         approver: impl Into<String>,
         reason: Option<String>,
     ) -> Self {
+        Self::denied_by(approver, reason).key(idempotency_key)
+    }
+
+    /// An approval without an idempotency key.
+    pub fn approved_by(approver: impl Into<String>) -> Self {
+        Self {
+            approve: true,
+            idempotency_key: None,
+            approver: approver.into(),
+            reason: None,
+        }
+    }
+
+    /// A denial without an idempotency key.
+    pub fn denied_by(approver: impl Into<String>, reason: Option<String>) -> Self {
         Self {
             approve: false,
-            idempotency_key: idempotency_key.into(),
+            idempotency_key: None,
             approver: approver.into(),
             reason,
         }
+    }
+
+    /// Sets the idempotency key.
+    #[must_use]
+    pub fn key(mut self, idempotency_key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(idempotency_key.into());
+        self
+    }
+
+    /// Checks the answer before any store sees it: a key, when given, is not blank, and the
+    /// approver is named.
+    pub fn validate(&self) -> Result<(), String> {
+        if self
+            .idempotency_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            return Err(String::from(
+                "an idempotency key, when given, must not be empty",
+            ));
+        }
+        if self.approver.trim().is_empty() {
+            return Err(String::from("an answer needs the approver's name"));
+        }
+        Ok(())
+    }
+}
+
+/// Where a turn is (R43): paused while any call held in it is unanswered; it can go on only
+/// when every one is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnState {
+    /// Every call held in the turn, oldest first.
+    pub held: Vec<HeldRecord>,
+}
+
+impl TurnState {
+    /// The state of a turn whose held calls are `held` (oldest first).
+    pub fn new(held: Vec<HeldRecord>) -> Self {
+        Self { held }
+    }
+
+    /// The held calls nobody has answered yet: the ones pausing the turn.
+    pub fn pausing(&self) -> Vec<&HeldRecord> {
+        self.held
+            .iter()
+            .filter(|r| r.state == State::Pending)
+            .collect()
+    }
+
+    /// Whether the turn is paused (any held call is unanswered).
+    pub fn is_paused(&self) -> bool {
+        self.held.iter().any(|r| r.state == State::Pending)
+    }
+
+    /// Whether the turn can go on: it held calls and every one is answered (approved,
+    /// denied, expired or cancelled, or already sent).
+    pub fn can_go_on(&self) -> bool {
+        !self.is_paused()
     }
 }
 

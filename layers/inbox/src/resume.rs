@@ -100,6 +100,46 @@ impl Inbox {
         }
     }
 
+    /// The SQLite inbox the configuration's `inbox` section names, holding calls for its
+    /// `ttl` (or [`DEFAULT_TTL`]) with its `synchronous`. A section naming a PostgreSQL
+    /// inbox is refused here: connect it with `toolgate_inbox_postgres`.
+    ///
+    /// ```
+    /// use toolgate::engine::config::{load_str, Format};
+    /// use toolgate_inbox::Inbox;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("inbox.db");
+    /// let gov = load_str(&format!(r#"{{"inbox": {{"sqlite": {:?}, "ttl": "2h"}}}}"#, path), Format::Json).unwrap();
+    /// let inbox = Inbox::open_configured(gov.inbox_settings().unwrap()).unwrap();
+    /// assert_eq!(inbox.ttl(), std::time::Duration::from_secs(7200));
+    /// ```
+    #[cfg(feature = "sqlite")]
+    pub fn open_configured(
+        settings: &toolgate::engine::observe::InboxSettings,
+    ) -> Result<Self, InboxError> {
+        use toolgate::engine::observe::{InboxStoreSetting, InboxSynchronous};
+        let path = match &settings.store {
+            InboxStoreSetting::Sqlite(path) => path,
+            InboxStoreSetting::Postgres(_) => {
+                return Err(InboxError::new(
+                    crate::error::InboxErrorKind::Unavailable,
+                    "the configuration names a PostgreSQL inbox: connect it with `toolgate_inbox_postgres::PostgresInbox`",
+                ));
+            }
+        };
+        let mut options = crate::sqlite::SqliteOptions::default();
+        if settings.synchronous == Some(InboxSynchronous::Full) {
+            options = options.synchronous(crate::sqlite::Synchronous::Full);
+        }
+        let store = crate::sqlite::SqliteInbox::open(path, options)?;
+        Ok(Self::new(store).with_ttl(settings.ttl.unwrap_or(DEFAULT_TTL)))
+    }
+
+    /// How long a held call waits for an answer before it expires.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Sets how long a held call waits for an answer before it expires.
     #[must_use]
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
@@ -282,7 +322,8 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     })?;
     let mut call = ToolCall::new(held.agent.clone(), held.tool.clone(), input)
         .with_id(CallId::new(held.call_id.clone()))
-        .with_run(held.run);
+        .with_run(held.run)
+        .with_turn(held.turn.clone());
     call.extensions.insert(ticket(&held.interaction_id, token));
     Ok(call)
 }

@@ -15,7 +15,8 @@
 //!
 //! # Schema
 //!
-//! Created on open when the file is new, and checked (`PRAGMA user_version`,
+//! Created on open when the file is new, upgraded in place from an older version (version 1
+//! gains the session and turn columns of version 2), and checked (`PRAGMA user_version`,
 //! `PRAGMA application_id`) when it is not: a newer schema or a SQLite file that is not a
 //! toolgate inbox is refused, never changed. A file that is not a database is refused with
 //! a clear error and left as it is.
@@ -29,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior, params,
 };
-use toolgate::core::{AgentRef, RunContext};
+use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind};
@@ -40,7 +41,7 @@ use crate::model::{
 use crate::store::{BoxFuture, InboxStore};
 
 /// The schema version this code writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// `PRAGMA application_id` of a toolgate inbox ("TGIB").
 pub const APPLICATION_ID: i64 = 0x5447_4942;
@@ -86,10 +87,18 @@ CREATE TABLE stored_policy (
 );
 ";
 
+/// The upgrade from version 1 to version 2: the session and turn each call was held in
+/// (R43). A version-1 file is upgraded in place when it is opened.
+pub const SCHEMA_V2: &str = "
+ALTER TABLE held_calls ADD COLUMN session_id TEXT;
+ALTER TABLE held_calls ADD COLUMN turn_id TEXT;
+CREATE INDEX held_calls_by_session ON held_calls (session_id, turn_id, created_at);
+";
+
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
-    claimed_at, result_json, finished_at, updated_at";
+    claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
 
 /// SQLite's `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -361,8 +370,15 @@ impl Inner {
                 return Err(self.foreign());
             }
             tx.execute_batch(SCHEMA_V1).map_err(|e| self.err(e))?;
+            tx.execute_batch(SCHEMA_V2).map_err(|e| self.err(e))?;
             tx.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(|e| self.err(e))?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(|e| self.err(e))?;
+        } else if version == 1 {
+            // Only a toolgate inbox is upgraded; anything else is left unchanged.
+            self.check_application_id(&tx)?;
+            tx.execute_batch(SCHEMA_V2).map_err(|e| self.err(e))?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(|e| self.err(e))?;
         } else if version > SCHEMA_VERSION {
@@ -483,6 +499,8 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     let reasons: String = row.get(10)?;
     let run_mode: String = row.get(11)?;
     let result_json: Option<String> = row.get(22)?;
+    let session: Option<String> = row.get(25)?;
+    let turn: Option<String> = row.get(26)?;
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
@@ -523,6 +541,10 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
                 mode,
                 background: row.get::<_, i64>(12)? != 0,
             },
+            turn: match (session, turn) {
+                (Some(session), Some(turn)) => Some(Turn { session, turn }),
+                _ => None,
+            },
             created_at: Timestamp::from_millis(row.get(13)?),
             expires_at: Timestamp::from_millis(row.get(14)?),
         },
@@ -544,8 +566,9 @@ fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), 
         .prepare_cached(
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
              agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
-             run_mode, run_background, created_at, expires_at, state, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?14)",
+             run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
+             turn_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+             'pending', ?14, ?16, ?17)",
         )
         .map_err(|e| inner.err(e))?;
     let inserted = stmt.execute(params![
@@ -564,6 +587,8 @@ fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), 
         bool_int(c.run.background),
         c.created_at.as_millis(),
         c.expires_at.as_millis(),
+        c.turn.as_ref().map(|t| t.session.as_str()),
+        c.turn.as_ref().map(|t| t.turn.as_str()),
     ]);
     match inserted {
         Ok(_) => Ok(()),
@@ -626,6 +651,70 @@ fn list_op(
     Ok(out)
 }
 
+fn session_calls_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    session: &str,
+    turn: Option<&str>,
+) -> Result<Vec<HeldRecord>, InboxError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM held_calls WHERE session_id = ?1 AND (?2 IS NULL OR turn_id = ?2) \
+         ORDER BY created_at, interaction_id"
+    );
+    let mut stmt = conn.prepare_cached(&sql).map_err(|e| inner.err(e))?;
+    let rows = stmt
+        .query_map(params![session, turn], read_row)
+        .map_err(|e| inner.err(e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        match row.map_err(|e| inner.err(e))? {
+            Ok(r) => out.push(r),
+            Err(why) => return Err(inner.record_err("?", why)),
+        }
+    }
+    Ok(out)
+}
+
+fn cancel_turn_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    session: &str,
+    turn: &str,
+    now: Timestamp,
+) -> Result<Vec<String>, InboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    // A call past its expiry was not cancelled: nobody answered in time (R26).
+    tx.execute(
+        "UPDATE held_calls SET state = 'expired', updated_at = ?3 \
+         WHERE session_id = ?1 AND turn_id = ?2 AND state = 'pending' AND expires_at <= ?3",
+        params![session, turn, now.as_millis()],
+    )
+    .map_err(|e| inner.err(e))?;
+    let ids = {
+        let mut stmt = tx
+            .prepare_cached(
+                "UPDATE held_calls SET state = 'cancelled', updated_at = ?3 \
+                 WHERE session_id = ?1 AND turn_id = ?2 AND state = 'pending' \
+                 RETURNING interaction_id, created_at",
+            )
+            .map_err(|e| inner.err(e))?;
+        let rows = stmt
+            .query_map(params![session, turn, now.as_millis()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
+            .map_err(|e| inner.err(e))?;
+        let mut ids = rows
+            .collect::<rusqlite::Result<Vec<(String, i64)>>>()
+            .map_err(|e| inner.err(e))?;
+        ids.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        ids.into_iter().map(|(id, _)| id).collect::<Vec<_>>()
+    };
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(ids)
+}
+
 type AnswerRow = (
     String,
     Option<String>,
@@ -643,16 +732,7 @@ fn answer_op(
     answer: &Answer,
     now: Timestamp,
 ) -> Result<AnswerReceipt, AnswerError> {
-    if answer.idempotency_key.trim().is_empty() {
-        return Err(AnswerError::Invalid(String::from(
-            "an answer needs a non-empty idempotency key",
-        )));
-    }
-    if answer.approver.trim().is_empty() {
-        return Err(AnswerError::Invalid(String::from(
-            "an answer needs the approver's name",
-        )));
-    }
+    answer.validate().map_err(AnswerError::Invalid)?;
     let new_state = if answer.approve {
         State::Approved
     } else {
@@ -722,12 +802,15 @@ fn answer_op(
     };
     let state = State::parse(&state)
         .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
-    if key.as_deref() == Some(answer.idempotency_key.as_str()) {
+    // Without a key an answer is its own: it never replays one already recorded (R43).
+    if let Some(given) = answer.idempotency_key.as_deref()
+        && key.as_deref() == Some(given)
+    {
         let recorded_approve = approve == Some(1);
         if recorded_approve != answer.approve {
             return Err(AnswerError::Conflict {
                 id: id.to_owned(),
-                key: answer.idempotency_key.clone(),
+                key: given.to_owned(),
                 recorded_approve,
             });
         }
@@ -1015,6 +1098,26 @@ impl InboxStore for SqliteInbox {
 
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         self.run(move |inner, conn| list_op(inner, conn, state))
+    }
+
+    fn session_calls<'a>(
+        &'a self,
+        session: &'a str,
+        turn: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        let session = session.to_owned();
+        let turn = turn.map(str::to_owned);
+        self.run(move |inner, conn| session_calls_op(inner, conn, &session, turn.as_deref()))
+    }
+
+    fn cancel_turn<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        let session = session.to_owned();
+        let turn = turn.to_owned();
+        self.run(move |inner, conn| cancel_turn_op(inner, conn, &session, &turn, Timestamp::now()))
     }
 
     fn answer<'a>(

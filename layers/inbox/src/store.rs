@@ -10,7 +10,7 @@ use toolgate::engine::policy::Policy;
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
-    StoredPolicy, Timestamp,
+    StoredPolicy, Timestamp, TurnState,
 };
 
 /// A boxed, sendable future borrowing from its store.
@@ -39,6 +39,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///   own token.
 /// - [`recover`](InboxStore::recover) moves this instance's `claimed` calls to `unknown`;
 ///   nothing ever moves a call back to `approved`.
+/// - An answer without an idempotency key is its own: it never replays another answer.
+/// - [`session_calls`](InboxStore::session_calls) lists the calls held in a session (or in
+///   one of its turns), oldest first; [`cancel_turn`](InboxStore::cancel_turn) ends every
+///   pending call of the turn `cancelled` (one past its expiry `expired`) in one
+///   transaction (R43).
 /// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
 ///   transaction and stamps a strictly increasing `updatedAt`.
 pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
@@ -50,6 +55,49 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
 
     /// Held calls, oldest first, optionally only those in `state`.
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>>;
+
+    /// The calls held in `session` (only those of turn `turn`, when given), oldest first
+    /// (R43).
+    fn session_calls<'a>(
+        &'a self,
+        session: &'a str,
+        turn: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>>;
+
+    /// Cancels turn `turn` of `session`: each of its pending held calls ends `cancelled`
+    /// (one already past its expiry ends `expired`), in one transaction; returns the ids
+    /// cancelled (R43).
+    fn cancel_turn<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>>;
+
+    /// A session's open interactions (held calls nobody has answered), oldest first (R43).
+    /// A subagent's held call is listed on its parent's session.
+    fn pending<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(async move {
+            let mut calls = self.session_calls(session, None).await?;
+            calls.retain(|r| r.state == State::Pending);
+            Ok(calls)
+        })
+    }
+
+    /// Whether turn `turn` of `session` is paused, and by which held calls (R43).
+    fn turn_state<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<TurnState, InboxError>> {
+        Box::pin(async move {
+            Ok(TurnState::new(
+                self.session_calls(session, Some(turn)).await?,
+            ))
+        })
+    }
 
     /// Records a person's answer: `pending → approved | denied` (or `expired`).
     fn answer<'a>(
@@ -101,6 +149,33 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     }
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         (**self).list(state)
+    }
+    fn session_calls<'a>(
+        &'a self,
+        session: &'a str,
+        turn: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        (**self).session_calls(session, turn)
+    }
+    fn cancel_turn<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        (**self).cancel_turn(session, turn)
+    }
+    fn pending<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        (**self).pending(session)
+    }
+    fn turn_state<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<TurnState, InboxError>> {
+        (**self).turn_state(session, turn)
     }
     fn answer<'a>(
         &'a self,

@@ -63,6 +63,20 @@ impl InboxStore for StopAt {
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         self.inner.list(state)
     }
+    fn session_calls<'a>(
+        &'a self,
+        session: &'a str,
+        turn: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        self.inner.session_calls(session, turn)
+    }
+    fn cancel_turn<'a>(
+        &'a self,
+        session: &'a str,
+        turn: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        self.inner.cancel_turn(session, turn)
+    }
     fn answer<'a>(
         &'a self,
         id: &'a str,

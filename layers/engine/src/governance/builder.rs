@@ -42,6 +42,7 @@ pub struct GovernanceBuilder {
     pub(super) agents: Vec<AgentProfile>,
     pub(super) policy: PolicyState,
     pub(super) audit: AuditSettings,
+    pub(super) inbox: Option<crate::observe::InboxSettings>,
     pub(super) redaction: RedactionSettings,
     /// Errors found while building up (a change naming something absent), reported by
     /// `build`.
@@ -172,6 +173,12 @@ impl GovernanceBuilder {
     /// Sets the tenant policy's state, an unreadable stored policy included (R22).
     pub fn policy_state(mut self, state: PolicyState) -> Self {
         self.policy = state;
+        self
+    }
+
+    /// Sets the inbox settings (the `inbox` section).
+    pub fn inbox(mut self, inbox: crate::observe::InboxSettings) -> Self {
+        self.inbox = Some(inbox);
         self
     }
 
@@ -443,6 +450,7 @@ impl GovernanceBuilder {
             policy: self.policy,
             declarations: decls,
             audit: self.audit,
+            inbox: self.inbox,
             redaction: self.redaction,
             exposures,
         })

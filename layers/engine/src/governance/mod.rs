@@ -87,6 +87,7 @@ pub struct Governance {
     pub(crate) policy: PolicyState,
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
+    pub(crate) inbox: Option<crate::observe::InboxSettings>,
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
     pub(crate) exposures: ExposureCache,
@@ -147,6 +148,7 @@ impl Governance {
             agents: self.profiles.clone(),
             policy: self.policy.clone(),
             audit: self.audit.clone(),
+            inbox: self.inbox.clone(),
             redaction: self.redaction.clone(),
             pending: Vec::new(),
         }
@@ -183,6 +185,11 @@ impl Governance {
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The inbox settings (the `inbox` section), when the configuration has one.
+    pub fn inbox_settings(&self) -> Option<&crate::observe::InboxSettings> {
+        self.inbox.as_ref()
     }
 
     /// The audit settings.

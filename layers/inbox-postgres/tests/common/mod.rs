@@ -213,6 +213,25 @@ impl Fixture for PgFixture {
             assert_eq!(n, 1, "there was a stored policy to corrupt");
         })
     }
+
+    fn write_policy_body<'a>(
+        &'a self,
+        store: &'a Arc<dyn InboxStore>,
+        body: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let schema = self.schema_of(store);
+            let client = raw(&self.url, &schema).await;
+            client
+                .execute(
+                    "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, $1, '2020-01-01T00:00:00.000000Z') \
+                     ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+                    &[&body],
+                )
+                .await
+                .unwrap();
+        })
+    }
 }
 
 // ----- a real toolgate stack over a counting tool -----

@@ -73,6 +73,29 @@ impl Fixture for SqliteFixture {
             corrupt_policy_row(&path);
         })
     }
+
+    fn write_policy_body<'a>(
+        &'a self,
+        store: &'a Arc<dyn InboxStore>,
+        body: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let path = self.path_of(store);
+            write_policy_row(&path, body);
+        })
+    }
+}
+
+/// Stores `body` as the policy's row through another connection, bypassing validation.
+pub fn write_policy_row(path: &Path, body: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.execute(
+        "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, ?1, '2020-01-01T00:00:00.000000Z') \
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+        [body],
+    )
+    .unwrap();
 }
 
 /// Overwrites the stored policy's row through another connection.
@@ -136,6 +159,7 @@ pub struct Received {
     pub call_id: CallId,
     pub tool: String,
     pub input: Value,
+    pub turn: Option<toolgate::core::Turn>,
 }
 
 /// The tool behind the stack: counts invocations and records what it received.
@@ -172,6 +196,7 @@ pub fn stack(handle: &GovernanceHandle, inbox: &Inbox, tool: &Tool) -> Stack {
                 call_id: call.id.clone(),
                 tool: call.tool.display_name(),
                 input: call.input.clone(),
+                turn: call.turn.clone(),
             });
             std::future::ready(Ok::<_, Infallible>(ToolResponse::Completed(
                 ToolOutput::new(json!({"refunded": call.input})),

@@ -6,7 +6,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
-use toolgate_core::{AgentRef, Ask, AskSource, CallId, ChannelKind, RunContext, ToolIdentity};
+use toolgate_core::{
+    AgentRef, Ask, AskSource, CallId, ChannelKind, Interaction, RunContext, ToolIdentity, Turn,
+};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -34,6 +36,8 @@ pub struct ApprovalRequest {
     pub asks: Vec<Ask>,
     /// The run's settings.
     pub run: RunContext,
+    /// The session and turn the call belongs to (R43), if the host has sessions.
+    pub turn: Option<Turn>,
     /// When the call is the execution of a held call already answered, its interaction id
     /// ([`ResumeTicket`]): a durable channel then redeems that answer instead of asking
     /// again (R26, R38).
@@ -59,27 +63,30 @@ impl ApprovalRequest {
         self.asks.iter().map(|a| a.reason.clone()).collect()
     }
 
-    /// The question as text a person reads: the tool, the agent, the full input and every
-    /// reason.
+    /// The approval interaction a person sees (R43): the id, the prompt naming the tool's
+    /// own name, every reason, the identity as the rule matched it (the first record's, R24),
+    /// the model's name for the tool, the agent, the input and the session and turn.
+    pub fn interaction(&self) -> Interaction {
+        let identity = self
+            .identities
+            .first()
+            .cloned()
+            .unwrap_or_else(|| ToolIdentity::http(self.tool.clone()));
+        Interaction::new(self.interaction_id.clone(), identity, self.tool.clone())
+            .reasons(self.reasons())
+            .agent(self.agent.rule_name())
+            .input((*self.input).clone())
+            .turn(self.turn.clone())
+    }
+
+    /// The prompt (R43): `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise.
+    pub fn prompt(&self) -> String {
+        self.interaction().prompt
+    }
+
+    /// The question as text a person reads: [`Interaction::render`].
     pub fn render(&self) -> String {
-        let input =
-            serde_json::to_string_pretty(&*self.input).unwrap_or_else(|_| self.input.to_string());
-        let mut s = format!(
-            "Approve `{}` for agent `{}`?\n  interaction: {}\n  input:\n",
-            self.tool, self.agent.profile, self.interaction_id
-        );
-        for line in input.lines() {
-            s.push_str("    ");
-            s.push_str(line);
-            s.push('\n');
-        }
-        s.push_str("  because:\n");
-        for a in &self.asks {
-            s.push_str("    - ");
-            s.push_str(&a.reason);
-            s.push('\n');
-        }
-        s
+        self.interaction().render()
     }
 }
 

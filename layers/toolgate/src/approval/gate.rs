@@ -454,6 +454,7 @@ where
             definition_hash: canon::entry_definition_hash(entry),
             asks,
             run: call.run,
+            turn: call.turn.clone(),
             ticket,
         };
         // Release the capacity our `poll_ready` reserved: a person may take minutes.

@@ -28,7 +28,7 @@ impl TerminalChannel {
 /// Reads one answer; `None` at end of input.
 fn ask(question: &str) -> Option<bool> {
     let mut out = std::io::stderr().lock();
-    let _ = write!(out, "{question}Approve? [y/N] ");
+    let _ = write!(out, "{question}[y/N] ");
     let _ = out.flush();
     let mut line = String::new();
     match std::io::stdin().lock().read_line(&mut line) {

@@ -1,0 +1,198 @@
+//! The approval interaction: what a person sees about one held or asked call, on every
+//! channel (R43, seed 002).
+
+use serde_json::{Map, Value};
+
+use crate::call::Turn;
+use crate::decl::ToolIdentity;
+
+/// One approval interaction (R43): the id to answer, the prompt, every reason, the tool's
+/// identity as the rule matched it, the model's name for the tool, and the input exactly as
+/// it will be sent. The terminal prompt, the interactive stream, the inbox record and
+/// `toolgate inbox show` all show this one value, built by one function.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_core::{Interaction, ToolIdentity, Turn};
+/// let i = Interaction::new("ia_1", ToolIdentity::mcp("github", "create_issue"), "github__create_issue")
+///     .reasons(vec!["Issues need a person".into()])
+///     .agent("support")
+///     .input(json!({"title": "x"}))
+///     .turn(Some(Turn::new("s1", "t1")));
+/// assert_eq!(i.prompt, "Approve github / create_issue?");
+/// let j = i.to_json();
+/// assert_eq!(j["server"], "github");
+/// assert_eq!(j["tool"], "create_issue");
+/// assert_eq!(j["toolName"], "github__create_issue");
+/// assert_eq!(j["session"], "s1");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interaction {
+    /// The interaction id to answer.
+    pub id: String,
+    /// `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise
+    /// ([`ToolIdentity::approval_prompt`]).
+    pub prompt: String,
+    /// Every reason that asked: a rule's `reason`, or a description of the rule (R17, R43).
+    pub reasons: Vec<String>,
+    /// The tool's identity, as the rule matched it (its own name, R41).
+    pub identity: ToolIdentity,
+    /// The name the model called the tool by (its qualified name, R1).
+    pub model_name: String,
+    /// The calling agent as rules match it: the profile, or a subagent's id (R19).
+    pub agent: String,
+    /// The input exactly as it will be sent.
+    pub input: Value,
+    /// The session and turn the call belongs to, if any.
+    pub turn: Option<Turn>,
+}
+
+impl Interaction {
+    /// An interaction about `identity`, called `model_name` by the model; the prompt is made
+    /// from the identity.
+    pub fn new(
+        id: impl Into<String>,
+        identity: ToolIdentity,
+        model_name: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            prompt: identity.approval_prompt(),
+            reasons: Vec::new(),
+            identity,
+            model_name: model_name.into(),
+            agent: String::new(),
+            input: Value::Null,
+            turn: None,
+        }
+    }
+
+    /// Sets the reasons.
+    #[must_use]
+    pub fn reasons(mut self, reasons: Vec<String>) -> Self {
+        self.reasons = reasons;
+        self
+    }
+
+    /// Sets the agent.
+    #[must_use]
+    pub fn agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = agent.into();
+        self
+    }
+
+    /// Sets the input.
+    #[must_use]
+    pub fn input(mut self, input: Value) -> Self {
+        self.input = input;
+        self
+    }
+
+    /// Sets the session and turn.
+    #[must_use]
+    pub fn turn(mut self, turn: Option<Turn>) -> Self {
+        self.turn = turn;
+        self
+    }
+
+    /// The interaction as JSON: `id`, `prompt`, `reasons`, `kind`, `server` (MCP tools
+    /// only), `tool` (the own name), `toolName` (the model's name), `agent`, `input`, and
+    /// `session`/`turn` when the call has them.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), Value::from(self.id.clone()));
+        m.insert("prompt".into(), Value::from(self.prompt.clone()));
+        m.insert(
+            "reasons".into(),
+            Value::Array(self.reasons.iter().cloned().map(Value::from).collect()),
+        );
+        m.insert("kind".into(), Value::from(self.identity.kind().as_str()));
+        if let Some(server) = self.identity.server() {
+            m.insert("server".into(), Value::from(server));
+        }
+        m.insert("tool".into(), Value::from(self.identity.name()));
+        m.insert("toolName".into(), Value::from(self.model_name.clone()));
+        m.insert("agent".into(), Value::from(self.agent.clone()));
+        m.insert("input".into(), self.input.clone());
+        if let Some(t) = &self.turn {
+            m.insert("session".into(), Value::from(t.session.clone()));
+            m.insert("turn".into(), Value::from(t.turn.clone()));
+        }
+        Value::Object(m)
+    }
+
+    /// The interaction as text a person reads: the prompt, then the id, the model's name,
+    /// the agent, the session and turn, every reason and the full input.
+    pub fn render(&self) -> String {
+        let input =
+            serde_json::to_string_pretty(&self.input).unwrap_or_else(|_| self.input.to_string());
+        let mut s = format!(
+            "{}\n  interaction: {}\n  as: `{}`\n  agent: {}\n",
+            self.prompt, self.id, self.model_name, self.agent
+        );
+        if let Some(t) = &self.turn {
+            s.push_str(&format!("  session: {}  turn: {}\n", t.session, t.turn));
+        }
+        s.push_str("  because:\n");
+        for r in &self.reasons {
+            s.push_str("    - ");
+            s.push_str(r);
+            s.push('\n');
+        }
+        s.push_str("  input:\n");
+        for line in input.lines() {
+            s.push_str("    ");
+            s.push_str(line);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn r43_prompt_names_the_own_name_and_the_server_for_mcp_only() {
+        let mcp = Interaction::new(
+            "ia",
+            ToolIdentity::mcp("github", "create_issue"),
+            "github__create_issue",
+        );
+        assert_eq!(mcp.prompt, "Approve github / create_issue?");
+        let http = Interaction::new("ia", ToolIdentity::http("refund"), "refund");
+        assert_eq!(http.prompt, "Approve refund?");
+        assert!(http.to_json().get("server").is_none());
+        let local = Interaction::new(
+            "ia",
+            ToolIdentity::toolset("coding", "write"),
+            "coding__write",
+        );
+        assert_eq!(local.prompt, "Approve write?");
+    }
+
+    #[test]
+    fn r43_render_shows_every_field() {
+        let i = Interaction::new("ia_9", ToolIdentity::mcp("gh", "close"), "gh__close")
+            .reasons(vec!["one".into(), "two".into()])
+            .agent("sub-1")
+            .input(json!({"n": 1}))
+            .turn(Some(Turn::new("s", "t")));
+        let text = i.render();
+        for part in [
+            "Approve gh / close?",
+            "ia_9",
+            "`gh__close`",
+            "sub-1",
+            "- one",
+            "- two",
+            "\"n\": 1",
+            "session: s",
+            "turn: t",
+        ] {
+            assert!(text.contains(part), "{part} missing from {text}");
+        }
+    }
+}
