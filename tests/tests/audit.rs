@@ -15,7 +15,7 @@ use tower::{ServiceBuilder, ServiceExt, service_fn};
 const CONFIG: &str = r#"{
     "air_gapped": true,
     "approval": {"channel": "interactive"},
-    "tools": [{"kind": "http", "name": "lookup"},
+    "tools": [{"kind": "http", "name": "lookup", "network": "egress", "network_override": "incidental"},
               {"kind": "http", "name": "refund", "approval": "require_approval"},
               {"kind": "http", "name": "fetch", "network": "egress"}],
     "agents": [{"name": "dev", "allowed_tools": ["lookup", "refund", "fetch"]}],
@@ -91,6 +91,9 @@ async fn r33_one_record_per_call_with_the_whole_story() {
     assert_eq!(r[0]["decision"]["outcome"], "run");
     assert_eq!(r[0]["approval"]["wait"], "not_asked");
     assert_eq!(r[0]["identities"][0]["kind"], "http");
+    // Seed 000: the operator's override decides; the declared scope is kept for audit.
+    assert_eq!(r[0]["identities"][0]["network_declared"], "egress");
+    assert_eq!(r[0]["identities"][0]["network_effective"], "incidental");
     assert!(r[0]["input_hash"].as_str().unwrap().starts_with("sha256:"));
     assert!(r[0]["duration_ms"].is_number());
 

@@ -886,11 +886,9 @@ impl Inner {
         decls: &[ToolDeclaration],
         retired: &[ToolDeclaration],
     ) -> Result<(Arc<Governance>, Rejections), ConfigErrors> {
-        // Another writer (a policy replacement) may store between our load and store:
-        // rebuild from its snapshot then. Bounded, in case it never settles.
-        let mut last_err = None;
-        for _ in 0..16 {
-            let base = self.handle.load();
+        // Read-copy-update: another writer (a policy replacement, a configuration reload)
+        // that stores first makes this run again on its snapshot, and nothing is lost.
+        self.handle.update_with(|base| {
             let mut builder = base.to_builder();
             // Set once (R41): the snapshot's settings must agree with the gateway's word
             // and with the prefix the listing was built with; a snapshot without them (a
@@ -910,8 +908,8 @@ impl Inner {
             for d in decls {
                 all = all.tool(d.clone());
             }
-            let (governance, rejected) = match all.build() {
-                Ok(g) => (g, Vec::new()),
+            match all.build() {
+                Ok(g) => Ok((g, Vec::new())),
                 Err(_) => {
                     // Find which declarations the snapshot refuses, one at a time.
                     builder.clone().build()?;
@@ -924,26 +922,9 @@ impl Inner {
                             Err(e) => rejected.push((d.sent_name().to_owned(), e.to_string())),
                         }
                     }
-                    match kept.build() {
-                        Ok(g) => (g, rejected),
-                        Err(e) => {
-                            last_err = Some(e);
-                            continue;
-                        }
-                    }
+                    kept.build().map(|g| (g, rejected))
                 }
-            };
-            if !Arc::ptr_eq(&base, &self.handle.load()) {
-                continue;
             }
-            self.handle.store(governance);
-            return Ok((self.handle.load(), rejected));
-        }
-        Err(last_err.unwrap_or_else(|| {
-            ConfigErrors::one(
-                format!("servers.{}", conn.config.id()),
-                "the governance snapshot kept changing while the server's tools were registered",
-            )
-        }))
+        })
     }
 }

@@ -42,6 +42,7 @@
 //! | [`TOOLGATE_APPROVAL_APPROVER`] | who approved or denied, when a person did |
 //! | [`TOOLGATE_AGENT_PROFILE`] | the calling agent's profile |
 //! | [`TOOLGATE_AGENT_SUBAGENT`] | the subagent's id, for a subagent |
+//! | [`TOOLGATE_TOOL_NETWORK_DECLARED`], [`TOOLGATE_TOOL_NETWORK_EFFECTIVE`] | the declared network scope of each record and the effective one (an operator's override keeps the declared value, seed 000) |
 //! | [`TOOLGATE_RUN_MODE`] | the run's approval mode (`use_agent_policy`, …) |
 //! | [`TOOLGATE_RUN_BACKGROUND`] | whether the run is a background task |
 //!
@@ -94,6 +95,11 @@ pub const TOOLGATE_APPROVAL_APPROVER: &str = "toolgate.approval.approver";
 pub const TOOLGATE_AGENT_PROFILE: &str = "toolgate.agent.profile";
 /// `toolgate.agent.subagent`: the subagent's id.
 pub const TOOLGATE_AGENT_SUBAGENT: &str = "toolgate.agent.subagent";
+/// `toolgate.tool.network.declared`: the network scope each record behind the name declared
+/// (seed 000: an operator's override keeps the declared value for audit), comma-separated.
+pub const TOOLGATE_TOOL_NETWORK_DECLARED: &str = "toolgate.tool.network.declared";
+/// `toolgate.tool.network.effective`: the effective network scope the air gap used (R8).
+pub const TOOLGATE_TOOL_NETWORK_EFFECTIVE: &str = "toolgate.tool.network.effective";
 /// `toolgate.run.mode`: the run's approval mode.
 pub const TOOLGATE_RUN_MODE: &str = "toolgate.run.mode";
 /// `toolgate.run.background`: whether the run is a background task.

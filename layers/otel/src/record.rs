@@ -107,6 +107,19 @@ pub(crate) fn start(shared: &Shared, call: &ToolCall) -> Started {
                     redactor.redact_and_truncate(description),
                 ));
             }
+            let declared: Vec<&str> = entry
+                .records
+                .iter()
+                .map(|r| r.decl.network.as_str())
+                .collect();
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_TOOL_NETWORK_DECLARED,
+                declared.join(","),
+            ));
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_TOOL_NETWORK_EFFECTIVE,
+                entry.network.as_str(),
+            ));
             // The name as called: it equals a registered name but for ASCII case (R2).
             (called, entry.name.clone())
         }

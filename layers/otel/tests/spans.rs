@@ -36,6 +36,7 @@ const CONFIG: &str = r#"{
         {"toolset": "notes", "name": "echo"},
         {"toolset": "notes", "name": "hang"},
         {"kind": "http", "name": "fetch", "network": "egress"},
+        {"kind": "http", "name": "lookup", "network": "egress", "network_override": "incidental"},
         {"kind": "http", "name": "refund", "description": "Refund an order", "approval": "require_approval"},
         {"kind": "http", "name": "wipe", "approval": "deny"},
         {"kind": "http", "name": "transfer"},
@@ -43,7 +44,7 @@ const CONFIG: &str = r#"{
     ],
     "agents": [{"name": "dev", "confidential": true, "allowed_tools": [
         "notes__read", "notes__secret", "notes__fail", "notes__boom", "notes__echo", "notes__hang",
-        "fetch", "refund", "wipe", "transfer", "gh__list_issues"]}],
+        "fetch", "refund", "wipe", "transfer", "gh__list_issues", "lookup"]}],
     "policy": {"rules": [
         {"effect": "allow", "tool": "list_issues"},
         {"effect": "deny", "tool": "transfer", "when": {"amount": {"gt": 1000}}, "reason": "transfers over 1000 need finance"}
@@ -228,6 +229,18 @@ async fn r34_mcp_and_http_tools_are_extensions_and_matched_rules_are_recorded() 
     assert_attr(&span, attr::TOOLGATE_DECISION_MATCHED_RULES, "[0]");
     // An allow rule matched; no rule denied.
     assert_no_attr(&span, attr::TOOLGATE_DECISION_RULE);
+}
+
+#[tokio::test]
+async fn seed000_the_declared_network_scope_is_kept_beside_the_effective_one() {
+    let h = Harness::new();
+    let (response, span) = h.span_of(&h.stack(), "lookup", json!({})).await;
+    assert!(
+        matches!(response, ToolResponse::Completed(_)),
+        "{response:?}"
+    );
+    assert_attr(&span, attr::TOOLGATE_TOOL_NETWORK_DECLARED, "egress");
+    assert_attr(&span, attr::TOOLGATE_TOOL_NETWORK_EFFECTIVE, "incidental");
 }
 
 #[tokio::test]

@@ -104,22 +104,38 @@ impl GovernanceHandle {
     where
         F: FnMut(toolgate_engine::GovernanceBuilder) -> toolgate_engine::GovernanceBuilder,
     {
-        let mut error = None;
-        self.inner
-            .rcu(|current| match change(current.to_builder()).build() {
-                Ok(next) => {
-                    error = None;
-                    Arc::new(next)
-                }
-                Err(e) => {
-                    error = Some(e);
-                    Arc::clone(current)
-                }
-            });
-        match error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.update_with(|current| change(current.to_builder()).build().map(|next| (next, ())))
+            .map(|_| ())
+    }
+
+    /// The general form of [`GovernanceHandle::update`]: `change` reads the current snapshot
+    /// and returns the next one with a value of its own (what it left out, say), or an error
+    /// that keeps the current snapshot. Runs again on the newer snapshot when another writer
+    /// stored first (read-copy-update), so no writer's change is lost; returns the snapshot
+    /// it stored.
+    pub fn update_with<T, F>(&self, mut change: F) -> Result<(Arc<Governance>, T), ConfigErrors>
+    where
+        F: FnMut(&Governance) -> Result<(Governance, T), ConfigErrors>,
+    {
+        let mut outcome = None;
+        self.inner.rcu(|current| match change(current) {
+            Ok((next, value)) => {
+                // `rcu` may run this again after a concurrent store: only the last run counts.
+                let next = Arc::new(next);
+                outcome = Some(Ok((Arc::clone(&next), value)));
+                next
+            }
+            Err(e) => {
+                outcome = Some(Err(e));
+                Arc::clone(current)
+            }
+        });
+        outcome.unwrap_or_else(|| {
+            Err(ConfigErrors::one(
+                "",
+                "the configuration was not changed (internal: no update ran)",
+            ))
+        })
     }
 
     /// The snapshot this call is pinned to, pinning the current one if the call has none.

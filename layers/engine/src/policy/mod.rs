@@ -1,8 +1,9 @@
 //! The tenant rule policy (SPEC R18–R23, R37; seed 002).
 //!
 //! A policy is parsed and validated whole, compiled once into an index (exact names hashed,
-//! `*` patterns bucketed by their literal prefix or suffix, `when` paths pre-split), and
-//! evaluated strictest-wins: `deny`, then `ask`, then `allow`, then the policy `default`.
+//! `*` patterns in byte tries by their literal prefix or suffix, `when` paths pre-split; see
+//! `index.rs`), and evaluated strictest-wins: `deny`, then `ask`, then `allow`, then the
+//! policy `default`.
 //!
 //! ```
 //! use serde_json::json;
@@ -19,9 +20,9 @@
 //! ```
 
 mod glob;
+mod index;
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::fmt;
 
 use regex::{Regex, RegexBuilder};
@@ -30,6 +31,7 @@ use toolgate_core::ToolKind;
 use toolgate_core::names::lower_key;
 
 pub use glob::Glob;
+use index::Index;
 
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
 use crate::number::{self, Exact, Lit, Node, NumberLiterals};
@@ -400,89 +402,6 @@ pub struct Policy {
     index: Index,
 }
 
-/// Rules bucketed by the most selective literal they name, so a call only looks at rules
-/// that could match it.
-#[derive(Debug, Clone, Default)]
-struct Index {
-    by_tool: HashMap<String, Vec<usize>>,
-    by_tool_prefix: HashMap<String, Vec<usize>>,
-    tool_prefix_lens: Vec<usize>,
-    by_tool_suffix: HashMap<String, Vec<usize>>,
-    tool_suffix_lens: Vec<usize>,
-    by_server: HashMap<String, Vec<usize>>,
-    by_server_prefix: HashMap<String, Vec<usize>>,
-    server_prefix_lens: Vec<usize>,
-    rest: Vec<usize>,
-}
-
-impl Index {
-    fn build(rules: &[Rule]) -> Self {
-        let mut ix = Index::default();
-        for (i, rule) in rules.iter().enumerate() {
-            let tool = rule.tool.as_ref();
-            let server = rule.server.as_ref();
-            if let Some(exact) = tool.and_then(Glob::exact) {
-                ix.by_tool.entry(exact.to_owned()).or_default().push(i);
-            } else if let Some(p) = tool.and_then(Glob::prefix).filter(|p| !p.is_empty()) {
-                ix.by_tool_prefix.entry(p.to_owned()).or_default().push(i);
-            } else if let Some(s) = tool.and_then(Glob::suffix).filter(|s| !s.is_empty()) {
-                ix.by_tool_suffix.entry(s.to_owned()).or_default().push(i);
-            } else if let Some(exact) = server.and_then(Glob::exact) {
-                ix.by_server.entry(exact.to_owned()).or_default().push(i);
-            } else if let Some(p) = server.and_then(Glob::prefix).filter(|p| !p.is_empty()) {
-                ix.by_server_prefix.entry(p.to_owned()).or_default().push(i);
-            } else {
-                ix.rest.push(i);
-            }
-        }
-        ix.tool_prefix_lens = lens(&ix.by_tool_prefix);
-        ix.tool_suffix_lens = lens(&ix.by_tool_suffix);
-        ix.server_prefix_lens = lens(&ix.by_server_prefix);
-        ix
-    }
-
-    /// Every rule that could match, in policy order, each once.
-    fn candidates(&self, tool: &str, server: Option<&str>, out: &mut Vec<usize>) {
-        if let Some(v) = self.by_tool.get(tool) {
-            out.extend_from_slice(v);
-        }
-        for &n in &self.tool_prefix_lens {
-            if let Some(v) = tool.get(..n).and_then(|p| self.by_tool_prefix.get(p)) {
-                out.extend_from_slice(v);
-            }
-        }
-        for &n in &self.tool_suffix_lens {
-            let start = tool.len().checked_sub(n);
-            if let Some(v) = start
-                .and_then(|s| tool.get(s..))
-                .and_then(|p| self.by_tool_suffix.get(p))
-            {
-                out.extend_from_slice(v);
-            }
-        }
-        if let Some(server) = server {
-            if let Some(v) = self.by_server.get(server) {
-                out.extend_from_slice(v);
-            }
-            for &n in &self.server_prefix_lens {
-                if let Some(v) = server.get(..n).and_then(|p| self.by_server_prefix.get(p)) {
-                    out.extend_from_slice(v);
-                }
-            }
-        }
-        out.extend_from_slice(&self.rest);
-        out.sort_unstable();
-        out.dedup();
-    }
-}
-
-fn lens(map: &HashMap<String, Vec<usize>>) -> Vec<usize> {
-    let mut v: Vec<usize> = map.keys().map(String::len).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
 const POLICY_FIELDS: &[&str] = &["default", "rules", "updatedAt"];
 const RULE_FIELDS: &[&str] = &[
     "effect", "tool", "server", "kind", "agent", "when", "reason",
@@ -691,21 +610,26 @@ impl Policy {
             server: server.as_deref(),
             agent: &agent,
         };
-        let mut candidates = Vec::new();
-        self.index.candidates(&tool, lower.server, &mut candidates);
         let mut eval = Evaluation::default();
-        for i in candidates {
+        // Candidates come each once but in no order (index.rs): the strictest effect wins and,
+        // among rules of that effect, the first in policy order, as in the plain loop.
+        self.index.for_each_candidate(&tool, lower.server, |i| {
             let Some(rule) = self.rules.get(i) else {
-                continue;
+                return;
             };
             if rule.matches(&lower, input, literals.root()) {
                 eval.matched.push(i);
-                if eval.effect.is_none_or(|e| rule.effect > e) {
+                let decides = match (eval.effect, eval.decided_by) {
+                    (Some(e), Some(d)) => rule.effect > e || (rule.effect == e && i < d),
+                    _ => true,
+                };
+                if decides {
                     eval.effect = Some(rule.effect);
                     eval.decided_by = Some(i);
                 }
             }
-        }
+        });
+        eval.matched.sort_unstable();
         if eval.effect.is_none() && matches!(subject.kind, ToolKind::Mcp | ToolKind::Http) {
             // R21: the default applies to mcp and http calls that no rule matches.
             if self.default != Effect::Allow {

@@ -29,7 +29,7 @@
 //! | `seq`, `prev`, `hash` | position, the previous record's hash, this record's hash (chaining sinks) |
 //! | `time` | when the call arrived (RFC 3339, UTC) |
 //! | `call_id`, `tool` | the call's id and the name it was called by |
-//! | `identities` | `[{kind, source, name}]` behind that name (empty for an unknown tool) |
+//! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}]}` |
 //! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
@@ -407,7 +407,11 @@ where
                             .iter()
                             .map(|r| {
                                 let id = r.identity();
-                                json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()})
+                                // Seed 000: an operator's override keeps the declared scope
+                                // for audit; both are recorded.
+                                json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name(),
+                                       "network_declared": r.decl.network.as_str(),
+                                       "network_effective": r.decl.effective_network().as_str()})
                             })
                             .collect()
                     })
