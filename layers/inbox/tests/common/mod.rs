@@ -367,7 +367,9 @@ pub fn append_line(path: &Path, line: &str) {
         .append(true)
         .open(path)
         .unwrap();
-    writeln!(f, "{line}").unwrap();
+    // One `write` of the whole line: O_APPEND keeps it whole when two processes append at
+    // once (`writeln!` on a `File` may write the text and the newline separately).
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
     f.sync_all().unwrap();
 }
 
