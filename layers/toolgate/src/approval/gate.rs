@@ -611,7 +611,9 @@ where
             // Layers inside the gate decide by the snapshot the call was last checked by.
             let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
-            Permit::attach_hashed(&mut call, input_hash, &now, &tool);
+            if let Err(refusal) = Permit::attach(&mut call, &now, &tool) {
+                return Ok(ToolResponse::Refused(refusal));
+            }
             call.extensions.insert(Pinned(now));
             let after = match &hooks {
                 Some(h) => {
