@@ -870,6 +870,11 @@ async fn r35_a_definition_changed_while_the_call_waits_is_rejected_and_asked_aga
         "{r:?}"
     );
     assert!(r.reasons[0].contains("approved by alice"), "{r:?}");
+    assert_eq!(
+        r.decided_by,
+        Check::DefinitionChanged,
+        "decided_by tells the truth"
+    );
     assert_eq!(tool.runs(), 0, "the tool ran under a changed definition");
 
     // The changed definition is re-gated on its next call.

@@ -590,12 +590,15 @@ where
             let now = handle.load();
             let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
             if current.as_deref() != Some(definition_hash.as_str()) {
-                return Ok(ToolResponse::Refused(rejected(
+                let mut refusal = rejected(
                     format!(
                         "approved by {approver}, but the definition of `{tool}` changed while the call waited; it will be asked about again"
                     ),
                     &asks,
-                )));
+                );
+                // `decided_by` tells the truth: a rug pull, not routing (R35).
+                refusal.decided_by = Check::DefinitionChanged;
+                return Ok(ToolResponse::Refused(refusal));
             }
             if canon::input_hash(&call.input).as_deref() != Some(input_hash.as_str()) {
                 return Ok(ToolResponse::Refused(rejected(
