@@ -137,6 +137,23 @@
     )
 )]
 
+/// Serves one client with an rmcp server until the client goes away; transport errors
+/// become `std::io::Error`s. Shared by the test servers (drift server, prefix gateway).
+#[cfg(any(feature = "drift-server", feature = "prefix-gateway"))]
+macro_rules! serve_until_closed {
+    ($server:expr, $transport:expr) => {{
+        let running = $server
+            .serve($transport)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }};
+}
+
 mod config;
 mod declare;
 mod drift;

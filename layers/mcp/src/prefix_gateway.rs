@@ -136,28 +136,12 @@ impl PrefixGateway {
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let running = self
-            .serve(io)
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        serve_until_closed!(self, io)
     }
 
     /// Serves one client on standard input and output.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
-        let running = self
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        serve_until_closed!(self, rmcp::transport::stdio())
     }
 }
 
