@@ -140,10 +140,10 @@ pub struct Rule {
     kind: Option<ToolKind>,
     agent: Option<Glob>,
     when: Vec<(String, Vec<String>, Test)>,
-    reason: Option<String>,
-    source: Value,
-    /// The number literals of `source` its value does not reproduce.
-    source_literals: Option<Node>,
+    reason: Option<Box<str>>,
+    /// The rule as written, as compact JSON text with every number as written (R20): one
+    /// string instead of a parsed object per rule (issue 12: memory per rule).
+    source: Box<str>,
 }
 
 impl Rule {
@@ -177,15 +177,21 @@ impl Rule {
         !self.when.is_empty()
     }
 
-    /// The rule as written.
-    pub fn source(&self) -> &Value {
+    /// The rule as written, parsed from [`Rule::source_text`] (a new value per call).
+    pub fn source(&self) -> Value {
+        // The text was written by this crate from a parsed value: it always parses.
+        serde_json::from_str(&self.source).unwrap_or(Value::Null)
+    }
+
+    /// The rule as written, as compact JSON text, every number as written (R20).
+    pub fn source_text(&self) -> &str {
         &self.source
     }
 
     /// The reason shown to a person and the model: the rule's own, or a description.
     pub fn describe(&self, index: usize) -> String {
         if let Some(r) = &self.reason {
-            return r.clone();
+            return r.to_string();
         }
         let mut parts = Vec::new();
         if let Some(k) = self.kind {
@@ -502,6 +508,7 @@ impl Policy {
         if errs.errors.len() > before {
             return None;
         }
+        rules.shrink_to_fit();
         let index = Index::build(&rules);
         Some(Self {
             default,
@@ -537,7 +544,7 @@ impl Policy {
         map.insert("default".into(), Value::from(self.default.as_str()));
         map.insert(
             "rules".into(),
-            Value::Array(self.rules.iter().map(|r| r.source.clone()).collect()),
+            Value::Array(self.rules.iter().map(Rule::source).collect()),
         );
         if let Some(u) = &self.updated_at {
             map.insert("updatedAt".into(), Value::from(u.as_str()));
@@ -565,7 +572,7 @@ impl Policy {
             if i > 0 {
                 out.push(',');
             }
-            number::write_text(&mut out, &rule.source, rule.source_literals.as_ref());
+            out.push_str(&rule.source);
         }
         out.push(']');
         if let Some(u) = self.updated_at.as_deref().filter(|_| updated_at) {
@@ -755,7 +762,7 @@ fn read_rule(
         },
         errs,
     );
-    let reason = obj.str("reason", errs).map(str::to_owned);
+    let reason: Option<Box<str>> = obj.str("reason", errs).map(Box::from);
     if let Some(r) = &reason
         && chars(r) > limits.tool_rule_text_chars
     {
@@ -815,8 +822,11 @@ fn read_rule(
         agent,
         when,
         reason,
-        source: value.clone(),
-        source_literals: lits.cloned(),
+        source: {
+            let mut text = String::new();
+            number::write_text(&mut text, value, lits);
+            text.into_boxed_str()
+        },
     })
 }
 
