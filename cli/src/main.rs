@@ -488,7 +488,7 @@ fn explain_json(d: &Decision) -> Value {
         "decided_by": d.decided_by.as_str(),
         "reasons": d.reasons,
         "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": a.reason})).collect::<Vec<_>>(),
-        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect, "reason": m.reason})).collect::<Vec<_>>(),
+        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str(), "reason": m.reason})).collect::<Vec<_>>(),
     })
 }
 
