@@ -218,7 +218,7 @@ fn ab_rounds<S>(
     let (mut all_raw, mut all_gov) = (Vec::new(), Vec::new());
     println!("stdio A/B: {rounds} rounds of {calls} raw and {calls} governed calls (µs medians)");
     for round in 0..rounds {
-        let mut time_raw = || {
+        let time_raw = || {
             rt.block_on(async {
                 let mut out = Vec::with_capacity(calls);
                 for _ in 0..calls {
@@ -233,7 +233,7 @@ fn ab_rounds<S>(
                 out
             })
         };
-        let mut time_gov = || {
+        let time_gov = || {
             rt.block_on(async {
                 let mut out = Vec::with_capacity(calls);
                 for _ in 0..calls {
