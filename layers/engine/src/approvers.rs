@@ -184,7 +184,14 @@ impl ApproverSettings {
     }
 }
 
-const SECTION: &[&str] = &["auth", "header", "listen", "people", "webhook", "public_url"];
+const SECTION: &[&str] = &[
+    "auth",
+    "header",
+    "listen",
+    "people",
+    "webhook",
+    "public_url",
+];
 const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
 const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
 

@@ -46,7 +46,10 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
     if a.is_empty() || a.len() != b.len() {
         return false;
     }
-    a.bytes().zip(b.bytes()).fold(0_u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -89,10 +92,7 @@ impl App {
     }
 
     fn proxy_mode(&self) -> bool {
-        matches!(
-            self.0.settings.approvers.auth,
-            ApproverAuth::ProxyHeader(_)
-        )
+        matches!(self.0.settings.approvers.auth, ApproverAuth::ProxyHeader(_))
     }
 
     /// The response to a page request nobody signed in for: the sign-in page (tokens) or

@@ -54,7 +54,10 @@ fn changes(mut rx: watch::Receiver<u64>) -> impl Stream<Item = Result<Event, Inf
     stream::unfold(rx, |mut rx| async move {
         rx.changed().await.ok()?;
         let v = *rx.borrow_and_update();
-        Some((Ok(Event::default().event("changed").data(v.to_string())), rx))
+        Some((
+            Ok(Event::default().event("changed").data(v.to_string())),
+            rx,
+        ))
     })
 }
 

@@ -9,7 +9,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timestamp, ask_source_text};
+use toolgate_inbox::{
+    Answer, AnswerError, HeldRecord, State as CallState, Timestamp, ask_source_text,
+};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, random_hex, unauthorized};
@@ -64,7 +66,11 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         esc(&shown.model_name),
         r.state.as_str()
     );
-    let _ = write!(out, "<dt>Agent</dt><dd class=\"agent\">{}</dd>", esc(&agent_text(r)));
+    let _ = write!(
+        out,
+        "<dt>Agent</dt><dd class=\"agent\">{}</dd>",
+        esc(&agent_text(r))
+    );
     out.push_str("<dt>Why</dt><dd><ul class=\"reasons\">");
     for a in &r.call.reasons {
         let _ = write!(
@@ -107,7 +113,11 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         );
     }
     if let Some(why) = &r.answer_reason {
-        let _ = write!(out, "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>", esc(why));
+        let _ = write!(
+            out,
+            "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
+            esc(why)
+        );
     }
     out.push_str("</dl>");
     let input = match r.input() {
@@ -134,9 +144,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         {
             answer_forms(out, r, who);
         } else {
-            out.push_str(
-                "<p class=\"note\">You are not one of the approvers for this tool.</p>",
-            );
+            out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
         }
     }
     let _ = write!(
@@ -421,8 +429,13 @@ pub(crate) async fn answer(
                 StatusCode::CONFLICT,
                 "Refused: the call is not the one shown",
                 &format!(
-                    "{} differ from what the page showed (R35); reload and look again; nothing was approved",
-                    changed.join(" and ")
+                    "{} {} from what the page showed (R35); reload and look again; nothing was approved",
+                    changed.join(" and "),
+                    if changed.len() == 1 {
+                        "differs"
+                    } else {
+                        "differ"
+                    }
                 ),
             );
         }

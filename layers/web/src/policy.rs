@@ -20,7 +20,9 @@ use crate::auth::{Who, check_csrf, unauthorized};
 use crate::html::{self, Tab, esc};
 
 /// The fields of a rule the panel edits, in the order shown.
-const FIELDS: &[&str] = &["effect", "tool", "server", "kind", "agent", "when", "reason"];
+const FIELDS: &[&str] = &[
+    "effect", "tool", "server", "kind", "agent", "when", "reason",
+];
 
 /// The stored policy as the tab shows it.
 struct Loaded {
@@ -179,10 +181,7 @@ fn render(
             (true, false) => tool,
             (false, false) => format!("{server} / {tool}"),
         };
-        let when = rule
-            .get("when")
-            .map(Value::to_string)
-            .unwrap_or_default();
+        let when = rule.get("when").map(Value::to_string).unwrap_or_default();
         let _ = write!(
             out,
             "<tr id=\"rule-{i}\" class=\"effect-{e}\"><td>{i}</td><td class=\"effect\">{e}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>",
@@ -210,10 +209,14 @@ fn render(
     }
     out.push_str("</tbody></table>");
     if list.is_empty() {
-        out.push_str("<p class=\"empty\">No rule: every call runs (unless the default says otherwise).</p>");
+        out.push_str(
+            "<p class=\"empty\">No rule: every call runs (unless the default says otherwise).</p>",
+        );
     }
     if may_edit {
-        out.push_str("<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>");
+        out.push_str(
+            "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
+        );
         if let Some(p) = panel {
             panel_html(&mut out, who, loaded, p);
         }
@@ -280,7 +283,10 @@ fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
         } else {
             " aria-invalid=\"true\""
         };
-        let _ = write!(out, "<div class=\"field\" id=\"field-{field}\"><label for=\"in-{field}\">{field}</label>");
+        let _ = write!(
+            out,
+            "<div class=\"field\" id=\"field-{field}\"><label for=\"in-{field}\">{field}</label>"
+        );
         match *field {
             "effect" => {
                 let _ = write!(out, "<select name=\"effect\" id=\"in-effect\"{invalid}>");
@@ -292,7 +298,12 @@ fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
             }
             "kind" => {
                 let _ = write!(out, "<select name=\"kind\" id=\"in-kind\"{invalid}>");
-                for (v, label) in [("", "any"), ("mcp", "mcp"), ("http", "http"), ("local", "local")] {
+                for (v, label) in [
+                    ("", "any"),
+                    ("mcp", "mcp"),
+                    ("http", "http"),
+                    ("local", "local"),
+                ] {
                     let sel = if value == v { " selected" } else { "" };
                     let _ = write!(out, "<option value=\"{v}\"{sel}>{label}</option>");
                 }
@@ -334,7 +345,11 @@ fn page_response(
     status: StatusCode,
 ) -> Response {
     let body = render(app, who, loaded, panel, banner);
-    (status, html::page("Policy", Some((who, Tab::Policy)), &body)).into_response()
+    (
+        status,
+        html::page("Policy", Some((who, Tab::Policy)), &body),
+    )
+        .into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -373,7 +388,10 @@ pub(crate) async fn page(
             ..Panel::default()
         })
     });
-    let banner = q.saved.as_ref().map(|_| ("saved", "Saved. The new policy decides the next call."));
+    let banner = q
+        .saved
+        .as_ref()
+        .map(|_| ("saved", "Saved. The new policy decides the next call."));
     page_response(&app, &who, &loaded, panel.as_ref(), banner, StatusCode::OK)
 }
 
@@ -476,7 +494,14 @@ pub(crate) async fn save_rule(
                 panel
                     .field_errors
                     .push(("when".into(), format!("when: not JSON: {e}")));
-                return page_response(&app, &who, &loaded, Some(&panel), None, StatusCode::UNPROCESSABLE_ENTITY);
+                return page_response(
+                    &app,
+                    &who,
+                    &loaded,
+                    Some(&panel),
+                    None,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                );
             }
         }
     }
@@ -484,7 +509,14 @@ pub(crate) async fn save_rule(
     let base = form.updated_at.unwrap_or_default();
     if base != loaded.updated_at {
         let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(&app, &who, &loaded, Some(&panel), Some(("error", &text)), StatusCode::CONFLICT);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            Some(&panel),
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
     }
     let mut doc = loaded.doc.clone();
     let Some(list) = doc
@@ -502,7 +534,12 @@ pub(crate) async fn save_rule(
         list.push(Value::Object(values));
         list.len() - 1
     } else {
-        match panel.index.parse::<usize>().ok().filter(|i| *i < list.len()) {
+        match panel
+            .index
+            .parse::<usize>()
+            .ok()
+            .filter(|i| *i < list.len())
+        {
             Some(i) => {
                 if let Some(slot) = list.get_mut(i) {
                     *slot = Value::Object(values);
@@ -511,7 +548,14 @@ pub(crate) async fn save_rule(
             }
             None => {
                 let text = conflict_text(&base, &loaded.updated_at);
-                return page_response(&app, &who, &loaded, None, Some(("error", &text)), StatusCode::CONFLICT);
+                return page_response(
+                    &app,
+                    &who,
+                    &loaded,
+                    None,
+                    Some(("error", &text)),
+                    StatusCode::CONFLICT,
+                );
             }
         }
     };
@@ -522,7 +566,14 @@ pub(crate) async fn save_rule(
             panel.field_errors = by_field;
             panel.errors = rest;
             let banner = "The policy is refused; the stored policy is unchanged. Each problem is shown next to its field.";
-            page_response(&app, &who, &loaded, Some(&panel), Some(("error", banner)), StatusCode::UNPROCESSABLE_ENTITY)
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some(("error", banner)),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
         }
         Err(PutPolicyError::Store(e)) => html::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -560,7 +611,14 @@ pub(crate) async fn delete_rule(
         .map(|(list, i)| list.remove(i));
     if base != loaded.updated_at || removed.is_none() {
         let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(&app, &who, &loaded, None, Some(("error", &text)), StatusCode::CONFLICT);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            None,
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
     }
     match put(&app, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
@@ -570,7 +628,17 @@ pub(crate) async fn delete_rule(
                 errors: errs.errors.iter().map(ToString::to_string).collect(),
                 ..Panel::default()
             };
-            page_response(&app, &who, &loaded, Some(&panel), Some(("error", "The policy is refused; the stored policy is unchanged.")), StatusCode::UNPROCESSABLE_ENTITY)
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some((
+                    "error",
+                    "The policy is refused; the stored policy is unchanged.",
+                )),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
         }
         Err(PutPolicyError::Store(e)) => html::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -600,7 +668,14 @@ pub(crate) async fn save_whole(
     let base = form.updated_at.unwrap_or_default();
     if base != loaded.updated_at {
         let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(&app, &who, &loaded, None, Some(("error", &text)), StatusCode::CONFLICT);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            None,
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
     }
     let text = form.document.unwrap_or_default();
     match put_policy_text(&*app.0.store, &text, &app.0.settings.limits).await {
@@ -611,7 +686,17 @@ pub(crate) async fn save_whole(
                 errors: errs.errors.iter().map(ToString::to_string).collect(),
                 ..Panel::default()
             };
-            page_response(&app, &who, &loaded, Some(&panel), Some(("error", "The policy is refused; the stored policy is unchanged.")), StatusCode::UNPROCESSABLE_ENTITY)
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some((
+                    "error",
+                    "The policy is refused; the stored policy is unchanged.",
+                )),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
         }
         Err(PutPolicyError::Store(e)) => html::refusal(
             StatusCode::SERVICE_UNAVAILABLE,

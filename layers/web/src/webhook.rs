@@ -40,9 +40,9 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
 
 /// Posts `body` to an `http://host[:port]/path` URL; `Ok` on a 2xx answer.
 async fn post(url: &str, body: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}`: only http:// webhooks are sent (use a local relay for https)"))?;
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("`{url}`: only http:// webhooks are sent (use a local relay for https)")
+    })?;
     let (authority, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, "/"),
@@ -106,9 +106,8 @@ pub(crate) fn spawn(
         let mut seen: Option<HashSet<String>> = None;
         loop {
             if let Ok(pending) = store.list(Some(State::Pending)).await {
-                let known = seen.get_or_insert_with(|| {
-                    pending.iter().map(|r| r.id().to_owned()).collect()
-                });
+                let known =
+                    seen.get_or_insert_with(|| pending.iter().map(|r| r.id().to_owned()).collect());
                 for r in &pending {
                     if known.insert(r.id().to_owned()) {
                         let body = payload(r, public_url.as_deref()).to_string();
