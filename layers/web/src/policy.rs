@@ -292,7 +292,7 @@ fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
                 let _ = write!(out, "<select name=\"effect\" id=\"in-effect\"{invalid}>");
                 for e in ["deny", "ask", "allow"] {
                     let sel = if value == e { " selected" } else { "" };
-                    let _ = write!(out, "<option{sel}>{e}</option>");
+                    let _ = write!(out, "<option value=\"{e}\"{sel}>{e}</option>");
                 }
                 out.push_str("</select>");
             }
