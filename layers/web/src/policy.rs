@@ -166,6 +166,9 @@ fn render(
     if !may_edit {
         out.push_str("<p class=\"note\">You may read the policy; editing it is not among your permissions.</p>");
     }
+    if may_edit && let Some(p) = panel {
+        panel_html(&mut out, who, loaded, p);
+    }
     let list = rules(&loaded.doc);
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by_key(|i| list.get(*i).map_or(3, strictness));
@@ -217,9 +220,6 @@ fn render(
         out.push_str(
             "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
         );
-        if let Some(p) = panel {
-            panel_html(&mut out, who, loaded, p);
-        }
         let whole = serde_json::to_string_pretty(&loaded.doc).unwrap_or_default();
         let _ = write!(
             out,

@@ -236,57 +236,14 @@ async fn browser_approve_deny_and_edit_the_policy() {
     assert_eq!(rec.state, State::Denied);
     assert_eq!(rec.answer_reason.as_deref(), Some("Duplicate of #12"));
 
-    // The policy tab: add a rule with an error, see it at its field, fix it, save.
+    // The policy tab: add two rules, then edit one with an error, see the error at its
+    // field, fix it and save.
     c.find(Locator::Css("#tab-policy"))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
-    wait_for(&c, "#add-rule").await.click().await.unwrap();
-    wait_for(&c, "#in-effect")
-        .await
-        .select_by_value("deny")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#in-tool"))
-        .await
-        .unwrap()
-        .send_keys("github__create_issue")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#in-when"))
-        .await
-        .unwrap()
-        .send_keys(r#"{"amount": {"gt": 100}}"#)
-        .await
-        .unwrap();
-    c.find(Locator::Css("#save-rule"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let err = text(&c, "#error-tool").await;
-    assert!(err.contains("rules[0].tool"), "{err}");
-    shot(&c, "policy-error.png").await;
-    let tool = c.find(Locator::Css("#in-tool")).await.unwrap();
-    tool.clear().await.unwrap();
-    tool.send_keys("refund").await.unwrap();
-    c.find(Locator::Css("#in-reason"))
-        .await
-        .unwrap()
-        .send_keys("Refunds over 100 need finance")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#save-rule"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    assert!(text(&c, "#banner").await.starts_with("Saved"));
-    // Add an ask rule too, so the tab shows the strictest first.
     wait_for(&c, "#add-rule").await.click().await.unwrap();
     wait_for(&c, "#in-server")
         .await
@@ -306,15 +263,86 @@ async fn browser_approve_deny_and_edit_the_policy() {
         .await
         .unwrap();
     assert!(text(&c, "#banner").await.starts_with("Saved"));
+    wait_for(&c, "#add-rule").await.click().await.unwrap();
+    wait_for(&c, "#in-effect")
+        .await
+        .select_by_value("deny")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#in-tool"))
+        .await
+        .unwrap()
+        .send_keys("refund")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#in-when"))
+        .await
+        .unwrap()
+        .send_keys(r#"{"amount": {"gt": 100}}"#)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#in-reason"))
+        .await
+        .unwrap()
+        .send_keys("Refunds over the limit need finance")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#save-rule"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(&c, "#banner").await.starts_with("Saved"));
+    // Strictest first: the deny rule (index 1) is listed before the ask rule (index 0).
+    let rows = c.find_all(Locator::Css("#rules tbody tr")).await.unwrap();
+    assert_eq!(rows[0].attr("id").await.unwrap().as_deref(), Some("rule-1"));
+    assert_eq!(rows[1].attr("id").await.unwrap().as_deref(), Some("rule-0"));
+    // Edit the deny rule: a `gt` that is not a number is refused at `when`.
+    wait_for(&c, "#edit-1").await.click().await.unwrap();
+    let when = wait_for(&c, "#in-when").await;
+    when.clear().await.unwrap();
+    when.send_keys(r#"{"amount": {"gt": "fifty"}}"#)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#save-rule"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let err = text(&c, "#error-when").await;
+    assert!(err.contains("rules[1].when"), "{err}");
+    assert!(
+        s.inbox
+            .store()
+            .get_policy()
+            .await
+            .unwrap()
+            .unwrap()
+            .body
+            .contains("100")
+    );
+    shot(&c, "policy-error.png").await;
+    let when = c.find(Locator::Css("#in-when")).await.unwrap();
+    when.clear().await.unwrap();
+    when.send_keys(r#"{"amount": {"gt": 50}}"#).await.unwrap();
+    c.find(Locator::Css("#save-rule"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(&c, "#banner").await.starts_with("Saved"));
     shot(&c, "policy.png").await;
 
-    // The new rule decides the next call.
+    // The edited rule decides the next call.
     s.reload_policy().await;
     match s
         .send(ToolCall::new(
             AgentRef::profile("support"),
             "refund",
-            json!({"amount": 500}),
+            json!({"amount": 60}),
         ))
         .await
     {
@@ -322,7 +350,7 @@ async fn browser_approve_deny_and_edit_the_policy() {
             r.reasons.iter().any(|x| x.contains("need finance")),
             "{r:?}"
         ),
-        other => panic!("expected the new deny rule to refuse it, got {other:?}"),
+        other => panic!("expected the edited deny rule to refuse it, got {other:?}"),
     }
     assert_eq!(s.tool.runs(), 1);
 
