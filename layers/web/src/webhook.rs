@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
-use toolgate_inbox::{HeldRecord, InboxStore, State, ask_source_text};
+use toolgate_inbox::{HeldRecord, InboxStore, State, Timestamp, ask_source_text};
 
 const TRIES: u32 = 6;
 
@@ -95,25 +95,27 @@ async fn deliver(url: String, body: String, id: String) {
     tracing::warn!(interaction = %id, "the webhook post was given up after {TRIES} tries");
 }
 
-/// Watches the store and posts each held call that appears after the page started.
+/// Watches the store and posts each held call held after the page started, once.
 pub(crate) fn spawn(
     store: Arc<dyn InboxStore>,
     url: String,
     public_url: Option<String>,
     every: Duration,
 ) -> JoinHandle<()> {
+    let started = Timestamp::now();
     tokio::spawn(async move {
-        let mut seen: Option<HashSet<String>> = None;
+        let mut seen: HashSet<String> = HashSet::new();
         loop {
             if let Ok(pending) = store.list(Some(State::Pending)).await {
-                let known =
-                    seen.get_or_insert_with(|| pending.iter().map(|r| r.id().to_owned()).collect());
-                for r in &pending {
-                    if known.insert(r.id().to_owned()) {
+                for r in pending.iter().filter(|r| r.call.created_at >= started) {
+                    if seen.insert(r.id().to_owned()) {
                         let body = payload(r, public_url.as_deref()).to_string();
                         tokio::spawn(deliver(url.clone(), body, r.id().to_owned()));
                     }
                 }
+                // A call no longer pending never comes back: forget it.
+                let open: HashSet<&str> = pending.iter().map(HeldRecord::id).collect();
+                seen.retain(|id| open.contains(id.as_str()));
             }
             tokio::time::sleep(every).await;
         }

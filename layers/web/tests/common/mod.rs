@@ -62,6 +62,13 @@ pub fn governance(auth: &str) -> Governance {
     load_str(&config(auth).to_string(), Format::Json).unwrap()
 }
 
+/// The configuration of `config(auth)` after `tweak`.
+pub fn governance_tweaked(auth: &str, tweak: impl FnOnce(&mut Value)) -> Governance {
+    let mut c = config(auth);
+    tweak(&mut c);
+    load_str(&c.to_string(), Format::Json).unwrap()
+}
+
 pub type Stack = BoxCloneService<ToolCall, ToolResponse, Infallible>;
 
 /// The tool behind the gate: counts what it is sent.
@@ -103,9 +110,12 @@ pub async fn start(auth: &str) -> Server {
 }
 
 pub async fn start_with(auth: &str, poll: Duration) -> Server {
+    start_gov(governance(auth), poll).await
+}
+
+pub async fn start_gov(gov: Governance, poll: Duration) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("inbox.db");
-    let gov = governance(auth);
     let inbox = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
     let page_store: Arc<dyn InboxStore> =
         Arc::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
