@@ -629,3 +629,17 @@ async fn the_event_stream_announces_a_new_held_call() {
             .contains(&format!("card-{id}"))
     );
 }
+
+#[test]
+fn the_example_configuration_signs_in_with_its_documented_token() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/approvals.json");
+    let gov = toolgate::engine::config::load_path(&path).unwrap();
+    let settings = toolgate_web::WebSettings::from_governance(&gov, &path).unwrap();
+    let alice = settings.approvers.approver("alice").unwrap();
+    assert_eq!(
+        alice.token_sha256.as_deref(),
+        Some(toolgate_web::hash_token("demo-token-alice").as_str())
+    );
+    assert!(settings.approvers.listen.ip().is_loopback());
+}
