@@ -64,12 +64,12 @@ impl ToolSelector {
             return false;
         }
         if let Some(server) = &self.server
-            && (identity.kind() != ToolKind::Mcp || !server.matches(&identity.source()))
+            && (identity.kind() != ToolKind::Mcp || !server.matches(identity.source()))
         {
             return false;
         }
         if let Some(tool) = &self.tool
-            && !tool.matches(&identity.name())
+            && !tool.matches(identity.name())
         {
             return false;
         }

@@ -140,7 +140,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
     if r.state == CallState::Pending {
         if who
             .approver
-            .may_answer(&r.call.identities, &r.call.agent.rule_name())
+            .may_answer(&r.call.identities, r.call.agent.rule_name())
         {
             answer_forms(out, r, who);
         } else {
@@ -404,7 +404,7 @@ pub(crate) async fn answer(
     };
     if !who
         .approver
-        .may_answer(&record.call.identities, &record.call.agent.rule_name())
+        .may_answer(&record.call.identities, record.call.agent.rule_name())
     {
         return html::refusal(
             StatusCode::FORBIDDEN,
