@@ -258,3 +258,35 @@ pub(crate) async fn logout(
     );
     res
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    #[test]
+    fn tokens_compare_whole_and_never_empty() {
+        assert!(super::same("abc", "abc"));
+        assert!(!super::same("abc", "abd"));
+        assert!(!super::same("abc", "abcd"));
+        assert!(!super::same("", ""), "an empty token never matches");
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("xtg_session=evil; tg_session=good"),
+        );
+        assert_eq!(super::cookie(&h, "tg_session"), Some("good"));
+        assert_eq!(super::cookie(&h, "tg_login"), None);
+    }
+
+    #[test]
+    fn random_tokens_are_long_and_distinct() {
+        let a = super::random_hex(32);
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, super::random_hex(32));
+    }
+}

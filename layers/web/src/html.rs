@@ -90,3 +90,15 @@ pub(crate) async fn script() -> Response {
 pub(crate) async fn style() -> Response {
     asset(include_str!("../static/app.css"), "text/css; charset=utf-8")
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_markup_character_is_escaped() {
+        assert_eq!(
+            super::esc(r#"<a href="x" onclick='y'>&amp;</a>"#),
+            "&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;amp;&lt;/a&gt;"
+        );
+        assert_eq!(super::esc("plain ü"), "plain ü");
+    }
+}

@@ -705,3 +705,25 @@ pub(crate) async fn save_whole(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use toolgate::engine::{ConfigError, ConfigErrors};
+
+    #[test]
+    fn r22_errors_of_the_edited_rule_go_to_their_field() {
+        let errs = ConfigErrors {
+            errors: vec![
+                ConfigError::new("rules[2].tool", "contains `__`"),
+                ConfigError::new("rules[2].when.amount.gt", "compares numbers"),
+                ConfigError::new("rules[20].tool", "another rule"),
+                ConfigError::new("rules", "too many rules"),
+            ],
+        };
+        let (by_field, rest) = super::split_errors(&errs, Some(2));
+        let fields: Vec<&str> = by_field.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["tool", "when"]);
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert!(rest[0].starts_with("rules[20].tool"));
+    }
+}

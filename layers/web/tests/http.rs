@@ -643,3 +643,57 @@ fn the_example_configuration_signs_in_with_its_documented_token() {
     );
     assert!(settings.approvers.listen.ip().is_loopback());
 }
+
+#[tokio::test]
+async fn r22_an_unreadable_stored_policy_is_shown_and_replaced_whole() {
+    let s = start("token").await;
+    let c = signed_in(&s, ALICE).await;
+    // A rule written before wire names were refused (seed 002), stored past validation.
+    let conn = rusqlite::Connection::open(&s.db).unwrap();
+    conn.execute(
+        "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, ?1, '2020-01-01T00:00:00.000000Z')",
+        [r#"{"default":"allow","rules":[{"effect":"ask","tool":"github__create_issue"}]}"#],
+    )
+    .unwrap();
+    let page = c.get("/policy").await.body;
+    assert!(page.contains("id=\"unreadable\""), "{page}");
+    assert!(page.contains("rules[0].tool"));
+    let csrf = field(&page, "csrf").unwrap();
+    let fixed = r#"{"default": "allow", "rules": [{"effect": "ask", "server": "github", "tool": "create_issue"}]}"#;
+    // The whole document, still wrong: refused with its path, nothing stored.
+    let r = c
+        .post(
+            "/policy/whole",
+            &[
+                ("csrf", &csrf),
+                ("updated_at", "2020-01-01T00:00:00.000000Z"),
+                ("document", &fixed.replace("create_issue", "x__y")),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 422);
+    assert!(r.body.contains("rules[0].tool"));
+    // Stale: refused as a conflict.
+    let r = c
+        .post(
+            "/policy/whole",
+            &[("csrf", &csrf), ("updated_at", ""), ("document", fixed)],
+        )
+        .await;
+    assert_eq!(r.status, 409);
+    // Corrected, on the stored updatedAt: saved, readable again.
+    let r = c
+        .post(
+            "/policy/whole",
+            &[
+                ("csrf", &csrf),
+                ("updated_at", "2020-01-01T00:00:00.000000Z"),
+                ("document", fixed),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let page = c.get("/policy").await.body;
+    assert!(!page.contains("id=\"unreadable\""));
+    assert!(page.contains("github / create_issue"));
+}
