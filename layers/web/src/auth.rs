@@ -222,8 +222,17 @@ pub(crate) async fn login(
         );
     }
     let mut res = Redirect::to("/").into_response();
+    // Behind TLS (a `public_url` on https), the cookie is never sent over plain HTTP.
+    let secure = app
+        .0
+        .settings
+        .approvers
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"));
     if let Ok(v) = HeaderValue::from_str(&format!(
-        "{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict"
+        "{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{}",
+        if secure { "; Secure" } else { "" }
     )) {
         res.headers_mut().append(header::SET_COOKIE, v);
     }

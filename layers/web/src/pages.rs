@@ -23,6 +23,9 @@ pub(crate) struct ListQuery {
     fragment: Option<String>,
 }
 
+/// How many answered calls the history shows (newest first).
+const HISTORY_ROWS: usize = 500;
+
 fn age(d: Duration) -> String {
     if d.as_secs() == 0 {
         return String::from("0s");
@@ -288,8 +291,10 @@ pub(crate) async fn history(
         Err(e) => return store_failed(e),
     };
     records.retain(|r| r.state != CallState::Pending);
-    // Newest answer first.
+    // Newest change first; the latest HISTORY_ROWS.
     records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+    let total = records.len();
+    records.truncate(HISTORY_ROWS);
     let now = Timestamp::now();
     let mut inner = String::from(
         "<h1>History</h1><table class=\"history\"><thead><tr><th>Held</th><th>Call</th><th>Agent</th><th>State</th><th>Who answered</th><th>Reason</th></tr></thead><tbody>",
@@ -313,6 +318,13 @@ pub(crate) async fn history(
         );
     }
     inner.push_str("</tbody></table>");
+    if total > records.len() {
+        let _ = write!(
+            inner,
+            "<p class=\"note\">The latest {} of {total} are shown; `toolgate inbox list` lists every one.</p>",
+            records.len()
+        );
+    }
     if records.is_empty() {
         inner.push_str("<p class=\"empty\">Nothing answered yet.</p>");
     }
