@@ -116,9 +116,21 @@ pub async fn start_with(auth: &str, poll: Duration) -> Server {
 pub async fn start_gov(gov: Governance, poll: Duration) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("inbox.db");
-    let inbox = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
+    let gate = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
     let page_store: Arc<dyn InboxStore> =
         Arc::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
+    start_stores(gov, poll, gate, page_store, dir, db).await
+}
+
+/// The gate on `inbox`, the page on `page_store` (another connection to the same inbox).
+pub async fn start_stores(
+    gov: Governance,
+    poll: Duration,
+    inbox: Inbox,
+    page_store: Arc<dyn InboxStore>,
+    dir: tempfile::TempDir,
+    db: PathBuf,
+) -> Server {
     let mut settings =
         WebSettings::from_governance(&gov, std::path::Path::new("toolgate.json")).unwrap();
     settings.poll_interval = poll;
