@@ -14,13 +14,15 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use toolgate_inbox::InboxStore;
+use toolgate_inbox::{InboxStore, State as CallState};
 
 use crate::app::App;
 
-/// A fingerprint of every held call's id, state and last change.
+/// A fingerprint of the pending held calls (ids and last change): a new held call, and
+/// every answer, expiry or cancellation (which ends a pending call), changes it. Only the
+/// pending calls are read, so a long history costs nothing here.
 async fn fingerprint(store: &dyn InboxStore) -> Option<u64> {
-    let records = store.list(None).await.ok()?;
+    let records = store.list(Some(CallState::Pending)).await.ok()?;
     let mut h = DefaultHasher::new();
     records.len().hash(&mut h);
     for r in &records {
