@@ -269,7 +269,6 @@ pub(crate) async fn logout(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use axum::http::{HeaderMap, HeaderValue, header};
 

@@ -41,6 +41,15 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 // A handler's early exit is the refusal page itself (`Result<_, Response>`), built once per
 // request; boxing it would only add an allocation.
 #![allow(clippy::result_large_err)]
