@@ -170,6 +170,15 @@ impl StoreArgs {
     /// Opens the store: `--db`, `--pg-url`, `--config`'s `inbox`, then `TOOLGATE_PG_URL`.
     /// `create`: a missing SQLite file is created (for `policy put`).
     pub(crate) async fn open(&self, create: bool) -> Result<Arc<dyn InboxStore>, String> {
+        Ok(self.open_shared(create).await?.0)
+    }
+
+    /// As [`StoreArgs::open`], and for a PostgreSQL inbox also the inbox itself (for its
+    /// change feed, `PostgresInbox::subscribe`).
+    pub(crate) async fn open_shared(
+        &self,
+        create: bool,
+    ) -> Result<(Arc<dyn InboxStore>, Option<PostgresInbox>), String> {
         if self.db.is_some() && self.pg_url.is_some() {
             return Err(String::from("give `--db` or `--pg-url`, not both"));
         }
@@ -208,13 +217,13 @@ impl StoreArgs {
                     options = options.synchronous(Synchronous::Full);
                 }
                 let store = SqliteInbox::open(&path, options).map_err(|e| e.to_string())?;
-                Ok(Arc::new(store))
+                Ok((Arc::new(store), None))
             }
             Target::Postgres(url) => {
                 let store = PostgresInbox::connect(&url, PostgresOptions::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(Arc::new(store))
+                Ok((Arc::new(store.clone()), Some(store)))
             }
         }
     }

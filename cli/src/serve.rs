@@ -70,7 +70,27 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let addr = settings.approvers.listen;
     let rt = runtime()?;
     rt.block_on(async move {
-        let store = args.store.open(true).await?;
+        let (store, postgres) = args.store.open_shared(true).await?;
+        // A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the
+        // poll is only the fallback.
+        let wake = match postgres {
+            None => None,
+            Some(pg) => {
+                let mut feed = pg
+                    .subscribe()
+                    .await
+                    .map_err(|e| format!("cannot listen to the inbox's changes: {e}"))?;
+                let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+                let notify = std::sync::Arc::clone(&wake);
+                tokio::spawn(async move {
+                    while feed.next().await.is_some() {
+                        notify.notify_one();
+                    }
+                });
+                settings.poll_interval = std::time::Duration::from_secs(10);
+                Some(wake)
+            }
+        };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
@@ -88,7 +108,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         let stop = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        toolgate_web::serve(listener, store, settings, stop)
+        toolgate_web::serve_woken(listener, store, settings, wake, stop)
             .await
             .map_err(|e| format!("the approval page stopped: {e}"))?;
         Ok(ExitCode::SUCCESS)

@@ -49,10 +49,34 @@ impl App {
     /// The page's state over `store`, with its store poller (and webhook sender) started
     /// on the current Tokio runtime.
     pub fn start(store: Arc<dyn InboxStore>, settings: WebSettings) -> Self {
+        Self::start_woken(store, settings, None)
+    }
+
+    /// As [`App::start`]; `wake`, when given, makes the poller look at the store at once
+    /// (notified by a store's change feed, such as `PostgresInbox::subscribe`), the poll
+    /// interval staying as the fallback.
+    pub fn start_woken(
+        store: Arc<dyn InboxStore>,
+        settings: WebSettings,
+        wake: Option<Arc<tokio::sync::Notify>>,
+    ) -> Self {
+        Self::start_primed(store, settings, wake, None)
+    }
+
+    /// As [`App::start_woken`], with the store's state already looked at (`primed`), so a
+    /// change right after the start is never taken for the starting state.
+    pub(crate) fn start_primed(
+        store: Arc<dyn InboxStore>,
+        settings: WebSettings,
+        wake: Option<Arc<tokio::sync::Notify>>,
+        primed: Option<Option<u64>>,
+    ) -> Self {
         let (tx, rx) = watch::channel(0_u64);
         let mut tasks = vec![crate::events::spawn_poller(
             Arc::clone(&store),
             settings.poll_interval,
+            wake,
+            primed,
             tx,
         )];
         if let Some(url) = settings.approvers.webhook.clone() {

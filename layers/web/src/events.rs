@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use toolgate_inbox::{InboxStore, State as CallState};
 
@@ -21,7 +21,7 @@ use crate::app::App;
 /// A fingerprint of the pending held calls (ids and last change): a new held call, and
 /// every answer, expiry or cancellation (which ends a pending call), changes it. Only the
 /// pending calls are read, so a long history costs nothing here.
-async fn fingerprint(store: &dyn InboxStore) -> Option<u64> {
+pub(crate) async fn fingerprint(store: &dyn InboxStore) -> Option<u64> {
     let records = store.list(Some(CallState::Pending)).await.ok()?;
     let mut h = DefaultHasher::new();
     records.len().hash(&mut h);
@@ -36,12 +36,27 @@ async fn fingerprint(store: &dyn InboxStore) -> Option<u64> {
 pub(crate) fn spawn_poller(
     store: Arc<dyn InboxStore>,
     every: Duration,
+    wake: Option<Arc<Notify>>,
+    primed: Option<Option<u64>>,
     tx: watch::Sender<u64>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = fingerprint(&*store).await;
+        let mut last = match primed {
+            Some(seen) => seen,
+            None => fingerprint(&*store).await,
+        };
         loop {
-            tokio::time::sleep(every).await;
+            // A wake-up (a store's change notice, e.g. PostgreSQL's LISTEN) looks at once;
+            // the interval is the fallback.
+            match &wake {
+                Some(w) => {
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = w.notified() => {}
+                    }
+                }
+                None => tokio::time::sleep(every).await,
+            }
             let now = fingerprint(&*store).await;
             if now.is_some() && now != last {
                 last = now;

@@ -134,7 +134,22 @@ pub async fn serve(
     settings: WebSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = App::start(store, settings);
+    serve_woken(listener, store, settings, None, shutdown).await
+}
+
+/// As [`serve`]; each `wake.notify_one()` (from a store's change feed, such as
+/// PostgreSQL's `LISTEN` through `PostgresInbox::subscribe`) makes open pages update at once
+/// instead of at the next poll.
+pub async fn serve_woken(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn InboxStore>,
+    settings: WebSettings,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    // The starting state is read before the first request is accepted.
+    let primed = events::fingerprint(&*store).await;
+    let app = App::start_primed(store, settings, wake, Some(primed));
     let router = router(app.clone());
     let result = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)

@@ -46,19 +46,53 @@ async fn r26_a_call_held_in_postgres_is_approved_on_the_page_and_sent_once() {
     let schema = format!("web_{}_{nanos}", std::process::id());
     let opts = || PostgresOptions::default().schema(schema.clone());
     let gate = Inbox::new(PostgresInbox::connect(&url, opts()).await.unwrap());
-    let page: Arc<dyn InboxStore> = Arc::new(PostgresInbox::connect(&url, opts()).await.unwrap());
+    let page_inbox = PostgresInbox::connect(&url, opts()).await.unwrap();
+    // The page wakes on the inbox's LISTEN feed (as `toolgate serve --pg-url` does); the poll
+    // interval is an hour, so only a notice can announce the held call.
+    let mut feed = page_inbox.subscribe().await.unwrap();
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let notify = Arc::clone(&wake);
+    tokio::spawn(async move {
+        while feed.next().await.is_some() {
+            notify.notify_one();
+        }
+    });
+    let page: Arc<dyn InboxStore> = Arc::new(page_inbox);
     let dir = tempfile::tempdir().unwrap();
     let s = start_stores(
         governance("token"),
-        Duration::from_millis(100),
+        Duration::from_secs(3600),
         gate,
         page,
+        Some(wake),
         dir,
         "unused".into(),
     )
     .await;
     let c = signed_in(&s, ALICE).await;
+    let mut events = reqwest::Client::new()
+        .get(format!("{}/events", s.base))
+        .header("cookie", c.cookie.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
     let id = s.hold_refund(json!({"order": "PG-1"})).await;
+    let mut seen = String::new();
+    let announced = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(chunk) = events.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("event: changed") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        announced,
+        Ok(true),
+        "the LISTEN notice announces the held call: {seen}"
+    );
     let card = c.get(&format!("/calls/{id}")).await.body;
     assert!(card.contains("PG-1"), "{card}");
     let fields = ["csrf", "input_hash", "definition_hash", "idempotency_key"]

@@ -119,7 +119,7 @@ pub async fn start_gov(gov: Governance, poll: Duration) -> Server {
     let gate = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
     let page_store: Arc<dyn InboxStore> =
         Arc::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
-    start_stores(gov, poll, gate, page_store, dir, db).await
+    start_stores(gov, poll, gate, page_store, None, dir, db).await
 }
 
 /// The gate on `inbox`, the page on `page_store` (another connection to the same inbox).
@@ -128,6 +128,7 @@ pub async fn start_stores(
     poll: Duration,
     inbox: Inbox,
     page_store: Arc<dyn InboxStore>,
+    wake: Option<Arc<tokio::sync::Notify>>,
     dir: tempfile::TempDir,
     db: PathBuf,
 ) -> Server {
@@ -140,10 +141,11 @@ pub async fn start_stores(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(toolgate_web::serve(
+    tokio::spawn(toolgate_web::serve_woken(
         listener,
         page_store,
         settings,
+        wake,
         async move {
             let _ = rx.await;
         },
