@@ -46,6 +46,8 @@ async fn a_new_held_call_is_posted_to_the_webhook_and_retried_after_a_failure() 
         c["approvers"]["public_url"] = json!("http://approvals.example.invalid/");
     });
     let s = start_gov(gov, Duration::from_millis(50)).await;
+    // The page is up (a held call from before it started is not announced).
+    assert_eq!(s.client().get("/login").await.status, 200);
     // The gate answers at once, whatever the receiver does.
     let id = s.hold_refund(json!({"order": "A-1"})).await;
     // First delivery: answered 500, so it is tried again.
