@@ -13,11 +13,11 @@ use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall, Outcome,
-    PolicyPoll, PolicyWatch, State, StoredPolicy, Timestamp,
+    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
+    PolicyPoll, PolicyWatch, State, StoredPolicy, Timestamp, codec,
+    state::{self, PendingLost},
 };
 
-use crate::codec;
 use crate::error;
 use crate::listen::{Listener, Notice, Subscription, can_reach};
 use crate::options::PostgresOptions;
@@ -636,28 +636,8 @@ impl PostgresInbox {
     }
 
     async fn answer_op(&self, id: &str, answer: Answer) -> Result<AnswerReceipt, AnswerError> {
-        answer.validate().map_err(AnswerError::Invalid)?;
-        let texts = [
-            answer.idempotency_key.as_deref(),
-            Some(answer.approver.as_str()),
-            answer.reason.as_deref(),
-        ];
-        if texts.iter().flatten().any(|t| t.contains('\0')) {
-            return Err(AnswerError::Invalid(String::from(
-                "an answer's key, name and reason cannot contain a NUL character",
-            )));
-        }
+        let (new_state, reason) = state::answer_update(&answer)?;
         let client = self.client().await?;
-        let new_state = if answer.approve {
-            State::Approved
-        } else {
-            State::Denied
-        };
-        let reason = if answer.approve {
-            None
-        } else {
-            answer.reason.clone()
-        };
         for _ in 0..ATTEMPTS {
             let now = Timestamp::now();
             // INVARIANT: an answer is one conditional update from `pending`; of racing
@@ -682,14 +662,7 @@ impl PostgresInbox {
                 )
                 .await?;
             if won.is_some() {
-                return Ok(AnswerReceipt {
-                    interaction_id: id.to_owned(),
-                    approved: answer.approve,
-                    approver: answer.approver.clone(),
-                    reason,
-                    answered_at: now,
-                    replayed: false,
-                });
+                return Ok(state::answer_won(id, &answer, reason, now));
             }
             // Why not: read what is there.
             let Some(row) = self
@@ -704,71 +677,46 @@ impl PostgresInbox {
                 return Err(AnswerError::UnknownId(id.to_owned()));
             };
             let read = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
-            let state: String = row.try_get(0).map_err(read)?;
-            let key: Option<String> = row.try_get(1).map_err(read)?;
-            let recorded_approve: Option<bool> = row.try_get(2).map_err(read)?;
+            let st: String = row.try_get(0).map_err(read)?;
+            let st = self.parse_state(id, &st)?;
             let expires_at: i64 = row.try_get(3).map_err(read)?;
-            let state = self.parse_state(id, &state)?;
-            // Without a key an answer is its own: it never replays one recorded (R43).
-            if let Some(given) = answer.idempotency_key.as_deref()
-                && key.as_deref() == Some(given)
-            {
-                let recorded_approve = recorded_approve == Some(true);
-                if recorded_approve != answer.approve {
-                    return Err(AnswerError::Conflict {
-                        id: id.to_owned(),
-                        key: given.to_owned(),
-                        recorded_approve,
-                    });
-                }
-                return Ok(AnswerReceipt {
-                    interaction_id: id.to_owned(),
-                    approved: recorded_approve,
-                    approver: row
-                        .try_get::<_, Option<String>>(4)
-                        .map_err(read)?
-                        .unwrap_or_default(),
-                    reason: row.try_get(5).map_err(read)?,
-                    answered_at: Timestamp::from_millis(
-                        row.try_get::<_, Option<i64>>(6)
-                            .map_err(read)?
-                            .unwrap_or_default(),
-                    ),
-                    replayed: true,
-                });
+            let recorded = state::RecordedAnswer {
+                key: row.try_get(1).map_err(read)?,
+                approve: row.try_get(2).map_err(read)?,
+                approver: row.try_get(4).map_err(read)?,
+                reason: row.try_get(5).map_err(read)?,
+                answered_at: row
+                    .try_get::<_, Option<i64>>(6)
+                    .map_err(read)?
+                    .map(Timestamp::from_millis),
+            };
+            if let Some(replayed) = state::replay(id, &answer, recorded) {
+                return replayed;
             }
             // Held between the update and the read: try again.
-            self.lost_pending(&client, id, state, expires_at, now)
-                .await?;
+            self.lost_pending(&client, id, st, expires_at, now).await?;
         }
-        Err(AnswerError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` changed while it was being answered"),
-        )))
+        Err(AnswerError::Store(state::changed_while(id, "answered")))
     }
 
-    /// Why a conditional `pending → …` update changed nothing, given the call's state now:
-    /// `Ok(())` when it is still pending and not yet due (the caller tries again), otherwise
-    /// the error to answer with (a call past its expiry is marked `expired` first).
+    /// Acts on [`state::pending_lost`]: `Ok(())` when the call is still pending and not yet
+    /// due (the caller tries again), otherwise the error to answer with (a call past its
+    /// expiry is marked `expired` first).
     async fn lost_pending(
         &self,
         client: &Object,
         id: &str,
-        state: State,
+        st: State,
         expires_at: i64,
         now: Timestamp,
     ) -> Result<(), AnswerError> {
-        match state {
-            State::Pending if now.as_millis() >= expires_at => {
+        match state::pending_lost(id, st, Timestamp::from_millis(expires_at), now) {
+            PendingLost::StillPending => Ok(()),
+            PendingLost::Expire(e) => {
                 self.expire_one(client, id, now).await?;
-                Err(AnswerError::Expired(id.to_owned()))
+                Err(e)
             }
-            State::Pending => Ok(()),
-            State::Expired => Err(AnswerError::Expired(id.to_owned())),
-            other => Err(AnswerError::AlreadyDecided {
-                id: id.to_owned(),
-                state: other,
-            }),
+            PendingLost::Refuse(e) => Err(e),
         }
     }
 
@@ -805,10 +753,7 @@ impl PostgresInbox {
             self.lost_pending(&client, id, state, expires_at, now)
                 .await?;
         }
-        Err(AnswerError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` changed while it was being cancelled"),
-        )))
+        Err(AnswerError::Store(state::changed_while(id, "cancelled")))
     }
 
     async fn claim_op(&self, id: &str, claim: Claim) -> Result<Claimed, ClaimError> {
@@ -856,30 +801,18 @@ impl PostgresInbox {
         let input_hash: String = row.try_get(1).map_err(read)?;
         let definition_hash: String = row.try_get(2).map_err(read)?;
         let state = self.parse_state(id, &state)?;
-        if state != State::Approved {
-            return Err(ClaimError::NotApproved {
-                id: id.to_owned(),
-                state,
-            });
-        }
-        if input_hash != claim.input_hash {
-            return Err(ClaimError::InputChanged(id.to_owned()));
-        }
-        if definition_hash != claim.definition_hash {
-            return Err(ClaimError::DefinitionChanged(id.to_owned()));
-        }
-        Err(ClaimError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` could not be claimed"),
-        )))
+        Err(state::claim_lost(
+            id,
+            &claim,
+            state,
+            &input_hash,
+            &definition_hash,
+        ))
     }
 
     async fn complete_op(&self, id: &str, completion: Completion) -> Result<State, CompleteError> {
         let client = self.client().await?;
-        let to = match completion.outcome {
-            Outcome::Done => State::Done,
-            Outcome::Failed => State::Failed,
-        };
+        let to = state::completed_state(completion.outcome);
         let now = Timestamp::now();
         // Only the claim's own token records, once.
         let recorded = self
@@ -900,13 +833,7 @@ impl PostgresInbox {
         if recorded.is_some() {
             return Ok(to);
         }
-        match self.state_of(&client, id).await? {
-            None => Err(CompleteError::UnknownId(id.to_owned())),
-            Some(state) => Err(CompleteError::NotClaimed {
-                id: id.to_owned(),
-                state,
-            }),
-        }
+        Err(state::complete_lost(id, self.state_of(&client, id).await?))
     }
 
     async fn get_policy_op(&self) -> Result<Option<StoredPolicy>, InboxError> {

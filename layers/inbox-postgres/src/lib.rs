@@ -113,7 +113,6 @@
     )
 )]
 
-mod codec;
 mod error;
 mod inbox;
 mod listen;
