@@ -71,17 +71,10 @@ pub fn reasons_json(asks: &[Ask]) -> String {
         asks.iter()
             .map(|a| {
                 let mut m = Map::new();
-                let source = match a.source {
-                    AskSource::Agent => "agent",
-                    AskSource::PolicyRule(i) => {
-                        m.insert("rule".into(), Value::from(i));
-                        "policy_rule"
-                    }
-                    AskSource::PolicyDefault => "policy_default",
-                    AskSource::Posture => "posture",
-                    AskSource::Hook => "hook",
-                };
-                m.insert("source".into(), Value::from(source));
+                if let AskSource::PolicyRule(i) = a.source {
+                    m.insert("rule".into(), Value::from(i));
+                }
+                m.insert("source".into(), Value::from(a.source.kind()));
                 m.insert("reason".into(), Value::from(a.reason.clone()));
                 Value::Object(m)
             })
@@ -149,16 +142,19 @@ mod tests {
 
     #[test]
     fn reasons_and_identities_round_trip() {
-        let asks = vec![
-            Ask {
-                source: AskSource::PolicyRule(3),
-                reason: "r".into(),
-            },
-            Ask {
-                source: AskSource::Hook,
-                reason: "h".into(),
-            },
-        ];
+        let asks: Vec<Ask> = [
+            AskSource::Agent,
+            AskSource::PolicyRule(3),
+            AskSource::PolicyDefault,
+            AskSource::Posture,
+            AskSource::Hook,
+        ]
+        .into_iter()
+        .map(|source| Ask {
+            reason: source.describe(),
+            source,
+        })
+        .collect();
         assert_eq!(reasons_from_json(&reasons_json(&asks)).unwrap(), asks);
         let ids = vec![
             ToolIdentity::mcp("GitHub", "list.issues"),

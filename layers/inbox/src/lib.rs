@@ -141,7 +141,7 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, TurnState, ask_source_text,
+    Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use toolgate::approval::ApprovalRequest;
-use toolgate::core::{AgentRef, Ask, AskSource, Interaction, RunContext, ToolIdentity, Turn};
+use toolgate::core::{AgentRef, Ask, Interaction, RunContext, ToolIdentity, Turn};
 use toolgate::engine::canon;
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -541,17 +541,6 @@ pub struct CallResult {
     pub result: Option<Value>,
     /// When it was recorded.
     pub finished_at: Option<Timestamp>,
-}
-
-/// A short description of who asked, for people.
-pub fn ask_source_text(source: &AskSource) -> String {
-    match source {
-        AskSource::Agent => String::from("agent approval mode"),
-        AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
-        AskSource::PolicyDefault => String::from("tenant policy default"),
-        AskSource::Posture => String::from("behaviour posture"),
-        AskSource::Hook => String::from("hook"),
-    }
 }
 
 #[cfg(test)]
