@@ -20,7 +20,7 @@ use toolgate::redact::Redactor;
 use toolgate::{GovernanceHandle, Pinned};
 
 use crate::attributes::{self as attr, values};
-use crate::layer::Shared;
+use crate::shared::Shared;
 
 /// The longest tool name (when no catalog vouches for it) or call id put on a span.
 const MAX_NAME_CHARS: usize = 256;
