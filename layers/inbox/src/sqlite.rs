@@ -20,6 +20,10 @@
 //! `PRAGMA application_id`) when it is not: a newer schema or a SQLite file that is not a
 //! toolgate inbox is refused, never changed. A file that is not a database is refused with
 //! a clear error and left as it is.
+//!
+//! One file, one thing: the SQLite store — its schema, connection and the SQL of each
+//! operation, which share the one connection and its statement cache; what each outcome
+//! means is decided in [`crate::state`] and the stored text forms are [`crate::codec`]'s.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,9 @@
 //! the stored policy behind the store's back; a way to reopen after a "restart") and call
 //! [`run_all`]. Each case panics with a message naming the rule it checks, like `assert!`.
 //!
+//! One file, one thing: a flat list of independent cases, each a function named after the
+//! rule it protects; splitting it would only scatter `run_all`'s list.
+//!
 //! ```no_run
 //! # async fn f(fixture: &dyn toolgate_inbox::suite::Fixture) {
 //! toolgate_inbox::suite::run_all(fixture).await;
