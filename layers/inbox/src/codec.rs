@@ -97,18 +97,25 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
                 .and_then(Value::as_str)
                 .ok_or("reasons: `reason` is missing")?
                 .to_owned();
-            let source = match item.get("source").and_then(Value::as_str) {
-                Some("agent") => AskSource::Agent,
-                Some("policy_rule") => AskSource::PolicyRule(
+            // The kinds are `AskSource::kind`'s spellings, read back exactly.
+            let kind = item.get("source").and_then(Value::as_str);
+            let source = if kind == Some(AskSource::PolicyRule(0).kind()) {
+                AskSource::PolicyRule(
                     item.get("rule")
                         .and_then(Value::as_u64)
                         .and_then(|i| usize::try_from(i).ok())
                         .ok_or("reasons: a policy rule's index is missing")?,
-                ),
-                Some("policy_default") => AskSource::PolicyDefault,
-                Some("posture") => AskSource::Posture,
-                Some("hook") => AskSource::Hook,
-                _ => return Err(String::from("reasons: unknown source")),
+                )
+            } else {
+                [
+                    AskSource::Agent,
+                    AskSource::PolicyDefault,
+                    AskSource::Posture,
+                    AskSource::Hook,
+                ]
+                .into_iter()
+                .find(|s| Some(s.kind()) == kind)
+                .ok_or("reasons: unknown source")?
             };
             Ok(Ask { source, reason })
         })
@@ -164,6 +171,16 @@ mod tests {
         assert_eq!(identities_from_json(&identities_json(&ids)).unwrap(), ids);
         assert!(identities_from_json("{}").is_err());
         assert!(reasons_from_json("[{\"source\": \"nobody\", \"reason\": \"x\"}]").is_err());
+        assert!(
+            reasons_from_json("[{\"source\": \"policy_rule\", \"reason\": \"x\"}]")
+                .unwrap_err()
+                .contains("index is missing")
+        );
+        // The stored form is fixed: rows written before keep reading back.
+        assert_eq!(
+            serde_json::from_str::<Value>(&reasons_json(&asks[1..2])).unwrap(),
+            json!([{"reason": "tenant policy rule 3", "rule": 3, "source": "policy_rule"}])
+        );
     }
 
     #[test]
