@@ -9,9 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{
-    Answer, AnswerError, HeldRecord, State as CallState, Timestamp, ask_source_text,
-};
+use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timestamp};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, random_hex, unauthorized};
@@ -79,7 +77,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         let _ = write!(
             out,
             "<li><span class=\"source\">{}</span> {}</li>",
-            esc(&ask_source_text(&a.source)),
+            esc(&a.source.describe()),
             esc(&a.reason)
         );
     }

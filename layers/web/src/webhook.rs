@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
-use toolgate_inbox::{HeldRecord, InboxStore, State, Timestamp, ask_source_text};
+use toolgate_inbox::{HeldRecord, InboxStore, State, Timestamp};
 
 const TRIES: u32 = 6;
 
@@ -28,7 +28,7 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "tool": shown.identity.name(),
         "model_name": shown.model_name,
         "agent": shown.agent,
-        "reasons": r.call.reasons.iter().map(|a| json!({"source": ask_source_text(&a.source), "reason": a.reason})).collect::<Vec<_>>(),
+        "reasons": r.call.reasons.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
         "input": shown.input,
         "session": r.call.turn.as_ref().map(|t| t.session.clone()),
         "turn": r.call.turn.as_ref().map(|t| t.turn.clone()),
