@@ -54,7 +54,10 @@ fn bench(c: &mut Criterion) {
         .expect("the bench configuration routes no asks");
     {
         let mut svc = layer.layer(service_fn(tool));
-        let response = drive(&mut svc, ToolCall::new(call_agent(), CALL_WIRE_NAME, call_input()));
+        let response = drive(
+            &mut svc,
+            ToolCall::new(call_agent(), CALL_WIRE_NAME, call_input()),
+        );
         assert!(
             matches!(response, ToolResponse::Completed(_)),
             "the benched call did not run: {response:?}"

@@ -242,7 +242,10 @@ fn ab_rounds<S>(
                     let start = Instant::now();
                     let r = svc.oneshot(c).await;
                     out.push(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
-                    assert!(matches!(r, Ok(ToolResponse::Completed(_))), "governed call: {r:?}");
+                    assert!(
+                        matches!(r, Ok(ToolResponse::Completed(_))),
+                        "governed call: {r:?}"
+                    );
                 }
                 out
             })
