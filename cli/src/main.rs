@@ -9,6 +9,8 @@
 
 mod call;
 mod inbox;
+#[cfg(feature = "mcp")]
+mod mcp;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -105,6 +107,12 @@ enum Command {
     Policy {
         #[command(subcommand)]
         action: inbox::PolicyCommand,
+    },
+    /// Serve MCP: govern the configured MCP servers for any MCP client.
+    #[cfg(feature = "mcp")]
+    Mcp {
+        #[command(subcommand)]
+        action: mcp::McpCommand,
     },
 }
 
@@ -338,6 +346,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Inbox { action } => inbox::run_inbox(action),
         Command::Policy { action } => inbox::run_policy(action),
+        #[cfg(feature = "mcp")]
+        Command::Mcp { action } => mcp::run(action),
     }
 }
 
