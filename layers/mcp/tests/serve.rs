@@ -402,3 +402,129 @@ async fn http_needs_a_known_bearer_token_and_each_token_sees_its_agent() {
     assert_eq!(lists[1], ["drift__lookup"]);
     assert_eq!(lists[0].len(), 5);
 }
+
+/// The pid of the process whose environment carries `TOOLGATE_TEST_MARK=<mark>`.
+fn pid_with_mark(mark: &str) -> Option<String> {
+    let want = format!("TOOLGATE_TEST_MARK={mark}");
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let path = entry.ok()?.path();
+        let Ok(env) = std::fs::read(path.join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return path.file_name().map(|p| p.to_string_lossy().to_string());
+        }
+    }
+    None
+}
+
+/// Calls `tool` until `pred` holds for its result (at most 30 s: a bound, not a timing check).
+async fn call_until(
+    client: &RunningService<RoleClient, Client>,
+    tool: &str,
+    pred: impl Fn(&CallToolResult) -> bool,
+) -> CallToolResult {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let r = call(client, tool, json!({"query": "q"})).await;
+            if pred(&r) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the expected result arrived")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and_the_session_survives()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("up");
+    std::fs::write(&flag, "").unwrap();
+    let mark = format!("reconnect-{}", std::process::id());
+    // Starts the drift server only while the flag file exists.
+    let upstream = toolgate_mcp::McpServerConfig::stdio("drift", "sh")
+        .unwrap()
+        .args([
+            "-c",
+            &format!(
+                "[ -f '{}' ] && exec '{}' || exit 1",
+                flag.display(),
+                env!("CARGO_BIN_EXE_toolgate-mcp-drift-server")
+            ),
+        ])
+        .env("TOOLGATE_TEST_MARK", mark.clone());
+    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![upstream],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    assert_eq!(
+        text_of(&call(&dev, "drift__lookup", json!({"query": "a"})).await),
+        "found a"
+    );
+
+    // The server dies and cannot start again for now.
+    std::fs::remove_file(&flag).unwrap();
+    let pid = pid_with_mark(&mark).expect("the upstream's pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let refused = call_until(&dev, "drift__lookup", |r| code(r).is_some()).await;
+    assert_eq!(code(&refused).as_deref(), Some("rejected"), "{refused:?}");
+    assert!(
+        text_of(&refused).contains("reconnecting"),
+        "{}",
+        text_of(&refused)
+    );
+
+    // It can start again: the same session gets answers again.
+    std::fs::write(&flag, "").unwrap();
+    let back = call_until(&dev, "drift__lookup", |r| r.is_error == Some(false)).await;
+    assert_eq!(text_of(&back), "found q");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
+    let Some(everything) = common::npm_server("server-everything") else {
+        return;
+    };
+    let text = r#"{"approval": {"channel": "interactive"},
+        "servers": {"everything": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["everything__trigger-long-running-operation", "everything__echo"]}]}"#;
+    let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![common::node("everything", &everything)],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(1),
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let slow = call(
+        &dev,
+        "everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 2}),
+    )
+    .await;
+    assert_eq!(slow.is_error, Some(true), "{slow:?}");
+    assert!(
+        text_of(&slow).contains("did not answer"),
+        "{}",
+        text_of(&slow)
+    );
+    // The session goes on.
+    let echo = call(&dev, "everything__echo", json!({"message": "still here"})).await;
+    assert_eq!(text_of(&echo), "Echo: still here");
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    text(r)
+}

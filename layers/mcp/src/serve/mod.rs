@@ -24,9 +24,10 @@
 //!   `isError: true` (the model reads the code and reasons), never protocol errors.
 //! - **Resources, prompts, tool search**: not offered. `initialize` declares only `tools`
 //!   (with `listChanged`); a client that asks anyway gets the protocol's "method not found".
-//! - **Upstream faults**: a call to a server that exited or stopped answering ends as a
-//!   tool result with `isError: true` and the reason; a slow call ends at the call timeout;
-//!   the downstream session goes on.
+//! - **Upstream faults**: when a server's connection closes (it exited, its transport
+//!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
+//!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
+//!   failed tool result; the downstream session goes on.
 //!
 //! Calls carry the session (one per downstream connection) and a turn per call (R43), so
 //! `toolgate inbox list --session` shows what a client's session holds.
@@ -66,7 +67,9 @@ use tower_service::Service;
 
 pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig};
 
-use crate::{GatewayError, McpCallError, McpGateway, McpToolService, SchemaValidationLayer};
+use crate::{
+    GatewayError, McpCallError, McpGateway, McpServerConfig, McpToolService, SchemaValidationLayer,
+};
 
 /// Appended to the description of a tool wrapped for approval (R10, R12).
 pub const APPROVAL_NOTE: &str = "[toolgate: each call to this tool waits for a person's approval]";
@@ -170,11 +173,24 @@ async fn elicit(
     }
 }
 
-/// Sends to the upstream within the call timeout.
+/// Servers whose connection closed, by server key, with why their tools are refused.
+type Down = Arc<Mutex<HashMap<String, String>>>;
+
+/// The innermost service: refuses the tools of a server that is reconnecting, and sends
+/// the rest to the upstream within the call timeout.
 #[derive(Clone)]
 struct Timed {
     inner: McpToolService,
     timeout: Duration,
+    down: Down,
+}
+
+fn server_key(qualified: &str) -> String {
+    qualified
+        .split("__")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
 }
 
 type CallFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, McpCallError>> + Send>>;
@@ -190,6 +206,9 @@ impl Service<ToolCall> for Timed {
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
         let tool = call.tool.display_name();
+        if let Some(why) = lock(&self.down).get(&server_key(&tool)) {
+            return Box::pin(std::future::ready(Ok(refused(why.clone()))));
+        }
         let fut = self.inner.call(call);
         let timeout = self.timeout;
         Box::pin(async move {
@@ -554,9 +573,11 @@ impl GovernedServer {
                 .await
                 .map_err(ServeError::Gateway)?;
         }
+        let down = Down::default();
         let timed = Timed {
             inner: gateway.service(),
             timeout: config.call_timeout,
+            down: Arc::clone(&down),
         };
         let stack: Stack = BoxCloneService::new(layer.layer(timed));
         let shared = Arc::new(Shared {
@@ -568,6 +589,13 @@ impl GovernedServer {
             sessions: AtomicU64::new(0),
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
+        for server in &config.servers {
+            tokio::spawn(supervise(
+                Arc::downgrade(&shared),
+                server.clone(),
+                Arc::clone(&down),
+            ));
+        }
         Ok(Self { shared })
     }
 
@@ -708,6 +736,55 @@ impl GovernedServer {
                     .serve_connection(io, svc)
                     .await;
             });
+        }
+    }
+}
+
+/// The longest wait between two reconnection attempts.
+pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Watches one upstream server: when its connection closes (the process exited, the
+/// transport failed), its tools are refused with the reason while it is connected again,
+/// with exponential backoff (0.5 s doubling to [`MAX_RECONNECT_BACKOFF`]). Ends with the server.
+async fn supervise(weak: Weak<Shared>, config: McpServerConfig, down: Down) {
+    let id = config.id().to_owned();
+    let key = toolgate_core::names::normalize_segment(&id)
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|_| id.to_ascii_lowercase());
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.gateway.is_open(&id) != Some(false) {
+            continue;
+        }
+        let _ = shared.gateway.disconnect(&id).await;
+        drop(shared);
+        let mut delay = Duration::from_millis(500);
+        let mut attempt = 1u32;
+        let mut last = String::from("its connection closed");
+        loop {
+            lock(&down).insert(
+                key.clone(),
+                format!(
+                    "MCP server `{id}` is not reachable ({last}); toolgate is reconnecting (attempt {attempt}), and its tools are refused until it answers again"
+                ),
+            );
+            let Some(shared) = weak.upgrade() else { return };
+            match shared.gateway.connect(config.clone()).await {
+                Ok(_) => {
+                    lock(&down).remove(&key);
+                    tracing::info!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnected");
+                    break;
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    tracing::warn!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnecting failed: {last}");
+                }
+            }
+            drop(shared);
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_RECONNECT_BACKOFF);
+            attempt = attempt.saturating_add(1);
         }
     }
 }
