@@ -249,6 +249,7 @@ impl fmt::Display for ServeError {
 impl std::error::Error for ServeError {}
 
 struct Watched {
+    session: String,
     peer: Peer<RoleServer>,
     agent: String,
     seen: u64,
@@ -261,6 +262,9 @@ struct Shared {
     tokens: HashMap<String, String>,
     watched: Mutex<Vec<Watched>>,
     sessions: AtomicU64,
+    /// When the server started (Unix seconds): part of every session id, so ids of one run
+    /// are not those of another (R43).
+    started: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -342,16 +346,17 @@ impl Shared {
         list_for(&self.gateway.handle().load(), agent)
     }
 
-    fn watch(&self, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
+    fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
         let mut w = lock(&self.watched);
         w.retain(|x| !x.peer.is_transport_closed());
         if let Some(x) = w
             .iter_mut()
-            .find(|x| x.agent == agent && same_peer(&x.peer, peer))
+            .find(|x| x.session == session && x.agent == agent)
         {
             x.seen = seen;
         } else {
             w.push(Watched {
+                session: session.to_owned(),
                 peer: peer.clone(),
                 agent: agent.to_owned(),
                 seen,
@@ -436,11 +441,6 @@ impl Shared {
             Err(e) => ToolResponse::Failed(ToolOutput::new(Value::String(e.to_string()))),
         }
     }
-}
-
-fn same_peer(a: &Peer<RoleServer>, b: &Peer<RoleServer>) -> bool {
-    // Peers have no identity of their own; their debug forms name their channels.
-    format!("{a:?}") == format!("{b:?}")
 }
 
 fn refused(reason: String) -> ToolResponse {
@@ -587,6 +587,9 @@ impl GovernedServer {
             tokens: config.tokens.clone(),
             watched: Mutex::new(Vec::new()),
             sessions: AtomicU64::new(0),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
@@ -616,7 +619,7 @@ impl GovernedServer {
         GovernedSession {
             shared: Arc::clone(&self.shared),
             agent: agent.map(str::to_owned),
-            session: format!("mcp-{}-{n}", std::process::id()),
+            session: format!("mcp-{}-{}-{n}", self.shared.started, std::process::id()),
             turns: AtomicU64::new(0),
         }
     }
@@ -876,7 +879,8 @@ impl ServerHandler for GovernedSession {
             .shared
             .tools_for(&agent)
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
-        self.shared.watch(&ctx.peer, &agent, fingerprint(&tools));
+        self.shared
+            .watch(&self.session, &ctx.peer, &agent, fingerprint(&tools));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
