@@ -129,6 +129,7 @@ mod future;
 mod layer;
 mod record;
 mod service;
+mod shared;
 mod stack;
 
 pub use future::ResponseFuture;
