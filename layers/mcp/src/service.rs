@@ -209,7 +209,7 @@ fn check(
     // INVARIANT (R38): a call is sent only with the approval gate's permit, minted for
     // this call, this input and the definition the gate decided it for; a call that did
     // not pass a gate (a stack assembled without one) is never sent.
-    let Some(Pinned(governance)) = call.extensions.get::<Pinned>() else {
+    let Some(governance) = call.extensions.get::<Pinned>().map(Pinned::governance) else {
         if !require_permit {
             return Ok(());
         }

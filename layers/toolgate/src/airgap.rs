@@ -29,7 +29,7 @@
 //! # }
 //! ```
 
-use toolgate_core::{Refusal, ToolCall};
+use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 
 use crate::filter::{Filter, FilterCheck, FilterLayer};
@@ -39,6 +39,7 @@ use crate::filter::{Filter, FilterCheck, FilterLayer};
 pub struct AirGapCheck;
 
 impl FilterCheck for AirGapCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::AirGap);
     const NAME: &'static str = "AirGap";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {

@@ -39,6 +39,7 @@ use crate::filter::{Filter, FilterCheck, FilterLayer};
 pub struct ConfidentialityCheck;
 
 impl FilterCheck for ConfidentialityCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::Confidentiality);
     const NAME: &'static str = "Confidentiality";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {

@@ -26,7 +26,7 @@
 //! # }
 //! ```
 
-use toolgate_core::{Refusal, ToolCall};
+use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 use toolgate_engine::number::NumberLiterals;
 
@@ -37,6 +37,7 @@ use crate::filter::{Filter, FilterCheck, FilterLayer};
 pub struct ExposureCheck;
 
 impl FilterCheck for ExposureCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::Allowed);
     const NAME: &'static str = "Exposure";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
-use toolgate_core::{Refusal, ToolCall, ToolResponse};
+use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolResponse, Verdict};
 use toolgate_engine::Governance;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -18,8 +18,27 @@ use crate::handle::GovernanceHandle;
 pub trait FilterCheck: Send + Sync + 'static {
     /// The layer's name, for `Debug`.
     const NAME: &'static str;
+    /// The last step of R14's order (tool look-up, input bounds, allowed tools,
+    /// confidentiality, air gap) this filter enforces, for a filter of the engine's own
+    /// checks: it then reads the call's one decision — pinned by an earlier layer of its
+    /// handle, or made now and pinned ([`GovernanceHandle::decide`]) — and refuses the call
+    /// exactly when that decision was refused at this step or an earlier one, instead of
+    /// running [`FilterCheck::check`]. `None` (the default): `check` decides.
+    const DECIDES_THROUGH: Option<Check> = None;
     /// Runs the check for one call against one snapshot.
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal>;
+}
+
+/// The position of a check in R14's order of the filters' steps.
+fn filter_step(check: Check) -> Option<u8> {
+    match check {
+        Check::UnknownTool => Some(0),
+        Check::InputBounds => Some(1),
+        Check::Allowed => Some(2),
+        Check::Confidentiality => Some(3),
+        Check::AirGap => Some(4),
+        _ => None,
+    }
 }
 
 /// A filter layer: see [`ExposureLayer`](crate::ExposureLayer),
@@ -127,8 +146,32 @@ where
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        let governance = self.handle.pin(&mut call);
-        match C::check(&governance, &call) {
+        let verdict = match C::DECIDES_THROUGH.and_then(filter_step) {
+            // Decide once: the pinned decision, refused at one of this filter's steps.
+            Some(last) => {
+                let pinned = self.handle.decide(&mut call);
+                let decision = pinned.decision();
+                match decision.verdict {
+                    Verdict::Refused(_)
+                        if filter_step(decision.decided_by).is_some_and(|s| s <= last) =>
+                    {
+                        Err(decision.refusal().unwrap_or_else(|| {
+                            Refusal::new(
+                                RefusalCode::Rejected,
+                                decision.decided_by,
+                                "the decision was inconsistent",
+                            )
+                        }))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            None => {
+                let governance = self.handle.pin(&mut call);
+                C::check(&governance, &call)
+            }
+        };
+        match verdict {
             Ok(()) => ResponseFuture::inner(self.inner.call(call)),
             // INVARIANT: a refused call is never sent to the inner service.
             Err(refusal) => ResponseFuture::refused(ToolResponse::Refused(refusal)),

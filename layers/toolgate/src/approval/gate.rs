@@ -22,7 +22,7 @@ use super::channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
-use crate::handle::{GovernanceHandle, Pinned};
+use crate::handle::GovernanceHandle;
 use crate::permit::Permit;
 
 /// Layer of the [`ApprovalGate`].
@@ -276,13 +276,20 @@ where
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        let governance = self.handle.pin(&mut call);
-        let entry = match governance.lookup(&call.tool) {
-            Ok(e) => e,
-            Err(r) => return GateFuture::refused(r),
+        // Decide once: the decision an earlier layer of this handle pinned, or made now.
+        let pinned = self.handle.decide(&mut call);
+        let governance = Arc::clone(pinned.governance());
+        let Some(entry) = pinned.entry() else {
+            return GateFuture::refused(
+                pinned
+                    .decision()
+                    .refusal()
+                    .unwrap_or_else(|| rejected("the decision was inconsistent", &[])),
+            );
         };
         let tool: &str = &entry.name;
-        let mut decision = governance.decide(CallView::of(&call));
+        let timeout = pinned.agent().and_then(|a| a.approval_timeout);
+        let mut decision = std::borrow::Cow::Borrowed(pinned.decision());
         // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
         // and the tenant policy): its ask joins the others before they are routed; it never
         // sees a call those checks refused.
@@ -299,7 +306,12 @@ where
                 source: AskSource::Hook,
                 reason: message,
             };
-            decision = governance.decide_with(CallView::of(&call), vec![ask]);
+            // Joined into the pinned decision and routed again: no second decision.
+            decision = std::borrow::Cow::Owned(governance.with_extra_asks(
+                pinned.decided(),
+                call.run,
+                vec![ask],
+            ));
         }
         let sink = call.extensions.get::<DecisionSink>().cloned();
         if let Some(sink) = &sink {
@@ -312,7 +324,7 @@ where
                 Verdict::Ask { .. } => WaitEnd::Unroutable,
             };
             sink.record(DecisionNote {
-                decision: decision.clone(),
+                decision: decision.clone().into_owned(),
                 wait,
                 interaction_id: None,
                 input_hash: canon::input_hash(&call.input),
@@ -331,7 +343,7 @@ where
             // channel — its conditional claim — so the call is sent at most once.
             Verdict::Run { .. } if ticket.is_some() => match self.ticket_channel() {
                 Ok(channel) => {
-                    self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
+                    self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink, timeout)
                 }
                 Err(refusal) => GateFuture::refused(refusal),
             },
@@ -400,7 +412,7 @@ where
                 {
                     return GateFuture::refused(refusal);
                 }
-                self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
+                self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink, timeout)
             }
         }
     }
@@ -449,6 +461,7 @@ where
         asks: Vec<Ask>,
         ticket: Option<ResumeTicket>,
         sink: Option<DecisionSink>,
+        timeout: Option<std::time::Duration>,
     ) -> GateFuture<S::Future, S::Error> {
         let tool: &str = &entry.name;
         let Some(input_hash) = canon::input_hash(&call.input) else {
@@ -496,12 +509,7 @@ where
                 note.wait = WaitEnd::Cancelled;
             });
         }
-        // The agent's own approval timeout (`agents[i].approval.timeout_secs`).
-        let timeout = call
-            .extensions
-            .get::<Pinned>()
-            .and_then(|Pinned(g)| g.agent(&call.agent.profile))
-            .and_then(|a| a.approval_timeout);
+        // `timeout`: the agent's own approval timeout (`agents[i].approval.timeout_secs`).
         let path = AskPath {
             inner,
             handle: self.handle.clone(),
@@ -617,7 +625,7 @@ where
             if let Err(refusal) = Permit::attach(&mut call, &now, &tool) {
                 return Ok(ToolResponse::Refused(refusal));
             }
-            call.extensions.insert(Pinned(now));
+            handle.repin(&mut call, now);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {

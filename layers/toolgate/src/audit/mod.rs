@@ -394,14 +394,22 @@ where
             .handle
             .as_ref()
             .map(|h| {
-                let g = h.pin(&mut call);
-                if let Some(a) = g.agent(&call.agent.profile) {
+                // Decide once: the first layer of the handle decides the call and pins the
+                // decision with its entry and profile for every layer after it.
+                let pinned = h.decide(&mut call);
+                // A call refused before its profile was resolved still gets its agent's
+                // settings (a look-up only on that refused path).
+                let agent = pinned
+                    .agent()
+                    .or_else(|| pinned.governance().agent(&call.agent.profile));
+                if let Some(a) = agent {
                     include = (
                         a.audit_content.0.unwrap_or(include.0),
                         a.audit_content.1.unwrap_or(include.1),
                     );
                 }
-                g.lookup(&call.tool)
+                pinned
+                    .entry()
                     .map(|e| {
                         e.records
                             .iter()
