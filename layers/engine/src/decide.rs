@@ -576,7 +576,13 @@ impl Governance {
         }
         let mut asks = decided.decision.asks.clone();
         asks.extend(extra);
-        self.route(entry, agent, asks, decided.decision.matched_rules.clone(), run)
+        self.route(
+            entry,
+            agent,
+            asks,
+            decided.decision.matched_rules.clone(),
+            run,
+        )
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).

@@ -32,7 +32,7 @@
 use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The air-gap filter's check: R8.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,6 @@ impl FilterCheck for AirGapCheck {
 }
 
 /// Layer of the air-gap filter.
-pub type AirGapLayer = FilterLayer<AirGapCheck>;
+pub type AirGapLayer = CheckFilterLayer<AirGapCheck>;
 /// The air-gap filter service.
-pub type AirGap<S> = Filter<S, AirGapCheck>;
+pub type AirGapFilter<S> = CheckFilter<S, AirGapCheck>;

@@ -32,7 +32,7 @@
 use toolgate_core::{Check, Refusal, RefusalCode, ToolCall};
 use toolgate_engine::Governance;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The confidentiality filter's check: R7.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +56,6 @@ impl FilterCheck for ConfidentialityCheck {
 }
 
 /// Layer of the confidentiality filter.
-pub type ConfidentialityLayer = FilterLayer<ConfidentialityCheck>;
+pub type ConfidentialityLayer = CheckFilterLayer<ConfidentialityCheck>;
 /// The confidentiality filter service.
-pub type Confidentiality<S> = Filter<S, ConfidentialityCheck>;
+pub type ConfidentialityFilter<S> = CheckFilter<S, ConfidentialityCheck>;

@@ -30,7 +30,7 @@ use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 use toolgate_engine::number::NumberLiterals;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The exposure filter's check: R14 step 1, R36, step 2.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +48,6 @@ impl FilterCheck for ExposureCheck {
 }
 
 /// Layer of the exposure filter.
-pub type ExposureLayer = FilterLayer<ExposureCheck>;
+pub type ExposureLayer = CheckFilterLayer<ExposureCheck>;
 /// The exposure filter service.
-pub type Exposure<S> = Filter<S, ExposureCheck>;
+pub type ExposureFilter<S> = CheckFilter<S, ExposureCheck>;

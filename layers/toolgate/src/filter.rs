@@ -44,12 +44,12 @@ fn filter_step(check: Check) -> Option<u8> {
 /// A filter layer: see [`ExposureLayer`](crate::ExposureLayer),
 /// [`ConfidentialityLayer`](crate::ConfidentialityLayer), [`AirGapLayer`](crate::AirGapLayer).
 #[must_use]
-pub struct FilterLayer<C> {
+pub struct CheckFilterLayer<C> {
     handle: GovernanceHandle,
     _check: PhantomData<fn() -> C>,
 }
 
-impl<C> Clone for FilterLayer<C> {
+impl<C> Clone for CheckFilterLayer<C> {
     fn clone(&self) -> Self {
         Self {
             handle: self.handle.clone(),
@@ -58,7 +58,7 @@ impl<C> Clone for FilterLayer<C> {
     }
 }
 
-impl<C: FilterCheck> fmt::Debug for FilterLayer<C> {
+impl<C: FilterCheck> fmt::Debug for CheckFilterLayer<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(C::NAME)
             .field("handle", &self.handle)
@@ -66,7 +66,7 @@ impl<C: FilterCheck> fmt::Debug for FilterLayer<C> {
     }
 }
 
-impl<C: FilterCheck> FilterLayer<C> {
+impl<C: FilterCheck> CheckFilterLayer<C> {
     /// A layer deciding by the snapshots in `handle`.
     pub fn new(handle: GovernanceHandle) -> Self {
         Self {
@@ -76,11 +76,11 @@ impl<C: FilterCheck> FilterLayer<C> {
     }
 }
 
-impl<S, C: FilterCheck> Layer<S> for FilterLayer<C> {
-    type Service = Filter<S, C>;
+impl<S, C: FilterCheck> Layer<S> for CheckFilterLayer<C> {
+    type Service = CheckFilter<S, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Filter {
+        CheckFilter {
             inner,
             handle: self.handle.clone(),
             _check: PhantomData,
@@ -90,13 +90,13 @@ impl<S, C: FilterCheck> Layer<S> for FilterLayer<C> {
 
 /// A filter service: forwards a call that passes its check, answers any other with a
 /// [`ToolResponse::Refused`] and never sends it.
-pub struct Filter<S, C> {
+pub struct CheckFilter<S, C> {
     inner: S,
     handle: GovernanceHandle,
     _check: PhantomData<fn() -> C>,
 }
 
-impl<S: Clone, C> Clone for Filter<S, C> {
+impl<S: Clone, C> Clone for CheckFilter<S, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -106,7 +106,7 @@ impl<S: Clone, C> Clone for Filter<S, C> {
     }
 }
 
-impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for Filter<S, C> {
+impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for CheckFilter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(C::NAME)
             .field("inner", &self.inner)
@@ -115,24 +115,11 @@ impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for Filter<S, C> {
     }
 }
 
-impl<S, C> Filter<S, C> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the filter, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+impl<S, C> CheckFilter<S, C> {
+    crate::inner_service_accessors!(inner: S);
 }
 
-impl<S, C> Service<ToolCall> for Filter<S, C>
+impl<S, C> Service<ToolCall> for CheckFilter<S, C>
 where
     S: Service<ToolCall, Response = ToolResponse>,
     C: FilterCheck,
@@ -258,7 +245,7 @@ mod tests {
         h.store(Governance::builder().build().unwrap());
         // The call is still decided by the snapshot it was pinned to, where `mem__read` exists.
         assert!(Arc::ptr_eq(&pinned, &h.pin(&mut call)));
-        let r = FilterLayer::<crate::exposure::ExposureCheck>::new(h)
+        let r = CheckFilterLayer::<crate::exposure::ExposureCheck>::new(h)
             .layer(service_fn(|_c: ToolCall| async {
                 Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::default()))
             }))

@@ -24,7 +24,9 @@ static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 /// # use std::sync::Arc;
 /// # use toolgate::Pinned;
 /// # use toolgate::engine::Governance;
-/// let forged = Pinned(Arc::new(Governance::builder().build().unwrap()));
+/// let governance = Arc::new(Governance::builder().build().unwrap());
+/// let forged = Pinned { handle: 1, governance, decided: None }; // private fields
+
 /// ```
 #[derive(Clone)]
 pub struct Pinned {
@@ -68,7 +70,7 @@ impl Pinned {
 ///
 /// ```compile_fail
 /// # use toolgate::PinnedDecision;
-/// let forged = PinnedDecision { governance: todo!(), decided: todo!() };
+/// let forged = PinnedDecision { governance: todo!(), decided: todo!() }; // private fields
 /// ```
 #[derive(Clone)]
 pub struct PinnedDecision {

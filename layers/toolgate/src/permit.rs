@@ -215,20 +215,7 @@ impl<S: fmt::Debug> fmt::Debug for RequirePermit<S> {
 }
 
 impl<S> RequirePermit<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the layer, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ToolCall> for RequirePermit<S>

@@ -156,8 +156,13 @@ async fn r23_nested_stacks_of_two_handles_never_decide_by_each_others_snapshot()
         .oneshot(ToolCall::new(dev.clone(), "lookup", json!({})))
         .await
         .unwrap();
-    let refusal = r.refusal().expect("the inner stack decides by its own snapshot");
-    assert_eq!((refusal.code, refusal.decided_by), (RefusalCode::Denied, Check::AgentMode));
+    let refusal = r
+        .refusal()
+        .expect("the inner stack decides by its own snapshot");
+    assert_eq!(
+        (refusal.code, refusal.decided_by),
+        (RefusalCode::Denied, Check::AgentMode)
+    );
     let r = nested
         .clone()
         .oneshot(ToolCall::new(dev.clone(), "fetch", json!({})))
@@ -188,7 +193,11 @@ async fn r23_a_clone_of_the_handle_shares_its_pins() {
     let first = h.decide(&mut call);
     let before = input_bounds_walks();
     let again = h.clone().decide(&mut call);
-    assert_eq!(input_bounds_walks(), before, "read from the pin, not decided again");
+    assert_eq!(
+        input_bounds_walks(),
+        before,
+        "read from the pin, not decided again"
+    );
     assert!(Arc::ptr_eq(first.governance(), again.governance()));
     assert_eq!(again.entry().unwrap().name, "lookup");
     assert_eq!(again.agent().unwrap().name, "dev");

@@ -22,6 +22,8 @@ use super::channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
+use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
+use crate::future::OnceResponse;
 use crate::handle::GovernanceHandle;
 use crate::permit::Permit;
 
@@ -33,6 +35,7 @@ pub struct ApprovalGateLayer {
     /// At most one per kind: an agent's asks go to the channel of its kind (R26).
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 impl fmt::Debug for ApprovalGateLayer {
@@ -53,6 +56,7 @@ impl ApprovalGateLayer {
             handle,
             channels: Vec::new(),
             hooks: None,
+            observer: None,
         }
     }
 
@@ -82,6 +86,18 @@ impl ApprovalGateLayer {
         self.hooks = Some(hooks);
         self
     }
+
+    /// Tells `observer` when a call starts and stops waiting for a person, and how the wait
+    /// ended (for metrics: `toolgate_otel::ApprovalMetrics`).
+    pub fn wait_observer(self, observer: impl WaitObserver) -> Self {
+        self.shared_wait_observer(Arc::new(observer))
+    }
+
+    /// As [`ApprovalGateLayer::wait_observer`], for an observer already shared.
+    pub fn shared_wait_observer(mut self, observer: Arc<dyn WaitObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
 }
 
 impl<S> Layer<S> for ApprovalGateLayer {
@@ -93,6 +109,7 @@ impl<S> Layer<S> for ApprovalGateLayer {
             handle: self.handle.clone(),
             channels: self.channels.clone(),
             hooks: self.hooks.clone(),
+            observer: self.observer.clone(),
         }
     }
 }
@@ -106,6 +123,7 @@ pub struct ApprovalGate<S> {
     handle: GovernanceHandle,
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
@@ -119,20 +137,7 @@ impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
 }
 
 impl<S> ApprovalGate<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the gate, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 /// What `after_call` needs once the call itself has been handed to the tool.
@@ -188,7 +193,7 @@ pin_project! {
     #[project = GateProj]
     enum GateKind<F, E> {
         Inner { #[pin] future: F, after: Option<After> },
-        Refused { response: Option<ToolResponse> },
+        Refused { response: OnceResponse },
         Waiting { future: BoxFuture<Result<ToolResponse, E>> },
     }
 }
@@ -203,7 +208,7 @@ impl<F, E> GateFuture<F, E> {
     fn refused(refusal: Refusal) -> Self {
         Self {
             kind: GateKind::Refused {
-                response: Some(ToolResponse::Refused(refusal)),
+                response: OnceResponse::new(ToolResponse::Refused(refusal)),
             },
         }
     }
@@ -224,15 +229,7 @@ where
                 })),
                 other => other,
             },
-            GateProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
+            GateProj::Refused { response } => Poll::Ready(Ok(response.take())),
             GateProj::Waiting { future } => future.as_mut().poll(cx),
         }
     }
@@ -342,9 +339,15 @@ where
             // `auto_approve_required`), the ticket is still redeemed through the durable
             // channel — its conditional claim — so the call is sent at most once.
             Verdict::Run { .. } if ticket.is_some() => match self.ticket_channel() {
-                Ok(channel) => {
-                    self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink, timeout)
-                }
+                Ok(channel) => self.through_channel(
+                    channel,
+                    call,
+                    entry,
+                    decision.asks.clone(),
+                    ticket,
+                    sink,
+                    timeout,
+                ),
                 Err(refusal) => GateFuture::refused(refusal),
             },
             Verdict::Run { .. } => {
@@ -412,7 +415,15 @@ where
                 {
                     return GateFuture::refused(refusal);
                 }
-                self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink, timeout)
+                self.through_channel(
+                    channel,
+                    call,
+                    entry,
+                    decision.asks.clone(),
+                    ticket,
+                    sink,
+                    timeout,
+                )
             }
         }
     }
@@ -514,6 +525,7 @@ where
             inner,
             handle: self.handle.clone(),
             hooks: self.hooks.clone(),
+            observer: self.observer.clone(),
             channel,
             sink,
             timeout,
@@ -531,6 +543,7 @@ struct AskPath<S> {
     inner: S,
     handle: GovernanceHandle,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
     channel: Arc<dyn ApprovalChannel>,
     sink: Option<DecisionSink>,
     timeout: Option<std::time::Duration>,
@@ -551,6 +564,7 @@ where
         mut inner,
         handle,
         hooks,
+        observer,
         channel,
         sink,
         timeout,
@@ -558,6 +572,8 @@ where
     let asks = request.asks.clone();
     let input_hash = request.input_hash.clone();
     let definition_hash = request.definition_hash.clone();
+    // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
+    let watch = WaitWatch::start(observer, channel.kind());
     let outcome = match timeout {
         // Nobody answered within the agent's timeout: expired, never approved.
         Some(t) => tokio::time::timeout(t, channel.request(request))
@@ -565,6 +581,7 @@ where
             .unwrap_or(ApprovalOutcome::Expired),
         None => channel.request(request).await,
     };
+    watch.end(WaitOutcome::of(&outcome));
     if let Some(sink) = &sink {
         let wait = match &outcome {
             ApprovalOutcome::Approved { approver } => WaitEnd::Approved {

@@ -289,20 +289,7 @@ impl<S: fmt::Debug> fmt::Debug for Audit<S> {
 }
 
 impl<S> Audit<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the layer, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 /// What the record needs from the call, taken before it is sent.
@@ -333,7 +320,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F> {
         Inner { #[pin] future: F, pending: Option<Pending> },
-        Refused { response: Option<ToolResponse> },
+        Refused { response: crate::future::OnceResponse },
     }
 }
 
@@ -362,11 +349,9 @@ where
             // INVARIANT: nothing runs unrecorded under fail-closed.
             return AuditFuture {
                 kind: Kind::Refused {
-                    response: Some(ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::AuditSink,
-                        why,
-                    ))),
+                    response: crate::future::OnceResponse::new(ToolResponse::Refused(
+                        Refusal::new(RefusalCode::Rejected, Check::AuditSink, why),
+                    )),
                 },
             };
         }
@@ -596,15 +581,7 @@ where
                     None => Poll::Ready(result),
                 },
             },
-            KindProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
+            KindProj::Refused { response } => Poll::Ready(Ok(response.take())),
         }
     }
 }
