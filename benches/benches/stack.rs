@@ -2,8 +2,8 @@
 //! `call`, against (b) the full toolgate stack (exposure → confidentiality → air gap →
 //! approval gate) over the same `service_fn`, deciding the allowed call against a 200-rule
 //! tenant policy. For the breakdown, the same group also runs the stack with no tenant
-//! rules, the three filter layers alone, the composite `ToolgateLayer` and the approval
-//! gate alone. One criterion group,
+//! rules, the three filter layers alone, the composite `ToolgateLayer`, the approval
+//! gate alone and `decide` alone (no layer). One criterion group,
 //! so the ratios come from one run.
 //!
 //! Harness, the same for every bench here: the call is built outside the timed region
@@ -20,7 +20,8 @@ use std::task::{Context, Poll, Waker};
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
+use toolgate::core::{RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse};
+use toolgate::engine::{CallInput, CallView};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use toolgate_benches::{CALL_WIRE_NAME, call_agent, call_input, governance};
 use tower::{Service, ServiceBuilder, service_fn};
@@ -127,6 +128,24 @@ fn bench(c: &mut Criterion) {
             .layer(ApprovalGateLayer::new(handle))
             .service(service_fn(tool)),
     );
+    // `decide` alone, the same call at 200 rules (no layer, no call built): what the
+    // composite must stay within 15 % of, since it decides each call once.
+    let gov = governance(200);
+    let (tool_ref, agent, input) = (
+        ToolRef::Name(CALL_WIRE_NAME.into()),
+        call_agent(),
+        call_input(),
+    );
+    let view = CallView {
+        tool: &tool_ref,
+        agent: &agent,
+        input: CallInput::Value(&input),
+        run: RunContext::default(),
+    };
+    assert!(gov.decide(view).runs(), "the benched call runs");
+    group.bench_function("g_decide_200_rules", |b| {
+        b.iter(|| black_box(&gov).decide(black_box(view)))
+    });
     group.finish();
 }
 

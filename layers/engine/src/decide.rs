@@ -775,7 +775,7 @@ impl Governance {
             );
         }
         // A per-agent channel (inherited by subagents, R39) replaces the host's.
-        match agent.approval_channel.unwrap_or(self.settings.channel) {
+        match self.ask_route(agent).channel {
             ChannelKind::None => refuse(
                 RefusalCode::NoApprovalChannel,
                 String::from(

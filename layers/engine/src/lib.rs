@@ -47,6 +47,7 @@
     )
 )]
 
+pub mod ask;
 pub mod canon;
 pub mod catalog;
 pub mod chain;

@@ -26,7 +26,6 @@ static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 /// # use toolgate::engine::Governance;
 /// let governance = Arc::new(Governance::builder().build().unwrap());
 /// let forged = Pinned { handle: 1, governance, decided: None }; // private fields
-
 /// ```
 #[derive(Clone)]
 pub struct Pinned {

@@ -31,6 +31,9 @@
 //! built; a snapshot stored later (a reload) changes decisions, not the sink or the
 //! redactor.
 //!
+//! The first layer that decides a call (audit, or exposure without audit) pins the one
+//! decision; the filters and the gate read it (decide once, see [`crate::PinnedDecision`]).
+//!
 //! The parts stay public ([`ExposureLayer`], [`AuditLayer`], …) for
 //! people who compose by hand; each is safe alone. A hand-built stack in the order above
 //! decides every call as the composite does (the `tests` crate checks it on random

@@ -12,6 +12,7 @@ use toolgate_core::{
     AgentRef, Ask, AskSource, CallId, ChannelKind, Check, DecisionNote, DecisionSink, Refusal,
     RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
+use toolgate_engine::ask::{self, WaitRefused};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::{CallView, Governance, canon};
 use tower_layer::Layer;
@@ -235,14 +236,9 @@ where
     }
 }
 
+/// A refusal after an ask (the engine's one spelling).
 fn rejected(why: impl Into<String>, asks: &[Ask]) -> Refusal {
-    let mut reasons = vec![why.into()];
-    reasons.extend(asks.iter().map(|a| a.reason.clone()));
-    Refusal {
-        code: RefusalCode::Rejected,
-        decided_by: Check::Routing,
-        reasons,
-    }
+    ask::rejected_after_ask(why, asks)
 }
 
 fn hook_view<'a>(call: &'a ToolCall, tool: &'a str) -> HookCall<'a> {
@@ -285,7 +281,9 @@ where
             );
         };
         let tool: &str = &entry.name;
-        let timeout = pinned.agent().and_then(|a| a.approval_timeout);
+        // Where an ask goes is the engine's (R26, R39): the kind in the verdict, the
+        // agent's timeout here.
+        let timeout = pinned.agent().and_then(|a| governance.ask_route(a).timeout);
         let mut decision = std::borrow::Cow::Borrowed(pinned.decision());
         // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
         // and the tenant policy): its ask joins the others before they are routed; it never
@@ -658,34 +656,27 @@ where
                 None => response,
             });
         }
-        ApprovalOutcome::Denied { approver, reason } => rejected(
-            match reason {
-                Some(r) => format!("denied by {approver}: {r}"),
-                None => format!("denied by {approver}"),
-            },
-            &asks,
-        ),
-        ApprovalOutcome::Expired => rejected(
-            "the approval request expired: nobody answered in time (this is not a person's denial)",
-            &asks,
-        ),
-        ApprovalOutcome::Cancelled => rejected("the approval wait was cancelled", &asks),
-        ApprovalOutcome::Refused { reason } => {
-            rejected(format!("the approval channel refused: {reason}"), &asks)
-        }
         ApprovalOutcome::Held { interaction_id } => {
             return Ok(ToolResponse::Held(toolgate_core::HeldCall {
                 interaction_id,
                 reasons: asks.iter().map(|a| a.reason.clone()).collect(),
             }));
         }
+        // How a wait's end becomes a refusal is the engine's (R26).
+        ApprovalOutcome::Denied { approver, reason } => ask::wait_refusal(
+            WaitRefused::Denied {
+                approver: &approver,
+                reason: reason.as_deref(),
+            },
+            &asks,
+        ),
+        ApprovalOutcome::Expired => ask::wait_refusal(WaitRefused::Expired, &asks),
+        ApprovalOutcome::Cancelled => ask::wait_refusal(WaitRefused::Cancelled, &asks),
+        ApprovalOutcome::Refused { reason } => {
+            ask::wait_refusal(WaitRefused::ChannelRefused { reason: &reason }, &asks)
+        }
         ApprovalOutcome::Unroutable(why) => {
-            let mut r = rejected(
-                format!("the approval channel could not route the request: {why}"),
-                &asks,
-            );
-            r.code = RefusalCode::NoApprovalChannel;
-            r
+            ask::wait_refusal(WaitRefused::Unroutable { why: &why }, &asks)
         }
     };
     Ok(ToolResponse::Refused(refusal))
