@@ -1,6 +1,7 @@
 //! The air-gap egress filter (R8, R14 step 4): on an air-gapped host a tool whose effective
 //! network scope is `egress` is refused (an MCP tool's `openWorldHint` tightens the scope;
-//! the operator's `network_override` decides outright).
+//! the operator's `network_override` decides outright). Like the other filters it reads the
+//! call's one decision and refuses a call refused at this step or an earlier one of R14.
 //!
 //! # Example
 //!

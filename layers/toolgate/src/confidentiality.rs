@@ -1,6 +1,9 @@
 //! The confidentiality filter (R7, R14 step 3): a confidential agent never calls a tool
-//! withheld from confidential work. An unknown tool or agent profile is refused too (the
-//! check cannot be made, so it fails closed).
+//! withheld from confidential work. It reads the call's one decision (made by the first
+//! layer of its handle, or by itself when used alone) and refuses a call refused at this
+//! step or an earlier one of R14 — an unknown tool, an input over the bounds, a tool the
+//! agent is not allowed — with that step's code: the check cannot be made, so it fails
+//! closed.
 //!
 //! # Example
 //!
