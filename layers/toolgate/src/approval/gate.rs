@@ -349,7 +349,7 @@ where
             },
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
-                if let Err(r) = Permit::attach(&mut call, &governance, tool) {
+                if let Err(r) = Permit::attach(&mut call, &governance, entry) {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
@@ -634,7 +634,14 @@ where
             // Layers inside the gate decide by the snapshot the call was last checked by.
             let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
-            if let Err(refusal) = Permit::attach(&mut call, &now, &tool) {
+            let attached = match now.catalog().get(&tool) {
+                Some(entry) => Permit::attach(&mut call, &now, entry),
+                None => Err(rejected(
+                    format!("approved by {approver}, but `{tool}` is no longer registered"),
+                    &asks,
+                )),
+            };
+            if let Err(refusal) = attached {
                 return Ok(ToolResponse::Refused(refusal));
             }
             handle.repin(&mut call, now);
