@@ -463,25 +463,23 @@ impl Governance {
     }
 
     fn decide_call_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decided {
-        let mut decided = Decided {
-            decision: Decision::refused(Refusal::new(
-                RefusalCode::Rejected,
-                Check::Routing,
-                "the call was not decided",
-            )),
-            entry: None,
-            agent: None,
-        };
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
             Err(r) => {
-                decided.decision = Decision::refused(r);
-                return decided;
+                return Decided {
+                    decision: Decision::refused(r),
+                    entry: None,
+                    agent: None,
+                };
             }
         };
-        decided.entry = self.catalog.index_of(entry);
-        decided.decision = self.decide_entry(entry, call, extra_asks, &mut decided.agent);
-        decided
+        let mut agent = None;
+        let decision = self.decide_entry(entry, call, extra_asks, &mut agent);
+        Decided {
+            decision,
+            entry: self.catalog.index_of(entry),
+            agent,
+        }
     }
 
     /// The steps after the look-up, recording the agent's index when it is resolved.
