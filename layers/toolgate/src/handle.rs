@@ -74,13 +74,21 @@ impl Pinned {
 #[derive(Clone)]
 pub struct PinnedDecision {
     governance: Arc<Governance>,
-    decided: Arc<Decided>,
+    decided: Arc<Shared>,
+}
+
+/// What the layers of one handle share about one call.
+struct Shared {
+    decided: Decided,
+    /// The canonical (RFC 8785) hash of the decided input, computed by the first layer that
+    /// needs it (audit's record, the gate's decision note) and reused by the others.
+    input_hash: std::sync::OnceLock<Option<String>>,
 }
 
 impl fmt::Debug for PinnedDecision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PinnedDecision")
-            .field("decision", &self.decided.decision)
+            .field("decision", &self.decided.decided.decision)
             .finish_non_exhaustive()
     }
 }
@@ -88,7 +96,7 @@ impl fmt::Debug for PinnedDecision {
 impl PinnedDecision {
     /// The decision.
     pub fn decision(&self) -> &Decision {
-        &self.decided.decision
+        &self.decided.decided.decision
     }
 
     /// The snapshot that made it.
@@ -98,18 +106,27 @@ impl PinnedDecision {
 
     /// The tool's entry in that snapshot (none when the look-up refused the call).
     pub fn entry(&self) -> Option<&Entry> {
-        self.governance.decided_entry(&self.decided)
+        self.governance.decided_entry(&self.decided.decided)
     }
 
     /// The agent's profile in that snapshot (none when the call was refused before it was
     /// resolved).
     pub fn agent(&self) -> Option<&ResolvedAgent> {
-        self.governance.decided_agent(&self.decided)
+        self.governance.decided_agent(&self.decided.decided)
     }
 
     /// The engine's record of the decision, for [`Governance`] methods taking one.
     pub fn decided(&self) -> &Decided {
-        &self.decided
+        &self.decided.decided
+    }
+
+    /// The canonical hash of `input` — the input of the call this decision was pinned on —
+    /// computed once per call and shared by the layers of the handle.
+    pub(crate) fn canonical_input_hash(&self, input: &serde_json::Value) -> Option<String> {
+        self.decided
+            .input_hash
+            .get_or_init(|| toolgate_engine::canon::input_hash(input))
+            .clone()
     }
 }
 
@@ -279,7 +296,10 @@ impl GovernanceHandle {
             _ => self.load(),
         };
         let decided = PinnedDecision {
-            decided: Arc::new(governance.decide_call(CallView::of(call))),
+            decided: Arc::new(Shared {
+                decided: governance.decide_call(CallView::of(call)),
+                input_hash: std::sync::OnceLock::new(),
+            }),
             governance: Arc::clone(&governance),
         };
         call.extensions.insert(Pinned {

@@ -322,7 +322,7 @@ where
                 decision: decision.clone().into_owned(),
                 wait,
                 interaction_id: None,
-                input_hash: canon::input_hash(&call.input),
+                input_hash: pinned.canonical_input_hash(&call.input),
             });
         }
         let ticket = call.extensions.get::<ResumeTicket>().cloned();

@@ -375,13 +375,12 @@ where
         // An agent's own `audit` settings replace the section's (R39: inherited, never
         // looser).
         let mut include = (layer.include_input, layer.include_output);
-        let identities: Vec<Value> = layer
-            .handle
+        // Decide once: the first layer of the handle decides the call and pins the decision
+        // with its entry and profile for every layer after it.
+        let pinned = layer.handle.as_ref().map(|h| h.decide(&mut call));
+        let identities: Vec<Value> = pinned
             .as_ref()
-            .map(|h| {
-                // Decide once: the first layer of the handle decides the call and pins the
-                // decision with its entry and profile for every layer after it.
-                let pinned = h.decide(&mut call);
+            .map(|pinned| {
                 // A call refused before its profile was resolved still gets its agent's
                 // settings (a look-up only on that refused path).
                 let agent = pinned
@@ -422,7 +421,14 @@ where
         );
         record.insert(
             "input_hash".into(),
-            canon::input_hash(&call.input).map_or(Value::Null, Value::from),
+            // Computed once per call: the gate's decision note reuses it.
+            pinned
+                .as_ref()
+                .map_or_else(
+                    || canon::input_hash(&call.input),
+                    |p| p.canonical_input_hash(&call.input),
+                )
+                .map_or(Value::Null, Value::from),
         );
         if include.0 {
             record.insert(
