@@ -25,7 +25,7 @@ use toolgate_engine::observe::{InboxStoreSetting, InboxSynchronous};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
-    SqliteOptions, State, Synchronous, Timestamp, ask_source_text, put_policy_text,
+    SqliteOptions, State, Synchronous, Timestamp, put_policy_text,
 };
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
@@ -418,7 +418,7 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
                 r.call
                     .reasons
                     .iter()
-                    .map(|a| json!({"source": ask_source_text(&a.source), "reason": a.reason}))
+                    .map(|a| json!({"source": a.source.describe(), "reason": a.reason}))
                     .collect(),
             ),
         );
@@ -503,7 +503,7 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     }
     let _ = writeln!(s, "because:");
     for a in &c.reasons {
-        let _ = writeln!(s, "  - {}: {}", ask_source_text(&a.source), a.reason);
+        let _ = writeln!(s, "  - {}: {}", a.source.describe(), a.reason);
     }
     let _ = writeln!(s, "input hash:   {}", c.input_hash);
     let _ = writeln!(s, "definition:   {}", c.definition_hash);

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use toolgate_core::{AskSource, Decision, Verdict};
+use toolgate_core::{Decision, Verdict};
 use toolgate_engine::ask::AskRoute;
 use toolgate_engine::config::{self, Format};
 use toolgate_engine::policy::{Limits, Policy};
@@ -189,16 +189,7 @@ fn stored_policy(path: &Path, limits: &Limits) -> PolicyState {
             return PolicyState::Unreadable(format!("`{}` cannot be read: {e}", path.display()));
         }
     };
-    match Policy::from_json_str(&text, limits) {
-        Ok(p) => PolicyState::readable(p),
-        Err(errs) => PolicyState::Unreadable(
-            errs.errors
-                .iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
-    }
+    PolicyState::from_json_str(&text, limits, None)
 }
 
 fn run(command: Command) -> Result<ExitCode, String> {
@@ -265,7 +256,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let (decision, _, _, _) = decide(&config, policy.as_deref(), &call)?;
             let out = json!({
-                "outcome": outcome(&decision),
+                "outcome": decision.verdict.as_str(),
                 "refusal": decision.refusal().map(|r| r.code.as_str()),
                 "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
                 "reasons": decision.reasons,
@@ -477,33 +468,15 @@ fn tool_facts(entry: &toolgate_engine::catalog::Entry) -> Value {
     })
 }
 
-fn outcome(d: &Decision) -> &'static str {
-    match d.verdict {
-        Verdict::Run { .. } => "run",
-        Verdict::Ask { .. } => "ask",
-        Verdict::Refused(_) => "refused",
-    }
-}
-
-fn source(s: &AskSource) -> String {
-    match s {
-        AskSource::Agent => String::from("agent approval mode"),
-        AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
-        AskSource::PolicyDefault => String::from("tenant policy default"),
-        AskSource::Posture => String::from("behaviour posture"),
-        AskSource::Hook => String::from("hook"),
-    }
-}
-
 fn explain_json(d: &Decision) -> Value {
     json!({
-        "outcome": outcome(d),
+        "outcome": d.verdict.as_str(),
         "refusal": d.refusal().map(|r| r.code.as_str()),
         "auto_approved": matches!(d.verdict, Verdict::Run { auto_approved: true }),
         "channel": match d.verdict { Verdict::Ask { channel } => Some(channel.as_str()), _ => None },
         "decided_by": d.decided_by.as_str(),
         "reasons": d.reasons,
-        "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": a.reason})).collect::<Vec<_>>(),
+        "asks": d.asks.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
         "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect, "reason": m.reason})).collect::<Vec<_>>(),
     })
 }
@@ -567,12 +540,14 @@ fn explain_text(d: &Decision, name: Option<&str>) -> String {
     let verdict = match d.verdict {
         Verdict::Run {
             auto_approved: true,
-        } => String::from("run (auto-approved by the run mode)"),
-        Verdict::Run { .. } => String::from("run"),
-        Verdict::Ask { channel } => {
-            format!("ask (waits for a person on the `{channel:?}` channel)").to_lowercase()
-        }
-        Verdict::Refused(code) => format!("refused ({code})"),
+        } => format!("{} (auto-approved by the run mode)", d.verdict),
+        Verdict::Run { .. } => d.verdict.to_string(),
+        Verdict::Ask { channel } => format!(
+            "{} (waits for a person on the `{}` channel)",
+            d.verdict,
+            channel.as_str()
+        ),
+        Verdict::Refused(code) => format!("{} ({code})", d.verdict),
     };
     let _ = writeln!(s, "outcome:     {verdict}");
     let _ = writeln!(s, "decided by:  {}", d.decided_by);
@@ -585,7 +560,7 @@ fn explain_text(d: &Decision, name: Option<&str>) -> String {
     if !d.asks.is_empty() {
         let _ = writeln!(s, "asked by:");
         for a in &d.asks {
-            let _ = writeln!(s, "  - {}: {}", source(&a.source), a.reason);
+            let _ = writeln!(s, "  - {}: {}", a.source.describe(), a.reason);
         }
     }
     if !d.matched_rules.is_empty() {

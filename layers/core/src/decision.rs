@@ -203,6 +203,55 @@ pub enum AskSource {
     Hook,
 }
 
+impl AskSource {
+    /// The kind of source, without a rule's index: `agent`, `policy_rule`, `policy_default`,
+    /// `posture` or `hook` (the stored form keeps the index apart).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AskSource::Agent => "agent",
+            AskSource::PolicyRule(_) => "policy_rule",
+            AskSource::PolicyDefault => "policy_default",
+            AskSource::Posture => "posture",
+            AskSource::Hook => "hook",
+        }
+    }
+
+    /// A short description of who asked, for people (the CLI, the inbox): `agent approval
+    /// mode`, `tenant policy rule 3`, `tenant policy default`, `behaviour posture`, `hook`.
+    ///
+    /// ```
+    /// use toolgate_core::AskSource;
+    /// assert_eq!(AskSource::PolicyRule(3).describe(), "tenant policy rule 3");
+    /// assert_eq!(AskSource::Agent.describe(), "agent approval mode");
+    /// ```
+    pub fn describe(&self) -> String {
+        match self {
+            AskSource::Agent => String::from("agent approval mode"),
+            AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
+            AskSource::PolicyDefault => String::from("tenant policy default"),
+            AskSource::Posture => String::from("behaviour posture"),
+            AskSource::Hook => String::from("hook"),
+        }
+    }
+}
+
+/// The machine form audit records and spans carry: the [kind](AskSource::kind), with a
+/// rule's index after a colon (`policy_rule:3`).
+///
+/// ```
+/// use toolgate_core::AskSource;
+/// assert_eq!(AskSource::PolicyRule(3).to_string(), "policy_rule:3");
+/// assert_eq!(AskSource::Posture.to_string(), "posture");
+/// ```
+impl fmt::Display for AskSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskSource::PolicyRule(i) => write!(f, "{}:{i}", self.kind()),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
 /// One reason that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ask {
@@ -227,6 +276,37 @@ pub enum Verdict {
     },
     /// The call is refused and never sent.
     Refused(RefusalCode),
+}
+
+impl Verdict {
+    /// The text of [`Verdict::Run`]: `run`.
+    pub const RUN: &'static str = "run";
+    /// The text of [`Verdict::Ask`]: `ask`.
+    pub const ASK: &'static str = "ask";
+    /// The text of [`Verdict::Refused`]: `refused`.
+    pub const REFUSED: &'static str = "refused";
+
+    /// The verdict's kind as audit records, spans and the CLI spell it: `run`, `ask` or
+    /// `refused`.
+    ///
+    /// ```
+    /// use toolgate_core::{RefusalCode, Verdict};
+    /// assert_eq!(Verdict::Run { auto_approved: false }.as_str(), "run");
+    /// assert_eq!(Verdict::Refused(RefusalCode::Rejected).as_str(), Verdict::REFUSED);
+    /// ```
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Run { .. } => Verdict::RUN,
+            Verdict::Ask { .. } => Verdict::ASK,
+            Verdict::Refused(_) => Verdict::REFUSED,
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A tenant rule that matched a call.

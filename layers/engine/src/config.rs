@@ -520,7 +520,15 @@ pub fn load_str(text: &str, format: Format) -> Result<Governance, ConfigErrors> 
     builder_from_str(text, format)?.build()
 }
 
-/// Loads a configuration file, its format chosen by extension.
+/// Loads a configuration file, its format chosen by extension ([`Format::from_path`]).
+///
+/// The engine's one file read: a thin convenience over [`load_str`] for callers at
+/// start-up. It reads the whole file at `path` once, synchronously (a blocking
+/// `std::fs::read_to_string`, so call it before serving or from a blocking task, never on an
+/// async worker), and then does exactly what [`load_str`] does. It opens nothing else, keeps
+/// no handle and never watches the file: reloading is the caller's (a
+/// `GovernanceHandle` swap). A file that cannot be read is one error at the path `""`
+/// naming the file; the decision functions themselves never touch the file system.
 pub fn load_path(path: &Path) -> Result<Governance, ConfigErrors> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigErrors::one("", format!("cannot read `{}`: {e}", path.display())))?;

@@ -1,6 +1,9 @@
 //! toolgate's pure decision engine.
 //!
-//! Everything here is synchronous and does no I/O beyond reading a file you name: the
+//! Everything here is synchronous and does no I/O, with two exceptions at the edge, both
+//! named for what they read: [`config::load_path`] reads the one configuration file you
+//! name (blocking, once), and [`chain::verify_chain`] reads the audit file from the reader
+//! you pass. Deciding ([`Governance::decide`], [`Governance::expose`]) never does. Here: the
 //! catalog and behaviour registry ([`catalog`]), the tenant rule policy ([`policy`]),
 //! configuration ([`config`]) and the one decision function ([`Governance::decide`]), with
 //! exposure ([`Governance::expose`]) built from the same checks. The tower layers of the

@@ -83,7 +83,8 @@ pub enum AnswerError {
     },
     /// Nobody answered in time: the call is (now) `expired`.
     Expired(String),
-    /// The idempotency key or the approver's name is empty.
+    /// The idempotency key or the approver's name is empty, or a text contains a NUL
+    /// character ([`Answer::validate`](crate::Answer::validate)).
     Invalid(String),
     /// The store failed.
     Store(InboxError),

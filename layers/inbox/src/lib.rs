@@ -78,6 +78,8 @@
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
 //! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
+//! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
+//! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
 //!
 //! ## Sessions and turns (R43)
 //!
@@ -123,30 +125,23 @@
 )]
 
 mod channel;
+pub mod codec;
 mod error;
-mod json;
 mod model;
 mod policy;
 mod resume;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+pub mod state;
 mod store;
 #[cfg(feature = "suite")]
 pub mod suite;
-
-/// The text forms of a held call's parts kept as JSON, shared by every backend so a row reads
-/// back the same whichever store wrote it.
-pub mod codec {
-    pub use crate::model::{
-        identities_from_json, identities_json, reasons_from_json, reasons_json,
-    };
-}
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, TurnState, ask_source_text,
+    Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,

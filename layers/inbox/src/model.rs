@@ -3,11 +3,9 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use toolgate::approval::ApprovalRequest;
-use toolgate::core::{
-    AgentRef, Ask, AskSource, Interaction, RunContext, RunMode, ToolIdentity, Turn,
-};
+use toolgate::core::{AgentRef, Ask, Interaction, RunContext, ToolIdentity, Turn};
 use toolgate::engine::canon;
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -276,7 +274,7 @@ impl HeldRecord {
 
     /// The input exactly as held.
     pub fn input(&self) -> Result<Value, String> {
-        crate::json::parse_input(&self.call.input_json)
+        crate::codec::parse_json(&self.call.input_json)
     }
 
     /// The approval interaction a person sees about this call (R43), the same one every
@@ -379,8 +377,9 @@ impl Answer {
         self
     }
 
-    /// Checks the answer before any store sees it: a key, when given, is not blank, and the
-    /// approver is named.
+    /// Checks the answer before any store sees it: a key, when given, is not blank, the
+    /// approver is named, and no text contains a NUL character (PostgreSQL cannot store one,
+    /// so no backend accepts one: an answer means the same whichever store keeps it).
     pub fn validate(&self) -> Result<(), String> {
         if self
             .idempotency_key
@@ -393,6 +392,16 @@ impl Answer {
         }
         if self.approver.trim().is_empty() {
             return Err(String::from("an answer needs the approver's name"));
+        }
+        let texts = [
+            self.idempotency_key.as_deref(),
+            Some(self.approver.as_str()),
+            self.reason.as_deref(),
+        ];
+        if texts.iter().flatten().any(|t| t.contains('\0')) {
+            return Err(String::from(
+                "an answer's key, name and reason cannot contain a NUL character",
+            ));
         }
         Ok(())
     }
@@ -502,7 +511,7 @@ impl StoredPolicy {
     /// The document `policy get` prints and `policy put` takes back: the stored body with
     /// `updatedAt`. Fails with a reason when the body is not a JSON object.
     pub fn document(&self) -> Result<Value, String> {
-        let value = crate::json::parse_input(&self.body)?;
+        let value = crate::codec::parse_json(&self.body)?;
         let Value::Object(mut map) = value else {
             return Err(String::from("the stored policy is not a JSON object"));
         };
@@ -534,117 +543,6 @@ pub struct CallResult {
     pub finished_at: Option<Timestamp>,
 }
 
-// ----- JSON forms of the parts kept as text -----
-
-/// The stored text of the identities behind a held call's tool (a JSON list of
-/// `{kind, source, name}`).
-pub fn identities_json(ids: &[ToolIdentity]) -> String {
-    Value::Array(
-        ids.iter()
-            .map(|id| json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()}))
-            .collect(),
-    )
-    .to_string()
-}
-
-/// Reads [`identities_json`]'s text back.
-pub fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("identities: {e}"))?;
-    let Value::Array(items) = value else {
-        return Err(String::from("identities: not a list"));
-    };
-    items
-        .iter()
-        .map(|item| {
-            let field = |k: &str| {
-                item.get(k)
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("identities: `{k}` is missing"))
-            };
-            let (kind, source, name) = (field("kind")?, field("source")?, field("name")?);
-            match kind {
-                "local" => Ok(ToolIdentity::toolset(source, name)),
-                "mcp" => Ok(ToolIdentity::mcp(source, name)),
-                "http" => Ok(ToolIdentity::http(name)),
-                other => Err(format!("identities: unknown kind `{other}`")),
-            }
-        })
-        .collect()
-}
-
-/// The stored text of every ask with its source (a JSON list of `{source, rule?, reason}`).
-pub fn reasons_json(asks: &[Ask]) -> String {
-    Value::Array(
-        asks.iter()
-            .map(|a| {
-                let mut m = Map::new();
-                let source = match a.source {
-                    AskSource::Agent => "agent",
-                    AskSource::PolicyRule(i) => {
-                        m.insert("rule".into(), Value::from(i));
-                        "policy_rule"
-                    }
-                    AskSource::PolicyDefault => "policy_default",
-                    AskSource::Posture => "posture",
-                    AskSource::Hook => "hook",
-                };
-                m.insert("source".into(), Value::from(source));
-                m.insert("reason".into(), Value::from(a.reason.clone()));
-                Value::Object(m)
-            })
-            .collect(),
-    )
-    .to_string()
-}
-
-/// Reads [`reasons_json`]'s text back.
-pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("reasons: {e}"))?;
-    let Value::Array(items) = value else {
-        return Err(String::from("reasons: not a list"));
-    };
-    items
-        .iter()
-        .map(|item| {
-            let reason = item
-                .get("reason")
-                .and_then(Value::as_str)
-                .ok_or("reasons: `reason` is missing")?
-                .to_owned();
-            let source = match item.get("source").and_then(Value::as_str) {
-                Some("agent") => AskSource::Agent,
-                Some("policy_rule") => AskSource::PolicyRule(
-                    item.get("rule")
-                        .and_then(Value::as_u64)
-                        .and_then(|i| usize::try_from(i).ok())
-                        .ok_or("reasons: a policy rule's index is missing")?,
-                ),
-                Some("policy_default") => AskSource::PolicyDefault,
-                Some("posture") => AskSource::Posture,
-                Some("hook") => AskSource::Hook,
-                _ => return Err(String::from("reasons: unknown source")),
-            };
-            Ok(Ask { source, reason })
-        })
-        .collect()
-}
-
-/// A short description of who asked, for people.
-pub fn ask_source_text(source: &AskSource) -> String {
-    match source {
-        AskSource::Agent => String::from("agent approval mode"),
-        AskSource::PolicyRule(i) => format!("tenant policy rule {i}"),
-        AskSource::PolicyDefault => String::from("tenant policy default"),
-        AskSource::Posture => String::from("behaviour posture"),
-        AskSource::Hook => String::from("hook"),
-    }
-}
-
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-pub(crate) fn run_mode_from(s: &str) -> Result<RunMode, String> {
-    RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -655,27 +553,6 @@ mod tests {
             assert_eq!(State::parse(s.as_str()), Some(s));
         }
         assert_eq!(State::parse("Pending"), None);
-    }
-
-    #[test]
-    fn reasons_and_identities_round_trip() {
-        let asks = vec![
-            Ask {
-                source: AskSource::PolicyRule(3),
-                reason: "r".into(),
-            },
-            Ask {
-                source: AskSource::Hook,
-                reason: "h".into(),
-            },
-        ];
-        assert_eq!(reasons_from_json(&reasons_json(&asks)).unwrap(), asks);
-        let ids = vec![
-            ToolIdentity::mcp("GitHub", "list.issues"),
-            ToolIdentity::toolset("coding", "write"),
-            ToolIdentity::http("refund"),
-        ];
-        assert_eq!(identities_from_json(&identities_json(&ids)).unwrap(), ids);
     }
 
     #[test]

@@ -51,18 +51,7 @@ pub async fn put_policy_text(
 /// cannot be read as a valid policy, [`PolicyState::Unreadable`] with the reason (R22: every
 /// `mcp`/`http` call is then refused `policy_unreadable`).
 pub fn policy_state_of(stored: &StoredPolicy, limits: &Limits) -> PolicyState {
-    match Policy::from_json_str(&stored.body, limits) {
-        Ok(p) => PolicyState::readable(p.with_updated_at(stored.updated_at.clone())),
-        Err(errs) => PolicyState::Unreadable(format!(
-            "the stored policy (updated {}) cannot be read: {}",
-            stored.updated_at,
-            errs.errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        )),
-    }
+    PolicyState::from_json_str(&stored.body, limits, Some(&stored.updated_at))
 }
 
 /// Loads the stored policy's state for a gate starting up: `None` when no policy was ever

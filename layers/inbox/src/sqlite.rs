@@ -20,6 +20,10 @@
 //! `PRAGMA application_id`) when it is not: a newer schema or a SQLite file that is not a
 //! toolgate inbox is refused, never changed. A file that is not a database is refused with
 //! a clear error and left as it is.
+//!
+//! One file, one thing: the SQLite store — its schema, connection and the SQL of each
+//! operation, which share the one connection and its statement cache; what each outcome
+//! means is decided in [`crate::state`] and the stored text forms are [`crate::codec`]'s.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -33,11 +37,13 @@ use rusqlite::{
 use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 
+use crate::codec;
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind};
 use crate::model::{
-    self, Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, Outcome,
-    State, StoredPolicy, Timestamp,
+    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
+    StoredPolicy, Timestamp,
 };
+use crate::state::{self, PendingLost};
 use crate::store::{BoxFuture, InboxStore};
 
 /// The schema version this code writes (`PRAGMA user_version`).
@@ -504,14 +510,14 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
-            Some(t) => Some(crate::json::parse_input(&t)?),
+            Some(t) => Some(codec::parse_json(&t)?),
             None => None,
         };
         Ok::<_, String>((
             state,
-            model::identities_from_json(&identities)?,
-            model::reasons_from_json(&reasons)?,
-            model::run_mode_from(&run_mode)?,
+            codec::identities_from_json(&identities)?,
+            codec::reasons_from_json(&reasons)?,
+            codec::run_mode_from(&run_mode)?,
             result,
         ))
     })();
@@ -575,14 +581,14 @@ fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), 
         c.interaction_id,
         c.call_id,
         c.tool,
-        model::identities_json(&c.identities),
+        codec::identities_json(&c.identities),
         c.definition_hash,
         c.agent.profile,
         c.agent.subagent,
         c.input_json,
         c.input_canonical,
         c.input_hash,
-        model::reasons_json(&c.reasons),
+        codec::reasons_json(&c.reasons),
         c.run.mode.as_str(),
         bool_int(c.run.background),
         c.created_at.as_millis(),
@@ -732,17 +738,7 @@ fn answer_op(
     answer: &Answer,
     now: Timestamp,
 ) -> Result<AnswerReceipt, AnswerError> {
-    answer.validate().map_err(AnswerError::Invalid)?;
-    let new_state = if answer.approve {
-        State::Approved
-    } else {
-        State::Denied
-    };
-    let reason = if answer.approve {
-        None
-    } else {
-        answer.reason.clone()
-    };
+    let (new_state, reason) = state::answer_update(answer)?;
     // INVARIANT: an answer is one conditional update from `pending` (before the expiry); a
     // call answered, expired or cancelled in between is never overwritten. This is the whole
     // of the common case; anything else is explained below, in one transaction.
@@ -765,14 +761,7 @@ fn answer_op(
         })
         .map_err(|e| inner.err(e))?;
     if changed == 1 {
-        return Ok(AnswerReceipt {
-            interaction_id: id.to_owned(),
-            approved: answer.approve,
-            approver: answer.approver.clone(),
-            reason,
-            answered_at: now,
-            replayed: false,
-        });
+        return Ok(state::answer_won(id, answer, reason, now));
     }
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -797,34 +786,23 @@ fn answer_op(
             .optional()
         })
         .map_err(|e| inner.err(e))?;
-    let Some((state, key, approve, expires_at, approver, reason, answered_at)) = row else {
+    let Some((st, key, approve, expires_at, approver, reason, answered_at)) = row else {
         return Err(AnswerError::UnknownId(id.to_owned()));
     };
-    let state = State::parse(&state)
-        .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
-    // Without a key an answer is its own: it never replays one already recorded (R43).
-    if let Some(given) = answer.idempotency_key.as_deref()
-        && key.as_deref() == Some(given)
-    {
-        let recorded_approve = approve == Some(1);
-        if recorded_approve != answer.approve {
-            return Err(AnswerError::Conflict {
-                id: id.to_owned(),
-                key: given.to_owned(),
-                recorded_approve,
-            });
-        }
-        return Ok(AnswerReceipt {
-            interaction_id: id.to_owned(),
-            approved: recorded_approve,
-            approver: approver.unwrap_or_default(),
-            reason,
-            answered_at: Timestamp::from_millis(answered_at.unwrap_or_default()),
-            replayed: true,
-        });
+    let st =
+        State::parse(&st).ok_or_else(|| inner.record_err(id, format!("unknown state `{st}`")))?;
+    let recorded = state::RecordedAnswer {
+        key,
+        approve: approve.map(|a| a == 1),
+        approver,
+        reason,
+        answered_at: answered_at.map(Timestamp::from_millis),
+    };
+    if let Some(replayed) = state::replay(id, answer, recorded) {
+        return replayed;
     }
-    match state {
-        State::Pending if now.as_millis() >= expires_at => {
+    match state::pending_lost(id, st, Timestamp::from_millis(expires_at), now) {
+        PendingLost::Expire(e) => {
             tx.execute(
                 "UPDATE held_calls SET state = 'expired', updated_at = ?2 \
                  WHERE interaction_id = ?1 AND state = 'pending'",
@@ -832,19 +810,12 @@ fn answer_op(
             )
             .map_err(|e| inner.err(e))?;
             tx.commit().map_err(|e| inner.err(e))?;
-            Err(AnswerError::Expired(id.to_owned()))
+            Err(e)
         }
         // Not reached: a pending call before its expiry took the update above. Should a
         // clock step back in between, the call is still refused rather than guessed at.
-        State::Pending => Err(AnswerError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` changed while it was being answered"),
-        ))),
-        State::Expired => Err(AnswerError::Expired(id.to_owned())),
-        other => Err(AnswerError::AlreadyDecided {
-            id: id.to_owned(),
-            state: other,
-        }),
+        PendingLost::StillPending => Err(AnswerError::Store(state::changed_while(id, "answered"))),
+        PendingLost::Refuse(e) => Err(e),
     }
 }
 
@@ -865,23 +836,16 @@ fn cancel_op(
         )
         .optional()
         .map_err(|e| inner.err(e))?;
-    let Some((state, expires_at)) = row else {
+    let Some((st, expires_at)) = row else {
         return Err(AnswerError::UnknownId(id.to_owned()));
     };
-    let state = State::parse(&state)
-        .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
-    let (to, result) = match state {
-        State::Pending if now.as_millis() >= expires_at => {
-            (State::Expired, Err(AnswerError::Expired(id.to_owned())))
-        }
-        State::Pending => (State::Cancelled, Ok(())),
-        State::Expired => return Err(AnswerError::Expired(id.to_owned())),
-        other => {
-            return Err(AnswerError::AlreadyDecided {
-                id: id.to_owned(),
-                state: other,
-            });
-        }
+    let st =
+        State::parse(&st).ok_or_else(|| inner.record_err(id, format!("unknown state `{st}`")))?;
+    // The transaction holds the row: a call still pending and not due is cancelled here.
+    let (to, result) = match state::pending_lost(id, st, Timestamp::from_millis(expires_at), now) {
+        PendingLost::StillPending => (State::Cancelled, Ok(())),
+        PendingLost::Expire(e) => (State::Expired, Err(e)),
+        PendingLost::Refuse(e) => return Err(e),
     };
     tx.execute(
         "UPDATE held_calls SET state = ?2, updated_at = ?3 \
@@ -983,22 +947,13 @@ fn claim_op(
     };
     let state = State::parse(&state)
         .ok_or_else(|| inner.record_err(id, format!("unknown state `{state}`")))?;
-    if state != State::Approved {
-        return Err(ClaimError::NotApproved {
-            id: id.to_owned(),
-            state,
-        });
-    }
-    if input_hash != claim.input_hash {
-        return Err(ClaimError::InputChanged(id.to_owned()));
-    }
-    if definition_hash != claim.definition_hash {
-        return Err(ClaimError::DefinitionChanged(id.to_owned()));
-    }
-    Err(ClaimError::Store(InboxError::new(
-        Kind::Backend,
-        format!("held call `{id}` could not be claimed"),
-    )))
+    Err(state::claim_lost(
+        id,
+        claim,
+        state,
+        &input_hash,
+        &definition_hash,
+    ))
 }
 
 fn complete_op(
@@ -1008,10 +963,7 @@ fn complete_op(
     completion: &Completion,
     now: Timestamp,
 ) -> Result<State, CompleteError> {
-    let to = match completion.outcome {
-        Outcome::Done => State::Done,
-        Outcome::Failed => State::Failed,
-    };
+    let to = state::completed_state(completion.outcome);
     let changed = conn
         .prepare_cached(
             "UPDATE held_calls SET state = ?3, result_json = ?4, finished_at = ?5, updated_at = ?5 \
@@ -1030,29 +982,7 @@ fn complete_op(
     if changed == 1 {
         return Ok(to);
     }
-    match inner.state_of(conn, id)? {
-        None => Err(CompleteError::UnknownId(id.to_owned())),
-        Some(state) => Err(CompleteError::NotClaimed {
-            id: id.to_owned(),
-            state,
-        }),
-    }
-}
-
-/// `updatedAt` for a policy put now, strictly after `previous`.
-fn next_updated_at(previous: Option<&str>) -> String {
-    let now = SystemTime::now();
-    let at = match previous.and_then(|p| humantime::parse_rfc3339(p).ok()) {
-        Some(prev) if now <= prev => prev + Duration::from_micros(1),
-        _ => now,
-    };
-    humantime::format_rfc3339_micros(at).to_string()
-}
-
-/// The body stored for a policy: its document without `updatedAt`, every number as
-/// written (an integer past 64 bits keeps its digits, R20).
-pub(crate) fn policy_body(policy: &Policy) -> String {
-    policy.body_text()
+    Err(state::complete_lost(id, inner.state_of(conn, id)?))
 }
 
 fn put_policy_op(
@@ -1071,7 +1001,7 @@ fn put_policy_op(
         )
         .optional()
         .map_err(|e| inner.err(e))?;
-    let updated_at = next_updated_at(previous.as_deref());
+    let updated_at = codec::next_updated_at(previous.as_deref(), SystemTime::now());
     // INVARIANT: the whole policy is one row, replaced in one transaction (R23).
     tx.execute(
         "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, ?1, ?2) \
@@ -1200,7 +1130,7 @@ impl InboxStore for SqliteInbox {
         &'a self,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
-        let body = policy_body(policy);
+        let body = codec::policy_body(policy);
         self.run(move |inner, conn| put_policy_op(inner, conn, &body))
     }
 }

@@ -1,5 +1,5 @@
 //! The storage trait every backend implements (SQLite here; Postgres next), with the same
-//! conditional updates and the same shared test suite ([`crate::suite`]).
+//! conditional updates and the same shared test suite (`suite`, feature `suite`).
 
 use std::fmt;
 use std::future::Future;
@@ -22,7 +22,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///
 /// # Contract
 ///
-/// Every backend must give these guarantees; [`crate::suite::run_all`] checks them.
+/// Every backend must give these guarantees; `suite::run_all` (feature `suite`) checks them.
 ///
 /// - A state change is one conditional update (`… WHERE state = <from>`), committed before the
 ///   method returns; when two callers race for one transition, exactly one wins and the other

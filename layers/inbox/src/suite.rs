@@ -4,6 +4,9 @@
 //! the stored policy behind the store's back; a way to reopen after a "restart") and call
 //! [`run_all`]. Each case panics with a message naming the rule it checks, like `assert!`.
 //!
+//! One file, one thing: a flat list of independent cases, each a function named after the
+//! rule it protects; splitting it would only scatter `run_all`'s list.
+//!
 //! ```no_run
 //! # async fn f(fixture: &dyn toolgate_inbox::suite::Fixture) {
 //! toolgate_inbox::suite::run_all(fixture).await;
@@ -168,6 +171,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r26_expire_due_marks_only_pending_calls_past_expiry);
     case!(r26_only_a_pending_call_can_be_cancelled);
     case!(r26_answers_are_checked_for_a_key_and_a_name);
+    case!(r26_an_answer_with_a_nul_character_is_refused_by_every_backend);
     case!(r35_a_claim_needs_the_approved_input_and_definition);
     case!(r26_an_approved_call_is_claimed_once);
     case!(r26_only_the_claims_token_records_the_result);
@@ -561,6 +565,35 @@ pub async fn r26_answers_are_checked_for_a_key_and_a_name(fixture: &dyn Fixture)
         .unwrap_err();
     assert!(matches!(e, AnswerError::Invalid(_)), "{e:?}");
     assert_eq!(state(&*store, &c.interaction_id).await, State::Pending);
+}
+
+/// PostgreSQL cannot store a NUL character in text, so no backend accepts one: an answer is
+/// refused (`Invalid`, before the store is touched) the same whichever store keeps the call.
+pub async fn r26_an_answer_with_a_nul_character_is_refused_by_every_backend(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    for answer in [
+        Answer::approve("key\0", "alice"),
+        Answer::approve("key", "al\0ice"),
+        Answer::deny("key", "bob", Some(String::from("no\0"))),
+        Answer::denied_by("bob", Some(String::from("\0"))),
+    ] {
+        let e = store
+            .answer(&c.interaction_id, answer.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, AnswerError::Invalid(m) if m.contains("NUL")),
+            "{answer:?}: {e:?}"
+        );
+    }
+    assert_eq!(state(&*store, &c.interaction_id).await, State::Pending);
+    let r = store
+        .answer(&c.interaction_id, Answer::approve("key", "alice"))
+        .await
+        .unwrap();
+    assert!(r.approved && !r.replayed, "a clean answer still wins");
 }
 
 pub async fn r35_a_claim_needs_the_approved_input_and_definition(fixture: &dyn Fixture) {

@@ -14,8 +14,8 @@ use toolgate::core::{DecisionNote, DecisionSink, ToolResponse};
 use toolgate::redact::Redactor;
 
 use crate::attributes::{self as attr, values};
-use crate::layer::Shared;
 use crate::record;
+use crate::shared::Shared;
 use opentelemetry::metrics::Counter;
 
 /// Everything needed to end the span. Ends it as cancelled when dropped unended.

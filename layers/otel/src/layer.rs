@@ -5,26 +5,17 @@ use std::sync::Arc;
 
 use opentelemetry::InstrumentationScope;
 use opentelemetry::global::{self, BoxedTracer};
-use opentelemetry::metrics::{Counter, MeterProvider};
+use opentelemetry::metrics::MeterProvider;
 use opentelemetry::trace::{Span, Tracer, TracerProvider};
 use toolgate::GovernanceHandle;
 use toolgate::redact::Redactor;
 use tower_layer::Layer;
 
 use crate::service::ToolSpan;
+use crate::shared::Shared;
 
 /// The instrumentation scope's name.
 pub(crate) const SCOPE_NAME: &str = "toolgate-otel";
-
-/// What every [`ToolSpan`] made by one layer shares.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) tracer: Arc<BoxedTracer>,
-    pub(crate) governance: Option<GovernanceHandle>,
-    pub(crate) content: bool,
-    pub(crate) redactor: Redactor,
-    pub(crate) decisions: Option<Counter<u64>>,
-}
 
 /// The name of the decisions counter (see [`ToolSpanLayer::with_metrics`]).
 pub const DECISIONS_METRIC: &str = "toolgate.decisions";

@@ -130,6 +130,7 @@ mod layer;
 mod metrics;
 mod record;
 mod service;
+mod shared;
 mod stack;
 
 pub use future::ResponseFuture;

@@ -13,15 +13,14 @@ use std::sync::Arc;
 
 use opentelemetry::{Array, KeyValue, StringValue, Value};
 use toolgate::core::{
-    AskSource, Check, DecisionNote, ToolCall, ToolKind, ToolOutput, ToolRef, ToolResponse, Verdict,
-    WaitEnd,
+    Check, DecisionNote, ToolCall, ToolKind, ToolOutput, ToolRef, ToolResponse, Verdict, WaitEnd,
 };
 use toolgate::engine::Governance;
 use toolgate::redact::Redactor;
 use toolgate::{GovernanceHandle, Pinned};
 
 use crate::attributes::{self as attr, values};
-use crate::layer::Shared;
+use crate::shared::Shared;
 
 /// The longest tool name (when no catalog vouches for it) or call id put on a span.
 const MAX_NAME_CHARS: usize = 256;
@@ -177,16 +176,6 @@ pub(crate) fn start(shared: &Shared, call: &ToolCall) -> Started {
     }
 }
 
-fn ask_source(source: &AskSource) -> StringValue {
-    match source {
-        AskSource::Agent => StringValue::from("agent"),
-        AskSource::PolicyRule(i) => StringValue::from(format!("policy_rule:{i}")),
-        AskSource::PolicyDefault => StringValue::from("policy_default"),
-        AskSource::Posture => StringValue::from("posture"),
-        AskSource::Hook => StringValue::from("hook"),
-    }
-}
-
 fn index(i: usize) -> i64 {
     i64::try_from(i).unwrap_or(i64::MAX)
 }
@@ -213,11 +202,11 @@ pub(crate) fn decision(
         || (response.is_none()
             && note.is_some_and(|n| matches!(n.decision.verdict, Verdict::Refused(_))));
     let (outcome, guardrail) = if refused {
-        ("refused", values::DENY)
+        (Verdict::REFUSED, values::DENY)
     } else if asked {
-        ("ask", values::ASK)
+        (Verdict::ASK, values::ASK)
     } else {
-        ("run", values::ALLOW)
+        (Verdict::RUN, values::ALLOW)
     };
     attributes.push(KeyValue::new(attr::TOOLGATE_DECISION_OUTCOME, outcome));
     attributes.push(KeyValue::new(
@@ -278,7 +267,10 @@ pub(crate) fn decision(
         attributes.push(KeyValue::new(
             attr::TOOLGATE_DECISION_ASK_SOURCES,
             Value::Array(Array::String(
-                d.asks.iter().map(|a| ask_source(&a.source)).collect(),
+                d.asks
+                    .iter()
+                    .map(|a| StringValue::from(a.source.to_string()))
+                    .collect(),
             )),
         ));
     }

@@ -9,8 +9,8 @@ use toolgate::core::{DecisionSink, ToolCall, ToolResponse};
 use tower_service::Service;
 
 use crate::future::{Finish, ResponseFuture};
-use crate::layer::Shared;
 use crate::record;
+use crate::shared::Shared;
 
 /// A service recording one `execute_tool` span per call. See
 /// [`ToolSpanLayer`](crate::ToolSpanLayer).

@@ -42,6 +42,40 @@ impl PolicyState {
     pub fn readable(policy: Policy) -> Self {
         PolicyState::Readable(std::sync::Arc::new(policy))
     }
+
+    /// The state of a tenant policy document `text` (R22), the one reading the CLI's
+    /// `--policy` file and every inbox's stored policy share: readable (stamped with
+    /// `updated_at` when the policy was stored with one), or, when `text` is not a valid
+    /// policy, [`PolicyState::Unreadable`] with every error joined by `; ` — after `the
+    /// stored policy (updated …) cannot be read: ` for a stored one.
+    ///
+    /// ```
+    /// use toolgate_engine::PolicyState;
+    /// use toolgate_engine::policy::Limits;
+    /// let ok = PolicyState::from_json_str(r#"{"default": "allow", "rules": []}"#, &Limits::default(), None);
+    /// assert!(matches!(ok, PolicyState::Readable(_)));
+    /// let bad = PolicyState::from_json_str("[]", &Limits::default(), Some("2030-01-01T00:00:00.000000Z"));
+    /// let PolicyState::Unreadable(why) = bad else { panic!() };
+    /// assert!(why.starts_with("the stored policy (updated 2030-01-01T00:00:00.000000Z) cannot be read: "));
+    /// ```
+    pub fn from_json_str(text: &str, limits: &Limits, updated_at: Option<&str>) -> Self {
+        match (Policy::from_json_str(text, limits), updated_at) {
+            (Ok(p), None) => PolicyState::readable(p),
+            (Ok(p), Some(at)) => PolicyState::readable(p.with_updated_at(at)),
+            (Err(errs), at) => {
+                let why = errs
+                    .errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                PolicyState::Unreadable(match at {
+                    None => why,
+                    Some(at) => format!("the stored policy (updated {at}) cannot be read: {why}"),
+                })
+            }
+        }
+    }
 }
 
 /// Host settings (SPEC §7).

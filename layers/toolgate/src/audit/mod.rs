@@ -102,8 +102,8 @@ use std::time::{Instant, SystemTime};
 use pin_project_lite::pin_project;
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    AskSource, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput,
-    ToolResponse, Verdict, WaitEnd,
+    Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput, ToolResponse,
+    Verdict, WaitEnd,
 };
 use toolgate_engine::canon;
 use toolgate_engine::observe::{AuditSettings, OnSinkFailure};
@@ -452,16 +452,6 @@ where
     }
 }
 
-fn source(s: &AskSource) -> Value {
-    match s {
-        AskSource::Agent => json!("agent"),
-        AskSource::PolicyRule(i) => json!(format!("policy_rule:{i}")),
-        AskSource::PolicyDefault => json!("policy_default"),
-        AskSource::Posture => json!("posture"),
-        AskSource::Hook => json!("hook"),
-    }
-}
-
 impl Pending {
     fn decision(&self, note: Option<&DecisionNote>, response: Option<&ToolResponse>) -> Value {
         let r = &self.layer.redactor;
@@ -469,11 +459,7 @@ impl Pending {
         match note {
             Some(n) => {
                 let d = &n.decision;
-                let outcome = match d.verdict {
-                    Verdict::Run { .. } => "run",
-                    Verdict::Ask { .. } => "ask",
-                    Verdict::Refused(_) => "refused",
-                };
+                let outcome = d.verdict.as_str();
                 let rule = d
                     .matched_rules
                     .iter()
@@ -486,13 +472,13 @@ impl Pending {
                     "rule": rule,
                     "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect})).collect::<Vec<_>>(),
                     "reasons": d.reasons.iter().map(text).collect::<Vec<_>>(),
-                    "asks": d.asks.iter().map(|a| json!({"source": source(&a.source), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
+                    "asks": d.asks.iter().map(|a| json!({"source": a.source.to_string(), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
                 })
             }
             // No gate recorded anything: a filter refused the call, or there is no gate.
             None => match response.and_then(ToolResponse::refusal) {
                 Some(refusal) => json!({
-                    "outcome": "refused",
+                    "outcome": Verdict::REFUSED,
                     "check": refusal.decided_by.as_str(),
                     "refusal": refusal.code.as_str(),
                     "rule": null,
@@ -500,8 +486,10 @@ impl Pending {
                     "reasons": refusal.reasons.iter().map(text).collect::<Vec<_>>(),
                     "asks": [],
                 }),
-                None => json!({"outcome": "run", "check": null, "refusal": null, "rule": null,
-                               "matched_rules": [], "reasons": [], "asks": []}),
+                None => {
+                    json!({"outcome": Verdict::RUN, "check": null, "refusal": null, "rule": null,
+                               "matched_rules": [], "reasons": [], "asks": []})
+                }
             },
         }
     }

@@ -1,27 +1,23 @@
-//! [`PostgresInbox`]: the [`InboxStore`] on PostgreSQL.
+//! The store's operations: each state change one conditional `UPDATE … RETURNING`, and why
+//! one changed nothing read back and explained by `toolgate_inbox::state`.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
-use tokio::task::JoinHandle;
+use deadpool_postgres::Object;
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Config, NoTls, Row};
-use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall, Outcome,
-    PolicyPoll, PolicyWatch, State, StoredPolicy, Timestamp,
+    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall, State,
+    StoredPolicy, Timestamp, codec,
+    state::{self, PendingLost},
 };
 
-use crate::codec;
+use super::PostgresInbox;
 use crate::error;
-use crate::listen::{Listener, Notice, Subscription, can_reach};
-use crate::options::PostgresOptions;
-use crate::schema::{self, Located};
 
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
@@ -32,351 +28,7 @@ const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_has
 /// held between the conditional update and the read that explains its failure) tries again.
 const ATTEMPTS: usize = 3;
 
-struct Inner {
-    pool: Pool,
-    config: Config,
-    options: PostgresOptions,
-    server: String,
-    located: Located,
-    listener: tokio::sync::OnceCell<Listener>,
-}
-
-/// An inbox in a PostgreSQL database, shared by any number of runtime instances.
-///
-/// Cheap to clone: clones share one connection pool (and one listening connection).
-/// Every state change is one conditional `UPDATE … WHERE interaction_id = $1 AND state = <from>
-/// … RETURNING …`, committed before the method returns: of any number of racing answers or
-/// claims, from any number of instances, exactly one changes the row.
-#[derive(Clone)]
-pub struct PostgresInbox {
-    inner: Arc<Inner>,
-}
-
-impl fmt::Debug for PostgresInbox {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresInbox")
-            .field("server", &self.inner.server)
-            .field("schema", &self.inner.located.schema)
-            .field("options", &self.inner.options)
-            .finish()
-    }
-}
-
-/// Why a wait for a held call ended without it reaching the state waited for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WaitError {
-    /// No held call has this id.
-    UnknownId(String),
-    /// The call is in a state from which the one waited for cannot be reached (denied while
-    /// waiting for `approved`, say).
-    Unreachable {
-        /// The held call.
-        id: String,
-        /// Its state.
-        state: State,
-    },
-    /// The call did not reach the state in time.
-    Timeout {
-        /// The held call.
-        id: String,
-        /// Its state when the time was up.
-        state: State,
-        /// How long it was waited for.
-        waited: Duration,
-    },
-    /// The store failed.
-    Store(InboxError),
-}
-
-impl fmt::Display for WaitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitError::UnknownId(id) => {
-                write!(f, "no held call `{id}`: this inbox did not issue it")
-            }
-            WaitError::Unreachable { id, state } => write!(
-                f,
-                "held call `{id}` is `{state}`; what was waited for can no longer happen"
-            ),
-            WaitError::Timeout { id, state, waited } => write!(
-                f,
-                "held call `{id}` is still `{state}` after {}",
-                humantime::format_duration(*waited)
-            ),
-            WaitError::Store(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for WaitError {}
-
-impl From<InboxError> for WaitError {
-    fn from(e: InboxError) -> Self {
-        WaitError::Store(e)
-    }
-}
-
 impl PostgresInbox {
-    /// The inbox the configuration's `inbox` section names: connects to its `postgres` URL
-    /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
-    /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
-    pub async fn connect_configured(
-        settings: &toolgate::engine::observe::InboxSettings,
-        options: PostgresOptions,
-    ) -> Result<toolgate_inbox::Inbox, InboxError> {
-        use toolgate::engine::observe::InboxStoreSetting;
-        let InboxStoreSetting::Postgres(url) = &settings.store else {
-            return Err(InboxError::new(
-                Kind::Unavailable,
-                "the configuration names a SQLite inbox: open it with `toolgate_inbox::Inbox::open_configured`",
-            ));
-        };
-        let store = Self::connect(url, options).await?;
-        let inbox = toolgate_inbox::Inbox::new(store);
-        Ok(match settings.ttl {
-            Some(ttl) => inbox.with_ttl(ttl),
-            None => inbox,
-        })
-    }
-
-    /// Connects to the database at `url` (`postgres://user@host:port/db` or
-    /// `host=… dbname=…`), creates the inbox's schema when it does not exist (idempotent; safe
-    /// when several instances start at once) and checks it when it does.
-    ///
-    /// Only unencrypted connections are made: use a Unix socket, loopback or a trusted
-    /// network.
-    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, InboxError> {
-        options.validate()?;
-        let mut config: Config = url.parse().map_err(|e| {
-            InboxError::new(
-                Kind::Unavailable,
-                format!(
-                    "the inbox database URL cannot be read: {}",
-                    error::describe(&e)
-                ),
-            )
-        })?;
-        let mut startup = config.get_options().unwrap_or_default().to_owned();
-        if let Some(schema) = &options.schema {
-            // Validated: lower-case ASCII letters, digits and `_` only.
-            startup.push_str(&format!(" -c search_path={schema}"));
-        }
-        startup.push_str(&format!(
-            " -c lock_timeout={}",
-            options.lock_timeout.as_millis().max(1)
-        ));
-        config.options(startup.trim());
-        if config.get_application_name().is_none() {
-            config.application_name(format!("toolgate-inbox {}", options.instance));
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(options.connect_timeout);
-        }
-        let server = error::server_name(&config);
-        let pool = Pool::builder(Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig::default(),
-        ))
-        .max_size(options.pool_size)
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(options.wait_timeout))
-        .create_timeout(Some(options.connect_timeout))
-        .recycle_timeout(Some(options.connect_timeout))
-        .build()
-        .map_err(|e| {
-            InboxError::new(
-                Kind::Backend,
-                format!("the connections to the inbox database `{server}` cannot be set up: {e}"),
-            )
-        })?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| error::pool(&server, options.wait_timeout, &e))?;
-        let located = schema::migrate(&mut client, options.schema.as_deref(), &server).await?;
-        drop(client);
-        Ok(Self {
-            inner: Arc::new(Inner {
-                pool,
-                config,
-                options,
-                server,
-                located,
-                listener: tokio::sync::OnceCell::new(),
-            }),
-        })
-    }
-
-    /// The options it was connected with.
-    pub fn options(&self) -> &PostgresOptions {
-        &self.inner.options
-    }
-
-    /// This instance's name (recorded with its claims).
-    pub fn instance(&self) -> &str {
-        &self.inner.options.instance
-    }
-
-    /// The server as `host:port/database` (never the user or password).
-    pub fn server(&self) -> &str {
-        &self.inner.server
-    }
-
-    /// The PostgreSQL schema holding the inbox's tables.
-    pub fn schema(&self) -> &str {
-        &self.inner.located.schema
-    }
-
-    /// The `LISTEN`/`NOTIFY` channel on which the inbox's triggers announce changes.
-    pub fn channel(&self) -> &str {
-        &self.inner.located.channel
-    }
-
-    /// Subscribes to the inbox's changes: every state change of every held call and every
-    /// policy put, by any instance. The first call opens the listening connection (one per
-    /// inbox, shared by its clones) and returns once it listens; it reconnects by itself
-    /// when lost, and then sends [`Notice::Missed`].
-    pub async fn subscribe(&self) -> Result<Subscription, InboxError> {
-        let inner = &self.inner;
-        let listener = inner
-            .listener
-            .get_or_try_init(|| {
-                Listener::start(
-                    inner.config.clone(),
-                    inner.located.channel.clone(),
-                    inner.server.clone(),
-                    inner.options.poll_interval,
-                )
-            })
-            .await?;
-        Ok(listener.subscribe())
-    }
-
-    /// Waits until the held call `id` is in `state`, and returns it then.
-    ///
-    /// Wakes on the inbox's notifications (another instance's answer wakes it at once), and
-    /// also looks every [`PostgresOptions::poll_interval`] in case notices were lost; when
-    /// notifications cannot be had at all, it polls. Fails as soon as `state` can no longer
-    /// be reached (a call denied while waiting for `approved`), or after `timeout`.
-    pub async fn wait_for(
-        &self,
-        id: &str,
-        state: State,
-        timeout: Duration,
-    ) -> Result<HeldRecord, WaitError> {
-        self.wait(id, timeout, |s| s == state, |s| can_reach(s, state))
-            .await
-    }
-
-    /// Waits until the held call `id` is in a state for which `done` holds (failing as
-    /// [`WaitError::Unreachable`] when it is in a final state for which it does not).
-    pub async fn wait_until(
-        &self,
-        id: &str,
-        timeout: Duration,
-        done: impl Fn(State) -> bool,
-    ) -> Result<HeldRecord, WaitError> {
-        self.wait(id, timeout, &done, |s| !s.is_final() || done(s))
-            .await
-    }
-
-    async fn wait(
-        &self,
-        id: &str,
-        timeout: Duration,
-        done: impl Fn(State) -> bool,
-        reachable: impl Fn(State) -> bool,
-    ) -> Result<HeldRecord, WaitError> {
-        let started = Instant::now();
-        // INVARIANT: subscribe before the first look, so a change committed between the look
-        // and the wait is announced to this subscription.
-        let mut notices = match self.subscribe().await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!(error = %e, "waiting for a held call by polling: notifications cannot be had");
-                None
-            }
-        };
-        loop {
-            let record = self
-                .get(id)
-                .await?
-                .ok_or_else(|| WaitError::UnknownId(id.to_owned()))?;
-            if done(record.state) {
-                return Ok(record);
-            }
-            if !reachable(record.state) {
-                return Err(WaitError::Unreachable {
-                    id: id.to_owned(),
-                    state: record.state,
-                });
-            }
-            let waited = started.elapsed();
-            if waited >= timeout {
-                return Err(WaitError::Timeout {
-                    id: id.to_owned(),
-                    state: record.state,
-                    waited,
-                });
-            }
-            let nap = self.inner.options.poll_interval.min(timeout - waited);
-            match &mut notices {
-                Some(n) => {
-                    let _ = tokio::time::timeout(nap, next_about(n, id)).await;
-                }
-                None => tokio::time::sleep(nap).await,
-            }
-        }
-    }
-
-    /// Keeps `handle`'s tenant policy in step with the stored one: looks at once, then again
-    /// whenever a policy put is announced (any instance's `toolgate policy put` reaches every
-    /// running gate within a round trip), and every `fallback` in case announcements are lost.
-    /// `seen` is the `updatedAt` already in force (from [`toolgate_inbox::load_policy_state`]).
-    /// Abort the returned handle to stop.
-    pub fn watch_policy(
-        &self,
-        handle: GovernanceHandle,
-        seen: Option<String>,
-        fallback: Duration,
-    ) -> JoinHandle<()> {
-        let store = self.clone();
-        tokio::spawn(async move {
-            let mut watch = PolicyWatch::new(handle, seen);
-            let mut notices = match store.subscribe().await {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!(error = %e, "watching the stored policy by polling: notifications cannot be had");
-                    None
-                }
-            };
-            loop {
-                match watch.poll_once(&store).await {
-                    PolicyPoll::Unchanged => {}
-                    PolicyPoll::Replaced {
-                        updated_at,
-                        readable,
-                    } => {
-                        tracing::info!(%updated_at, readable, "the stored tenant policy was replaced");
-                    }
-                    PolicyPoll::Refused(why) => {
-                        tracing::warn!(%why, "a new stored tenant policy was refused; the old one stays");
-                    }
-                    PolicyPoll::StoreFailed(why) => {
-                        tracing::warn!(%why, "the stored tenant policy could not be read; the policy in force stays");
-                    }
-                }
-                match &mut notices {
-                    Some(n) => {
-                        let _ = tokio::time::timeout(fallback, next_policy(n)).await;
-                    }
-                    None => tokio::time::sleep(fallback).await,
-                }
-            }
-        })
-    }
-
     // ----- plumbing -----
 
     fn err(&self, e: &tokio_postgres::Error) -> InboxError {
@@ -636,28 +288,8 @@ impl PostgresInbox {
     }
 
     async fn answer_op(&self, id: &str, answer: Answer) -> Result<AnswerReceipt, AnswerError> {
-        answer.validate().map_err(AnswerError::Invalid)?;
-        let texts = [
-            answer.idempotency_key.as_deref(),
-            Some(answer.approver.as_str()),
-            answer.reason.as_deref(),
-        ];
-        if texts.iter().flatten().any(|t| t.contains('\0')) {
-            return Err(AnswerError::Invalid(String::from(
-                "an answer's key, name and reason cannot contain a NUL character",
-            )));
-        }
+        let (new_state, reason) = state::answer_update(&answer)?;
         let client = self.client().await?;
-        let new_state = if answer.approve {
-            State::Approved
-        } else {
-            State::Denied
-        };
-        let reason = if answer.approve {
-            None
-        } else {
-            answer.reason.clone()
-        };
         for _ in 0..ATTEMPTS {
             let now = Timestamp::now();
             // INVARIANT: an answer is one conditional update from `pending`; of racing
@@ -682,14 +314,7 @@ impl PostgresInbox {
                 )
                 .await?;
             if won.is_some() {
-                return Ok(AnswerReceipt {
-                    interaction_id: id.to_owned(),
-                    approved: answer.approve,
-                    approver: answer.approver.clone(),
-                    reason,
-                    answered_at: now,
-                    replayed: false,
-                });
+                return Ok(state::answer_won(id, &answer, reason, now));
             }
             // Why not: read what is there.
             let Some(row) = self
@@ -704,71 +329,46 @@ impl PostgresInbox {
                 return Err(AnswerError::UnknownId(id.to_owned()));
             };
             let read = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
-            let state: String = row.try_get(0).map_err(read)?;
-            let key: Option<String> = row.try_get(1).map_err(read)?;
-            let recorded_approve: Option<bool> = row.try_get(2).map_err(read)?;
+            let st: String = row.try_get(0).map_err(read)?;
+            let st = self.parse_state(id, &st)?;
             let expires_at: i64 = row.try_get(3).map_err(read)?;
-            let state = self.parse_state(id, &state)?;
-            // Without a key an answer is its own: it never replays one recorded (R43).
-            if let Some(given) = answer.idempotency_key.as_deref()
-                && key.as_deref() == Some(given)
-            {
-                let recorded_approve = recorded_approve == Some(true);
-                if recorded_approve != answer.approve {
-                    return Err(AnswerError::Conflict {
-                        id: id.to_owned(),
-                        key: given.to_owned(),
-                        recorded_approve,
-                    });
-                }
-                return Ok(AnswerReceipt {
-                    interaction_id: id.to_owned(),
-                    approved: recorded_approve,
-                    approver: row
-                        .try_get::<_, Option<String>>(4)
-                        .map_err(read)?
-                        .unwrap_or_default(),
-                    reason: row.try_get(5).map_err(read)?,
-                    answered_at: Timestamp::from_millis(
-                        row.try_get::<_, Option<i64>>(6)
-                            .map_err(read)?
-                            .unwrap_or_default(),
-                    ),
-                    replayed: true,
-                });
+            let recorded = state::RecordedAnswer {
+                key: row.try_get(1).map_err(read)?,
+                approve: row.try_get(2).map_err(read)?,
+                approver: row.try_get(4).map_err(read)?,
+                reason: row.try_get(5).map_err(read)?,
+                answered_at: row
+                    .try_get::<_, Option<i64>>(6)
+                    .map_err(read)?
+                    .map(Timestamp::from_millis),
+            };
+            if let Some(replayed) = state::replay(id, &answer, recorded) {
+                return replayed;
             }
             // Held between the update and the read: try again.
-            self.lost_pending(&client, id, state, expires_at, now)
-                .await?;
+            self.lost_pending(&client, id, st, expires_at, now).await?;
         }
-        Err(AnswerError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` changed while it was being answered"),
-        )))
+        Err(AnswerError::Store(state::changed_while(id, "answered")))
     }
 
-    /// Why a conditional `pending → …` update changed nothing, given the call's state now:
-    /// `Ok(())` when it is still pending and not yet due (the caller tries again), otherwise
-    /// the error to answer with (a call past its expiry is marked `expired` first).
+    /// Acts on [`state::pending_lost`]: `Ok(())` when the call is still pending and not yet
+    /// due (the caller tries again), otherwise the error to answer with (a call past its
+    /// expiry is marked `expired` first).
     async fn lost_pending(
         &self,
         client: &Object,
         id: &str,
-        state: State,
+        st: State,
         expires_at: i64,
         now: Timestamp,
     ) -> Result<(), AnswerError> {
-        match state {
-            State::Pending if now.as_millis() >= expires_at => {
+        match state::pending_lost(id, st, Timestamp::from_millis(expires_at), now) {
+            PendingLost::StillPending => Ok(()),
+            PendingLost::Expire(e) => {
                 self.expire_one(client, id, now).await?;
-                Err(AnswerError::Expired(id.to_owned()))
+                Err(e)
             }
-            State::Pending => Ok(()),
-            State::Expired => Err(AnswerError::Expired(id.to_owned())),
-            other => Err(AnswerError::AlreadyDecided {
-                id: id.to_owned(),
-                state: other,
-            }),
+            PendingLost::Refuse(e) => Err(e),
         }
     }
 
@@ -805,10 +405,7 @@ impl PostgresInbox {
             self.lost_pending(&client, id, state, expires_at, now)
                 .await?;
         }
-        Err(AnswerError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` changed while it was being cancelled"),
-        )))
+        Err(AnswerError::Store(state::changed_while(id, "cancelled")))
     }
 
     async fn claim_op(&self, id: &str, claim: Claim) -> Result<Claimed, ClaimError> {
@@ -856,30 +453,18 @@ impl PostgresInbox {
         let input_hash: String = row.try_get(1).map_err(read)?;
         let definition_hash: String = row.try_get(2).map_err(read)?;
         let state = self.parse_state(id, &state)?;
-        if state != State::Approved {
-            return Err(ClaimError::NotApproved {
-                id: id.to_owned(),
-                state,
-            });
-        }
-        if input_hash != claim.input_hash {
-            return Err(ClaimError::InputChanged(id.to_owned()));
-        }
-        if definition_hash != claim.definition_hash {
-            return Err(ClaimError::DefinitionChanged(id.to_owned()));
-        }
-        Err(ClaimError::Store(InboxError::new(
-            Kind::Backend,
-            format!("held call `{id}` could not be claimed"),
-        )))
+        Err(state::claim_lost(
+            id,
+            &claim,
+            state,
+            &input_hash,
+            &definition_hash,
+        ))
     }
 
     async fn complete_op(&self, id: &str, completion: Completion) -> Result<State, CompleteError> {
         let client = self.client().await?;
-        let to = match completion.outcome {
-            Outcome::Done => State::Done,
-            Outcome::Failed => State::Failed,
-        };
+        let to = state::completed_state(completion.outcome);
         let now = Timestamp::now();
         // Only the claim's own token records, once.
         let recorded = self
@@ -900,13 +485,7 @@ impl PostgresInbox {
         if recorded.is_some() {
             return Ok(to);
         }
-        match self.state_of(&client, id).await? {
-            None => Err(CompleteError::UnknownId(id.to_owned())),
-            Some(state) => Err(CompleteError::NotClaimed {
-                id: id.to_owned(),
-                state,
-            }),
-        }
+        Err(state::complete_lost(id, self.state_of(&client, id).await?))
     }
 
     async fn get_policy_op(&self) -> Result<Option<StoredPolicy>, InboxError> {
@@ -955,30 +534,6 @@ impl PostgresInbox {
         .map_err(err)?;
         tx.commit().await.map_err(err)?;
         Ok(StoredPolicy { body, updated_at })
-    }
-}
-
-/// Waits for a notice about `id` (or one saying notices were lost). Never returns once the
-/// inbox is gone: the caller's timeout ends the wait, and it looks itself.
-async fn next_about(notices: &mut Subscription, id: &str) {
-    loop {
-        match notices.next().await {
-            Some(Notice::State { interaction_id, .. }) if interaction_id == id => return,
-            Some(Notice::Missed) => return,
-            Some(_) => {}
-            None => std::future::pending::<()>().await,
-        }
-    }
-}
-
-/// Waits for a policy notice (or one saying notices were lost).
-async fn next_policy(notices: &mut Subscription) {
-    loop {
-        match notices.next().await {
-            Some(Notice::Policy { .. } | Notice::Missed) => return,
-            Some(_) => {}
-            None => std::future::pending::<()>().await,
-        }
     }
 }
 

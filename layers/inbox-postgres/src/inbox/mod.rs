@@ -1,0 +1,170 @@
+//! [`PostgresInbox`]: the [`InboxStore`](toolgate_inbox::InboxStore) on PostgreSQL.
+//!
+//! One thing per file: this one connects and holds the pool (`mod.rs`); `wait` waits on
+//! notifications for a held call or the stored policy; `ops` runs each store operation as
+//! conditional SQL and reads rows back (the decisions are `toolgate_inbox::state`'s).
+
+mod ops;
+mod wait;
+
+pub use wait::WaitError;
+
+use std::fmt;
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, Runtime};
+use tokio_postgres::{Config, NoTls};
+use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
+
+use crate::error;
+use crate::listen::Listener;
+use crate::options::PostgresOptions;
+use crate::schema::{self, Located};
+
+struct Inner {
+    pool: Pool,
+    config: Config,
+    options: PostgresOptions,
+    server: String,
+    located: Located,
+    listener: tokio::sync::OnceCell<Listener>,
+}
+
+/// An inbox in a PostgreSQL database, shared by any number of runtime instances.
+///
+/// Cheap to clone: clones share one connection pool (and one listening connection).
+/// Every state change is one conditional `UPDATE … WHERE interaction_id = $1 AND state = <from>
+/// … RETURNING …`, committed before the method returns: of any number of racing answers or
+/// claims, from any number of instances, exactly one changes the row.
+#[derive(Clone)]
+pub struct PostgresInbox {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for PostgresInbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresInbox")
+            .field("server", &self.inner.server)
+            .field("schema", &self.inner.located.schema)
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+impl PostgresInbox {
+    /// The inbox the configuration's `inbox` section names: connects to its `postgres` URL
+    /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
+    /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
+    pub async fn connect_configured(
+        settings: &toolgate::engine::observe::InboxSettings,
+        options: PostgresOptions,
+    ) -> Result<toolgate_inbox::Inbox, InboxError> {
+        use toolgate::engine::observe::InboxStoreSetting;
+        let InboxStoreSetting::Postgres(url) = &settings.store else {
+            return Err(InboxError::new(
+                Kind::Unavailable,
+                "the configuration names a SQLite inbox: open it with `toolgate_inbox::Inbox::open_configured`",
+            ));
+        };
+        let store = Self::connect(url, options).await?;
+        let inbox = toolgate_inbox::Inbox::new(store);
+        Ok(match settings.ttl {
+            Some(ttl) => inbox.with_ttl(ttl),
+            None => inbox,
+        })
+    }
+
+    /// Connects to the database at `url` (`postgres://user@host:port/db` or
+    /// `host=… dbname=…`), creates the inbox's schema when it does not exist (idempotent; safe
+    /// when several instances start at once) and checks it when it does.
+    ///
+    /// Only unencrypted connections are made: use a Unix socket, loopback or a trusted
+    /// network.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, InboxError> {
+        options.validate()?;
+        let mut config: Config = url.parse().map_err(|e| {
+            InboxError::new(
+                Kind::Unavailable,
+                format!(
+                    "the inbox database URL cannot be read: {}",
+                    error::describe(&e)
+                ),
+            )
+        })?;
+        let mut startup = config.get_options().unwrap_or_default().to_owned();
+        if let Some(schema) = &options.schema {
+            // Validated: lower-case ASCII letters, digits and `_` only.
+            startup.push_str(&format!(" -c search_path={schema}"));
+        }
+        startup.push_str(&format!(
+            " -c lock_timeout={}",
+            options.lock_timeout.as_millis().max(1)
+        ));
+        config.options(startup.trim());
+        if config.get_application_name().is_none() {
+            config.application_name(format!("toolgate-inbox {}", options.instance));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        let server = error::server_name(&config);
+        let pool = Pool::builder(Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig::default(),
+        ))
+        .max_size(options.pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(options.wait_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .recycle_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|e| {
+            InboxError::new(
+                Kind::Backend,
+                format!("the connections to the inbox database `{server}` cannot be set up: {e}"),
+            )
+        })?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| error::pool(&server, options.wait_timeout, &e))?;
+        let located = schema::migrate(&mut client, options.schema.as_deref(), &server).await?;
+        drop(client);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                config,
+                options,
+                server,
+                located,
+                listener: tokio::sync::OnceCell::new(),
+            }),
+        })
+    }
+
+    /// The options it was connected with.
+    pub fn options(&self) -> &PostgresOptions {
+        &self.inner.options
+    }
+
+    /// This instance's name (recorded with its claims).
+    pub fn instance(&self) -> &str {
+        &self.inner.options.instance
+    }
+
+    /// The server as `host:port/database` (never the user or password).
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// The PostgreSQL schema holding the inbox's tables.
+    pub fn schema(&self) -> &str {
+        &self.inner.located.schema
+    }
+
+    /// The `LISTEN`/`NOTIFY` channel on which the inbox's triggers announce changes.
+    pub fn channel(&self) -> &str {
+        &self.inner.located.channel
+    }
+}

@@ -1,0 +1,230 @@
+//! The stored text forms of a held call and of the stored policy, shared by every backend so
+//! a row reads back the same whichever store wrote it: the identities and reasons kept as
+//! JSON, the run mode, the policy's body and its `updatedAt` stamp, and a reader for stored
+//! JSON.
+//!
+//! Reading never recurses without a bound: stored JSON's depth is measured first.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toolgate::core::{Ask, AskSource, RunMode, ToolIdentity};
+use toolgate::engine::json::raw_depth;
+use toolgate::engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
+
+/// Parses stored JSON text (an input, a result, a policy body), refusing text nested deeper
+/// than the engine's ceiling before anything recursive runs. Inputs were bounded by the gate
+/// (R36) before they were held; the depth is measured again here, without recursing.
+pub fn parse_json(text: &str) -> Result<Value, String> {
+    if raw_depth(text) > MAX_INPUT_DEPTH_CEILING {
+        return Err(format!(
+            "the stored JSON nests deeper than {MAX_INPUT_DEPTH_CEILING} levels"
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
+    de.end().map_err(|e| format!("malformed JSON: {e}"))?;
+    Ok(value)
+}
+
+/// The stored text of the identities behind a held call's tool (a JSON list of
+/// `{kind, source, name}`).
+pub fn identities_json(ids: &[ToolIdentity]) -> String {
+    Value::Array(
+        ids.iter()
+            .map(|id| json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name()}))
+            .collect(),
+    )
+    .to_string()
+}
+
+/// Reads [`identities_json`]'s text back.
+pub fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("identities: {e}"))?;
+    let Value::Array(items) = value else {
+        return Err(String::from("identities: not a list"));
+    };
+    items
+        .iter()
+        .map(|item| {
+            let field = |k: &str| {
+                item.get(k)
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("identities: `{k}` is missing"))
+            };
+            let (kind, source, name) = (field("kind")?, field("source")?, field("name")?);
+            match kind {
+                "local" => Ok(ToolIdentity::toolset(source, name)),
+                "mcp" => Ok(ToolIdentity::mcp(source, name)),
+                "http" => Ok(ToolIdentity::http(name)),
+                other => Err(format!("identities: unknown kind `{other}`")),
+            }
+        })
+        .collect()
+}
+
+/// The stored text of every ask with its source (a JSON list of `{source, rule?, reason}`).
+pub fn reasons_json(asks: &[Ask]) -> String {
+    Value::Array(
+        asks.iter()
+            .map(|a| {
+                let mut m = Map::new();
+                if let AskSource::PolicyRule(i) = a.source {
+                    m.insert("rule".into(), Value::from(i));
+                }
+                m.insert("source".into(), Value::from(a.source.kind()));
+                m.insert("reason".into(), Value::from(a.reason.clone()));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+    .to_string()
+}
+
+/// Reads [`reasons_json`]'s text back.
+pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("reasons: {e}"))?;
+    let Value::Array(items) = value else {
+        return Err(String::from("reasons: not a list"));
+    };
+    items
+        .iter()
+        .map(|item| {
+            let reason = item
+                .get("reason")
+                .and_then(Value::as_str)
+                .ok_or("reasons: `reason` is missing")?
+                .to_owned();
+            // The kinds are `AskSource::kind`'s spellings, read back exactly.
+            let kind = item.get("source").and_then(Value::as_str);
+            let source = if kind == Some(AskSource::PolicyRule(0).kind()) {
+                AskSource::PolicyRule(
+                    item.get("rule")
+                        .and_then(Value::as_u64)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .ok_or("reasons: a policy rule's index is missing")?,
+                )
+            } else {
+                [
+                    AskSource::Agent,
+                    AskSource::PolicyDefault,
+                    AskSource::Posture,
+                    AskSource::Hook,
+                ]
+                .into_iter()
+                .find(|s| Some(s.kind()) == kind)
+                .ok_or("reasons: unknown source")?
+            };
+            Ok(Ask { source, reason })
+        })
+        .collect()
+}
+
+/// Reads a stored run mode back (its exact spelling).
+pub fn run_mode_from(s: &str) -> Result<RunMode, String> {
+    RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
+}
+
+/// The body stored for a policy: its document without `updatedAt`, every number as
+/// written (an integer past 64 bits keeps its digits, R20).
+pub fn policy_body(policy: &Policy) -> String {
+    policy.body_text()
+}
+
+/// `updatedAt` for a policy put at `now`: RFC 3339 with microseconds, strictly after
+/// `previous` even when this instance's clock is behind the one that wrote it (R23).
+pub fn next_updated_at(previous: Option<&str>, now: SystemTime) -> String {
+    let at = match previous.and_then(|p| humantime::parse_rfc3339(p).ok()) {
+        Some(prev) if now <= prev => prev + Duration::from_micros(1),
+        _ => now,
+    };
+    humantime::format_rfc3339_micros(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_and_identities_round_trip() {
+        let asks: Vec<Ask> = [
+            AskSource::Agent,
+            AskSource::PolicyRule(3),
+            AskSource::PolicyDefault,
+            AskSource::Posture,
+            AskSource::Hook,
+        ]
+        .into_iter()
+        .map(|source| Ask {
+            reason: source.describe(),
+            source,
+        })
+        .collect();
+        assert_eq!(reasons_from_json(&reasons_json(&asks)).unwrap(), asks);
+        let ids = vec![
+            ToolIdentity::mcp("GitHub", "list.issues"),
+            ToolIdentity::toolset("coding", "write"),
+            ToolIdentity::http("refund"),
+        ];
+        assert_eq!(identities_from_json(&identities_json(&ids)).unwrap(), ids);
+        assert!(identities_from_json("{}").is_err());
+        assert!(reasons_from_json("[{\"source\": \"nobody\", \"reason\": \"x\"}]").is_err());
+        assert!(
+            reasons_from_json("[{\"source\": \"policy_rule\", \"reason\": \"x\"}]")
+                .unwrap_err()
+                .contains("index is missing")
+        );
+        // The stored form is fixed: rows written before keep reading back.
+        assert_eq!(
+            serde_json::from_str::<Value>(&reasons_json(&asks[1..2])).unwrap(),
+            json!([{"reason": "tenant policy rule 3", "rule": 3, "source": "policy_rule"}])
+        );
+    }
+
+    #[test]
+    fn run_modes_read_back_exactly() {
+        for mode in [
+            RunMode::UseAgentPolicy,
+            RunMode::AutoApproveRequired,
+            RunMode::AutoRejectRequired,
+        ] {
+            assert_eq!(run_mode_from(mode.as_str()), Ok(mode));
+        }
+        assert!(
+            run_mode_from("nonsense")
+                .unwrap_err()
+                .contains("`nonsense`")
+        );
+    }
+
+    #[test]
+    fn stored_json_deeper_than_the_ceiling_is_refused_without_recursing() {
+        let deep =
+            "[".repeat(MAX_INPUT_DEPTH_CEILING + 1) + &"]".repeat(MAX_INPUT_DEPTH_CEILING + 1);
+        assert!(parse_json(&deep).unwrap_err().contains("nests deeper"));
+        let ok = "[".repeat(MAX_INPUT_DEPTH_CEILING) + &"]".repeat(MAX_INPUT_DEPTH_CEILING);
+        assert!(parse_json(&ok).is_ok());
+        assert!(parse_json("[1] 2").unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn updated_at_is_strictly_after_a_later_previous_stamp() {
+        let now = humantime::parse_rfc3339("2030-01-01T00:00:00.000001Z").unwrap();
+        let ahead = "2030-01-01T00:00:05.000000Z";
+        assert_eq!(
+            next_updated_at(Some(ahead), now),
+            "2030-01-01T00:00:05.000001Z"
+        );
+        assert_eq!(
+            next_updated_at(Some("2029-12-31T23:59:59.000000Z"), now),
+            "2030-01-01T00:00:00.000001Z"
+        );
+        assert_eq!(
+            next_updated_at(Some("not a time"), now),
+            "2030-01-01T00:00:00.000001Z"
+        );
+        assert_eq!(next_updated_at(None, now), "2030-01-01T00:00:00.000001Z");
+    }
+}

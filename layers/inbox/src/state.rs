@@ -1,0 +1,335 @@
+//! The state machine's decisions, written once for every backend (R26, R35, R43).
+//!
+//! A backend moves a held call with one conditional update (`… WHERE state = <from>`). When
+//! the update wins, [`answer_update`] and [`answer_won`] say what it wrote and what the
+//! person gets back; when it changes nothing, the backend reads the row and these functions
+//! say why — a replayed answer ([`replay`]), a call that is no longer pending
+//! ([`pending_lost`]), a claim refused ([`claim_lost`]), a result refused ([`complete_lost`]).
+//! They are pure: no store, no clock. The backends differ only in how they read and write a
+//! row (SQLite in `toolgate_inbox`, PostgreSQL in `toolgate-inbox-postgres`), so an answer,
+//! a claim or a result is decided the same whichever store keeps the call.
+//!
+//! ```
+//! use toolgate_inbox::{Answer, AnswerError, State, Timestamp};
+//! use toolgate_inbox::state::{self, PendingLost, RecordedAnswer};
+//!
+//! let now = Timestamp::from_millis(2_000);
+//! let answer = Answer::approve("k", "alice");
+//! // The same key again is one answer (replayed) …
+//! let recorded = RecordedAnswer {
+//!     key: Some("k".into()),
+//!     approve: Some(true),
+//!     approver: Some("alice".into()),
+//!     reason: None,
+//!     answered_at: Some(Timestamp::from_millis(1_000)),
+//! };
+//! assert!(state::replay("ia_1", &answer, recorded).unwrap().unwrap().replayed);
+//! // … and an answer to a call past its expiry is refused, the call marked `expired`.
+//! let lost = state::pending_lost("ia_1", State::Pending, Timestamp::from_millis(1_500), now);
+//! assert_eq!(lost, PendingLost::Expire(AnswerError::Expired("ia_1".into())));
+//! ```
+
+use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
+use crate::model::{Answer, AnswerReceipt, Claim, Outcome, State, Timestamp};
+
+/// What a winning answer writes: the state it moves the call to and the reason it keeps
+/// (a denial's reason; an approval keeps none). Fails when the answer is invalid
+/// ([`Answer::validate`]): the store must not be touched.
+pub fn answer_update(answer: &Answer) -> Result<(State, Option<String>), AnswerError> {
+    answer.validate().map_err(AnswerError::Invalid)?;
+    if answer.approve {
+        Ok((State::Approved, None))
+    } else {
+        Ok((State::Denied, answer.reason.clone()))
+    }
+}
+
+/// The receipt of an answer whose conditional update won at `now`, keeping `reason` (from
+/// [`answer_update`]).
+pub fn answer_won(
+    id: &str,
+    answer: &Answer,
+    reason: Option<String>,
+    now: Timestamp,
+) -> AnswerReceipt {
+    AnswerReceipt {
+        interaction_id: id.to_owned(),
+        approved: answer.approve,
+        approver: answer.approver.clone(),
+        reason,
+        answered_at: now,
+        replayed: false,
+    }
+}
+
+/// The answer a held call records, as read back after an answer's update changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedAnswer {
+    /// The idempotency key it was answered with.
+    pub key: Option<String>,
+    /// Whether it was approved (`None`: not answered).
+    pub approve: Option<bool>,
+    /// Who answered.
+    pub approver: Option<String>,
+    /// The denial's reason.
+    pub reason: Option<String>,
+    /// When it was answered.
+    pub answered_at: Option<Timestamp>,
+}
+
+/// Whether `answer` repeats the answer already recorded with its key: `Some(Ok(receipt))`
+/// for the same answer again (the recorded receipt, `replayed`), `Some(Err(Conflict))` for
+/// the same key with the other answer, `None` when it is not a repeat (no key, or another
+/// one): then [`pending_lost`] says why it lost.
+///
+/// Without a key an answer is its own: it never replays one already recorded (R43).
+pub fn replay(
+    id: &str,
+    answer: &Answer,
+    recorded: RecordedAnswer,
+) -> Option<Result<AnswerReceipt, AnswerError>> {
+    let given = answer.idempotency_key.as_deref()?;
+    if recorded.key.as_deref() != Some(given) {
+        return None;
+    }
+    let recorded_approve = recorded.approve == Some(true);
+    if recorded_approve != answer.approve {
+        return Some(Err(AnswerError::Conflict {
+            id: id.to_owned(),
+            key: given.to_owned(),
+            recorded_approve,
+        }));
+    }
+    Some(Ok(AnswerReceipt {
+        interaction_id: id.to_owned(),
+        approved: recorded_approve,
+        approver: recorded.approver.unwrap_or_default(),
+        reason: recorded.reason,
+        answered_at: recorded.answered_at.unwrap_or(Timestamp::from_millis(0)),
+        replayed: true,
+    }))
+}
+
+/// Why a conditional `pending → …` update (an answer, a cancellation) changed nothing, or
+/// what to do next, given the call's state and expiry as read afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PendingLost {
+    /// The call is still pending and not yet due: nothing explains the lost update (a row
+    /// held in between, or a clock that stepped back). Try again, or refuse as a store error
+    /// ([`changed_while`]) — never guess.
+    StillPending,
+    /// The call is pending past its expiry: mark it `expired` (conditionally, from
+    /// `pending`), then answer with this error.
+    Expire(AnswerError),
+    /// Answer with this error; nothing to write.
+    Refuse(AnswerError),
+}
+
+/// [`PendingLost`] for call `id` in `state`, expiring at `expires_at`, at `now`.
+///
+/// INVARIANT: an unanswered call is refused once `now` reaches its expiry (R26), and a
+/// decided call is never overwritten.
+pub fn pending_lost(id: &str, state: State, expires_at: Timestamp, now: Timestamp) -> PendingLost {
+    match state {
+        State::Pending if now >= expires_at => {
+            PendingLost::Expire(AnswerError::Expired(id.to_owned()))
+        }
+        State::Pending => PendingLost::StillPending,
+        State::Expired => PendingLost::Refuse(AnswerError::Expired(id.to_owned())),
+        other => PendingLost::Refuse(AnswerError::AlreadyDecided {
+            id: id.to_owned(),
+            state: other,
+        }),
+    }
+}
+
+/// The store error for a call that kept changing while it was being `doing` ("answered",
+/// "cancelled"): the update lost and nothing read afterwards explains why.
+pub fn changed_while(id: &str, doing: &str) -> InboxError {
+    InboxError::new(
+        InboxErrorKind::Backend,
+        format!("held call `{id}` changed while it was being {doing}"),
+    )
+}
+
+/// Why the conditional `approved → claimed` update changed nothing, given the call's
+/// `state` and the hashes it was approved with, as read afterwards (R26, R35): not approved,
+/// another input, another definition — in that order.
+pub fn claim_lost(
+    id: &str,
+    claim: &Claim,
+    state: State,
+    input_hash: &str,
+    definition_hash: &str,
+) -> ClaimError {
+    if state != State::Approved {
+        return ClaimError::NotApproved {
+            id: id.to_owned(),
+            state,
+        };
+    }
+    if input_hash != claim.input_hash {
+        return ClaimError::InputChanged(id.to_owned());
+    }
+    if definition_hash != claim.definition_hash {
+        return ClaimError::DefinitionChanged(id.to_owned());
+    }
+    ClaimError::Store(InboxError::new(
+        InboxErrorKind::Backend,
+        format!("held call `{id}` could not be claimed"),
+    ))
+}
+
+/// The state a claimed call's result moves it to.
+pub fn completed_state(outcome: Outcome) -> State {
+    match outcome {
+        Outcome::Done => State::Done,
+        Outcome::Failed => State::Failed,
+    }
+}
+
+/// Why the conditional `claimed → done/failed` update changed nothing, given the call's
+/// state read afterwards (`None`: no such call): only the claim's own token records, once.
+pub fn complete_lost(id: &str, state: Option<State>) -> CompleteError {
+    match state {
+        None => CompleteError::UnknownId(id.to_owned()),
+        Some(state) => CompleteError::NotClaimed {
+            id: id.to_owned(),
+            state,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(key: &str, approve: bool) -> RecordedAnswer {
+        RecordedAnswer {
+            key: Some(key.into()),
+            approve: Some(approve),
+            approver: Some("alice".into()),
+            reason: None,
+            answered_at: Some(Timestamp::from_millis(7)),
+        }
+    }
+
+    #[test]
+    fn r26_an_answer_writes_its_state_and_only_a_denial_keeps_a_reason() {
+        let mut approve = Answer::approve("k", "alice");
+        approve.reason = Some("ignored".into());
+        assert_eq!(answer_update(&approve), Ok((State::Approved, None)));
+        let deny = Answer::deny("k", "bob", Some("no".into()));
+        assert_eq!(answer_update(&deny), Ok((State::Denied, Some("no".into()))));
+        let r = answer_won("ia", &deny, Some("no".into()), Timestamp::from_millis(5));
+        assert!(!r.approved && !r.replayed);
+        assert_eq!(r.answered_at, Timestamp::from_millis(5));
+    }
+
+    #[test]
+    fn r26_an_answer_with_a_nul_character_is_invalid() {
+        for a in [
+            Answer::approve("k\0", "alice"),
+            Answer::approve("k", "al\0ice"),
+            Answer::deny("k", "bob", Some("\0".into())),
+        ] {
+            assert!(
+                matches!(answer_update(&a), Err(AnswerError::Invalid(ref m)) if m.contains("NUL")),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn r43_the_same_key_replays_and_the_other_answer_conflicts() {
+        let approve = Answer::approve("k", "carol");
+        let receipt = replay("ia", &approve, recorded("k", true))
+            .unwrap()
+            .unwrap();
+        assert!(receipt.replayed && receipt.approved);
+        assert_eq!(receipt.approver, "alice", "the first answer's approver");
+        let deny = Answer::deny("k", "carol", None);
+        assert!(matches!(
+            replay("ia", &deny, recorded("k", true)),
+            Some(Err(AnswerError::Conflict {
+                recorded_approve: true,
+                ..
+            }))
+        ));
+        assert_eq!(replay("ia", &approve, recorded("other", true)), None);
+        assert_eq!(
+            replay("ia", &Answer::approved_by("alice"), recorded("k", true)),
+            None,
+            "without a key an answer is its own"
+        );
+    }
+
+    #[test]
+    fn r26_a_lost_pending_update_is_explained_by_state_and_expiry() {
+        let (due, now) = (Timestamp::from_millis(10), Timestamp::from_millis(10));
+        assert_eq!(
+            pending_lost("ia", State::Pending, due, now),
+            PendingLost::Expire(AnswerError::Expired("ia".into()))
+        );
+        assert_eq!(
+            pending_lost("ia", State::Pending, Timestamp::from_millis(11), now),
+            PendingLost::StillPending
+        );
+        assert_eq!(
+            pending_lost("ia", State::Expired, due, now),
+            PendingLost::Refuse(AnswerError::Expired("ia".into()))
+        );
+        assert_eq!(
+            pending_lost("ia", State::Approved, Timestamp::from_millis(99), now),
+            PendingLost::Refuse(AnswerError::AlreadyDecided {
+                id: "ia".into(),
+                state: State::Approved
+            })
+        );
+    }
+
+    #[test]
+    fn r35_a_lost_claim_names_the_first_thing_that_differs() {
+        let claim = Claim {
+            input_hash: "i".into(),
+            definition_hash: "d".into(),
+            token: "t".into(),
+        };
+        assert!(matches!(
+            claim_lost("ia", &claim, State::Pending, "i", "d"),
+            ClaimError::NotApproved {
+                state: State::Pending,
+                ..
+            }
+        ));
+        assert_eq!(
+            claim_lost("ia", &claim, State::Approved, "x", "x"),
+            ClaimError::InputChanged("ia".into())
+        );
+        assert_eq!(
+            claim_lost("ia", &claim, State::Approved, "i", "x"),
+            ClaimError::DefinitionChanged("ia".into())
+        );
+        assert!(matches!(
+            claim_lost("ia", &claim, State::Approved, "i", "d"),
+            ClaimError::Store(_)
+        ));
+    }
+
+    #[test]
+    fn r26_a_result_is_recorded_only_for_a_claimed_call() {
+        assert_eq!(completed_state(Outcome::Done), State::Done);
+        assert_eq!(completed_state(Outcome::Failed), State::Failed);
+        assert_eq!(
+            complete_lost("ia", None),
+            CompleteError::UnknownId("ia".into())
+        );
+        assert!(matches!(
+            complete_lost("ia", Some(State::Done)),
+            CompleteError::NotClaimed {
+                state: State::Done,
+                ..
+            }
+        ));
+    }
+}
