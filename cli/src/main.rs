@@ -9,6 +9,8 @@
 
 mod call;
 mod inbox;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -107,6 +109,9 @@ enum Command {
         #[command(subcommand)]
         action: inbox::PolicyCommand,
     },
+    /// The approval page: approvers answer held calls and edit the stored policy.
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -338,6 +343,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Inbox { action } => inbox::run_inbox(action),
         Command::Policy { action } => inbox::run_policy(action),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(args),
     }
 }
 

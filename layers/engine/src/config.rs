@@ -72,6 +72,7 @@ const TOP: &[&str] = &[
     "audit",
     "redaction",
     "inbox",
+    "approvers",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -257,6 +258,11 @@ pub fn read_with_literals(
         && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
     {
         b = b.inbox(inbox);
+    }
+    if let Some(v) = top.raw("approvers", &mut errs)
+        && let Some(a) = crate::approvers::read_approvers(v, &mut errs)
+    {
+        b = b.approvers(a);
     }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;
