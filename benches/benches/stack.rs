@@ -2,8 +2,9 @@
 //! `call`, against (b) the full toolgate stack (exposure → confidentiality → air gap →
 //! approval gate) over the same `service_fn`, deciding the allowed call against a 200-rule
 //! tenant policy. For the breakdown, the same group also runs the stack with no tenant
-//! rules, the three filter layers alone, the composite `ToolgateLayer` and the approval
-//! gate alone. One criterion group,
+//! rules, the three filter layers alone, the composite `ToolgateLayer`, the approval
+//! gate alone and `decide` alone (no layer; in the stacks' harness and hot). One criterion
+//! group,
 //! so the ratios come from one run.
 //!
 //! Harness, the same for every bench here: the call is built outside the timed region
@@ -20,7 +21,8 @@ use std::task::{Context, Poll, Waker};
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
+use toolgate::core::{RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse};
+use toolgate::engine::{CallInput, CallView};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use toolgate_benches::{CALL_WIRE_NAME, call_agent, call_input, governance};
 use tower::{Service, ServiceBuilder, service_fn};
@@ -127,6 +129,36 @@ fn bench(c: &mut Criterion) {
             .layer(ApprovalGateLayer::new(handle))
             .service(service_fn(tool)),
     );
+    // `decide` alone on the same call at 200 rules, no layer: what the composite must stay
+    // within 15 % of, since it decides each call once. `g`: the stacks' harness (a fresh
+    // call per iteration, 32 a batch, the call dropped outside the timed region);
+    // `h`: the engine benches' harness (one call view, hot in cache).
+    let gov = governance(200);
+    assert!(
+        gov.decide(CallView::of(&make_call())).runs(),
+        "the benched call runs"
+    );
+    group.bench_function("g_decide_200_rules", |b| {
+        b.iter_batched_ref(
+            make_call,
+            |call| black_box(&gov).decide(CallView::of(black_box(call))),
+            BatchSize::NumIterations(CALLS_PER_BATCH),
+        )
+    });
+    let (tool_ref, agent, input) = (
+        ToolRef::Name(CALL_WIRE_NAME.into()),
+        call_agent(),
+        call_input(),
+    );
+    let view = CallView {
+        tool: &tool_ref,
+        agent: &agent,
+        input: CallInput::Value(&input),
+        run: RunContext::default(),
+    };
+    group.bench_function("h_decide_200_rules_hot", |b| {
+        b.iter(|| black_box(&gov).decide(black_box(view)))
+    });
     group.finish();
 }
 

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use toolgate_core::{Decision, Verdict};
+use toolgate_engine::ask::AskRoute;
 use toolgate_engine::config::{self, Format};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_engine::{
@@ -266,7 +267,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             call,
             json,
         } => {
-            let (decision, _, _) = decide(&config, policy.as_deref(), &call)?;
+            let (decision, _, _, _) = decide(&config, policy.as_deref(), &call)?;
             let out = json!({
                 "outcome": decision.verdict.as_str(),
                 "refusal": decision.refusal().map(|r| r.code.as_str()),
@@ -312,15 +313,23 @@ fn run(command: Command) -> Result<ExitCode, String> {
             call,
             json,
         } => {
-            let (decision, name, facts) = decide(&config, policy.as_deref(), &call)?;
+            let (decision, name, facts, route) = decide(&config, policy.as_deref(), &call)?;
             if json {
                 let mut v = explain_json(&decision);
                 if let (Some(obj), Some(f)) = (v.as_object_mut(), facts) {
                     obj.insert(String::from("tool"), f);
                 }
+                // Added (SPEC §7's fields unchanged): who answers an ask, and how long
+                // they have.
+                if let (Some(obj), Some(r)) = (v.as_object_mut(), route) {
+                    obj.insert(String::from("approval"), route_json(&r));
+                }
                 print_json(&v);
             } else {
                 print!("{}", explain_text(&decision, Some(&name)));
+                if let Some(r) = route {
+                    print!("{}", route_text(&r));
+                }
                 if let Some(f) = facts {
                     print!("{}", facts_text(&f));
                 }
@@ -421,7 +430,7 @@ fn decide(
     config_path: &Path,
     policy: Option<&Path>,
     call_arg: &str,
-) -> Result<(Decision, String, Option<Value>), String> {
+) -> Result<(Decision, String, Option<Value>, Option<AskRoute>), String> {
     let mut builder = load_builder(config_path)?;
     if let Some(p) = policy {
         let state = stored_policy(p, &builder.current_limits());
@@ -446,7 +455,14 @@ fn decide(
     };
     let name = call.tool.display_name();
     let facts = gov.lookup(&call.tool).ok().map(tool_facts);
-    Ok((gov.decide(view), name, facts))
+    let decision = gov.decide(view);
+    // For an ask: the channel kind and the timeout that will answer it (the engine's
+    // routing, the one the approval gate applies).
+    let route = match decision.verdict {
+        Verdict::Ask { .. } => gov.agent(&call.agent.profile).map(|a| gov.ask_route(a)),
+        _ => None,
+    };
+    Ok((decision, name, facts, route))
 }
 
 /// What `explain` says about the tool a call resolved to: each record's identity, its
@@ -480,6 +496,31 @@ fn explain_json(d: &Decision) -> Value {
         "asks": d.asks.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
         "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str(), "reason": m.reason})).collect::<Vec<_>>(),
     })
+}
+
+/// Where an ask goes: the channel kind, whose setting it is, and the timeout.
+fn route_json(r: &AskRoute) -> Value {
+    json!({
+        "channel": r.channel.as_str(),
+        "channel_from": if r.agent_channel { "agent" } else { "host" },
+        "timeout_secs": r.timeout.map(|t| t.as_secs()),
+    })
+}
+
+fn route_text(r: &AskRoute) -> String {
+    let whose = if r.agent_channel {
+        "the agent's own setting"
+    } else {
+        "the host's `approval.channel`"
+    };
+    let wait = match r.timeout {
+        Some(t) => format!("expires after {} s unanswered", t.as_secs()),
+        None => String::from("waits as long as the channel takes"),
+    };
+    format!(
+        "answered by: the `{}` channel ({whose}); {wait}\n",
+        r.channel.as_str()
+    )
 }
 
 fn facts_text(f: &Value) -> String {

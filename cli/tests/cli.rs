@@ -387,3 +387,70 @@ fn r36_r20_decide_reads_numbers_as_written() {
     let out = decide(&big, Some(&policy), r#"{"id": 18446744073709551617}"#);
     assert_eq!(out["outcome"], "run", "{out}");
 }
+
+#[test]
+fn r26_explain_shows_the_channel_and_timeout_that_answer_an_ask() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "c.json",
+        r#"{"approval": {"channel": "interactive"},
+            "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+            "agents": [{"name": "dev", "allowed_tools": ["refund"]},
+                       {"name": "nightly", "allowed_tools": ["refund"],
+                        "approval": {"channel": "inbox", "timeout_secs": 30}},
+                       {"name": "nightly-sub", "parent": "nightly", "allowed_tools": ["refund"]}]}"#,
+    );
+    let explain = |agent: &str| {
+        let call = write(
+            d.path(),
+            "call.json",
+            &format!(r#"{{"agent": "{agent}", "name": "refund", "input": {{}}}}"#),
+        );
+        json_out(&toolgate(&["explain", &cfg, "--call", &call, "--json"]))
+    };
+    let v = explain("dev");
+    assert_eq!(v["outcome"], "ask");
+    assert_eq!(v["channel"], "interactive", "SPEC §7's field is unchanged");
+    assert_eq!(
+        v["approval"],
+        json!({"channel": "interactive", "channel_from": "host", "timeout_secs": null})
+    );
+    // R39: the subagent inherits its parent's channel and timeout.
+    for agent in ["nightly", "nightly-sub"] {
+        let v = explain(agent);
+        assert_eq!(v["channel"], "inbox", "{agent}");
+        assert_eq!(
+            v["approval"],
+            json!({"channel": "inbox", "channel_from": "agent", "timeout_secs": 30}),
+            "{agent}"
+        );
+    }
+    let call = write(
+        d.path(),
+        "call.json",
+        r#"{"agent": "nightly", "name": "refund", "input": {}}"#,
+    );
+    let o = toolgate(&["explain", &cfg, "--call", &call]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("`inbox` channel") && text.contains("30 s"),
+        "{text}"
+    );
+    // No ask, no `approval` field.
+    let d2 = tempfile::tempdir().unwrap();
+    let plain = write(
+        d2.path(),
+        "c.json",
+        r#"{"tools": [{"kind": "http", "name": "lookup"}],
+            "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]}"#,
+    );
+    let call = write(
+        d2.path(),
+        "call.json",
+        r#"{"agent": "dev", "name": "lookup", "input": {}}"#,
+    );
+    let v = json_out(&toolgate(&["explain", &plain, "--call", &call, "--json"]));
+    assert_eq!(v["outcome"], "run");
+    assert!(v.get("approval").is_none(), "{v}");
+}

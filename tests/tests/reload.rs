@@ -483,16 +483,18 @@ async fn r23_call_pinned_by_outer_layer_is_decided_by_that_snapshot_in_every_fil
 
 #[tokio::test]
 async fn r23_gate_alone_pins_too() {
-    // A call that already carries a pinned snapshot (from any outer toolgate layer) is
-    // decided by it even by a gate used on its own.
+    // A call that already carries a snapshot pinned by an outer toolgate layer of the same
+    // handle is decided by it even by a gate used on its own. (A pin can be made only by
+    // toolgate, and only a layer of the handle that made it reads it.)
     let base = shop();
     let under_p1 = base.with_policy(p1()).unwrap();
     let under_p2 = base.with_policy(p2()).unwrap();
     let input = json!({});
-    let handle = GovernanceHandle::new(under_p2);
+    let handle = GovernanceHandle::new(under_p1.clone());
     let mut call = ToolCall::new(AgentRef::profile("support"), "refund_all", input.clone());
-    call.extensions
-        .insert(toolgate::Pinned(Arc::new(under_p1.clone())));
+    let pinned = handle.pin(&mut call);
+    assert!(Arc::ptr_eq(&pinned, &handle.load()));
+    handle.store(under_p2);
     let gate = ServiceBuilder::new()
         .layer(ApprovalGateLayer::new(handle))
         .service(service_fn(|_c: ToolCall| async {

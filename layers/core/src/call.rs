@@ -152,20 +152,21 @@ pub struct RunContext {
     pub background: bool,
 }
 
-/// A call id, unique per call.
+/// A call id, unique per call. Shared, so the layers that keep it (the permit, audit, hooks)
+/// clone a pointer, not the text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CallId(String);
+pub struct CallId(std::sync::Arc<str>);
 
 impl CallId {
     /// A call id from the agent framework's own id.
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(std::sync::Arc::from(id.into()))
     }
 
     /// A fresh process-unique id (`call-N`).
     pub fn generate() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        Self(format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
+        Self::new(format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// The id's text.

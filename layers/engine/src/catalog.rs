@@ -226,6 +226,18 @@ impl Catalog {
         &mut self.entries
     }
 
+    /// The position of one of this catalog's entries in [`Catalog::entries`] (pointer
+    /// identity: O(1)); none for an entry of another catalog.
+    pub fn index_of(&self, entry: &Entry) -> Option<usize> {
+        let base = self.entries.as_ptr() as usize;
+        let at = (entry as *const Entry as usize).checked_sub(base)?
+            / std::mem::size_of::<Entry>().max(1);
+        self.entries
+            .get(at)
+            .filter(|e| std::ptr::eq(*e, entry))
+            .map(|_| at)
+    }
+
     /// The entry for a qualified name, case-insensitively (R2).
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.by_key

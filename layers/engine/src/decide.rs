@@ -93,6 +93,18 @@ impl std::fmt::Display for UnknownAgent {
 
 impl std::error::Error for UnknownAgent {}
 
+/// One call's [`Decision`] with where it was made: the tool's entry and the agent's
+/// profile, as positions in the snapshot that decided it ([`Governance::decide_call`]).
+/// Read them back with the **same** snapshot ([`Governance::decided_entry`],
+/// [`Governance::decided_agent`]); `toolgate` keeps the two together in one pin.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The decision.
+    pub decision: Decision,
+    entry: Option<usize>,
+    agent: Option<usize>,
+}
+
 /// A call's input as the engine receives it.
 #[derive(Debug, Clone, Copy)]
 pub enum CallInput<'a> {
@@ -194,6 +206,8 @@ impl Governance {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Result<(), Refusal> {
+        #[cfg(feature = "walk-count")]
+        crate::walk_count::bump();
         let limits = &self.settings.limits;
         let depth = json::value_depth(input, limits.max_input_depth);
         if depth > limits.max_input_depth {
@@ -423,10 +437,59 @@ impl Governance {
     /// into the one question (R17). Such asks are operator decisions: no run mode loosens
     /// them (R25).
     pub fn decide_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decision {
+        self.decide_call_with(call, extra_asks).decision
+    }
+
+    /// As [`Governance::decide`], keeping where the decision was made: the tool's entry and
+    /// the agent's profile in this snapshot, so a caller holding the snapshot reads them
+    /// without a second look-up ([`Governance::decided_entry`],
+    /// [`Governance::decided_agent`]) and can join a hook's ask without deciding again
+    /// ([`Governance::with_extra_asks`]).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_core::{AgentRef, ToolRef, Verdict, RunContext};
+    /// use toolgate_engine::{config::{self, Format}, CallInput, CallView};
+    /// let gov = config::load_str(r#"{"tools": [{"kind": "http", "name": "lookup"}],
+    ///     "agents": [{"name": "dev", "allowed_tools": ["lookup"]}]}"#, Format::Json).unwrap();
+    /// let (tool, agent, input) = (ToolRef::Name("LOOKUP".into()), AgentRef::profile("dev"), json!({}));
+    /// let d = gov.decide_call(CallView { tool: &tool, agent: &agent, input: CallInput::Value(&input), run: RunContext::default() });
+    /// assert!(d.decision.runs());
+    /// assert_eq!(gov.decided_entry(&d).unwrap().name, "lookup");
+    /// assert_eq!(gov.decided_agent(&d).unwrap().name, "dev");
+    /// ```
+    pub fn decide_call(&self, call: CallView<'_>) -> Decided {
+        self.decide_call_with(call, Vec::new())
+    }
+
+    fn decide_call_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decided {
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
-            Err(r) => return Decision::refused(r),
+            Err(r) => {
+                return Decided {
+                    decision: Decision::refused(r),
+                    entry: None,
+                    agent: None,
+                };
+            }
         };
+        let mut agent = None;
+        let decision = self.decide_entry(entry, call, extra_asks, &mut agent);
+        Decided {
+            decision,
+            entry: self.catalog.index_of(entry),
+            agent,
+        }
+    }
+
+    /// The steps after the look-up, recording the agent's index when it is resolved.
+    fn decide_entry(
+        &self,
+        entry: &Entry,
+        call: CallView<'_>,
+        extra_asks: Vec<Ask>,
+        agent_at: &mut Option<usize>,
+    ) -> Decision {
         let parsed;
         let (input, literals): (&Value, &NumberLiterals) = match call.input {
             CallInput::Value(v) => (v, NumberLiterals::none()),
@@ -446,6 +509,7 @@ impl Governance {
             Ok(a) => a,
             Err(r) => return Decision::refused(r),
         };
+        *agent_at = self.agent_position(agent);
         let mode = match self
             .check_confidential(agent, entry)
             .and_then(|()| self.check_air_gap(entry))
@@ -468,6 +532,55 @@ impl Governance {
             };
         }
         self.approval(entry, agent, mode, call, (input, literals), extra_asks)
+    }
+
+    /// The index of a profile of this snapshot (pointer identity: O(1)).
+    fn agent_position(&self, agent: &ResolvedAgent) -> Option<usize> {
+        let base = self.agents.as_ptr() as usize;
+        let at = (agent as *const ResolvedAgent as usize).checked_sub(base)?
+            / std::mem::size_of::<ResolvedAgent>().max(1);
+        self.agents
+            .get(at)
+            .filter(|a| std::ptr::eq(*a, agent))
+            .map(|_| at)
+    }
+
+    /// The tool entry a [`Decided`] made by **this** snapshot was decided for (none when the
+    /// look-up refused the call).
+    pub fn decided_entry(&self, decided: &Decided) -> Option<&Entry> {
+        decided.entry.and_then(|i| self.catalog.entries().get(i))
+    }
+
+    /// The agent profile a [`Decided`] made by **this** snapshot was decided for (none when
+    /// the call was refused before the profile was resolved).
+    pub fn decided_agent(&self, decided: &Decided) -> Option<&ResolvedAgent> {
+        decided.agent.and_then(|i| self.agents.get(i))
+    }
+
+    /// A [`Decided`] made by **this** snapshot with asks from outside the engine (a hook's,
+    /// R32) joined in: the same decision as [`Governance::decide_with`] gives with those asks,
+    /// without deciding again (no look-up, no input walk, no policy evaluation). A decision
+    /// that was refused before routing stays refused; one with no entry or agent (never a
+    /// routed one) is returned unchanged.
+    pub fn with_extra_asks(&self, decided: &Decided, run: RunContext, extra: Vec<Ask>) -> Decision {
+        let routed = !matches!(decided.decision.verdict, Verdict::Refused(_))
+            || decided.decision.decided_by == Check::Routing;
+        let (Some(entry), Some(agent)) = (self.decided_entry(decided), self.decided_agent(decided))
+        else {
+            return decided.decision.clone();
+        };
+        if !routed || entry.ungoverned || extra.is_empty() {
+            return decided.decision.clone();
+        }
+        let mut asks = decided.decision.asks.clone();
+        asks.extend(extra);
+        self.route(
+            entry,
+            agent,
+            asks,
+            decided.decision.matched_rules.clone(),
+            run,
+        )
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).
@@ -660,7 +773,7 @@ impl Governance {
             );
         }
         // A per-agent channel (inherited by subagents, R39) replaces the host's.
-        match agent.approval_channel.unwrap_or(self.settings.channel) {
+        match self.ask_route(agent).channel {
             ChannelKind::None => refuse(
                 RefusalCode::NoApprovalChannel,
                 String::from(

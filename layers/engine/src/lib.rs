@@ -51,6 +51,7 @@
 )]
 
 pub mod approvers;
+pub mod ask;
 pub mod canon;
 pub mod catalog;
 pub mod chain;
@@ -64,7 +65,29 @@ pub mod observe;
 pub mod policy;
 mod print;
 
-pub use decide::{CallInput, CallView, ExposedTool, Exposure, OmittedTool, UnknownAgent};
+/// Test support (feature `walk-count`, never in a release build): how many input-bounds walks
+/// ([`Governance::check_input_exact`]) this thread has made, so a test can count them per
+/// call.
+#[cfg(feature = "walk-count")]
+#[doc(hidden)]
+pub mod walk_count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static WALKS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The input-bounds walks this thread has made so far.
+    pub fn input_bounds_walks() -> usize {
+        WALKS.with(Cell::get)
+    }
+
+    pub(crate) fn bump() {
+        WALKS.with(|w| w.set(w.get() + 1));
+    }
+}
+
+pub use decide::{CallInput, CallView, Decided, ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use error::{ConfigError, ConfigErrors, Warning};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,

@@ -2,13 +2,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use jsonschema::{PatternOptions, Validator};
-use pin_project_lite::pin_project;
 use serde_json::Value;
 use toolgate::GovernanceHandle;
 use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolIdentity, ToolRef, ToolResponse};
@@ -138,20 +135,7 @@ pub struct SchemaValidation<S> {
 }
 
 impl<S> SchemaValidation<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the layer, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    toolgate::inner_service_accessors!(inner: S);
 }
 
 fn invalid(reason: String) -> Refusal {
@@ -223,49 +207,8 @@ impl<S> SchemaValidation<S> {
     }
 }
 
-pin_project! {
-    /// Response future of [`SchemaValidation`].
-    pub struct SchemaFuture<F> {
-        #[pin]
-        kind: Kind<F>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<F> {
-        Inner { #[pin] future: F },
-        Refused { response: Option<ToolResponse> },
-    }
-}
-
-impl<F> fmt::Debug for SchemaFuture<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SchemaFuture")
-    }
-}
-
-impl<F, E> Future for SchemaFuture<F>
-where
-    F: Future<Output = Result<ToolResponse, E>>,
-{
-    type Output = Result<ToolResponse, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Inner { future } => future.poll(cx),
-            KindProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
-        }
-    }
-}
+/// Response future of [`SchemaValidation`]: toolgate's one forwarding-or-refusing future.
+pub type SchemaFuture<F> = toolgate::ResponseFuture<F>;
 
 impl<S> Service<ToolCall> for SchemaValidation<S>
 where
@@ -281,17 +224,9 @@ where
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         match self.check(&mut call) {
-            Ok(()) => SchemaFuture {
-                kind: Kind::Inner {
-                    future: self.inner.call(call),
-                },
-            },
+            Ok(()) => SchemaFuture::inner(self.inner.call(call)),
             // INVARIANT: a call refused `invalid_input` never reaches the inner service.
-            Err(refusal) => SchemaFuture {
-                kind: Kind::Refused {
-                    response: Some(ToolResponse::Refused(refusal)),
-                },
-            },
+            Err(refusal) => SchemaFuture::refused(ToolResponse::Refused(refusal)),
         }
     }
 }

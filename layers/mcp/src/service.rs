@@ -209,7 +209,7 @@ fn check(
     // INVARIANT (R38): a call is sent only with the approval gate's permit, minted for
     // this call, this input and the definition the gate decided it for; a call that did
     // not pass a gate (a stack assembled without one) is never sent.
-    let Some(Pinned(governance)) = call.extensions.get::<Pinned>() else {
+    let Some(governance) = call.extensions.get::<Pinned>().map(Pinned::governance) else {
         if !require_permit {
             return Ok(());
         }
@@ -317,7 +317,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind {
-        Refused { response: Option<ToolResponse> },
+        Refused { response: toolgate::future::OnceResponse },
         Call { future: BoxCall },
     }
 }
@@ -332,7 +332,7 @@ impl McpFuture {
     fn refused(refusal: Refusal) -> Self {
         Self {
             kind: Kind::Refused {
-                response: Some(ToolResponse::Refused(refusal)),
+                response: toolgate::future::OnceResponse::new(ToolResponse::Refused(refusal)),
             },
         }
     }
@@ -343,15 +343,7 @@ impl Future for McpFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
+            KindProj::Refused { response } => Poll::Ready(Ok(response.take())),
             KindProj::Call { future } => future.as_mut().poll(cx),
         }
     }

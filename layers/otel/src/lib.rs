@@ -127,6 +127,7 @@
 pub mod attributes;
 mod future;
 mod layer;
+mod metrics;
 mod record;
 mod service;
 mod shared;
@@ -134,5 +135,6 @@ mod stack;
 
 pub use future::ResponseFuture;
 pub use layer::{DECISIONS_METRIC, ToolSpanLayer};
+pub use metrics::{APPROVAL_WAIT_METRIC, APPROVALS_WAITING_METRIC, ApprovalMetrics};
 pub use service::ToolSpan;
 pub use stack::ToolgateLayerExt;

@@ -75,9 +75,16 @@ fn reason_text(redactor: &Redactor, reason: &str) -> StringValue {
 
 /// The snapshot to look the tool up in: the call's pinned one, else the handle's current.
 fn snapshot(handle: Option<&GovernanceHandle>, call: &ToolCall) -> Option<Arc<Governance>> {
-    match call.extensions.get::<Pinned>() {
-        Some(Pinned(g)) => Some(Arc::clone(g)),
-        None => handle.map(GovernanceHandle::load),
+    match handle {
+        Some(h) => Some(
+            h.pinned(call)
+                .map(|p| Arc::clone(p.governance()))
+                .unwrap_or_else(|| h.load()),
+        ),
+        None => call
+            .extensions
+            .get::<Pinned>()
+            .map(|p| Arc::clone(p.governance())),
     }
 }
 

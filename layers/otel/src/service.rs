@@ -39,20 +39,7 @@ impl<S> ToolSpan<S> {
         Self { inner, shared }
     }
 
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the service, returning the inner one.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    toolgate::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ToolCall> for ToolSpan<S>

@@ -1,6 +1,7 @@
 //! The air-gap egress filter (R8, R14 step 4): on an air-gapped host a tool whose effective
 //! network scope is `egress` is refused (an MCP tool's `openWorldHint` tightens the scope;
-//! the operator's `network_override` decides outright).
+//! the operator's `network_override` decides outright). Like the other filters it reads the
+//! call's one decision and refuses a call refused at this step or an earlier one of R14.
 //!
 //! # Example
 //!
@@ -29,16 +30,17 @@
 //! # }
 //! ```
 
-use toolgate_core::{Refusal, ToolCall};
+use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The air-gap filter's check: R8.
 #[derive(Debug, Clone, Copy)]
 pub struct AirGapCheck;
 
 impl FilterCheck for AirGapCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::AirGap);
     const NAME: &'static str = "AirGap";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {
@@ -48,6 +50,6 @@ impl FilterCheck for AirGapCheck {
 }
 
 /// Layer of the air-gap filter.
-pub type AirGapLayer = FilterLayer<AirGapCheck>;
+pub type AirGapLayer = CheckFilterLayer<AirGapCheck>;
 /// The air-gap filter service.
-pub type AirGap<S> = Filter<S, AirGapCheck>;
+pub type AirGapFilter<S> = CheckFilter<S, AirGapCheck>;

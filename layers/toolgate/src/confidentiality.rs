@@ -1,6 +1,9 @@
 //! The confidentiality filter (R7, R14 step 3): a confidential agent never calls a tool
-//! withheld from confidential work. An unknown tool or agent profile is refused too (the
-//! check cannot be made, so it fails closed).
+//! withheld from confidential work. It reads the call's one decision (made by the first
+//! layer of its handle, or by itself when used alone) and refuses a call refused at this
+//! step or an earlier one of R14 — an unknown tool, an input over the bounds, a tool the
+//! agent is not allowed — with that step's code: the check cannot be made, so it fails
+//! closed.
 //!
 //! # Example
 //!
@@ -32,13 +35,14 @@
 use toolgate_core::{Check, Refusal, RefusalCode, ToolCall};
 use toolgate_engine::Governance;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The confidentiality filter's check: R7.
 #[derive(Debug, Clone, Copy)]
 pub struct ConfidentialityCheck;
 
 impl FilterCheck for ConfidentialityCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::Confidentiality);
     const NAME: &'static str = "Confidentiality";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {
@@ -55,6 +59,6 @@ impl FilterCheck for ConfidentialityCheck {
 }
 
 /// Layer of the confidentiality filter.
-pub type ConfidentialityLayer = FilterLayer<ConfidentialityCheck>;
+pub type ConfidentialityLayer = CheckFilterLayer<ConfidentialityCheck>;
 /// The confidentiality filter service.
-pub type Confidentiality<S> = Filter<S, ConfidentialityCheck>;
+pub type ConfidentialityFilter<S> = CheckFilter<S, ConfidentialityCheck>;

@@ -26,17 +26,18 @@
 //! # }
 //! ```
 
-use toolgate_core::{Refusal, ToolCall};
+use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
 use toolgate_engine::number::NumberLiterals;
 
-use crate::filter::{Filter, FilterCheck, FilterLayer};
+use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 /// The exposure filter's check: R14 step 1, R36, step 2.
 #[derive(Debug, Clone, Copy)]
 pub struct ExposureCheck;
 
 impl FilterCheck for ExposureCheck {
+    const DECIDES_THROUGH: Option<Check> = Some(Check::Allowed);
     const NAME: &'static str = "Exposure";
 
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal> {
@@ -47,6 +48,6 @@ impl FilterCheck for ExposureCheck {
 }
 
 /// Layer of the exposure filter.
-pub type ExposureLayer = FilterLayer<ExposureCheck>;
+pub type ExposureLayer = CheckFilterLayer<ExposureCheck>;
 /// The exposure filter service.
-pub type Exposure<S> = Filter<S, ExposureCheck>;
+pub type ExposureFilter<S> = CheckFilter<S, ExposureCheck>;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
-use toolgate_core::{Refusal, ToolCall, ToolResponse};
+use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolResponse, Verdict};
 use toolgate_engine::Governance;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -18,19 +18,38 @@ use crate::handle::GovernanceHandle;
 pub trait FilterCheck: Send + Sync + 'static {
     /// The layer's name, for `Debug`.
     const NAME: &'static str;
+    /// The last step of R14's order (tool look-up, input bounds, allowed tools,
+    /// confidentiality, air gap) this filter enforces, for a filter of the engine's own
+    /// checks: it then reads the call's one decision — pinned by an earlier layer of its
+    /// handle, or made now and pinned ([`GovernanceHandle::decide`]) — and refuses the call
+    /// exactly when that decision was refused at this step or an earlier one, instead of
+    /// running [`FilterCheck::check`]. `None` (the default): `check` decides.
+    const DECIDES_THROUGH: Option<Check> = None;
     /// Runs the check for one call against one snapshot.
     fn check(governance: &Governance, call: &ToolCall) -> Result<(), Refusal>;
+}
+
+/// The position of a check in R14's order of the filters' steps.
+fn filter_step(check: Check) -> Option<u8> {
+    match check {
+        Check::UnknownTool => Some(0),
+        Check::InputBounds => Some(1),
+        Check::Allowed => Some(2),
+        Check::Confidentiality => Some(3),
+        Check::AirGap => Some(4),
+        _ => None,
+    }
 }
 
 /// A filter layer: see [`ExposureLayer`](crate::ExposureLayer),
 /// [`ConfidentialityLayer`](crate::ConfidentialityLayer), [`AirGapLayer`](crate::AirGapLayer).
 #[must_use]
-pub struct FilterLayer<C> {
+pub struct CheckFilterLayer<C> {
     handle: GovernanceHandle,
     _check: PhantomData<fn() -> C>,
 }
 
-impl<C> Clone for FilterLayer<C> {
+impl<C> Clone for CheckFilterLayer<C> {
     fn clone(&self) -> Self {
         Self {
             handle: self.handle.clone(),
@@ -39,7 +58,7 @@ impl<C> Clone for FilterLayer<C> {
     }
 }
 
-impl<C: FilterCheck> fmt::Debug for FilterLayer<C> {
+impl<C: FilterCheck> fmt::Debug for CheckFilterLayer<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(C::NAME)
             .field("handle", &self.handle)
@@ -47,7 +66,7 @@ impl<C: FilterCheck> fmt::Debug for FilterLayer<C> {
     }
 }
 
-impl<C: FilterCheck> FilterLayer<C> {
+impl<C: FilterCheck> CheckFilterLayer<C> {
     /// A layer deciding by the snapshots in `handle`.
     pub fn new(handle: GovernanceHandle) -> Self {
         Self {
@@ -57,11 +76,11 @@ impl<C: FilterCheck> FilterLayer<C> {
     }
 }
 
-impl<S, C: FilterCheck> Layer<S> for FilterLayer<C> {
-    type Service = Filter<S, C>;
+impl<S, C: FilterCheck> Layer<S> for CheckFilterLayer<C> {
+    type Service = CheckFilter<S, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Filter {
+        CheckFilter {
             inner,
             handle: self.handle.clone(),
             _check: PhantomData,
@@ -71,13 +90,13 @@ impl<S, C: FilterCheck> Layer<S> for FilterLayer<C> {
 
 /// A filter service: forwards a call that passes its check, answers any other with a
 /// [`ToolResponse::Refused`] and never sends it.
-pub struct Filter<S, C> {
+pub struct CheckFilter<S, C> {
     inner: S,
     handle: GovernanceHandle,
     _check: PhantomData<fn() -> C>,
 }
 
-impl<S: Clone, C> Clone for Filter<S, C> {
+impl<S: Clone, C> Clone for CheckFilter<S, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -87,7 +106,7 @@ impl<S: Clone, C> Clone for Filter<S, C> {
     }
 }
 
-impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for Filter<S, C> {
+impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for CheckFilter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(C::NAME)
             .field("inner", &self.inner)
@@ -96,24 +115,11 @@ impl<S: fmt::Debug, C: FilterCheck> fmt::Debug for Filter<S, C> {
     }
 }
 
-impl<S, C> Filter<S, C> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the filter, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+impl<S, C> CheckFilter<S, C> {
+    crate::inner_service_accessors!(inner: S);
 }
 
-impl<S, C> Service<ToolCall> for Filter<S, C>
+impl<S, C> Service<ToolCall> for CheckFilter<S, C>
 where
     S: Service<ToolCall, Response = ToolResponse>,
     C: FilterCheck,
@@ -127,8 +133,32 @@ where
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        let governance = self.handle.pin(&mut call);
-        match C::check(&governance, &call) {
+        let verdict = match C::DECIDES_THROUGH.and_then(filter_step) {
+            // Decide once: the pinned decision, refused at one of this filter's steps.
+            Some(last) => {
+                let pinned = self.handle.decide(&mut call);
+                let decision = pinned.decision();
+                match decision.verdict {
+                    Verdict::Refused(_)
+                        if filter_step(decision.decided_by).is_some_and(|s| s <= last) =>
+                    {
+                        Err(decision.refusal().unwrap_or_else(|| {
+                            Refusal::new(
+                                RefusalCode::Rejected,
+                                decision.decided_by,
+                                "the decision was inconsistent",
+                            )
+                        }))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            None => {
+                let governance = self.handle.pin(&mut call);
+                C::check(&governance, &call)
+            }
+        };
+        match verdict {
             Ok(()) => ResponseFuture::inner(self.inner.call(call)),
             // INVARIANT: a refused call is never sent to the inner service.
             Err(refusal) => ResponseFuture::refused(ToolResponse::Refused(refusal)),
@@ -215,7 +245,7 @@ mod tests {
         h.store(Governance::builder().build().unwrap());
         // The call is still decided by the snapshot it was pinned to, where `mem__read` exists.
         assert!(Arc::ptr_eq(&pinned, &h.pin(&mut call)));
-        let r = FilterLayer::<crate::exposure::ExposureCheck>::new(h)
+        let r = CheckFilterLayer::<crate::exposure::ExposureCheck>::new(h)
             .layer(service_fn(|_c: ToolCall| async {
                 Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::default()))
             }))

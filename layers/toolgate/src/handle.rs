@@ -2,15 +2,133 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use toolgate_core::ToolCall;
-use toolgate_engine::{ConfigErrors, Governance, PolicyState};
+use toolgate_core::{Decision, ToolCall};
+use toolgate_engine::catalog::Entry;
+use toolgate_engine::{CallView, ConfigErrors, Decided, Governance, PolicyState, ResolvedAgent};
 
-/// The snapshot a call was pinned to by the first toolgate layer it met. Every later layer
-/// decides by the same snapshot, so a replacement mid-call never splits a decision.
-#[derive(Debug, Clone)]
-pub struct Pinned(pub Arc<Governance>);
+/// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
+
+/// The snapshot a call was pinned to by the first toolgate layer of a handle it met, and —
+/// once one of them decided it — that decision ([`PinnedDecision`]). Every later layer of
+/// the same handle decides by the same snapshot and reads the same decision, so a
+/// replacement mid-call never splits a decision (R23) and a call is decided once.
+///
+/// Only toolgate makes one, and each is bound to the handle that made it: a layer of
+/// another handle (a second stack nested inside the first) ignores it and pins its own.
+///
+/// ```compile_fail
+/// # use std::sync::Arc;
+/// # use toolgate::Pinned;
+/// # use toolgate::engine::Governance;
+/// let governance = Arc::new(Governance::builder().build().unwrap());
+/// let forged = Pinned { handle: 1, governance, decided: None }; // private fields
+/// ```
+#[derive(Clone)]
+pub struct Pinned {
+    handle: u64,
+    governance: Arc<Governance>,
+    decided: Option<PinnedDecision>,
+}
+
+impl fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pinned")
+            .field("handle", &self.handle)
+            .field("decided", &self.decided)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pinned {
+    /// The snapshot the call is decided by.
+    pub fn governance(&self) -> &Arc<Governance> {
+        &self.governance
+    }
+
+    /// The decision, once a deciding layer of the handle made it.
+    pub fn decided(&self) -> Option<&PinnedDecision> {
+        self.decided.as_ref()
+    }
+
+    /// Whether `handle` (or a clone of it) made this pin.
+    pub fn is_from(&self, handle: &GovernanceHandle) -> bool {
+        self.handle == handle.id
+    }
+}
+
+/// One call's decision, made once by the first deciding toolgate layer of a handle and read
+/// by every later one ([`GovernanceHandle::decide`]): the engine's [`Decision`] with the
+/// snapshot that made it, the tool's entry and the agent's profile (one look-up of each per
+/// call). Cheap to clone (two `Arc`s).
+///
+/// Only toolgate makes one:
+///
+/// ```compile_fail
+/// # use toolgate::PinnedDecision;
+/// let forged = PinnedDecision { governance: todo!(), decided: todo!() }; // private fields
+/// ```
+#[derive(Clone)]
+pub struct PinnedDecision {
+    governance: Arc<Governance>,
+    decided: Arc<Shared>,
+}
+
+/// What the layers of one handle share about one call.
+struct Shared {
+    decided: Decided,
+    /// The canonical (RFC 8785) hash of the decided input, computed by the first layer that
+    /// needs it (audit's record, the gate's decision note) and reused by the others.
+    input_hash: std::sync::OnceLock<Option<String>>,
+}
+
+impl fmt::Debug for PinnedDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedDecision")
+            .field("decision", &self.decided.decided.decision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PinnedDecision {
+    /// The decision.
+    pub fn decision(&self) -> &Decision {
+        &self.decided.decided.decision
+    }
+
+    /// The snapshot that made it.
+    pub fn governance(&self) -> &Arc<Governance> {
+        &self.governance
+    }
+
+    /// The tool's entry in that snapshot (none when the look-up refused the call).
+    pub fn entry(&self) -> Option<&Entry> {
+        self.governance.decided_entry(&self.decided.decided)
+    }
+
+    /// The agent's profile in that snapshot (none when the call was refused before it was
+    /// resolved).
+    pub fn agent(&self) -> Option<&ResolvedAgent> {
+        self.governance.decided_agent(&self.decided.decided)
+    }
+
+    /// The engine's record of the decision, for [`Governance`] methods taking one.
+    pub fn decided(&self) -> &Decided {
+        &self.decided.decided
+    }
+
+    /// The canonical hash of `input` — the input of the call this decision was pinned on —
+    /// computed once per call and shared by the layers of the handle.
+    pub(crate) fn canonical_input_hash(&self, input: &serde_json::Value) -> Option<String> {
+        self.decided
+            .input_hash
+            .get_or_init(|| toolgate_engine::canon::input_hash(input))
+            .clone()
+    }
+}
 
 /// A shared, atomically replaceable [`Governance`] snapshot (`arc-swap`).
 ///
@@ -27,11 +145,14 @@ pub struct Pinned(pub Arc<Governance>);
 #[derive(Clone)]
 pub struct GovernanceHandle {
     inner: Arc<ArcSwap<Governance>>,
+    /// Binds the pins this handle makes to it (see [`Pinned`]).
+    id: u64,
 }
 
 impl fmt::Debug for GovernanceHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GovernanceHandle")
+            .field("id", &self.id)
             .field("tools", &self.inner.load().catalog().len())
             .finish()
     }
@@ -42,6 +163,7 @@ impl GovernanceHandle {
     pub fn new(governance: Governance) -> Self {
         Self {
             inner: Arc::new(ArcSwap::from_pointee(governance)),
+            id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -138,14 +260,71 @@ impl GovernanceHandle {
         })
     }
 
-    /// The snapshot this call is pinned to, pinning the current one if the call has none.
+    /// The snapshot this call is pinned to, pinning the current one if the call has no pin
+    /// of this handle. A pin of another handle is replaced: a stack never decides by
+    /// another stack's snapshot.
     pub fn pin(&self, call: &mut ToolCall) -> Arc<Governance> {
-        if let Some(Pinned(g)) = call.extensions.get::<Pinned>() {
-            return Arc::clone(g);
+        if let Some(p) = call.extensions.get::<Pinned>()
+            && p.handle == self.id
+        {
+            return Arc::clone(&p.governance);
         }
         let g = self.load();
-        call.extensions.insert(Pinned(Arc::clone(&g)));
+        call.extensions.insert(Pinned {
+            handle: self.id,
+            governance: Arc::clone(&g),
+            decided: None,
+        });
         g
+    }
+
+    /// The call's decision by this handle: the one pinned by an earlier layer of this
+    /// handle, or else decided now — one [`Governance::decide_call`] (one look-up, one
+    /// input-bounds walk) on the pinned snapshot — and pinned for every later layer.
+    ///
+    /// A layer between two layers of one handle must not change the call's tool, agent,
+    /// run settings or input: the decision pinned outside it would not be about the call
+    /// it passes on. Put such a layer outside the first toolgate layer.
+    pub fn decide(&self, call: &mut ToolCall) -> PinnedDecision {
+        let governance = match call.extensions.get::<Pinned>() {
+            Some(p) if p.handle == self.id => {
+                if let Some(d) = &p.decided {
+                    return d.clone();
+                }
+                Arc::clone(&p.governance)
+            }
+            _ => self.load(),
+        };
+        let decided = PinnedDecision {
+            decided: Arc::new(Shared {
+                decided: governance.decide_call(CallView::of(call)),
+                input_hash: std::sync::OnceLock::new(),
+            }),
+            governance: Arc::clone(&governance),
+        };
+        call.extensions.insert(Pinned {
+            handle: self.id,
+            governance,
+            decided: Some(decided.clone()),
+        });
+        decided
+    }
+
+    /// Pins `governance` (a newer snapshot, after an approval wait) for the layers inside,
+    /// with no decision: they decide again by it.
+    pub(crate) fn repin(&self, call: &mut ToolCall, governance: Arc<Governance>) {
+        call.extensions.insert(Pinned {
+            handle: self.id,
+            governance,
+            decided: None,
+        });
+    }
+
+    /// The pin this handle made on `call`, if any.
+    pub fn pinned<'c>(&self, call: &'c ToolCall) -> Option<&'c Pinned> {
+        call.extensions
+            .get::<Pinned>()
+            .filter(|p| p.handle == self.id)
     }
 }
 

@@ -69,10 +69,15 @@
 //! recorded too; exposure comes before approval so that nobody is ever asked about a call
 //! that would be refused anyway; every record and span is redacted by the one redactor
 //! the configuration's `redaction` section builds, and scrubbing sits right outside the
-//! tool so that every layer and the model see the scrubbed result. Every layer pins the
-//! call to one configuration snapshot ([`GovernanceHandle`]), so a policy replaced
-//! mid-call never splits a decision (R23). The approval gate runs every check again (R14,
-//! R38): it is safe on its own, and the filters in front of it only refuse earlier.
+//! tool so that every layer and the model see the scrubbed result.
+//!
+//! **Decided once.** The first toolgate layer a call meets decides it — one `decide`, one
+//! input-bounds walk, one look-up of the tool and of the agent — and pins the decision with
+//! its snapshot ([`Pinned`], [`PinnedDecision`]); every later layer of the same
+//! [`GovernanceHandle`] reads it, so a policy replaced mid-call never splits a decision
+//! (R23). Each layer used alone still decides for itself; a layer of another handle never
+//! reads the pin. The approval gate decides again only after a person's approval, on the
+//! configuration then in force (R38).
 //! Every call the gate sends carries its [`Permit`] (R38), bound to the call, its input and
 //! the tool's definition: [`RequirePermitLayer`] in front of your own tool (and
 //! `toolgate_mcp::McpToolService` always) refuses a call that did not pass a gate.
@@ -113,7 +118,7 @@ pub mod audit;
 pub mod confidentiality;
 pub mod exposure;
 mod filter;
-mod future;
+pub mod future;
 mod handle;
 pub mod permit;
 pub mod redact;
@@ -123,11 +128,27 @@ pub mod stack;
 pub use toolgate_core as core;
 pub use toolgate_engine as engine;
 
-pub use airgap::{AirGap, AirGapLayer};
-pub use confidentiality::{Confidentiality, ConfidentialityLayer};
-pub use exposure::{Exposure, ExposureLayer};
-pub use filter::{Filter, FilterCheck, FilterLayer};
-pub use future::ResponseFuture;
-pub use handle::{GovernanceHandle, Pinned};
+pub use airgap::{AirGapFilter, AirGapLayer};
+pub use confidentiality::{ConfidentialityFilter, ConfidentialityLayer};
+pub use exposure::{ExposureFilter, ExposureLayer};
+pub use filter::{CheckFilter, CheckFilterLayer, FilterCheck};
+
+/// Renamed [`ExposureFilter`]: `Exposure` is also the engine's list of exposed tools.
+#[deprecated(note = "renamed `ExposureFilter` (`toolgate_engine::Exposure` is the tool list)")]
+pub type Exposure<S> = ExposureFilter<S>;
+/// Renamed [`ConfidentialityFilter`].
+#[deprecated(note = "renamed `ConfidentialityFilter`")]
+pub type Confidentiality<S> = ConfidentialityFilter<S>;
+/// Renamed [`AirGapFilter`].
+#[deprecated(note = "renamed `AirGapFilter`")]
+pub type AirGap<S> = AirGapFilter<S>;
+/// Renamed [`CheckFilter`]: `Filter` is also `tower::filter::Filter`.
+#[deprecated(note = "renamed `CheckFilter` (no clash with `tower::filter::Filter`)")]
+pub type Filter<S, C> = CheckFilter<S, C>;
+/// Renamed [`CheckFilterLayer`].
+#[deprecated(note = "renamed `CheckFilterLayer` (no clash with `tower::filter::FilterLayer`)")]
+pub type FilterLayer<C> = CheckFilterLayer<C>;
+pub use future::{OnceResponse, ResponseFuture};
+pub use handle::{GovernanceHandle, Pinned, PinnedDecision};
 pub use permit::{Permit, RequirePermit, RequirePermitLayer};
 pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};

@@ -47,6 +47,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use sha2::{Digest, Sha256};
 use toolgate_core::{CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::{Governance, canon};
@@ -62,16 +63,18 @@ use crate::handle::GovernanceHandle;
 ///
 /// ```compile_fail
 /// // A permit cannot be made outside toolgate.
-/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: String::new(), snapshot: todo!(), tool: String::new() };
+/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: [0; 32], snapshot: todo!(), entry: 0 };
 /// ```
 #[derive(Debug)]
 pub struct Permit {
     call_id: CallId,
-    input_hash: String,
-    /// The snapshot the gate passed the call by, and the tool's name in it: the definition
-    /// is hashed only when a verifier holds another snapshot (cheap on the common path).
+    /// SHA-256 of the input's compact serialisation (see [`binding`]).
+    input_hash: [u8; 32],
+    /// The snapshot the gate passed the call by, and the tool's entry in it (its position in
+    /// the catalog: no name copied): the definition is hashed only when a verifier holds
+    /// another snapshot (cheap on the common path).
     snapshot: Arc<Governance>,
-    tool: String,
+    entry: usize,
 }
 
 fn refused(why: String) -> Refusal {
@@ -84,10 +87,25 @@ fn refused(why: String) -> Refusal {
 /// canonicalisation would forgive (a key reordered, `1` rewritten as `1.0`), is refused.
 /// About ten times cheaper than canonicalising (`benches/benches/permit.rs`), and it is
 /// paid on every call the gate sends.
-fn binding(input: &serde_json::Value) -> Option<String> {
-    serde_json::to_vec(input)
-        .ok()
-        .map(|bytes| canon::sha256_hex(&bytes))
+fn binding(input: &serde_json::Value) -> Option<[u8; 32]> {
+    // Serialised straight into the hasher: no byte buffer.
+    let mut hasher = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut hasher, input).ok()?;
+    Some(hasher.0.finalize().into())
+}
+
+/// `io::Write` into a SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Permit {
@@ -97,18 +115,24 @@ impl Permit {
     pub(crate) fn attach(
         call: &mut ToolCall,
         snapshot: &Arc<Governance>,
-        tool: &str,
+        entry: &Entry,
     ) -> Result<(), Refusal> {
         let Some(input_hash) = binding(&call.input) else {
             return Err(refused(String::from(
                 "the input cannot be serialised, so no permit can be bound to it",
             )));
         };
+        let Some(entry) = snapshot.catalog().index_of(entry) else {
+            return Err(refused(format!(
+                "`{}` is not an entry of the snapshot the call was decided by (internal), so no permit can be minted",
+                entry.name
+            )));
+        };
         let permit = Permit {
             call_id: call.id.clone(),
             input_hash,
             snapshot: Arc::clone(snapshot),
-            tool: tool.to_owned(),
+            entry,
         };
         call.extensions.insert(permit);
         Ok(())
@@ -116,8 +140,14 @@ impl Permit {
 
     /// The SHA-256 of the compact serialisation of the input the gate passed (see the
     /// module's notes: not the RFC 8785 hash audit records carry).
-    pub fn input_hash(&self) -> &str {
-        &self.input_hash
+    pub fn input_hash(&self) -> String {
+        let mut out = String::with_capacity(7 + 64);
+        out.push_str("sha256:");
+        for b in self.input_hash {
+            out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+            out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+        }
+        out
     }
 
     /// The definition hash of the tool the gate decided the call for (R35), or `None` if
@@ -125,7 +155,8 @@ impl Permit {
     pub fn definition_hash(&self) -> Option<String> {
         self.snapshot
             .catalog()
-            .get(&self.tool)
+            .entries()
+            .get(self.entry)
             .map(canon::entry_definition_hash)
     }
 
@@ -144,12 +175,12 @@ impl Permit {
                 "the permit on the call to `{name}` was minted for another call"
             )));
         }
-        if binding(&call.input).as_deref() != Some(permit.input_hash.as_str()) {
+        if binding(&call.input) != Some(permit.input_hash) {
             return Err(refused(format!(
                 "the input of the call to `{name}` differs from the input the approval gate passed"
             )));
         }
-        let same = match permit.snapshot.catalog().get(&permit.tool) {
+        let same = match permit.snapshot.catalog().entries().get(permit.entry) {
             // The same entry of the same snapshot: the same definition, nothing to hash.
             Some(passed) if std::ptr::eq(passed, entry) => true,
             Some(passed) => {
@@ -215,20 +246,7 @@ impl<S: fmt::Debug> fmt::Debug for RequirePermit<S> {
 }
 
 impl<S> RequirePermit<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the layer, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ToolCall> for RequirePermit<S>
@@ -383,7 +401,8 @@ mod tests {
 
         // A permit moved to another call (same tool, same input) is refused as well.
         let mut first = call("lookup", json!({}));
-        Permit::attach(&mut first, &h.load(), "lookup").unwrap();
+        let g = h.load();
+        Permit::attach(&mut first, &g, g.catalog().get("lookup").unwrap()).unwrap();
         let permit = first.extensions.remove::<Permit>().unwrap();
         let mut second = call("lookup", json!({}));
         second.extensions.insert(permit);
@@ -411,7 +430,8 @@ mod tests {
         )
         .unwrap();
         let mut c = call("lookup", json!({}));
-        Permit::attach(&mut c, &Arc::new(before), "lookup").unwrap();
+        let before = Arc::new(before);
+        Permit::attach(&mut c, &before, before.catalog().get("lookup").unwrap()).unwrap();
         let r = RequirePermitLayer::new(h)
             .layer(counted(&hits))
             .oneshot(c)

@@ -31,6 +31,9 @@
 //! built; a snapshot stored later (a reload) changes decisions, not the sink or the
 //! redactor.
 //!
+//! The first layer that decides a call (audit, or exposure without audit) pins the one
+//! decision; the filters and the gate read it (decide once, see [`crate::PinnedDecision`]).
+//!
 //! The parts stay public ([`ExposureLayer`], [`AuditLayer`], …) for
 //! people who compose by hand; each is safe alone. A hand-built stack in the order above
 //! decides every call as the composite does (the `tests` crate checks it on random
@@ -87,11 +90,11 @@ use tower::util::{Either, option_layer};
 use tower_layer::{Identity, Layer, Stack};
 use tower_service::Service;
 
-use crate::airgap::{AirGap, AirGapLayer};
-use crate::approval::{ApprovalChannel, ApprovalGate, ApprovalGateLayer, ToolHooks};
+use crate::airgap::{AirGapFilter, AirGapLayer};
+use crate::approval::{ApprovalChannel, ApprovalGate, ApprovalGateLayer, ToolHooks, WaitObserver};
 use crate::audit::{Audit, AuditLayer, AuditSink, JsonlFileSink};
-use crate::confidentiality::{Confidentiality, ConfidentialityLayer};
-use crate::exposure::{Exposure, ExposureLayer};
+use crate::confidentiality::{ConfidentialityFilter, ConfidentialityLayer};
+use crate::exposure::{ExposureFilter, ExposureLayer};
 use crate::handle::GovernanceHandle;
 use crate::redact::{Redactor, RedactorBuilder};
 use crate::scrub::{ScrubOutput, ScrubOutputLayer};
@@ -101,7 +104,7 @@ use crate::scrub::{ScrubOutput, ScrubOutputLayer};
 pub type Gated<S> = ApprovalGate<Either<ScrubOutput<S>, S>>;
 
 /// The filters: exposure (4), confidentiality (5), air gap (6), then [`Gated`].
-pub type Filtered<S> = Exposure<Confidentiality<AirGap<Gated<S>>>>;
+pub type Filtered<S> = ExposureFilter<ConfidentialityFilter<AirGapFilter<Gated<S>>>>;
 
 /// The deciding part: the input validation layers `L` (3) over [`Filtered`].
 pub type Deciding<S, L> = <L as Layer<Filtered<S>>>::Service;
@@ -118,6 +121,7 @@ pub struct ToolgateBuilder {
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
     audit_sink: Option<Arc<dyn AuditSink>>,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 impl fmt::Debug for ToolgateBuilder {
@@ -156,6 +160,13 @@ impl ToolgateBuilder {
     /// Hooks every call that passes the checks (R32).
     pub fn hooks(mut self, hooks: impl ToolHooks) -> Self {
         self.hooks = Some(Arc::new(hooks));
+        self
+    }
+
+    /// Tells `observer` when a call starts and stops waiting for a person (for metrics:
+    /// `toolgate_otel::ApprovalMetrics`).
+    pub fn wait_observer(mut self, observer: impl WaitObserver) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -283,6 +294,9 @@ impl ToolgateBuilder {
         if let Some(hooks) = self.hooks {
             gate = gate.shared_hooks(hooks);
         }
+        if let Some(observer) = self.observer {
+            gate = gate.shared_wait_observer(observer);
+        }
         Ok(ToolgateLayer {
             parts: Parts {
                 handle: self.handle,
@@ -354,6 +368,7 @@ impl ToolgateLayer {
             channels: Vec::new(),
             hooks: None,
             audit_sink: None,
+            observer: None,
         }
     }
 
@@ -821,9 +836,9 @@ mod tests {
     struct Probe;
 
     impl<S> Layer<S> for Probe {
-        type Service = crate::filter::Filter<S, ProbeCheck>;
+        type Service = crate::filter::CheckFilter<S, ProbeCheck>;
         fn layer(&self, inner: S) -> Self::Service {
-            crate::filter::FilterLayer::<ProbeCheck>::new(GovernanceHandle::new(
+            crate::filter::CheckFilterLayer::<ProbeCheck>::new(GovernanceHandle::new(
                 toolgate_engine::Governance::builder().build().unwrap(),
             ))
             .layer(inner)

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::approval::{
-    Answer, AnswerError, ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest,
-    FnChannel, HookCall, Hooks, InteractiveChannel, ToolHooks,
+    ApprovalAnswer, ApprovalAnswerError, ApprovalChannel, ApprovalGateLayer, ApprovalOutcome,
+    ApprovalRequest, FnChannel, HookCall, Hooks, InteractiveChannel, ToolHooks,
 };
 use toolgate::core::{
     AgentRef, AskSource, CallId, ChannelKind, Check, Refusal, RefusalCode, RunContext, RunMode,
@@ -526,7 +526,7 @@ async fn r26_an_unanswered_interactive_question_expires_and_is_not_a_denial() {
     // The wait ended: a late answer is refused.
     assert_eq!(
         question.approve("late alice"),
-        Err(AnswerError::NotPending(id))
+        Err(ApprovalAnswerError::NotPending(id))
     );
     assert!(channel.pending_ids().is_empty());
 }
@@ -552,10 +552,13 @@ async fn r26_a_question_the_host_drops_unanswered_is_cancelled() {
         "{r:?}"
     );
     assert_eq!(tool.runs(), 0);
-    let late = Answer::Approve {
+    let late = ApprovalAnswer::Approve {
         approver: "alice".into(),
     };
-    assert_eq!(channel.answer(&id, late), Err(AnswerError::NotPending(id)));
+    assert_eq!(
+        channel.answer(&id, late),
+        Err(ApprovalAnswerError::NotPending(id))
+    );
 }
 
 #[tokio::test]
@@ -574,14 +577,17 @@ async fn r26_dropping_the_gates_future_withdraws_the_question_and_never_runs_the
     assert!(waiting.await.unwrap_err().is_cancelled());
 
     assert!(channel.pending_ids().is_empty());
-    let late = Answer::Approve {
+    let late = ApprovalAnswer::Approve {
         approver: "alice".into(),
     };
     assert_eq!(
         channel.answer(&id, late),
-        Err(AnswerError::NotPending(id.clone()))
+        Err(ApprovalAnswerError::NotPending(id.clone()))
     );
-    assert_eq!(question.approve("alice"), Err(AnswerError::NotPending(id)));
+    assert_eq!(
+        question.approve("alice"),
+        Err(ApprovalAnswerError::NotPending(id))
+    );
     tokio::task::yield_now().await;
     assert_eq!(tool.runs(), 0, "a withdrawn question's call ran");
 }
@@ -601,12 +607,12 @@ async fn r26_an_answer_to_an_id_the_channel_never_issued_is_refused() {
 
     let forged = format!("ia_{}", "0".repeat(32));
     for guess in [forged.as_str(), call_id.as_str(), "", "ia_"] {
-        let answer = Answer::Approve {
+        let answer = ApprovalAnswer::Approve {
             approver: "mallory".into(),
         };
         assert_eq!(
             channel.answer(guess, answer),
-            Err(AnswerError::NotPending(guess.to_owned())),
+            Err(ApprovalAnswerError::NotPending(guess.to_owned())),
             "`{guess}` was taken"
         );
     }
@@ -631,19 +637,22 @@ async fn r26_a_second_answer_to_the_same_id_is_refused() {
     let question = questions.recv().await.unwrap();
     let id = question.request().interaction_id.clone();
 
-    let first = Answer::Approve {
+    let first = ApprovalAnswer::Approve {
         approver: "alice".into(),
     };
     assert_eq!(channel.answer(&id, first), Ok(()));
-    let second = Answer::Deny {
+    let second = ApprovalAnswer::Deny {
         approver: "bob".into(),
         reason: None,
     };
     assert_eq!(
         channel.answer(&id, second),
-        Err(AnswerError::NotPending(id.clone()))
+        Err(ApprovalAnswerError::NotPending(id.clone()))
     );
-    assert_eq!(question.deny("bob", None), Err(AnswerError::NotPending(id)));
+    assert_eq!(
+        question.deny("bob", None),
+        Err(ApprovalAnswerError::NotPending(id))
+    );
     completed(&waiting.await.unwrap().unwrap());
     assert_eq!(tool.runs(), 1);
 }

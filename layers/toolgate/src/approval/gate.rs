@@ -12,6 +12,7 @@ use toolgate_core::{
     AgentRef, Ask, AskSource, CallId, ChannelKind, Check, DecisionNote, DecisionSink, Refusal,
     RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
+use toolgate_engine::ask::{self, WaitRefused};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::{CallView, Governance, canon};
 use tower_layer::Layer;
@@ -22,7 +23,9 @@ use super::channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
-use crate::handle::{GovernanceHandle, Pinned};
+use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
+use crate::future::OnceResponse;
+use crate::handle::GovernanceHandle;
 use crate::permit::Permit;
 
 /// Layer of the [`ApprovalGate`].
@@ -33,6 +36,7 @@ pub struct ApprovalGateLayer {
     /// At most one per kind: an agent's asks go to the channel of its kind (R26).
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 impl fmt::Debug for ApprovalGateLayer {
@@ -53,6 +57,7 @@ impl ApprovalGateLayer {
             handle,
             channels: Vec::new(),
             hooks: None,
+            observer: None,
         }
     }
 
@@ -82,6 +87,18 @@ impl ApprovalGateLayer {
         self.hooks = Some(hooks);
         self
     }
+
+    /// Tells `observer` when a call starts and stops waiting for a person, and how the wait
+    /// ended (for metrics: `toolgate_otel::ApprovalMetrics`).
+    pub fn wait_observer(self, observer: impl WaitObserver) -> Self {
+        self.shared_wait_observer(Arc::new(observer))
+    }
+
+    /// As [`ApprovalGateLayer::wait_observer`], for an observer already shared.
+    pub fn shared_wait_observer(mut self, observer: Arc<dyn WaitObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
 }
 
 impl<S> Layer<S> for ApprovalGateLayer {
@@ -93,6 +110,7 @@ impl<S> Layer<S> for ApprovalGateLayer {
             handle: self.handle.clone(),
             channels: self.channels.clone(),
             hooks: self.hooks.clone(),
+            observer: self.observer.clone(),
         }
     }
 }
@@ -106,6 +124,7 @@ pub struct ApprovalGate<S> {
     handle: GovernanceHandle,
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
@@ -119,20 +138,7 @@ impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
 }
 
 impl<S> ApprovalGate<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the gate, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 /// What `after_call` needs once the call itself has been handed to the tool.
@@ -188,7 +194,7 @@ pin_project! {
     #[project = GateProj]
     enum GateKind<F, E> {
         Inner { #[pin] future: F, after: Option<After> },
-        Refused { response: Option<ToolResponse> },
+        Refused { response: OnceResponse },
         Waiting { future: BoxFuture<Result<ToolResponse, E>> },
     }
 }
@@ -203,7 +209,7 @@ impl<F, E> GateFuture<F, E> {
     fn refused(refusal: Refusal) -> Self {
         Self {
             kind: GateKind::Refused {
-                response: Some(ToolResponse::Refused(refusal)),
+                response: OnceResponse::new(ToolResponse::Refused(refusal)),
             },
         }
     }
@@ -224,28 +230,15 @@ where
                 })),
                 other => other,
             },
-            GateProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
+            GateProj::Refused { response } => Poll::Ready(Ok(response.take())),
             GateProj::Waiting { future } => future.as_mut().poll(cx),
         }
     }
 }
 
+/// A refusal after an ask (the engine's one spelling).
 fn rejected(why: impl Into<String>, asks: &[Ask]) -> Refusal {
-    let mut reasons = vec![why.into()];
-    reasons.extend(asks.iter().map(|a| a.reason.clone()));
-    Refusal {
-        code: RefusalCode::Rejected,
-        decided_by: Check::Routing,
-        reasons,
-    }
+    ask::rejected_after_ask(why, asks)
 }
 
 fn hook_view<'a>(call: &'a ToolCall, tool: &'a str) -> HookCall<'a> {
@@ -276,13 +269,22 @@ where
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        let governance = self.handle.pin(&mut call);
-        let entry = match governance.lookup(&call.tool) {
-            Ok(e) => e,
-            Err(r) => return GateFuture::refused(r),
+        // Decide once: the decision an earlier layer of this handle pinned, or made now.
+        let pinned = self.handle.decide(&mut call);
+        let governance = Arc::clone(pinned.governance());
+        let Some(entry) = pinned.entry() else {
+            return GateFuture::refused(
+                pinned
+                    .decision()
+                    .refusal()
+                    .unwrap_or_else(|| rejected("the decision was inconsistent", &[])),
+            );
         };
         let tool: &str = &entry.name;
-        let mut decision = governance.decide(CallView::of(&call));
+        // Where an ask goes is the engine's (R26, R39): the kind in the verdict, the
+        // agent's timeout here.
+        let timeout = pinned.agent().and_then(|a| governance.ask_route(a).timeout);
+        let mut decision = std::borrow::Cow::Borrowed(pinned.decision());
         // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
         // and the tenant policy): its ask joins the others before they are routed; it never
         // sees a call those checks refused.
@@ -299,7 +301,12 @@ where
                 source: AskSource::Hook,
                 reason: message,
             };
-            decision = governance.decide_with(CallView::of(&call), vec![ask]);
+            // Joined into the pinned decision and routed again: no second decision.
+            decision = std::borrow::Cow::Owned(governance.with_extra_asks(
+                pinned.decided(),
+                call.run,
+                vec![ask],
+            ));
         }
         let sink = call.extensions.get::<DecisionSink>().cloned();
         if let Some(sink) = &sink {
@@ -312,10 +319,10 @@ where
                 Verdict::Ask { .. } => WaitEnd::Unroutable,
             };
             sink.record(DecisionNote {
-                decision: decision.clone(),
+                decision: decision.clone().into_owned(),
                 wait,
                 interaction_id: None,
-                input_hash: canon::input_hash(&call.input),
+                input_hash: pinned.canonical_input_hash(&call.input),
             });
         }
         let ticket = call.extensions.get::<ResumeTicket>().cloned();
@@ -330,14 +337,19 @@ where
             // `auto_approve_required`), the ticket is still redeemed through the durable
             // channel — its conditional claim — so the call is sent at most once.
             Verdict::Run { .. } if ticket.is_some() => match self.ticket_channel() {
-                Ok(channel) => {
-                    self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
-                }
+                Ok(channel) => self.through_channel(
+                    channel,
+                    call,
+                    entry,
+                    (decision.asks.clone(), ticket),
+                    sink,
+                    timeout,
+                ),
                 Err(refusal) => GateFuture::refused(refusal),
             },
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
-                if let Err(r) = Permit::attach(&mut call, &governance, tool) {
+                if let Err(r) = Permit::attach(&mut call, &governance, entry) {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
@@ -400,7 +412,14 @@ where
                 {
                     return GateFuture::refused(refusal);
                 }
-                self.through_channel(channel, call, entry, decision.asks.clone(), ticket, sink)
+                self.through_channel(
+                    channel,
+                    call,
+                    entry,
+                    (decision.asks.clone(), ticket),
+                    sink,
+                    timeout,
+                )
             }
         }
     }
@@ -446,9 +465,9 @@ where
         channel: Arc<dyn ApprovalChannel>,
         call: ToolCall,
         entry: &Entry,
-        asks: Vec<Ask>,
-        ticket: Option<ResumeTicket>,
+        (asks, ticket): (Vec<Ask>, Option<ResumeTicket>),
         sink: Option<DecisionSink>,
+        timeout: Option<std::time::Duration>,
     ) -> GateFuture<S::Future, S::Error> {
         let tool: &str = &entry.name;
         let Some(input_hash) = canon::input_hash(&call.input) else {
@@ -496,16 +515,12 @@ where
                 note.wait = WaitEnd::Cancelled;
             });
         }
-        // The agent's own approval timeout (`agents[i].approval.timeout_secs`).
-        let timeout = call
-            .extensions
-            .get::<Pinned>()
-            .and_then(|Pinned(g)| g.agent(&call.agent.profile))
-            .and_then(|a| a.approval_timeout);
+        // `timeout`: the agent's own approval timeout (`agents[i].approval.timeout_secs`).
         let path = AskPath {
             inner,
             handle: self.handle.clone(),
             hooks: self.hooks.clone(),
+            observer: self.observer.clone(),
             channel,
             sink,
             timeout,
@@ -523,6 +538,7 @@ struct AskPath<S> {
     inner: S,
     handle: GovernanceHandle,
     hooks: Option<Arc<dyn ToolHooks>>,
+    observer: Option<Arc<dyn WaitObserver>>,
     channel: Arc<dyn ApprovalChannel>,
     sink: Option<DecisionSink>,
     timeout: Option<std::time::Duration>,
@@ -543,6 +559,7 @@ where
         mut inner,
         handle,
         hooks,
+        observer,
         channel,
         sink,
         timeout,
@@ -550,6 +567,8 @@ where
     let asks = request.asks.clone();
     let input_hash = request.input_hash.clone();
     let definition_hash = request.definition_hash.clone();
+    // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
+    let watch = WaitWatch::start(observer, channel.kind());
     let outcome = match timeout {
         // Nobody answered within the agent's timeout: expired, never approved.
         Some(t) => tokio::time::timeout(t, channel.request(request))
@@ -557,6 +576,7 @@ where
             .unwrap_or(ApprovalOutcome::Expired),
         None => channel.request(request).await,
     };
+    watch.end(WaitOutcome::of(&outcome));
     if let Some(sink) = &sink {
         let wait = match &outcome {
             ApprovalOutcome::Approved { approver } => WaitEnd::Approved {
@@ -614,10 +634,17 @@ where
             // Layers inside the gate decide by the snapshot the call was last checked by.
             let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
-            if let Err(refusal) = Permit::attach(&mut call, &now, &tool) {
+            let attached = match now.catalog().get(&tool) {
+                Some(entry) => Permit::attach(&mut call, &now, entry),
+                None => Err(rejected(
+                    format!("approved by {approver}, but `{tool}` is no longer registered"),
+                    &asks,
+                )),
+            };
+            if let Err(refusal) = attached {
                 return Ok(ToolResponse::Refused(refusal));
             }
-            call.extensions.insert(Pinned(now));
+            handle.repin(&mut call, now);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
@@ -633,34 +660,27 @@ where
                 None => response,
             });
         }
-        ApprovalOutcome::Denied { approver, reason } => rejected(
-            match reason {
-                Some(r) => format!("denied by {approver}: {r}"),
-                None => format!("denied by {approver}"),
-            },
-            &asks,
-        ),
-        ApprovalOutcome::Expired => rejected(
-            "the approval request expired: nobody answered in time (this is not a person's denial)",
-            &asks,
-        ),
-        ApprovalOutcome::Cancelled => rejected("the approval wait was cancelled", &asks),
-        ApprovalOutcome::Refused { reason } => {
-            rejected(format!("the approval channel refused: {reason}"), &asks)
-        }
         ApprovalOutcome::Held { interaction_id } => {
             return Ok(ToolResponse::Held(toolgate_core::HeldCall {
                 interaction_id,
                 reasons: asks.iter().map(|a| a.reason.clone()).collect(),
             }));
         }
+        // How a wait's end becomes a refusal is the engine's (R26).
+        ApprovalOutcome::Denied { approver, reason } => ask::wait_refusal(
+            WaitRefused::Denied {
+                approver: &approver,
+                reason: reason.as_deref(),
+            },
+            &asks,
+        ),
+        ApprovalOutcome::Expired => ask::wait_refusal(WaitRefused::Expired, &asks),
+        ApprovalOutcome::Cancelled => ask::wait_refusal(WaitRefused::Cancelled, &asks),
+        ApprovalOutcome::Refused { reason } => {
+            ask::wait_refusal(WaitRefused::ChannelRefused { reason: &reason }, &asks)
+        }
         ApprovalOutcome::Unroutable(why) => {
-            let mut r = rejected(
-                format!("the approval channel could not route the request: {why}"),
-                &asks,
-            );
-            r.code = RefusalCode::NoApprovalChannel;
-            r
+            ask::wait_refusal(WaitRefused::Unroutable { why: &why }, &asks)
         }
     };
     Ok(ToolResponse::Refused(refusal))

@@ -13,7 +13,7 @@ use super::channel::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFutur
 
 /// A person's answer to one question.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum ApprovalAnswer {
     /// Approve that one call.
     Approve {
         /// Who approves.
@@ -30,15 +30,15 @@ pub enum Answer {
 
 /// Why an answer was not taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnswerError {
+pub enum ApprovalAnswerError {
     /// The id was never issued, or its wait already ended (answered, expired, cancelled).
     NotPending(String),
 }
 
-impl fmt::Display for AnswerError {
+impl fmt::Display for ApprovalAnswerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AnswerError::NotPending(id) => write!(
+            ApprovalAnswerError::NotPending(id) => write!(
                 f,
                 "no question `{id}` is waiting: it was never issued, or it was already answered, expired or cancelled"
             ),
@@ -46,17 +46,17 @@ impl fmt::Display for AnswerError {
     }
 }
 
-impl std::error::Error for AnswerError {}
+impl std::error::Error for ApprovalAnswerError {}
 
 #[derive(Debug)]
 struct Shared {
-    pending: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
+    pending: Mutex<HashMap<String, oneshot::Sender<ApprovalAnswer>>>,
     queue: mpsc::UnboundedSender<PendingApproval>,
     timeout: Duration,
 }
 
 impl Shared {
-    fn take(&self, id: &str) -> Option<oneshot::Sender<Answer>> {
+    fn take(&self, id: &str) -> Option<oneshot::Sender<ApprovalAnswer>> {
         // A poisoned lock means a panic elsewhere; answer nothing rather than guess.
         self.pending.lock().ok()?.remove(id)
     }
@@ -79,7 +79,7 @@ impl Shared {
 /// assert_eq!(question.request().tool, "refund");
 /// question.approve("alice").unwrap();
 /// assert_eq!(waiting.await.unwrap(), ApprovalOutcome::Approved { approver: "alice".into() });
-/// assert!(channel.answer("ia_1", toolgate::approval::Answer::Approve { approver: "bob".into() }).is_err());
+/// assert!(channel.answer("ia_1", toolgate::approval::ApprovalAnswer::Approve { approver: "bob".into() }).is_err());
 /// # }
 /// ```
 #[derive(Debug, Clone)]
@@ -114,11 +114,11 @@ impl PendingApproval {
     }
 
     /// Approves this one call.
-    pub fn approve(self, approver: impl Into<String>) -> Result<(), AnswerError> {
+    pub fn approve(self, approver: impl Into<String>) -> Result<(), ApprovalAnswerError> {
         self::answer(
             &self.shared,
             &self.request.interaction_id,
-            Answer::Approve {
+            ApprovalAnswer::Approve {
                 approver: approver.into(),
             },
         )
@@ -129,11 +129,11 @@ impl PendingApproval {
         self,
         approver: impl Into<String>,
         reason: Option<String>,
-    ) -> Result<(), AnswerError> {
+    ) -> Result<(), ApprovalAnswerError> {
         self::answer(
             &self.shared,
             &self.request.interaction_id,
-            Answer::Deny {
+            ApprovalAnswer::Deny {
                 approver: approver.into(),
                 reason,
             },
@@ -148,12 +148,12 @@ impl Drop for PendingApproval {
     }
 }
 
-fn answer(shared: &Shared, id: &str, answer: Answer) -> Result<(), AnswerError> {
+fn answer(shared: &Shared, id: &str, answer: ApprovalAnswer) -> Result<(), ApprovalAnswerError> {
     let tx = shared
         .take(id)
-        .ok_or_else(|| AnswerError::NotPending(id.to_owned()))?;
+        .ok_or_else(|| ApprovalAnswerError::NotPending(id.to_owned()))?;
     tx.send(answer)
-        .map_err(|_| AnswerError::NotPending(id.to_owned()))
+        .map_err(|_| ApprovalAnswerError::NotPending(id.to_owned()))
 }
 
 /// Removes a question from the pending map when its wait ends, however it ends (a dropped
@@ -183,7 +183,11 @@ impl InteractiveChannel {
 
     /// Answers a question by id. An id this channel did not issue, or whose wait ended, is
     /// refused (R26).
-    pub fn answer(&self, interaction_id: &str, answer: Answer) -> Result<(), AnswerError> {
+    pub fn answer(
+        &self,
+        interaction_id: &str,
+        answer: ApprovalAnswer,
+    ) -> Result<(), ApprovalAnswerError> {
         self::answer(&self.shared, interaction_id, answer)
     }
 
@@ -236,8 +240,10 @@ impl ApprovalChannel for InteractiveChannel {
                 ));
             }
             match tokio::time::timeout(shared.timeout, rx).await {
-                Ok(Ok(Answer::Approve { approver })) => ApprovalOutcome::Approved { approver },
-                Ok(Ok(Answer::Deny { approver, reason })) => {
+                Ok(Ok(ApprovalAnswer::Approve { approver })) => {
+                    ApprovalOutcome::Approved { approver }
+                }
+                Ok(Ok(ApprovalAnswer::Deny { approver, reason })) => {
                     ApprovalOutcome::Denied { approver, reason }
                 }
                 // The host dropped the question without answering.

@@ -51,6 +51,7 @@ mod channel;
 mod gate;
 mod hooks;
 mod interactive;
+mod observe;
 mod terminal;
 
 pub use channel::{
@@ -59,5 +60,15 @@ pub use channel::{
 };
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};
-pub use interactive::{Answer, AnswerError, InteractiveChannel, PendingApproval, PendingApprovals};
+pub use interactive::{
+    ApprovalAnswer, ApprovalAnswerError, InteractiveChannel, PendingApproval, PendingApprovals,
+};
+
+/// Renamed [`ApprovalAnswer`]: `toolgate_inbox::Answer` is the durable inbox's answer.
+#[deprecated(note = "renamed `ApprovalAnswer` (no clash with `toolgate_inbox::Answer`)")]
+pub type Answer = ApprovalAnswer;
+/// Renamed [`ApprovalAnswerError`].
+#[deprecated(note = "renamed `ApprovalAnswerError` (no clash with `toolgate_inbox::AnswerError`)")]
+pub type AnswerError = ApprovalAnswerError;
+pub use observe::{WaitEnded, WaitObserver, WaitOutcome, WaitStarted};
 pub use terminal::TerminalChannel;

@@ -289,20 +289,7 @@ impl<S: fmt::Debug> fmt::Debug for Audit<S> {
 }
 
 impl<S> Audit<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the layer, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::inner_service_accessors!(inner: S);
 }
 
 /// What the record needs from the call, taken before it is sent.
@@ -333,7 +320,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F> {
         Inner { #[pin] future: F, pending: Option<Pending> },
-        Refused { response: Option<ToolResponse> },
+        Refused { response: crate::future::OnceResponse },
     }
 }
 
@@ -362,11 +349,9 @@ where
             // INVARIANT: nothing runs unrecorded under fail-closed.
             return AuditFuture {
                 kind: Kind::Refused {
-                    response: Some(ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::AuditSink,
-                        why,
-                    ))),
+                    response: crate::future::OnceResponse::new(ToolResponse::Refused(
+                        Refusal::new(RefusalCode::Rejected, Check::AuditSink, why),
+                    )),
                 },
             };
         }
@@ -390,18 +375,25 @@ where
         // An agent's own `audit` settings replace the section's (R39: inherited, never
         // looser).
         let mut include = (layer.include_input, layer.include_output);
-        let identities: Vec<Value> = layer
-            .handle
+        // Decide once: the first layer of the handle decides the call and pins the decision
+        // with its entry and profile for every layer after it.
+        let pinned = layer.handle.as_ref().map(|h| h.decide(&mut call));
+        let identities: Vec<Value> = pinned
             .as_ref()
-            .map(|h| {
-                let g = h.pin(&mut call);
-                if let Some(a) = g.agent(&call.agent.profile) {
+            .map(|pinned| {
+                // A call refused before its profile was resolved still gets its agent's
+                // settings (a look-up only on that refused path).
+                let agent = pinned
+                    .agent()
+                    .or_else(|| pinned.governance().agent(&call.agent.profile));
+                if let Some(a) = agent {
                     include = (
                         a.audit_content.0.unwrap_or(include.0),
                         a.audit_content.1.unwrap_or(include.1),
                     );
                 }
-                g.lookup(&call.tool)
+                pinned
+                    .entry()
                     .map(|e| {
                         e.records
                             .iter()
@@ -429,7 +421,14 @@ where
         );
         record.insert(
             "input_hash".into(),
-            canon::input_hash(&call.input).map_or(Value::Null, Value::from),
+            // Computed once per call: the gate's decision note reuses it.
+            pinned
+                .as_ref()
+                .map_or_else(
+                    || canon::input_hash(&call.input),
+                    |p| p.canonical_input_hash(&call.input),
+                )
+                .map_or(Value::Null, Value::from),
         );
         if include.0 {
             record.insert(
@@ -579,15 +578,7 @@ where
                     None => Poll::Ready(result),
                 },
             },
-            KindProj::Refused { response } => {
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    ToolResponse::Refused(Refusal::new(
-                        RefusalCode::Rejected,
-                        Check::Routing,
-                        "the response future was polled after it completed",
-                    ))
-                })))
-            }
+            KindProj::Refused { response } => Poll::Ready(Ok(response.take())),
         }
     }
 }
