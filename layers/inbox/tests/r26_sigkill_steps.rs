@@ -131,7 +131,8 @@ impl InboxStore for StopAt {
         expected_updated_at: Option<&'a str>,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
-        self.inner.put_policy_if_unchanged(expected_updated_at, policy)
+        self.inner
+            .put_policy_if_unchanged(expected_updated_at, policy)
     }
 }
 

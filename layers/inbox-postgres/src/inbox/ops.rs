@@ -703,12 +703,10 @@ impl InboxStore for PostgresInbox {
         let body = codec::policy_body(policy);
         Box::pin(async move {
             // Without an expected `updatedAt` there is nothing to conflict with.
-            self.put_policy_op(body, None)
-                .await
-                .map_err(|e| match e {
-                    PolicySaveError::Store(e) => e,
-                    other => InboxError::new(Kind::Backend, other.to_string()),
-                })
+            self.put_policy_op(body, None).await.map_err(|e| match e {
+                PolicySaveError::Store(e) => e,
+                other => InboxError::new(Kind::Backend, other.to_string()),
+            })
         })
     }
 
