@@ -73,6 +73,9 @@ const TOP: &[&str] = &[
     "redaction",
     "inbox",
     "approvers",
+    // Read by `toolgate mcp serve` (toolgate-mcp's `serve` module): the upstream MCP
+    // servers, bearer tokens and call timeout. The engine only checks it is an object.
+    "mcp",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -167,6 +170,11 @@ pub fn read_with_literals(
         && let Some(c) = o.choice("channel", CHANNELS, ChannelKind::parse, &mut errs)
     {
         b = b.channel(c);
+    }
+    if let Some(v) = top.raw("mcp", &mut errs)
+        && !v.is_object()
+    {
+        errs.push("mcp", format!("expected an object, found {v}"));
     }
     if let Some(v) = top.raw("limits", &mut errs) {
         b = b.limits(read_limits(v, &mut errs));

@@ -306,6 +306,12 @@ impl McpGateway {
         ids
     }
 
+    /// Whether the connection to `server` is still open (`None`: no such server is
+    /// connected). A stdio server that exited, or a transport that closed, is `Some(false)`.
+    pub fn is_open(&self, server: &str) -> Option<bool> {
+        self.conn(server).map(|c| !c.peer.is_transport_closed())
+    }
+
     /// What a server calls itself in its handshake: recorded for people, never used as the
     /// tools' source.
     pub fn reported_name(&self, server: &str) -> Option<String> {

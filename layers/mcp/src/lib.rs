@@ -120,6 +120,7 @@
 //! | `http` (default) | streamable HTTP servers |
 //! | `drift-server` | `drift_server`, an MCP server whose tools change on demand, and the `toolgate-mcp-drift-server` binary |
 //! | `prefix-gateway` | `prefix_gateway`, an MCP gateway listing another server's tools with a prefix (R41), and the `toolgate-mcp-prefix-gateway` binary |
+//! | `serve` | `serve`: toolgate as an MCP server in front of the configured servers (`toolgate mcp serve`): stdio or streamable HTTP downstream, asks by elicitation or the durable inbox |
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -139,7 +140,11 @@
 
 /// Serves one client with an rmcp server until the client goes away; transport errors
 /// become `std::io::Error`s. Shared by the test servers (drift server, prefix gateway).
-#[cfg(any(feature = "drift-server", feature = "prefix-gateway"))]
+#[cfg(any(
+    feature = "drift-server",
+    feature = "prefix-gateway",
+    feature = "serve"
+))]
 macro_rules! serve_until_closed {
     ($server:expr, $transport:expr) => {{
         let running = $server
@@ -163,6 +168,8 @@ mod gateway;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
 mod schema;
+#[cfg(feature = "serve")]
+pub mod serve;
 mod service;
 
 pub use rmcp;

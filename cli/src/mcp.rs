@@ -1,0 +1,106 @@
+//! `toolgate mcp serve`: toolgate as an MCP server in front of the MCP servers named in the
+//! configuration's `mcp` section (issue 15). Every `tools/call` passes the composite governed
+//! stack; see `toolgate_mcp::serve` for what is offered.
+//!
+//! Exit codes: 0 when the client went away (stdio); 2 a usage error, a configuration that
+//! does not load (every error with its path), an upstream server that cannot be connected,
+//! or a transport failure.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Subcommand;
+use toolgate::GovernanceHandle;
+use toolgate_engine::config::{self, Format};
+use toolgate_engine::observe::InboxStoreSetting;
+use toolgate_inbox::Inbox;
+use toolgate_mcp::serve::{GovernedServer, ServeConfig};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum McpCommand {
+    /// Serve MCP to a client: over stdio (the client starts `toolgate mcp serve --agent NAME`
+    /// as its server), or over streamable HTTP on a loopback address with `--http`, each
+    /// request authenticated by a bearer token of the configuration's `mcp.tokens`.
+    Serve {
+        /// The configuration (its `mcp` section names the upstream servers).
+        #[arg(long)]
+        config: PathBuf,
+        /// The agent profile the client speaks for (stdio: required; HTTP: every request
+        /// speaks for it with no token — anyone on this host can connect).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Serve streamable HTTP on this loopback address (e.g. 127.0.0.1:8931) instead of
+        /// stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
+    },
+}
+
+pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
+    let McpCommand::Serve {
+        config: path,
+        agent,
+        http,
+    } = command;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let format = Format::from_path(&path);
+    let governance = config::load_str(&text, format)
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    let document = config::parse_text(&text, format)
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    let (_, serve) = ServeConfig::split(document)
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    if http.is_none() && agent.is_none() {
+        return Err(String::from(
+            "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    rt.block_on(async move {
+        let inbox = match governance.inbox_settings() {
+            None => None,
+            Some(settings) => Some(match &settings.store {
+                InboxStoreSetting::Sqlite(_) => {
+                    Inbox::open_configured(settings).map_err(|e| format!("inbox: {e}"))?
+                }
+                InboxStoreSetting::Postgres(url) => {
+                    let store = toolgate_inbox_postgres::PostgresInbox::connect(
+                        url,
+                        toolgate_inbox_postgres::PostgresOptions::default(),
+                    )
+                    .await
+                    .map_err(|e| format!("inbox: {e}"))?;
+                    let mut inbox = Inbox::shared(Arc::new(store));
+                    if let Some(ttl) = settings.ttl {
+                        inbox = inbox.with_ttl(ttl);
+                    }
+                    inbox
+                }
+            }),
+        };
+        let handle = GovernanceHandle::new(governance);
+        let server = GovernedServer::start(handle, &serve, inbox)
+            .await
+            .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
+        match http {
+            Some(addr) => server
+                .serve_http(addr, agent.as_deref(), |bound| {
+                    eprintln!("toolgate: serving MCP (streamable HTTP) on http://{bound}/mcp");
+                })
+                .await
+                .map_err(|e| e.to_string())?,
+            None => server
+                .serve_stdio(agent.as_deref().unwrap_or_default())
+                .await
+                .map_err(|e| e.to_string())?,
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,910 @@
+//! toolgate as an MCP server: any MCP client connects to it, and it governs the tools of
+//! the configured upstream servers (`toolgate mcp serve`, issue 15).
+//!
+//! - **Downstream** over stdio ([`GovernedServer::serve_stdio`], one agent named by the
+//!   operator) or streamable HTTP ([`GovernedServer::serve_http`], loopback only): each
+//!   request names its agent by a bearer token whose SHA-256 the configuration maps to an
+//!   agent profile; a missing or unknown token is HTTP 401 and nothing is listed.
+//! - **Upstream** the configured servers are connected with the [`McpGateway`]: discovery,
+//!   the trust rule, drift detection (R29, R35), gateway prefixes (R41).
+//! - **`tools/list`** is exactly the agent's exposure (R6–R13): qualified names,
+//!   descriptions, input schemas and annotations as recorded; omitted tools are absent; a
+//!   tool wrapped for approval says so in its description. When drift or a new snapshot
+//!   changes what an agent sees, its sessions get `notifications/tools/list_changed`.
+//! - **`tools/call`** passes the composite governed stack ([`toolgate::ToolgateLayer`]:
+//!   audit, schema validation, exposure, confidentiality, air gap, approval gate, scrub),
+//!   then the upstream, within the configured call timeout. An ask is answered by **MCP
+//!   elicitation** when the client declared the capability (the person sees the prompt,
+//!   every reason and the input; decline or cancel → `rejected` saying which; no answer in
+//!   the agent's timeout → `rejected`, expired), else by the configured channel: with the
+//!   durable inbox the call is **held** and the result says so with the interaction id and
+//!   the reasons; the same call (same agent, tool and input) made again after a person
+//!   approved it is sent **once** through the same stack (redeemed, R26, R38). With no
+//!   channel: `no_approval_channel`. Refusals and held calls are tool results with
+//!   `isError: true` (the model reads the code and reasons), never protocol errors.
+//! - **Resources, prompts, tool search**: not offered. `initialize` declares only `tools`
+//!   (with `listChanged`); a client that asks anyway gets the protocol's "method not found".
+//! - **Upstream faults**: when a server's connection closes (it exited, its transport
+//!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
+//!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
+//!   failed tool result; the downstream session goes on.
+//!
+//! Calls carry the session (one per downstream connection) and a turn per call (R43), so
+//! `toolgate inbox list --session` shows what a client's session holds.
+
+mod config;
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use toolgate::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate::engine::{Governance, UnknownAgent};
+use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{AgentRef, ChannelKind, HeldCall, ToolCall, ToolOutput, ToolResponse};
+use toolgate_inbox::{Inbox, State};
+use tower::ServiceExt as _;
+use tower::util::BoxCloneService;
+use tower_layer::Layer;
+use tower_service::Service;
+
+pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig};
+
+use crate::{
+    GatewayError, McpCallError, McpGateway, McpServerConfig, McpToolService, SchemaValidationLayer,
+};
+
+/// Appended to the description of a tool wrapped for approval (R10, R12).
+pub const APPROVAL_NOTE: &str = "[toolgate: each call to this tool waits for a person's approval]";
+
+/// Who answers an ask on this task: the downstream client, if it can be asked.
+#[derive(Clone)]
+struct Asker {
+    peer: Peer<RoleServer>,
+    elicit: bool,
+}
+
+tokio::task_local! {
+    static ASKER: Asker;
+}
+
+/// The approval channel of the server: MCP elicitation to the client that made the call
+/// when it declared the capability, else the configured channel (the inbox), else none.
+#[derive(Debug)]
+struct AskChannel {
+    kind: ChannelKind,
+    fallback: Option<Arc<dyn ApprovalChannel>>,
+}
+
+/// Who the gate names as the approver of an elicitation answer.
+pub const ELICITATION_APPROVER: &str = "mcp-client-user";
+
+impl ApprovalChannel for AskChannel {
+    fn kind(&self) -> ChannelKind {
+        self.kind
+    }
+
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        let fallback = self.fallback.clone();
+        // A resume ticket is the durable inbox's to redeem, never a person's to answer again.
+        if request.ticket.is_some() {
+            return match fallback {
+                Some(f) => f.request(request),
+                None => Box::pin(std::future::ready(ApprovalOutcome::Refused {
+                    reason: String::from(
+                        "a resumed call needs the durable inbox, and none is configured",
+                    ),
+                })),
+            };
+        }
+        let asker = ASKER.try_with(Clone::clone).ok();
+        match asker {
+            Some(a) if a.elicit => Box::pin(elicit(a.peer, request, fallback)),
+            _ => match fallback {
+                Some(f) => f.request(request),
+                None => Box::pin(std::future::ready(ApprovalOutcome::Unroutable(
+                    String::from(
+                        "the MCP client did not declare the elicitation capability and no durable inbox is configured",
+                    ),
+                ))),
+            },
+        }
+    }
+}
+
+async fn elicit(
+    peer: Peer<RoleServer>,
+    request: ApprovalRequest,
+    fallback: Option<Arc<dyn ApprovalChannel>>,
+) -> ApprovalOutcome {
+    let message = format!(
+        "{}\n\nAccept to run this call once; decline to refuse it.",
+        request.render()
+    );
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    };
+    match peer.create_elicitation(params).await {
+        Ok(answer) => match answer.action {
+            ElicitationAction::Accept => ApprovalOutcome::Approved {
+                approver: ELICITATION_APPROVER.into(),
+            },
+            ElicitationAction::Decline => ApprovalOutcome::Denied {
+                approver: ELICITATION_APPROVER.into(),
+                reason: Some(String::from("declined in the MCP client")),
+            },
+            ElicitationAction::Cancel => ApprovalOutcome::Denied {
+                approver: ELICITATION_APPROVER.into(),
+                reason: Some(String::from(
+                    "cancelled in the MCP client (the question was dismissed)",
+                )),
+            },
+            _ => ApprovalOutcome::Refused {
+                reason: String::from(
+                    "the MCP client answered the elicitation with an action toolgate does not know",
+                ),
+            },
+        },
+        Err(e) => match fallback {
+            Some(f) => f.request(request).await,
+            None => ApprovalOutcome::Unroutable(format!(
+                "the MCP client could not be asked by elicitation: {e}"
+            )),
+        },
+    }
+}
+
+/// Servers whose connection closed, by server key, with why their tools are refused.
+type Down = Arc<Mutex<HashMap<String, String>>>;
+
+/// The innermost service: refuses the tools of a server that is reconnecting, and sends
+/// the rest to the upstream within the call timeout.
+#[derive(Clone)]
+struct Timed {
+    inner: McpToolService,
+    timeout: Duration,
+    down: Down,
+}
+
+fn server_key(qualified: &str) -> String {
+    qualified
+        .split("__")
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+type CallFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, McpCallError>> + Send>>;
+
+impl Service<ToolCall> for Timed {
+    type Response = ToolResponse;
+    type Error = McpCallError;
+    type Future = CallFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: ToolCall) -> Self::Future {
+        let tool = call.tool.display_name();
+        if let Some(why) = lock(&self.down).get(&server_key(&tool)) {
+            return Box::pin(std::future::ready(Ok(refused(why.clone()))));
+        }
+        let fut = self.inner.call(call);
+        let timeout = self.timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, fut).await {
+                Ok(r) => r,
+                Err(_) => Ok(ToolResponse::Failed(ToolOutput::new(Value::String(
+                    format!(
+                        "the MCP server did not answer the call to `{tool}` within {}; the call was abandoned (the server may still have run it)",
+                        humantime::format_duration(timeout)
+                    ),
+                )))),
+            }
+        })
+    }
+}
+
+type Stack = BoxCloneService<ToolCall, ToolResponse, McpCallError>;
+
+/// Why the server could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration does not fit (an error per path).
+    Config(toolgate::engine::ConfigErrors),
+    /// An upstream server could not be connected.
+    Gateway(GatewayError),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Config(e) => write!(f, "{e}"),
+            ServeError::Gateway(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+struct Watched {
+    session: String,
+    peer: Peer<RoleServer>,
+    agent: String,
+    seen: u64,
+}
+
+struct Shared {
+    gateway: McpGateway,
+    stack: Mutex<Stack>,
+    inbox: Option<Inbox>,
+    tokens: HashMap<String, String>,
+    watched: Mutex<Vec<Watched>>,
+    sessions: AtomicU64,
+    /// When the server started (Unix seconds): part of every session id, so ids of one run
+    /// are not those of another (R43).
+    started: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The lower-case hex SHA-256 of a bearer token, as `mcp.tokens[i].sha256` stores it.
+pub fn token_hash(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    s
+}
+
+/// The tools `agent` is shown, as MCP tools: the exposure of `governance` (R6–R13), each with
+/// its description (and [`APPROVAL_NOTE`] when wrapped), input schema and annotations as
+/// recorded at discovery.
+pub fn list_for(governance: &Governance, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
+    let exposure = governance.expose(agent)?;
+    Ok(exposure
+        .tools
+        .into_iter()
+        .map(|t| {
+            let decl = governance
+                .catalog()
+                .get(&t.name)
+                .and_then(|e| e.records.first())
+                .map(|r| &r.decl);
+            let schema = decl
+                .and_then(|d| d.input_schema.clone())
+                .and_then(|s| match s {
+                    Value::Object(m) => Some(m),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    let mut m = Map::new();
+                    m.insert("type".into(), Value::String("object".into()));
+                    m
+                });
+            let mut description = t.description.unwrap_or_default();
+            if t.wrapped {
+                if !description.is_empty() {
+                    description.push(' ');
+                }
+                description.push_str(APPROVAL_NOTE);
+            }
+            let mut tool = Tool::new(t.name, description, Arc::new(schema));
+            if let Some(a) = decl.and_then(|d| d.annotations.as_ref()) {
+                tool = tool.with_annotations(ToolAnnotations::from_raw(
+                    a.title.clone(),
+                    a.read_only_hint,
+                    a.destructive_hint,
+                    a.idempotent_hint,
+                    a.open_world_hint,
+                ));
+            }
+            tool
+        })
+        .collect())
+}
+
+fn fingerprint(tools: &[Tool]) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(tools)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
+impl Shared {
+    fn stack(&self) -> Stack {
+        lock(&self.stack).clone()
+    }
+
+    fn tools_for(&self, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
+        list_for(&self.gateway.handle().load(), agent)
+    }
+
+    fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
+        let mut w = lock(&self.watched);
+        w.retain(|x| !x.peer.is_transport_closed());
+        if let Some(x) = w
+            .iter_mut()
+            .find(|x| x.session == session && x.agent == agent)
+        {
+            x.seen = seen;
+        } else {
+            w.push(Watched {
+                session: session.to_owned(),
+                peer: peer.clone(),
+                agent: agent.to_owned(),
+                seen,
+            });
+        }
+    }
+
+    /// Sends `notifications/tools/list_changed` to each session whose agent's list changed
+    /// since it last listed or was told.
+    async fn notify_changes(&self) {
+        let due: Vec<Peer<RoleServer>> = {
+            let mut w = lock(&self.watched);
+            w.retain(|x| !x.peer.is_transport_closed());
+            let mut due = Vec::new();
+            for x in w.iter_mut() {
+                let now = self
+                    .tools_for(&x.agent)
+                    .map(|t| fingerprint(&t))
+                    .unwrap_or(0);
+                if now != x.seen {
+                    x.seen = now;
+                    due.push(x.peer.clone());
+                }
+            }
+            due
+        };
+        for peer in due {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+
+    /// A held call of this agent for this tool and input: approved (to redeem) or still
+    /// pending (to report again rather than hold twice).
+    async fn held_for(
+        &self,
+        inbox: &Inbox,
+        call: &ToolCall,
+    ) -> Result<Option<(String, State, Vec<String>)>, String> {
+        let tool = call.tool.display_name();
+        for state in [State::Approved, State::Pending] {
+            let records = inbox
+                .store()
+                .list(Some(state))
+                .await
+                .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
+            if let Some(r) = records.into_iter().find(|r| {
+                r.call.agent == call.agent
+                    && r.call.tool.eq_ignore_ascii_case(&tool)
+                    && r.input().ok().as_ref() == Some(&call.input)
+            }) {
+                let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
+                return Ok(Some((r.id().to_owned(), state, reasons)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn run(&self, call: ToolCall) -> ToolResponse {
+        if let Some(inbox) = &self.inbox {
+            match self.held_for(inbox, &call).await {
+                Ok(None) => {}
+                Ok(Some((id, State::Approved, _))) => {
+                    // R38: the approved call is sent once, through the same stack.
+                    return match inbox.resume(&id, self.stack()).await {
+                        Ok(resumed) => resumed.response,
+                        Err(e) => refused(format!(
+                            "the approved held call `{id}` could not be sent: {e}"
+                        )),
+                    };
+                }
+                Ok(Some((id, _, reasons))) => {
+                    return ToolResponse::Held(HeldCall {
+                        interaction_id: id,
+                        reasons,
+                    });
+                }
+                Err(e) => return refused(e),
+            }
+        }
+        match self.stack().oneshot(call).await {
+            Ok(r) => r,
+            Err(e) => ToolResponse::Failed(ToolOutput::new(Value::String(e.to_string()))),
+        }
+    }
+}
+
+fn refused(reason: String) -> ToolResponse {
+    ToolResponse::Refused(toolgate_core::Refusal::new(
+        toolgate_core::RefusalCode::Rejected,
+        toolgate_core::Check::Routing,
+        reason,
+    ))
+}
+
+/// A tool result as the downstream client receives it. Refusals and held calls are
+/// results with `isError: true`, their text the model-facing explanation and their
+/// `structuredContent.toolgate` the outcome, code and reasons.
+pub fn call_result(response: ToolResponse) -> CallToolResult {
+    fn blocks(content: Value) -> Vec<ContentBlock> {
+        match serde_json::from_value::<Vec<ContentBlock>>(content.clone()) {
+            Ok(b) => b,
+            Err(_) => vec![ContentBlock::text(match content {
+                Value::String(s) => s,
+                other => other.to_string(),
+            })],
+        }
+    }
+    match response {
+        ToolResponse::Completed(o) => {
+            let mut r = CallToolResult::success(blocks(o.content));
+            r.structured_content = o.structured;
+            r
+        }
+        ToolResponse::Failed(o) => {
+            let mut r = CallToolResult::error(blocks(o.content));
+            r.structured_content = o.structured;
+            r
+        }
+        ToolResponse::Refused(ref refusal) => {
+            let mut r = CallToolResult::error(vec![ContentBlock::text(response.model_text())]);
+            r.structured_content = Some(json!({"toolgate": {
+                "outcome": "refused",
+                "code": refusal.code.to_string(),
+                "reasons": refusal.reasons,
+            }}));
+            r
+        }
+        ToolResponse::Held(ref held) => {
+            let text = format!(
+                "{} Do not retry now: once a person has approved it (toolgate inbox approve {}), call this tool again with exactly the same input and the approved call runs once.",
+                response.model_text(),
+                held.interaction_id
+            );
+            let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(json!({"toolgate": {
+                "outcome": "held",
+                "interaction_id": held.interaction_id,
+                "reasons": held.reasons,
+            }}));
+            r
+        }
+    }
+}
+
+/// The agent a streamable HTTP request authenticated as (its bearer token's profile).
+#[derive(Debug, Clone)]
+struct Authenticated(String);
+
+/// toolgate as an MCP server in front of the configured upstream servers. Cheap to clone.
+#[derive(Clone)]
+pub struct GovernedServer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for GovernedServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GovernedServer")
+            .field("gateway", &self.shared.gateway)
+            .field("inbox", &self.shared.inbox.is_some())
+            .finish()
+    }
+}
+
+impl GovernedServer {
+    /// Connects every upstream server of `config` (listing and registering their tools in
+    /// `handle`'s snapshots) and assembles the governed stack. `inbox` is the durable inbox
+    /// asks go to when the client cannot be asked by elicitation (required when the
+    /// configuration routes asks to `inbox`).
+    ///
+    /// # Errors
+    ///
+    /// A configuration that does not fit (each error with its path: `mcp.tokens`,
+    /// `approval.channel`, `audit.file`, …), or an upstream server that cannot be connected.
+    pub async fn start(
+        handle: GovernanceHandle,
+        config: &ServeConfig,
+        inbox: Option<Inbox>,
+    ) -> Result<Self, ServeError> {
+        let governance = handle.load();
+        config.check(&governance).map_err(ServeError::Config)?;
+        let mut routed = vec![governance.settings().channel];
+        for name in governance.agent_names() {
+            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
+                routed.push(k);
+            }
+        }
+        let mut builder = ToolgateLayer::builder(handle.clone());
+        for kind in [ChannelKind::Interactive, ChannelKind::Inbox] {
+            if !routed.contains(&kind) {
+                continue;
+            }
+            let fallback: Option<Arc<dyn ApprovalChannel>> = match kind {
+                ChannelKind::Inbox => match &inbox {
+                    Some(i) => Some(Arc::new(i.channel())),
+                    None => {
+                        return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                            "inbox",
+                            "asks are routed to the `inbox` channel but no durable inbox was given (add an `inbox` section)",
+                        )));
+                    }
+                },
+                _ => None,
+            };
+            builder = builder.shared_channel(Arc::new(AskChannel { kind, fallback }));
+        }
+        let layer = builder
+            .build()
+            .map_err(ServeError::Config)?
+            .validate_input(SchemaValidationLayer::new(handle.clone()));
+        let gateway = McpGateway::new(handle.clone());
+        for server in &config.servers {
+            gateway
+                .connect(server.clone())
+                .await
+                .map_err(ServeError::Gateway)?;
+        }
+        let down = Down::default();
+        let timed = Timed {
+            inner: gateway.service(),
+            timeout: config.call_timeout,
+            down: Arc::clone(&down),
+        };
+        let stack: Stack = BoxCloneService::new(layer.layer(timed));
+        let shared = Arc::new(Shared {
+            gateway,
+            stack: Mutex::new(stack),
+            inbox,
+            tokens: config.tokens.clone(),
+            watched: Mutex::new(Vec::new()),
+            sessions: AtomicU64::new(0),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        });
+        spawn_watcher(Arc::downgrade(&shared), handle);
+        for server in &config.servers {
+            tokio::spawn(supervise(
+                Arc::downgrade(&shared),
+                server.clone(),
+                Arc::clone(&down),
+            ));
+        }
+        Ok(Self { shared })
+    }
+
+    /// The gateway connecting the upstream servers.
+    pub fn gateway(&self) -> &McpGateway {
+        &self.shared.gateway
+    }
+
+    /// The tools `agent` is shown now.
+    pub fn tools_for(&self, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
+        self.shared.tools_for(agent)
+    }
+
+    /// A handler for one downstream session speaking for `agent` (stdio, or any transport
+    /// you bring); `None` takes the agent from each request's bearer token (HTTP).
+    pub fn session(&self, agent: Option<&str>) -> GovernedSession {
+        let n = self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        GovernedSession {
+            shared: Arc::clone(&self.shared),
+            agent: agent.map(str::to_owned),
+            session: format!("mcp-{}-{}-{n}", self.shared.started, std::process::id()),
+            turns: AtomicU64::new(0),
+        }
+    }
+
+    fn check_agent(&self, agent: &str) -> Result<(), std::io::Error> {
+        self.shared
+            .tools_for(agent)
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Serves one client speaking for `agent` over any byte stream until it goes away.
+    ///
+    /// # Errors
+    ///
+    /// An unknown agent, or a transport failure.
+    pub async fn serve_io<IO>(&self, agent: &str, io: IO) -> Result<(), std::io::Error>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        self.check_agent(agent)?;
+        serve_until_closed!(self.session(Some(agent)), io)
+    }
+
+    /// Serves the client that started this process, on standard input and output,
+    /// speaking for `agent`, until it goes away.
+    ///
+    /// # Errors
+    ///
+    /// An unknown agent, or a transport failure.
+    pub async fn serve_stdio(&self, agent: &str) -> Result<(), std::io::Error> {
+        self.check_agent(agent)?;
+        serve_until_closed!(self.session(Some(agent)), rmcp::transport::stdio())
+    }
+
+    /// Serves streamable HTTP on a loopback address until the process ends. Each request
+    /// authenticates with `Authorization: Bearer <token>`, the token's SHA-256 listed in
+    /// `mcp.tokens` with the agent it speaks for; without a known token the answer is HTTP
+    /// 401 and nothing is served. With `open_as` every request speaks for that agent with
+    /// no token (a single-agent server on loopback: anyone on this host can use it).
+    /// `ready` gets the bound address.
+    ///
+    /// # Errors
+    ///
+    /// A non-loopback address, no tokens and no `open_as`, or the socket failing.
+    pub async fn serve_http(
+        &self,
+        addr: SocketAddr,
+        open_as: Option<&str>,
+        ready: impl FnOnce(SocketAddr),
+    ) -> Result<(), std::io::Error> {
+        use bytes::Bytes;
+        use http_body_util::{BodyExt, Full};
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService,
+        };
+        if !addr.ip().is_loopback() {
+            return Err(std::io::Error::other(format!(
+                "`{addr}` is not a loopback address: toolgate serves MCP over plain HTTP on loopback only"
+            )));
+        }
+        if let Some(agent) = open_as {
+            self.check_agent(agent)?;
+        } else if self.shared.tokens.is_empty() {
+            return Err(std::io::Error::other(
+                "no bearer tokens are configured (`mcp.tokens`): every request would be refused; add tokens or name one agent with `--agent`",
+            ));
+        }
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        ready(listener.local_addr()?);
+        let server = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(server.session(None)),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let tokens = Arc::new(self.shared.tokens.clone());
+        let open_as = open_as.map(str::to_owned);
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let service = service.clone();
+            let tokens = Arc::clone(&tokens);
+            let open_as = open_as.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |mut req: hyper::Request<hyper::body::Incoming>| {
+                        let mut service = service.clone();
+                        let agent = open_as.clone().or_else(|| {
+                            req.headers()
+                                .get(hyper::header::AUTHORIZATION)
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| v.strip_prefix("Bearer "))
+                                .and_then(|t| tokens.get(&token_hash(t.trim())).cloned())
+                        });
+                        async move {
+                            let Some(agent) = agent else {
+                                let body = Full::new(Bytes::from_static(
+                                    b"a bearer token listed in the toolgate configuration is required\n",
+                                ))
+                                .boxed();
+                                let mut resp = hyper::Response::new(body);
+                                *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                                resp.headers_mut().insert(
+                                    hyper::header::WWW_AUTHENTICATE,
+                                    hyper::header::HeaderValue::from_static("Bearer"),
+                                );
+                                return Ok(resp);
+                            };
+                            req.extensions_mut().insert(Authenticated(agent));
+                            service.call(req).await
+                        }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    }
+}
+
+/// The longest wait between two reconnection attempts.
+pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Watches one upstream server: when its connection closes (the process exited, the
+/// transport failed), its tools are refused with the reason while it is connected again,
+/// with exponential backoff (0.5 s doubling to [`MAX_RECONNECT_BACKOFF`]). Ends with the server.
+async fn supervise(weak: Weak<Shared>, config: McpServerConfig, down: Down) {
+    let id = config.id().to_owned();
+    let key = toolgate_core::names::normalize_segment(&id)
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|_| id.to_ascii_lowercase());
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.gateway.is_open(&id) != Some(false) {
+            continue;
+        }
+        let _ = shared.gateway.disconnect(&id).await;
+        drop(shared);
+        let mut delay = Duration::from_millis(500);
+        let mut attempt = 1u32;
+        let mut last = String::from("its connection closed");
+        loop {
+            lock(&down).insert(
+                key.clone(),
+                format!(
+                    "MCP server `{id}` is not reachable ({last}); toolgate is reconnecting (attempt {attempt}), and its tools are refused until it answers again"
+                ),
+            );
+            let Some(shared) = weak.upgrade() else { return };
+            match shared.gateway.connect(config.clone()).await {
+                Ok(_) => {
+                    lock(&down).remove(&key);
+                    tracing::info!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnected");
+                    break;
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    tracing::warn!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnecting failed: {last}");
+                }
+            }
+            drop(shared);
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_RECONNECT_BACKOFF);
+            attempt = attempt.saturating_add(1);
+        }
+    }
+}
+
+/// Re-checks every session's list on drift events and on a new governance snapshot (a
+/// configuration or policy reload), until the server is gone.
+fn spawn_watcher(weak: Weak<Shared>, handle: GovernanceHandle) {
+    let Some(shared) = weak.upgrade() else { return };
+    let mut events = shared.gateway.subscribe();
+    drop(shared);
+    tokio::spawn(async move {
+        let mut last = Arc::as_ptr(&handle.load()) as usize;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                e = events.recv() => {
+                    if matches!(e, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        break;
+                    }
+                }
+                _ = tick.tick() => {
+                    let now = Arc::as_ptr(&handle.load()) as usize;
+                    if now == last {
+                        continue;
+                    }
+                    last = now;
+                }
+            }
+            let Some(shared) = weak.upgrade() else { break };
+            shared.notify_changes().await;
+        }
+    });
+}
+
+/// The handler of one downstream MCP session.
+pub struct GovernedSession {
+    shared: Arc<Shared>,
+    agent: Option<String>,
+    session: String,
+    turns: AtomicU64,
+}
+
+impl fmt::Debug for GovernedSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GovernedSession")
+            .field("agent", &self.agent)
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl GovernedSession {
+    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        if let Some(a) = &self.agent {
+            return Ok(a.clone());
+        }
+        ctx.extensions
+            .get::<hyper::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Authenticated>())
+            .map(|a| a.0.clone())
+            .ok_or_else(|| {
+                ErrorData::invalid_request("the request names no agent (no bearer token)", None)
+            })
+    }
+}
+
+impl ServerHandler for GovernedSession {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools governed by toolgate: a refused or held call returns a tool result with isError and the reasons. Resources and prompts are not offered.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let agent = self.agent(&ctx)?;
+        let tools = self
+            .shared
+            .tools_for(&agent)
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        self.shared
+            .watch(&self.session, &ctx.peer, &agent, fingerprint(&tools));
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let agent = self.agent(&ctx)?;
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+        let call = ToolCall::new(AgentRef::profile(&agent), request.name.to_string(), input)
+            .in_turn(self.session.clone(), format!("call-{turn}"));
+        let asker = Asker {
+            elicit: ctx
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form),
+            peer: ctx.peer.clone(),
+        };
+        let shared = Arc::clone(&self.shared);
+        let response = ASKER
+            .scope(asker, async move { shared.run(call).await })
+            .await;
+        Ok(call_result(response).into())
+    }
+}

@@ -1,0 +1,530 @@
+//! `toolgate_mcp::serve` (issue 15) from the rmcp client: toolgate as an MCP server in front
+//! of our drift server (stdio child), downstream in-process and over streamable HTTP.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use toolgate::GovernanceHandle;
+use toolgate::engine::config::{Format, load_str};
+use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions};
+use toolgate_mcp::serve::{APPROVAL_NOTE, GovernedServer, ServeConfig, token_hash};
+
+/// The downstream client: answers elicitations as told (or declares no elicitation at all),
+/// records what it was asked and counts `list_changed` notifications.
+#[derive(Clone)]
+struct Client {
+    elicit: Option<ElicitationAction>,
+    asked: Arc<Mutex<Vec<String>>>,
+    list_changed: Arc<AtomicUsize>,
+}
+
+impl Client {
+    fn new(elicit: Option<ElicitationAction>) -> Self {
+        Self {
+            elicit,
+            asked: Arc::default(),
+            list_changed: Arc::default(),
+        }
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.elicit.is_some() {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(caps, Implementation::new("serve-test-client", "0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().unwrap().push(message.clone());
+        }
+        Ok(ElicitResult::new(
+            self.elicit.clone().unwrap_or(ElicitationAction::Decline),
+        ))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+const AGENTS: &str = r#"
+    "servers": {"drift": {"trust_tool_annotations": true}},
+    "behavior_gating": {"require_approval_for_non_read_only": true},
+    "agents": [
+        {"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare", "drift__stats", "drift__fail", "drift__set_mode"]},
+        {"name": "viewer", "allowed_tools": ["drift__lookup"]}
+    ]"#;
+
+fn serve_config() -> ServeConfig {
+    ServeConfig {
+        servers: vec![common::drift("drift")],
+        tokens: HashMap::from([
+            (token_hash("dev-token"), String::from("dev")),
+            (token_hash("viewer-token"), String::from("viewer")),
+        ]),
+        call_timeout: Duration::from_secs(20),
+    }
+}
+
+async fn server(channel: &str, inbox: Option<Inbox>, extra: &str) -> GovernedServer {
+    let text = format!(r#"{{"approval": {{"channel": "{channel}"}}, {AGENTS} {extra}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    GovernedServer::start(handle, &serve_config(), inbox)
+        .await
+        .unwrap()
+}
+
+async fn connect(
+    server: &GovernedServer,
+    agent: &str,
+    client: Client,
+) -> RunningService<RoleClient, Client> {
+    let (client_end, server_end) = tokio::io::duplex(256 * 1024);
+    let server = server.clone();
+    let agent = agent.to_owned();
+    tokio::spawn(async move { server.serve_io(&agent, server_end).await });
+    client.serve(client_end).await.unwrap()
+}
+
+fn names(tools: &[Tool]) -> Vec<String> {
+    let mut n: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    n.sort();
+    n
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Client>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else { panic!() };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("`{tool}` must be answered with a tool result, got {e}"))
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn code(r: &CallToolResult) -> Option<String> {
+    r.structured_content.as_ref()?["toolgate"]["code"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+async fn calls_received(client: &RunningService<RoleClient, Client>, tool: &str) -> u64 {
+    let stats = call(client, "drift__stats", json!({})).await;
+    stats.structured_content.unwrap()["calls"][tool]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r6_two_agents_see_their_own_exposure_with_schemas_annotations_and_the_approval_note() {
+    let server = server("interactive", None, "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let viewer = connect(&server, "viewer", Client::new(None)).await;
+    let dev_tools = dev.list_all_tools().await.unwrap();
+    let viewer_tools = viewer.list_all_tools().await.unwrap();
+    assert_eq!(
+        names(&dev_tools),
+        [
+            "drift__bare",
+            "drift__fail",
+            "drift__lookup",
+            "drift__set_mode",
+            "drift__stats"
+        ]
+    );
+    assert_eq!(names(&viewer_tools), ["drift__lookup"]);
+    let lookup = viewer_tools.first().unwrap();
+    assert_eq!(
+        lookup.input_schema.get("required"),
+        Some(&json!(["query"])),
+        "the input schema as recorded"
+    );
+    let ann = lookup
+        .annotations
+        .as_ref()
+        .expect("annotations as recorded");
+    assert_eq!(ann.read_only_hint, Some(true));
+    assert_eq!(ann.title.as_deref(), Some("Look up"));
+    assert!(
+        !lookup
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .contains(APPROVAL_NOTE)
+    );
+    // `bare` has no annotations: the posture wraps it (R12), and the list says so.
+    let bare = dev_tools.iter().find(|t| t.name == "drift__bare").unwrap();
+    assert!(
+        bare.description
+            .as_deref()
+            .unwrap()
+            .ends_with(APPROVAL_NOTE),
+        "{:?}",
+        bare.description
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_call_runs_and_a_refusal_is_a_tool_result_with_is_error() {
+    let server = server("interactive", None, "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let viewer = connect(&server, "viewer", Client::new(None)).await;
+    let ran = call(&dev, "drift__lookup", json!({"query": "k1"})).await;
+    assert_eq!(ran.is_error, Some(false));
+    assert_eq!(text(&ran), "found k1");
+
+    let refused = call(&viewer, "drift__bare", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("not_allowed"),
+        "{refused:?}"
+    );
+    assert!(text(&refused).contains("not_allowed"), "{}", text(&refused));
+    // R36: the input schema, before anything is sent.
+    let invalid = call(&dev, "drift__lookup", json!({"query": 7})).await;
+    assert_eq!(code(&invalid).as_deref(), Some("invalid_input"));
+    // A tool failure stays a tool failure.
+    let failed = call(&dev, "drift__fail", json!({})).await;
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(code(&failed), None);
+    assert_eq!(
+        calls_received(&dev, "bare").await,
+        0,
+        "the refused call was never sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_an_ask_is_answered_by_elicitation_accept_runs_decline_and_cancel_refuse() {
+    let server = server("interactive", None, "").await;
+    let yes = Client::new(Some(ElicitationAction::Accept));
+    let asked = Arc::clone(&yes.asked);
+    let dev = connect(&server, "dev", yes).await;
+    let ran = call(&dev, "drift__bare", json!({"why": "test"})).await;
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    let messages = asked.lock().unwrap().clone();
+    assert_eq!(messages.len(), 1);
+    assert!(
+        messages[0].contains("bare"),
+        "the prompt names the tool: {}",
+        messages[0]
+    );
+    assert!(
+        messages[0].contains("\"why\""),
+        "the input is shown: {}",
+        messages[0]
+    );
+
+    for (action, word) in [
+        (ElicitationAction::Decline, "declined"),
+        (ElicitationAction::Cancel, "cancelled"),
+    ] {
+        let dev = connect(&server, "dev", Client::new(Some(action))).await;
+        let refused = call(&dev, "drift__bare", json!({})).await;
+        assert_eq!(refused.is_error, Some(true));
+        assert_eq!(code(&refused).as_deref(), Some("rejected"), "{refused:?}");
+        assert!(text(&refused).contains(word), "{}", text(&refused));
+    }
+    assert_eq!(
+        calls_received(&dev, "bare").await,
+        1,
+        "only the accepted call ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_an_ask_with_no_elicitation_and_no_inbox_is_no_approval_channel() {
+    let server = server("interactive", None, "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let refused = call(&dev, "drift__bare", json!({})).await;
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("no_approval_channel"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r38_a_held_call_approved_in_the_inbox_runs_once_when_called_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let input = json!({"n": 1});
+    let held = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(held.is_error, Some(true));
+    let meta = &held.structured_content.as_ref().unwrap()["toolgate"];
+    assert_eq!(meta["outcome"], "held");
+    let id = meta["interaction_id"].as_str().unwrap().to_owned();
+    assert!(text(&held).contains(&id), "{}", text(&held));
+    assert!(!meta["reasons"].as_array().unwrap().is_empty());
+
+    // Asked again before anyone answered: the same held call, not a second one.
+    let again = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(
+        again.structured_content.unwrap()["toolgate"]["interaction_id"],
+        id.as_str()
+    );
+    assert_eq!(inbox.store().list(None).await.unwrap().len(), 1);
+
+    inbox
+        .store()
+        .answer(&id, Answer::approve("k1", "alice"))
+        .await
+        .unwrap();
+    let ran = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    assert_eq!(calls_received(&dev, "bare").await, 1);
+    // Another input is its own call; and the same input again is a new held call.
+    let other = call(&dev, "drift__bare", json!({"n": 2})).await;
+    assert_eq!(
+        other.structured_content.unwrap()["toolgate"]["outcome"],
+        "held"
+    );
+    let new = call(&dev, "drift__bare", input).await;
+    let new_id = new.structured_content.unwrap()["toolgate"]["interaction_id"].clone();
+    assert_ne!(new_id, id.as_str(), "a redeemed approval is not used twice");
+    assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r35_drift_sends_list_changed_and_the_new_list() {
+    let server = server("interactive", None, "").await;
+    let watcher = Client::new(None);
+    let changed = Arc::clone(&watcher.list_changed);
+    let viewer = connect(&server, "viewer", watcher).await;
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup"]
+    );
+    // A person accepts `set_mode` (it is not read-only): the upstream drops `lookup`.
+    let dev = connect(&server, "dev", Client::new(Some(ElicitationAction::Accept))).await;
+    let switched = call(&dev, "drift__set_mode", json!({"mode": "removed"})).await;
+    assert_eq!(switched.is_error, Some(false), "{switched:?}");
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while changed.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the viewer is told its list changed");
+    assert!(viewer.list_all_tools().await.unwrap().is_empty());
+}
+
+async fn http_status(addr: std::net::SocketAddr, auth: Option<&str>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let auth = auth
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 512];
+    let n = s.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_needs_a_known_bearer_token_and_each_token_sees_its_agent() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let server = server("interactive", None, "").await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    let addr = rx.await.unwrap();
+    assert!(http_status(addr, None).await.contains("401"));
+    assert!(http_status(addr, Some("not-a-token")).await.contains("401"));
+    assert!(
+        http_status(addr, Some("viewer-token"))
+            .await
+            .contains("200")
+    );
+
+    let mut lists = Vec::new();
+    for token in ["dev-token", "viewer-token"] {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+                .auth_header(token),
+        );
+        let client = Client::new(None).serve(transport).await.unwrap();
+        lists.push(names(&client.list_all_tools().await.unwrap()));
+        let ran = call(&client, "drift__lookup", json!({"query": token})).await;
+        assert_eq!(text(&ran), format!("found {token}"));
+        let _ = client.cancel().await;
+    }
+    assert_eq!(lists[1], ["drift__lookup"]);
+    assert_eq!(lists[0].len(), 5);
+}
+
+/// The pid of the process whose environment carries `TOOLGATE_TEST_MARK=<mark>`.
+fn pid_with_mark(mark: &str) -> Option<String> {
+    let want = format!("TOOLGATE_TEST_MARK={mark}");
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let path = entry.ok()?.path();
+        let Ok(env) = std::fs::read(path.join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return path.file_name().map(|p| p.to_string_lossy().to_string());
+        }
+    }
+    None
+}
+
+/// Calls `tool` until `pred` holds for its result (at most 30 s: a bound, not a timing check).
+async fn call_until(
+    client: &RunningService<RoleClient, Client>,
+    tool: &str,
+    pred: impl Fn(&CallToolResult) -> bool,
+) -> CallToolResult {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let r = call(client, tool, json!({"query": "q"})).await;
+            if pred(&r) {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the expected result arrived")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and_the_session_survives()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("up");
+    std::fs::write(&flag, "").unwrap();
+    let mark = format!("reconnect-{}", std::process::id());
+    // Starts the drift server only while the flag file exists.
+    let upstream = toolgate_mcp::McpServerConfig::stdio("drift", "sh")
+        .unwrap()
+        .args([
+            "-c",
+            &format!(
+                "[ -f '{}' ] && exec '{}' || exit 1",
+                flag.display(),
+                env!("CARGO_BIN_EXE_toolgate-mcp-drift-server")
+            ),
+        ])
+        .env("TOOLGATE_TEST_MARK", mark.clone());
+    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![upstream],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    assert_eq!(
+        text_of(&call(&dev, "drift__lookup", json!({"query": "a"})).await),
+        "found a"
+    );
+
+    // The server dies and cannot start again for now.
+    std::fs::remove_file(&flag).unwrap();
+    let pid = pid_with_mark(&mark).expect("the upstream's pid");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let refused = call_until(&dev, "drift__lookup", |r| code(r).is_some()).await;
+    assert_eq!(code(&refused).as_deref(), Some("rejected"), "{refused:?}");
+    assert!(
+        text_of(&refused).contains("reconnecting"),
+        "{}",
+        text_of(&refused)
+    );
+
+    // It can start again: the same session gets answers again.
+    std::fs::write(&flag, "").unwrap();
+    let back = call_until(&dev, "drift__lookup", |r| r.is_error == Some(false)).await;
+    assert_eq!(text_of(&back), "found q");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
+    let Some(everything) = common::npm_server("server-everything") else {
+        return;
+    };
+    let text = r#"{"approval": {"channel": "interactive"},
+        "servers": {"everything": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["everything__trigger-long-running-operation", "everything__echo"]}]}"#;
+    let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![common::node("everything", &everything)],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(1),
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let slow = call(
+        &dev,
+        "everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 2}),
+    )
+    .await;
+    assert_eq!(slow.is_error, Some(true), "{slow:?}");
+    assert!(
+        text_of(&slow).contains("did not answer"),
+        "{}",
+        text_of(&slow)
+    );
+    // The session goes on.
+    let echo = call(&dev, "everything__echo", json!({"message": "still here"})).await;
+    assert_eq!(text_of(&echo), "Echo: still here");
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    text(r)
+}
