@@ -6,8 +6,9 @@
 //!
 //! Exit codes: 0 success; 1 a refused answer (an id the inbox did not issue, a call already
 //! decided or expired, an idempotency key that answered the other way), a refused policy
-//! (the stored one is unchanged), or a stored policy `policy get` cannot read (R22, seed
-//! 002: `put` a corrected one); 2 a usage error, a held call `show` cannot find, or a
+//! (the stored one is unchanged: invalid, or, with `policy put --if-updated-at`, saved by
+//! someone else since), or a stored policy `policy get` cannot read (R22, seed 002: `put` a
+//! corrected one); 2 a usage error, a held call `show` cannot find, or a
 //! database that cannot be opened or read.
 
 use std::fmt::Write as _;
@@ -25,7 +26,7 @@ use toolgate_engine::observe::{InboxStoreSetting, InboxSynchronous};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
-    SqliteOptions, State, Synchronous, Timestamp, put_policy_text,
+    SqliteOptions, State, Synchronous, Timestamp, put_policy_text, put_policy_text_if_unchanged,
 };
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
@@ -138,6 +139,11 @@ pub(crate) enum PolicyCommand {
         store: StoreArgs,
         /// The policy file (`-` or nothing for standard input).
         file: Option<String>,
+        /// Save only if the stored policy's `updatedAt` is STAMP (what `policy get` printed),
+        /// or, with `none`, only if no policy is stored; otherwise the put is refused as a
+        /// conflict (exit 1) and nothing is saved.
+        #[arg(long = "if-updated-at", value_name = "STAMP")]
+        if_updated_at: Option<String>,
     },
 }
 
@@ -616,7 +622,11 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            PolicyCommand::Put { store, file } => {
+            PolicyCommand::Put {
+                store,
+                file,
+                if_updated_at,
+            } => {
                 let text = match file.as_deref() {
                     None | Some("-") => {
                         let mut s = String::new();
@@ -630,7 +640,14 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 };
                 let limits = store.limits()?;
                 let store = store.open(true).await?;
-                match put_policy_text(&*store, &text, &limits).await {
+                let put = match if_updated_at.as_deref() {
+                    None => put_policy_text(&*store, &text, &limits).await,
+                    Some(stamp) => {
+                        let expected = Some(stamp).filter(|s| *s != "none");
+                        put_policy_text_if_unchanged(&*store, &text, &limits, expected).await
+                    }
+                };
+                match put {
                     Ok(stored) => {
                         print_policy(&stored)?;
                         Ok(ExitCode::SUCCESS)
@@ -642,6 +659,17 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                         for e in &errs.errors {
                             eprintln!("error: {e}");
                         }
+                        Ok(ExitCode::from(1))
+                    }
+                    Err(PutPolicyError::Conflict { expected, stored }) => {
+                        eprintln!(
+                            "toolgate: the policy is refused; the stored policy is unchanged"
+                        );
+                        eprintln!(
+                            "error: conflict: `--if-updated-at` is `{}` but the stored policy's updatedAt is `{}`: it was saved since; get it again and redo the change",
+                            expected.as_deref().unwrap_or("none"),
+                            stored.as_deref().unwrap_or("none"),
+                        );
                         Ok(ExitCode::from(1))
                     }
                     Err(PutPolicyError::Store(e)) => Err(e.to_string()),

@@ -372,3 +372,110 @@ fn r22_policy_get_on_an_inbox_without_a_policy_prints_the_empty_policy() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(json_out(&o), json!({"default": "allow", "rules": []}));
 }
+
+#[test]
+fn r22_policy_put_if_updated_at_refuses_a_stale_base_as_a_conflict() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let ask = r#"{"rules": [{"effect": "ask"}]}"#;
+    let deny = r#"{"rules": [{"effect": "deny", "reason": "closed"}]}"#;
+    // `none`: only if no policy is stored.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--if-updated-at", "none"],
+        ask,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = json_out(&o);
+    let first_at = first["updatedAt"].as_str().unwrap().to_owned();
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--if-updated-at", "none"],
+        deny,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty());
+    assert!(stderr(&o).contains("conflict"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&first_at), "{}", stderr(&o));
+    // On the stored `updatedAt`: saved.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--if-updated-at", &first_at],
+        deny,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let second = json_out(&o);
+    let second_at = second["updatedAt"].as_str().unwrap().to_owned();
+    assert_eq!(second["rules"][0]["reason"], "closed");
+    // On the older one again: refused as a conflict naming both stamps; nothing changed.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--if-updated-at", &first_at],
+        ask,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("the policy is refused; the stored policy is unchanged"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "`--if-updated-at` is `{first_at}` but the stored policy's updatedAt is `{second_at}`"
+        )),
+        "R22: the conflict names both stamps: {err}"
+    );
+    assert_eq!(json_out(&toolgate(&["policy", "get", "--db", dbs])), second);
+    // An invalid policy is refused as invalid (exit 1), whatever its base.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--if-updated-at", &second_at],
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rules[0].effect"), "{}", stderr(&o));
+    assert_eq!(json_out(&toolgate(&["policy", "get", "--db", dbs])), second);
+}
+
+/// Six `policy put --if-updated-at` processes on one base, started together on one SQLite
+/// file: exactly one saves; every other is refused as a conflict and saves nothing.
+#[test]
+fn r22_racing_policy_puts_from_processes_on_one_base_have_exactly_one_winner() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let o = toolgate_stdin(&["policy", "put", "--db", dbs], r#"{"rules": []}"#);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let base = json_out(&o)["updatedAt"].as_str().unwrap().to_owned();
+    let children: Vec<_> = (0..6)
+        .map(|i| {
+            let file = d.path().join(format!("p{i}.json"));
+            std::fs::write(
+                &file,
+                format!(r#"{{"rules": [{{"effect": "deny", "reason": "saver {i}"}}]}}"#),
+            )
+            .unwrap();
+            Command::new(env!("CARGO_BIN_EXE_toolgate"))
+                .args(["policy", "put", "--db", dbs, "--if-updated-at", &base])
+                .arg(&file)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for child in children {
+        let o = child.wait_with_output().unwrap();
+        match o.status.code() {
+            Some(0) => winners.push(json_out(&o)),
+            Some(1) => assert!(stderr(&o).contains("conflict"), "{}", stderr(&o)),
+            other => panic!("unexpected exit {other:?}: {}", stderr(&o)),
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "R22: exactly one save on one base wins; the others are conflicts"
+    );
+    assert_eq!(
+        json_out(&toolgate(&["policy", "get", "--db", dbs])),
+        winners[0]
+    );
+}

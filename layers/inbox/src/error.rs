@@ -220,3 +220,53 @@ impl From<InboxError> for CompleteError {
         CompleteError::Store(e)
     }
 }
+
+/// Why a conditional policy put ([`InboxStore::put_policy_if_unchanged`]) saved nothing.
+///
+/// [`InboxStore::put_policy_if_unchanged`]: crate::InboxStore::put_policy_if_unchanged
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicySaveError {
+    /// The stored policy is not the one the put was based on: someone saved since (R22, R23).
+    /// Nothing was saved.
+    Conflict {
+        /// The `updatedAt` the put was based on (`None`: no policy stored).
+        expected: Option<String>,
+        /// The stored `updatedAt` (`None`: no policy is stored).
+        stored: Option<String>,
+    },
+    /// The store failed.
+    Store(InboxError),
+}
+
+impl fmt::Display for PolicySaveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicySaveError::Conflict { expected, stored } => {
+                write_conflict(f, expected.as_deref(), stored.as_deref())
+            }
+            PolicySaveError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PolicySaveError {}
+
+/// The text of a policy conflict: which `updatedAt` the put expected, which one is stored.
+pub(crate) fn write_conflict(
+    f: &mut fmt::Formatter<'_>,
+    expected: Option<&str>,
+    stored: Option<&str>,
+) -> fmt::Result {
+    write!(
+        f,
+        "conflict: the stored policy changed since it was read (expected updatedAt `{}`, the stored one is `{}`); nothing was saved",
+        expected.unwrap_or("none"),
+        stored.unwrap_or("none"),
+    )
+}
+
+impl From<InboxError> for PolicySaveError {
+    fn from(e: InboxError) -> Self {
+        PolicySaveError::Store(e)
+    }
+}

@@ -76,7 +76,7 @@
 //! | `SqliteInbox` | embedded SQLite (feature `sqlite`, on by default): WAL, `synchronous=NORMAL` (or `FULL`), busy timeout, schema on open |
 //! | [`InboxChannel`] | the `ApprovalChannel` the gate talks to: holds calls, redeems resume tickets |
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
-//! | [`put_policy_text`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23) |
+//! | [`put_policy_text`], [`put_policy_text_if_unchanged`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23); a put based on a stale `updatedAt` is a conflict |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
 //! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
@@ -138,14 +138,16 @@ mod store;
 pub mod suite;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
-pub use error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
+pub use error::{
+    AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
+};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
     Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
-    put_policy_text,
+    put_policy_text, put_policy_text_if_unchanged,
 };
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]

@@ -8,7 +8,7 @@ use toolgate::GovernanceHandle;
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::{ConfigErrors, PolicyState};
 
-use crate::error::InboxError;
+use crate::error::{InboxError, PolicySaveError};
 use crate::model::StoredPolicy;
 use crate::store::InboxStore;
 
@@ -17,14 +17,36 @@ use crate::store::InboxStore;
 pub enum PutPolicyError {
     /// The policy is invalid (R22): every problem, with its path.
     Invalid(ConfigErrors),
+    /// The stored policy is not the one the put was based on: someone saved since (only
+    /// from [`put_policy_text_if_unchanged`]).
+    Conflict {
+        /// The `updatedAt` the put was based on (`None`: no policy stored).
+        expected: Option<String>,
+        /// The stored `updatedAt` (`None`: no policy is stored).
+        stored: Option<String>,
+    },
     /// The store failed.
     Store(InboxError),
+}
+
+impl From<PolicySaveError> for PutPolicyError {
+    fn from(e: PolicySaveError) -> Self {
+        match e {
+            PolicySaveError::Conflict { expected, stored } => {
+                PutPolicyError::Conflict { expected, stored }
+            }
+            PolicySaveError::Store(e) => PutPolicyError::Store(e),
+        }
+    }
 }
 
 impl fmt::Display for PutPolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PutPolicyError::Invalid(errs) => write!(f, "the policy is refused:\n{errs}"),
+            PutPolicyError::Conflict { expected, stored } => {
+                crate::error::write_conflict(f, expected.as_deref(), stored.as_deref())
+            }
             PutPolicyError::Store(e) => write!(f, "{e}"),
         }
     }
@@ -45,6 +67,24 @@ pub async fn put_policy_text(
         .put_policy(&policy)
         .await
         .map_err(PutPolicyError::Store)
+}
+
+/// [`put_policy_text`], saved only if the stored policy is still the one the caller read:
+/// its `updatedAt` equals `expected_updated_at` (`None`: only if no policy is stored). The
+/// check and the save are one transaction in the store
+/// ([`InboxStore::put_policy_if_unchanged`]); a stale base is [`PutPolicyError::Conflict`]
+/// and saves nothing. An invalid policy is refused before the store is asked.
+pub async fn put_policy_text_if_unchanged(
+    store: &dyn InboxStore,
+    text: &str,
+    limits: &Limits,
+    expected_updated_at: Option<&str>,
+) -> Result<StoredPolicy, PutPolicyError> {
+    let policy = Policy::from_json_str(text, limits).map_err(PutPolicyError::Invalid)?;
+    store
+        .put_policy_if_unchanged(expected_updated_at, &policy)
+        .await
+        .map_err(PutPolicyError::from)
 }
 
 /// The state of a stored policy: readable (stamped with its `updatedAt`) or, when its row

@@ -44,7 +44,9 @@ use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 
 use crate::codec;
-use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind};
+use crate::error::{
+    AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind, PolicySaveError,
+};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
     StoredPolicy, Timestamp,
@@ -1039,11 +1041,16 @@ fn complete_op(
     Err(state::complete_lost(id, inner.state_of(conn, id)?))
 }
 
+/// Replaces the stored policy. With `expected` (`Some(None)`: no policy stored), only if the
+/// stored `updatedAt` is that one.
 fn put_policy_op(
     inner: &Inner,
     conn: &mut Connection,
     body: &str,
-) -> Result<StoredPolicy, InboxError> {
+    expected: Option<Option<&str>>,
+) -> Result<StoredPolicy, PolicySaveError> {
+    // INVARIANT: `BEGIN IMMEDIATE` takes the database's write lock before the read, so no
+    // other connection or process can put between the comparison and the save.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| inner.err(e))?;
@@ -1055,6 +1062,14 @@ fn put_policy_op(
         )
         .optional()
         .map_err(|e| inner.err(e))?;
+    if let Some(expected) = expected
+        && expected != previous.as_deref()
+    {
+        return Err(PolicySaveError::Conflict {
+            expected: expected.map(str::to_owned),
+            stored: previous,
+        });
+    }
     let updated_at = codec::next_updated_at(previous.as_deref(), SystemTime::now());
     // INVARIANT: the whole policy is one row, replaced in one transaction (R23).
     tx.execute(
@@ -1185,6 +1200,22 @@ impl InboxStore for SqliteInbox {
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         let body = codec::policy_body(policy);
-        self.run(move |inner, conn| put_policy_op(inner, conn, &body))
+        self.run(move |inner, conn| {
+            // Without an expected `updatedAt` there is nothing to conflict with.
+            put_policy_op(inner, conn, &body, None).map_err(|e| match e {
+                PolicySaveError::Store(e) => e,
+                other => InboxError::new(Kind::Backend, other.to_string()),
+            })
+        })
+    }
+
+    fn put_policy_if_unchanged<'a>(
+        &'a self,
+        expected_updated_at: Option<&'a str>,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
+        let body = codec::policy_body(policy);
+        let expected = expected_updated_at.map(str::to_owned);
+        self.run(move |inner, conn| put_policy_op(inner, conn, &body, Some(expected.as_deref())))
     }
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use toolgate::engine::policy::Policy;
 
-use crate::error::{AnswerError, ClaimError, CompleteError, InboxError};
+use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, PolicySaveError};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
     StoredPolicy, Timestamp, TurnState,
@@ -46,6 +46,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///   transaction (R43).
 /// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
 ///   transaction and stamps a strictly increasing `updatedAt`.
+/// - [`put_policy_if_unchanged`](InboxStore::put_policy_if_unchanged) compares the stored
+///   `updatedAt` with the expected one and replaces the policy in the same transaction, with
+///   puts serialised across connections and processes: of two puts based on the same
+///   `updatedAt`, exactly one saves and the other is [`PolicySaveError::Conflict`].
 pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// Stores a new held call as `pending`.
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>>;
@@ -138,6 +142,17 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         &'a self,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>>;
+
+    /// Replaces the stored policy whole only if it is still the one the caller read: its
+    /// `updatedAt` equals `expected_updated_at` (`None`: only if no policy is stored). The
+    /// comparison and the save are one transaction, so a put from another connection or
+    /// process cannot slip in between; a stale base is [`PolicySaveError::Conflict`] with the
+    /// stored `updatedAt`, and nothing is saved (R22, R23).
+    fn put_policy_if_unchanged<'a>(
+        &'a self,
+        expected_updated_at: Option<&'a str>,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>>;
 }
 
 impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
@@ -215,5 +230,12 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         (**self).put_policy(policy)
+    }
+    fn put_policy_if_unchanged<'a>(
+        &'a self,
+        expected_updated_at: Option<&'a str>,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
+        (**self).put_policy_if_unchanged(expected_updated_at, policy)
     }
 }

@@ -30,9 +30,11 @@ use toolgate::engine::PolicyState;
 use toolgate::engine::canon;
 use toolgate::engine::policy::Limits;
 
-use crate::error::{AnswerError, ClaimError, CompleteError};
+use crate::error::{AnswerError, ClaimError, CompleteError, PolicySaveError};
 use crate::model::{Answer, Claim, Completion, NewHeldCall, Outcome, State, Timestamp};
-use crate::policy::{PutPolicyError, load_policy_state, put_policy_text};
+use crate::policy::{
+    PutPolicyError, load_policy_state, put_policy_text, put_policy_text_if_unchanged,
+};
 use crate::store::{BoxFuture, InboxStore};
 
 /// What a backend provides to the suite.
@@ -184,6 +186,8 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r22_a_refused_put_keeps_the_old_policy);
     case!(r22_a_stored_policy_that_cannot_be_read_is_unreadable);
     case!(seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unreadable);
+    case!(r22_a_policy_save_based_on_a_stale_updated_at_is_refused_as_a_conflict);
+    case!(r22_racing_policy_saves_on_the_same_base_have_exactly_one_winner);
     case!(r43_a_held_call_records_its_session_and_turn);
     case!(r43_the_interaction_has_every_field_a_person_sees);
     case!(r43_a_turn_is_paused_until_every_held_call_is_answered);
@@ -949,6 +953,143 @@ pub async fn r22_a_refused_put_keeps_the_old_policy(fixture: &dyn Fixture) {
     .unwrap_err();
     assert!(matches!(e, PutPolicyError::Invalid(_)));
     assert_eq!(store.get_policy().await.unwrap().unwrap(), good);
+}
+
+pub async fn r22_a_policy_save_based_on_a_stale_updated_at_is_refused_as_a_conflict(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let limits = Limits::default();
+    let ask = r#"{"rules": [{"effect": "ask"}]}"#;
+    let deny = r#"{"rules": [{"effect": "deny", "reason": "closed"}]}"#;
+    // Nothing stored: a save based on some `updatedAt` is stale.
+    let e =
+        put_policy_text_if_unchanged(&*store, ask, &limits, Some("2030-01-01T00:00:00.000000Z"))
+            .await
+            .unwrap_err();
+    assert_eq!(
+        e,
+        PutPolicyError::Conflict {
+            expected: Some("2030-01-01T00:00:00.000000Z".into()),
+            stored: None,
+        },
+        "R22: a save based on a policy that is not stored is a conflict"
+    );
+    assert!(store.get_policy().await.unwrap().is_none());
+    // Based on "nothing stored": saved.
+    let first = put_policy_text_if_unchanged(&*store, ask, &limits, None)
+        .await
+        .unwrap();
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), first);
+    // "Nothing stored" is now stale.
+    let e = put_policy_text_if_unchanged(&*store, deny, &limits, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        PutPolicyError::Conflict {
+            expected: None,
+            stored: Some(first.updated_at.clone()),
+        }
+    );
+    // Based on the stored `updatedAt`: saved, with a later one.
+    let second = put_policy_text_if_unchanged(&*store, deny, &limits, Some(&first.updated_at))
+        .await
+        .unwrap();
+    assert_ne!(second.updated_at, first.updated_at);
+    // Based on the first again (a page opened before the second save): refused, and the
+    // error carries the stored `updatedAt`; nothing changed.
+    let e = put_policy_text_if_unchanged(&*store, ask, &limits, Some(&first.updated_at))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        PutPolicyError::Conflict {
+            expected: Some(first.updated_at.clone()),
+            stored: Some(second.updated_at.clone()),
+        },
+        "R22: a save based on an older `updatedAt` than the stored one is a conflict"
+    );
+    assert!(e.to_string().contains(&second.updated_at), "{e}");
+    assert_eq!(
+        store.get_policy().await.unwrap().unwrap(),
+        second,
+        "R22: a refused save keeps the stored policy"
+    );
+    // A put from another handle (another process) makes the base stale too.
+    let elsewhere = fixture.reopen(&store).await;
+    let third = put_policy_text(&*elsewhere, ask, &limits).await.unwrap();
+    let policy = toolgate::engine::policy::Policy::from_json_str(deny, &limits).unwrap();
+    let e = store
+        .put_policy_if_unchanged(Some(&second.updated_at), &policy)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        PolicySaveError::Conflict {
+            expected: Some(second.updated_at.clone()),
+            stored: Some(third.updated_at.clone()),
+        }
+    );
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), third);
+    // An invalid policy is refused as invalid, whatever its base.
+    let e = put_policy_text_if_unchanged(
+        &*store,
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+        &limits,
+        Some(&third.updated_at),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, PutPolicyError::Invalid(_)), "{e:?}");
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), third);
+}
+
+/// Eight saves based on the same `updatedAt`, each through its own handle (its own
+/// connection), race: exactly one is saved, every other is a conflict naming the winner's
+/// `updatedAt`, and the stored policy is the winner's.
+pub async fn r22_racing_policy_saves_on_the_same_base_have_exactly_one_winner(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let limits = Limits::default();
+    let base = put_policy_text(&*store, r#"{"rules": []}"#, &limits)
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        handles.push(fixture.reopen(&store).await);
+    }
+    let tasks: Vec<_> = handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, handle)| {
+            let base = base.updated_at.clone();
+            tokio::spawn(async move {
+                let text = format!(r#"{{"rules": [{{"effect": "deny", "reason": "saver {i}"}}]}}"#);
+                put_policy_text_if_unchanged(&*handle, &text, &Limits::default(), Some(&base)).await
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(stored) => winners.push(stored),
+            Err(PutPolicyError::Conflict { expected, stored }) => {
+                assert_eq!(expected.as_deref(), Some(base.updated_at.as_str()));
+                losers.push(stored);
+            }
+            Err(e) => panic!("R22: a losing save must be a conflict, got {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "R22: exactly one save on one base wins");
+    let winner = &winners[0];
+    assert_eq!(losers.len(), 7);
+    for stored in losers {
+        assert_eq!(stored.as_deref(), Some(winner.updated_at.as_str()));
+    }
+    assert_eq!(&store.get_policy().await.unwrap().unwrap(), winner);
 }
 
 pub async fn r22_a_stored_policy_that_cannot_be_read_is_unreadable(fixture: &dyn Fixture) {

@@ -20,8 +20,8 @@ use toolgate::GovernanceHandle;
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, Inbox, InboxError, InboxStore, NewHeldCall, ResumeError, SqliteInbox,
-    SqliteOptions, State, StoredPolicy, Timestamp,
+    Completion, HeldRecord, Inbox, InboxError, InboxStore, NewHeldCall, PolicySaveError,
+    ResumeError, SqliteInbox, SqliteOptions, State, StoredPolicy, Timestamp,
 };
 
 const CHILD_ENV: &str = "TOOLGATE_INBOX_STEP_CHILD";
@@ -125,6 +125,14 @@ impl InboxStore for StopAt {
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         self.inner.put_policy(policy)
+    }
+    fn put_policy_if_unchanged<'a>(
+        &'a self,
+        expected_updated_at: Option<&'a str>,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
+        self.inner
+            .put_policy_if_unchanged(expected_updated_at, policy)
     }
 }
 

@@ -28,9 +28,6 @@ pub(crate) struct Inner {
     /// A per-process secret: CSRF tokens for proxy-authenticated people derive from it.
     pub(crate) secret: String,
     pub(crate) sessions: Mutex<HashMap<String, Session>>,
-    /// One policy save at a time in this process, so the `updatedAt` check and the put
-    /// are not interleaved with another save here.
-    pub(crate) policy_lock: tokio::sync::Mutex<()>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -92,7 +89,6 @@ impl App {
             settings,
             secret: crate::auth::random_hex(32),
             sessions: Mutex::new(HashMap::new()),
-            policy_lock: tokio::sync::Mutex::new(()),
             changes: rx,
             tasks: Mutex::new(tasks),
         }))

@@ -13,9 +13,10 @@
 //! - **History** (`/history`): answered, expired and cancelled calls, and who answered.
 //! - **Policy** (`/policy`): the stored tenant policy's rules, strictest first; edit one in a
 //!   panel, add one, delete one; every save replaces the policy whole through the same
-//!   validation as `toolgate policy put` ([`toolgate_inbox::put_policy_text`], R22), with
-//!   each error shown next to its field; a save based on an older `updatedAt` than the
-//!   stored one is refused as a conflict.
+//!   validation as `toolgate policy put` ([`toolgate_inbox::put_policy_text_if_unchanged`],
+//!   R22), with each error shown next to its field; a save based on an older `updatedAt`
+//!   than the stored one is refused as a conflict — checked by the store in the save's own
+//!   transaction, so also against another page process or `toolgate policy put`.
 //!
 //! ## Who may answer
 //!

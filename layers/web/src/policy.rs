@@ -1,7 +1,10 @@
 //! The policy tab: the stored tenant policy's rules, strictest first; edit one in a panel,
 //! add one, delete one, or replace the whole document. Every save goes through
-//! [`toolgate_inbox::put_policy_text`] (the validation `toolgate policy put` uses, R22) and
-//! is refused as a conflict when the page's `updatedAt` is not the stored one.
+//! [`toolgate_inbox::put_policy_text_if_unchanged`] (the validation `toolgate policy put`
+//! uses, R22) and is refused as a conflict when the page's `updatedAt` is not the stored one.
+//! The store compares and saves in one transaction, so a save from another page process or
+//! from `toolgate policy put` between this page's read and its save is a conflict too, never
+//! a silent overwrite.
 
 use std::fmt::Write as _;
 
@@ -13,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate::engine::ConfigErrors;
 use toolgate::engine::policy::Policy;
-use toolgate_inbox::{PutPolicyError, put_policy_text};
+use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, unauthorized};
@@ -395,8 +398,9 @@ pub(crate) async fn page(
     page_response(&app, &who, &loaded, panel.as_ref(), banner, StatusCode::OK)
 }
 
-/// Checks who may save, the CSRF token and the base `updatedAt`; on success, the loaded
-/// policy (the caller holds the policy lock).
+/// Checks who may save and the CSRF token; on success, the loaded policy. The caller
+/// compares the form's base `updatedAt` with it, and saves on that base
+/// ([`save_on`]), so a save in between is a conflict.
 async fn may_save(
     app: &App,
     headers: &HeaderMap,
@@ -428,13 +432,38 @@ fn conflict_text(base: &str, stored: &str) -> String {
     )
 }
 
-async fn put(app: &App, doc: &Value) -> Result<(), PutPolicyError> {
-    let text = serde_json::to_string(doc).unwrap_or_default();
-    put_policy_text(&*app.0.store, &text, &app.0.settings.limits)
+/// Saves `text` only if the stored policy is still `loaded` (its `updatedAt`, or none
+/// stored): the store compares and saves in one transaction.
+async fn save_on(app: &App, loaded: &Loaded, text: &str) -> Result<(), PutPolicyError> {
+    let base = Some(loaded.updated_at.as_str()).filter(|b| !b.is_empty());
+    put_policy_text_if_unchanged(&*app.0.store, text, &app.0.settings.limits, base)
         .await
         .map(|stored| {
             tracing::info!(updated_at = %stored.updated_at, "the stored tenant policy was replaced from the approval page");
         })
+}
+
+async fn put(app: &App, loaded: &Loaded, doc: &Value) -> Result<(), PutPolicyError> {
+    let text = serde_json::to_string(doc).unwrap_or_default();
+    save_on(app, loaded, &text).await
+}
+
+/// The page after the store refused a save as a conflict: someone saved between this
+/// request's read and its save. Shows the policy as it is now stored.
+async fn lost_race(app: &App, who: &Who, base: &str, panel: Option<&Panel>) -> Response {
+    let now = match load(app).await {
+        Ok(now) => now,
+        Err(r) => return r,
+    };
+    let text = conflict_text(base, &now.updated_at);
+    page_response(
+        app,
+        who,
+        &now,
+        panel,
+        Some(("error", &text)),
+        StatusCode::CONFLICT,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -456,7 +485,6 @@ pub(crate) async fn save_rule(
     headers: HeaderMap,
     Form(form): Form<RuleForm>,
 ) -> Response {
-    let _guard = app.0.policy_lock.lock().await;
     let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
@@ -559,8 +587,9 @@ pub(crate) async fn save_rule(
             }
         }
     };
-    match put(&app, &doc).await {
+    match put(&app, &loaded, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, Some(&panel)).await,
         Err(PutPolicyError::Invalid(errs)) => {
             let (by_field, rest) = split_errors(&errs, Some(at));
             panel.field_errors = by_field;
@@ -595,7 +624,6 @@ pub(crate) async fn delete_rule(
     headers: HeaderMap,
     Form(form): Form<DeleteForm>,
 ) -> Response {
-    let _guard = app.0.policy_lock.lock().await;
     let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
@@ -620,8 +648,9 @@ pub(crate) async fn delete_rule(
             StatusCode::CONFLICT,
         );
     }
-    match put(&app, &doc).await {
+    match put(&app, &loaded, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
         Err(PutPolicyError::Invalid(errs)) => {
             let panel = Panel {
                 index: "new".into(),
@@ -660,7 +689,6 @@ pub(crate) async fn save_whole(
     headers: HeaderMap,
     Form(form): Form<WholeForm>,
 ) -> Response {
-    let _guard = app.0.policy_lock.lock().await;
     let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
@@ -678,8 +706,9 @@ pub(crate) async fn save_whole(
         );
     }
     let text = form.document.unwrap_or_default();
-    match put_policy_text(&*app.0.store, &text, &app.0.settings.limits).await {
-        Ok(_) => Redirect::to("/policy?saved=1").into_response(),
+    match save_on(&app, &loaded, &text).await {
+        Ok(()) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
         Err(PutPolicyError::Invalid(errs)) => {
             let panel = Panel {
                 index: "new".into(),

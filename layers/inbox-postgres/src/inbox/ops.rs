@@ -11,8 +11,8 @@ use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall, State,
-    StoredPolicy, Timestamp, codec,
+    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
+    PolicySaveError, State, StoredPolicy, Timestamp, codec,
     state::{self, PendingLost},
 };
 
@@ -506,13 +506,21 @@ impl PostgresInbox {
         }
     }
 
-    async fn put_policy_op(&self, body: String) -> Result<StoredPolicy, InboxError> {
+    /// Replaces the stored policy. With `expected` (`Some(None)`: no policy stored), only if
+    /// the stored `updatedAt` is that one.
+    async fn put_policy_op(
+        &self,
+        body: String,
+        expected: Option<Option<String>>,
+    ) -> Result<StoredPolicy, PolicySaveError> {
         let mut client = self.client().await?;
         let server = self.inner.server.clone();
         let err = |e: tokio_postgres::Error| error::db(&server, &e);
         let tx = client.transaction().await.map_err(err)?;
         // INVARIANT: puts are serialised (readers are not blocked), so each `updatedAt` is
-        // computed after the previous one committed and is strictly later than it (R23).
+        // computed after the previous one committed and is strictly later than it (R23), and
+        // the comparison with `expected` below sees every put committed before it: nothing can
+        // be saved between the comparison and this transaction's own save.
         tx.batch_execute("LOCK TABLE stored_policy IN EXCLUSIVE MODE")
             .await
             .map_err(err)?;
@@ -523,6 +531,14 @@ impl PostgresInbox {
             .map(|r| r.try_get(0))
             .transpose()
             .map_err(err)?;
+        if let Some(expected) = expected
+            && expected != previous
+        {
+            return Err(PolicySaveError::Conflict {
+                expected,
+                stored: previous,
+            });
+        }
         let updated_at = codec::next_updated_at(previous.as_deref(), SystemTime::now());
         // INVARIANT: the whole policy is one row, replaced in one transaction (R23).
         tx.execute(
@@ -685,6 +701,22 @@ impl InboxStore for PostgresInbox {
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         let body = codec::policy_body(policy);
-        Box::pin(self.put_policy_op(body))
+        Box::pin(async move {
+            // Without an expected `updatedAt` there is nothing to conflict with.
+            self.put_policy_op(body, None).await.map_err(|e| match e {
+                PolicySaveError::Store(e) => e,
+                other => InboxError::new(Kind::Backend, other.to_string()),
+            })
+        })
+    }
+
+    fn put_policy_if_unchanged<'a>(
+        &'a self,
+        expected_updated_at: Option<&'a str>,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
+        let body = codec::policy_body(policy);
+        let expected = expected_updated_at.map(str::to_owned);
+        Box::pin(self.put_policy_op(body, Some(expected)))
     }
 }
