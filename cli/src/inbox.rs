@@ -43,7 +43,7 @@ pub(crate) struct StoreArgs {
     /// A configuration whose `inbox` section names the store (and whose `limits` a policy
     /// is validated under).
     #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,7 +143,7 @@ pub(crate) enum PolicyCommand {
 
 type Outcome = Result<ExitCode, String>;
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -151,7 +151,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 /// The configuration given with `--config`, loaded.
-fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
+pub(crate) fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     config::load_str(&text, Format::from_path(path))
@@ -169,7 +169,16 @@ impl StoreArgs {
 
     /// Opens the store: `--db`, `--pg-url`, `--config`'s `inbox`, then `TOOLGATE_PG_URL`.
     /// `create`: a missing SQLite file is created (for `policy put`).
-    async fn open(&self, create: bool) -> Result<Arc<dyn InboxStore>, String> {
+    pub(crate) async fn open(&self, create: bool) -> Result<Arc<dyn InboxStore>, String> {
+        Ok(self.open_shared(create).await?.0)
+    }
+
+    /// As [`StoreArgs::open`], and for a PostgreSQL inbox also the inbox itself (for its
+    /// change feed, `PostgresInbox::subscribe`).
+    pub(crate) async fn open_shared(
+        &self,
+        create: bool,
+    ) -> Result<(Arc<dyn InboxStore>, Option<PostgresInbox>), String> {
         if self.db.is_some() && self.pg_url.is_some() {
             return Err(String::from("give `--db` or `--pg-url`, not both"));
         }
@@ -208,13 +217,13 @@ impl StoreArgs {
                     options = options.synchronous(Synchronous::Full);
                 }
                 let store = SqliteInbox::open(&path, options).map_err(|e| e.to_string())?;
-                Ok(Arc::new(store))
+                Ok((Arc::new(store), None))
             }
             Target::Postgres(url) => {
                 let store = PostgresInbox::connect(&url, PostgresOptions::default())
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(Arc::new(store))
+                Ok((Arc::new(store.clone()), Some(store)))
             }
         }
     }

@@ -9,6 +9,8 @@
 
 mod call;
 mod inbox;
+#[cfg(feature = "serve")]
+mod serve;
 #[cfg(feature = "mcp")]
 mod mcp;
 
@@ -108,6 +110,9 @@ enum Command {
         #[command(subcommand)]
         action: inbox::PolicyCommand,
     },
+    /// The approval page: approvers answer held calls and edit the stored policy.
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
     /// Serve MCP: govern the configured MCP servers for any MCP client.
     #[cfg(feature = "mcp")]
     Mcp {
@@ -337,6 +342,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Inbox { action } => inbox::run_inbox(action),
         Command::Policy { action } => inbox::run_policy(action),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(args),
         #[cfg(feature = "mcp")]
         Command::Mcp { action } => mcp::run(action),
     }
@@ -471,7 +478,7 @@ fn explain_json(d: &Decision) -> Value {
         "decided_by": d.decided_by.as_str(),
         "reasons": d.reasons,
         "asks": d.asks.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
-        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect, "reason": m.reason})).collect::<Vec<_>>(),
+        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str(), "reason": m.reason})).collect::<Vec<_>>(),
     })
 }
 

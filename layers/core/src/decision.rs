@@ -278,6 +278,44 @@ pub enum Verdict {
     Refused(RefusalCode),
 }
 
+/// A rule's effect, or the policy default's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Effect {
+    /// Run.
+    Allow,
+    /// Ask a person.
+    Ask,
+    /// Refuse with `denied`.
+    Deny,
+}
+
+impl Effect {
+    /// The spelling in policies.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Ask => "ask",
+            Effect::Deny => "deny",
+        }
+    }
+
+    /// Reads the spelling in policies (`allow`, `ask`, `deny`).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "allow" => Effect::Allow,
+            "ask" => Effect::Ask,
+            "deny" => Effect::Deny,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Verdict {
     /// The text of [`Verdict::Run`]: `run`.
     pub const RUN: &'static str = "run";
@@ -314,8 +352,8 @@ impl fmt::Display for Verdict {
 pub struct MatchedRule {
     /// The rule's index in the policy's `rules`.
     pub index: usize,
-    /// The rule's effect (`allow`, `ask`, `deny`).
-    pub effect: &'static str,
+    /// The rule's effect.
+    pub effect: Effect,
     /// The rule's reason, if it has one.
     pub reason: Option<String>,
 }

@@ -72,6 +72,7 @@ const TOP: &[&str] = &[
     "audit",
     "redaction",
     "inbox",
+    "approvers",
     // Read by `toolgate mcp serve` (toolgate-mcp's `serve` module): the upstream MCP
     // servers, bearer tokens and call timeout. The engine only checks it is an object.
     "mcp",
@@ -265,6 +266,11 @@ pub fn read_with_literals(
         && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
     {
         b = b.inbox(inbox);
+    }
+    if let Some(v) = top.raw("approvers", &mut errs)
+        && let Some(a) = crate::approvers::read_approvers(v, &mut errs)
+    {
+        b = b.approvers(a);
     }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;

@@ -548,7 +548,7 @@ impl Governance {
                         if let Some(rule) = policy.rules().get(i) {
                             matched_rules.push(MatchedRule {
                                 index: i,
-                                effect: rule.effect().as_str(),
+                                effect: rule.effect(),
                                 reason: rule.reason().map(str::to_owned),
                             });
                             if rule.effect() == Effect::Ask {

@@ -50,6 +50,7 @@
     )
 )]
 
+pub mod approvers;
 pub mod canon;
 pub mod catalog;
 pub mod chain;

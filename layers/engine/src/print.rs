@@ -137,6 +137,9 @@ pub fn effective(gov: &Governance) -> Value {
         }
         top.insert("inbox".into(), Value::Object(o));
     }
+    if let Some(a) = gov.approver_settings() {
+        top.insert("approvers".into(), a.to_json());
+    }
     let r = gov.redaction_settings();
     if *r != Default::default() {
         let mut o = Map::new();

@@ -381,3 +381,39 @@ async fn r26_an_inbox_file_in_exclusive_locking_mode_is_refused_even_for_reads()
     let inbox = SqliteInbox::open(&db, options).unwrap();
     assert_eq!(inbox.get(&id).await.unwrap().unwrap().state, State::Pending);
 }
+
+/// Issue 12: inside a runtime an operation first runs on the calling thread with no busy
+/// timeout; meeting another connection's lock, it must start again on the blocking pool and
+/// wait (the configured busy timeout), not fail, and change nothing twice.
+#[tokio::test(flavor = "current_thread")]
+async fn r26_an_operation_that_meets_a_lock_waits_for_it_then_runs_once() {
+    use toolgate_inbox::suite::held as new_held;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inbox.db");
+    let store = SqliteInbox::open(
+        &db,
+        SqliteOptions::default().busy_timeout(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let call = new_held(json!({"order": 7}), Duration::from_secs(3600));
+    let id = call.interaction_id.clone();
+    store.hold(call).await.unwrap();
+
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel::<()>();
+    let releaser = std::thread::spawn(move || {
+        // Released once the answer below has been started (and found the lock).
+        locked_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        other.execute_batch("ROLLBACK").unwrap();
+    });
+    let answering = store.answer(&id, Answer::approve("k", "alice"));
+    locked_tx.send(()).unwrap();
+    let receipt = answering.await.unwrap();
+    releaser.join().unwrap();
+    assert!(receipt.approved && !receipt.replayed, "{receipt:?}");
+    let record = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(record.state, State::Approved);
+    assert_eq!(record.approver.as_deref(), Some("alice"));
+}

@@ -13,12 +13,20 @@
 //! A second group, `governance_in_process`, runs the same layers over a stub that answers
 //! at once with `echo`'s result: the governance part alone, free of the server's noise.
 //!
+//! Then, outside criterion, **interleaved A/B rounds** (issue 12): each round times
+//! `MCP_AB_CALLS` (200) raw calls and as many governed ones, one at a time, in alternating
+//! order (raw first in odd rounds, governed first in even ones), for `MCP_AB_ROUNDS` (10)
+//! rounds, and prints each round's medians and the median over rounds of governed ÷ raw: the
+//! two paths share every minute of the machine's load, which criterion's one-after-the-other
+//! groups do not.
+//!
 //! The raw client and the gateway each run their own process of the same server. Skips
 //! with a message when the servers are not installed
 //! (`layers/mcp/scripts/install-npm-servers.sh`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
@@ -146,6 +154,8 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
+    ab_rounds(&rt, &raw, &args, &governed, &call);
+
     // The same layers over a stub answering at once with echo's own result: the part of
     // the governed round trip that is governance, without the server's noise.
     let stub_result = rt.block_on(async {
@@ -177,6 +187,94 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
     rt.block_on(gateway.shutdown());
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// Interleaved A/B rounds of the raw rmcp call and the governed one (see the module docs).
+fn ab_rounds<S>(
+    rt: &tokio::runtime::Runtime,
+    raw: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    args: &Map<String, Value>,
+    governed: &S,
+    call: &dyn Fn() -> ToolCall,
+) where
+    S: Service<ToolCall, Response = ToolResponse> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    let rounds = env("MCP_AB_ROUNDS", 10);
+    let calls = env("MCP_AB_CALLS", 200);
+    let mut ratios = Vec::new();
+    let (mut all_raw, mut all_gov) = (Vec::new(), Vec::new());
+    println!("stdio A/B: {rounds} rounds of {calls} raw and {calls} governed calls (µs medians)");
+    for round in 0..rounds {
+        let time_raw = || {
+            rt.block_on(async {
+                let mut out = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let peer = raw.peer().clone();
+                    let start = Instant::now();
+                    let r = peer
+                        .call_tool(CallToolRequestParams::new("echo").with_arguments(args.clone()))
+                        .await;
+                    out.push(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                    assert!(r.is_ok(), "raw call: {r:?}");
+                }
+                out
+            })
+        };
+        let time_gov = || {
+            rt.block_on(async {
+                let mut out = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let svc = governed.clone();
+                    let c = call();
+                    let start = Instant::now();
+                    let r = svc.oneshot(c).await;
+                    out.push(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                    assert!(
+                        matches!(r, Ok(ToolResponse::Completed(_))),
+                        "governed call: {r:?}"
+                    );
+                }
+                out
+            })
+        };
+        let (mut r, mut g) = if round % 2 == 0 {
+            let r = time_raw();
+            (r, time_gov())
+        } else {
+            let g = time_gov();
+            (time_raw(), g)
+        };
+        all_raw.extend_from_slice(&r);
+        all_gov.extend_from_slice(&g);
+        let (mr, mg) = (median(&mut r), median(&mut g));
+        let ratio = mg as f64 / mr.max(1) as f64;
+        ratios.push(ratio);
+        println!(
+            "round {round}: raw {:.1} µs, governed {:.1} µs, governed / raw {ratio:.3}×",
+            mr as f64 / 1e3,
+            mg as f64 / 1e3
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "stdio A/B: median of the rounds' governed / raw = {:.3}× (target ≤ 1.05×); all calls: raw median {:.1} µs, governed median {:.1} µs",
+        ratios.get(ratios.len() / 2).copied().unwrap_or(0.0),
+        median(&mut all_raw) as f64 / 1e3,
+        median(&mut all_gov) as f64 / 1e3
+    );
 }
 
 criterion_group!(benches, bench);

@@ -241,7 +241,10 @@ pub(crate) fn decision(
     let d = &note.decision;
     if d.decided_by == Check::TenantPolicy
         && matches!(d.verdict, Verdict::Refused(_))
-        && let Some(rule) = d.matched_rules.iter().find(|m| m.effect == "deny")
+        && let Some(rule) = d
+            .matched_rules
+            .iter()
+            .find(|m| m.effect == toolgate::core::Effect::Deny)
     {
         attributes.push(KeyValue::new(
             attr::TOOLGATE_DECISION_RULE,

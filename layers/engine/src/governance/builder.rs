@@ -43,6 +43,7 @@ pub struct GovernanceBuilder {
     pub(super) policy: PolicyState,
     pub(super) audit: AuditSettings,
     pub(super) inbox: Option<crate::observe::InboxSettings>,
+    pub(super) approvers: Option<crate::approvers::ApproverSettings>,
     pub(super) redaction: RedactionSettings,
     /// Errors found while building up (a change naming something absent), reported by
     /// `build`.
@@ -179,6 +180,12 @@ impl GovernanceBuilder {
     /// Sets the inbox settings (the `inbox` section).
     pub fn inbox(mut self, inbox: crate::observe::InboxSettings) -> Self {
         self.inbox = Some(inbox);
+        self
+    }
+
+    /// Sets who may answer held calls on the approval page (the `approvers` section).
+    pub fn approvers(mut self, approvers: crate::approvers::ApproverSettings) -> Self {
+        self.approvers = Some(approvers);
         self
     }
 
@@ -474,6 +481,7 @@ impl GovernanceBuilder {
             declarations: decls,
             audit: self.audit,
             inbox: self.inbox,
+            approvers: self.approvers,
             redaction: self.redaction,
             exposures,
         })

@@ -122,6 +122,7 @@ pub struct Governance {
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
     pub(crate) inbox: Option<crate::observe::InboxSettings>,
+    pub(crate) approvers: Option<crate::approvers::ApproverSettings>,
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
     pub(crate) exposures: ExposureCache,
@@ -183,6 +184,7 @@ impl Governance {
             policy: self.policy.clone(),
             audit: self.audit.clone(),
             inbox: self.inbox.clone(),
+            approvers: self.approvers.clone(),
             redaction: self.redaction.clone(),
             pending: Vec::new(),
         }
@@ -224,6 +226,12 @@ impl Governance {
     /// The inbox settings (the `inbox` section), when the configuration has one.
     pub fn inbox_settings(&self) -> Option<&crate::observe::InboxSettings> {
         self.inbox.as_ref()
+    }
+
+    /// Who may answer held calls on the approval page (the `approvers` section), when the
+    /// configuration has one.
+    pub fn approver_settings(&self) -> Option<&crate::approvers::ApproverSettings> {
+        self.approvers.as_ref()
     }
 
     /// The audit settings.

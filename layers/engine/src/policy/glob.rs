@@ -13,9 +13,10 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Glob {
     /// The pattern as written.
-    source: String,
-    /// Lower-cased literal parts between the stars. With no star, one part: the exact name.
-    parts: Vec<String>,
+    source: Box<str>,
+    /// The pattern ASCII-lower-cased, stars kept; `None` when that is `source` itself (one
+    /// string per pattern in the common case: issue 12, memory per rule).
+    lower: Option<Box<str>>,
     /// Whether the pattern holds a `*` at all.
     has_star: bool,
 }
@@ -25,8 +26,8 @@ impl Glob {
     pub fn new(pattern: &str) -> Self {
         let lower = pattern.to_ascii_lowercase();
         Self {
-            source: pattern.to_owned(),
-            parts: lower.split('*').map(str::to_owned).collect(),
+            source: pattern.into(),
+            lower: (lower != pattern).then(|| lower.into_boxed_str()),
             has_star: pattern.contains('*'),
         }
     }
@@ -36,12 +37,17 @@ impl Glob {
         &self.source
     }
 
+    /// The pattern lower-cased.
+    fn lower(&self) -> &str {
+        self.lower.as_deref().unwrap_or(&self.source)
+    }
+
     /// The exact (lower-cased) name when the pattern has no `*`.
     pub fn exact(&self) -> Option<&str> {
         if self.has_star {
             None
         } else {
-            self.parts.first().map(String::as_str)
+            Some(self.lower())
         }
     }
 
@@ -50,7 +56,7 @@ impl Glob {
         if !self.has_star {
             return None;
         }
-        self.parts.first().map(String::as_str)
+        self.lower().split('*').next()
     }
 
     /// The literal suffix after the last `*` (lower-cased), when the pattern has a star.
@@ -58,7 +64,7 @@ impl Glob {
         if !self.has_star {
             return None;
         }
-        self.parts.last().map(String::as_str)
+        self.lower().rsplit('*').next()
     }
 
     /// Whether the pattern matches the whole of `name`, ASCII case-insensitively.
@@ -69,19 +75,16 @@ impl Glob {
     /// As [`Glob::matches`] for a name already ASCII-lower-cased. Linear in the name's
     /// length times the number of stars; no backtracking.
     pub fn matches_lower(&self, name: &str) -> bool {
-        let Some((first, rest)) = self.parts.split_first() else {
-            return name.is_empty();
+        let lower = self.lower();
+        let Some((first, rest)) = lower.split_once('*').filter(|_| self.has_star) else {
+            return name == lower;
         };
-        if !self.has_star {
-            return name == first;
-        }
-        let Some((last, middle)) = rest.split_last() else {
-            return name == first;
-        };
+        // `rest` holds the middle parts and the suffix, split by the remaining stars.
+        let (middle, last) = rest.rsplit_once('*').unwrap_or(("", rest));
         if name.len() < first.len() + last.len() {
             return false;
         }
-        if !name.starts_with(first.as_str()) || !name.ends_with(last.as_str()) {
+        if !name.starts_with(first) || !name.ends_with(last) {
             return false;
         }
         // The window between the prefix and the suffix; middle parts are found leftmost,
@@ -90,11 +93,11 @@ impl Glob {
         let Some(mut window) = name.get(first.len()..end) else {
             return false;
         };
-        for part in middle {
+        for part in middle.split('*') {
             if part.is_empty() {
                 continue;
             }
-            match window.find(part.as_str()) {
+            match window.find(part) {
                 Some(at) => match window.get(at + part.len()..) {
                     Some(rest) => window = rest,
                     None => return false,

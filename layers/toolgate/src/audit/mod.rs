@@ -464,14 +464,17 @@ impl Pending {
                 let rule = d
                     .matched_rules
                     .iter()
-                    .find(|m| d.decided_by == Check::TenantPolicy && m.effect == "deny")
+                    .find(|m| {
+                        d.decided_by == Check::TenantPolicy
+                            && m.effect == toolgate_core::Effect::Deny
+                    })
                     .map(|m| m.index);
                 json!({
                     "outcome": outcome,
                     "check": d.decided_by.as_str(),
                     "refusal": d.refusal().map(|x| x.code.as_str()),
                     "rule": rule,
-                    "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect})).collect::<Vec<_>>(),
+                    "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str()})).collect::<Vec<_>>(),
                     "reasons": d.reasons.iter().map(text).collect::<Vec<_>>(),
                     "asks": d.asks.iter().map(|a| json!({"source": a.source.to_string(), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
                 })

@@ -1,0 +1,116 @@
+//! `toolgate serve`: the approval page over the configuration's inbox (see `toolgate-web`).
+//!
+//! `toolgate serve --config toolgate.json` finds the inbox as `toolgate inbox` does (the
+//! configuration's `inbox` section, or `--db`/`--pg-url`/`TOOLGATE_PG_URL`), takes the
+//! approvers from its `approvers` section, and listens on `approvers.listen` (default
+//! `127.0.0.1:8788`). `toolgate serve hash-token` prints the `token_sha256` of a token.
+//!
+//! Exit codes: 0 stopped by Ctrl-C; 2 a configuration without approvers, an inbox that
+//! cannot be opened, or an address that cannot be bound.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+
+use crate::inbox::{StoreArgs, load_config, runtime};
+
+/// `toolgate serve`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ServeArgs {
+    #[command(subcommand)]
+    command: Option<ServeCommand>,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Listen here instead of the configuration's `approvers.listen`.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServeCommand {
+    /// Print the SHA-256 of a sign-in token, for an approver's `token_sha256`.
+    HashToken {
+        /// The token (read from standard input when left out, so it stays out of the
+        /// shell's history).
+        token: Option<String>,
+    },
+}
+
+pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
+    if let Some(ServeCommand::HashToken { token }) = args.command {
+        let token = match token {
+            Some(t) => t,
+            None => {
+                let mut s = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .map_err(|e| format!("cannot read the token from standard input: {e}"))?;
+                s.trim_end_matches(['\r', '\n']).to_owned()
+            }
+        };
+        if token.trim().is_empty() {
+            return Err(String::from("the token is empty"));
+        }
+        println!("{}", toolgate_web::hash_token(&token));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(path) = args.store.config.clone() else {
+        return Err(String::from(
+            "`toolgate serve` needs `--config FILE`: its `approvers` section says who may answer",
+        ));
+    };
+    let gov = load_config(&path)?;
+    let mut settings = toolgate_web::WebSettings::from_governance(&gov, &path)?;
+    if let Some(addr) = args.listen {
+        settings.approvers.listen = addr;
+    }
+    let addr = settings.approvers.listen;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let (store, postgres) = args.store.open_shared(true).await?;
+        // A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the
+        // poll is only the fallback.
+        let wake = match postgres {
+            None => None,
+            Some(pg) => {
+                let mut feed = pg
+                    .subscribe()
+                    .await
+                    .map_err(|e| format!("cannot listen to the inbox's changes: {e}"))?;
+                let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+                let notify = std::sync::Arc::clone(&wake);
+                tokio::spawn(async move {
+                    while feed.next().await.is_some() {
+                        notify.notify_one();
+                    }
+                });
+                settings.poll_interval = std::time::Duration::from_secs(10);
+                Some(wake)
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        if !bound.ip().is_loopback() {
+            eprintln!(
+                "toolgate: warning: the approval page listens on {bound}, beyond this machine; put it behind TLS"
+            );
+        }
+        eprintln!(
+            "toolgate: the approval page is on http://{bound}/ ({} approver{}); Ctrl-C stops it",
+            settings.approvers.people.len(),
+            if settings.approvers.people.len() == 1 { "" } else { "s" }
+        );
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        toolgate_web::serve_woken(listener, store, settings, wake, stop)
+            .await
+            .map_err(|e| format!("the approval page stopped: {e}"))?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,494 @@
+//! The `approvers` section: who may answer held calls and edit the stored tenant policy on
+//! the approval page (`toolgate serve`), how they sign in, and where the page listens.
+//!
+//! ```
+//! use toolgate_engine::config::{load_str, Format};
+//! let gov = load_str(r#"{"approvers": {
+//!     "listen": "127.0.0.1:8788",
+//!     "people": [
+//!         {"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b",
+//!          "edit_policy": true},
+//!         {"name": "bob", "token_sha256": "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9",
+//!          "tools": [{"server": "github", "tool": "create_*"}]}
+//!     ]}}"#, Format::Json).unwrap();
+//! let a = gov.approver_settings().unwrap();
+//! assert_eq!(a.people.len(), 2);
+//! assert!(a.people[0].edit_policy && !a.people[1].edit_policy);
+//!
+//! let err = load_str(r#"{"approvers": {"people": [{"name": "a", "token_sha256": "nope"}]}}"#, Format::Json)
+//!     .unwrap_err();
+//! assert_eq!(err.errors[0].path, "approvers.people[0].token_sha256");
+//! ```
+
+use std::net::SocketAddr;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{ToolIdentity, ToolKind};
+
+use crate::error::{ConfigErrors, Obj, index};
+use crate::policy::Glob;
+
+/// The address the approval page binds when the configuration names none: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8788";
+
+/// How approvers prove who they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApproverAuth {
+    /// Each approver signs in with a token; the configuration keeps its SHA-256 (hex).
+    Token,
+    /// A reverse proxy in front of the page authenticates people and puts the approver's
+    /// name in this header; the page trusts it (bind the page where only the proxy reaches
+    /// it).
+    ProxyHeader(String),
+}
+
+/// Which held calls an approver may answer: every field it sets must match, as in a
+/// tenant rule's selectors (R18, R19).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolSelector {
+    /// The tool's own name (`*` patterns).
+    pub tool: Option<Glob>,
+    /// The MCP server (`*` patterns); never matches an `http` or `local` tool.
+    pub server: Option<Glob>,
+    /// The tool's kind.
+    pub kind: Option<ToolKind>,
+    /// The calling agent: its profile name, or a subagent's id (`*` patterns).
+    pub agent: Option<Glob>,
+}
+
+impl ToolSelector {
+    /// Whether the selector matches a call to `identity` made by `agent`.
+    pub fn matches(&self, identity: &ToolIdentity, agent: &str) -> bool {
+        if self.kind.is_some_and(|k| k != identity.kind()) {
+            return false;
+        }
+        if let Some(server) = &self.server
+            && (identity.kind() != ToolKind::Mcp || !server.matches(identity.source()))
+        {
+            return false;
+        }
+        if let Some(tool) = &self.tool
+            && !tool.matches(identity.name())
+        {
+            return false;
+        }
+        self.agent.as_ref().is_none_or(|a| a.matches(agent))
+    }
+
+    fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        if let Some(g) = &self.tool {
+            o.insert("tool".into(), g.as_str().into());
+        }
+        if let Some(g) = &self.server {
+            o.insert("server".into(), g.as_str().into());
+        }
+        if let Some(k) = self.kind {
+            o.insert("kind".into(), k.as_str().into());
+        }
+        if let Some(g) = &self.agent {
+            o.insert("agent".into(), g.as_str().into());
+        }
+        Value::Object(o)
+    }
+}
+
+/// One person who may answer held calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// The name recorded on every answer this person gives.
+    pub name: String,
+    /// The SHA-256 of the person's sign-in token, 64 lower-case hex digits (token auth).
+    pub token_sha256: Option<String>,
+    /// The held calls this person may answer; `None`: every one.
+    pub tools: Option<Vec<ToolSelector>>,
+    /// Whether this person may replace the stored tenant policy.
+    pub edit_policy: bool,
+}
+
+impl Approver {
+    /// Whether this person may answer a held call of the tool known by `identities` (any
+    /// of them, R24), made by `agent`.
+    pub fn may_answer(&self, identities: &[ToolIdentity], agent: &str) -> bool {
+        match &self.tools {
+            None => true,
+            Some(selectors) => selectors
+                .iter()
+                .any(|s| identities.iter().any(|id| s.matches(id, agent))),
+        }
+    }
+}
+
+/// The `approvers` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproverSettings {
+    /// How approvers sign in (`auth`: `token`, the default, or `proxy_header` with `header`).
+    pub auth: ApproverAuth,
+    /// Where the page listens (default [`DEFAULT_LISTEN`], loopback).
+    pub listen: SocketAddr,
+    /// The people; at least one.
+    pub people: Vec<Approver>,
+    /// A URL that gets a JSON POST for each new held call (optional).
+    pub webhook: Option<String>,
+    /// The page's address as people reach it, for links in webhook posts (optional).
+    pub public_url: Option<String>,
+}
+
+impl ApproverSettings {
+    /// The approver named `name`, compared exactly.
+    pub fn approver(&self, name: &str) -> Option<&Approver> {
+        self.people.iter().find(|a| a.name == name)
+    }
+
+    /// The section as configuration JSON (what `effective` prints).
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        match &self.auth {
+            ApproverAuth::Token => {
+                o.insert("auth".into(), "token".into());
+            }
+            ApproverAuth::ProxyHeader(h) => {
+                o.insert("auth".into(), "proxy_header".into());
+                o.insert("header".into(), h.clone().into());
+            }
+        }
+        o.insert("listen".into(), self.listen.to_string().into());
+        if let Some(w) = &self.webhook {
+            o.insert("webhook".into(), w.clone().into());
+        }
+        if let Some(u) = &self.public_url {
+            o.insert("public_url".into(), u.clone().into());
+        }
+        let people = self
+            .people
+            .iter()
+            .map(|a| {
+                let mut p = Map::new();
+                p.insert("name".into(), a.name.clone().into());
+                if let Some(t) = &a.token_sha256 {
+                    p.insert("token_sha256".into(), t.clone().into());
+                }
+                if let Some(tools) = &a.tools {
+                    p.insert(
+                        "tools".into(),
+                        Value::Array(tools.iter().map(ToolSelector::to_json).collect()),
+                    );
+                }
+                p.insert("edit_policy".into(), a.edit_policy.into());
+                Value::Object(p)
+            })
+            .collect();
+        o.insert("people".into(), Value::Array(people));
+        json!(o)
+    }
+}
+
+const SECTION: &[&str] = &[
+    "auth",
+    "header",
+    "listen",
+    "people",
+    "webhook",
+    "public_url",
+];
+const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
+const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
+
+fn is_header_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn http_url(o: &Obj<'_>, key: &str, errs: &mut ConfigErrors) -> Option<String> {
+    let url = o.non_blank(key, errs)?;
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        errs.push(
+            o.path_of(key),
+            format!("`{url}` is not an `http://` or `https://` URL"),
+        );
+        return None;
+    }
+    Some(url.to_owned())
+}
+
+pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<ApproverSettings> {
+    let o = Obj::open(v, "approvers", SECTION, errs)?;
+    let before = errs.errors.len();
+    let auth = match o.choice(
+        "auth",
+        &["token", "proxy_header"],
+        |s| matches!(s, "token" | "proxy_header").then(|| s == "proxy_header"),
+        errs,
+    ) {
+        Some(true) => match o.non_blank("header", errs) {
+            Some(h) if is_header_name(h) => Some(ApproverAuth::ProxyHeader(h.to_owned())),
+            Some(h) => {
+                errs.push(
+                    o.path_of("header"),
+                    format!("`{h}` is not an HTTP header name"),
+                );
+                None
+            }
+            None => {
+                if !o.has("header") {
+                    errs.push(
+                        o.path_of("header"),
+                        "`auth: proxy_header` needs the `header` that carries the approver's name",
+                    );
+                }
+                None
+            }
+        },
+        _ => {
+            if o.has("header") {
+                errs.push(
+                    o.path_of("header"),
+                    "`header` applies only with `auth: proxy_header`",
+                );
+            }
+            Some(ApproverAuth::Token)
+        }
+    };
+    let listen = match o.non_blank("listen", errs) {
+        None => DEFAULT_LISTEN.parse().ok(),
+        Some(text) => match text.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                errs.push(
+                    o.path_of("listen"),
+                    format!("`{text}` is not an address like `127.0.0.1:8788`"),
+                );
+                None
+            }
+        },
+    };
+    let webhook = http_url(&o, "webhook", errs);
+    let public_url = http_url(&o, "public_url", errs);
+    let token_auth = matches!(auth, Some(ApproverAuth::Token));
+    let mut people = Vec::new();
+    match o.array("people", errs) {
+        None => {
+            if !o.has("people") {
+                errs.push(
+                    o.path_of("people"),
+                    "`people` is required: at least one approver",
+                );
+            }
+        }
+        Some(items) if items.is_empty() => {
+            errs.push(o.path_of("people"), "at least one approver is required");
+        }
+        Some(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let path = index(&o.path_of("people"), i);
+                if let Some(a) = read_person(item, &path, token_auth, errs) {
+                    if people.iter().any(|p: &Approver| p.name == a.name) {
+                        errs.push(
+                            format!("{path}.name"),
+                            format!("approver `{}` is named twice", a.name),
+                        );
+                    }
+                    if a.token_sha256.is_some()
+                        && people
+                            .iter()
+                            .any(|p: &Approver| p.token_sha256 == a.token_sha256)
+                    {
+                        errs.push(
+                            format!("{path}.token_sha256"),
+                            "two approvers share this token; each needs their own",
+                        );
+                    }
+                    people.push(a);
+                }
+            }
+        }
+    }
+    if errs.errors.len() > before {
+        return None;
+    }
+    Some(ApproverSettings {
+        auth: auth?,
+        listen: listen?,
+        people,
+        webhook,
+        public_url,
+    })
+}
+
+fn read_person(
+    v: &Value,
+    path: &str,
+    token_auth: bool,
+    errs: &mut ConfigErrors,
+) -> Option<Approver> {
+    let o = Obj::open(v, path, PERSON, errs)?;
+    let name = o.non_blank("name", errs);
+    if name.is_none() && !o.has("name") {
+        errs.push(o.path_of("name"), "`name` is required");
+    }
+    let token = match o.str("token_sha256", errs) {
+        Some(_) if !token_auth => {
+            errs.push(
+                o.path_of("token_sha256"),
+                "a token applies only with `auth: token`; the proxy signs people in",
+            );
+            None
+        }
+        Some(t) if is_sha256_hex(t) => Some(t.to_owned()),
+        Some(_) => {
+            errs.push(
+                o.path_of("token_sha256"),
+                "expected the token's SHA-256 as 64 lower-case hex digits (`toolgate serve hash-token` prints it)",
+            );
+            None
+        }
+        None => {
+            if token_auth && !o.has("token_sha256") {
+                errs.push(
+                    o.path_of("token_sha256"),
+                    "`token_sha256` is required with `auth: token` (`toolgate serve hash-token` prints it)",
+                );
+            }
+            None
+        }
+    };
+    let tools = o.array("tools", errs).map(|items| {
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| read_selector(item, &index(&o.path_of("tools"), i), errs))
+            .collect::<Vec<_>>()
+    });
+    let edit_policy = o.bool("edit_policy", errs).unwrap_or(false);
+    Some(Approver {
+        name: name?.to_owned(),
+        token_sha256: token,
+        tools,
+        edit_policy,
+    })
+}
+
+fn read_selector(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolSelector> {
+    let o = Obj::open(v, path, SELECTOR, errs)?;
+    let kind = o.choice(
+        "kind",
+        &["mcp", "http", "local"],
+        |s| match s {
+            "mcp" => Some(ToolKind::Mcp),
+            "http" => Some(ToolKind::Http),
+            "local" => Some(ToolKind::Local),
+            _ => None,
+        },
+        errs,
+    );
+    let sel = ToolSelector {
+        tool: o.non_blank("tool", errs).map(Glob::new),
+        server: o.non_blank("server", errs).map(Glob::new),
+        kind,
+        agent: o.non_blank("agent", errs).map(Glob::new),
+    };
+    if sel == ToolSelector::default() {
+        errs.push(
+            path,
+            "a selector sets at least one of `tool`, `server`, `kind`, `agent`; leave `tools` out to allow every tool",
+        );
+        return None;
+    }
+    Some(sel)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Format, load_str};
+    use toolgate_core::ToolIdentity;
+
+    const HASH: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+
+    fn paths(text: &str) -> Vec<String> {
+        load_str(text, Format::Json)
+            .unwrap_err()
+            .errors
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn approvers_errors_name_their_field() {
+        let cases = [
+            (r#"{"approvers": {}}"#, "approvers.people"),
+            (r#"{"approvers": {"people": []}}"#, "approvers.people"),
+            (
+                r#"{"approvers": {"people": [{"token_sha256": "HASH"}]}}"#,
+                "approvers.people[0].name",
+            ),
+            (
+                r#"{"approvers": {"people": [{"name": "a"}]}}"#,
+                "approvers.people[0].token_sha256",
+            ),
+            (
+                r#"{"approvers": {"people": [{"name": "a", "token_sha256": "HASH", "role": "x"}]}}"#,
+                "approvers.people[0].role",
+            ),
+            (
+                r#"{"approvers": {"listen": "everywhere", "people": [{"name": "a", "token_sha256": "HASH"}]}}"#,
+                "approvers.listen",
+            ),
+            (
+                r#"{"approvers": {"auth": "proxy_header", "people": [{"name": "a"}]}}"#,
+                "approvers.header",
+            ),
+            (
+                r#"{"approvers": {"auth": "proxy_header", "header": "X-User", "people": [{"name": "a", "token_sha256": "HASH"}]}}"#,
+                "approvers.people[0].token_sha256",
+            ),
+            (
+                r#"{"approvers": {"people": [{"name": "a", "token_sha256": "HASH"}, {"name": "a", "token_sha256": "HASH"}]}}"#,
+                "approvers.people[1].name",
+            ),
+            (
+                r#"{"approvers": {"people": [{"name": "a", "token_sha256": "HASH", "tools": [{}]}]}}"#,
+                "approvers.people[0].tools[0]",
+            ),
+            (
+                r#"{"approvers": {"people": [{"name": "a", "token_sha256": "HASH", "tools": [{"kind": "ftp"}]}]}}"#,
+                "approvers.people[0].tools[0].kind",
+            ),
+            (
+                r#"{"approvers": {"webhook": "ftp://x", "people": [{"name": "a", "token_sha256": "HASH"}]}}"#,
+                "approvers.webhook",
+            ),
+        ];
+        for (text, path) in cases {
+            let text = text.replace("HASH", HASH);
+            let got = paths(&text);
+            assert!(got.iter().any(|p| p == path), "{text}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn approvers_load_print_back_and_select_tools() {
+        let text = r#"{"approvers": {"auth": "proxy_header", "header": "X-Forwarded-User",
+            "people": [{"name": "ops", "tools": [{"server": "git*", "tool": "create_*"}, {"kind": "http", "agent": "support"}]},
+                       {"name": "lead", "edit_policy": true}]}}"#;
+        let gov = load_str(text, Format::Json).unwrap();
+        let a = gov.approver_settings().unwrap();
+        assert_eq!(a.listen.to_string(), super::DEFAULT_LISTEN);
+        let ops = a.approver("ops").unwrap();
+        assert!(ops.may_answer(&[ToolIdentity::mcp("github", "create_issue")], "x"));
+        assert!(!ops.may_answer(&[ToolIdentity::mcp("github", "delete_repo")], "x"));
+        assert!(!ops.may_answer(&[ToolIdentity::http("create_issue")], "x"));
+        assert!(ops.may_answer(&[ToolIdentity::http("refund")], "support"));
+        assert!(!ops.may_answer(&[ToolIdentity::http("refund")], "sales"));
+        assert!(a.approver("lead").unwrap().may_answer(&[], "any"));
+        let printed = crate::config::effective(&gov);
+        let again = load_str(&printed.to_string(), Format::Json).unwrap();
+        assert_eq!(again.approver_settings(), gov.approver_settings());
+    }
+}

@@ -1,0 +1,263 @@
+//! One compiled rule (R18–R20): its selectors, its `when` tests, and how it matches a call.
+
+use std::cmp::Ordering;
+
+use regex::Regex;
+use serde_json::Value;
+use toolgate_core::ToolKind;
+
+use super::{Effect, Glob, LowerSubject};
+use crate::number::{self, Exact, Lit, Node};
+
+/// One test on a `when` field (R20). Numbers are kept as written (see
+/// [`crate::number`]): an integer literal of any size compares by its digits.
+#[derive(Debug, Clone)]
+pub(super) struct Test {
+    pub(super) equals: Option<Operand>,
+    pub(super) in_list: Option<Vec<Operand>>,
+    pub(super) gt: Option<Exact>,
+    pub(super) gte: Option<Exact>,
+    pub(super) lt: Option<Exact>,
+    pub(super) lte: Option<Exact>,
+    pub(super) matches: Option<Regex>,
+}
+
+/// An `equals` or `in` operand with the number literals its value does not reproduce.
+#[derive(Debug, Clone)]
+pub(super) struct Operand {
+    pub(super) value: Value,
+    pub(super) literals: Option<Node>,
+}
+
+/// One rule (R18).
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub(super) effect: Effect,
+    pub(super) tool: Option<Glob>,
+    pub(super) server: Option<Glob>,
+    pub(super) kind: Option<ToolKind>,
+    pub(super) agent: Option<Glob>,
+    pub(super) when: Vec<(String, Vec<String>, Test)>,
+    pub(super) reason: Option<Box<str>>,
+    /// The rule as written, as compact JSON text with every number as written (R20): one
+    /// string instead of a parsed object per rule (issue 12: memory per rule).
+    pub(super) source: Box<str>,
+}
+
+impl Rule {
+    /// The rule's effect.
+    pub fn effect(&self) -> Effect {
+        self.effect
+    }
+
+    /// The rule's `reason`.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The rule's `tool` pattern.
+    pub fn tool(&self) -> Option<&Glob> {
+        self.tool.as_ref()
+    }
+
+    /// The rule's `server` pattern.
+    pub fn server(&self) -> Option<&Glob> {
+        self.server.as_ref()
+    }
+
+    /// The rule's `kind`.
+    pub fn kind(&self) -> Option<ToolKind> {
+        self.kind
+    }
+
+    /// Whether the rule sets `when`.
+    pub fn has_when(&self) -> bool {
+        !self.when.is_empty()
+    }
+
+    /// The rule as written, parsed from [`Rule::source_text`] (a new value per call).
+    pub fn source(&self) -> Value {
+        // The text was written by this crate from a parsed value: it always parses.
+        serde_json::from_str(&self.source).unwrap_or(Value::Null)
+    }
+
+    /// The rule as written, as compact JSON text, every number as written (R20).
+    pub fn source_text(&self) -> &str {
+        &self.source
+    }
+
+    /// The reason shown to a person and the model: the rule's own, or a description.
+    pub fn describe(&self, index: usize) -> String {
+        if let Some(r) = &self.reason {
+            return r.to_string();
+        }
+        let mut parts = Vec::new();
+        if let Some(k) = self.kind {
+            parts.push(format!("kind `{k}`"));
+        }
+        if let Some(s) = &self.server {
+            parts.push(format!("server `{}`", s.as_str()));
+        }
+        if let Some(t) = &self.tool {
+            parts.push(format!("tool `{}`", t.as_str()));
+        }
+        if let Some(a) = &self.agent {
+            parts.push(format!("agent `{}`", a.as_str()));
+        }
+        if !self.when.is_empty() {
+            let paths: Vec<_> = self.when.iter().map(|(p, _, _)| format!("`{p}`")).collect();
+            parts.push(format!("when {}", paths.join(", ")));
+        }
+        let scope = if parts.is_empty() {
+            String::from("every mcp and http call")
+        } else {
+            parts.join(", ")
+        };
+        let verb = match self.effect {
+            Effect::Allow => "allows",
+            Effect::Ask => "asks about",
+            Effect::Deny => "denies",
+        };
+        format!("tenant policy rule {index} {verb} {scope}")
+    }
+
+    /// Whether the rule could apply to a tool of this kind on this server, whatever the
+    /// call's agent and input (used by `check`'s R40 warnings).
+    pub fn selects(&self, kind: ToolKind, tool: &str, server: Option<&str>) -> bool {
+        if !self.kind_applies(kind) {
+            return false;
+        }
+        if let Some(g) = &self.server {
+            match server {
+                Some(s) if kind == ToolKind::Mcp => {
+                    if !g.matches(s) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        self.tool.as_ref().is_none_or(|g| g.matches(tool))
+    }
+
+    fn kind_applies(&self, kind: ToolKind) -> bool {
+        match self.kind {
+            // R15/R18: a rule that does not name a kind applies to mcp and http calls only.
+            None => matches!(kind, ToolKind::Mcp | ToolKind::Http),
+            Some(k) => k == kind,
+        }
+    }
+
+    pub(super) fn matches(&self, s: &LowerSubject<'_>, input: &Value, lits: Lit<'_>) -> bool {
+        if !self.kind_applies(s.kind) {
+            return false;
+        }
+        if let Some(g) = &self.server {
+            // R19: a rule with `server` never matches an http or local tool.
+            match s.server {
+                Some(server) if s.kind == ToolKind::Mcp => {
+                    if !g.matches_lower(server) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        if let Some(g) = &self.tool
+            && !g.matches_lower(s.tool)
+        {
+            return false;
+        }
+        if let Some(g) = &self.agent
+            && !g.matches_lower(s.agent)
+        {
+            return false;
+        }
+        self.when
+            .iter()
+            .all(|(_, path, test)| test.holds(lookup(input, lits, path)))
+    }
+}
+
+/// Walks objects only (R20): an array is never indexed.
+fn lookup<'v>(input: &'v Value, lits: Lit<'v>, path: &[String]) -> Option<(&'v Value, Lit<'v>)> {
+    let mut at = input;
+    let mut lit = lits;
+    for seg in path {
+        at = at.as_object()?.get(seg)?;
+        lit = number::member(lit, seg);
+    }
+    Some((at, lit))
+}
+
+impl Test {
+    fn holds(&self, value: Option<(&Value, Lit<'_>)>) -> bool {
+        // R20: a path the input does not have never matches, whatever the test.
+        let Some((v, lit)) = value else {
+            return false;
+        };
+        let eq = |w: &Operand| json_eq(v, lit, &w.value, w.literals.as_ref());
+        if let Some(want) = &self.equals
+            && !eq(want)
+        {
+            return false;
+        }
+        if let Some(list) = &self.in_list
+            && !list.iter().any(eq)
+        {
+            return false;
+        }
+        let num_test = |bound: &Option<Exact>, ok: fn(Ordering) -> bool| match bound {
+            None => true,
+            Some(b) => match v {
+                Value::Number(n) => Exact::of(n, lit).and_then(|x| x.cmp(b)).is_some_and(ok),
+                _ => false,
+            },
+        };
+        if !num_test(&self.gt, |o| o == Ordering::Greater)
+            || !num_test(&self.gte, |o| o != Ordering::Less)
+            || !num_test(&self.lt, |o| o == Ordering::Less)
+            || !num_test(&self.lte, |o| o != Ordering::Greater)
+        {
+            return false;
+        }
+        if let Some(re) = &self.matches {
+            match v {
+                Value::String(s) => {
+                    if !re.is_match(s) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// JSON equality with numbers compared by exact value (R20), each side with its literals.
+/// Recursion is bounded by the operand's depth, which serde_json's parser limits to 128.
+fn json_eq(a: &Value, al: Lit<'_>, b: &Value, bl: Lit<'_>) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (Exact::of(x, al), Exact::of(y, bl)) {
+            (Some(x), Some(y)) => x.cmp(&y) == Some(Ordering::Equal),
+            _ => false,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .enumerate()
+                    .all(|(i, (p, q))| json_eq(p, number::item(al, i), q, number::item(bl, i)))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter().all(|(k, p)| {
+                    y.get(k).is_some_and(|q| {
+                        json_eq(p, number::member(al, k), q, number::member(bl, k))
+                    })
+                })
+        }
+        _ => a == b,
+    }
+}

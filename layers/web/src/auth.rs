@@ -1,0 +1,300 @@
+//! Who is asking: sign-in with a token (a session cookie) or a trusted proxy header, and the
+//! CSRF token every state-changing request carries.
+
+use std::time::Instant;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use toolgate::engine::approvers::{Approver, ApproverAuth};
+
+use crate::app::App;
+use crate::html::{self, esc};
+
+pub(crate) const SESSION_COOKIE: &str = "tg_session";
+const LOGIN_COOKIE: &str = "tg_login";
+
+/// One signed-in person.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    approver: String,
+    csrf: String,
+    since: Instant,
+}
+
+/// The authenticated person behind a request, and the CSRF token their forms carry.
+#[derive(Debug, Clone)]
+pub(crate) struct Who {
+    pub(crate) approver: Approver,
+    pub(crate) csrf: String,
+}
+
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0_u8; bytes];
+    if getrandom::fill(&mut buf).is_err() {
+        // No randomness: fail closed with a value nobody can present (tokens are compared
+        // to it, and an empty token never matches).
+        return String::new();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Equality that takes the same time wherever the strings differ (for equal lengths).
+pub(crate) fn same(a: &str, b: &str) -> bool {
+    if a.is_empty() || a.len() != b.len() {
+        return false;
+    }
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+impl App {
+    /// The authenticated person, if any.
+    pub(crate) fn who(&self, headers: &HeaderMap) -> Option<Who> {
+        let settings = &self.0.settings;
+        match &settings.approvers.auth {
+            ApproverAuth::ProxyHeader(name) => {
+                let person = headers.get(name.as_str())?.to_str().ok()?.trim();
+                let approver = settings.approvers.approver(person)?.clone();
+                let csrf = crate::hash_token(&format!("{}\0{}", self.0.secret, approver.name));
+                Some(Who { approver, csrf })
+            }
+            _ => {
+                let id = cookie(headers, SESSION_COOKIE)?;
+                let mut sessions = self.0.sessions.lock().ok()?;
+                let session = sessions.get(id)?.clone();
+                if session.since.elapsed() > settings.session_ttl {
+                    sessions.remove(id);
+                    return None;
+                }
+                let approver = settings.approvers.approver(&session.approver)?.clone();
+                Some(Who {
+                    approver,
+                    csrf: session.csrf,
+                })
+            }
+        }
+    }
+
+    fn proxy_mode(&self) -> bool {
+        matches!(self.0.settings.approvers.auth, ApproverAuth::ProxyHeader(_))
+    }
+
+    /// The response to a page request nobody signed in for: the sign-in page (tokens) or
+    /// 401 (a proxy that sent no known name).
+    pub(crate) fn sign_in_first(&self) -> Response {
+        if self.proxy_mode() {
+            html::refusal(
+                StatusCode::UNAUTHORIZED,
+                "Not signed in",
+                "the proxy in front of this page sent no approver this configuration names",
+            )
+        } else {
+            Redirect::to("/login").into_response()
+        }
+    }
+}
+
+/// A 401 for a state-changing request without a signed-in person.
+pub(crate) fn unauthorized() -> Response {
+    html::refusal(
+        StatusCode::UNAUTHORIZED,
+        "Not signed in",
+        "sign in before answering or saving; nothing was changed",
+    )
+}
+
+/// A 403 for a form without the right CSRF token.
+pub(crate) fn check_csrf(who: &Who, given: Option<&str>) -> Result<(), Response> {
+    if given.is_some_and(|t| same(t, &who.csrf)) {
+        Ok(())
+    } else {
+        Err(html::refusal(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "the form's CSRF token is missing or wrong (reload the page and try again); nothing was changed",
+        ))
+    }
+}
+
+pub(crate) async fn login_page(State(app): State<App>, headers: HeaderMap) -> Response {
+    if app.proxy_mode() || app.who(&headers).is_some() {
+        return Redirect::to("/").into_response();
+    }
+    login_form(None, StatusCode::OK)
+}
+
+fn login_form(error: Option<&str>, status: StatusCode) -> Response {
+    let nonce = random_hex(16);
+    let err = error
+        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    let body = format!(
+        "<section class=\"login\"><h1>Sign in to approve held calls</h1>{err}\
+         <form method=\"post\" action=\"/login\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{nonce}\">\
+         <label>Approver token <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"current-password\" required></label>\
+         <button type=\"submit\" id=\"sign-in\">Sign in</button></form></section>"
+    );
+    let mut res = (status, html::page("Sign in", None, &body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{LOGIN_COOKIE}={nonce}; Path=/login; HttpOnly; SameSite=Strict"
+    )) {
+        res.headers_mut().append(header::SET_COOKIE, v);
+    }
+    res
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LoginForm {
+    token: Option<String>,
+    csrf: Option<String>,
+}
+
+pub(crate) async fn login(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if app.proxy_mode() {
+        return Redirect::to("/").into_response();
+    }
+    // Sign-in CSRF: the form's nonce must equal the cookie set with the form.
+    let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    if !form.csrf.as_deref().is_some_and(|c| same(c, nonce)) {
+        return login_form(
+            Some("the sign-in form expired or did not come from this page; try again"),
+            StatusCode::FORBIDDEN,
+        );
+    }
+    let token = form.token.unwrap_or_default();
+    let hash = crate::hash_token(&token);
+    let found = (!token.is_empty())
+        .then(|| {
+            app.0.settings.approvers.people.iter().find(|a| {
+                a.token_sha256
+                    .as_deref()
+                    .is_some_and(|stored| same(stored, &hash))
+            })
+        })
+        .flatten();
+    let Some(approver) = found else {
+        tracing::warn!("a sign-in with an unknown token was refused");
+        return login_form(
+            Some("that token is not an approver's"),
+            StatusCode::UNAUTHORIZED,
+        );
+    };
+    let id = random_hex(32);
+    let csrf = random_hex(32);
+    if id.is_empty() || csrf.is_empty() {
+        return html::refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Cannot sign in",
+            "no randomness is available for a session",
+        );
+    }
+    if let Ok(mut sessions) = app.0.sessions.lock() {
+        let ttl = app.0.settings.session_ttl;
+        sessions.retain(|_, s| s.since.elapsed() <= ttl);
+        sessions.insert(
+            id.clone(),
+            Session {
+                approver: approver.name.clone(),
+                csrf,
+                since: Instant::now(),
+            },
+        );
+    }
+    let mut res = Redirect::to("/").into_response();
+    // Behind TLS (a `public_url` on https), the cookie is never sent over plain HTTP.
+    let secure = app
+        .0
+        .settings
+        .approvers
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"));
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{}",
+        if secure { "; Secure" } else { "" }
+    )) {
+        res.headers_mut().append(header::SET_COOKIE, v);
+    }
+    res
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct LogoutForm {
+    csrf: Option<String>,
+}
+
+pub(crate) async fn logout(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return unauthorized();
+    };
+    if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {
+        return r;
+    }
+    if let Some(id) = cookie(&headers, SESSION_COOKIE)
+        && let Ok(mut sessions) = app.0.sessions.lock()
+    {
+        sessions.remove(id);
+    }
+    let mut res = Redirect::to("/login").into_response();
+    res.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_static("tg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    #[test]
+    fn tokens_compare_whole_and_never_empty() {
+        assert!(super::same("abc", "abc"));
+        assert!(!super::same("abc", "abd"));
+        assert!(!super::same("abc", "abcd"));
+        assert!(!super::same("", ""), "an empty token never matches");
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("xtg_session=evil; tg_session=good"),
+        );
+        assert_eq!(super::cookie(&h, "tg_session"), Some("good"));
+        assert_eq!(super::cookie(&h, "tg_login"), None);
+    }
+
+    #[test]
+    fn random_tokens_are_long_and_distinct() {
+        let a = super::random_hex(32);
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, super::random_hex(32));
+    }
+}

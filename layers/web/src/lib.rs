@@ -1,0 +1,159 @@
+//! # toolgate-web
+//!
+//! The approval page: people answer held calls and edit the stored tenant policy in a
+//! browser (`toolgate serve --config toolgate.json`). Server-rendered HTML over any
+//! [`InboxStore`] (SQLite or PostgreSQL), one small static script, no build step.
+//!
+//! - **Pending approvals** (`/`): one card per held call, oldest first, grouped by session
+//!   and turn (SPEC R43): the prompt (`Approve server / tool?`), the model's name, every
+//!   reason with its source, the agent or subagent, the input exactly as it will be sent
+//!   (pretty-printed, escaped), age and expiry, and **Approve** / **Deny** with an optional
+//!   reason. New held calls and answers appear without a reload (server-sent events on
+//!   `/events`, fed by one poller over the store).
+//! - **History** (`/history`): answered, expired and cancelled calls, and who answered.
+//! - **Policy** (`/policy`): the stored tenant policy's rules, strictest first; edit one in a
+//!   panel, add one, delete one; every save replaces the policy whole through the same
+//!   validation as `toolgate policy put` ([`toolgate_inbox::put_policy_text`], R22), with
+//!   each error shown next to its field; a save based on an older `updatedAt` than the
+//!   stored one is refused as a conflict.
+//!
+//! ## Who may answer
+//!
+//! The configuration's `approvers` section
+//! ([`toolgate::engine::approvers::ApproverSettings`]) names the people: each signs in with
+//! a token whose SHA-256 the configuration keeps ([`hash_token`]), or a trusted reverse
+//! proxy puts their name in a header. The name recorded on an answer is always the
+//! authenticated one. A person's `tools` selectors limit which held calls they may answer;
+//! `edit_policy` lets them save the policy. Without an approver the page does not start
+//! ([`WebSettings::from_governance`]).
+//!
+//! ## Safety of the page itself
+//!
+//! Binds loopback by default; sign-in sets an `HttpOnly; SameSite=Strict` cookie; every
+//! state-changing request carries a CSRF token; the Approve form carries the input hash and
+//! definition hash the page showed, and an approval of a call that differs is refused (R35);
+//! the form's idempotency key makes a double submit one answer; every value is escaped; a
+//! Content-Security-Policy without inline scripts or styles; request bodies are bounded.
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+// A handler's early exit is the refusal page itself (`Result<_, Response>`), built once per
+// request; boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
+mod app;
+mod auth;
+mod events;
+mod html;
+mod pages;
+mod policy;
+mod webhook;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toolgate::engine::Governance;
+use toolgate::engine::approvers::ApproverSettings;
+use toolgate::engine::policy::Limits;
+use toolgate_inbox::InboxStore;
+
+pub use app::{App, router};
+
+/// The largest request body the page accepts (a policy saved whole included).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// What the page needs: who may answer, the limits policies are validated under, and
+/// timings.
+#[derive(Debug, Clone)]
+pub struct WebSettings {
+    /// The `approvers` section.
+    pub approvers: ApproverSettings,
+    /// The limits a saved policy is validated under (the configuration's `limits`).
+    pub limits: Limits,
+    /// How often the store is looked at for new held calls and answers (server-sent
+    /// events).
+    pub poll_interval: Duration,
+    /// How long a sign-in lasts.
+    pub session_ttl: Duration,
+}
+
+impl WebSettings {
+    /// The settings of a loaded configuration read from `path`. Refuses, naming `path`,
+    /// when the configuration has no approver: the page never starts without one.
+    pub fn from_governance(gov: &Governance, path: &Path) -> Result<Self, String> {
+        let Some(approvers) = gov.approver_settings() else {
+            return Err(format!(
+                "the configuration `{}` has no `approvers` section, so nobody could sign in: the approval page does not start without an approver (add `approvers.people` with a `name` and a `token_sha256` from `toolgate serve hash-token`)",
+                path.display()
+            ));
+        };
+        Ok(Self::new(approvers.clone(), gov.settings().limits))
+    }
+
+    /// Settings with the default timings (a look at the store every second, sign-ins
+    /// lasting 12 hours).
+    pub fn new(approvers: ApproverSettings, limits: Limits) -> Self {
+        Self {
+            approvers,
+            limits,
+            poll_interval: Duration::from_secs(1),
+            session_ttl: Duration::from_secs(12 * 3600),
+        }
+    }
+}
+
+/// The SHA-256 (64 lower-case hex digits) of a sign-in token: what `token_sha256` holds.
+///
+/// ```
+/// assert_eq!(toolgate_web::hash_token("correct horse").len(), 64);
+/// ```
+pub fn hash_token(token: &str) -> String {
+    let h = toolgate::engine::canon::sha256_hex(token.as_bytes());
+    h.strip_prefix("sha256:").unwrap_or(&h).to_owned()
+}
+
+/// Serves the page on `listener` until `shutdown` resolves. The store poller (and the
+/// webhook sender, when configured) run as long as the server does.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn InboxStore>,
+    settings: WebSettings,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_woken(listener, store, settings, None, shutdown).await
+}
+
+/// As [`serve`]; each `wake.notify_one()` (from a store's change feed, such as
+/// PostgreSQL's `LISTEN` through `PostgresInbox::subscribe`) makes open pages update at once
+/// instead of at the next poll.
+pub async fn serve_woken(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn InboxStore>,
+    settings: WebSettings,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    // The starting state is read before the first request is accepted.
+    let primed = events::fingerprint(&*store).await;
+    let app = App::start_primed(store, settings, wake, Some(primed));
+    let router = router(app.clone());
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    app.stop();
+    result
+}

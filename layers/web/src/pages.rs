@@ -1,0 +1,484 @@
+//! Pending approvals, one held call, the history, and answering.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timestamp};
+
+use crate::app::App;
+use crate::auth::{Who, check_csrf, random_hex, unauthorized};
+use crate::html::{self, Tab, esc};
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    /// `1`: only the live part (for the script's refresh).
+    fragment: Option<String>,
+}
+
+/// How many answered calls the history shows (newest first).
+const HISTORY_ROWS: usize = 500;
+
+fn age(d: Duration) -> String {
+    if d.as_secs() == 0 {
+        return String::from("0s");
+    }
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+fn store_failed(e: impl std::fmt::Display) -> Response {
+    html::refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The inbox cannot be read",
+        &e.to_string(),
+    )
+}
+
+fn agent_text(r: &HeldRecord) -> String {
+    match &r.call.agent.subagent {
+        Some(sub) => format!("{} (subagent of {})", sub, r.call.agent.profile),
+        None => r.call.agent.profile.clone(),
+    }
+}
+
+/// One card: the prompt, the model's name, every reason with its source, the agent, the
+/// input as it will be sent, age and expiry, and (pending, answerable) the two forms.
+fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool) {
+    let shown = r.interaction();
+    let id = esc(r.id());
+    let _ = write!(
+        out,
+        "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\"><h3 class=\"prompt\">",
+        r.state.as_str()
+    );
+    if link {
+        let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", esc(&shown.prompt));
+    } else {
+        out.push_str(&esc(&shown.prompt));
+    }
+    let _ = write!(
+        out,
+        "</h3><p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
+        esc(&shown.model_name),
+        r.state.as_str()
+    );
+    let _ = write!(
+        out,
+        "<dt>Agent</dt><dd class=\"agent\">{}</dd>",
+        esc(&agent_text(r))
+    );
+    out.push_str("<dt>Why</dt><dd><ul class=\"reasons\">");
+    for a in &r.call.reasons {
+        let _ = write!(
+            out,
+            "<li><span class=\"source\">{}</span> {}</li>",
+            esc(&a.source.describe()),
+            esc(&a.reason)
+        );
+    }
+    out.push_str("</ul></dd>");
+    let _ = write!(
+        out,
+        "<dt>Held</dt><dd>{} ago <time>{}</time></dd>",
+        age(r.call.created_at.age(now)),
+        r.call.created_at
+    );
+    if r.state == CallState::Pending {
+        let left = if now < r.call.expires_at {
+            format!("in {}", age(now.age(r.call.expires_at)))
+        } else {
+            String::from("past: an answer will be refused")
+        };
+        let _ = write!(
+            out,
+            "<dt>Expires</dt><dd>{left} <time>{}</time></dd>",
+            r.call.expires_at
+        );
+    }
+    if let Some(approver) = &r.approver {
+        let verb = if r.state == CallState::Denied {
+            "Denied by"
+        } else {
+            "Approved by"
+        };
+        let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<dt>{verb}</dt><dd class=\"approver\">{} <time>{when}</time></dd>",
+            esc(approver)
+        );
+    }
+    if let Some(why) = &r.answer_reason {
+        let _ = write!(
+            out,
+            "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
+            esc(why)
+        );
+    }
+    out.push_str("</dl>");
+    let input = match r.input() {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| r.call.input_json.clone()),
+        Err(e) => format!("(the stored input cannot be read: {e})"),
+    };
+    let _ = write!(
+        out,
+        "<details class=\"input\" open><summary>Input, exactly as it will be sent</summary><pre class=\"input\">{}</pre></details>",
+        esc(&input)
+    );
+    if let Some(result) = &r.result {
+        let text = serde_json::to_string_pretty(result).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<details class=\"result\"><summary>Result</summary><pre>{}</pre></details>",
+            esc(&text)
+        );
+    }
+    if r.state == CallState::Pending {
+        if who
+            .approver
+            .may_answer(&r.call.identities, r.call.agent.rule_name())
+        {
+            answer_forms(out, r, who);
+        } else {
+            out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
+        }
+    }
+    let _ = write!(
+        out,
+        "<p class=\"hashes\">input <code>{}</code> · definition <code>{}</code></p></article>",
+        esc(&r.call.input_hash),
+        esc(&r.call.definition_hash)
+    );
+}
+
+fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
+    let id = esc(r.id());
+    let hidden = format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"input_hash\" value=\"{}\">\
+         <input type=\"hidden\" name=\"definition_hash\" value=\"{}\">",
+        esc(&who.csrf),
+        esc(&r.call.input_hash),
+        esc(&r.call.definition_hash)
+    );
+    let _ = write!(
+        out,
+        "<div class=\"answer\"><form method=\"post\" action=\"/calls/{id}/answer\" class=\"approve\">{hidden}\
+         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
+         <input type=\"hidden\" name=\"decision\" value=\"approve\">\
+         <button type=\"submit\" class=\"approve\" id=\"approve-{id}\">Approve</button></form>\
+         <form method=\"post\" action=\"/calls/{id}/answer\" class=\"deny\">{hidden}\
+         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
+         <input type=\"hidden\" name=\"decision\" value=\"deny\">\
+         <input type=\"text\" name=\"reason\" maxlength=\"500\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
+         <button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form></div>",
+        random_hex(16),
+        random_hex(16),
+    );
+}
+
+/// The pending cards grouped by session, then turn, each group in the order of its oldest
+/// call (R43); calls outside any session last.
+pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) -> String {
+    type Turns<'a> = Vec<(Option<&'a str>, Vec<&'a HeldRecord>)>;
+    let mut sessions: Vec<(Option<&str>, Turns<'_>)> = Vec::new();
+    let mut where_session: HashMap<Option<&str>, usize> = HashMap::new();
+    for r in records {
+        let session = r.call.turn.as_ref().map(|t| t.session.as_str());
+        let turn = r.call.turn.as_ref().map(|t| t.turn.as_str());
+        let si = *where_session.entry(session).or_insert_with(|| {
+            sessions.push((session, Vec::new()));
+            sessions.len() - 1
+        });
+        let Some((_, turns)) = sessions.get_mut(si) else {
+            continue;
+        };
+        match turns.iter_mut().find(|(t, _)| *t == turn) {
+            Some((_, calls)) => calls.push(r),
+            None => turns.push((turn, vec![r])),
+        }
+    }
+    sessions.sort_by_key(|(s, _)| s.is_none());
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<h1>Pending approvals <span class=\"count\" id=\"pending-count\">{}</span></h1>",
+        records.len()
+    );
+    if records.is_empty() {
+        out.push_str("<p class=\"empty\" id=\"empty\">No held call is waiting for an answer.</p>");
+    }
+    for (session, turns) in &sessions {
+        match session {
+            Some(s) => {
+                let _ = write!(
+                    out,
+                    "<section class=\"session\"><h2>Session <code>{}</code></h2>",
+                    esc(s)
+                );
+            }
+            None => out.push_str("<section class=\"session\"><h2>Outside any session</h2>"),
+        }
+        for (turn, calls) in turns {
+            if let Some(t) = turn {
+                let _ = write!(
+                    out,
+                    "<section class=\"turn\"><h3 class=\"turn-title\">Turn <code>{}</code> · paused by {} held call{}</h3>",
+                    esc(t),
+                    calls.len(),
+                    if calls.len() == 1 { "" } else { "s" }
+                );
+            } else {
+                out.push_str("<section class=\"turn\">");
+            }
+            for r in calls {
+                card(&mut out, r, who, now, true);
+            }
+            out.push_str("</section>");
+        }
+        out.push_str("</section>");
+    }
+    out
+}
+
+fn live(who: &Who, tab: Tab, title: &str, inner: &str, fragment: bool) -> Response {
+    if fragment {
+        return Html(inner.to_owned()).into_response();
+    }
+    let body = format!("<div id=\"live\" data-live=\"1\">{inner}</div>");
+    html::page(title, Some((who, tab)), &body).into_response()
+}
+
+pub(crate) async fn pending(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let records = match app.0.store.list(Some(CallState::Pending)).await {
+        Ok(r) => r,
+        Err(e) => return store_failed(e),
+    };
+    let inner = pending_html(&records, &who, Timestamp::now());
+    live(
+        &who,
+        Tab::Pending,
+        "Pending approvals",
+        &inner,
+        q.fragment.is_some(),
+    )
+}
+
+pub(crate) async fn history(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let mut records = match app.0.store.list(None).await {
+        Ok(r) => r,
+        Err(e) => return store_failed(e),
+    };
+    records.retain(|r| r.state != CallState::Pending);
+    // Newest change first; the latest HISTORY_ROWS.
+    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+    let total = records.len();
+    records.truncate(HISTORY_ROWS);
+    let now = Timestamp::now();
+    let mut inner = String::from(
+        "<h1>History</h1><table class=\"history\"><thead><tr><th>Held</th><th>Call</th><th>Agent</th><th>State</th><th>Who answered</th><th>Reason</th></tr></thead><tbody>",
+    );
+    for r in &records {
+        let who_answered = match (&r.approver, r.state) {
+            (Some(a), _) => esc(a),
+            (None, CallState::Expired) => String::from("nobody: it expired"),
+            (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
+            (None, _) => String::new(),
+        };
+        let _ = write!(
+            inner,
+            "<tr class=\"state-{state}\" id=\"row-{id}\"><td>{} ago</td><td><a href=\"/calls/{id}\">{}</a></td><td>{}</td><td class=\"state\">{state}</td><td class=\"approver\">{who_answered}</td><td>{}</td></tr>",
+            age(r.call.created_at.age(now)),
+            esc(&r.interaction().prompt),
+            esc(&agent_text(r)),
+            esc(r.answer_reason.as_deref().unwrap_or("")),
+            id = esc(r.id()),
+            state = r.state.as_str(),
+        );
+    }
+    inner.push_str("</tbody></table>");
+    if total > records.len() {
+        let _ = write!(
+            inner,
+            "<p class=\"note\">The latest {} of {total} are shown; `toolgate inbox list` lists every one.</p>",
+            records.len()
+        );
+    }
+    if records.is_empty() {
+        inner.push_str("<p class=\"empty\">Nothing answered yet.</p>");
+    }
+    live(&who, Tab::History, "History", &inner, q.fragment.is_some())
+}
+
+pub(crate) async fn one(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let r = match app.0.store.get(&id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such held call",
+                &format!("no held call `{id}` in this inbox"),
+            );
+        }
+        Err(e) => return store_failed(e),
+    };
+    let mut body = String::new();
+    if let Some(t) = &r.call.turn {
+        let _ = write!(
+            body,
+            "<p class=\"crumb\">Session <code>{}</code> · turn <code>{}</code></p>",
+            esc(&t.session),
+            esc(&t.turn)
+        );
+    }
+    card(&mut body, &r, &who, Timestamp::now(), false);
+    html::page(&r.interaction().prompt, Some((&who, Tab::Pending)), &body).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct AnswerForm {
+    csrf: Option<String>,
+    decision: Option<String>,
+    reason: Option<String>,
+    input_hash: Option<String>,
+    definition_hash: Option<String>,
+    idempotency_key: Option<String>,
+}
+
+pub(crate) async fn answer(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<AnswerForm>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return unauthorized();
+    };
+    if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {
+        return r;
+    }
+    let approve = match form.decision.as_deref() {
+        Some("approve") => true,
+        Some("deny") => false,
+        _ => {
+            return html::refusal(
+                StatusCode::BAD_REQUEST,
+                "Refused",
+                "the form says neither approve nor deny; nothing was changed",
+            );
+        }
+    };
+    let Some(key) = form.idempotency_key.filter(|k| !k.trim().is_empty()) else {
+        return html::refusal(
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            "the form has no idempotency key; reload the page and answer again",
+        );
+    };
+    let record = match app.0.store.get(&id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such held call",
+                &format!("no held call `{id}` in this inbox; nothing was changed"),
+            );
+        }
+        Err(e) => return store_failed(e),
+    };
+    if !who
+        .approver
+        .may_answer(&record.call.identities, record.call.agent.rule_name())
+    {
+        return html::refusal(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!(
+                "approver `{}` may not answer calls to `{}`; nothing was changed",
+                who.approver.name, record.call.tool
+            ),
+        );
+    }
+    // R35: an approval answers exactly what the page showed.
+    if approve {
+        let mut changed = Vec::new();
+        if form.input_hash.as_deref() != Some(record.call.input_hash.as_str()) {
+            changed.push("its input");
+        }
+        if form.definition_hash.as_deref() != Some(record.call.definition_hash.as_str()) {
+            changed.push("the tool's definition");
+        }
+        if !changed.is_empty() {
+            return html::refusal(
+                StatusCode::CONFLICT,
+                "Refused: the call is not the one shown",
+                &format!(
+                    "{} {} from what the page showed (R35); reload and look again; nothing was approved",
+                    changed.join(" and "),
+                    if changed.len() == 1 {
+                        "differs"
+                    } else {
+                        "differ"
+                    }
+                ),
+            );
+        }
+    }
+    let reason = form
+        .reason
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty() && !approve);
+    let answer = Answer {
+        approve,
+        idempotency_key: Some(key),
+        approver: who.approver.name.clone(),
+        reason,
+    };
+    match app.0.store.answer(&id, answer).await {
+        Ok(receipt) => {
+            tracing::info!(
+                interaction = %id,
+                approver = %receipt.approver,
+                approved = receipt.approved,
+                replayed = receipt.replayed,
+                "a held call was answered on the approval page"
+            );
+            Redirect::to(&format!("/calls/{id}")).into_response()
+        }
+        Err(e) => {
+            let status = match &e {
+                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
+                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
+                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            };
+            html::refusal(status, "The answer was refused", &e.to_string())
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! The policy tab: the stored tenant policy's rules, strictest first; edit one in a panel,
+//! add one, delete one, or replace the whole document. Every save goes through
+//! [`toolgate_inbox::put_policy_text`] (the validation `toolgate policy put` uses, R22) and
+//! is refused as a conflict when the page's `updatedAt` is not the stored one.
+
+use std::fmt::Write as _;
+
+use axum::Form;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toolgate::engine::ConfigErrors;
+use toolgate::engine::policy::Policy;
+use toolgate_inbox::{PutPolicyError, put_policy_text};
+
+use crate::app::App;
+use crate::auth::{Who, check_csrf, unauthorized};
+use crate::html::{self, Tab, esc};
+
+/// The fields of a rule the panel edits, in the order shown.
+const FIELDS: &[&str] = &[
+    "effect", "tool", "server", "kind", "agent", "when", "reason",
+];
+
+/// The stored policy as the tab shows it.
+struct Loaded {
+    /// The document without `updatedAt` (the empty policy when none is stored).
+    doc: Value,
+    /// The stored `updatedAt`; empty when no policy was ever stored.
+    updated_at: String,
+    /// Why the stored policy cannot be read, if it cannot (R22).
+    unreadable: Option<String>,
+}
+
+async fn load(app: &App) -> Result<Loaded, Response> {
+    let stored = app.0.store.get_policy().await.map_err(|e| {
+        html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The stored policy cannot be read",
+            &e.to_string(),
+        )
+    })?;
+    let Some(stored) = stored else {
+        return Ok(Loaded {
+            doc: json!({"default": "allow", "rules": []}),
+            updated_at: String::new(),
+            unreadable: None,
+        });
+    };
+    let unreadable = Policy::from_json_str(&stored.body, &app.0.settings.limits)
+        .err()
+        .map(|errs| errs.to_string());
+    let doc = serde_json::from_str::<Value>(&stored.body)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({"default": "allow", "rules": []}));
+    Ok(Loaded {
+        doc,
+        updated_at: stored.updated_at,
+        unreadable,
+    })
+}
+
+fn rules(doc: &Value) -> &[Value] {
+    doc.get("rules")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn strictness(rule: &Value) -> u8 {
+    match rule.get("effect").and_then(Value::as_str) {
+        Some("deny") => 0,
+        Some("ask") => 1,
+        Some("allow") => 2,
+        _ => 3,
+    }
+}
+
+fn text_of(rule: &Value, key: &str) -> String {
+    match rule.get(key) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) if key == "when" => {
+            serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string())
+        }
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The edit panel's contents: which rule, its field values, and the errors to show.
+#[derive(Debug, Default)]
+struct Panel {
+    /// `new`, or the rule's index in the stored `rules`.
+    index: String,
+    values: Map<String, Value>,
+    /// Errors by field (`tool`, `when`, …).
+    field_errors: Vec<(String, String)>,
+    /// Errors about the policy as a whole, with their paths.
+    errors: Vec<String>,
+}
+
+/// Which of `errs` are about the rule at `at` (`rules[3]`), by field; the rest in full.
+fn split_errors(errs: &ConfigErrors, at: Option<usize>) -> (Vec<(String, String)>, Vec<String>) {
+    let mut by_field = Vec::new();
+    let mut rest = Vec::new();
+    for e in &errs.errors {
+        let field = at.and_then(|i| {
+            let prefix = format!("rules[{i}]");
+            let tail = e.path.strip_prefix(&prefix)?;
+            let tail = tail.strip_prefix('.').unwrap_or(tail);
+            let name: String = tail
+                .chars()
+                .take_while(|c| *c != '.' && *c != '[')
+                .collect();
+            FIELDS.contains(&name.as_str()).then_some(name)
+        });
+        match field {
+            Some(f) => by_field.push((f, e.to_string())),
+            None => rest.push(e.to_string()),
+        }
+    }
+    (by_field, rest)
+}
+
+fn render(
+    app: &App,
+    who: &Who,
+    loaded: &Loaded,
+    panel: Option<&Panel>,
+    banner: Option<(&str, &str)>,
+) -> String {
+    let mut out = String::from("<h1>Tenant policy</h1>");
+    if let Some((class, text)) = banner {
+        let _ = write!(
+            out,
+            "<p class=\"{class}\" id=\"banner\" role=\"status\">{}</p>",
+            esc(text)
+        );
+    }
+    if let Some(why) = &loaded.unreadable {
+        let _ = write!(
+            out,
+            "<p class=\"error\" id=\"unreadable\">The stored policy cannot be read, so every mcp and http call is refused <code>policy_unreadable</code> until a corrected policy is saved: {}</p>",
+            esc(why)
+        );
+    }
+    let default = loaded
+        .doc
+        .get("default")
+        .and_then(Value::as_str)
+        .unwrap_or("allow");
+    let stamp = if loaded.updated_at.is_empty() {
+        String::from("never saved")
+    } else {
+        format!("updated {}", loaded.updated_at)
+    };
+    let _ = write!(
+        out,
+        "<p class=\"meta\">A call no rule matches: <strong>{}</strong> · <span id=\"updated-at\">{}</span></p>",
+        esc(default),
+        esc(&stamp)
+    );
+    let may_edit = who.approver.edit_policy;
+    if !may_edit {
+        out.push_str("<p class=\"note\">You may read the policy; editing it is not among your permissions.</p>");
+    }
+    if may_edit && let Some(p) = panel {
+        panel_html(&mut out, who, loaded, p);
+    }
+    let list = rules(&loaded.doc);
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by_key(|i| list.get(*i).map_or(3, strictness));
+    out.push_str("<table class=\"rules\" id=\"rules\"><thead><tr><th>#</th><th>Effect</th><th>Tool</th><th>Kind</th><th>Agent</th><th>When</th><th>Reason</th><th></th></tr></thead><tbody>");
+    for i in order {
+        let Some(rule) = list.get(i) else { continue };
+        let effect = text_of(rule, "effect");
+        let server = text_of(rule, "server");
+        let tool = text_of(rule, "tool");
+        let target = match (server.is_empty(), tool.is_empty()) {
+            (true, true) => String::from("any"),
+            (false, true) => format!("{server} / any"),
+            (true, false) => tool,
+            (false, false) => format!("{server} / {tool}"),
+        };
+        let when = rule.get("when").map(Value::to_string).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<tr id=\"rule-{i}\" class=\"effect-{e}\"><td>{i}</td><td class=\"effect\">{e}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>",
+            esc(&target),
+            esc(&text_of(rule, "kind")),
+            esc(&text_of(rule, "agent")),
+            esc(&when),
+            esc(&text_of(rule, "reason")),
+            e = esc(&effect),
+        );
+        if may_edit {
+            let _ = write!(
+                out,
+                "<a href=\"/policy?edit={i}\" id=\"edit-{i}\">Edit</a> \
+                 <form method=\"post\" action=\"/policy/delete\" class=\"inline\">\
+                 <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+                 <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
+                 <input type=\"hidden\" name=\"index\" value=\"{i}\">\
+                 <button type=\"submit\" id=\"delete-{i}\">Delete</button></form>",
+                esc(&who.csrf),
+                esc(&loaded.updated_at)
+            );
+        }
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table>");
+    if list.is_empty() {
+        out.push_str(
+            "<p class=\"empty\">No rule: every call runs (unless the default says otherwise).</p>",
+        );
+    }
+    if may_edit {
+        out.push_str(
+            "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
+        );
+        let whole = serde_json::to_string_pretty(&loaded.doc).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<details class=\"whole\"><summary>Edit the whole policy as JSON</summary>\
+             <form method=\"post\" action=\"/policy/whole\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+             <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
+             <textarea name=\"document\" rows=\"16\" id=\"whole\">{}</textarea>\
+             <button type=\"submit\">Save the whole policy</button></form></details>",
+            esc(&who.csrf),
+            esc(&loaded.updated_at),
+            esc(&whole)
+        );
+    }
+    let _ = app;
+    out
+}
+
+fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
+    let title = if p.index == "new" {
+        String::from("Add a rule")
+    } else {
+        format!("Edit rule {}", p.index)
+    };
+    let _ = write!(
+        out,
+        "<aside class=\"panel\" id=\"panel\"><h2>{}</h2>",
+        esc(&title)
+    );
+    if !p.errors.is_empty() {
+        out.push_str("<ul class=\"error\" id=\"panel-errors\">");
+        for e in &p.errors {
+            let _ = write!(out, "<li>{}</li>", esc(e));
+        }
+        out.push_str("</ul>");
+    }
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"/policy/rule\" id=\"rule-form\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
+         <input type=\"hidden\" name=\"index\" value=\"{}\">",
+        esc(&who.csrf),
+        esc(&loaded.updated_at),
+        esc(&p.index)
+    );
+    for field in FIELDS {
+        let value = p
+            .values
+            .get(*field)
+            .map(|v| text_of(&json!({ *field: v }), field))
+            .unwrap_or_default();
+        let errors: Vec<&str> = p
+            .field_errors
+            .iter()
+            .filter(|(f, _)| f == field)
+            .map(|(_, m)| m.as_str())
+            .collect();
+        let invalid = if errors.is_empty() {
+            ""
+        } else {
+            " aria-invalid=\"true\""
+        };
+        let _ = write!(
+            out,
+            "<div class=\"field\" id=\"field-{field}\"><label for=\"in-{field}\">{field}</label>"
+        );
+        match *field {
+            "effect" => {
+                let _ = write!(out, "<select name=\"effect\" id=\"in-effect\"{invalid}>");
+                for e in ["deny", "ask", "allow"] {
+                    let sel = if value == e { " selected" } else { "" };
+                    let _ = write!(out, "<option value=\"{e}\"{sel}>{e}</option>");
+                }
+                out.push_str("</select>");
+            }
+            "kind" => {
+                let _ = write!(out, "<select name=\"kind\" id=\"in-kind\"{invalid}>");
+                for (v, label) in [
+                    ("", "any"),
+                    ("mcp", "mcp"),
+                    ("http", "http"),
+                    ("local", "local"),
+                ] {
+                    let sel = if value == v { " selected" } else { "" };
+                    let _ = write!(out, "<option value=\"{v}\"{sel}>{label}</option>");
+                }
+                out.push_str("</select>");
+            }
+            "when" => {
+                let _ = write!(
+                    out,
+                    "<textarea name=\"when\" id=\"in-when\" rows=\"4\" placeholder='{{\"amount\": {{\"gt\": 100}}}}'{invalid}>{}</textarea>",
+                    esc(&value)
+                );
+            }
+            _ => {
+                let _ = write!(
+                    out,
+                    "<input type=\"text\" name=\"{field}\" id=\"in-{field}\" value=\"{}\"{invalid}>",
+                    esc(&value)
+                );
+            }
+        }
+        for m in errors {
+            let _ = write!(
+                out,
+                "<p class=\"field-error\" id=\"error-{field}\">{}</p>",
+                esc(m)
+            );
+        }
+        out.push_str("</div>");
+    }
+    out.push_str("<button type=\"submit\" id=\"save-rule\">Save policy</button> <a href=\"/policy\">Cancel</a></form></aside>");
+}
+
+fn page_response(
+    app: &App,
+    who: &Who,
+    loaded: &Loaded,
+    panel: Option<&Panel>,
+    banner: Option<(&str, &str)>,
+    status: StatusCode,
+) -> Response {
+    let body = render(app, who, loaded, panel, banner);
+    (
+        status,
+        html::page("Policy", Some((who, Tab::Policy)), &body),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageQuery {
+    edit: Option<String>,
+    saved: Option<String>,
+}
+
+pub(crate) async fn page(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let loaded = match load(&app).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let panel = q.edit.as_deref().and_then(|e| {
+        if e == "new" {
+            let mut values = Map::new();
+            values.insert("effect".into(), "ask".into());
+            return Some(Panel {
+                index: e.to_owned(),
+                values,
+                ..Panel::default()
+            });
+        }
+        let i: usize = e.parse().ok()?;
+        let rule = rules(&loaded.doc).get(i)?.as_object()?.clone();
+        Some(Panel {
+            index: i.to_string(),
+            values: rule,
+            ..Panel::default()
+        })
+    });
+    let banner = q
+        .saved
+        .as_ref()
+        .map(|_| ("saved", "Saved. The new policy decides the next call."));
+    page_response(&app, &who, &loaded, panel.as_ref(), banner, StatusCode::OK)
+}
+
+/// Checks who may save, the CSRF token and the base `updatedAt`; on success, the loaded
+/// policy (the caller holds the policy lock).
+async fn may_save(
+    app: &App,
+    headers: &HeaderMap,
+    csrf: Option<&str>,
+) -> Result<(Who, Loaded), Response> {
+    let Some(who) = app.who(headers) else {
+        return Err(unauthorized());
+    };
+    check_csrf(&who, csrf)?;
+    if !who.approver.edit_policy {
+        return Err(html::refusal(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!(
+                "approver `{}` may not edit the policy (`edit_policy` is not set); nothing was saved",
+                who.approver.name
+            ),
+        ));
+    }
+    let loaded = load(app).await?;
+    Ok((who, loaded))
+}
+
+fn conflict_text(base: &str, stored: &str) -> String {
+    format!(
+        "Conflict: the policy was saved by someone else since this page showed it (the page had updatedAt `{}`, the stored one is `{}`). Nothing was saved; reload, look at the rules again and redo your change.",
+        if base.is_empty() { "none" } else { base },
+        if stored.is_empty() { "none" } else { stored },
+    )
+}
+
+async fn put(app: &App, doc: &Value) -> Result<(), PutPolicyError> {
+    let text = serde_json::to_string(doc).unwrap_or_default();
+    put_policy_text(&*app.0.store, &text, &app.0.settings.limits)
+        .await
+        .map(|stored| {
+            tracing::info!(updated_at = %stored.updated_at, "the stored tenant policy was replaced from the approval page");
+        })
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RuleForm {
+    csrf: Option<String>,
+    updated_at: Option<String>,
+    index: Option<String>,
+    effect: Option<String>,
+    tool: Option<String>,
+    server: Option<String>,
+    kind: Option<String>,
+    agent: Option<String>,
+    when: Option<String>,
+    reason: Option<String>,
+}
+
+pub(crate) async fn save_rule(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<RuleForm>,
+) -> Response {
+    let _guard = app.0.policy_lock.lock().await;
+    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    // The rule as the form gives it; an empty text field is left out.
+    let mut values = Map::new();
+    values.insert(
+        "effect".into(),
+        form.effect.clone().unwrap_or_default().into(),
+    );
+    for (key, v) in [
+        ("tool", &form.tool),
+        ("server", &form.server),
+        ("kind", &form.kind),
+        ("agent", &form.agent),
+        ("reason", &form.reason),
+    ] {
+        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+            values.insert(key.into(), v.into());
+        }
+    }
+    let mut panel = Panel {
+        index: form.index.clone().unwrap_or_else(|| "new".into()),
+        ..Panel::default()
+    };
+    let when_text = form.when.as_deref().map(str::trim).unwrap_or("");
+    if !when_text.is_empty() {
+        match serde_json::from_str::<Value>(when_text) {
+            Ok(v) => {
+                values.insert("when".into(), v);
+            }
+            Err(e) => {
+                values.insert("when".into(), Value::String(when_text.to_owned()));
+                panel.values = values;
+                panel
+                    .field_errors
+                    .push(("when".into(), format!("when: not JSON: {e}")));
+                return page_response(
+                    &app,
+                    &who,
+                    &loaded,
+                    Some(&panel),
+                    None,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                );
+            }
+        }
+    }
+    panel.values = values.clone();
+    let base = form.updated_at.unwrap_or_default();
+    if base != loaded.updated_at {
+        let text = conflict_text(&base, &loaded.updated_at);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            Some(&panel),
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
+    }
+    let mut doc = loaded.doc.clone();
+    let Some(list) = doc
+        .as_object_mut()
+        .map(|o| o.entry("rules").or_insert_with(|| json!([])))
+        .and_then(Value::as_array_mut)
+    else {
+        return html::refusal(
+            StatusCode::CONFLICT,
+            "Refused",
+            "the stored policy's `rules` is not a list; save the whole policy as JSON instead",
+        );
+    };
+    let at = if panel.index == "new" {
+        list.push(Value::Object(values));
+        list.len() - 1
+    } else {
+        match panel
+            .index
+            .parse::<usize>()
+            .ok()
+            .filter(|i| *i < list.len())
+        {
+            Some(i) => {
+                if let Some(slot) = list.get_mut(i) {
+                    *slot = Value::Object(values);
+                }
+                i
+            }
+            None => {
+                let text = conflict_text(&base, &loaded.updated_at);
+                return page_response(
+                    &app,
+                    &who,
+                    &loaded,
+                    None,
+                    Some(("error", &text)),
+                    StatusCode::CONFLICT,
+                );
+            }
+        }
+    };
+    match put(&app, &doc).await {
+        Ok(()) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Invalid(errs)) => {
+            let (by_field, rest) = split_errors(&errs, Some(at));
+            panel.field_errors = by_field;
+            panel.errors = rest;
+            let banner = "The policy is refused; the stored policy is unchanged. Each problem is shown next to its field.";
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some(("error", banner)),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+        }
+        Err(PutPolicyError::Store(e)) => html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The policy could not be saved",
+            &e.to_string(),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct DeleteForm {
+    csrf: Option<String>,
+    updated_at: Option<String>,
+    index: Option<String>,
+}
+
+pub(crate) async fn delete_rule(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<DeleteForm>,
+) -> Response {
+    let _guard = app.0.policy_lock.lock().await;
+    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let base = form.updated_at.unwrap_or_default();
+    let mut doc = loaded.doc.clone();
+    let index = form.index.as_deref().and_then(|i| i.parse::<usize>().ok());
+    let removed = doc
+        .get_mut("rules")
+        .and_then(Value::as_array_mut)
+        .zip(index)
+        .filter(|(list, i)| *i < list.len())
+        .map(|(list, i)| list.remove(i));
+    if base != loaded.updated_at || removed.is_none() {
+        let text = conflict_text(&base, &loaded.updated_at);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            None,
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
+    }
+    match put(&app, &doc).await {
+        Ok(()) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Invalid(errs)) => {
+            let panel = Panel {
+                index: "new".into(),
+                errors: errs.errors.iter().map(ToString::to_string).collect(),
+                ..Panel::default()
+            };
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some((
+                    "error",
+                    "The policy is refused; the stored policy is unchanged.",
+                )),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+        }
+        Err(PutPolicyError::Store(e)) => html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The policy could not be saved",
+            &e.to_string(),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WholeForm {
+    csrf: Option<String>,
+    updated_at: Option<String>,
+    document: Option<String>,
+}
+
+pub(crate) async fn save_whole(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(form): Form<WholeForm>,
+) -> Response {
+    let _guard = app.0.policy_lock.lock().await;
+    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let base = form.updated_at.unwrap_or_default();
+    if base != loaded.updated_at {
+        let text = conflict_text(&base, &loaded.updated_at);
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            None,
+            Some(("error", &text)),
+            StatusCode::CONFLICT,
+        );
+    }
+    let text = form.document.unwrap_or_default();
+    match put_policy_text(&*app.0.store, &text, &app.0.settings.limits).await {
+        Ok(_) => Redirect::to("/policy?saved=1").into_response(),
+        Err(PutPolicyError::Invalid(errs)) => {
+            let panel = Panel {
+                index: "new".into(),
+                errors: errs.errors.iter().map(ToString::to_string).collect(),
+                ..Panel::default()
+            };
+            page_response(
+                &app,
+                &who,
+                &loaded,
+                Some(&panel),
+                Some((
+                    "error",
+                    "The policy is refused; the stored policy is unchanged.",
+                )),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+        }
+        Err(PutPolicyError::Store(e)) => html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The policy could not be saved",
+            &e.to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate::engine::{ConfigError, ConfigErrors};
+
+    #[test]
+    fn r22_errors_of_the_edited_rule_go_to_their_field() {
+        let errs = ConfigErrors {
+            errors: vec![
+                ConfigError::new("rules[2].tool", "contains `__`"),
+                ConfigError::new("rules[2].when.amount.gt", "compares numbers"),
+                ConfigError::new("rules[20].tool", "another rule"),
+                ConfigError::new("rules", "too many rules"),
+            ],
+        };
+        let (by_field, rest) = super::split_errors(&errs, Some(2));
+        let fields: Vec<&str> = by_field.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["tool", "when"]);
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert!(rest[0].starts_with("rules[20].tool"));
+    }
+}

@@ -1,0 +1,123 @@
+//! The optional webhook: one JSON POST per new held call, with the interaction's fields and
+//! a link to its card, retried with backoff. It runs beside the page, reading the store;
+//! it never touches the gate, so a slow or failing receiver never blocks a call.
+//!
+//! The sender speaks plain HTTP/1.1 (`http://` URLs; put a local relay in front of an
+//! `https://` receiver).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::task::JoinHandle;
+use toolgate_inbox::{HeldRecord, InboxStore, State, Timestamp};
+
+const TRIES: u32 = 6;
+
+/// The JSON posted for one held call.
+pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
+    let shown = r.interaction();
+    let base = public_url.unwrap_or("").trim_end_matches('/');
+    json!({
+        "event": "held",
+        "id": r.id(),
+        "prompt": shown.prompt,
+        "server": (shown.identity.kind() == toolgate::core::ToolKind::Mcp).then(|| shown.identity.source().to_owned()),
+        "tool": shown.identity.name(),
+        "model_name": shown.model_name,
+        "agent": shown.agent,
+        "reasons": r.call.reasons.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
+        "input": shown.input,
+        "session": r.call.turn.as_ref().map(|t| t.session.clone()),
+        "turn": r.call.turn.as_ref().map(|t| t.turn.clone()),
+        "created_at": r.call.created_at.to_string(),
+        "expires_at": r.call.expires_at.to_string(),
+        "link": format!("{base}/calls/{}", r.id()),
+    })
+}
+
+/// Posts `body` to an `http://host[:port]/path` URL; `Ok` on a 2xx answer.
+async fn post(url: &str, body: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("`{url}`: only http:// webhooks are sent (use a local relay for https)")
+    })?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/"),
+    };
+    let addr = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    let connect = tokio::net::TcpStream::connect(&addr);
+    let mut stream = tokio::time::timeout(Duration::from_secs(10), connect)
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\nUser-Agent: toolgate-web\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = [0_u8; 64];
+        let n = stream.read(&mut head).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(head.get(..n).unwrap_or(&[])).into_owned())
+    };
+    let head = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .map_err(|_| String::from("the receiver did not answer in time"))?
+        .map_err(|e| e.to_string())?;
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status.starts_with('2') {
+        Ok(())
+    } else {
+        Err(format!("the receiver answered `{status}`"))
+    }
+}
+
+/// Posts one held call, retrying with exponential backoff (1 s, 2 s, 4 s, …).
+async fn deliver(url: String, body: String, id: String) {
+    let mut wait = Duration::from_secs(1);
+    for attempt in 1..=TRIES {
+        match post(&url, &body).await {
+            Ok(()) => return,
+            Err(why) => {
+                tracing::warn!(interaction = %id, attempt, %why, "the webhook post failed");
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = wait.saturating_mul(2);
+    }
+    tracing::warn!(interaction = %id, "the webhook post was given up after {TRIES} tries");
+}
+
+/// Watches the store and posts each held call held after the page started, once.
+pub(crate) fn spawn(
+    store: Arc<dyn InboxStore>,
+    url: String,
+    public_url: Option<String>,
+    every: Duration,
+) -> JoinHandle<()> {
+    let started = Timestamp::now();
+    tokio::spawn(async move {
+        let mut seen: HashSet<String> = HashSet::new();
+        loop {
+            if let Ok(pending) = store.list(Some(State::Pending)).await {
+                for r in pending.iter().filter(|r| r.call.created_at >= started) {
+                    if seen.insert(r.id().to_owned()) {
+                        let body = payload(r, public_url.as_deref()).to_string();
+                        tokio::spawn(deliver(url.clone(), body, r.id().to_owned()));
+                    }
+                }
+                // A call no longer pending never comes back: forget it.
+                let open: HashSet<&str> = pending.iter().map(HeldRecord::id).collect();
+                seen.retain(|id| open.contains(id.as_str()));
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}

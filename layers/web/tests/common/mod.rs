@@ -1,0 +1,361 @@
+//! Fixtures for the approval page's tests: a real gate over a real SQLite inbox, and the
+//! page serving the same file on 127.0.0.1:0 (as `toolgate serve` would, from another
+//! connection).
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::GovernanceHandle;
+use toolgate::approval::ApprovalGateLayer;
+use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate::engine::Governance;
+use toolgate::engine::config::{Format, load_str};
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer};
+use toolgate_inbox::{Inbox, InboxStore, PolicyWatch, SqliteInbox, SqliteOptions};
+use toolgate_web::{WebSettings, hash_token};
+use tower::util::BoxCloneService;
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+pub const ALICE: &str = "alice-token-0123456789";
+pub const BOB: &str = "bob-token-9876543210";
+
+/// The configuration: `refund` (http) and `github / create_issue` (mcp) ask; alice may
+/// answer anything and edit the policy; bob may answer only github's calls.
+pub fn config(auth: &str) -> Value {
+    let people = if auth == "proxy" {
+        json!([
+            {"name": "alice", "edit_policy": true},
+            {"name": "bob", "tools": [{"server": "github"}]}
+        ])
+    } else {
+        json!([
+            {"name": "alice", "token_sha256": hash_token(ALICE), "edit_policy": true},
+            {"name": "bob", "token_sha256": hash_token(BOB), "tools": [{"server": "github"}]}
+        ])
+    };
+    let mut approvers = json!({"people": people});
+    if auth == "proxy" {
+        approvers["auth"] = json!("proxy_header");
+        approvers["header"] = json!("X-Remote-User");
+    }
+    json!({
+        "approval": {"channel": "inbox"},
+        "tools": [
+            {"kind": "http", "name": "refund", "approval": "require_approval", "description": "Refund an order"},
+            {"kind": "http", "name": "lookup", "read_only": true},
+            {"kind": "mcp", "server": "github", "name": "create_issue", "approval": "require_approval"}
+        ],
+        "agents": [
+            {"name": "support", "allowed_tools": ["refund", "lookup", "github__create_issue"]}
+        ],
+        "approvers": approvers
+    })
+}
+
+pub fn governance(auth: &str) -> Governance {
+    load_str(&config(auth).to_string(), Format::Json).unwrap()
+}
+
+/// The configuration of `config(auth)` after `tweak`.
+pub fn governance_tweaked(auth: &str, tweak: impl FnOnce(&mut Value)) -> Governance {
+    let mut c = config(auth);
+    tweak(&mut c);
+    load_str(&c.to_string(), Format::Json).unwrap()
+}
+
+pub type Stack = BoxCloneService<ToolCall, ToolResponse, Infallible>;
+
+/// The tool behind the gate: counts what it is sent.
+#[derive(Debug, Clone, Default)]
+pub struct Tool {
+    pub runs: Arc<AtomicUsize>,
+    pub received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Tool {
+    pub fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+}
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub base: String,
+    pub db: PathBuf,
+    /// The gate's side: its own connection to the inbox file.
+    pub inbox: Inbox,
+    pub handle: GovernanceHandle,
+    pub stack: Stack,
+    pub tool: Tool,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+pub async fn start(auth: &str) -> Server {
+    start_with(auth, Duration::from_millis(100)).await
+}
+
+pub async fn start_with(auth: &str, poll: Duration) -> Server {
+    start_gov(governance(auth), poll).await
+}
+
+pub async fn start_gov(gov: Governance, poll: Duration) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inbox.db");
+    let gate = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
+    let page_store: Arc<dyn InboxStore> =
+        Arc::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
+    start_stores(gov, poll, gate, page_store, None, dir, db).await
+}
+
+/// The gate on `inbox`, the page on `page_store` (another connection to the same inbox).
+pub async fn start_stores(
+    gov: Governance,
+    poll: Duration,
+    inbox: Inbox,
+    page_store: Arc<dyn InboxStore>,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    dir: tempfile::TempDir,
+    db: PathBuf,
+) -> Server {
+    let mut settings =
+        WebSettings::from_governance(&gov, std::path::Path::new("toolgate.json")).unwrap();
+    settings.poll_interval = poll;
+    let handle = GovernanceHandle::new(gov);
+    let tool = Tool::default();
+    let stack = stack(&handle, &inbox, &tool);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(toolgate_web::serve_woken(
+        listener,
+        page_store,
+        settings,
+        wake,
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    Server {
+        addr,
+        base: format!("http://{addr}"),
+        db,
+        inbox,
+        handle,
+        stack,
+        tool,
+        stop: Some(tx),
+        _dir: dir,
+    }
+}
+
+pub fn stack(handle: &GovernanceHandle, inbox: &Inbox, tool: &Tool) -> Stack {
+    let tool = tool.clone();
+    let svc = ServiceBuilder::new()
+        .layer(ExposureLayer::new(handle.clone()))
+        .layer(ConfidentialityLayer::new(handle.clone()))
+        .layer(AirGapLayer::new(handle.clone()))
+        .layer(ApprovalGateLayer::new(handle.clone()).channel(inbox.channel()))
+        .service(service_fn(move |call: ToolCall| {
+            tool.runs.fetch_add(1, Ordering::SeqCst);
+            tool.received.lock().unwrap().push(call.input.clone());
+            std::future::ready(Ok::<_, Infallible>(ToolResponse::Completed(
+                ToolOutput::new(json!({"done": call.input})),
+            )))
+        }));
+    BoxCloneService::new(svc)
+}
+
+impl Server {
+    pub async fn send(&self, call: ToolCall) -> ToolResponse {
+        match self.stack.clone().oneshot(call).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Sends a call that must be held; its interaction id.
+    pub async fn hold(&self, call: ToolCall) -> String {
+        match self.send(call).await {
+            ToolResponse::Held(h) => h.interaction_id,
+            other => panic!("expected a held call, got {other:?}"),
+        }
+    }
+
+    pub async fn hold_refund(&self, input: Value) -> String {
+        self.hold(ToolCall::new(AgentRef::profile("support"), "refund", input))
+            .await
+    }
+
+    /// The gate picks up the stored policy (what `poll_policy` does on its interval).
+    pub async fn reload_policy(&self) {
+        let mut watch = PolicyWatch::new(self.handle.clone(), None);
+        watch.poll_once(&**self.inbox.store()).await;
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.base)
+    }
+}
+
+/// Percent-encodes a form value.
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+pub fn form(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The first `value` of an input named `name` in `html`.
+pub fn field(html: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{name}\" value=\""))?;
+    let rest = &html[at + name.len() + 15..];
+    Some(
+        rest[..rest.find('"')?]
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A browser-like client: keeps the session cookie, follows no redirect.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    pub cookie: Option<String>,
+    /// Extra header (proxy mode).
+    pub user: Option<(String, String)>,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: base.to_owned(),
+            cookie: None,
+            user: None,
+        }
+    }
+
+    fn req(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let mut r = r;
+        if let Some(c) = &self.cookie {
+            r = r.header("cookie", c.clone());
+        }
+        if let Some((k, v)) = &self.user {
+            r = r.header(k.as_str(), v.as_str());
+        }
+        r
+    }
+
+    async fn reply(r: reqwest::Response) -> Reply {
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let body = r.text().await.unwrap_or_default();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        let r = self.req(self.http.get(format!("{}{path}", self.base)));
+        Self::reply(r.send().await.unwrap()).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: String) -> Reply {
+        let r = self
+            .req(self.http.post(format!("{}{path}", self.base)))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        Self::reply(r.send().await.unwrap()).await
+    }
+
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Reply {
+        self.post_raw(path, form(fields)).await
+    }
+
+    /// Signs in with `token`; the reply of the sign-in POST.
+    pub async fn login(&mut self, token: &str) -> Reply {
+        let page = self.get("/login").await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let nonce = field(&page.body, "csrf").expect("the sign-in form's nonce");
+        let login_cookie = page
+            .header("set-cookie")
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let saved = self.cookie.replace(login_cookie);
+        let reply = self
+            .post("/login", &[("csrf", &nonce), ("token", token)])
+            .await;
+        self.cookie = saved;
+        if reply.status == 303 {
+            let session = reply.header("set-cookie");
+            let pair = session.split(';').next().unwrap().to_owned();
+            assert!(pair.starts_with("tg_session="), "{session}");
+            self.cookie = Some(pair);
+        }
+        reply
+    }
+
+    /// The CSRF token of the signed-in person (from any page).
+    pub async fn csrf(&self) -> String {
+        field(&self.get("/").await.body, "csrf").expect("a CSRF token on the page")
+    }
+}
+
+pub async fn signed_in(server: &Server, token: &str) -> Client {
+    let mut c = server.client();
+    let r = c.login(token).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    c
+}
