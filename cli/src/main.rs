@@ -9,10 +9,10 @@
 
 mod call;
 mod inbox;
-#[cfg(feature = "serve")]
-mod serve;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
