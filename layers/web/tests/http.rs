@@ -284,11 +284,20 @@ async fn r43_cards_are_grouped_by_session_and_turn_oldest_first() {
         ToolCall::new(AgentRef::profile("support"), "refund", json!({"n": n}))
             .in_turn(session, turn)
     };
+    // "Oldest" is the held time, stored to the millisecond; calls held within one
+    // millisecond are ordered by their (random) id. Each call here is held in a later
+    // millisecond than the one before it, so the expected order is the only one.
+    let tick = || tokio::time::sleep(std::time::Duration::from_millis(3));
     let a = s.hold(call(1, "sess-b", "turn-1")).await;
+    tick().await;
     let b = s.hold(call(2, "sess-a", "turn-9")).await;
+    tick().await;
     let c2 = s.hold(call(3, "sess-b", "turn-2")).await;
+    tick().await;
     let d = s.hold(call(4, "sess-b", "turn-1")).await;
+    tick().await;
     let e = s.hold_refund(json!({"n": 5})).await;
+    tick().await;
     let sub = s
         .hold(
             ToolCall::new(
