@@ -518,13 +518,12 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
                 held.interaction_id
             );
             let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-            let mut meta = json!({
-                "outcome": "held",
-                "interaction_id": held.interaction_id,
-                "reasons": held.reasons,
-            });
+            let mut meta = Map::new();
+            meta.insert("outcome".into(), json!("held"));
+            meta.insert("interaction_id".into(), json!(held.interaction_id));
+            meta.insert("reasons".into(), json!(held.reasons));
             if let Some(url) = page {
-                meta["approval_url"] = Value::String(url.to_owned());
+                meta.insert("approval_url".into(), Value::String(url.to_owned()));
             }
             r.structured_content = Some(json!({ "toolgate": meta }));
             r
