@@ -346,7 +346,18 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
                 builder = builder.policy(p);
             }
-            print_json(&config::effective(&build(builder)?));
+            #[allow(unused_mut)]
+            let mut effective = config::effective(&build(builder)?);
+            // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
+            #[cfg(feature = "mcp")]
+            if let Some(section) = mcp::section(&read_file(&config)?, Format::from_path(&config)) {
+                let section = toolgate_mcp::serve::ServeConfig::effective(&section)
+                    .map_err(|e| format!("the configuration does not load:\n{e}"))?;
+                if let Value::Object(top) = &mut effective {
+                    top.insert("mcp".into(), section);
+                }
+            }
+            print_json(&effective);
             Ok(ExitCode::SUCCESS)
         }
         Command::Inbox { action } => inbox::run_inbox(action),
@@ -387,6 +398,7 @@ fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCo
         None => None,
     };
     let mut warnings = Vec::new();
+    let mut built: Option<Governance> = None;
     if let Some(mut b) = builder
         && errs.is_empty()
     {
@@ -394,10 +406,30 @@ fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCo
             b = b.policy(p);
         }
         match b.build() {
-            Ok(gov) => warnings = gov.warnings(),
+            Ok(gov) => {
+                warnings = gov.warnings();
+                built = Some(gov);
+            }
             Err(e) => errs.errors.extend(e.errors),
         }
     }
+    // The `mcp` section (`toolgate mcp serve`): each error named by its path, and every
+    // token's agent a profile of the configuration.
+    #[cfg(feature = "mcp")]
+    if let Some(section) = mcp::section(&text, Format::from_path(config_path)) {
+        match toolgate_mcp::serve::ServeConfig::read(&section) {
+            Ok(serve) => {
+                if let Some(gov) = &built
+                    && let Err(e) = serve.check(gov)
+                {
+                    errs.errors.extend(e.errors);
+                }
+            }
+            Err(e) => errs.errors.extend(e.errors),
+        }
+    }
+    #[cfg(not(feature = "mcp"))]
+    let _ = &built;
     let valid = errs.is_empty();
     if json {
         if valid {

@@ -2,6 +2,12 @@
 //! configuration's `mcp` section (issue 15). Every `tools/call` passes the composite governed
 //! stack; see `toolgate_mcp::serve` for what is offered.
 //!
+//! On SIGHUP (Unix) the configuration file is read again and its governance (agents,
+//! policy, posture, …) replaces the one in force; sessions whose list changed get
+//! `notifications/tools/list_changed`. A configuration that does not load keeps the one in
+//! force and says so on standard error. The `mcp` section (servers, tokens, call timeout)
+//! and the inbox are those the server started with: changing them needs a restart.
+//!
 //! Exit codes: 0 when the client went away (stdio); 2 a usage error, a configuration that
 //! does not load (every error with its path), an upstream server that cannot be connected,
 //! or a transport failure.
@@ -36,6 +42,15 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
     },
+}
+
+/// The `mcp` section of a configuration text, when it parses and has one (`toolgate check`
+/// and `toolgate config print` read it with [`ServeConfig`]).
+pub(crate) fn section(text: &str, format: Format) -> Option<serde_json::Value> {
+    match config::parse_text(text, format).ok()? {
+        serde_json::Value::Object(mut top) => top.remove("mcp"),
+        _ => None,
+    }
 }
 
 pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
@@ -89,6 +104,25 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         let server = GovernedServer::start(handle, &serve, inbox)
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
+        #[cfg(unix)]
+        {
+            let mut hup =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                    .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+            let server = server.clone();
+            let started = (section(&text, format), serve.clone());
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    match reload(&path, &server, &started).await {
+                        Ok(()) => eprintln!("toolgate: reloaded `{}`", path.display()),
+                        Err(e) => eprintln!(
+                            "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
+                            path.display()
+                        ),
+                    }
+                }
+            });
+        }
         match http {
             Some(addr) => server
                 .serve_http(addr, agent.as_deref(), |bound| {
@@ -103,4 +137,34 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Reads the configuration at `path` again and makes its governance the one in force
+/// (SIGHUP). `started` is the `mcp` section the server started with: a changed one is
+/// reported, not applied.
+#[cfg(unix)]
+async fn reload(
+    path: &std::path::Path,
+    server: &GovernedServer,
+    started: &(Option<serde_json::Value>, ServeConfig),
+) -> Result<(), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let format = Format::from_path(path);
+    let governance = config::load_str(&text, format).map_err(|e| e.to_string())?;
+    let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
+    let now = section(&text, format);
+    // The new section must read (a broken file is never half applied), but the one in force
+    // is the one the server started with.
+    ServeConfig::split(document).map_err(|e| e.to_string())?;
+    if now != started.0 {
+        eprintln!(
+            "toolgate: warning: the `mcp` section of `{}` changed; servers, tokens and call_timeout_secs take effect on restart (the ones in force are kept)",
+            path.display()
+        );
+    }
+    server
+        .reload(governance, &started.1)
+        .await
+        .map_err(|e| e.to_string())
 }

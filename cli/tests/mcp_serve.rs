@@ -4,13 +4,24 @@
 //! `examples/mcp-proxy.json`. The npm packages are installed into the ignored `.tmp/` by
 //! `layers/mcp/scripts/install-npm-servers.sh`; without them a test skips with a printed
 //! reason, and fails when `CI` is set.
+//!
+//! And, with no npm package: the inbox path end to end (an rmcp client starts the real
+//! `toolgate mcp serve --agent dev` over stdio in front of an upstream MCP server of our own
+//! that counts the calls it receives; a person approves with `toolgate inbox approve ID --as
+//! NAME` on the same SQLite inbox file; R26, R38), and `toolgate check` / `config print` on
+//! the `mcp` section.
 #![cfg(feature = "mcp")]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use serde_json::Value;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use toolgate_mcp::drift_server::DriftServer;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -276,4 +287,323 @@ fn conformance_suite_against_toolgate_mcp_serve() {
             "{want} must pass: {outcome:?}\n{log}"
         );
     }
+}
+
+// ---- The durable inbox through `toolgate mcp serve` and `toolgate inbox approve` ----
+
+/// Starts the counting upstream server on a free loopback port; returns it and its URL.
+async fn upstream() -> (DriftServer, String) {
+    let drift = DriftServer::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let served = drift.clone();
+    tokio::spawn(async move {
+        served
+            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
+                let _ = tx.send(addr);
+            })
+            .await
+    });
+    let addr = rx.await.unwrap();
+    (drift, format!("http://{addr}/mcp"))
+}
+
+fn write_config(dir: &Path, upstream: &str) -> std::path::PathBuf {
+    write_config_allowing(dir, upstream, &["drift__lookup", "drift__bare"])
+}
+
+fn write_config_allowing(dir: &Path, upstream: &str, allowed: &[&str]) -> std::path::PathBuf {
+    let config = json!({
+        "approval": {"channel": "inbox"},
+        "inbox": {"sqlite": dir.join("inbox.db")},
+        "approvers": {
+            "listen": "127.0.0.1:18788",
+            "people": [{"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}]
+        },
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "behavior_gating": {"require_approval_for_non_read_only": true},
+        "agents": [{"name": "dev", "allowed_tools": allowed}],
+        "mcp": {"servers": {"drift": {"url": upstream}}, "call_timeout_secs": 20}
+    });
+    let path = dir.join("toolgate.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    path
+}
+
+async fn client(config: &Path) -> RunningService<RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args(["mcp", "serve", "--agent", "dev", "--config"])
+        .arg(config);
+    // `()` declares no elicitation: asks go to the configured channel, the inbox.
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, input: Value) -> CallToolResult {
+    let Value::Object(args) = input else { panic!() };
+    client
+        .call_tool(CallToolRequestParams::new("drift__bare").with_arguments(args))
+        .await
+        .expect("a tool result, never a protocol error")
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn held_id(r: &CallToolResult) -> String {
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let meta = &r.structured_content.as_ref().unwrap()["toolgate"];
+    assert_eq!(meta["outcome"], "held", "{r:?}");
+    meta["interaction_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r38_r26_held_call_approved_with_toolgate_inbox_approve_runs_once_through_mcp_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let (drift, url) = upstream().await;
+    let config = write_config(dir.path(), &url);
+    let dev = client(&config).await;
+    let input = json!({"n": 1});
+
+    let held = call(&dev, input.clone()).await;
+    let id = held_id(&held);
+    // The held result names the card on the approval page (`approvers.listen`).
+    let page = format!("http://127.0.0.1:18788/calls/{id}");
+    assert!(text(&held).contains(&page), "{}", text(&held));
+    assert_eq!(
+        held.structured_content.as_ref().unwrap()["toolgate"]["approval_url"],
+        page.as_str()
+    );
+    assert_eq!(drift.calls("bare"), 0, "a held call is not sent");
+
+    // A person approves it with the real binary, on the inbox file the proxy uses.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["inbox", "approve", &id, "--as", "alice", "--db"])
+        .arg(dir.path().join("inbox.db"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "toolgate inbox approve failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The same call again: the approved call is sent once and its result returned.
+    let ran = call(&dev, input.clone()).await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    assert_eq!(drift.calls("bare"), 1);
+
+    // And once more: a new call, held again; the redeemed approval is not used twice.
+    let again = call(&dev, input).await;
+    let new_id = held_id(&again);
+    assert_ne!(new_id, id);
+    assert_eq!(drift.calls("bare"), 1, "the upstream saw exactly one call");
+    dev.cancel().await.unwrap();
+}
+
+// ---- `toolgate check` and `toolgate config print` read the `mcp` section ----
+
+fn toolgate_on(dir: &Path, config: &Value, args: &[&str]) -> (bool, Value) {
+    let path = dir.join("c.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .arg(&path)
+        .args(if args[0] == "check" {
+            &["--json"][..]
+        } else {
+            &[][..]
+        })
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.success(), v)
+}
+
+#[test]
+fn check_names_each_bad_field_of_the_mcp_section_and_config_print_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = json!({
+        "agents": [{"name": "dev", "allowed_tools": ["fs__read"]}],
+        "mcp": {
+            "servers": {"fs": {"command": "node", "args": [1]}, "web": {}},
+            "tokens": [{"sha256": "nope", "agent": "dev"}, {"sha256": "a".repeat(64), "agent": "ghost"}],
+            "call_timeout_secs": 0
+        }
+    });
+    let (ok, v) = toolgate_on(dir.path(), &bad, &["check"]);
+    assert!(!ok, "{v}");
+    assert_eq!(v["valid"], false);
+    let paths: Vec<&str> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    for want in [
+        "mcp.servers.fs.args[0]",
+        "mcp.servers.web",
+        "mcp.tokens[0].sha256",
+        "mcp.call_timeout_secs",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+    // A bad section does not print as if it were in force.
+    let (ok, _) = toolgate_on(dir.path(), &bad, &["config", "print"]);
+    assert!(!ok);
+
+    // Well-formed, but a token speaks for an agent the configuration does not have.
+    let ghost = json!({
+        "agents": [{"name": "dev", "allowed_tools": ["fs__read"]}],
+        "mcp": {
+            "servers": {"fs": {"command": "node"}},
+            "tokens": [{"sha256": "a".repeat(64), "agent": "ghost"}]
+        }
+    });
+    let (ok, v) = toolgate_on(dir.path(), &ghost, &["check"]);
+    assert!(!ok, "{v}");
+    assert_eq!(v["errors"][0]["path"], "mcp.tokens", "{v}");
+
+    // A good section: valid, and printed with its defaults spelled.
+    let good = json!({
+        "agents": [{"name": "dev", "allowed_tools": ["fs__read"]}],
+        "mcp": {"servers": {"fs": {"command": "node", "args": ["fs.js"]}}}
+    });
+    let (ok, v) = toolgate_on(dir.path(), &good, &["check"]);
+    assert!(ok, "{v}");
+    let (ok, v) = toolgate_on(dir.path(), &good, &["config", "print"]);
+    assert!(ok, "{v}");
+    assert_eq!(v["mcp"]["servers"]["fs"]["args"], json!(["fs.js"]));
+    assert_eq!(v["mcp"]["call_timeout_secs"], 60);
+    assert_eq!(v["mcp"]["tokens"], json!([]));
+}
+
+// ---- SIGHUP reloads the configuration ----
+
+/// A client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Watcher {
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed.notify_one();
+    }
+}
+
+async fn names(client: &RunningService<RoleClient, Watcher>) -> Vec<String> {
+    let mut n: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+fn hup(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -HUP {pid}");
+}
+
+/// Waits for a line of the server's standard error containing `want` (a generous bound
+/// only so a broken build fails instead of hanging).
+async fn line_with(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>, want: &str) -> String {
+    let wait = async {
+        while let Some(l) = lines.recv().await {
+            if l.contains(want) {
+                return l;
+            }
+        }
+        panic!("toolgate mcp serve ended before saying `{want}`");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), wait)
+        .await
+        .unwrap_or_else(|_| panic!("toolgate mcp serve never said `{want}`"))
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r23_sighup_reloads_the_configuration_sends_list_changed_and_a_broken_one_keeps_the_old() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (drift, url) = upstream().await;
+    let config = write_config(dir.path(), &url);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args(["mcp", "serve", "--agent", "dev", "--config"])
+        .arg(&config);
+    let (proc, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = proc.id().unwrap();
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let mut reader = tokio::io::BufReader::new(stderr.unwrap()).lines();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = reader.next_line().await {
+            eprintln!("toolgate: {l}");
+            let _ = tx.send(l);
+        }
+    });
+    let watcher = Watcher::default();
+    let changed = std::sync::Arc::clone(&watcher.changed);
+    let dev = watcher.serve(proc).await.unwrap();
+    assert_eq!(names(&dev).await, ["drift__bare", "drift__lookup"]);
+
+    // The operator narrows the agent and sends SIGHUP: the client is told, and lists anew.
+    write_config_allowing(dir.path(), &url, &["drift__lookup"]);
+    hup(pid);
+    line_with(&mut lines, "reloaded").await;
+    tokio::time::timeout(std::time::Duration::from_secs(120), changed.notified())
+        .await
+        .expect("notifications/tools/list_changed after the reload");
+    assert_eq!(names(&dev).await, ["drift__lookup"]);
+    // The removed tool is refused now, as a tool result.
+    let Value::Object(args) = json!({"n": 1}) else {
+        panic!()
+    };
+    let refused = dev
+        .call_tool(CallToolRequestParams::new("drift__bare").with_arguments(args))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(drift.calls("bare"), 0);
+
+    // A configuration that does not load: loudly refused, the one in force kept.
+    std::fs::write(&config, "{ \"agents\": [").unwrap();
+    hup(pid);
+    let failed = line_with(&mut lines, "RELOAD FAILED").await;
+    assert!(failed.contains("unchanged"), "{failed}");
+    assert_eq!(names(&dev).await, ["drift__lookup"]);
+
+    // One that loads but does not fit the running server (asks to a channel it was not
+    // started with): refused too, naming the field.
+    let wide = write_config(dir.path(), &url);
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&wide).unwrap()).unwrap();
+    doc["approval"]["channel"] = json!("interactive");
+    std::fs::write(&config, doc.to_string()).unwrap();
+    hup(pid);
+    let failed = line_with(&mut lines, "RELOAD FAILED").await;
+    let why = line_with(&mut lines, "approval.channel").await;
+    assert!(failed.contains("unchanged"), "{failed}");
+    assert!(why.contains("restart"), "{why}");
+    assert_eq!(
+        names(&dev).await,
+        ["drift__lookup"],
+        "the old configuration is kept"
+    );
+    dev.cancel().await.unwrap();
 }

@@ -528,3 +528,43 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
 fn text_of(r: &CallToolResult) -> String {
     text(r)
 }
+
+#[test]
+fn a_held_calls_approval_page_link_is_public_url_else_listen() {
+    let people = r#""people": [{"name": "a", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}]"#;
+    let public = load_str(
+        &format!(
+            r#"{{"approvers": {{"listen": "127.0.0.1:8788", "public_url": "https://approvals.example.com/toolgate/", {people}}}}}"#
+        ),
+        Format::Json,
+    )
+    .unwrap();
+    assert_eq!(
+        toolgate_mcp::serve::approval_page_link(&public, "ix_1").as_deref(),
+        Some("https://approvals.example.com/toolgate/calls/ix_1")
+    );
+    let listen = load_str(
+        &format!(r#"{{"approvers": {{"listen": "127.0.0.1:9999", {people}}}}}"#),
+        Format::Json,
+    )
+    .unwrap();
+    assert_eq!(
+        toolgate_mcp::serve::approval_page_link(&listen, "ix_1").as_deref(),
+        Some("http://127.0.0.1:9999/calls/ix_1")
+    );
+    let none = load_str("{}", Format::Json).unwrap();
+    assert_eq!(toolgate_mcp::serve::approval_page_link(&none, "ix_1"), None);
+    // And in the held result's text and structured content.
+    let held = toolgate_mcp::serve::call_result_with_page(
+        toolgate_core::ToolResponse::Held(toolgate_core::HeldCall {
+            interaction_id: "ix_1".into(),
+            reasons: vec!["not read-only".into()],
+        }),
+        Some("http://127.0.0.1:9999/calls/ix_1"),
+    );
+    assert!(text(&held).contains("approve it at http://127.0.0.1:9999/calls/ix_1"));
+    assert_eq!(
+        held.structured_content.unwrap()["toolgate"]["approval_url"],
+        "http://127.0.0.1:9999/calls/ix_1"
+    );
+}

@@ -198,6 +198,24 @@ impl ServeConfig {
         }
     }
 
+    /// The section as `toolgate config print` shows it: read and checked, as written, with
+    /// the defaults spelled (`tokens`, `call_timeout_secs`). Tokens are only ever hashes.
+    ///
+    /// # Errors
+    ///
+    /// Every problem of the section, each named by its path, as [`ServeConfig::read`].
+    pub fn effective(section: &Value) -> Result<Value, ConfigErrors> {
+        let read = Self::read(section)?;
+        let mut out = section.as_object().cloned().unwrap_or_default();
+        out.entry("tokens")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        out.insert(
+            "call_timeout_secs".into(),
+            read.call_timeout.as_secs().into(),
+        );
+        Ok(Value::Object(out))
+    }
+
     /// Checks the section against the governance configuration: every token's agent is a
     /// profile of it.
     ///

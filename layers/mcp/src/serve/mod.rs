@@ -265,6 +265,11 @@ struct Shared {
     /// When the server started (Unix seconds): part of every session id, so ids of one run
     /// are not those of another (R43).
     started: u64,
+    /// The approval channels the stack was built with: a reload may not route asks elsewhere.
+    channels: Vec<ChannelKind>,
+    /// Held for writing while a reload swaps the snapshot and registers the upstream tools
+    /// in it again; listing and notifying wait for it, so no session sees the moment between.
+    reload: tokio::sync::RwLock<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -455,6 +460,24 @@ fn refused(reason: String) -> ToolResponse {
 /// results with `isError: true`, their text the model-facing explanation and their
 /// `structuredContent.toolgate` the outcome, code and reasons.
 pub fn call_result(response: ToolResponse) -> CallToolResult {
+    call_result_with_page(response, None)
+}
+
+/// The address of a held call's card on the approval page (`toolgate serve`, issue 15):
+/// `approvers.public_url`, else `http://` + `approvers.listen`, then `/calls/<id>`; `None`
+/// when the configuration has no `approvers` section (no page).
+pub fn approval_page_link(governance: &Governance, interaction_id: &str) -> Option<String> {
+    let a = governance.approver_settings()?;
+    let base = match &a.public_url {
+        Some(u) => u.trim_end_matches('/').to_owned(),
+        None => format!("http://{}", a.listen),
+    };
+    Some(format!("{base}/calls/{interaction_id}"))
+}
+
+/// [`call_result`], with a held call's text and `structuredContent.toolgate.approval_url`
+/// naming `page`, the address of its card on the approval page, when there is one.
+pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> CallToolResult {
     fn blocks(content: Value) -> Vec<ContentBlock> {
         match serde_json::from_value::<Vec<ContentBlock>>(content.clone()) {
             Ok(b) => b,
@@ -485,17 +508,24 @@ pub fn call_result(response: ToolResponse) -> CallToolResult {
             r
         }
         ToolResponse::Held(ref held) => {
+            let at = match page {
+                Some(url) => format!("approve it at {url} or with "),
+                None => String::new(),
+            };
             let text = format!(
-                "{} Do not retry now: once a person has approved it (toolgate inbox approve {}), call this tool again with exactly the same input and the approved call runs once.",
+                "{} Do not retry now: once a person has approved it ({at}toolgate inbox approve {}), call this tool again with exactly the same input and the approved call runs once.",
                 response.model_text(),
                 held.interaction_id
             );
             let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-            r.structured_content = Some(json!({"toolgate": {
-                "outcome": "held",
-                "interaction_id": held.interaction_id,
-                "reasons": held.reasons,
-            }}));
+            let mut meta = Map::new();
+            meta.insert("outcome".into(), json!("held"));
+            meta.insert("interaction_id".into(), json!(held.interaction_id));
+            meta.insert("reasons".into(), json!(held.reasons));
+            if let Some(url) = page {
+                meta.insert("approval_url".into(), Value::String(url.to_owned()));
+            }
+            r.structured_content = Some(json!({ "toolgate": meta }));
             r
         }
     }
@@ -544,10 +574,12 @@ impl GovernedServer {
             }
         }
         let mut builder = ToolgateLayer::builder(handle.clone());
+        let mut channels = Vec::new();
         for kind in [ChannelKind::Interactive, ChannelKind::Inbox] {
             if !routed.contains(&kind) {
                 continue;
             }
+            channels.push(kind);
             let fallback: Option<Arc<dyn ApprovalChannel>> = match kind {
                 ChannelKind::Inbox => match &inbox {
                     Some(i) => Some(Arc::new(i.channel())),
@@ -590,6 +622,8 @@ impl GovernedServer {
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            channels,
+            reload: tokio::sync::RwLock::new(()),
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
@@ -600,6 +634,58 @@ impl GovernedServer {
             ));
         }
         Ok(Self { shared })
+    }
+
+    /// Replaces the governance snapshot with `governance` (a configuration or policy reload,
+    /// `toolgate mcp serve` on SIGHUP): checked against `config` (every token's agent is a
+    /// profile of it) and against the approval channels the server was started with, the
+    /// connected servers' tools registered in it again before any session lists by it, then
+    /// each session whose list changed gets `notifications/tools/list_changed`. The `mcp`
+    /// section itself (servers, tokens, call timeout) is the one the server started with.
+    ///
+    /// # Errors
+    ///
+    /// Any problem keeps the snapshot in force (fail closed): a token naming an agent the new
+    /// configuration lacks, asks routed to a channel this server has no way to answer, or
+    /// the upstream tools not fitting the new configuration.
+    pub async fn reload(
+        &self,
+        governance: Governance,
+        config: &ServeConfig,
+    ) -> Result<(), ServeError> {
+        config.check(&governance).map_err(ServeError::Config)?;
+        let mut routed = vec![(
+            "approval.channel",
+            String::from("asks are"),
+            governance.settings().channel,
+        )];
+        for name in governance.agent_names() {
+            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
+                routed.push(("agents", format!("agent `{name}`'s asks are"), k));
+            }
+        }
+        for (path, whose, kind) in routed {
+            if kind != ChannelKind::None && !self.shared.channels.contains(&kind) {
+                return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                    path,
+                    format!(
+                        "{whose} routed to the `{}` channel, which this server was not started with: restart `toolgate mcp serve` to change the approval channels",
+                        kind.as_str()
+                    ),
+                )));
+            }
+        }
+        let guard = self.shared.reload.write().await;
+        let handle = self.shared.gateway.handle();
+        let old = handle.load();
+        handle.store(governance);
+        if let Err(e) = self.shared.gateway.reapply().await {
+            handle.store((*old).clone());
+            return Err(ServeError::Gateway(e));
+        }
+        drop(guard);
+        self.shared.notify_changes().await;
+        Ok(())
     }
 
     /// The gateway connecting the upstream servers.
@@ -818,7 +904,9 @@ fn spawn_watcher(weak: Weak<Shared>, handle: GovernanceHandle) {
                 }
             }
             let Some(shared) = weak.upgrade() else { break };
+            let reloading = shared.reload.read().await;
             shared.notify_changes().await;
+            drop(reloading);
         }
     });
 }
@@ -875,10 +963,12 @@ impl ServerHandler for GovernedSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let agent = self.agent(&ctx)?;
+        let reloading = self.shared.reload.read().await;
         let tools = self
             .shared
             .tools_for(&agent)
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        drop(reloading);
         self.shared
             .watch(&self.session, &ctx.peer, &agent, fingerprint(&tools));
         Ok(ListToolsResult::with_all_items(tools))
@@ -890,6 +980,8 @@ impl ServerHandler for GovernedSession {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let agent = self.agent(&ctx)?;
+        // A call made while a reload swaps the snapshot waits for the new one, whole.
+        drop(self.shared.reload.read().await);
         let input = Value::Object(request.arguments.unwrap_or_default());
         let turn = self.turns.fetch_add(1, Ordering::Relaxed);
         let call = ToolCall::new(AgentRef::profile(&agent), request.name.to_string(), input)
@@ -905,6 +997,12 @@ impl ServerHandler for GovernedSession {
         let response = ASKER
             .scope(asker, async move { shared.run(call).await })
             .await;
-        Ok(call_result(response).into())
+        let page = match &response {
+            ToolResponse::Held(h) => {
+                approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
+            }
+            _ => None,
+        };
+        Ok(call_result_with_page(response, page.as_deref()).into())
     }
 }
