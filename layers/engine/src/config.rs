@@ -260,10 +260,10 @@ pub fn read_with_literals(
         }
     }
     if let Some(v) = top.raw("audit", &mut errs) {
-        b = b.audit(crate::observe::read_audit(v, &mut errs));
+        b = b.audit(crate::recording::read_audit(v, &mut errs));
     }
     if let Some(v) = top.raw("inbox", &mut errs)
-        && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
+        && let Some(inbox) = crate::recording::read_inbox(v, &mut errs)
     {
         b = b.inbox(inbox);
     }
@@ -274,7 +274,7 @@ pub fn read_with_literals(
     }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;
-        b = b.redaction(crate::observe::read_redaction(v, limit, &mut errs));
+        b = b.redaction(crate::recording::read_redaction(v, limit, &mut errs));
     }
     if let Some(v) = top.raw("policy", &mut errs) {
         let limits = b.current_limits();

@@ -115,9 +115,9 @@ impl Inbox {
     /// ```
     #[cfg(feature = "sqlite")]
     pub fn open_configured(
-        settings: &toolgate::engine::observe::InboxSettings,
+        settings: &toolgate::engine::recording::InboxSettings,
     ) -> Result<Self, InboxError> {
-        use toolgate::engine::observe::{InboxStoreSetting, InboxSynchronous};
+        use toolgate::engine::recording::{InboxStoreSetting, InboxSynchronous};
         let path = match &settings.store {
             InboxStoreSetting::Sqlite(path) => path,
             InboxStoreSetting::Postgres(_) => {

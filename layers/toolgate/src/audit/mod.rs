@@ -106,7 +106,7 @@ use toolgate_core::{
     Verdict, WaitEnd,
 };
 use toolgate_engine::canon;
-use toolgate_engine::observe::{AuditSettings, OnSinkFailure};
+use toolgate_engine::recording::{AuditSettings, OnSinkFailure};
 use tower_layer::Layer;
 use tower_service::Service;
 
