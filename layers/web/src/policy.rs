@@ -5,6 +5,9 @@
 //! The store compares and saves in one transaction, so a save from another page process or
 //! from `toolgate policy put` between this page's read and its save is a conflict too, never
 //! a silent overwrite.
+//!
+//! One thing because it is one page: loading, rendering and saving the policy tab share the
+//! `Loaded` snapshot and its `updatedAt`; the rule checks themselves are the engine's.
 
 use std::fmt::Write as _;
 
