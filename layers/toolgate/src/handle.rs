@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use toolgate_core::{Decision, ToolCall};
+use toolgate_core::{AgentRef, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
+use toolgate_engine::number::NumberLiterals;
 use toolgate_engine::{CallView, ConfigErrors, Decided, Governance, PolicyState, ResolvedAgent};
 
 /// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
@@ -80,9 +81,44 @@ pub struct PinnedDecision {
 /// What the layers of one handle share about one call.
 struct Shared {
     decided: Decided,
+    /// What the call looked like when it was decided: a layer reading the pin checks the
+    /// call it holds still looks so, else the decision is not about it (R14, R38).
+    about: About,
     /// The canonical (RFC 8785) hash of the decided input, computed by the first layer that
     /// needs it (audit's record, the gate's decision note) and reused by the others.
     input_hash: std::sync::OnceLock<Option<String>>,
+}
+
+/// What a decision was made about: everything of the call the engine decides by.
+struct About {
+    tool: ToolRef,
+    agent: AgentRef,
+    run: RunContext,
+    literals: Option<NumberLiterals>,
+    /// The permit's binding of the input ([`crate::permit::binding`]: SHA-256 of its compact
+    /// serialisation), `None` when it cannot be serialised (then nothing matches it).
+    input: Option<[u8; 32]>,
+}
+
+impl About {
+    fn of(call: &ToolCall, input: Option<[u8; 32]>) -> Self {
+        Self {
+            tool: call.tool.clone(),
+            agent: call.agent.clone(),
+            run: call.run,
+            literals: call.extensions.get::<NumberLiterals>().cloned(),
+            input,
+        }
+    }
+
+    /// Whether `call` has the tool, agent (and subagent), run settings and number literals
+    /// this decision was made about. The input is checked apart ([`About::input`]).
+    fn names(&self, call: &ToolCall) -> bool {
+        self.tool == call.tool
+            && self.agent == call.agent
+            && self.run == call.run
+            && self.literals.as_ref() == call.extensions.get::<NumberLiterals>()
+    }
 }
 
 impl fmt::Debug for PinnedDecision {
@@ -282,22 +318,57 @@ impl GovernanceHandle {
     /// handle, or else decided now — one [`Governance::decide_call`] (one look-up, one
     /// input-bounds walk) on the pinned snapshot — and pinned for every later layer.
     ///
-    /// A layer between two layers of one handle must not change the call's tool, agent,
-    /// run settings or input: the decision pinned outside it would not be about the call
-    /// it passes on. Put such a layer outside the first toolgate layer.
+    /// A pinned decision is read only while it is about the call at hand: a layer between
+    /// two layers of one handle that changed the call's tool, agent or subagent, or run
+    /// settings makes the pin stale, and the call is decided again (by the pinned
+    /// snapshot) and pinned anew. The approval gate also checks the input
+    /// ([`GovernanceHandle::decide_to_send`]): no call runs on a decision made for another
+    /// input (R14, R38).
+    ///
+    /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
+    /// streamed), so that the gate can tell a changed input.
     pub fn decide(&self, call: &mut ToolCall) -> PinnedDecision {
-        let governance = match call.extensions.get::<Pinned>() {
-            Some(p) if p.handle == self.id => {
-                if let Some(d) = &p.decided {
-                    return d.clone();
-                }
-                Arc::clone(&p.governance)
-            }
-            _ => self.load(),
+        if let Some(d) = self.pinned_decision(call)
+            && d.decided.about.names(call)
+        {
+            return d.clone();
+        }
+        let input = crate::permit::binding(&call.input);
+        self.decide_anew(call, input)
+    }
+
+    /// The gate's [`GovernanceHandle::decide`]: a pinned decision is read only when the
+    /// call's input is also the one it was made for — hashed now and compared with the hash
+    /// taken when it was pinned. Returns that hash of the input too, for the permit (one
+    /// hash of the input per gate pass).
+    pub(crate) fn decide_to_send(&self, call: &mut ToolCall) -> (PinnedDecision, Option<[u8; 32]>) {
+        let input = crate::permit::binding(&call.input);
+        if let Some(d) = self.pinned_decision(call)
+            && input.is_some()
+            && d.decided.about.input == input
+            && d.decided.about.names(call)
+        {
+            return (d.clone(), input);
+        }
+        (self.decide_anew(call, input), input)
+    }
+
+    /// The decision this handle pinned on `call`, whether or not it is still about it.
+    fn pinned_decision<'c>(&self, call: &'c ToolCall) -> Option<&'c PinnedDecision> {
+        self.pinned(call).and_then(|p| p.decided.as_ref())
+    }
+
+    /// Decides `call` (whose input hashes to `input`) by its pinned snapshot (the current
+    /// one if it has none of this handle) and pins the decision, replacing any other.
+    fn decide_anew(&self, call: &mut ToolCall, input: Option<[u8; 32]>) -> PinnedDecision {
+        let governance = match self.pinned(call) {
+            Some(p) => Arc::clone(&p.governance),
+            None => self.load(),
         };
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
                 decided: governance.decide_call(CallView::of(call)),
+                about: About::of(call, input),
                 input_hash: std::sync::OnceLock::new(),
             }),
             governance: Arc::clone(&governance),

@@ -77,7 +77,10 @@
 //! [`GovernanceHandle`] reads it, so a policy replaced mid-call never splits a decision
 //! (R23). Each layer used alone still decides for itself; a layer of another handle never
 //! reads the pin. The approval gate decides again only after a person's approval, on the
-//! configuration then in force (R38).
+//! configuration then in force (R38). A pin is read only while it is about the call: a
+//! layer between two toolgate layers that changed the call's tool, agent, run settings or
+//! (at the gate) input makes it stale, and the call is decided again (R14, R38; see
+//! [`GovernanceHandle::decide`]).
 //! Every call the gate sends carries its [`Permit`] (R38), bound to the call, its input and
 //! the tool's definition: [`RequirePermitLayer`] in front of your own tool (and
 //! `toolgate_mcp::McpToolService` always) refuses a call that did not pass a gate.

@@ -87,7 +87,7 @@ fn refused(why: String) -> Refusal {
 /// canonicalisation would forgive (a key reordered, `1` rewritten as `1.0`), is refused.
 /// About ten times cheaper than canonicalising (`benches/benches/permit.rs`), and it is
 /// paid on every call the gate sends.
-fn binding(input: &serde_json::Value) -> Option<[u8; 32]> {
+pub(crate) fn binding(input: &serde_json::Value) -> Option<[u8; 32]> {
     // Serialised straight into the hasher: no byte buffer.
     let mut hasher = HashWriter(Sha256::new());
     serde_json::to_writer(&mut hasher, input).ok()?;
@@ -117,7 +117,19 @@ impl Permit {
         snapshot: &Arc<Governance>,
         entry: &Entry,
     ) -> Result<(), Refusal> {
-        let Some(input_hash) = binding(&call.input) else {
+        let input_hash = binding(&call.input);
+        Self::attach_bound(call, snapshot, entry, input_hash)
+    }
+
+    /// [`Permit::attach`] with the input's [`binding`] the caller has just computed of
+    /// `call.input` itself (the gate's pin check): the input is hashed once per call.
+    pub(crate) fn attach_bound(
+        call: &mut ToolCall,
+        snapshot: &Arc<Governance>,
+        entry: &Entry,
+        input_hash: Option<[u8; 32]>,
+    ) -> Result<(), Refusal> {
+        let Some(input_hash) = input_hash else {
             return Err(refused(String::from(
                 "the input cannot be serialised, so no permit can be bound to it",
             )));

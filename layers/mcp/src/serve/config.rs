@@ -295,8 +295,9 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
                 );
             }
             let url = string(url, &format!("{path}.url"), errs)?;
+            // The field is this section's `url`, whatever path the server config names.
             McpServerConfig::streamable_http(id, url)
-                .map_err(|e| errs.push(e.path.clone(), e.message.clone()))
+                .map_err(|e| errs.push(format!("{path}.url"), e.message.clone()))
                 .ok()?
         }
     };

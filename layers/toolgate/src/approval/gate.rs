@@ -269,8 +269,9 @@ where
     }
 
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
-        // Decide once: the decision an earlier layer of this handle pinned, or made now.
-        let pinned = self.handle.decide(&mut call);
+        // Decide once: the decision an earlier layer of this handle pinned — only if it is
+        // about this very call, input included (R14, R38) — or made now.
+        let (pinned, input_binding) = self.handle.decide_to_send(&mut call);
         let governance = Arc::clone(pinned.governance());
         let Some(entry) = pinned.entry() else {
             return GateFuture::refused(
@@ -349,7 +350,8 @@ where
             },
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
-                if let Err(r) = Permit::attach(&mut call, &governance, entry) {
+                // `call.input` is the input just hashed: the gate holds the call.
+                if let Err(r) = Permit::attach_bound(&mut call, &governance, entry, input_binding) {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
