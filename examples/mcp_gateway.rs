@@ -21,7 +21,7 @@ use toolgate::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, InteractiveChannel,
 };
 use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolResponse};
-use toolgate::engine::observe::RedactionSettings;
+use toolgate::engine::recording::RedactionSettings;
 use toolgate::engine::{AgentProfile, Governance};
 use toolgate::{GovernanceHandle, ToolgateLayer};
 use toolgate_mcp::drift_server::{DriftServer, Mode};

@@ -347,6 +347,49 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// How a call ended, as audit records, spans and the inbox's stored results spell it
+/// (`outcome`): one spelling for every writer. [`ToolResponse::outcome`](crate::ToolResponse::outcome)
+/// gives a response's.
+///
+/// ```
+/// use toolgate_core::CallOutcome;
+/// assert_eq!(CallOutcome::Completed.as_str(), "completed");
+/// assert_eq!(CallOutcome::Error.to_string(), "error");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// The tool ran and succeeded: `completed`.
+    Completed,
+    /// The tool ran and reported a failure: `failed`.
+    Failed,
+    /// The call was refused and never sent: `refused`.
+    Refused,
+    /// The call is held for a person's answer: `held`.
+    Held,
+    /// The tool's service returned an error instead of a response: `error`.
+    Error,
+}
+
+impl CallOutcome {
+    /// The outcome's spelling: `completed`, `failed`, `refused`, `held` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Completed => "completed",
+            CallOutcome::Failed => "failed",
+            CallOutcome::Refused => "refused",
+            CallOutcome::Held => "held",
+            CallOutcome::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A tenant rule that matched a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchedRule {

@@ -1,6 +1,6 @@
 //! The response every layer returns.
 
-use crate::decision::Refusal;
+use crate::decision::{CallOutcome, Refusal};
 
 /// What a tool returned.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -47,6 +47,17 @@ pub enum ToolResponse {
 }
 
 impl ToolResponse {
+    /// How the call ended: `completed`, `failed`, `refused` or `held`
+    /// ([`CallOutcome::as_str`]).
+    pub fn outcome(&self) -> CallOutcome {
+        match self {
+            ToolResponse::Completed(_) => CallOutcome::Completed,
+            ToolResponse::Failed(_) => CallOutcome::Failed,
+            ToolResponse::Refused(_) => CallOutcome::Refused,
+            ToolResponse::Held(_) => CallOutcome::Held,
+        }
+    }
+
     /// The refusal, if the call was refused.
     pub fn refusal(&self) -> Option<&Refusal> {
         match self {

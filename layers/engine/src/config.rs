@@ -1,5 +1,8 @@
 //! The CONFIG file format (SPEC §7): JSON, TOML, or YAML (feature `yaml`).
 //!
+//! One thing because it is one reader of one format: every section's reading shares the
+//! path-naming error collector, and about 150 of its lines are the tests of those errors.
+//!
 //! Unknown fields, unknown enum values, `null`, wrong types and duplicate keys are errors;
 //! every error names its path, and all of them are collected. A configuration with any
 //! error is refused whole.
@@ -260,10 +263,10 @@ pub fn read_with_literals(
         }
     }
     if let Some(v) = top.raw("audit", &mut errs) {
-        b = b.audit(crate::observe::read_audit(v, &mut errs));
+        b = b.audit(crate::recording::read_audit(v, &mut errs));
     }
     if let Some(v) = top.raw("inbox", &mut errs)
-        && let Some(inbox) = crate::observe::read_inbox(v, &mut errs)
+        && let Some(inbox) = crate::recording::read_inbox(v, &mut errs)
     {
         b = b.inbox(inbox);
     }
@@ -274,7 +277,7 @@ pub fn read_with_literals(
     }
     if let Some(v) = top.raw("redaction", &mut errs) {
         let limit = b.current_limits().regex_size_limit;
-        b = b.redaction(crate::observe::read_redaction(v, limit, &mut errs));
+        b = b.redaction(crate::recording::read_redaction(v, limit, &mut errs));
     }
     if let Some(v) = top.raw("policy", &mut errs) {
         let limits = b.current_limits();

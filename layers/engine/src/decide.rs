@@ -1,6 +1,9 @@
 //! The one pure decision core: exposure (R6–R13) and invocation (R14–R17, R22, R25–R26,
 //! R36). Synchronous, no I/O: the tower layers and the CLI call these functions, and no
 //! check is written anywhere else.
+//!
+//! One thing because exposure and invocation must read the same resolution of agent, tool and
+//! posture: kept in one `impl Governance` so the two cannot drift apart (R8, R13).
 
 use serde_json::Value;
 use toolgate_core::{

@@ -61,9 +61,14 @@ mod error;
 mod governance;
 pub mod json;
 pub mod number;
-pub mod observe;
 pub mod policy;
 mod print;
+pub mod recording;
+
+/// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
+/// code written against it still compiles.
+#[doc(hidden)]
+pub use recording as observe;
 
 /// Test support (feature `walk-count`, never in a release build): how many input-bounds walks
 /// ([`Governance::check_input_exact`]) this thread has made, so a test can count them per

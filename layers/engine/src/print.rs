@@ -23,8 +23,8 @@ use toolgate_core::names::name_key;
 use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolKind};
 
 use crate::governance::{AgentProfile, Governance, PolicyState};
-use crate::observe::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
 use crate::policy::Limits;
+use crate::recording::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
 
 /// The snapshot as a CONFIG value that loads back into an equal snapshot. A stored policy
 /// that cannot be read is left out (it is not configuration).

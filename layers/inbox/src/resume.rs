@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::core::{CallId, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate::core::{CallId, CallOutcome, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 use tower_service::Service;
 
 use crate::channel::{DEFAULT_TTL, InboxChannel, random_token, ticket};
@@ -115,9 +115,9 @@ impl Inbox {
     /// ```
     #[cfg(feature = "sqlite")]
     pub fn open_configured(
-        settings: &toolgate::engine::observe::InboxSettings,
+        settings: &toolgate::engine::recording::InboxSettings,
     ) -> Result<Self, InboxError> {
-        use toolgate::engine::observe::{InboxStoreSetting, InboxSynchronous};
+        use toolgate::engine::recording::{InboxStoreSetting, InboxSynchronous};
         let path = match &settings.store {
             InboxStoreSetting::Sqlite(path) => path,
             InboxStoreSetting::Postgres(_) => {
@@ -328,24 +328,23 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
     Ok(call)
 }
 
-fn output_json(outcome: &str, o: &ToolOutput) -> Value {
-    json!({"outcome": outcome, "content": o.content, "structured": o.structured})
+fn output_json(outcome: CallOutcome, o: &ToolOutput) -> Value {
+    json!({"outcome": outcome.as_str(), "content": o.content, "structured": o.structured})
 }
 
 /// A response as the store records it: `{"outcome": "completed" | "failed" | "refused" |
 /// "held", …}`.
 pub fn response_json(response: &ToolResponse) -> Value {
     match response {
-        ToolResponse::Completed(o) => output_json("completed", o),
-        ToolResponse::Failed(o) => output_json("failed", o),
+        ToolResponse::Completed(o) | ToolResponse::Failed(o) => output_json(response.outcome(), o),
         ToolResponse::Refused(r) => json!({
-            "outcome": "refused",
+            "outcome": response.outcome().as_str(),
             "code": r.code.as_str(),
             "decided_by": r.decided_by.as_str(),
             "reasons": r.reasons,
         }),
         ToolResponse::Held(h) => json!({
-            "outcome": "held",
+            "outcome": response.outcome().as_str(),
             "interaction_id": h.interaction_id,
             "reasons": h.reasons,
         }),

@@ -18,7 +18,7 @@ use toolgate_core::{
 use tower_service::Service;
 
 use crate::declare::Listed;
-use crate::gateway::{Inner, ServerView, State};
+use crate::routes::{Routes, ServerView, State};
 
 /// A call the server could not answer with a tool result: the transport failed, or the
 /// server answered `tools/call` with a protocol error. (A tool that ran and failed is
@@ -274,7 +274,7 @@ fn check(
 /// crate docs for the order.
 #[derive(Clone)]
 pub struct McpToolService {
-    inner: Arc<Inner>,
+    inner: Arc<dyn Routes>,
     require_permit: bool,
 }
 
@@ -288,7 +288,7 @@ impl fmt::Debug for McpToolService {
 }
 
 impl McpToolService {
-    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Routes>) -> Self {
         Self {
             inner,
             require_permit: true,
@@ -359,7 +359,7 @@ impl Service<ToolCall> for McpToolService {
     }
 
     fn call(&mut self, call: ToolCall) -> Self::Future {
-        let state = self.inner.state.load();
+        let state = self.inner.routes();
         let (server, listed) = match resolve(&state, &call.tool) {
             Ok(found) => found,
             Err(r) => return McpFuture::refused(r),

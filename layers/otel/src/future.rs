@@ -10,7 +10,7 @@ use opentelemetry::Context as OtelContext;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Status, TraceContextExt};
 use pin_project_lite::pin_project;
-use toolgate::core::{DecisionNote, DecisionSink, ToolResponse};
+use toolgate::core::{CallOutcome, DecisionNote, DecisionSink, ToolResponse};
 use toolgate::redact::Redactor;
 
 use crate::attributes::{self as attr, values};
@@ -56,24 +56,20 @@ impl Finish {
         let mut attributes = Vec::with_capacity(12);
         let response = result.as_ref().ok();
         record::decision(&self.redactor, note.as_ref(), response, &mut attributes);
-        let (outcome, error) = match result {
-            Ok(ToolResponse::Completed(_)) => ("completed", None),
-            Ok(ToolResponse::Failed(_)) => (
-                "failed",
-                Some((values::TOOL_ERROR, "the tool reported a failure".into())),
-            ),
-            Ok(ToolResponse::Refused(r)) => (
-                "refused",
-                Some((r.code.as_str(), format!("refused: {}", r.code))),
-            ),
-            Ok(ToolResponse::Held(_)) => ("held", None),
-            Err(_) => (
-                "error",
-                Some((
-                    std::any::type_name::<E>(),
-                    "the tool's service returned an error".into(),
-                )),
-            ),
+        let outcome = result
+            .as_ref()
+            .map_or(CallOutcome::Error, ToolResponse::outcome)
+            .as_str();
+        let error = match result {
+            Ok(ToolResponse::Completed(_) | ToolResponse::Held(_)) => None,
+            Ok(ToolResponse::Failed(_)) => {
+                Some((values::TOOL_ERROR, "the tool reported a failure".into()))
+            }
+            Ok(ToolResponse::Refused(r)) => Some((r.code.as_str(), format!("refused: {}", r.code))),
+            Err(_) => Some((
+                std::any::type_name::<E>(),
+                "the tool's service returned an error".into(),
+            )),
         };
         attributes.push(KeyValue::new(attr::TOOLGATE_CALL_OUTCOME, outcome));
         if self.content

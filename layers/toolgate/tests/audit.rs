@@ -8,7 +8,7 @@ use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
 use toolgate::audit::{AuditLayer, AuditSink, JsonlFileSink, MemorySink, verify_chain};
 use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::observe::FlushPolicy;
+use toolgate::engine::recording::FlushPolicy;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 

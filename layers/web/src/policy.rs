@@ -5,6 +5,9 @@
 //! The store compares and saves in one transaction, so a save from another page process or
 //! from `toolgate policy put` between this page's read and its save is a conflict too, never
 //! a silent overwrite.
+//!
+//! One thing because it is one page: loading, rendering and saving the policy tab share the
+//! `Loaded` snapshot and its `updatedAt`; the rule checks themselves are the engine's.
 
 use std::fmt::Write as _;
 
@@ -14,8 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolgate::engine::ConfigErrors;
-use toolgate::engine::policy::Policy;
+use toolgate::engine::{ConfigErrors, PolicyState};
 use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::app::App;
@@ -52,10 +54,13 @@ async fn load(app: &App) -> Result<Loaded, Response> {
             unreadable: None,
         });
     };
-    let unreadable = Policy::from_json_str(&stored.body, &app.0.settings.limits)
-        .err()
-        .map(|errs| errs.to_string());
-    let doc = serde_json::from_str::<Value>(&stored.body)
+    // A stored policy is untrusted input: read the way every inbox and the gate read it
+    // (R22), its JSON depth measured before anything recursive runs.
+    let unreadable = match PolicyState::from_json_str(&stored.body, &app.0.settings.limits, None) {
+        PolicyState::Unreadable(why) => Some(why),
+        _ => None,
+    };
+    let doc = toolgate_inbox::codec::parse_json(&stored.body)
         .ok()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({"default": "allow", "rules": []}));

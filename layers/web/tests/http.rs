@@ -654,6 +654,29 @@ fn the_example_configuration_signs_in_with_its_documented_token() {
 }
 
 #[tokio::test]
+async fn r22_a_stored_policy_nested_too_deep_is_shown_unreadable() {
+    let s = start("token").await;
+    let c = signed_in(&s, ALICE).await;
+    // Stored past validation, nested far deeper than any reader's bound.
+    let deep = format!(
+        r#"{{"default":"allow","rules":[{{"effect":"ask","tool":"t","when":{}1{}}}]}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let conn = rusqlite::Connection::open(&s.db).unwrap();
+    conn.execute(
+        "INSERT INTO stored_policy (id, body, updated_at) VALUES (1, ?1, '2020-01-01T00:00:00.000000Z')",
+        [&deep],
+    )
+    .unwrap();
+    let r = c.get("/policy").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("id=\"unreadable\""), "{}", r.body);
+    // The empty document is shown in its place, never the stored one.
+    assert!(!r.body.contains("[[[["));
+}
+
+#[tokio::test]
 async fn r22_an_unreadable_stored_policy_is_shown_and_replaced_whole() {
     let s = start("token").await;
     let c = signed_in(&s, ALICE).await;

@@ -13,8 +13,8 @@ use super::{
 };
 use crate::catalog::{Catalog, Registered};
 use crate::error::{ConfigErrors, index};
-use crate::observe::{AuditSettings, RedactionSettings};
 use crate::policy::{Limits, Policy};
+use crate::recording::{AuditSettings, RedactionSettings};
 
 /// Builds a [`Governance`] in code; everything a configuration file can say.
 ///
@@ -42,7 +42,7 @@ pub struct GovernanceBuilder {
     pub(super) agents: Vec<AgentProfile>,
     pub(super) policy: PolicyState,
     pub(super) audit: AuditSettings,
-    pub(super) inbox: Option<crate::observe::InboxSettings>,
+    pub(super) inbox: Option<crate::recording::InboxSettings>,
     pub(super) approvers: Option<crate::approvers::ApproverSettings>,
     pub(super) redaction: RedactionSettings,
     /// Errors found while building up (a change naming something absent), reported by
@@ -178,7 +178,7 @@ impl GovernanceBuilder {
     }
 
     /// Sets the inbox settings (the `inbox` section).
-    pub fn inbox(mut self, inbox: crate::observe::InboxSettings) -> Self {
+    pub fn inbox(mut self, inbox: crate::recording::InboxSettings) -> Self {
         self.inbox = Some(inbox);
         self
     }

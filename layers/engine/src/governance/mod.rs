@@ -18,8 +18,8 @@ pub use profile::{AgentProfile, ResolvedAgent};
 use crate::catalog::{Catalog, Entry};
 use crate::decide::Exposure;
 use crate::error::ConfigErrors;
-use crate::observe::{AuditSettings, RedactionSettings};
 use crate::policy::{Limits, Policy};
+use crate::recording::{AuditSettings, RedactionSettings};
 
 /// The tenant policy as the snapshot holds it.
 #[derive(Debug, Clone)]
@@ -121,7 +121,7 @@ pub struct Governance {
     pub(crate) policy: PolicyState,
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
-    pub(crate) inbox: Option<crate::observe::InboxSettings>,
+    pub(crate) inbox: Option<crate::recording::InboxSettings>,
     pub(crate) approvers: Option<crate::approvers::ApproverSettings>,
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
@@ -224,7 +224,7 @@ impl Governance {
     }
 
     /// The inbox settings (the `inbox` section), when the configuration has one.
-    pub fn inbox_settings(&self) -> Option<&crate::observe::InboxSettings> {
+    pub fn inbox_settings(&self) -> Option<&crate::recording::InboxSettings> {
         self.inbox.as_ref()
     }
 

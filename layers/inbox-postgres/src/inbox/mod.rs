@@ -56,10 +56,10 @@ impl PostgresInbox {
     /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
     /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
     pub async fn connect_configured(
-        settings: &toolgate::engine::observe::InboxSettings,
+        settings: &toolgate::engine::recording::InboxSettings,
         options: PostgresOptions,
     ) -> Result<toolgate_inbox::Inbox, InboxError> {
-        use toolgate::engine::observe::InboxStoreSetting;
+        use toolgate::engine::recording::InboxStoreSetting;
         let InboxStoreSetting::Postgres(url) = &settings.store else {
             return Err(InboxError::new(
                 Kind::Unavailable,

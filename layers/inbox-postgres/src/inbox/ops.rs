@@ -1,5 +1,9 @@
 //! The store's operations: each state change one conditional `UPDATE … RETURNING`, and why
 //! one changed nothing read back and explained by `toolgate_inbox::state`.
+//!
+//! One thing because each operation is one SQL statement with its row mapping, and the
+//! `InboxStore` implementation only forwards to them; the state rules they explain are in
+//! `toolgate_inbox::state`, not here.
 
 use std::fmt;
 use std::time::SystemTime;

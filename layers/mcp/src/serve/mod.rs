@@ -1,6 +1,9 @@
 //! toolgate as an MCP server: any MCP client connects to it, and it governs the tools of
 //! the configured upstream servers (`toolgate mcp serve`, issue 15).
 //!
+//! One thing because it is one MCP server: the downstream session handler, its transports and
+//! the upstream projection share the per-request agent and the governed service.
+//!
 //! - **Downstream** over stdio ([`GovernedServer::serve_stdio`], one agent named by the
 //!   operator) or streamable HTTP ([`GovernedServer::serve_http`], loopback only): each
 //!   request names its agent by a bearer token whose SHA-256 the configuration maps to an

@@ -102,11 +102,11 @@ use std::time::{Instant, SystemTime};
 use pin_project_lite::pin_project;
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput, ToolResponse,
-    Verdict, WaitEnd,
+    CallOutcome, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput,
+    ToolResponse, Verdict, WaitEnd,
 };
 use toolgate_engine::canon;
-use toolgate_engine::observe::{AuditSettings, OnSinkFailure};
+use toolgate_engine::recording::{AuditSettings, OnSinkFailure};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -519,14 +519,10 @@ impl Pending {
             None => Value::Null,
         };
         record.insert("approval".into(), approval);
-        let outcome = match &result {
-            Ok(ToolResponse::Completed(_)) => "completed",
-            Ok(ToolResponse::Failed(_)) => "failed",
-            Ok(ToolResponse::Refused(_)) => "refused",
-            Ok(ToolResponse::Held(_)) => "held",
-            Err(_) => "error",
-        };
-        record.insert("outcome".into(), Value::from(outcome));
+        let outcome = result
+            .as_ref()
+            .map_or(CallOutcome::Error, ToolResponse::outcome);
+        record.insert("outcome".into(), Value::from(outcome.as_str()));
         if let Err(e) = &result {
             record.insert(
                 "error".into(),

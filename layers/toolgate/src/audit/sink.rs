@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 use toolgate_engine::chain::{GENESIS, link};
-use toolgate_engine::observe::FlushPolicy;
+use toolgate_engine::recording::FlushPolicy;
 
 /// A sink that could not take a record.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,8 +4,8 @@ use std::sync::{Arc, LazyLock};
 
 use regex::RegexBuilder;
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::observe::RedactionSettings;
 use toolgate_engine::policy::DEFAULT_REGEX_SIZE_LIMIT;
+use toolgate_engine::recording::RedactionSettings;
 
 use super::keys::normalise;
 use super::patterns::{BUILTIN, key_value_rules, pattern_rule};

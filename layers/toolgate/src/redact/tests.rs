@@ -6,7 +6,7 @@ use super::*;
 use regex::Regex;
 use serde_json::Map;
 use serde_json::json;
-use toolgate_engine::observe::RedactionSettings;
+use toolgate_engine::recording::RedactionSettings;
 
 fn text_of(v: &Value) -> String {
     serde_json::to_string(v).unwrap()

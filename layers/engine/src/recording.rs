@@ -69,7 +69,7 @@ pub enum InboxSynchronous {
 /// ```
 /// use std::time::Duration;
 /// use toolgate_engine::config::{load_str, Format};
-/// use toolgate_engine::observe::{InboxStoreSetting, InboxSynchronous};
+/// use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 /// let gov = load_str(r#"{"inbox": {"sqlite": "/var/lib/toolgate/inbox.db", "ttl": "24h", "synchronous": "full"}}"#, Format::Json).unwrap();
 /// let inbox = gov.inbox_settings().unwrap();
 /// assert_eq!(inbox.store, InboxStoreSetting::Sqlite("/var/lib/toolgate/inbox.db".into()));

@@ -1,0 +1,159 @@
+//! One connection to an MCP server: the client side of the session, starting and listing,
+//! and the small helpers every part of the gateway shares.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, Tool};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
+use tokio::sync::Notify;
+
+use super::error::GatewayError;
+use crate::config::McpServerConfig;
+use crate::declare::Listing;
+
+/// The client side of one connection: turns `notifications/tools/list_changed` into a
+/// re-list (done by the server's watcher, never inside the connection's own loop).
+pub(super) struct GatewayClient {
+    pub(super) relist: Arc<Notify>,
+}
+
+impl ClientHandler for GatewayClient {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.relist.notify_one();
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolgate-mcp", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// One connected server.
+pub(super) struct ServerConn {
+    pub(super) config: McpServerConfig,
+    pub(super) key: String,
+    /// The gateway tool prefix the listings are built with (R41), settled when the server
+    /// was connected: this config's, or the governance configuration's.
+    pub(super) prefix: Option<String>,
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) running: Mutex<Option<RunningService<RoleClient, GatewayClient>>>,
+    pub(super) relist: Arc<Notify>,
+    /// Serialises listings of this server.
+    pub(super) listing_lock: tokio::sync::Mutex<()>,
+    pub(super) listing: ArcSwap<Listing>,
+    /// Why calls are refused, when the last listing failed.
+    pub(super) stale: Mutex<Option<String>>,
+    /// What the server calls itself (recorded, never used as the source).
+    pub(super) reported_name: Option<String>,
+}
+
+impl fmt::Debug for ServerConn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConn")
+            .field("id", &self.config.id())
+            .field("tools", &self.listing.load().tools.len())
+            .finish()
+    }
+}
+
+pub(super) async fn close(conn: &ServerConn) {
+    let running = lock(&conn.running).take();
+    if let Some(mut running) = running {
+        let _ = running.close().await;
+    }
+}
+
+pub(super) fn duplicate(id: &str) -> GatewayError {
+    GatewayError::Config(format!(
+        "an MCP server whose id normalises like `{id}` is already connected (ids compare after normalisation, case-insensitively)"
+    ))
+}
+
+pub(super) fn server_key(server: &str) -> String {
+    toolgate_core::names::normalize_segment(server)
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|_| server.to_ascii_lowercase())
+}
+
+/// Locks a mutex, recovering the data if a panic poisoned it (the data are plain maps
+/// replaced whole, never left half-written).
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Every tool, following `nextCursor`, within the configured bounds and time.
+pub(super) async fn list_all(
+    peer: &Peer<RoleClient>,
+    config: &McpServerConfig,
+) -> Result<Vec<Tool>, String> {
+    let pages = async {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors = std::collections::HashSet::new();
+        for page_no in 1.. {
+            if page_no > config.max_pages {
+                return Err(format!(
+                    "the server's tool list is longer than {} pages",
+                    config.max_pages
+                ));
+            }
+            let params = cursor
+                .clone()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let page = peer.list_tools(params).await.map_err(|e| e.to_string())?;
+            all.extend(page.tools);
+            if all.len() > config.max_tools {
+                return Err(format!(
+                    "the server lists more than {} tools",
+                    config.max_tools
+                ));
+            }
+            match page.next_cursor {
+                None => break,
+                Some(next) => {
+                    if !seen_cursors.insert(next.clone()) {
+                        return Err(format!(
+                            "the server's tool list repeats the cursor `{next}`"
+                        ));
+                    }
+                    cursor = Some(next);
+                }
+            }
+        }
+        Ok(all)
+    };
+    match tokio::time::timeout(config.request_timeout, pages).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "listing took longer than {:?}",
+            config.request_timeout
+        )),
+    }
+}
+
+/// Forwards a child's standard error to `tracing`, in bounded chunks.
+pub(super) fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 4096];
+        loop {
+            match stderr.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let text = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
+                    tracing::debug!(
+                        target: "toolgate_mcp::stderr",
+                        server = server.as_str(),
+                        "{}",
+                        text.trim_end()
+                    );
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,206 @@
+//! Connecting: starting or reaching a server, the handshake, the first listing and its
+//! registration, then the watcher.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use rmcp::transport::{IntoTransport, TokioChildProcess};
+use rmcp::{ClientCacheConfig, RoleClient, ServiceExt};
+use tokio::sync::Notify;
+use toolgate_engine::ServerSettings;
+
+use super::McpGateway;
+use super::conn::{GatewayClient, ServerConn, duplicate, forward_stderr, list_all, lock};
+use super::drift::watch_server;
+use super::error::GatewayError;
+use crate::config::{DEFAULT_INHERITED_ENV, McpServerConfig, Transport};
+use crate::declare::Listing;
+use crate::drift::{DriftEvent, DriftTrigger};
+
+impl McpGateway {
+    /// The server settings in force for `config` by the current snapshot; a conflict
+    /// between the two is an error naming both.
+    fn settle(&self, config: &McpServerConfig) -> Result<Option<ServerSettings>, GatewayError> {
+        let governance = self.inner.handle.load();
+        config
+            .settle(governance.server_settings(config.id()), None)
+            .map_err(|errors| GatewayError::Governance {
+                server: config.id().to_owned(),
+                errors,
+            })
+    }
+
+    /// Starts (stdio) or reaches (streamable HTTP) a server, lists its tools and registers
+    /// them. Returns the discovery as a drift event (every tool `Added`, plus any
+    /// rejected).
+    pub async fn connect(&self, config: McpServerConfig) -> Result<DriftEvent, GatewayError> {
+        let id = config.id().to_owned();
+        let connect_err = |message: String| GatewayError::Connect {
+            server: id.clone(),
+            message,
+        };
+        // Before anything is started (`connect_with` checks again, under the lock).
+        if lock(&self.inner.conns).contains_key(&config.key()) {
+            return Err(duplicate(&id));
+        }
+        self.settle(&config)?;
+        match config.transport.clone() {
+            Transport::Stdio {
+                program,
+                args,
+                env,
+                inherit_all_env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(&program);
+                cmd.args(&args);
+                if !inherit_all_env {
+                    cmd.env_clear();
+                    for key in DEFAULT_INHERITED_ENV {
+                        if let Some(v) = std::env::var_os(key) {
+                            cmd.env(key, v);
+                        }
+                    }
+                }
+                for (k, v) in &env {
+                    cmd.env(k, v);
+                }
+                if let Some(dir) = &cwd {
+                    cmd.current_dir(dir);
+                }
+                cmd.kill_on_drop(true);
+                let (child, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| {
+                        connect_err(format!("cannot start `{}`: {e}", program.display()))
+                    })?;
+                if let Some(stderr) = stderr {
+                    forward_stderr(id.clone(), stderr);
+                }
+                self.connect_with(config, child).await
+            }
+            #[cfg(feature = "http")]
+            Transport::StreamableHttp { url } => {
+                let transport =
+                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                self.connect_with(config, transport).await
+            }
+            #[cfg(not(feature = "http"))]
+            Transport::StreamableHttp { .. } => Err(GatewayError::Config(format!(
+                "MCP server `{id}` is reached over streamable HTTP, which needs the `http` feature of toolgate-mcp"
+            ))),
+            Transport::Custom => Err(GatewayError::Config(format!(
+                "MCP server `{id}` has a custom transport: connect it with `connect_with`"
+            ))),
+        }
+    }
+
+    /// As [`connect`](Self::connect), over a transport you made (any rmcp client
+    /// transport: an in-process pipe, a socket, …).
+    pub async fn connect_with<T, E, A>(
+        &self,
+        config: McpServerConfig,
+        transport: T,
+    ) -> Result<DriftEvent, GatewayError>
+    where
+        T: IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let id = config.id().to_owned();
+        let key = config.key();
+        if lock(&self.inner.conns).contains_key(&key) {
+            return Err(duplicate(&id));
+        }
+        // Trust and prefix are set once (R41, seed 002): before the server is reached, the
+        // gateway's word and the configuration's must agree. Registering checks again.
+        let prefix = self.settle(&config)?.and_then(|s| s.tool_prefix);
+        let relist = Arc::new(Notify::new());
+        let client = GatewayClient {
+            relist: Arc::clone(&relist),
+        };
+        let running =
+            match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    return Err(GatewayError::Connect {
+                        server: id,
+                        message: e.to_string(),
+                    });
+                }
+                Err(_) => {
+                    return Err(GatewayError::Connect {
+                        server: id,
+                        message: format!(
+                            "the handshake took longer than {:?}",
+                            config.request_timeout
+                        ),
+                    });
+                }
+            };
+        let peer = running.peer().clone();
+        // Every listing must be the server's word now: no cached, no stale list (a cached
+        // list would hide a rug pull until it expired).
+        peer.set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        let reported_name = peer
+            .peer_info()
+            .and_then(|info| info.server_info.as_ref().map(|s| s.name.clone()));
+        tracing::info!(
+            target: "toolgate_mcp::drift",
+            server = id.as_str(),
+            reported_name = reported_name.as_deref().unwrap_or(""),
+            "connected to MCP server `{id}`"
+        );
+        let tools = match list_all(&peer, &config).await {
+            Ok(t) => t,
+            Err(message) => {
+                return Err(GatewayError::Listing {
+                    server: id,
+                    message,
+                });
+            }
+        };
+        let conn = Arc::new(ServerConn {
+            key: key.clone(),
+            prefix,
+            peer,
+            running: Mutex::new(Some(running)),
+            relist,
+            listing_lock: tokio::sync::Mutex::new(()),
+            listing: ArcSwap::from_pointee(Listing::default()),
+            stale: Mutex::new(None),
+            reported_name,
+            config,
+        });
+        let _listing = conn.listing_lock.lock().await;
+        let event = {
+            let _reg = self.inner.register.lock().await;
+            {
+                let mut conns = lock(&self.inner.conns);
+                if conns.contains_key(&key) {
+                    return Err(duplicate(&id));
+                }
+                conns.insert(key.clone(), Arc::clone(&conn));
+            }
+            match self
+                .inner
+                .apply(&conn, &tools, DriftTrigger::Discovery, true)
+            {
+                Ok(event) => event,
+                Err(errors) => {
+                    lock(&self.inner.conns).remove(&key);
+                    self.inner.publish_state();
+                    return Err(GatewayError::Governance { server: id, errors });
+                }
+            }
+        };
+        drop(_listing);
+        self.inner.emit(&event);
+        let weak = Arc::downgrade(&self.inner);
+        let alive = self.inner.alive.clone();
+        tokio::spawn(watch_server(weak, conn, alive));
+        Ok(event)
+    }
+}

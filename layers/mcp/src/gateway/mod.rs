@@ -1,0 +1,250 @@
+//! The gateway: connections to MCP servers, discovery into the governance snapshot, and
+//! drift.
+//!
+//! One file per concern: [`error`] (why it failed), [`conn`] (one connection), [`connect`]
+//! (connecting), [`drift`] (applying drift), [`model`] (the model-facing projection); this
+//! file holds the gateway and its public methods. Imports run one way: `connect` and `drift`
+//! use this file and `conn`; this file uses `conn`, `error`, `model` and `crate::service`;
+//! `crate::service` uses only `crate::routes`, so the gateway and its service never import
+//! each other.
+
+mod conn;
+mod connect;
+mod drift;
+mod error;
+mod model;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use tokio::sync::{broadcast, watch};
+use toolgate::GovernanceHandle;
+use toolgate::audit::AuditSink;
+use toolgate_core::ToolDeclaration;
+use toolgate_engine::UnknownAgent;
+
+use self::conn::{ServerConn, close, lock, server_key};
+pub use self::error::GatewayError;
+pub use self::model::{ModelTool, model_tools};
+use crate::drift::{DriftEvent, DriftTrigger};
+use crate::routes::{Routes, State};
+use crate::service::McpToolService;
+
+pub(crate) struct Inner {
+    pub(crate) handle: GovernanceHandle,
+    pub(crate) state: ArcSwap<State>,
+    conns: Mutex<HashMap<String, Arc<ServerConn>>>,
+    /// Serialises registrations into the governance snapshot.
+    register: tokio::sync::Mutex<()>,
+    events: broadcast::Sender<DriftEvent>,
+    audit: Option<Arc<dyn AuditSink>>,
+    /// Dropped with the gateway: every watcher ends.
+    _alive: watch::Sender<()>,
+    alive: watch::Receiver<()>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpGateway")
+            .field(
+                "servers",
+                &self.state.load().servers.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Builds an [`McpGateway`].
+#[derive(Debug)]
+#[must_use]
+pub struct McpGatewayBuilder {
+    handle: GovernanceHandle,
+    audit: Option<Arc<dyn AuditSink>>,
+    capacity: usize,
+}
+
+impl McpGatewayBuilder {
+    /// Writes every [`DriftEvent`] to an audit sink too (its
+    /// [`audit_record`](DriftEvent::audit_record)).
+    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(sink);
+        self
+    }
+
+    /// How many drift events a slow subscriber may fall behind before it misses some
+    /// (default 256).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    /// The gateway.
+    pub fn build(self) -> McpGateway {
+        let (events, _) = broadcast::channel(self.capacity);
+        let (tx, rx) = watch::channel(());
+        McpGateway {
+            inner: Arc::new(Inner {
+                handle: self.handle,
+                state: ArcSwap::from_pointee(State::default()),
+                conns: Mutex::new(HashMap::new()),
+                register: tokio::sync::Mutex::new(()),
+                events,
+                audit: self.audit,
+                _alive: tx,
+                alive: rx,
+            }),
+        }
+    }
+}
+
+/// Connections to MCP servers whose tools are governed by one [`GovernanceHandle`].
+///
+/// Connecting lists every tool (following `nextCursor`), declares each with the
+/// configured server id as its source and its annotations as advertised, and registers
+/// them in the handle's snapshot, so exposure, the posture's trust rule (R28–R31) and the
+/// air gap (R8) apply to them. Each server is then watched: on
+/// `notifications/tools/list_changed`, and every
+/// [`relist_every`](McpServerConfig::relist_every), its tools are listed again; every
+/// change is registered (a revision by the tool's own source, R29), traced, sent to
+/// [`subscribe`](Self::subscribe)rs and to the audit sink. [`service`](Self::service) is
+/// the `tower::Service` that sends governed calls.
+///
+/// Cheap to clone. Dropping the last clone (and every [`McpToolService`]) closes the
+/// connections and stops child processes; [`shutdown`](Self::shutdown) does it now.
+#[derive(Debug, Clone)]
+pub struct McpGateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl McpGateway {
+    /// A gateway registering tools in `handle`'s snapshots.
+    pub fn new(handle: GovernanceHandle) -> Self {
+        Self::builder(handle).build()
+    }
+
+    /// A builder, to add an audit sink.
+    pub fn builder(handle: GovernanceHandle) -> McpGatewayBuilder {
+        McpGatewayBuilder {
+            handle,
+            audit: None,
+            capacity: 256,
+        }
+    }
+
+    /// The governance handle.
+    pub fn handle(&self) -> &GovernanceHandle {
+        &self.inner.handle
+    }
+
+    /// Receives every drift event from now on: discoveries, changes and failed listings.
+    pub fn subscribe(&self) -> broadcast::Receiver<DriftEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The service sending governed calls to the servers' tools.
+    pub fn service(&self) -> McpToolService {
+        McpToolService::new(Arc::clone(&self.inner) as Arc<dyn Routes>)
+    }
+
+    /// The ids of the connected servers.
+    pub fn servers(&self) -> Vec<String> {
+        let state = self.inner.state.load();
+        let mut ids: Vec<String> = state.servers.values().map(|s| s.id.clone()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// Whether the connection to `server` is still open (`None`: no such server is
+    /// connected). A stdio server that exited, or a transport that closed, is `Some(false)`.
+    pub fn is_open(&self, server: &str) -> Option<bool> {
+        self.conn(server).map(|c| !c.peer.is_transport_closed())
+    }
+
+    /// What a server calls itself in its handshake: recorded for people, never used as the
+    /// tools' source.
+    pub fn reported_name(&self, server: &str) -> Option<String> {
+        self.conn(server).and_then(|c| c.reported_name.clone())
+    }
+
+    /// The declarations of a server's tools as last listed, in the server's order.
+    pub fn declarations(&self, server: &str) -> Option<Vec<ToolDeclaration>> {
+        self.conn(server).map(|c| {
+            c.listing
+                .load()
+                .tools
+                .iter()
+                .map(|t| t.decl.clone())
+                .collect()
+        })
+    }
+
+    /// The tools `agent`'s model is shown, by the current snapshot.
+    pub fn model_tools(&self, agent: &str) -> Result<Vec<ModelTool>, UnknownAgent> {
+        model_tools(&self.inner.handle.load(), agent)
+    }
+
+    fn conn(&self, server: &str) -> Option<Arc<ServerConn>> {
+        let key = server_key(server);
+        lock(&self.inner.conns).get(&key).cloned()
+    }
+    /// Lists a server's tools now and registers any change. `None` when nothing changed.
+    pub async fn relist(&self, server: &str) -> Result<Option<DriftEvent>, GatewayError> {
+        let conn = self
+            .conn(server)
+            .ok_or_else(|| GatewayError::UnknownServer(server.to_owned()))?;
+        self.inner.relist(&conn, DriftTrigger::Manual).await
+    }
+
+    /// Registers every connected server's current tools in the handle's current snapshot
+    /// again: call it after replacing the snapshot with one built without them (a
+    /// configuration reload).
+    pub async fn reapply(&self) -> Result<(), GatewayError> {
+        let _reg = self.inner.register.lock().await;
+        let conns: Vec<Arc<ServerConn>> = lock(&self.inner.conns).values().cloned().collect();
+        for conn in conns {
+            let listing = conn.listing.load_full();
+            let decls: Vec<ToolDeclaration> = listing
+                .tools
+                .iter()
+                .filter(|t| t.unregistered.is_none())
+                .map(|t| t.decl.clone())
+                .collect();
+            self.inner
+                .register(&conn, &decls, &[])
+                .map_err(|errors| GatewayError::Governance {
+                    server: conn.config.id().to_owned(),
+                    errors,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Closes one server's connection (stopping its process). Its tools stay in the
+    /// snapshot but every call to them is refused.
+    pub async fn disconnect(&self, server: &str) -> Result<(), GatewayError> {
+        let key = server_key(server);
+        let conn = lock(&self.inner.conns)
+            .remove(&key)
+            .ok_or_else(|| GatewayError::UnknownServer(server.to_owned()))?;
+        self.inner.publish_state();
+        close(&conn).await;
+        Ok(())
+    }
+
+    /// Closes every connection now.
+    pub async fn shutdown(&self) {
+        let conns: Vec<Arc<ServerConn>> = lock(&self.inner.conns).drain().map(|(_, c)| c).collect();
+        self.inner.publish_state();
+        for conn in conns {
+            close(&conn).await;
+        }
+    }
+}
+
+impl Routes for Inner {
+    fn routes(&self) -> arc_swap::Guard<Arc<State>> {
+        self.state.load()
+    }
+}

@@ -1,0 +1,34 @@
+//! What the call path reads: the connected servers and their listed tools, swapped whole
+//! by the gateway whenever a listing or a server changes, read by the call service.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use rmcp::{Peer, RoleClient};
+
+use crate::declare::Listing;
+
+/// What the call path reads, swapped whole whenever a listing or a server changes.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) servers: HashMap<String, ServerView>,
+    /// Lower-cased qualified name → (server key, raw tool name), every tool that has it.
+    pub(crate) by_qualified: HashMap<String, Vec<(String, String)>>,
+}
+
+/// One server, as the call path sees it.
+#[derive(Debug)]
+pub(crate) struct ServerView {
+    pub(crate) id: String,
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) stale: Option<String>,
+    pub(crate) listing: Arc<Listing>,
+}
+
+/// The gateway as its call service holds it: the current [`State`]; holding it keeps the
+/// connections open.
+pub(crate) trait Routes: fmt::Debug + Send + Sync {
+    /// The state in force now.
+    fn routes(&self) -> arc_swap::Guard<Arc<State>>;
+}
