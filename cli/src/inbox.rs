@@ -22,8 +22,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use toolgate_engine::config::{self, Format};
-use toolgate_engine::observe::{InboxStoreSetting, InboxSynchronous};
 use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
     SqliteOptions, State, Synchronous, Timestamp, put_policy_text, put_policy_text_if_unchanged,

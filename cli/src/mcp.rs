@@ -20,7 +20,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use toolgate::GovernanceHandle;
 use toolgate_engine::config::{self, Format};
-use toolgate_engine::observe::InboxStoreSetting;
+use toolgate_engine::recording::InboxStoreSetting;
 use toolgate_inbox::Inbox;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig};
 
