@@ -77,6 +77,9 @@
 //! assert_eq!(audit.lines().len(), 2); // the refused call is audited too
 //! # }
 //! ```
+//!
+//! One file because it is one builder: each section of the configuration and each part
+//! given in code is applied in one place, in the order the diagram above draws.
 
 use std::fmt;
 use std::path::Path;

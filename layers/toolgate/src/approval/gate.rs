@@ -1,4 +1,8 @@
 //! The approval gate layer (R14 steps 5–7, R15–R17, R25–R26, R32, R35).
+//!
+//! One thing because it is one future's path: deciding (or reading the pin), asking,
+//! waiting, deciding again after the wait and minting the permit are the steps of one call,
+//! and splitting them would spread the fail-closed ordering across files.
 
 use std::fmt;
 use std::future::Future;
