@@ -453,6 +453,56 @@ async fn put(app: &App, loaded: &Loaded, doc: &Value) -> Result<(), PutPolicyErr
     save_on(app, loaded, &text).await
 }
 
+/// The page for a save based on an older `updatedAt` than the one stored (R22: never a
+/// silent overwrite).
+fn stale_base(
+    app: &App,
+    who: &Who,
+    loaded: &Loaded,
+    base: &str,
+    panel: Option<&Panel>,
+) -> Response {
+    let text = conflict_text(base, &loaded.updated_at);
+    page_response(
+        app,
+        who,
+        loaded,
+        panel,
+        Some(("error", &text)),
+        StatusCode::CONFLICT,
+    )
+}
+
+/// The page for a whole document the policy's validation refused: every error, in the
+/// new-rule panel.
+fn refused_whole(app: &App, who: &Who, loaded: &Loaded, errs: &ConfigErrors) -> Response {
+    let panel = Panel {
+        index: "new".into(),
+        errors: errs.errors.iter().map(ToString::to_string).collect(),
+        ..Panel::default()
+    };
+    page_response(
+        app,
+        who,
+        loaded,
+        Some(&panel),
+        Some((
+            "error",
+            "The policy is refused; the stored policy is unchanged.",
+        )),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+}
+
+/// The store could not save (unreachable, damaged): nothing was saved.
+fn store_failed(e: &impl std::fmt::Display) -> Response {
+    html::refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The policy could not be saved",
+        &e.to_string(),
+    )
+}
+
 /// The page after the store refused a save as a conflict: someone saved between this
 /// request's read and its save. Shows the policy as it is now stored.
 async fn lost_race(app: &App, who: &Who, base: &str, panel: Option<&Panel>) -> Response {
@@ -541,15 +591,7 @@ pub(crate) async fn save_rule(
     panel.values = values.clone();
     let base = form.updated_at.unwrap_or_default();
     if base != loaded.updated_at {
-        let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(
-            &app,
-            &who,
-            &loaded,
-            Some(&panel),
-            Some(("error", &text)),
-            StatusCode::CONFLICT,
-        );
+        return stale_base(&app, &who, &loaded, &base, Some(&panel));
     }
     let mut doc = loaded.doc.clone();
     let Some(list) = doc
@@ -580,15 +622,7 @@ pub(crate) async fn save_rule(
                 i
             }
             None => {
-                let text = conflict_text(&base, &loaded.updated_at);
-                return page_response(
-                    &app,
-                    &who,
-                    &loaded,
-                    None,
-                    Some(("error", &text)),
-                    StatusCode::CONFLICT,
-                );
+                return stale_base(&app, &who, &loaded, &base, None);
             }
         }
     };
@@ -609,11 +643,7 @@ pub(crate) async fn save_rule(
                 StatusCode::UNPROCESSABLE_ENTITY,
             )
         }
-        Err(PutPolicyError::Store(e)) => html::refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The policy could not be saved",
-            &e.to_string(),
-        ),
+        Err(PutPolicyError::Store(e)) => store_failed(&e),
     }
 }
 
@@ -643,42 +673,13 @@ pub(crate) async fn delete_rule(
         .filter(|(list, i)| *i < list.len())
         .map(|(list, i)| list.remove(i));
     if base != loaded.updated_at || removed.is_none() {
-        let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(
-            &app,
-            &who,
-            &loaded,
-            None,
-            Some(("error", &text)),
-            StatusCode::CONFLICT,
-        );
+        return stale_base(&app, &who, &loaded, &base, None);
     }
     match put(&app, &loaded, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
-        Err(PutPolicyError::Invalid(errs)) => {
-            let panel = Panel {
-                index: "new".into(),
-                errors: errs.errors.iter().map(ToString::to_string).collect(),
-                ..Panel::default()
-            };
-            page_response(
-                &app,
-                &who,
-                &loaded,
-                Some(&panel),
-                Some((
-                    "error",
-                    "The policy is refused; the stored policy is unchanged.",
-                )),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-        }
-        Err(PutPolicyError::Store(e)) => html::refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The policy could not be saved",
-            &e.to_string(),
-        ),
+        Err(PutPolicyError::Invalid(errs)) => refused_whole(&app, &who, &loaded, &errs),
+        Err(PutPolicyError::Store(e)) => store_failed(&e),
     }
 }
 
@@ -700,43 +701,14 @@ pub(crate) async fn save_whole(
     };
     let base = form.updated_at.unwrap_or_default();
     if base != loaded.updated_at {
-        let text = conflict_text(&base, &loaded.updated_at);
-        return page_response(
-            &app,
-            &who,
-            &loaded,
-            None,
-            Some(("error", &text)),
-            StatusCode::CONFLICT,
-        );
+        return stale_base(&app, &who, &loaded, &base, None);
     }
     let text = form.document.unwrap_or_default();
     match save_on(&app, &loaded, &text).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
-        Err(PutPolicyError::Invalid(errs)) => {
-            let panel = Panel {
-                index: "new".into(),
-                errors: errs.errors.iter().map(ToString::to_string).collect(),
-                ..Panel::default()
-            };
-            page_response(
-                &app,
-                &who,
-                &loaded,
-                Some(&panel),
-                Some((
-                    "error",
-                    "The policy is refused; the stored policy is unchanged.",
-                )),
-                StatusCode::UNPROCESSABLE_ENTITY,
-            )
-        }
-        Err(PutPolicyError::Store(e)) => html::refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The policy could not be saved",
-            &e.to_string(),
-        ),
+        Err(PutPolicyError::Invalid(errs)) => refused_whole(&app, &who, &loaded, &errs),
+        Err(PutPolicyError::Store(e)) => store_failed(&e),
     }
 }
 
