@@ -212,8 +212,14 @@ impl Governance {
         #[cfg(feature = "walk-count")]
         crate::walk_count::bump();
         let limits = &self.settings.limits;
-        let depth = json::value_depth(input, limits.max_input_depth);
-        if depth > limits.max_input_depth {
+        // One walk for both bounds (the depth is still reported first, SPEC §8).
+        let m = number::measure(
+            input,
+            literals,
+            limits.max_input_depth,
+            limits.max_input_bytes,
+        );
+        if m.too_deep {
             return Err(too_deep(limits.max_input_depth));
         }
         if !input.is_object() {
@@ -223,7 +229,7 @@ impl Governance {
                 "the input must be a JSON object",
             ));
         }
-        if number::compact_len_within(input, literals, limits.max_input_bytes).is_none() {
+        if m.len.is_none() {
             return Err(too_big(limits.max_input_bytes));
         }
         Ok(())

@@ -169,9 +169,116 @@ impl fmt::Write for CountWriter {
 
 pub(crate) fn number_len(n: &serde_json::Number) -> usize {
     use fmt::Write as _;
+    // Integers (nearly every number a tool call carries): count the digits. A negative
+    // integer is `-` and its magnitude's digits; `-0` and floats take `Display`, whatever
+    // serde_json's features make it write.
+    if let Some(u) = n.as_u64() {
+        return digits(u);
+    }
+    if let Some(i) = n.as_i64()
+        && i < 0
+    {
+        return 1 + digits(i.unsigned_abs());
+    }
     let mut w = CountWriter(0);
     let _ = write!(w, "{n}");
     w.0
+}
+
+/// Decimal digits of `u` (`0` has one).
+fn digits(u: u64) -> usize {
+    u.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// What one walk of an input found: whether it nests past the depth limit, and its
+/// compact length unless that passed the length limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measure {
+    /// The value nests deeper than the depth limit (SPEC §8).
+    pub too_deep: bool,
+    /// The compact serialisation's byte length, or `None` once past the length limit.
+    pub len: Option<usize>,
+}
+
+/// Depth limits up to this are measured by one recursive walk (its recursion is bounded by
+/// the limit); a larger limit takes the explicit-stack walks, which never recurse.
+const RECURSIVE_DEPTH: usize = 256;
+
+/// The input-bounds walk (R36): [`value_depth`] against `depth_limit` and
+/// [`compact_len_within`] against `len_limit` in **one** walk with no heap allocation, for
+/// the common depth limits. Equal to the two separate walks: `too_deep` is exact, and `len`
+/// is exact whenever the value is not too deep.
+pub fn measure(value: &Value, depth_limit: usize, len_limit: usize) -> Measure {
+    struct Walk {
+        depth_limit: usize,
+        len_limit: usize,
+        len: usize,
+    }
+    /// `Err(true)`: too deep; `Err(false)`: too long (depth not known past that point).
+    fn walk(w: &mut Walk, v: &Value, level: usize) -> Result<(), bool> {
+        let add = match v {
+            Value::Null | Value::Bool(true) => 4,
+            Value::Bool(false) => 5,
+            Value::Number(n) => number_len(n),
+            Value::String(s) => string_len(s),
+            Value::Array(items) => {
+                if level + 1 > w.depth_limit {
+                    return Err(true);
+                }
+                w.len = w.len.saturating_add(2 + items.len().saturating_sub(1));
+                for item in items {
+                    walk(w, item, level + 1)?;
+                }
+                0
+            }
+            Value::Object(map) => {
+                if level + 1 > w.depth_limit {
+                    return Err(true);
+                }
+                w.len = w.len.saturating_add(2 + map.len().saturating_sub(1));
+                for (k, item) in map {
+                    w.len = w.len.saturating_add(string_len(k) + 1);
+                    walk(w, item, level + 1)?;
+                }
+                0
+            }
+        };
+        w.len = w.len.saturating_add(add);
+        if w.len > w.len_limit {
+            return Err(false);
+        }
+        Ok(())
+    }
+    if depth_limit > RECURSIVE_DEPTH {
+        let too_deep = value_depth(value, depth_limit) > depth_limit;
+        let len = if too_deep {
+            None
+        } else {
+            compact_len_within(value, len_limit)
+        };
+        return Measure { too_deep, len };
+    }
+    let mut w = Walk {
+        depth_limit,
+        len_limit,
+        len: 0,
+    };
+    match walk(&mut w, value, 0) {
+        Ok(()) => Measure {
+            too_deep: false,
+            len: Some(w.len),
+        },
+        Err(true) => Measure {
+            too_deep: true,
+            len: None,
+        },
+        // Past the length limit before the walk saw all of the value: whether it is also
+        // too deep (which SPEC §8 reports first) takes the depth walk.
+        Err(false) => Measure {
+            too_deep: value_depth(value, depth_limit) > depth_limit,
+            len: None,
+        },
+    }
 }
 
 /// The byte length of the compact UTF-8 serialisation (SPEC §8), or `None` once it is past
@@ -278,5 +385,90 @@ mod tests {
         assert_eq!(compact_len_within(&v, 1 << 20), Some(exact));
         assert_eq!(compact_len_within(&v, exact), Some(exact));
         assert_eq!(compact_len_within(&v, exact - 1), None);
+    }
+
+    #[test]
+    fn r36_number_len_counts_what_serde_json_writes() {
+        for n in [
+            json!(0),
+            json!(9),
+            json!(10),
+            json!(-1),
+            json!(-10),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(i64::MAX),
+            json!(0.5),
+            json!(-0.0),
+            json!(1e300),
+            json!(100.0),
+        ] {
+            let Value::Number(num) = &n else {
+                unreachable!()
+            };
+            assert_eq!(number_len(num), n.to_string().len(), "{n}");
+        }
+    }
+
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[\\PC\\u{0}-\\u{1f}\"\\\\]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(8, 48, 5, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"]{0,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(4096))]
+        /// The one-walk measure equals the two walks it replaces (R36, SPEC §8): the depth
+        /// verdict always, the length whenever the value is not too deep.
+        #[test]
+        fn r36_one_walk_measure_equals_the_depth_and_length_walks(
+            v in arb_value(),
+            depth_limit in 0usize..10,
+            len_limit in 0usize..400,
+        ) {
+            let m = measure(&v, depth_limit, len_limit);
+            let too_deep = value_depth(&v, depth_limit) > depth_limit;
+            proptest::prop_assert_eq!(m.too_deep, too_deep);
+            if !too_deep {
+                proptest::prop_assert_eq!(m.len, compact_len_within(&v, len_limit));
+            }
+            if let Some(len) = m.len {
+                proptest::prop_assert_eq!(len, serde_json::to_string(&v).unwrap().len());
+            }
+        }
+    }
+
+    #[test]
+    fn r36_measure_past_the_recursive_limit_takes_the_explicit_walks() {
+        let deep = serde_json::from_str::<Value>(&("[".repeat(100) + &"]".repeat(100))).unwrap();
+        let m = measure(&deep, 1000, 1 << 20);
+        assert_eq!(
+            m,
+            Measure {
+                too_deep: false,
+                len: Some(200)
+            }
+        );
+        assert!(measure(&deep, 99, 1 << 20).too_deep);
+        assert!(
+            measure(&deep, 99, 5).too_deep,
+            "depth is reported before length"
+        );
+        assert_eq!(measure(&deep, 100, 5).len, None);
     }
 }

@@ -215,6 +215,28 @@ pub fn compact_len_within(value: &Value, literals: &NumberLiterals, limit: usize
     usize::try_from(total).ok().filter(|t| *t <= limit)
 }
 
+/// The input-bounds walk with every number as written (SPEC §8): whether the value nests
+/// past `depth_limit`, and its compact length (numbers as written) unless past `len_limit`.
+/// One walk of the value ([`crate::json::measure`]) plus one of the literals, if any.
+pub fn measure(
+    value: &Value,
+    literals: &NumberLiterals,
+    depth_limit: usize,
+    len_limit: usize,
+) -> crate::json::Measure {
+    let delta = literals.len_delta(value);
+    let room = usize::try_from(delta.min(0).unsigned_abs()).unwrap_or(usize::MAX);
+    let m = crate::json::measure(value, depth_limit, len_limit.saturating_add(room));
+    crate::json::Measure {
+        too_deep: m.too_deep,
+        len: m.len.and_then(|base| {
+            usize::try_from(len_i128(base) + delta)
+                .ok()
+                .filter(|t| *t <= len_limit)
+        }),
+    }
+}
+
 #[derive(Debug)]
 enum Frame {
     Object {

@@ -46,6 +46,8 @@ fn filter_step(check: Check) -> Option<u8> {
 #[must_use]
 pub struct CheckFilterLayer<C> {
     handle: GovernanceHandle,
+    /// The composite stack's seal when this is its exposure filter (0 otherwise).
+    seal: u64,
     _check: PhantomData<fn() -> C>,
 }
 
@@ -53,6 +55,7 @@ impl<C> Clone for CheckFilterLayer<C> {
     fn clone(&self) -> Self {
         Self {
             handle: self.handle.clone(),
+            seal: self.seal,
             _check: PhantomData,
         }
     }
@@ -71,6 +74,17 @@ impl<C: FilterCheck> CheckFilterLayer<C> {
     pub fn new(handle: GovernanceHandle) -> Self {
         Self {
             handle,
+            seal: 0,
+            _check: PhantomData,
+        }
+    }
+
+    /// The composite stack's filter: a decision it pins is sealed with `seal` for the
+    /// composite's own gate ([`GovernanceHandle::decide_sealing`]).
+    pub(crate) fn sealed(handle: GovernanceHandle, seal: u64) -> Self {
+        Self {
+            handle,
+            seal,
             _check: PhantomData,
         }
     }
@@ -83,6 +97,7 @@ impl<S, C: FilterCheck> Layer<S> for CheckFilterLayer<C> {
         CheckFilter {
             inner,
             handle: self.handle.clone(),
+            seal: self.seal,
             _check: PhantomData,
         }
     }
@@ -93,6 +108,7 @@ impl<S, C: FilterCheck> Layer<S> for CheckFilterLayer<C> {
 pub struct CheckFilter<S, C> {
     inner: S,
     handle: GovernanceHandle,
+    seal: u64,
     _check: PhantomData<fn() -> C>,
 }
 
@@ -101,6 +117,7 @@ impl<S: Clone, C> Clone for CheckFilter<S, C> {
         Self {
             inner: self.inner.clone(),
             handle: self.handle.clone(),
+            seal: self.seal,
             _check: PhantomData,
         }
     }
@@ -136,7 +153,7 @@ where
         let verdict = match C::DECIDES_THROUGH.and_then(filter_step) {
             // Decide once: the pinned decision, refused at one of this filter's steps.
             Some(last) => {
-                let pinned = self.handle.decide(&mut call);
+                let pinned = self.handle.decide_sealing(&mut call, self.seal);
                 let decision = pinned.decision();
                 match decision.verdict {
                     Verdict::Refused(_)

@@ -87,6 +87,28 @@ struct Shared {
     /// The canonical (RFC 8785) hash of the decided input, computed by the first layer that
     /// needs it (audit's record, the gate's decision note) and reused by the others.
     input_hash: std::sync::OnceLock<Option<String>>,
+    /// The seal of the composite stack whose exposure filter made this pin (0: none): only
+    /// toolgate's own filters stand between that filter and the composite's gate, so the
+    /// gate may read the pin without hashing the input to compare — once (it takes the
+    /// seal; a call that comes round again is compared as usual).
+    seal: AtomicU64,
+}
+
+impl Shared {
+    /// Takes the seal if it is `seal` (non-zero): true once.
+    fn take_seal(&self, seal: u64) -> bool {
+        seal != 0
+            && self
+                .seal
+                .compare_exchange(seal, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+/// A fresh seal for one composite stack ([`Shared::seal`]): never 0.
+pub(crate) fn new_seal() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// What a decision was made about: everything of the call the engine decides by.
@@ -328,29 +350,48 @@ impl GovernanceHandle {
     /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
     /// streamed), so that the gate can tell a changed input.
     pub fn decide(&self, call: &mut ToolCall) -> PinnedDecision {
+        self.decide_sealing(call, 0)
+    }
+
+    /// [`GovernanceHandle::decide`] by the exposure filter of a composite stack whose seal
+    /// is `seal` (non-zero): a decision it pins is sealed for that composite's gate and
+    /// records no hash of the input (the gate hashes it once, for the permit).
+    pub(crate) fn decide_sealing(&self, call: &mut ToolCall, seal: u64) -> PinnedDecision {
         if let Some(d) = self.pinned_decision(call)
             && d.decided.about.names(call)
         {
             return d.clone();
         }
+        if seal != 0 {
+            return self.decide_anew(call, None, seal);
+        }
         let input = crate::permit::binding(&call.input);
-        self.decide_anew(call, input)
+        self.decide_anew(call, input, 0)
     }
 
     /// The gate's [`GovernanceHandle::decide`]: a pinned decision is read only when the
     /// call's input is also the one it was made for — hashed now and compared with the hash
     /// taken when it was pinned. Returns that hash of the input too, for the permit (one
     /// hash of the input per gate pass).
-    pub(crate) fn decide_to_send(&self, call: &mut ToolCall) -> (PinnedDecision, Option<[u8; 32]>) {
+    ///
+    /// The gate of a composite stack passes its `seal` (0 for any other gate): a decision
+    /// the composite's own exposure filter pinned and sealed with it is read without the
+    /// comparison — nothing but toolgate's filters ran on the call since — and the seal is
+    /// taken, so it serves once.
+    pub(crate) fn decide_to_send(
+        &self,
+        call: &mut ToolCall,
+        seal: u64,
+    ) -> (PinnedDecision, Option<[u8; 32]>) {
         let input = crate::permit::binding(&call.input);
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
-            && d.decided.about.input == input
             && d.decided.about.names(call)
+            && (d.decided.about.input == input || d.decided.take_seal(seal))
         {
             return (d.clone(), input);
         }
-        (self.decide_anew(call, input), input)
+        (self.decide_anew(call, input, 0), input)
     }
 
     /// The decision this handle pinned on `call`, whether or not it is still about it.
@@ -360,7 +401,12 @@ impl GovernanceHandle {
 
     /// Decides `call` (whose input hashes to `input`) by its pinned snapshot (the current
     /// one if it has none of this handle) and pins the decision, replacing any other.
-    fn decide_anew(&self, call: &mut ToolCall, input: Option<[u8; 32]>) -> PinnedDecision {
+    fn decide_anew(
+        &self,
+        call: &mut ToolCall,
+        input: Option<[u8; 32]>,
+        seal: u64,
+    ) -> PinnedDecision {
         let governance = match self.pinned(call) {
             Some(p) => Arc::clone(&p.governance),
             None => self.load(),
@@ -370,6 +416,7 @@ impl GovernanceHandle {
                 decided: governance.decide_call(CallView::of(call)),
                 about: About::of(call, input),
                 input_hash: std::sync::OnceLock::new(),
+                seal: AtomicU64::new(seal),
             }),
             governance: Arc::clone(&governance),
         };

@@ -290,7 +290,8 @@ impl ToolgateBuilder {
         let scrub = settings
             .scrub_output
             .then(|| ScrubOutputLayer::new(redactor.clone()));
-        let mut gate = ApprovalGateLayer::new(self.handle.clone());
+        let seal = crate::handle::new_seal();
+        let mut gate = ApprovalGateLayer::new(self.handle.clone()).with_seal(seal);
         for channel in self.channels {
             gate = gate.shared_channel(channel);
         }
@@ -307,6 +308,7 @@ impl ToolgateBuilder {
                 audit,
                 gate,
                 scrub,
+                seal,
             },
             validate_input: Identity::new(),
             outside: Identity::new(),
@@ -322,6 +324,9 @@ struct Parts {
     audit: Option<AuditLayer>,
     gate: ApprovalGateLayer,
     scrub: Option<ScrubOutputLayer>,
+    /// Seals the exposure filter's decisions for the gate: nothing but toolgate's own
+    /// filters stands between them.
+    seal: u64,
 }
 
 /// The whole governed stack as one layer, in the only safe order (see the
@@ -448,7 +453,7 @@ where
     fn layer(&self, tool: S) -> Self::Service {
         let p = &self.parts;
         let gated = p.gate.layer(option_layer(p.scrub.clone()).layer(tool));
-        let filtered = ExposureLayer::new(p.handle.clone()).layer(
+        let filtered = ExposureLayer::sealed(p.handle.clone(), p.seal).layer(
             ConfidentialityLayer::new(p.handle.clone())
                 .layer(AirGapLayer::new(p.handle.clone()).layer(gated)),
         );

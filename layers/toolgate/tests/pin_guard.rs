@@ -194,3 +194,56 @@ async fn r14_a_call_unchanged_by_a_layer_between_is_still_decided_once() {
     assert_eq!(input_bounds_walks() - before, 1, "decided once");
     assert_eq!(seen.ran.lock().unwrap().len(), 1);
 }
+
+/// The composite's gate reads the decision its own exposure filter sealed without hashing
+/// the input to compare (nothing but toolgate's filters ran on the call in between) — once.
+/// A tool that sends the call round again through the same composite with a rewritten
+/// input gets it decided again for that input (R14, R38).
+#[tokio::test(flavor = "current_thread")]
+async fn r38_a_call_sent_round_the_composite_again_is_decided_for_its_new_input() {
+    use toolgate::ToolgateLayer;
+    use tower::Layer;
+
+    let h = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
+    let channel = FnChannel::new(ChannelKind::Interactive, |_| ApprovalOutcome::Approved {
+        approver: "alice".into(),
+    });
+    let layer = ToolgateLayer::builder(h)
+        .channel(channel)
+        .build()
+        .expect("the channel is given");
+    // The tool: the first time, it rewrites the input into one the tenant rule denies and
+    // sends the call (extensions and all) through the same composite again.
+    let again: Arc<Mutex<Option<Stack>>> = Arc::new(Mutex::new(None));
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let tool = {
+        let (again, ran) = (Arc::clone(&again), Arc::clone(&ran));
+        service_fn(move |mut c: ToolCall| {
+            let (again, ran) = (Arc::clone(&again), Arc::clone(&ran));
+            async move {
+                ran.lock().unwrap().push(c.input.clone());
+                if c.input == json!({"n": 1}) {
+                    c.input = json!({"n": 11});
+                    let svc = again.lock().unwrap().clone().expect("set before the call");
+                    return Ok::<_, Infallible>(svc.oneshot(c).await.unwrap());
+                }
+                Ok(ToolResponse::Completed(ToolOutput::new(json!("ok"))))
+            }
+        })
+    };
+    let svc: Stack = BoxCloneService::new(layer.layer(tool));
+    *again.lock().unwrap() = Some(svc.clone());
+    let r = svc
+        .oneshot(dev_calls("lookup", json!({"n": 1})))
+        .await
+        .unwrap();
+    let refusal = r
+        .refusal()
+        .expect("the second pass is decided for its input");
+    assert_eq!(refusal.code, RefusalCode::Denied, "{r:?}");
+    assert_eq!(
+        *ran.lock().unwrap(),
+        [json!({"n": 1})],
+        "the rewritten call never reached the tool"
+    );
+}

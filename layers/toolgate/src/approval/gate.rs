@@ -41,6 +41,8 @@ pub struct ApprovalGateLayer {
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
     observer: Option<Arc<dyn WaitObserver>>,
+    /// The composite stack's seal when this is its gate (0 otherwise).
+    seal: u64,
 }
 
 impl fmt::Debug for ApprovalGateLayer {
@@ -62,7 +64,15 @@ impl ApprovalGateLayer {
             channels: Vec::new(),
             hooks: None,
             observer: None,
+            seal: 0,
         }
+    }
+
+    /// The composite stack's gate: it reads a decision its exposure filter sealed with
+    /// `seal` without comparing input hashes ([`GovernanceHandle::decide_to_send`]).
+    pub(crate) fn with_seal(mut self, seal: u64) -> Self {
+        self.seal = seal;
+        self
     }
 
     /// Routes asks of `channel`'s kind to it (replacing a channel of the same kind). An
@@ -115,6 +125,7 @@ impl<S> Layer<S> for ApprovalGateLayer {
             channels: self.channels.clone(),
             hooks: self.hooks.clone(),
             observer: self.observer.clone(),
+            seal: self.seal,
         }
     }
 }
@@ -129,6 +140,7 @@ pub struct ApprovalGate<S> {
     channels: Vec<Arc<dyn ApprovalChannel>>,
     hooks: Option<Arc<dyn ToolHooks>>,
     observer: Option<Arc<dyn WaitObserver>>,
+    seal: u64,
 }
 
 impl<S: fmt::Debug> fmt::Debug for ApprovalGate<S> {
@@ -275,7 +287,7 @@ where
     fn call(&mut self, mut call: ToolCall) -> Self::Future {
         // Decide once: the decision an earlier layer of this handle pinned — only if it is
         // about this very call, input included (R14, R38) — or made now.
-        let (pinned, input_binding) = self.handle.decide_to_send(&mut call);
+        let (pinned, input_binding) = self.handle.decide_to_send(&mut call, self.seal);
         let governance = Arc::clone(pinned.governance());
         let Some(entry) = pinned.entry() else {
             return GateFuture::refused(
