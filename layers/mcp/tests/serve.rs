@@ -321,6 +321,39 @@ async fn r38_a_held_call_approved_in_the_inbox_runs_once_when_called_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_r38_the_same_call_asked_again_finds_its_held_call_whatever_the_tool_names_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let held = call(&dev, "drift__bare", json!({"n": 1, "m": [1, 2]})).await;
+    let id = held.structured_content.unwrap()["toolgate"]["interaction_id"].clone();
+    // The same input with its keys in another order is the same call (R35's canonical
+    // form), and the tool's name is matched without regard to ASCII case.
+    let again = call(&dev, "DRIFT__Bare", json!({"m": [1, 2], "n": 1})).await;
+    assert_eq!(
+        again.structured_content.unwrap()["toolgate"]["interaction_id"],
+        id,
+        "R26: the same held call, not a second one"
+    );
+    assert_eq!(inbox.store().list(None).await.unwrap().len(), 1);
+    inbox
+        .store()
+        .answer(id.as_str().unwrap(), Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    let ran = call(&dev, "drift__BARE", json!({"n": 1, "m": [1, 2]})).await;
+    assert_eq!(
+        text(&ran),
+        "bare ran",
+        "R38: the approved call runs: {ran:?}"
+    );
+    assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r35_drift_sends_list_changed_and_the_new_list() {
     let server = server("interactive", None, "").await;
     let watcher = Client::new(None);

@@ -397,29 +397,30 @@ impl Shared {
     }
 
     /// A held call of this agent for this tool and input: approved (to redeem) or still
-    /// pending (to report again rather than hold twice).
+    /// pending (to report again rather than hold twice). One indexed look-up by the input's
+    /// hash, the one the gate bound the held call to (R35); the stored input must then equal
+    /// this call's exactly, so an input that only canonicalises alike (a number past 2^53
+    /// rounded through a double) never redeems another's approval: it is held anew.
     async fn held_for(
         &self,
         inbox: &Inbox,
         call: &ToolCall,
     ) -> Result<Option<(String, State, Vec<String>)>, String> {
-        let tool = call.tool.display_name();
-        for state in [State::Approved, State::Pending] {
-            let records = inbox
-                .store()
-                .list(Some(state))
-                .await
-                .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
-            if let Some(r) = records.into_iter().find(|r| {
-                r.call.agent == call.agent
-                    && r.call.tool.eq_ignore_ascii_case(&tool)
-                    && r.input().ok().as_ref() == Some(&call.input)
-            }) {
+        // An input with no canonical form was never held: the gate refuses it.
+        let Some(input_hash) = toolgate::engine::canon::input_hash(&call.input) else {
+            return Ok(None);
+        };
+        let found = inbox
+            .store()
+            .find_open(&call.agent, &call.tool.display_name(), &input_hash)
+            .await
+            .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
+        Ok(found
+            .filter(|r| r.input().ok().as_ref() == Some(&call.input))
+            .map(|r| {
                 let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
-                return Ok(Some((r.id().to_owned(), state, reasons)));
-            }
-        }
-        Ok(None)
+                (r.id().to_owned(), r.state, reasons)
+            }))
     }
 
     async fn run(&self, call: ToolCall) -> ToolResponse {
