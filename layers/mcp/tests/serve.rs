@@ -354,6 +354,79 @@ async fn r26_r38_the_same_call_asked_again_finds_its_held_call_whatever_the_tool
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_list_changed() {
+    let server = server("interactive", None, "").await;
+    let (viewer_client, dev_client) = (Client::new(None), Client::new(None));
+    let (viewer_changed, dev_changed) = (
+        Arc::clone(&viewer_client.list_changed),
+        Arc::clone(&dev_client.list_changed),
+    );
+    let viewer = connect(&server, "viewer", viewer_client).await;
+    let dev = connect(&server, "dev", dev_client).await;
+    let dev_before = names(&dev.list_all_tools().await.unwrap());
+    for _ in 0..2 {
+        // Listed twice on one snapshot: the same list.
+        assert_eq!(
+            names(&viewer.list_all_tools().await.unwrap()),
+            ["drift__lookup"]
+        );
+    }
+    let reload = |viewer_tools: &str| {
+        let agents = AGENTS.replace(
+            r#"{"name": "viewer", "allowed_tools": ["drift__lookup"]}"#,
+            &format!(r#"{{"name": "viewer", "allowed_tools": [{viewer_tools}]}}"#),
+        );
+        let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {agents}}}"#);
+        let server = server.clone();
+        async move {
+            server
+                .reload(load_str(&text, Format::Json).unwrap(), &serve_config())
+                .await
+                .unwrap();
+        }
+    };
+    let told = |count: Arc<AtomicUsize>, n: usize| async move {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while count.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the session is told its list changed");
+    };
+    reload(r#""drift__lookup", "drift__stats""#).await;
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup", "drift__stats"],
+        "R23: the new snapshot's list, not the one listed before"
+    );
+    told(Arc::clone(&viewer_changed), 1).await;
+    assert_eq!(
+        names(&dev.list_all_tools().await.unwrap()),
+        dev_before,
+        "dev's list did not change"
+    );
+    assert_eq!(dev_changed.load(Ordering::SeqCst), 0, "and dev is not told");
+    // Back to the first configuration: a newer snapshot again, never the older cached list.
+    reload(r#""drift__lookup""#).await;
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup"]
+    );
+    told(Arc::clone(&viewer_changed), 2).await;
+    assert_eq!(
+        viewer_changed.load(Ordering::SeqCst),
+        2,
+        "told once per change"
+    );
+    assert_eq!(
+        dev_changed.load(Ordering::SeqCst),
+        0,
+        "dev's list never changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r35_drift_sends_list_changed_and_the_new_list() {
     let server = server("interactive", None, "").await;
     let watcher = Client::new(None);
