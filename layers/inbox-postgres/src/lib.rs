@@ -87,7 +87,9 @@
 //! Created on connect when missing, under a transaction-scoped advisory lock (instances that
 //! start together do not race), in [`PostgresOptions::schema`] or the connection's current
 //! schema: `toolgate_inbox_meta` (rows `application`, `schema_version`, `notify_channel`),
-//! `held_calls` ([`SCHEMA_V1`], with the session and turn columns of [`SCHEMA_V2`]), `stored_policy` (one row, replaced whole, with a strictly
+//! `held_calls` ([`SCHEMA_V1`], with the session and turn columns of [`SCHEMA_V2`] and the
+//! index of open calls, [`OPEN_INDEX`], added to an inbox that lacks it), `stored_policy`
+//! (one row, replaced whole, with a strictly
 //! increasing `updatedAt`), and the notifying triggers. A newer schema version, or tables of
 //! the same names that are not a toolgate inbox, are refused and left unchanged.
 //!
@@ -122,4 +124,6 @@ mod schema;
 pub use inbox::{PostgresInbox, WaitError};
 pub use listen::{Notice, Subscription};
 pub use options::{MAX_SCHEMA_NAME, PostgresOptions};
-pub use schema::{APPLICATION, META_TABLE, MIGRATION_LOCK, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION};
+pub use schema::{
+    APPLICATION, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
+};

@@ -95,6 +95,15 @@ ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS turn_id TEXT;
 CREATE INDEX IF NOT EXISTS held_calls_by_session ON held_calls (session_id, turn_id, created_at);
 ";
 
+/// The index `find_open` reads: the open (`pending`, `approved`) calls by agent and input
+/// hash, so that its size follows the open calls, not the history. Not a schema version of
+/// its own: [`migrate`] creates it, under the migration lock, in an inbox that lacks it (a
+/// program that does not know it ignores it).
+pub const OPEN_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_hash)
+    WHERE state IN ('pending', 'approved');
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -262,6 +271,20 @@ pub(crate) async fn migrate(
                 ),
             ));
         }
+        // Looked up first: `CREATE INDEX IF NOT EXISTS` would lock the table against
+        // writes on every connect even when the index is there.
+        let indexed: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+                 AND tablename = 'held_calls' AND indexname = 'held_calls_open')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !indexed {
+            tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         Located {
             schema: current.clone(),
@@ -277,6 +300,7 @@ pub(crate) async fn migrate(
             .await
             .map_err(err)?;
         tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
+        tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

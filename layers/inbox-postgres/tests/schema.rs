@@ -211,6 +211,10 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
         .unwrap()
         .get(0);
     assert_eq!(version, "2");
+    assert!(
+        has_open_index(&client, &schema).await,
+        "the upgrade adds the index of open calls"
+    );
     let mut c = toolgate_inbox::suite::held(
         serde_json::json!({"n": 1}),
         std::time::Duration::from_secs(60),
@@ -248,5 +252,102 @@ async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
     .await
     .unwrap_err();
     assert!(e.message().contains("SQLite"), "{e}");
+    drop_schemas(&url, &[schema]).await;
+}
+
+async fn has_open_index(client: &tokio_postgres::Client, schema: &str) -> bool {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+             AND indexname = 'held_calls_open')",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn r26_r38_an_inbox_without_the_index_of_open_calls_gains_it_and_find_open_reads_it() {
+    let url = require_pg!();
+    let schema = fresh_schema();
+    drop(connect(&url, &schema, "gate").await);
+    let client = raw(&url, &schema).await;
+    assert!(has_open_index(&client, &schema).await, "a new inbox has it");
+    // An inbox made before the index, as an older program left it (still version 2).
+    client
+        .batch_execute("DROP INDEX held_calls_open")
+        .await
+        .unwrap();
+    // One pooled connection: the statistics of its index scans are the ones read below.
+    let store = PostgresInbox::connect(&url, options(&schema, "gate").pool_size(1))
+        .await
+        .unwrap();
+    assert!(
+        has_open_index(&client, &schema).await,
+        "connecting adds the missing index"
+    );
+    let version: String = client
+        .query_one(
+            "SELECT value FROM toolgate_inbox_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "2", "an index is not a schema version");
+    // Many finished calls and other agents' open ones; then the planner's statistics.
+    client
+        .batch_execute(
+            "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
+             agent_profile, input_json, input_canonical, input_hash, reasons, run_mode, \
+             run_background, created_at, expires_at, state, updated_at) \
+             SELECT 'ia_seed_' || i, 'c', 'payments__refund', '[]', 'sha256:d', \
+             CASE WHEN i % 10 = 0 THEN 'agent-' || i ELSE 'support' END, '{}', '{}', \
+             'sha256:seed-' || (i % 500), '[]', 'use_agent_policy', false, i, 9999999999999, \
+             CASE WHEN i % 10 = 0 THEN 'pending' ELSE 'done' END, i \
+             FROM generate_series(1, 20000) AS i; \
+             ANALYZE held_calls",
+        )
+        .await
+        .unwrap();
+    let scans = || async {
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await
+            .unwrap();
+        client
+            .query_one(
+                "SELECT COALESCE(sum(idx_scan), 0)::bigint FROM pg_stat_user_indexes \
+                 WHERE schemaname = $1 AND indexrelname = 'held_calls_open'",
+                &[&schema],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let before = scans().await;
+    let c = toolgate_inbox::suite::held(
+        serde_json::json!({"order": 7}),
+        std::time::Duration::from_secs(60),
+    );
+    store.hold(c.clone()).await.unwrap();
+    let found = store
+        .find_open(&c.agent, "PAYMENTS__refund", &c.input_hash)
+        .await
+        .unwrap()
+        .expect("the held call");
+    assert_eq!(found.call, c);
+    // A backend publishes its statistics when it goes idle at least a second after it last
+    // did: the store's connection is kept busy with reads outside `held_calls` until then.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while scans().await <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "find_open did not read held_calls_open (no index scan counted)"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        store.get_policy().await.unwrap();
+    }
     drop_schemas(&url, &[schema]).await;
 }

@@ -152,6 +152,7 @@ pub use policy::{
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, OPEN_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions,
+    Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

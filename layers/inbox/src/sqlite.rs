@@ -22,7 +22,8 @@
 //! # Schema
 //!
 //! Created on open when the file is new, upgraded in place from an older version (version 1
-//! gains the session and turn columns of version 2), and checked (`PRAGMA user_version`,
+//! gains the session and turn columns of version 2; a version-2 file without the index of
+//! open calls, [`OPEN_INDEX`], gains it), and checked (`PRAGMA user_version`,
 //! `PRAGMA application_id`) when it is not: a newer schema or a SQLite file that is not a
 //! toolgate inbox is refused, never changed. A file that is not a database is refused with
 //! a clear error and left as it is.
@@ -107,6 +108,15 @@ pub const SCHEMA_V2: &str = "
 ALTER TABLE held_calls ADD COLUMN session_id TEXT;
 ALTER TABLE held_calls ADD COLUMN turn_id TEXT;
 CREATE INDEX held_calls_by_session ON held_calls (session_id, turn_id, created_at);
+";
+
+/// The index [`InboxStore::find_open`] reads: the open (`pending`, `approved`) calls by
+/// agent and input hash, so that its size follows the open calls, not the history. Not a
+/// schema version of its own: it is created, when missing, each time a version-2 file is
+/// opened (a no-op read when it exists), and a program that does not know it ignores it.
+pub const OPEN_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_hash)
+    WHERE state IN ('pending', 'approved');
 ";
 
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
@@ -411,7 +421,8 @@ impl Inner {
     fn migrate(&self, conn: &mut Connection) -> Result<(), InboxError> {
         let version = user_version(conn).map_err(|e| self.err(e))?;
         if version == SCHEMA_VERSION {
-            return self.check_application_id(conn);
+            self.check_application_id(conn)?;
+            return conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e));
         }
         if version > SCHEMA_VERSION {
             return Err(self.newer(version));
@@ -430,6 +441,7 @@ impl Inner {
             }
             tx.execute_batch(SCHEMA_V1).map_err(|e| self.err(e))?;
             tx.execute_batch(SCHEMA_V2).map_err(|e| self.err(e))?;
+            tx.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
             tx.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(|e| self.err(e))?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -438,6 +450,7 @@ impl Inner {
             // Only a toolgate inbox is upgraded; anything else is left unchanged.
             self.check_application_id(&tx)?;
             tx.execute_batch(SCHEMA_V2).map_err(|e| self.err(e))?;
+            tx.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(|e| self.err(e))?;
         } else if version > SCHEMA_VERSION {
@@ -711,6 +724,41 @@ fn list_op(
         }
     }
     Ok(out)
+}
+
+/// The statement of [`InboxStore::find_open`], selecting `columns`.
+fn find_open_sql(columns: &str) -> String {
+    format!(
+        "SELECT {columns} FROM held_calls WHERE agent_profile = ?1 AND agent_subagent IS ?2 \
+         AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE AND state IN ('pending', 'approved') \
+         ORDER BY state = 'approved' DESC, created_at DESC, interaction_id DESC LIMIT 1"
+    )
+}
+
+fn find_open_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    agent: &AgentRef,
+    tool: &str,
+    input_hash: &str,
+) -> Result<Option<HeldRecord>, InboxError> {
+    // `COLLATE NOCASE` folds ASCII letters only, as `eq_ignore_ascii_case`; the `state`
+    // term is the index's own, so SQLite reads `held_calls_open`.
+    let row = conn
+        .prepare_cached(&find_open_sql(COLUMNS))
+        .and_then(|mut s| {
+            s.query_row(
+                params![agent.profile, agent.subagent, input_hash, tool],
+                read_row,
+            )
+            .optional()
+        })
+        .map_err(|e| inner.err(e))?;
+    match row {
+        None => Ok(None),
+        Some(Ok(r)) => Ok(Some(r)),
+        Some(Err(why)) => Err(inner.record_err("?", why)),
+    }
 }
 
 fn session_calls_op(
@@ -1109,6 +1157,18 @@ impl InboxStore for SqliteInbox {
         self.run(move |inner, conn| session_calls_op(inner, conn, &session, turn.as_deref()))
     }
 
+    fn find_open<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
+        let agent = agent.clone();
+        let tool = tool.to_owned();
+        let input_hash = input_hash.to_owned();
+        self.run(move |inner, conn| find_open_op(inner, conn, &agent, &tool, &input_hash))
+    }
+
     fn cancel_turn<'a>(
         &'a self,
         session: &'a str,
@@ -1217,5 +1277,32 @@ impl InboxStore for SqliteInbox {
         let body = codec::policy_body(policy);
         let expected = expected_updated_at.map(str::to_owned);
         self.run(move |inner, conn| put_policy_op(inner, conn, &body, Some(expected.as_deref())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r26_r38_find_open_searches_the_index_of_open_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", find_open_sql(COLUMNS)))
+            .unwrap()
+            .query_map(params!["support", "sub-7", "sha256:x", "refund"], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX held_calls_open")),
+            "{plan:?}"
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
+use toolgate::core::AgentRef;
 use toolgate::engine::policy::Policy;
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, PolicySaveError};
@@ -44,6 +45,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///   one of its turns), oldest first; [`cancel_turn`](InboxStore::cancel_turn) ends every
 ///   pending call of the turn `cancelled` (one past its expiry `expired`) in one
 ///   transaction (R43).
+/// - [`find_open`](InboxStore::find_open) finds the open held call of one agent for one
+///   tool and input hash — the approved one when there is one, else the pending one,
+///   newest first — by an index, not by listing (R26, R38).
 /// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
 ///   transaction and stamps a strictly increasing `updatedAt`.
 /// - [`put_policy_if_unchanged`](InboxStore::put_policy_if_unchanged) compares the stored
@@ -100,6 +104,38 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
             Ok(TurnState::new(
                 self.session_calls(session, Some(turn)).await?,
             ))
+        })
+    }
+
+    /// The open held call of `agent` (its profile and subagent, compared exactly) for
+    /// `tool` (compared ASCII-case-insensitively, as tool names are resolved) and the input
+    /// whose RFC 8785 hash is `input_hash` ([`NewHeldCall::input_hash`]): the `approved` one
+    /// when there is one (to redeem, R38), else the `pending` one (to report again rather
+    /// than hold twice, R26); of several, the newest (`created_at`, then the id). A call in
+    /// any other state is never found.
+    ///
+    /// The backends answer from an index; this provided method lists the approved and then
+    /// the pending calls and scans them (correct, but linear in the open calls): a store
+    /// with many open calls should override it.
+    fn find_open<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
+        Box::pin(async move {
+            for state in [State::Approved, State::Pending] {
+                let newest = self
+                    .list(Some(state))
+                    .await?
+                    .into_iter()
+                    .filter(|r| is_open_match(r, agent, tool, input_hash))
+                    .max_by(|a, b| (a.call.created_at, a.id()).cmp(&(b.call.created_at, b.id())));
+                if newest.is_some() {
+                    return Ok(newest);
+                }
+            }
+            Ok(None)
         })
     }
 
@@ -192,6 +228,14 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     ) -> BoxFuture<'a, Result<TurnState, InboxError>> {
         (**self).turn_state(session, turn)
     }
+    fn find_open<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
+        (**self).find_open(agent, tool, input_hash)
+    }
     fn answer<'a>(
         &'a self,
         id: &'a str,
@@ -238,4 +282,18 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
         (**self).put_policy_if_unchanged(expected_updated_at, policy)
     }
+}
+
+/// Whether `record` is what [`InboxStore::find_open`] looks for: open (`approved` or
+/// `pending`), held for `agent` exactly, for `tool` up to ASCII case, with `input_hash`.
+pub(crate) fn is_open_match(
+    record: &HeldRecord,
+    agent: &AgentRef,
+    tool: &str,
+    input_hash: &str,
+) -> bool {
+    matches!(record.state, State::Approved | State::Pending)
+        && record.call.agent == *agent
+        && record.call.tool.eq_ignore_ascii_case(tool)
+        && record.call.input_hash == input_hash
 }

@@ -196,6 +196,22 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r43_a_subagents_call_is_listed_on_the_parents_session_a_flow_agents_on_its_own);
     case!(r43_without_an_idempotency_key_each_answer_is_its_own);
     case!(r43_the_same_key_retried_is_one_answer_and_the_other_answer_conflicts);
+    run_find_open(fixture).await;
+}
+
+/// The cases of [`InboxStore::find_open`] only (also run by [`run_all`]): for a store that
+/// keeps the provided, scanning method.
+pub async fn run_find_open(fixture: &dyn Fixture) {
+    macro_rules! case {
+        ($name:ident) => {{
+            eprintln!("suite: {}", stringify!($name));
+            $name(fixture).await;
+        }};
+    }
+    case!(r38_find_open_prefers_the_approved_call_then_the_newest);
+    case!(r26_r38_find_open_finds_only_this_agents_call_for_this_tool_and_input);
+    case!(r26_r38_find_open_compares_the_tool_ascii_case_insensitively);
+    case!(r26_r38_find_open_never_finds_a_decided_or_sent_call);
 }
 
 pub async fn r26_a_held_call_keeps_the_call_exactly_as_decided(fixture: &dyn Fixture) {
@@ -1590,5 +1606,312 @@ pub async fn r43_the_same_key_retried_is_one_answer_and_the_other_answer_conflic
         state(&*store, &c.interaction_id).await,
         State::Denied,
         "the conflict changes nothing"
+    );
+}
+
+/// The tool every suite call is held for.
+const TOOL: &str = "payments__refund";
+
+async fn found(
+    store: &dyn InboxStore,
+    agent: &AgentRef,
+    tool: &str,
+    c: &NewHeldCall,
+) -> Option<String> {
+    store
+        .find_open(agent, tool, &c.input_hash)
+        .await
+        .unwrap()
+        .map(|r| r.id().to_owned())
+}
+
+pub async fn r38_find_open_prefers_the_approved_call_then_the_newest(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let who = AgentRef::subagent("support", "sub-7");
+    let at = |secs| {
+        held_in(
+            json!({"order": 7}),
+            who.clone(),
+            None,
+            Duration::from_secs(secs),
+        )
+    };
+    let (old_pending, approved_old, approved_new, new_pending) = (at(40), at(30), at(20), at(10));
+    assert_eq!(
+        found(&*store, &who, TOOL, &old_pending).await,
+        None,
+        "nothing held yet"
+    );
+    store.hold(old_pending.clone()).await.unwrap();
+    let first = store
+        .find_open(&who, TOOL, &old_pending.input_hash)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.as_ref().map(|r| (&r.call, r.state)),
+        Some((&old_pending, State::Pending)),
+        "R26: the pending call is found, exactly as held"
+    );
+    for c in [&approved_old, &approved_new, &new_pending] {
+        store.hold(c.clone()).await.unwrap();
+    }
+    assert_eq!(
+        found(&*store, &who, TOOL, &old_pending).await,
+        Some(new_pending.interaction_id.clone()),
+        "R26: of several pending calls, the newest"
+    );
+    store
+        .answer(&approved_old.interaction_id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    let got = store
+        .find_open(&who, TOOL, &old_pending.input_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (got.id(), got.state, got.approver.as_deref()),
+        (
+            approved_old.interaction_id.as_str(),
+            State::Approved,
+            Some("alice")
+        ),
+        "R38: an approved call is preferred to newer pending ones"
+    );
+    store
+        .answer(&approved_new.interaction_id, Answer::approved_by("bob"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &old_pending).await,
+        Some(approved_new.interaction_id.clone()),
+        "R38: of several approved calls, the newest"
+    );
+    store
+        .claim(&approved_new.interaction_id, claim_of(&approved_new, "t1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &old_pending).await,
+        Some(approved_old.interaction_id.clone()),
+        "R38: a claimed call is no longer open; the other approved one is"
+    );
+}
+
+pub async fn r26_r38_find_open_finds_only_this_agents_call_for_this_tool_and_input(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let sub = AgentRef::subagent("support", "sub-7");
+    let parent = AgentRef::profile("support");
+    let of_sub = held_in(
+        json!({"order": 7}),
+        sub.clone(),
+        None,
+        Duration::from_secs(2),
+    );
+    let of_parent = held_in(
+        json!({"order": 8}),
+        parent.clone(),
+        None,
+        Duration::from_secs(1),
+    );
+    store.hold(of_sub.clone()).await.unwrap();
+    store.hold(of_parent.clone()).await.unwrap();
+    assert_eq!(
+        found(&*store, &sub, TOOL, &of_sub).await,
+        Some(of_sub.interaction_id.clone())
+    );
+    assert_eq!(
+        found(&*store, &parent, TOOL, &of_parent).await,
+        Some(of_parent.interaction_id.clone()),
+        "R26: an agent without a subagent finds its own call"
+    );
+    for other in [
+        AgentRef::profile("support"),
+        AgentRef::subagent("support", "sub-8"),
+        AgentRef::subagent("billing", "sub-7"),
+        AgentRef::subagent("Support", "sub-7"),
+    ] {
+        assert_eq!(
+            found(&*store, &other, TOOL, &of_sub).await,
+            None,
+            "R26: another agent ({other:?}) does not find the subagent's call"
+        );
+    }
+    assert_eq!(
+        found(&*store, &sub, TOOL, &of_parent).await,
+        None,
+        "R26: a subagent does not find its parent's call"
+    );
+    let other_input = held(json!({"order": 9}), HOUR);
+    assert_eq!(
+        found(&*store, &sub, TOOL, &other_input).await,
+        None,
+        "R35: another input is another call"
+    );
+    for tool in ["payments__refund_all", "payments__refun", "crm__refund", ""] {
+        assert_eq!(
+            found(&*store, &sub, tool, &of_sub).await,
+            None,
+            "R26: another tool (`{tool}`) is another call"
+        );
+    }
+}
+
+pub async fn r26_r38_find_open_compares_the_tool_ascii_case_insensitively(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let who = AgentRef::subagent("support", "sub-7");
+    let c = held_in(
+        json!({"order": 7}),
+        who.clone(),
+        None,
+        Duration::from_secs(1),
+    );
+    store.hold(c.clone()).await.unwrap();
+    for spelling in ["payments__refund", "PAYMENTS__REFUND", "Payments__Refund"] {
+        assert_eq!(
+            found(&*store, &who, spelling, &c).await,
+            Some(c.interaction_id.clone()),
+            "R26: `{spelling}` names the same tool"
+        );
+    }
+    let mut accented = held_in(
+        json!({"order": 8}),
+        who.clone(),
+        None,
+        Duration::from_secs(1),
+    );
+    accented.tool = "payments__Ärger".into();
+    store.hold(accented.clone()).await.unwrap();
+    assert_eq!(
+        found(&*store, &who, "PAYMENTS__Ärger", &accented).await,
+        Some(accented.interaction_id.clone()),
+        "ASCII letters fold"
+    );
+    assert_eq!(
+        found(&*store, &who, "payments__ärger", &accented).await,
+        None,
+        "only ASCII letters fold, as `eq_ignore_ascii_case` (Ä is not ä)"
+    );
+}
+
+pub async fn r26_r38_find_open_never_finds_a_decided_or_sent_call(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let who = AgentRef::subagent("support", "sub-7");
+    let input = json!({"order": 7});
+    let next = || held_in(input.clone(), who.clone(), None, Duration::from_secs(1));
+
+    let denied = next();
+    store.hold(denied.clone()).await.unwrap();
+    store
+        .answer(&denied.interaction_id, Answer::denied_by("bob", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &denied).await,
+        None,
+        "R26: denied"
+    );
+
+    let mut expired = next();
+    expired.expires_at = Timestamp::now().saturating_sub(Duration::from_millis(1));
+    store.hold(expired.clone()).await.unwrap();
+    store.expire_due(Timestamp::now()).await.unwrap();
+    assert_eq!(
+        state(&*store, &expired.interaction_id).await,
+        State::Expired
+    );
+    assert_eq!(
+        found(&*store, &who, TOOL, &expired).await,
+        None,
+        "R26: expired"
+    );
+
+    let cancelled = next();
+    store.hold(cancelled.clone()).await.unwrap();
+    store.cancel(&cancelled.interaction_id).await.unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &cancelled).await,
+        None,
+        "R26: cancelled"
+    );
+
+    let sent = next();
+    store.hold(sent.clone()).await.unwrap();
+    store
+        .answer(&sent.interaction_id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &sent).await,
+        Some(sent.interaction_id.clone()),
+        "R38: approved, not yet sent"
+    );
+    store
+        .claim(&sent.interaction_id, claim_of(&sent, "t1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &sent).await,
+        None,
+        "R38: claimed"
+    );
+    store
+        .complete(
+            &sent.interaction_id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!({"ok": true}),
+                token: "t1".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(found(&*store, &who, TOOL, &sent).await, None, "R38: done");
+
+    let failed = next();
+    store.hold(failed.clone()).await.unwrap();
+    store
+        .answer(&failed.interaction_id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    store
+        .claim(&failed.interaction_id, claim_of(&failed, "t2"))
+        .await
+        .unwrap();
+    store
+        .complete(
+            &failed.interaction_id,
+            Completion {
+                outcome: Outcome::Failed,
+                result: json!({"error": "boom"}),
+                token: "t2".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        found(&*store, &who, TOOL, &failed).await,
+        None,
+        "R38: failed"
+    );
+
+    let lost = next();
+    store.hold(lost.clone()).await.unwrap();
+    store
+        .answer(&lost.interaction_id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    store
+        .claim(&lost.interaction_id, claim_of(&lost, "t3"))
+        .await
+        .unwrap();
+    store.recover().await.unwrap();
+    assert_eq!(state(&*store, &lost.interaction_id).await, State::Unknown);
+    assert_eq!(
+        found(&*store, &who, TOOL, &lost).await,
+        None,
+        "R38: an unknown call is never found to be sent again"
     );
 }

@@ -211,6 +211,15 @@ async fn r43_a_version_1_inbox_file_is_upgraded_in_place() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(SCHEMA_VERSION, 2);
+    let indexed: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'held_calls_open'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexed, 1, "the upgrade adds the index of open calls");
     let mut c = toolgate_inbox::suite::held(json!({"n": 1}), std::time::Duration::from_secs(60));
     c.turn = Some(Turn::new("s", "t"));
     store.hold(c.clone()).await.unwrap();

@@ -321,6 +321,112 @@ async fn r38_a_held_call_approved_in_the_inbox_runs_once_when_called_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_r38_the_same_call_asked_again_finds_its_held_call_whatever_the_tool_names_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let held = call(&dev, "drift__bare", json!({"n": 1, "m": [1, 2]})).await;
+    let id = held.structured_content.unwrap()["toolgate"]["interaction_id"].clone();
+    // The same input with its keys in another order is the same call (R35's canonical
+    // form), and the tool's name is matched without regard to ASCII case.
+    let again = call(&dev, "DRIFT__Bare", json!({"m": [1, 2], "n": 1})).await;
+    assert_eq!(
+        again.structured_content.unwrap()["toolgate"]["interaction_id"],
+        id,
+        "R26: the same held call, not a second one"
+    );
+    assert_eq!(inbox.store().list(None).await.unwrap().len(), 1);
+    inbox
+        .store()
+        .answer(id.as_str().unwrap(), Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    let ran = call(&dev, "drift__BARE", json!({"n": 1, "m": [1, 2]})).await;
+    assert_eq!(
+        text(&ran),
+        "bare ran",
+        "R38: the approved call runs: {ran:?}"
+    );
+    assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_list_changed() {
+    let server = server("interactive", None, "").await;
+    let (viewer_client, dev_client) = (Client::new(None), Client::new(None));
+    let (viewer_changed, dev_changed) = (
+        Arc::clone(&viewer_client.list_changed),
+        Arc::clone(&dev_client.list_changed),
+    );
+    let viewer = connect(&server, "viewer", viewer_client).await;
+    let dev = connect(&server, "dev", dev_client).await;
+    let dev_before = names(&dev.list_all_tools().await.unwrap());
+    for _ in 0..2 {
+        // Listed twice on one snapshot: the same list.
+        assert_eq!(
+            names(&viewer.list_all_tools().await.unwrap()),
+            ["drift__lookup"]
+        );
+    }
+    let reload = |viewer_tools: &str| {
+        let agents = AGENTS.replace(
+            r#"{"name": "viewer", "allowed_tools": ["drift__lookup"]}"#,
+            &format!(r#"{{"name": "viewer", "allowed_tools": [{viewer_tools}]}}"#),
+        );
+        let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {agents}}}"#);
+        let server = server.clone();
+        async move {
+            server
+                .reload(load_str(&text, Format::Json).unwrap(), &serve_config())
+                .await
+                .unwrap();
+        }
+    };
+    let told = |count: Arc<AtomicUsize>, n: usize| async move {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while count.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the session is told its list changed");
+    };
+    reload(r#""drift__lookup", "drift__stats""#).await;
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup", "drift__stats"],
+        "R23: the new snapshot's list, not the one listed before"
+    );
+    told(Arc::clone(&viewer_changed), 1).await;
+    assert_eq!(
+        names(&dev.list_all_tools().await.unwrap()),
+        dev_before,
+        "dev's list did not change"
+    );
+    assert_eq!(dev_changed.load(Ordering::SeqCst), 0, "and dev is not told");
+    // Back to the first configuration: a newer snapshot again, never the older cached list.
+    reload(r#""drift__lookup""#).await;
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup"]
+    );
+    told(Arc::clone(&viewer_changed), 2).await;
+    assert_eq!(
+        viewer_changed.load(Ordering::SeqCst),
+        2,
+        "told once per change"
+    );
+    assert_eq!(
+        dev_changed.load(Ordering::SeqCst),
+        0,
+        "dev's list never changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r35_drift_sends_list_changed_and_the_new_list() {
     let server = server("interactive", None, "").await;
     let watcher = Client::new(None);

@@ -12,8 +12,10 @@
 //!   the trust rule, drift detection (R29, R35), gateway prefixes (R41).
 //! - **`tools/list`** is exactly the agent's exposure (R6–R13): qualified names,
 //!   descriptions, input schemas and annotations as recorded; omitted tools are absent; a
-//!   tool wrapped for approval says so in its description. When drift or a new snapshot
-//!   changes what an agent sees, its sessions get `notifications/tools/list_changed`.
+//!   tool wrapped for approval says so in its description. Each agent's list is projected
+//!   once per governance snapshot and served from memory until the next one. When drift or
+//!   a new snapshot changes what an agent sees, its sessions get
+//!   `notifications/tools/list_changed`.
 //! - **`tools/call`** passes the composite governed stack ([`toolgate::ToolgateLayer`]:
 //!   audit, schema validation, exposure, confidentiality, air gap, approval gate, scrub),
 //!   then the upstream, within the configured call timeout. An ask is answered by **MCP
@@ -258,8 +260,28 @@ struct Watched {
     seen: u64,
 }
 
+/// One agent's projected list and its fingerprint.
+#[derive(Clone)]
+struct Listed {
+    tools: Arc<Vec<Tool>>,
+    fingerprint: u64,
+}
+
+/// Each agent's projected list for one governance snapshot: a repeated `tools/list` on an
+/// unchanged snapshot is a map look-up, not a projection. The projection reads the snapshot
+/// only ([`list_for`]), and every change — a reload, a policy put, drift re-registering an
+/// upstream's tools — stores a new snapshot, so a new snapshot is the whole invalidation.
+/// Holding the snapshot keeps its address from being reused, so `Arc::ptr_eq` cannot take
+/// a newer snapshot for it.
+#[derive(Default)]
+struct ListCache {
+    snapshot: Option<Arc<Governance>>,
+    agents: HashMap<String, Listed>,
+}
+
 struct Shared {
     gateway: McpGateway,
+    lists: Mutex<ListCache>,
     stack: Mutex<Stack>,
     inbox: Option<Inbox>,
     tokens: HashMap<String, String>,
@@ -351,7 +373,43 @@ impl Shared {
     }
 
     fn tools_for(&self, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
-        list_for(&self.gateway.handle().load(), agent)
+        self.listed(agent).map(|l| l.tools.as_ref().clone())
+    }
+
+    /// The tools `agent` is shown by the current snapshot, from [`ListCache`] or projected
+    /// (and cached) now.
+    fn listed(&self, agent: &str) -> Result<Listed, UnknownAgent> {
+        let governance = self.gateway.handle().load();
+        let current = |c: &ListCache| {
+            c.snapshot
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, &governance))
+        };
+        {
+            let cache = lock(&self.lists);
+            if current(&cache)
+                && let Some(listed) = cache.agents.get(agent)
+            {
+                return Ok(listed.clone());
+            }
+        }
+        let tools = list_for(&governance, agent)?;
+        let listed = Listed {
+            fingerprint: fingerprint(&tools),
+            tools: Arc::new(tools),
+        };
+        let mut cache = lock(&self.lists);
+        if !current(&cache) {
+            // Only for the snapshot in force: one projected from a snapshot replaced in the
+            // meantime is served to this request but not kept.
+            if !Arc::ptr_eq(&self.gateway.handle().load(), &governance) {
+                return Ok(listed);
+            }
+            cache.snapshot = Some(Arc::clone(&governance));
+            cache.agents.clear();
+        }
+        cache.agents.insert(agent.to_owned(), listed.clone());
+        Ok(listed)
     }
 
     fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
@@ -380,10 +438,7 @@ impl Shared {
             w.retain(|x| !x.peer.is_transport_closed());
             let mut due = Vec::new();
             for x in w.iter_mut() {
-                let now = self
-                    .tools_for(&x.agent)
-                    .map(|t| fingerprint(&t))
-                    .unwrap_or(0);
+                let now = self.listed(&x.agent).map_or(0, |l| l.fingerprint);
                 if now != x.seen {
                     x.seen = now;
                     due.push(x.peer.clone());
@@ -397,29 +452,30 @@ impl Shared {
     }
 
     /// A held call of this agent for this tool and input: approved (to redeem) or still
-    /// pending (to report again rather than hold twice).
+    /// pending (to report again rather than hold twice). One indexed look-up by the input's
+    /// hash, the one the gate bound the held call to (R35); the stored input must then equal
+    /// this call's exactly, so an input that only canonicalises alike (a number past 2^53
+    /// rounded through a double) never redeems another's approval: it is held anew.
     async fn held_for(
         &self,
         inbox: &Inbox,
         call: &ToolCall,
     ) -> Result<Option<(String, State, Vec<String>)>, String> {
-        let tool = call.tool.display_name();
-        for state in [State::Approved, State::Pending] {
-            let records = inbox
-                .store()
-                .list(Some(state))
-                .await
-                .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
-            if let Some(r) = records.into_iter().find(|r| {
-                r.call.agent == call.agent
-                    && r.call.tool.eq_ignore_ascii_case(&tool)
-                    && r.input().ok().as_ref() == Some(&call.input)
-            }) {
+        // An input with no canonical form was never held: the gate refuses it.
+        let Some(input_hash) = toolgate::engine::canon::input_hash(&call.input) else {
+            return Ok(None);
+        };
+        let found = inbox
+            .store()
+            .find_open(&call.agent, &call.tool.display_name(), &input_hash)
+            .await
+            .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
+        Ok(found
+            .filter(|r| r.input().ok().as_ref() == Some(&call.input))
+            .map(|r| {
                 let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
-                return Ok(Some((r.id().to_owned(), state, reasons)));
-            }
-        }
-        Ok(None)
+                (r.id().to_owned(), r.state, reasons)
+            }))
     }
 
     async fn run(&self, call: ToolCall) -> ToolResponse {
@@ -617,6 +673,7 @@ impl GovernedServer {
         let stack: Stack = BoxCloneService::new(layer.layer(timed));
         let shared = Arc::new(Shared {
             gateway,
+            lists: Mutex::default(),
             stack: Mutex::new(stack),
             inbox,
             tokens: config.tokens.clone(),
@@ -715,7 +772,7 @@ impl GovernedServer {
 
     fn check_agent(&self, agent: &str) -> Result<(), std::io::Error> {
         self.shared
-            .tools_for(agent)
+            .listed(agent)
             .map(|_| ())
             .map_err(|e| std::io::Error::other(e.to_string()))
     }
@@ -967,14 +1024,16 @@ impl ServerHandler for GovernedSession {
     ) -> Result<ListToolsResult, ErrorData> {
         let agent = self.agent(&ctx)?;
         let reloading = self.shared.reload.read().await;
-        let tools = self
+        let listed = self
             .shared
-            .tools_for(&agent)
+            .listed(&agent)
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
         drop(reloading);
         self.shared
-            .watch(&self.session, &ctx.peer, &agent, fingerprint(&tools));
-        Ok(ListToolsResult::with_all_items(tools))
+            .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
+        Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
+            listed.tools,
+        )))
     }
 
     async fn call_tool(
