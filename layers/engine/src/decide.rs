@@ -229,7 +229,7 @@ impl Governance {
                 "the input must be a JSON object",
             ));
         }
-        if m.len.is_none() {
+        if !m.within {
             return Err(too_big(limits.max_input_bytes));
         }
         Ok(())

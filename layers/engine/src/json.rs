@@ -190,14 +190,15 @@ fn digits(u: u64) -> usize {
     u.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
-/// What one walk of an input found: whether it nests past the depth limit, and its
-/// compact length unless that passed the length limit.
+/// What one walk of an input found: whether it nests past the depth limit, and whether
+/// its compact serialisation fits the length limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Measure {
     /// The value nests deeper than the depth limit (SPEC §8).
     pub too_deep: bool,
-    /// The compact serialisation's byte length, or `None` once past the length limit.
-    pub len: Option<usize>,
+    /// The compact serialisation is at most the length limit (meaningful only when the
+    /// value is not too deep).
+    pub within: bool,
 }
 
 /// Depth limits up to this are measured by one recursive walk (its recursion is bounded by
@@ -205,22 +206,33 @@ pub struct Measure {
 const RECURSIVE_DEPTH: usize = 256;
 
 /// The input-bounds walk (R36): [`value_depth`] against `depth_limit` and
-/// [`compact_len_within`] against `len_limit` in **one** walk with no heap allocation, for
-/// the common depth limits. Equal to the two separate walks: `too_deep` is exact, and `len`
-/// is exact whenever the value is not too deep.
+/// [`compact_len_within`] against `len_limit` in **one** walk of the value's nodes, with
+/// no heap allocation and without reading strings byte by byte: a string counts as its
+/// bytes plus quotes, with up to five more per byte set aside for escapes; only when that
+/// bound passes the limit are the escapes counted exactly ([`compact_len_within`]).
+/// Equal to the two separate walks.
 pub fn measure(value: &Value, depth_limit: usize, len_limit: usize) -> Measure {
     struct Walk {
         depth_limit: usize,
         len_limit: usize,
+        /// The length with no string escaped (a lower bound).
         len: usize,
+        /// What escapes could add at most (five bytes per string byte: `\u001f`).
+        slack: usize,
+    }
+    impl Walk {
+        fn string(&mut self, s: &str) {
+            self.len = self.len.saturating_add(2 + s.len());
+            self.slack = self.slack.saturating_add(s.len().saturating_mul(5));
+        }
     }
     /// `Err(true)`: too deep; `Err(false)`: too long (depth not known past that point).
     fn walk(w: &mut Walk, v: &Value, level: usize) -> Result<(), bool> {
-        let add = match v {
-            Value::Null | Value::Bool(true) => 4,
-            Value::Bool(false) => 5,
-            Value::Number(n) => number_len(n),
-            Value::String(s) => string_len(s),
+        match v {
+            Value::Null | Value::Bool(true) => w.len = w.len.saturating_add(4),
+            Value::Bool(false) => w.len = w.len.saturating_add(5),
+            Value::Number(n) => w.len = w.len.saturating_add(number_len(n)),
+            Value::String(s) => w.string(s),
             Value::Array(items) => {
                 if level + 1 > w.depth_limit {
                     return Err(true);
@@ -229,54 +241,55 @@ pub fn measure(value: &Value, depth_limit: usize, len_limit: usize) -> Measure {
                 for item in items {
                     walk(w, item, level + 1)?;
                 }
-                0
             }
             Value::Object(map) => {
                 if level + 1 > w.depth_limit {
                     return Err(true);
                 }
-                w.len = w.len.saturating_add(2 + map.len().saturating_sub(1));
+                w.len = w
+                    .len
+                    .saturating_add(2 + map.len().saturating_sub(1) + map.len());
                 for (k, item) in map {
-                    w.len = w.len.saturating_add(string_len(k) + 1);
+                    w.string(k);
                     walk(w, item, level + 1)?;
                 }
-                0
             }
-        };
-        w.len = w.len.saturating_add(add);
+        }
         if w.len > w.len_limit {
             return Err(false);
         }
         Ok(())
     }
+    let exact = |too_deep: bool| Measure {
+        too_deep,
+        within: !too_deep && compact_len_within(value, len_limit).is_some(),
+    };
     if depth_limit > RECURSIVE_DEPTH {
-        let too_deep = value_depth(value, depth_limit) > depth_limit;
-        let len = if too_deep {
-            None
-        } else {
-            compact_len_within(value, len_limit)
-        };
-        return Measure { too_deep, len };
+        return exact(value_depth(value, depth_limit) > depth_limit);
     }
     let mut w = Walk {
         depth_limit,
         len_limit,
         len: 0,
+        slack: 0,
     };
     match walk(&mut w, value, 0) {
-        Ok(()) => Measure {
+        // Fits even if every string byte were escaped the longest way.
+        Ok(()) if w.len.saturating_add(w.slack) <= len_limit => Measure {
             too_deep: false,
-            len: Some(w.len),
+            within: true,
         },
+        // Near the limit: count the escapes.
+        Ok(()) => exact(false),
         Err(true) => Measure {
             too_deep: true,
-            len: None,
+            within: false,
         },
         // Past the length limit before the walk saw all of the value: whether it is also
         // too deep (which SPEC §8 reports first) takes the depth walk.
         Err(false) => Measure {
             too_deep: value_depth(value, depth_limit) > depth_limit,
-            len: None,
+            within: false,
         },
     }
 }
@@ -445,12 +458,25 @@ mod tests {
             let too_deep = value_depth(&v, depth_limit) > depth_limit;
             proptest::prop_assert_eq!(m.too_deep, too_deep);
             if !too_deep {
-                proptest::prop_assert_eq!(m.len, compact_len_within(&v, len_limit));
-            }
-            if let Some(len) = m.len {
-                proptest::prop_assert_eq!(len, serde_json::to_string(&v).unwrap().len());
+                let fits = serde_json::to_string(&v).unwrap().len() <= len_limit;
+                proptest::prop_assert_eq!(m.within, fits);
+                proptest::prop_assert_eq!(m.within, compact_len_within(&v, len_limit).is_some());
             }
         }
+    }
+
+    #[test]
+    fn r36_escapes_near_the_limit_are_counted_exactly() {
+        // Ten control characters, six bytes each escaped: `{"a":"…"}` is 68 bytes.
+        let v = json!({"a": "\u{1}".repeat(10)});
+        let exact = serde_json::to_string(&v).unwrap().len();
+        assert_eq!(exact, 68);
+        assert!(measure(&v, 64, exact).within);
+        assert!(!measure(&v, 64, exact - 1).within);
+        let quotes = json!({"a": "\"".repeat(10)});
+        let exact = serde_json::to_string(&quotes).unwrap().len();
+        assert!(measure(&quotes, 64, exact).within);
+        assert!(!measure(&quotes, 64, exact - 1).within);
     }
 
     #[test]
@@ -461,14 +487,16 @@ mod tests {
             m,
             Measure {
                 too_deep: false,
-                len: Some(200)
+                within: true
             }
         );
+        assert!(measure(&deep, 1000, 200).within);
+        assert!(!measure(&deep, 1000, 199).within);
         assert!(measure(&deep, 99, 1 << 20).too_deep);
         assert!(
             measure(&deep, 99, 5).too_deep,
             "depth is reported before length"
         );
-        assert_eq!(measure(&deep, 100, 5).len, None);
+        assert!(!measure(&deep, 100, 5).within);
     }
 }

@@ -216,24 +216,22 @@ pub fn compact_len_within(value: &Value, literals: &NumberLiterals, limit: usize
 }
 
 /// The input-bounds walk with every number as written (SPEC §8): whether the value nests
-/// past `depth_limit`, and its compact length (numbers as written) unless past `len_limit`.
-/// One walk of the value ([`crate::json::measure`]) plus one of the literals, if any.
+/// past `depth_limit`, and whether its compact length (numbers as written) is within
+/// `len_limit`. With no literals (the common case) one walk ([`crate::json::measure`]);
+/// with literals, the depth walk and the exact length.
 pub fn measure(
     value: &Value,
     literals: &NumberLiterals,
     depth_limit: usize,
     len_limit: usize,
 ) -> crate::json::Measure {
-    let delta = literals.len_delta(value);
-    let room = usize::try_from(delta.min(0).unsigned_abs()).unwrap_or(usize::MAX);
-    let m = crate::json::measure(value, depth_limit, len_limit.saturating_add(room));
+    if literals.is_empty() {
+        return crate::json::measure(value, depth_limit, len_limit);
+    }
+    let too_deep = crate::json::value_depth(value, depth_limit) > depth_limit;
     crate::json::Measure {
-        too_deep: m.too_deep,
-        len: m.len.and_then(|base| {
-            usize::try_from(len_i128(base) + delta)
-                .ok()
-                .filter(|t| *t <= len_limit)
-        }),
+        too_deep,
+        within: !too_deep && compact_len_within(value, literals, len_limit).is_some(),
     }
 }
 
