@@ -31,15 +31,22 @@ static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 #[derive(Clone)]
 pub struct Pinned {
     handle: u64,
-    governance: Arc<Governance>,
-    decided: Option<PinnedDecision>,
+    state: PinState,
+}
+
+/// A pin holds its snapshot once: a decided pin through its decision (so that the layers
+/// reading it clone only the call's own `Arc`, never the snapshot's shared count).
+#[derive(Clone)]
+enum PinState {
+    Snapshot(Arc<Governance>),
+    Decided(PinnedDecision),
 }
 
 impl fmt::Debug for Pinned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pinned")
             .field("handle", &self.handle)
-            .field("decided", &self.decided)
+            .field("decided", &self.decided())
             .finish_non_exhaustive()
     }
 }
@@ -47,12 +54,18 @@ impl fmt::Debug for Pinned {
 impl Pinned {
     /// The snapshot the call is decided by.
     pub fn governance(&self) -> &Arc<Governance> {
-        &self.governance
+        match &self.state {
+            PinState::Snapshot(g) => g,
+            PinState::Decided(d) => d.governance(),
+        }
     }
 
     /// The decision, once a deciding layer of the handle made it.
     pub fn decided(&self) -> Option<&PinnedDecision> {
-        self.decided.as_ref()
+        match &self.state {
+            PinState::Snapshot(_) => None,
+            PinState::Decided(d) => Some(d),
+        }
     }
 
     /// Whether `handle` (or a clone of it) made this pin.
@@ -64,22 +77,23 @@ impl Pinned {
 /// One call's decision, made once by the first deciding toolgate layer of a handle and read
 /// by every later one ([`GovernanceHandle::decide`]): the engine's [`Decision`] with the
 /// snapshot that made it, the tool's entry and the agent's profile (one look-up of each per
-/// call). Cheap to clone (two `Arc`s).
+/// call). Cheap to clone: one `Arc`, the call's own (the snapshot's count is not touched).
 ///
 /// Only toolgate makes one:
 ///
 /// ```compile_fail
 /// # use toolgate::PinnedDecision;
-/// let forged = PinnedDecision { governance: todo!(), decided: todo!() }; // private fields
+/// let forged = PinnedDecision { decided: todo!() }; // private fields
 /// ```
 #[derive(Clone)]
 pub struct PinnedDecision {
-    governance: Arc<Governance>,
     decided: Arc<Shared>,
 }
 
 /// What the layers of one handle share about one call.
 struct Shared {
+    /// The snapshot that made the decision.
+    governance: Arc<Governance>,
     decided: Decided,
     /// What the call looked like when it was decided: a layer reading the pin checks the
     /// call it holds still looks so, else the decision is not about it (R14, R38).
@@ -159,18 +173,18 @@ impl PinnedDecision {
 
     /// The snapshot that made it.
     pub fn governance(&self) -> &Arc<Governance> {
-        &self.governance
+        &self.decided.governance
     }
 
     /// The tool's entry in that snapshot (none when the look-up refused the call).
     pub fn entry(&self) -> Option<&Entry> {
-        self.governance.decided_entry(&self.decided.decided)
+        self.decided.governance.decided_entry(&self.decided.decided)
     }
 
     /// The agent's profile in that snapshot (none when the call was refused before it was
     /// resolved).
     pub fn agent(&self) -> Option<&ResolvedAgent> {
-        self.governance.decided_agent(&self.decided.decided)
+        self.decided.governance.decided_agent(&self.decided.decided)
     }
 
     /// The engine's record of the decision, for [`Governance`] methods taking one.
@@ -325,13 +339,12 @@ impl GovernanceHandle {
         if let Some(p) = call.extensions.get::<Pinned>()
             && p.handle == self.id
         {
-            return Arc::clone(&p.governance);
+            return Arc::clone(p.governance());
         }
         let g = self.load();
         call.extensions.insert(Pinned {
             handle: self.id,
-            governance: Arc::clone(&g),
-            decided: None,
+            state: PinState::Snapshot(Arc::clone(&g)),
         });
         g
     }
@@ -396,7 +409,7 @@ impl GovernanceHandle {
 
     /// The decision this handle pinned on `call`, whether or not it is still about it.
     fn pinned_decision<'c>(&self, call: &'c ToolCall) -> Option<&'c PinnedDecision> {
-        self.pinned(call).and_then(|p| p.decided.as_ref())
+        self.pinned(call).and_then(Pinned::decided)
     }
 
     /// Decides `call` (whose input hashes to `input`) by its pinned snapshot (the current
@@ -407,9 +420,13 @@ impl GovernanceHandle {
         input: Option<[u8; 32]>,
         seal: u64,
     ) -> PinnedDecision {
-        let governance = match self.pinned(call) {
-            Some(p) => Arc::clone(&p.governance),
-            None => self.load(),
+        // The pin is replaced below: its snapshot is moved out, not cloned, where it can be.
+        let governance = match call.extensions.remove::<Pinned>() {
+            Some(p) if p.handle == self.id => match p.state {
+                PinState::Snapshot(g) => g,
+                PinState::Decided(d) => Arc::clone(d.governance()),
+            },
+            _ => self.load(),
         };
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
@@ -417,13 +434,12 @@ impl GovernanceHandle {
                 about: About::of(call, input),
                 input_hash: std::sync::OnceLock::new(),
                 seal: AtomicU64::new(seal),
+                governance,
             }),
-            governance: Arc::clone(&governance),
         };
         call.extensions.insert(Pinned {
             handle: self.id,
-            governance,
-            decided: Some(decided.clone()),
+            state: PinState::Decided(decided.clone()),
         });
         decided
     }
@@ -433,8 +449,7 @@ impl GovernanceHandle {
     pub(crate) fn repin(&self, call: &mut ToolCall, governance: Arc<Governance>) {
         call.extensions.insert(Pinned {
             handle: self.id,
-            governance,
-            decided: None,
+            state: PinState::Snapshot(governance),
         });
     }
 

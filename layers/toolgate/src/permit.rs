@@ -55,7 +55,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::future::ResponseFuture;
-use crate::handle::GovernanceHandle;
+use crate::handle::{GovernanceHandle, PinnedDecision};
 
 /// The approval gate's mark on a call it sends (R38): bound to the call's id, its input
 /// hash and the definition of its tool (R35) in the snapshot the gate passed it by. Only
@@ -73,8 +73,27 @@ pub struct Permit {
     /// The snapshot the gate passed the call by, and the tool's entry in it (its position in
     /// the catalog: no name copied): the definition is hashed only when a verifier holds
     /// another snapshot (cheap on the common path).
-    snapshot: Arc<Governance>,
+    snapshot: Snapshot,
     entry: usize,
+}
+
+/// The snapshot a permit was minted by: held through the call's pinned decision when the
+/// gate had one (no clone of the snapshot's shared count on the call path).
+#[derive(Debug)]
+enum Snapshot {
+    Own(Arc<Governance>),
+    Pinned(PinnedDecision),
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = Governance;
+
+    fn deref(&self) -> &Governance {
+        match self {
+            Snapshot::Own(g) => g,
+            Snapshot::Pinned(d) => d.governance(),
+        }
+    }
 }
 
 fn refused(why: String) -> Refusal {
@@ -156,14 +175,24 @@ impl Permit {
         entry: &Entry,
     ) -> Result<(), Refusal> {
         let input_hash = binding(&call.input);
-        Self::attach_bound(call, snapshot, entry, input_hash)
+        Self::mint(call, Snapshot::Own(Arc::clone(snapshot)), entry, input_hash)
     }
 
-    /// [`Permit::attach`] with the input's [`binding`] the caller has just computed of
-    /// `call.input` itself (the gate's pin check): the input is hashed once per call.
+    /// [`Permit::attach`] for the gate's pinned decision, with the input's [`binding`] the
+    /// caller has just computed of `call.input` itself (the gate's pin check): the input is
+    /// hashed once per call, and the snapshot is held through the decision.
     pub(crate) fn attach_bound(
         call: &mut ToolCall,
-        snapshot: &Arc<Governance>,
+        pinned: &PinnedDecision,
+        entry: &Entry,
+        input_hash: Option<[u8; 32]>,
+    ) -> Result<(), Refusal> {
+        Self::mint(call, Snapshot::Pinned(pinned.clone()), entry, input_hash)
+    }
+
+    fn mint(
+        call: &mut ToolCall,
+        snapshot: Snapshot,
         entry: &Entry,
         input_hash: Option<[u8; 32]>,
     ) -> Result<(), Refusal> {
@@ -181,7 +210,7 @@ impl Permit {
         let permit = Permit {
             call_id: call.id.clone(),
             input_hash,
-            snapshot: Arc::clone(snapshot),
+            snapshot,
             entry,
         };
         call.extensions.insert(permit);

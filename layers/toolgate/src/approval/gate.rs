@@ -288,7 +288,7 @@ where
         // Decide once: the decision an earlier layer of this handle pinned — only if it is
         // about this very call, input included (R14, R38) — or made now.
         let (pinned, input_binding) = self.handle.decide_to_send(&mut call, self.seal);
-        let governance = Arc::clone(pinned.governance());
+        let governance = pinned.governance();
         let Some(entry) = pinned.entry() else {
             return GateFuture::refused(
                 pinned
@@ -367,7 +367,7 @@ where
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
                 // `call.input` is the input just hashed: the gate holds the call.
-                if let Err(r) = Permit::attach_bound(&mut call, &governance, entry, input_binding) {
+                if let Err(r) = Permit::attach_bound(&mut call, &pinned, entry, input_binding) {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
