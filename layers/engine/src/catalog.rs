@@ -127,7 +127,7 @@ pub enum Registered {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     entries: Vec<Entry>,
-    by_key: HashMap<String, usize>,
+    by_key: HashMap<String, usize, foldhash::fast::RandomState>,
     arrivals: usize,
     /// Entry indices sorted by look-up key, set by [`Catalog::seal`].
     sorted: Vec<usize>,

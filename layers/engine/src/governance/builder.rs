@@ -365,7 +365,8 @@ impl GovernanceBuilder {
         }
 
         // Agents: names, parents, cycles (R39).
-        let mut agent_index: HashMap<String, usize> = HashMap::new();
+        let mut agent_index: HashMap<String, usize, foldhash::fast::RandomState> =
+            HashMap::default();
         for (i, a) in self.agents.iter().enumerate() {
             let path = index("agents", i);
             if a.name.trim().is_empty() {

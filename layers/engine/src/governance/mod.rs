@@ -115,7 +115,7 @@ pub struct Governance {
     pub(crate) catalog: Catalog,
     pub(crate) collisions: Vec<usize>,
     pub(crate) agents: Vec<ResolvedAgent>,
-    pub(crate) agent_index: HashMap<String, usize>,
+    pub(crate) agent_index: HashMap<String, usize, foldhash::fast::RandomState>,
     /// The profiles as given (for `to_builder` and `check`'s warnings).
     pub(crate) profiles: Vec<AgentProfile>,
     pub(crate) policy: PolicyState,

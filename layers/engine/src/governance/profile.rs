@@ -107,12 +107,12 @@ impl AgentProfile {
 pub struct ResolvedAgent {
     /// The profile's name.
     pub name: String,
-    pub(super) allowed: HashSet<String>,
+    pub(super) allowed: HashSet<String, foldhash::fast::RandomState>,
     /// Confidential, itself or through an ancestor.
     pub confidential: bool,
     /// Runs as a tool, itself or through an ancestor.
     pub as_tool: bool,
-    pub(super) overrides: HashMap<String, ApprovalMode>,
+    pub(super) overrides: HashMap<String, ApprovalMode, foldhash::fast::RandomState>,
     pub(super) parent: Option<usize>,
     /// Where its asks go, itself or through an ancestor (`None`: the host's channel).
     pub approval_channel: Option<ChannelKind>,
@@ -141,7 +141,7 @@ fn inherit_flag(own: Option<bool>, parent: Option<bool>) -> Option<bool> {
 
 pub(super) fn resolve_agents(
     profiles: &[AgentProfile],
-    by_name: &HashMap<String, usize>,
+    by_name: &HashMap<String, usize, foldhash::fast::RandomState>,
 ) -> Vec<ResolvedAgent> {
     let mut out: Vec<Option<ResolvedAgent>> = vec![None; profiles.len()];
     // Resolve parents first; chains are acyclic (checked above), so this ends.
@@ -171,7 +171,7 @@ pub(super) fn resolve_agents(
                 .as_ref()
                 .and_then(|p| by_name.get(&name_key(p)).copied());
             let parent_resolved = parent.and_then(|p| out.get(p).and_then(Option::as_ref));
-            let mut allowed: HashSet<String> = profile
+            let mut allowed: HashSet<String, foldhash::fast::RandomState> = profile
                 .allowed_tools
                 .iter()
                 .filter(|n| !n.trim().is_empty())
@@ -180,7 +180,7 @@ pub(super) fn resolve_agents(
             if let Some(pr) = parent_resolved {
                 allowed.retain(|n| pr.allowed.contains(n));
             }
-            let mut overrides = HashMap::new();
+            let mut overrides = HashMap::default();
             for (tool, mode) in &profile.overrides {
                 if tool.trim().is_empty() {
                     continue; // R9: blank names are ignored
