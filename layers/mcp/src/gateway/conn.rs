@@ -28,6 +28,8 @@ pub(super) struct GatewayClient {
     /// The governed calls in flight on this connection, with their relays: where the
     /// server's progress, log messages and requests during a call go (see `crate::relay`).
     pub(super) inflight: Arc<InFlight>,
+    /// Declare sampling and elicitation (the gateway relays them).
+    pub(super) relay_requests: bool,
 }
 
 #[allow(deprecated)] // sampling and logging (SEP-2577), relayed
@@ -69,8 +71,16 @@ impl ClientHandler for GatewayClient {
     }
 
     fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.relay_requests {
+            ClientCapabilities::builder()
+                .enable_sampling()
+                .enable_elicitation()
+                .build()
+        } else {
+            ClientCapabilities::default()
+        };
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolgate-mcp", env!("CARGO_PKG_VERSION")),
         )
     }

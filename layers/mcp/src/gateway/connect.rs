@@ -122,6 +122,7 @@ impl McpGateway {
         let client = GatewayClient {
             relist: Arc::clone(&relist),
             inflight: Arc::clone(&inflight),
+            relay_requests: self.inner.relay_requests,
         };
         let running =
             match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {

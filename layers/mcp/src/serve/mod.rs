@@ -663,7 +663,8 @@ impl GovernedServer {
             .build()
             .map_err(ServeError::Config)?
             .validate_input(SchemaValidationLayer::new(handle.clone()));
-        let gateway = McpGateway::new(handle.clone());
+        // The servers' sampling and elicitation requests during a call go to its client.
+        let gateway = McpGateway::builder(handle.clone()).relay_requests().build();
         for server in &config.servers {
             gateway
                 .connect(server.clone())
