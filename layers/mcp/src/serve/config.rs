@@ -225,14 +225,13 @@ impl ServeConfig {
             None => WireNames::Qualified,
             Some(Value::String(s)) if s == "qualified" => WireNames::Qualified,
             Some(Value::String(s)) if s == "own" => {
-                if servers.len() != 1 && obj.get("servers").is_some_and(Value::is_object) {
+                // Counted as written, whether or not each entry reads.
+                let named = obj.get("servers").and_then(Value::as_object).map(Map::len);
+                if let Some(n) = named.filter(|n| *n > 1) {
                     errs.push(
                         "mcp.wire_names",
                         format!(
-                            "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; `mcp.servers` names {}: use `\"qualified\"` (`server__tool`)",
-                            obj.get("servers")
-                                .and_then(Value::as_object)
-                                .map_or(0, Map::len)
+                            "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; `mcp.servers` names {n}: use `\"qualified\"` (`server__tool`)"
                         ),
                     );
                 }
