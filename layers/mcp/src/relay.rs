@@ -140,7 +140,10 @@ impl Drop for Registration {
 impl Registration {
     /// The progress token the upstream request was sent with.
     pub(crate) fn set_token(&self, token: ProgressToken) {
-        if let Some(e) = lock(&self.inflight.calls).iter_mut().find(|e| e.id == self.id) {
+        if let Some(e) = lock(&self.inflight.calls)
+            .iter_mut()
+            .find(|e| e.id == self.id)
+        {
             e.token = Some(token);
         }
     }

@@ -717,8 +717,7 @@ async fn own_server() -> GovernedServer {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by_qualified_names()
-{
+async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by_qualified_names() {
     let server = own_server().await;
     let dev = connect(&server, "dev", Client::new(None)).await;
     let viewer = connect(&server, "viewer", Client::new(None)).await;
@@ -727,10 +726,7 @@ async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by
         names(&dev.list_all_tools().await.unwrap()),
         ["bare", "fail", "lookup", "set_mode", "stats"]
     );
-    assert_eq!(
-        names(&viewer.list_all_tools().await.unwrap()),
-        ["lookup"]
-    );
+    assert_eq!(names(&viewer.list_all_tools().await.unwrap()), ["lookup"]);
     let ran = call(&dev, "lookup", json!({"query": "k1"})).await;
     assert_eq!(ran.is_error, Some(false), "{ran:?}");
     assert_eq!(text(&ran), "found k1");
@@ -740,11 +736,19 @@ async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by
     // Governance is by qualified names as always: `bare` is not the viewer's...
     let refused = call(&viewer, "bare", json!({})).await;
     assert_eq!(refused.is_error, Some(true));
-    assert_eq!(code(&refused).as_deref(), Some("not_allowed"), "{refused:?}");
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("not_allowed"),
+        "{refused:?}"
+    );
     assert!(text(&refused).contains("drift__bare"), "{}", text(&refused));
     // ...and the dev's `bare` needs an approval (R12) nobody can give here.
     let asked = call(&dev, "bare", json!({})).await;
-    assert_eq!(code(&asked).as_deref(), Some("no_approval_channel"), "{asked:?}");
+    assert_eq!(
+        code(&asked).as_deref(),
+        Some("no_approval_channel"),
+        "{asked:?}"
+    );
     // R36 still checks the input.
     let invalid = call(&dev, "lookup", json!({"query": 7})).await;
     assert_eq!(code(&invalid).as_deref(), Some("invalid_input"));
@@ -753,12 +757,19 @@ async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by
     for name in ["drift__lookup", "nope"] {
         let unknown = call(&dev, name, json!({"query": "k3"})).await;
         assert_eq!(unknown.is_error, Some(true));
-        assert_eq!(code(&unknown).as_deref(), Some("unknown_tool"), "{unknown:?}");
+        assert_eq!(
+            code(&unknown).as_deref(),
+            Some("unknown_tool"),
+            "{unknown:?}"
+        );
     }
     let stats = call(&dev, "stats", json!({})).await;
     let calls = &stats.structured_content.unwrap()["calls"];
     assert_eq!(calls["lookup"], 2, "{calls}");
-    assert!(calls["bare"].is_null(), "the refused calls were never sent: {calls}");
+    assert!(
+        calls["bare"].is_null(),
+        "the refused calls were never sent: {calls}"
+    );
     assert!(calls["drift__lookup"].is_null(), "{calls}");
 }
 
@@ -771,7 +782,10 @@ async fn own_wire_names_with_two_servers_do_not_load_or_start() {
     .unwrap_err();
     assert_eq!(err.errors.len(), 1, "{err}");
     assert_eq!(err.errors[0].path, "mcp.wire_names");
-    assert!(err.errors[0].message.contains("exactly one server"), "{err}");
+    assert!(
+        err.errors[0].message.contains("exactly one server"),
+        "{err}"
+    );
     // Built by hand, the same configuration does not start.
     let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
     let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
@@ -790,12 +804,18 @@ async fn own_wire_names_with_two_servers_do_not_load_or_start() {
 /// imports resolve; `None` (skip) when the SDK is not installed.
 fn conformance_upstream() -> Option<toolgate_mcp::McpServerConfig> {
     let dir = common::servers_dir();
-    if !dir.join("node_modules/@modelcontextprotocol/sdk/package.json").is_file() {
+    if !dir
+        .join("node_modules/@modelcontextprotocol/sdk/package.json")
+        .is_file()
+    {
         common::npm_server("sdk")?;
     }
     let script = dir.join("toolgate-conformance-upstream.mjs");
     std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/conformance_upstream.mjs"),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/node/conformance_upstream.mjs"
+        ),
         &script,
     )
     .unwrap();
@@ -886,7 +906,11 @@ async fn a_refused_call_relays_nothing_and_a_level_set_filters_log_messages() {
     let dev = connect(&server, "dev", caller.clone()).await;
     // Not allowed: refused before anything is sent, so the server sends nothing for it.
     let refused = call(&dev, "test_tool_with_progress", json!({})).await;
-    assert_eq!(code(&refused).as_deref(), Some("not_allowed"), "{refused:?}");
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("not_allowed"),
+        "{refused:?}"
+    );
     #[allow(deprecated)] // logging (SEP-2577)
     dev.set_level(rmcp::model::SetLevelRequestParams::new(
         rmcp::model::LoggingLevel::Warning,

@@ -55,8 +55,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -1060,7 +1060,11 @@ impl ServerHandler for GovernedSession {
         drop(self.shared.reload.read().await);
         // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
         // everything after decides by it.
-        let name = match self.shared.wire.qualified(&self.shared.gateway, &request.name) {
+        let name = match self
+            .shared
+            .wire
+            .qualified(&self.shared.gateway, &request.name)
+        {
             Ok(name) => name,
             Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
         };

@@ -56,9 +56,11 @@ pub(super) async fn drive<T>(
     };
     if relayed {
         let deadline = tokio::time::Instant::now() + SETTLE_AT_MOST;
-        while let Ok(Some(what)) =
-            tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + SETTLE), rx.recv())
-                .await
+        while let Ok(Some(what)) = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + SETTLE),
+            rx.recv(),
+        )
+        .await
         {
             deliver(what, peer, token.as_ref(), level).await;
         }
@@ -166,11 +168,7 @@ mod tests {
 
     #[test]
     fn a_message_below_the_level_set_is_not_sent() {
-        let msg = |level| LoggingMessageNotificationParam {
-            level,
-            logger: None,
-            data: serde_json::json!("x"),
-        };
+        let msg = |level| LoggingMessageNotificationParam::new(level, serde_json::json!("x"));
         assert!(should_log(&msg(LoggingLevel::Debug), None));
         assert!(!should_log(
             &msg(LoggingLevel::Info),

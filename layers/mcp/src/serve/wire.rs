@@ -36,7 +36,13 @@ impl Wire {
         tools
             .into_iter()
             .filter_map(|mut t| {
-                let id = &governance.catalog().get(&t.name)?.records.first()?.decl.identity;
+                let id = &governance
+                    .catalog()
+                    .get(&t.name)?
+                    .records
+                    .first()?
+                    .decl
+                    .identity;
                 if id.kind() != ToolKind::Mcp || !id.source().eq_ignore_ascii_case(server) {
                     return None;
                 }
@@ -54,7 +60,8 @@ impl Wire {
         let Wire::Own { server } = self else {
             return Ok(called.to_owned());
         };
-        let unknown = |reason: String| Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason);
+        let unknown =
+            |reason: String| Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason);
         let decls = gateway.declarations(server).unwrap_or_default();
         let pick = decls
             .iter()
@@ -67,9 +74,10 @@ impl Wire {
                     .collect()
             });
         match pick.as_slice() {
-            [one] => one.identity.qualified_name().map_err(|e| {
-                unknown(format!("`{called}` has no qualified name: {e}"))
-            }),
+            [one] => one
+                .identity
+                .qualified_name()
+                .map_err(|e| unknown(format!("`{called}` has no qualified name: {e}"))),
             [] => Err(unknown(format!(
                 "MCP server `{server}` lists no tool named `{called}` (this server names tools by their own names on `{server}`)"
             ))),
