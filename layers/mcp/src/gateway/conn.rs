@@ -9,8 +9,9 @@ use arc_swap::ArcSwap;
 #[allow(deprecated)]
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, Implementation, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, Tool,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
+    Implementation, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, SamplingCapability, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient};
@@ -71,14 +72,13 @@ impl ClientHandler for GatewayClient {
     }
 
     fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.relay_requests {
-            ClientCapabilities::builder()
-                .enable_sampling()
-                .enable_elicitation()
-                .build()
-        } else {
-            ClientCapabilities::default()
-        };
+        let mut capabilities = ClientCapabilities::default();
+        if self.relay_requests {
+            capabilities.sampling = Some(SamplingCapability::default());
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicitation);
+        }
         ClientConfig::new(
             capabilities,
             Implementation::new("toolgate-mcp", env!("CARGO_PKG_VERSION")),
