@@ -926,3 +926,33 @@ async fn a_refused_call_relays_nothing_and_a_level_set_filters_log_messages() {
         caller.relayed.lock().unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_elicitation_during_a_call_goes_to_the_calling_client_only_if_it_can_answer() {
+    let Some(server) = relay_server(&["conformance__test_elicitation"]).await else {
+        return;
+    };
+    let able = Client::new(Some(ElicitationAction::Accept));
+    let dev = connect(&server, "dev", able.clone()).await;
+    let done = call(&dev, "test_elicitation", json!({"message": "Who are you?"})).await;
+    assert_eq!(done.is_error, Some(false), "{done:?}");
+    assert!(text(&done).contains("action: accept"), "{}", text(&done));
+    assert_eq!(*able.asked.lock().unwrap(), ["Who are you?"]);
+    // A client that declared no elicitation is never asked: the server gets an error, and
+    // its tool fails.
+    let unable = Client::new(None);
+    let dev = connect(&server, "dev", unable.clone()).await;
+    let failed = call(&dev, "test_elicitation", json!({"message": "Again?"})).await;
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    assert!(
+        text(&failed).contains("did not declare the elicitation capability"),
+        "{}",
+        text(&failed)
+    );
+    assert!(unable.asked.lock().unwrap().is_empty());
+    assert_eq!(
+        able.asked.lock().unwrap().len(),
+        1,
+        "the other session is not asked"
+    );
+}
