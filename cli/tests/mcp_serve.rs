@@ -247,13 +247,13 @@ fn run_suite(served: &Served, cli: &Path, node: &Path) -> Vec<(String, bool, boo
     for dir in std::fs::read_dir(results.path()).unwrap() {
         let dir = dir.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        // `server-<scenario>-<timestamp>`.
+        // `server-<scenario>-<timestamp>`, the timestamp `2026-12-01T09-11-48-203Z` (24
+        // characters: its milliseconds may hold "-20" too).
         let scenario = name
             .strip_prefix("server-")
             .unwrap_or(&name)
-            .rsplitn(2, "-20")
-            .last()
-            .unwrap()
+            .get(..name.len().saturating_sub("server-".len() + 25))
+            .unwrap_or(&name)
             .to_owned();
         let checks: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("checks.json")).unwrap())

@@ -27,8 +27,15 @@
 //!   approved it is sent **once** through the same stack (redeemed, R26, R38). With no
 //!   channel: `no_approval_channel`. Refusals and held calls are tool results with
 //!   `isError: true` (the model reads the code and reasons), never protocol errors.
-//! - **Resources, prompts, tool search**: not offered. `initialize` declares only `tools`
-//!   (with `listChanged`); a client that asks anyway gets the protocol's "method not found".
+//! - **Wire names** (`mcp.wire_names`): qualified by default; with `"own"` (one server only)
+//!   the list shows own names and a call by own name is mapped to the qualified name before
+//!   the stack, which governs by qualified names as always (`wire`).
+//! - **Relays**: while the upstream serves a call the stack let through, its progress
+//!   notifications, log messages and sampling/elicitation requests go to the client that made
+//!   the call (`crate::relay`, `relayed`); `logging/setLevel` sets that session's floor.
+//! - **Resources, prompts, tool search**: not offered. `initialize` declares `tools` (with
+//!   `listChanged`) and `logging` (relayed messages); a client that asks for anything else
+//!   gets the protocol's "method not found".
 //! - **Upstream faults**: when a server's connection closes (it exited, its transport
 //!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
 //!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
