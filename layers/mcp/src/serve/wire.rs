@@ -63,16 +63,7 @@ impl Wire {
         let unknown =
             |reason: String| Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason);
         let decls = gateway.declarations(server).unwrap_or_default();
-        let pick = decls
-            .iter()
-            .find(|d| d.identity.name() == called)
-            .map(|d| vec![d])
-            .unwrap_or_else(|| {
-                decls
-                    .iter()
-                    .filter(|d| d.identity.name().eq_ignore_ascii_case(called))
-                    .collect()
-            });
+        let pick = pick(&decls, |d| d.identity.name(), called);
         match pick.as_slice() {
             [one] => one
                 .identity
@@ -90,5 +81,36 @@ impl Wire {
                     .join(", ")
             ))),
         }
+    }
+}
+
+/// R2's look-up of a called own name among `items`: the one whose name is exactly `called`,
+/// else every one whose name matches it ASCII case-insensitively (one is a match; none or
+/// several are not).
+fn pick<'a, T>(items: &'a [T], name: impl Fn(&T) -> &str, called: &str) -> Vec<&'a T> {
+    if let Some(exact) = items.iter().find(|t| name(t) == called) {
+        return vec![exact];
+    }
+    items
+        .iter()
+        .filter(|t| name(t).eq_ignore_ascii_case(called))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn r2_exact_name_first_then_an_unambiguous_case_insensitive_match() {
+        let names = ["Page", "page", "lookup", "server__lookup"];
+        let found = |called| pick(&names, |n| n, called);
+        // Exact raw names, even where case-insensitively two tools match.
+        assert_eq!(found("Page"), [&"Page"]);
+        assert_eq!(found("page"), [&"page"]);
+        // One case-insensitive match: found; two: ambiguous (refused by the caller).
+        assert_eq!(found("LOOKUP"), [&"lookup"]);
+        assert_eq!(found("PAGE").len(), 2);
+        assert!(found("nope").is_empty());
     }
 }
