@@ -210,8 +210,9 @@ const MUST_PASS: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
-/// The tool-call scenarios, each calling a `test_*` tool of the suite's text, that pass through
-/// toolgate in front of `layers/mcp/tests/node/conformance_upstream.mjs` with own wire names.
+/// The scenarios calling a `test_*` tool of the suite's text (and `logging-set-level`) that
+/// pass through toolgate in front of `layers/mcp/tests/node/conformance_upstream.mjs` with own
+/// wire names.
 const TOOL_CALLS_MUST_PASS: &[&str] = &[
     "tools-call-simple-text",
     "tools-call-image",
@@ -224,6 +225,10 @@ const TOOL_CALLS_MUST_PASS: &[&str] = &[
     "tools-call-sampling",
     "tools-call-elicitation",
     "logging-set-level",
+    // The upstream's elicitation schemas (SEP-1034 defaults, SEP-1330 enum forms) reach the
+    // client unchanged through the relay.
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
 ];
 
 /// Runs the suite against `served`: each scenario with whether it passed and whether its

@@ -182,4 +182,92 @@ server.registerTool(
   },
 );
 
+// SEP-1034: defaults for every primitive type (the relay must carry them unchanged).
+server.registerTool(
+  "test_elicitation_sep1034_defaults",
+  { description: "Asks the user with a schema holding a default for each primitive type" },
+  async () => {
+    const result = await server.server.elicitInput({
+      message: "Please confirm your details (defaults filled in)",
+      requestedSchema: {
+        type: "object",
+        properties: {
+          name: { type: "string", description: "User name", default: "John Doe" },
+          age: { type: "integer", description: "User age", default: 30 },
+          score: { type: "number", description: "User score", default: 95.5 },
+          status: {
+            type: "string",
+            description: "User status",
+            enum: ["active", "inactive", "pending"],
+            default: "active",
+          },
+          verified: { type: "boolean", description: "Verification status", default: true },
+        },
+        required: [],
+      },
+    });
+    return {
+      content: [
+        {
+          type: "text",
+          text: `Elicitation completed: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`,
+        },
+      ],
+    };
+  },
+);
+
+// SEP-1330: the five enum forms (the relay must carry them unchanged).
+server.registerTool(
+  "test_elicitation_sep1330_enums",
+  { description: "Asks the user with a schema holding each of the five enum forms" },
+  async () => {
+    const result = await server.server.elicitInput({
+      message: "Please choose",
+      requestedSchema: {
+        type: "object",
+        properties: {
+          untitledSingle: { type: "string", enum: ["option1", "option2", "option3"] },
+          titledSingle: {
+            type: "string",
+            oneOf: [
+              { const: "value1", title: "First Option" },
+              { const: "value2", title: "Second Option" },
+              { const: "value3", title: "Third Option" },
+            ],
+          },
+          legacyEnum: {
+            type: "string",
+            enum: ["opt1", "opt2", "opt3"],
+            enumNames: ["Option One", "Option Two", "Option Three"],
+          },
+          untitledMulti: {
+            type: "array",
+            items: { type: "string", enum: ["option1", "option2", "option3"] },
+          },
+          titledMulti: {
+            type: "array",
+            items: {
+              anyOf: [
+                { const: "value1", title: "First Choice" },
+                { const: "value2", title: "Second Choice" },
+                { const: "value3", title: "Third Choice" },
+              ],
+            },
+          },
+        },
+        required: [],
+      },
+    });
+    return {
+      content: [
+        {
+          type: "text",
+          text: `Elicitation completed: action=${result.action}, content=${JSON.stringify(result.content ?? {})}`,
+        },
+      ],
+    };
+  },
+);
+
 await server.connect(new StdioServerTransport());
