@@ -956,3 +956,46 @@ async fn an_upstreams_elicitation_during_a_call_goes_to_the_calling_client_only_
         "the other session is not asked"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_names() {
+    // Our prefixing gateway lists the drift server's tools as `d-lookup`, …; with
+    // `tool_prefix: "d-"` their own names are `lookup`, … (R41).
+    let gateway = toolgate_mcp::McpServerConfig::stdio(
+        "gw",
+        env!("CARGO_BIN_EXE_toolgate-mcp-prefix-gateway"),
+    )
+    .unwrap()
+    .args([
+        "--prefix",
+        "d-",
+        "--",
+        env!("CARGO_BIN_EXE_toolgate-mcp-drift-server"),
+    ])
+    .tool_prefix("d-");
+    let text = r#"{"approval": {"channel": "interactive"},
+        "agents": [{"name": "dev", "allowed_tools": ["gw__lookup"]}]}"#;
+    let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![gateway],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Own,
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    assert_eq!(names(&dev.list_all_tools().await.unwrap()), ["lookup"]);
+    let ran = call(&dev, "lookup", json!({"query": "p"})).await;
+    assert_eq!(
+        text_of(&ran),
+        "found p",
+        "sent under the listed name `d-lookup`"
+    );
+    // The listed (prefixed) name is not an own name.
+    let unknown = call(&dev, "d-lookup", json!({"query": "p"})).await;
+    assert_eq!(
+        code(&unknown).as_deref(),
+        Some("unknown_tool"),
+        "{unknown:?}"
+    );
+}
