@@ -202,6 +202,11 @@ impl McpGateway {
         model_tools(&self.inner.handle.load(), agent)
     }
 
+    /// A server's tools as last listed (shared, not copied).
+    pub(crate) fn listing(&self, server: &str) -> Option<Arc<crate::declare::Listing>> {
+        self.conn(server).map(|c| c.listing.load_full())
+    }
+
     fn conn(&self, server: &str) -> Option<Arc<ServerConn>> {
         let key = server_key(server);
         lock(&self.inner.conns).get(&key).cloned()

@@ -62,13 +62,14 @@ impl Wire {
         };
         let unknown =
             |reason: String| Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason);
-        let decls = gateway.declarations(server).unwrap_or_default();
-        let pick = pick(&decls, |d| d.identity.name(), called);
+        // Shared, not copied: the exact own name is one map look-up.
+        let listing = gateway.listing(server).unwrap_or_default();
+        let pick = match listing.get_own(called) {
+            Some(exact) => vec![exact],
+            None => pick(&listing.tools, |l| l.decl.identity.name(), called),
+        };
         match pick.as_slice() {
-            [one] => one
-                .identity
-                .qualified_name()
-                .map_err(|e| unknown(format!("`{called}` has no qualified name: {e}"))),
+            [one] => Ok(one.qualified.clone()),
             [] => Err(unknown(format!(
                 "MCP server `{server}` lists no tool named `{called}` (this server names tools by their own names on `{server}`)"
             ))),
@@ -76,7 +77,7 @@ impl Wire {
                 "`{called}` matches {} tools of MCP server `{server}` when case is ignored ({}); call one by its exact name",
                 many.len(),
                 many.iter()
-                    .map(|d| format!("`{}`", d.identity.name()))
+                    .map(|l| format!("`{}`", l.decl.identity.name()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ))),
