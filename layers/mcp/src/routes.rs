@@ -22,6 +22,8 @@ pub(crate) struct State {
 pub(crate) struct ServerView {
     pub(crate) id: String,
     pub(crate) peer: Peer<RoleClient>,
+    /// The governed calls in flight on the server's connection, with their relays.
+    pub(crate) inflight: Arc<crate::relay::InFlight>,
     pub(crate) stale: Option<String>,
     pub(crate) listing: Arc<Listing>,
 }

@@ -8,7 +8,12 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{Peer, RoleClient};
 use serde_json::Value;
 use toolgate::{Permit, Pinned};
 use toolgate_core::names::lower_key;
@@ -18,6 +23,7 @@ use toolgate_core::{
 use tower_service::Service;
 
 use crate::declare::Listed;
+use crate::relay::{CallRelay, Registration};
 use crate::routes::{Routes, ServerView, State};
 
 /// A call the server could not answer with a tool result: the transport failed, or the
@@ -257,6 +263,49 @@ fn check(
     Ok(())
 }
 
+/// Sends `tools/call` as [`Peer::call_tool`] does (a `notifications/cancelled` when the
+/// call is abandoned), noting the progress token of the request in the call's relay
+/// registration, so the server's progress notifications for it find their way back.
+async fn call_relayed(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    registration: Registration,
+) -> Result<CallToolResult, ServiceError> {
+    /// Tells the server the call was abandoned, unless it was answered.
+    struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
+    impl Drop for CancelOnDrop {
+        fn drop(&mut self) {
+            if let Some((peer, id)) = self.0.take()
+                && let Ok(rt) = tokio::runtime::Handle::try_current()
+            {
+                rt.spawn(async move {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some(String::from("the governed call was abandoned")),
+                        ))
+                        .await;
+                });
+            }
+        }
+    }
+    let handle = peer
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await?;
+    registration.set_token(handle.progress_token.clone());
+    let mut guard = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
+    let result = handle.await_response().await;
+    guard.0 = None;
+    drop(registration);
+    match result? {
+        ServerResult::CallToolResult(r) => Ok(r),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
 /// The `tower::Service` that sends a call to its MCP server as `tools/call`.
 ///
 /// It routes a call by the tool's qualified name or identity (its own name, R41) to the
@@ -376,6 +425,13 @@ impl Service<ToolCall> for McpToolService {
         };
         let peer = server.peer.clone();
         let server_id = server.id.clone();
+        // Registered only now, after every check and the permit: nothing is relayed for a
+        // call that is not sent (see `crate::relay`).
+        let registered = call
+            .extensions
+            .get::<CallRelay>()
+            .cloned()
+            .map(|r| server.inflight.register(r));
         // Sent under the name the server listed (R41: behind a prefixing gateway, the
         // listed name, not the own name the call was governed by).
         let sent = listed.raw.clone();
@@ -384,7 +440,11 @@ impl Service<ToolCall> for McpToolService {
             kind: Kind::Call {
                 future: Box::pin(async move {
                     let params = CallToolRequestParams::new(sent).with_arguments(arguments);
-                    match peer.call_tool(params).await {
+                    let result = match registered {
+                        Some(registration) => call_relayed(&peer, params, registration).await,
+                        None => peer.call_tool(params).await,
+                    };
+                    match result {
                         Ok(result) => Ok(response(result)),
                         Err(e) => Err(error(&server_id, &own, e)),
                     }

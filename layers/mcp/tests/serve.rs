@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, Tool,
+    ElicitResult, ElicitationAction, Implementation, ProgressNotificationParam, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions};
-use toolgate_mcp::serve::{APPROVAL_NOTE, GovernedServer, ServeConfig, token_hash};
+use toolgate_mcp::serve::{APPROVAL_NOTE, GovernedServer, ServeConfig, WireNames, token_hash};
 
 /// The downstream client: answers elicitations as told (or declares no elicitation at all),
 /// records what it was asked and counts `list_changed` notifications.
@@ -27,6 +27,8 @@ struct Client {
     elicit: Option<ElicitationAction>,
     asked: Arc<Mutex<Vec<String>>>,
     list_changed: Arc<AtomicUsize>,
+    /// Relayed from the upstream during calls: `progress <token> <n>/<total>`, `log <data>`.
+    relayed: Arc<Mutex<Vec<String>>>,
 }
 
 impl Client {
@@ -35,6 +37,7 @@ impl Client {
             elicit,
             asked: Arc::default(),
             list_changed: Arc::default(),
+            relayed: Arc::default(),
         }
     }
 }
@@ -65,6 +68,31 @@ impl ClientHandler for Client {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.fetch_add(1, Ordering::SeqCst);
     }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = serde_json::to_value(&params.progress_token).unwrap();
+        self.relayed.lock().unwrap().push(format!(
+            "progress {token} {}/{}",
+            params.progress,
+            params.total.unwrap_or_default()
+        ));
+    }
+
+    #[allow(deprecated)] // logging (SEP-2577): what toolgate relays
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relayed
+            .lock()
+            .unwrap()
+            .push(format!("log {}", params.data.as_str().unwrap_or_default()));
+    }
 }
 
 const AGENTS: &str = r#"
@@ -83,6 +111,7 @@ fn serve_config() -> ServeConfig {
             (token_hash("viewer-token"), String::from("viewer")),
         ]),
         call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Qualified,
     }
 }
 
@@ -568,6 +597,7 @@ async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and
         servers: vec![upstream],
         tokens: HashMap::new(),
         call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Qualified,
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -611,6 +641,7 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
         servers: vec![common::node("everything", &everything)],
         tokens: HashMap::new(),
         call_timeout: Duration::from_secs(1),
+        wire_names: WireNames::Qualified,
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -672,5 +703,299 @@ fn a_held_calls_approval_page_link_is_public_url_else_listen() {
     assert_eq!(
         held.structured_content.unwrap()["toolgate"]["approval_url"],
         "http://127.0.0.1:9999/calls/ix_1"
+    );
+}
+
+// ---- `mcp.wire_names: "own"` ----
+
+async fn own_server() -> GovernedServer {
+    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let mut config = serve_config();
+    config.wire_names = WireNames::Own;
+    GovernedServer::start(handle, &config, None).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_wire_names_list_each_tool_by_its_own_name_and_calls_are_governed_by_qualified_names() {
+    let server = own_server().await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let viewer = connect(&server, "viewer", Client::new(None)).await;
+    // The exposure, by own names (R6 decides, by qualified names, what is listed).
+    assert_eq!(
+        names(&dev.list_all_tools().await.unwrap()),
+        ["bare", "fail", "lookup", "set_mode", "stats"]
+    );
+    assert_eq!(names(&viewer.list_all_tools().await.unwrap()), ["lookup"]);
+    let ran = call(&dev, "lookup", json!({"query": "k1"})).await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    assert_eq!(text(&ran), "found k1");
+    // R2: no exact match, one ASCII case-insensitive match.
+    let ran = call(&dev, "LOOKUP", json!({"query": "k2"})).await;
+    assert_eq!(text(&ran), "found k2");
+    // Governance is by qualified names as always: `bare` is not the viewer's...
+    let refused = call(&viewer, "bare", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("not_allowed"),
+        "{refused:?}"
+    );
+    assert!(text(&refused).contains("drift__bare"), "{}", text(&refused));
+    // ...and the dev's `bare` needs an approval (R12) nobody can give here.
+    let asked = call(&dev, "bare", json!({})).await;
+    assert_eq!(
+        code(&asked).as_deref(),
+        Some("no_approval_channel"),
+        "{asked:?}"
+    );
+    // R36 still checks the input.
+    let invalid = call(&dev, "lookup", json!({"query": 7})).await;
+    assert_eq!(code(&invalid).as_deref(), Some("invalid_input"));
+    // One spelling on the wire: the qualified name, and a name the server never listed,
+    // are unknown — tool results, never protocol errors.
+    for name in ["drift__lookup", "nope"] {
+        let unknown = call(&dev, name, json!({"query": "k3"})).await;
+        assert_eq!(unknown.is_error, Some(true));
+        assert_eq!(
+            code(&unknown).as_deref(),
+            Some("unknown_tool"),
+            "{unknown:?}"
+        );
+    }
+    let stats = call(&dev, "stats", json!({})).await;
+    let calls = &stats.structured_content.unwrap()["calls"];
+    assert_eq!(calls["lookup"], 2, "{calls}");
+    assert!(
+        calls["bare"].is_null(),
+        "the refused calls were never sent: {calls}"
+    );
+    assert!(calls["drift__lookup"].is_null(), "{calls}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_wire_names_with_two_servers_do_not_load_or_start() {
+    let err = ServeConfig::read(&json!({
+        "servers": {"a": {"command": "node"}, "b": {"command": "node"}},
+        "wire_names": "own"
+    }))
+    .unwrap_err();
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert_eq!(err.errors[0].path, "mcp.wire_names");
+    assert!(
+        err.errors[0].message.contains("exactly one server"),
+        "{err}"
+    );
+    // Built by hand, the same configuration does not start.
+    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let mut config = serve_config();
+    config.servers.push(common::drift("other"));
+    config.wire_names = WireNames::Own;
+    let Err(e) = GovernedServer::start(handle, &config, None).await else {
+        panic!("two servers with own names must not start");
+    };
+    assert!(e.to_string().contains("mcp.wire_names"), "{e}");
+}
+
+// ---- Relays: what the upstream sends while it serves a call ----
+
+/// The conformance upstream (the official TS SDK), copied next to the installed SDK so its
+/// imports resolve; `None` (skip) when the SDK is not installed.
+fn conformance_upstream() -> Option<toolgate_mcp::McpServerConfig> {
+    let dir = common::servers_dir();
+    if !dir
+        .join("node_modules/@modelcontextprotocol/sdk/package.json")
+        .is_file()
+    {
+        common::npm_server("sdk")?;
+    }
+    let script = dir.join("toolgate-conformance-upstream.mjs");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/node/conformance_upstream.mjs"
+        ),
+        &script,
+    )
+    .unwrap();
+    Some(common::node("conformance", &script))
+}
+
+async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
+    let upstream = conformance_upstream()?;
+    let text = json!({
+        "approval": {"channel": "interactive"},
+        "agents": [{"name": "dev", "allowed_tools": allowed}]
+    })
+    .to_string();
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![upstream],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Own,
+    };
+    Some(GovernedServer::start(handle, &config, None).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_and_log_messages_of_a_running_call_reach_the_client_that_made_it() {
+    let Some(server) = relay_server(&[
+        "conformance__test_tool_with_progress",
+        "conformance__test_tool_with_logging",
+    ])
+    .await
+    else {
+        return;
+    };
+    let caller = Client::new(None);
+    let dev = connect(&server, "dev", caller.clone()).await;
+    let bystander = Client::new(None);
+    let other = connect(&server, "dev", bystander.clone()).await;
+    let _ = other.list_all_tools().await.unwrap();
+    // The client's request carries a progress token (rmcp gives every request one): three
+    // notifications under that token, before the result.
+    use rmcp::model::{CallToolRequest, ClientRequest, ServerResult};
+    let handle = dev
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(
+                "test_tool_with_progress",
+            ))),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let token = serde_json::to_value(&handle.progress_token).unwrap();
+    let ServerResult::CallToolResult(done) = handle.await_response().await.unwrap() else {
+        panic!("a tool result")
+    };
+    assert_eq!(text(&done), "Progress reported: true");
+    assert_eq!(
+        *caller.relayed.lock().unwrap(),
+        [
+            format!("progress {token} 0/100"),
+            format!("progress {token} 50/100"),
+            format!("progress {token} 100/100")
+        ]
+    );
+    caller.relayed.lock().unwrap().clear();
+    // The server's log messages during the call, in order.
+    let done = call(&dev, "test_tool_with_logging", json!({})).await;
+    assert_eq!(done.is_error, Some(false));
+    assert_eq!(
+        *caller.relayed.lock().unwrap(),
+        [
+            "log Tool execution started",
+            "log Tool processing data",
+            "log Tool execution completed"
+        ]
+    );
+    assert!(
+        bystander.relayed.lock().unwrap().is_empty(),
+        "another session of the same agent gets nothing of this call"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_call_relays_nothing_and_a_level_set_filters_log_messages() {
+    let Some(server) = relay_server(&["conformance__test_tool_with_logging"]).await else {
+        return;
+    };
+    let caller = Client::new(None);
+    let dev = connect(&server, "dev", caller.clone()).await;
+    // Not allowed: refused before anything is sent, so the server sends nothing for it.
+    let refused = call(&dev, "test_tool_with_progress", json!({})).await;
+    assert_eq!(
+        code(&refused).as_deref(),
+        Some("not_allowed"),
+        "{refused:?}"
+    );
+    #[allow(deprecated)] // logging (SEP-2577)
+    dev.set_level(rmcp::model::SetLevelRequestParams::new(
+        rmcp::model::LoggingLevel::Warning,
+    ))
+    .await
+    .unwrap();
+    let done = call(&dev, "test_tool_with_logging", json!({})).await;
+    assert_eq!(done.is_error, Some(false));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        caller.relayed.lock().unwrap().is_empty(),
+        "info messages are below the warning level set, and the refused call sent nothing: {:?}",
+        caller.relayed.lock().unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_elicitation_during_a_call_goes_to_the_calling_client_only_if_it_can_answer() {
+    let Some(server) = relay_server(&["conformance__test_elicitation"]).await else {
+        return;
+    };
+    let able = Client::new(Some(ElicitationAction::Accept));
+    let dev = connect(&server, "dev", able.clone()).await;
+    let done = call(&dev, "test_elicitation", json!({"message": "Who are you?"})).await;
+    assert_eq!(done.is_error, Some(false), "{done:?}");
+    assert!(text(&done).contains("action: accept"), "{}", text(&done));
+    assert_eq!(*able.asked.lock().unwrap(), ["Who are you?"]);
+    // A client that declared no elicitation is never asked: the server gets an error, and
+    // its tool fails.
+    let unable = Client::new(None);
+    let dev = connect(&server, "dev", unable.clone()).await;
+    let failed = call(&dev, "test_elicitation", json!({"message": "Again?"})).await;
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    assert!(
+        text(&failed).contains("did not declare the elicitation capability"),
+        "{}",
+        text(&failed)
+    );
+    assert!(unable.asked.lock().unwrap().is_empty());
+    assert_eq!(
+        able.asked.lock().unwrap().len(),
+        1,
+        "the other session is not asked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_names() {
+    // Our prefixing gateway lists the drift server's tools as `d-lookup`, …; with
+    // `tool_prefix: "d-"` their own names are `lookup`, … (R41).
+    let gateway = toolgate_mcp::McpServerConfig::stdio(
+        "gw",
+        env!("CARGO_BIN_EXE_toolgate-mcp-prefix-gateway"),
+    )
+    .unwrap()
+    .args([
+        "--prefix",
+        "d-",
+        "--",
+        env!("CARGO_BIN_EXE_toolgate-mcp-drift-server"),
+    ])
+    .tool_prefix("d-");
+    let text = r#"{"approval": {"channel": "interactive"},
+        "agents": [{"name": "dev", "allowed_tools": ["gw__lookup"]}]}"#;
+    let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
+    let config = ServeConfig {
+        servers: vec![gateway],
+        tokens: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Own,
+    };
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    assert_eq!(names(&dev.list_all_tools().await.unwrap()), ["lookup"]);
+    let ran = call(&dev, "lookup", json!({"query": "p"})).await;
+    assert_eq!(
+        text_of(&ran),
+        "found p",
+        "sent under the listed name `d-lookup`"
+    );
+    // The listed (prefixed) name is not an own name.
+    let unknown = call(&dev, "d-lookup", json!({"query": "p"})).await;
+    assert_eq!(
+        code(&unknown).as_deref(),
+        Some("unknown_tool"),
+        "{unknown:?}"
     );
 }

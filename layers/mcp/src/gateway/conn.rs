@@ -5,29 +5,82 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, Tool};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, Peer, RoleClient};
+// Sampling and logging are deprecated by SEP-2577 in rmcp; servers still send them (relayed).
+#[allow(deprecated)]
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
+    Implementation, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, SamplingCapability, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, Peer, RoleClient};
 use tokio::sync::Notify;
 
 use super::error::GatewayError;
 use crate::config::McpServerConfig;
 use crate::declare::Listing;
+use crate::relay::InFlight;
 
 /// The client side of one connection: turns `notifications/tools/list_changed` into a
 /// re-list (done by the server's watcher, never inside the connection's own loop).
 pub(super) struct GatewayClient {
     pub(super) relist: Arc<Notify>,
+    /// The governed calls in flight on this connection, with their relays: where the
+    /// server's progress, log messages and requests during a call go (see `crate::relay`).
+    pub(super) inflight: Arc<InFlight>,
+    /// Declare sampling and elicitation (the gateway relays them).
+    pub(super) relay_requests: bool,
 }
 
+#[allow(deprecated)] // sampling and logging (SEP-2577), relayed
 impl ClientHandler for GatewayClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();
     }
 
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.inflight.progress(params);
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.inflight.log(params);
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.inflight.sampling(params).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.inflight.elicitation(params).await
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.relay_requests {
+            capabilities.sampling = Some(SamplingCapability::default());
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicitation);
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolgate-mcp", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -41,6 +94,8 @@ pub(super) struct ServerConn {
     /// was connected: this config's, or the governance configuration's.
     pub(super) prefix: Option<String>,
     pub(super) peer: Peer<RoleClient>,
+    /// The governed calls in flight on this connection (shared with its client handler).
+    pub(super) inflight: Arc<InFlight>,
     pub(super) running: Mutex<Option<RunningService<RoleClient, GatewayClient>>>,
     pub(super) relist: Arc<Notify>,
     /// Serialises listings of this server.

@@ -17,6 +17,7 @@ use super::error::GatewayError;
 use crate::config::{DEFAULT_INHERITED_ENV, McpServerConfig, Transport};
 use crate::declare::Listing;
 use crate::drift::{DriftEvent, DriftTrigger};
+use crate::relay::InFlight;
 
 impl McpGateway {
     /// The server settings in force for `config` by the current snapshot; a conflict
@@ -117,8 +118,11 @@ impl McpGateway {
         // gateway's word and the configuration's must agree. Registering checks again.
         let prefix = self.settle(&config)?.and_then(|s| s.tool_prefix);
         let relist = Arc::new(Notify::new());
+        let inflight = Arc::new(InFlight::default());
         let client = GatewayClient {
             relist: Arc::clone(&relist),
+            inflight: Arc::clone(&inflight),
+            relay_requests: self.inner.relay_requests,
         };
         let running =
             match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {
@@ -166,6 +170,7 @@ impl McpGateway {
             key: key.clone(),
             prefix,
             peer,
+            inflight,
             running: Mutex::new(Some(running)),
             relist,
             listing_lock: tokio::sync::Mutex::new(()),

@@ -94,6 +94,7 @@ impl Inner {
                 ServerView {
                     id: conn.config.id().to_owned(),
                     peer: conn.peer.clone(),
+                    inflight: Arc::clone(&conn.inflight),
                     stale: lock(&conn.stale).clone(),
                     listing,
                 },

@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     register: tokio::sync::Mutex<()>,
     events: broadcast::Sender<DriftEvent>,
     audit: Option<Arc<dyn AuditSink>>,
+    /// Declare sampling and elicitation to the servers: their requests during a call are
+    /// relayed to the call's client (`crate::relay`).
+    relay_requests: bool,
     /// Dropped with the gateway: every watcher ends.
     _alive: watch::Sender<()>,
     alive: watch::Receiver<()>,
@@ -63,6 +66,7 @@ pub struct McpGatewayBuilder {
     handle: GovernanceHandle,
     audit: Option<Arc<dyn AuditSink>>,
     capacity: usize,
+    relay_requests: bool,
 }
 
 impl McpGatewayBuilder {
@@ -70,6 +74,17 @@ impl McpGatewayBuilder {
     /// [`audit_record`](DriftEvent::audit_record)).
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
         self.audit = Some(sink);
+        self
+    }
+
+    /// Declares the `sampling` and `elicitation` (form) capabilities to every server, so a
+    /// server may ask them while it serves a call; each such request goes to the client of
+    /// the one call in flight on that connection through the call's
+    /// [`CallRelay`](crate::relay::CallRelay) (and is answered with an error when there is
+    /// none, or the client cannot answer it). Off by default: a gateway with no relays
+    /// declares no capabilities. `toolgate mcp serve` turns it on.
+    pub fn relay_requests(mut self) -> Self {
+        self.relay_requests = true;
         self
     }
 
@@ -92,6 +107,7 @@ impl McpGatewayBuilder {
                 register: tokio::sync::Mutex::new(()),
                 events,
                 audit: self.audit,
+                relay_requests: self.relay_requests,
                 _alive: tx,
                 alive: rx,
             }),
@@ -130,6 +146,7 @@ impl McpGateway {
             handle,
             audit: None,
             capacity: 256,
+            relay_requests: false,
         }
     }
 
@@ -183,6 +200,11 @@ impl McpGateway {
     /// The tools `agent`'s model is shown, by the current snapshot.
     pub fn model_tools(&self, agent: &str) -> Result<Vec<ModelTool>, UnknownAgent> {
         model_tools(&self.inner.handle.load(), agent)
+    }
+
+    /// A server's tools as last listed (shared, not copied).
+    pub(crate) fn listing(&self, server: &str) -> Option<Arc<crate::declare::Listing>> {
+        self.conn(server).map(|c| c.listing.load_full())
     }
 
     fn conn(&self, server: &str) -> Option<Arc<ServerConn>> {

@@ -22,7 +22,8 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 ///     "remote": {"url": "http://127.0.0.1:8931/mcp"}
 ///   },
 ///   "tokens": [{"sha256": "<64 hex digits: SHA-256 of the bearer token>", "agent": "dev"}],
-///   "call_timeout_secs": 60
+///   "call_timeout_secs": 60,
+///   "wire_names": "qualified"
 /// }
 /// ```
 ///
@@ -31,6 +32,11 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// as the SHA-256 (hex) of the token a client sends as `Authorization: Bearer <token>`, each
 /// mapped to an agent profile of the configuration. The engine's own `servers.<id>` entry
 /// (trust, `tool_prefix`) applies to the server with the same id.
+///
+/// `wire_names` is how the downstream client names the tools (see [`WireNames`]):
+/// `"qualified"` (the default: `server__tool`, R1) or `"own"` (each tool by its own name on
+/// its server, after any R41 `tool_prefix` strip) — `"own"` only with exactly one server.
+/// Governance (allowed names, overrides, policy, audit) is by qualified names either way.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// The upstream servers, in the order written.
@@ -39,9 +45,37 @@ pub struct ServeConfig {
     pub tokens: HashMap<String, String>,
     /// How long one upstream `tools/call` may take.
     pub call_timeout: Duration,
+    /// How the downstream client names the tools.
+    pub wire_names: WireNames,
 }
 
-const MCP: &[&str] = &["servers", "tokens", "call_timeout_secs"];
+/// How `toolgate mcp serve` names the tools on its downstream wire (`mcp.wire_names`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireNames {
+    /// `server__tool` (R1): what every other part of toolgate shows a model. The default.
+    #[default]
+    Qualified,
+    /// Each tool by its own name on the one configured server (after the R41 `tool_prefix`
+    /// strip): `tools/list` shows own names, and a `tools/call` by own name (R2: exact raw
+    /// name first, an ASCII case-insensitive match only when it is unambiguous) is mapped to
+    /// the tool's qualified name before the governed stack, which decides, audits and
+    /// refuses by qualified names as always. Valid only with exactly one server: a client
+    /// that talks to one server expects that server's names.
+    Own,
+}
+
+impl WireNames {
+    /// As written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WireNames::Qualified => "qualified",
+            WireNames::Own => "own",
+        }
+    }
+}
+
+const MCP: &[&str] = &["servers", "tokens", "call_timeout_secs", "wire_names"];
 const SERVER: &[&str] = &["command", "args", "env", "cwd", "url", "relist_every_secs"];
 
 fn unknown_fields(obj: &Map<String, Value>, path: &str, known: &[&str], errs: &mut ConfigErrors) {
@@ -187,11 +221,36 @@ impl ServeConfig {
             .get("call_timeout_secs")
             .and_then(|v| secs(v, "mcp.call_timeout_secs", &mut errs))
             .unwrap_or(DEFAULT_CALL_TIMEOUT);
+        let wire_names = match obj.get("wire_names") {
+            None => WireNames::Qualified,
+            Some(Value::String(s)) if s == "qualified" => WireNames::Qualified,
+            Some(Value::String(s)) if s == "own" => {
+                // Counted as written, whether or not each entry reads.
+                let named = obj.get("servers").and_then(Value::as_object).map(Map::len);
+                if let Some(n) = named.filter(|n| *n > 1) {
+                    errs.push(
+                        "mcp.wire_names",
+                        format!(
+                            "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; `mcp.servers` names {n}: use `\"qualified\"` (`server__tool`)"
+                        ),
+                    );
+                }
+                WireNames::Own
+            }
+            Some(other) => {
+                errs.push(
+                    "mcp.wire_names",
+                    format!("expected `\"qualified\"` or `\"own\"`, found {other}"),
+                );
+                WireNames::Qualified
+            }
+        };
         if errs.is_empty() {
             Ok(Self {
                 servers,
                 tokens,
                 call_timeout,
+                wire_names,
             })
         } else {
             Err(errs)
@@ -199,7 +258,8 @@ impl ServeConfig {
     }
 
     /// The section as `toolgate config print` shows it: read and checked, as written, with
-    /// the defaults spelled (`tokens`, `call_timeout_secs`). Tokens are only ever hashes.
+    /// the defaults spelled (`tokens`, `call_timeout_secs`, `wire_names`). Tokens are only
+    /// ever hashes.
     ///
     /// # Errors
     ///
@@ -213,17 +273,28 @@ impl ServeConfig {
             "call_timeout_secs".into(),
             read.call_timeout.as_secs().into(),
         );
+        out.insert("wire_names".into(), read.wire_names.as_str().into());
         Ok(Value::Object(out))
     }
 
     /// Checks the section against the governance configuration: every token's agent is a
-    /// profile of it.
+    /// profile of it; `"own"` wire names have exactly one server.
     ///
     /// # Errors
     ///
-    /// `mcp.tokens[i].agent` for an agent the configuration does not have.
+    /// `mcp.tokens[i].agent` for an agent the configuration does not have;
+    /// `mcp.wire_names` for `"own"` with other than one server.
     pub fn check(&self, governance: &Governance) -> Result<(), ConfigErrors> {
         let mut errs = ConfigErrors::default();
+        if self.wire_names == WireNames::Own && self.servers.len() != 1 {
+            errs.push(
+                "mcp.wire_names",
+                format!(
+                    "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; {} are configured: use `\"qualified\"` (`server__tool`)",
+                    self.servers.len()
+                ),
+            );
+        }
         let mut agents: Vec<&String> = self.tokens.values().collect();
         agents.sort();
         agents.dedup();
@@ -369,6 +440,31 @@ mod tests {
             assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
         }
         assert_eq!(paths(json!({}))[0], "mcp.servers");
+    }
+
+    #[test]
+    fn own_wire_names_need_exactly_one_server() {
+        let two = ServeConfig::read(&json!({
+            "servers": {"a": {"command": "x"}, "b": {"command": "y"}},
+            "wire_names": "own"
+        }))
+        .unwrap_err();
+        let e = &two.errors[0];
+        assert_eq!(e.path, "mcp.wire_names");
+        assert!(e.message.contains("exactly one server"), "{}", e.message);
+        assert!(e.message.contains("names 2"), "{}", e.message);
+        assert_eq!(
+            paths(json!({"servers": {"a": {"command": "x"}}, "wire_names": "bare"})),
+            ["mcp.wire_names"]
+        );
+        let one = ServeConfig::read(&json!({
+            "servers": {"a": {"command": "x"}},
+            "wire_names": "own"
+        }))
+        .unwrap();
+        assert_eq!(one.wire_names, WireNames::Own);
+        let printed = ServeConfig::effective(&json!({"servers": {"a": {"command": "x"}}})).unwrap();
+        assert_eq!(printed["wire_names"], "qualified");
     }
 
     #[test]

@@ -27,8 +27,15 @@
 //!   approved it is sent **once** through the same stack (redeemed, R26, R38). With no
 //!   channel: `no_approval_channel`. Refusals and held calls are tool results with
 //!   `isError: true` (the model reads the code and reasons), never protocol errors.
-//! - **Resources, prompts, tool search**: not offered. `initialize` declares only `tools`
-//!   (with `listChanged`); a client that asks anyway gets the protocol's "method not found".
+//! - **Wire names** (`mcp.wire_names`): qualified by default; with `"own"` (one server only)
+//!   the list shows own names and a call by own name is mapped to the qualified name before
+//!   the stack, which governs by qualified names as always (`wire`).
+//! - **Relays**: while the upstream serves a call the stack let through, its progress
+//!   notifications, log messages and sampling/elicitation requests go to the client that made
+//!   the call (`crate::relay`, `relayed`); `logging/setLevel` sets that session's floor.
+//! - **Resources, prompts, tool search**: not offered. `initialize` declares `tools` (with
+//!   `listChanged`) and `logging` (relayed messages); a client that asks for anything else
+//!   gets the protocol's "method not found".
 //! - **Upstream faults**: when a server's connection closes (it exited, its transport
 //!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
 //!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
@@ -38,6 +45,8 @@
 //! `toolgate inbox list --session` shows what a client's session holds.
 
 mod config;
+mod relayed;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -70,8 +79,9 @@ use tower::util::BoxCloneService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig};
+pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig, WireNames};
 
+use crate::relay::CallRelay;
 use crate::{
     GatewayError, McpCallError, McpGateway, McpServerConfig, McpToolService, SchemaValidationLayer,
 };
@@ -292,6 +302,8 @@ struct Shared {
     started: u64,
     /// The approval channels the stack was built with: a reload may not route asks elsewhere.
     channels: Vec<ChannelKind>,
+    /// How the downstream wire names the tools (`mcp.wire_names`).
+    wire: wire::Wire,
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
@@ -393,7 +405,8 @@ impl Shared {
                 return Ok(listed.clone());
             }
         }
-        let tools = list_for(&governance, agent)?;
+        // `mcp.wire_names`: what the client is shown, by own names in `"own"` mode.
+        let tools = self.wire.list(&governance, list_for(&governance, agent)?);
         let listed = Listed {
             fingerprint: fingerprint(&tools),
             tools: Arc::new(tools),
@@ -657,7 +670,8 @@ impl GovernedServer {
             .build()
             .map_err(ServeError::Config)?
             .validate_input(SchemaValidationLayer::new(handle.clone()));
-        let gateway = McpGateway::new(handle.clone());
+        // The servers' sampling and elicitation requests during a call go to its client.
+        let gateway = McpGateway::builder(handle.clone()).relay_requests().build();
         for server in &config.servers {
             gateway
                 .connect(server.clone())
@@ -683,6 +697,7 @@ impl GovernedServer {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             channels,
+            wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
@@ -767,6 +782,7 @@ impl GovernedServer {
             agent: agent.map(str::to_owned),
             session: format!("mcp-{}-{}-{n}", self.shared.started, std::process::id()),
             turns: AtomicU64::new(0),
+            log_level: Mutex::new(None),
         }
     }
 
@@ -977,6 +993,9 @@ pub struct GovernedSession {
     agent: Option<String>,
     session: String,
     turns: AtomicU64,
+    /// The level the client set with `logging/setLevel`: relayed log messages below it are
+    /// not sent.
+    log_level: relayed::LogFloor,
 }
 
 impl fmt::Debug for GovernedSession {
@@ -1004,11 +1023,13 @@ impl GovernedSession {
 }
 
 impl ServerHandler for GovernedSession {
+    #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -1044,10 +1065,26 @@ impl ServerHandler for GovernedSession {
         let agent = self.agent(&ctx)?;
         // A call made while a reload swaps the snapshot waits for the new one, whole.
         drop(self.shared.reload.read().await);
+        // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
+        // everything after decides by it.
+        let name = match self
+            .shared
+            .wire
+            .qualified(&self.shared.gateway, &request.name)
+        {
+            Ok(name) => name,
+            Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
+        };
         let input = Value::Object(request.arguments.unwrap_or_default());
         let turn = self.turns.fetch_add(1, Ordering::Relaxed);
-        let call = ToolCall::new(AgentRef::profile(&agent), request.name.to_string(), input)
+        let mut call = ToolCall::new(AgentRef::profile(&agent), name, input)
             .in_turn(self.session.clone(), format!("call-{turn}"));
+        // What the upstream server sends while it serves this call comes back to this client
+        // (only once the stack has let the call through: `crate::relay`).
+        let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
+        let token = ctx.meta.get_progress_token();
+        call.extensions
+            .insert(CallRelay::new(relay, token.is_some()));
         let asker = Asker {
             elicit: ctx
                 .peer
@@ -1056,9 +1093,8 @@ impl ServerHandler for GovernedSession {
             peer: ctx.peer.clone(),
         };
         let shared = Arc::clone(&self.shared);
-        let response = ASKER
-            .scope(asker, async move { shared.run(call).await })
-            .await;
+        let run = ASKER.scope(asker, async move { shared.run(call).await });
+        let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
         let page = match &response {
             ToolResponse::Held(h) => {
                 approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
@@ -1066,5 +1102,17 @@ impl ServerHandler for GovernedSession {
             _ => None,
         };
         Ok(call_result_with_page(response, page.as_deref()).into())
+    }
+
+    /// `logging/setLevel`: the floor of the log messages relayed to this session from the
+    /// upstream servers during its calls (the servers themselves are shared, never told).
+    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        relayed::set_floor(&self.log_level, request);
+        Ok(())
     }
 }

@@ -1,0 +1,254 @@
+//! What an upstream MCP server sends while it serves one governed call — progress
+//! notifications, log messages (and, when asked for, sampling and elicitation requests) — and
+//! the way back to the client that made the call.
+//!
+//! A host that wants them puts a [`CallRelay`] in the call's extensions. The call service
+//! ([`McpToolService`](crate::McpToolService)) registers it with the server's connection only
+//! when it sends the call — after every check of the governed stack and the permit (R38) —
+//! and removes it when the call ends: nothing is relayed for a call that was refused, held or
+//! not yet sent. While it is registered:
+//!
+//! - **progress**: the upstream request carries a progress token of its connection's own
+//!   (rmcp gives every request one, unique on the connection); the server's
+//!   `notifications/progress` for that token go to this relay, and only to it (and on to the
+//!   client only when the client's own request asked for progress).
+//! - **log messages** (`notifications/message`) and **requests** (sampling, elicitation)
+//!   carry no call of their own on the wire, so they go to the relay of the one call in
+//!   flight on that connection; with none or several in flight, a message is dropped (traced)
+//!   and a request answered with an error — never sent to a client that did not make the call.
+
+// Sampling and logging are deprecated by SEP-2577 in rmcp, and still what the servers of the
+// protocol versions toolgate speaks send: relaying them is the point of this module.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+};
+use tokio::sync::{mpsc, oneshot};
+
+/// One thing an upstream server sent while serving the call, for the client that made it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Relayed {
+    /// `notifications/progress` (its token is toolgate's upstream one: put the client's back).
+    Progress(ProgressNotificationParam),
+    /// `notifications/message`.
+    Log(LoggingMessageNotificationParam),
+    /// `sampling/createMessage`: answer on the sender.
+    Sampling(
+        CreateMessageRequestParams,
+        oneshot::Sender<Result<CreateMessageResult, ErrorData>>,
+    ),
+    /// `elicitation/create`: answer on the sender.
+    Elicitation(
+        ElicitRequestParams,
+        oneshot::Sender<Result<ElicitResult, ErrorData>>,
+    ),
+}
+
+/// Where what the upstream server sends while serving one call goes: put it in the
+/// [`ToolCall`](toolgate_core::ToolCall)'s extensions before the governed stack.
+#[derive(Debug, Clone)]
+pub struct CallRelay {
+    tx: mpsc::UnboundedSender<Relayed>,
+    progress: bool,
+}
+
+impl CallRelay {
+    /// A relay sending to `tx`; `progress`: the client asked for progress (its request
+    /// carried a progress token).
+    pub fn new(tx: mpsc::UnboundedSender<Relayed>, progress: bool) -> Self {
+        Self { tx, progress }
+    }
+
+    /// Whether the client asked for progress.
+    pub fn wants_progress(&self) -> bool {
+        self.progress
+    }
+
+    fn send(&self, what: Relayed) -> bool {
+        self.tx.send(what).is_ok()
+    }
+}
+
+/// How long a finished call's relay stays registered: notifications the server sent just
+/// before its result are handled on their own tasks, and may be looked up after the result
+/// arrived.
+pub(crate) const LINGER: Duration = Duration::from_millis(100);
+
+struct Entry {
+    id: u64,
+    token: Option<ProgressToken>,
+    relay: CallRelay,
+    /// The call ended (its result came, or it was abandoned): kept only for late
+    /// notifications, never counted as in flight.
+    done: bool,
+}
+
+/// The calls in flight on one connection, with their relays.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    next: AtomicU64,
+    calls: Mutex<Vec<Entry>>,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("calls", &lock(&self.calls).len())
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Registered while the call is in flight; dropping it ends the call's registration (the
+/// entry lingers briefly for late notifications, see [`LINGER`]).
+pub(crate) struct Registration {
+    inflight: Arc<InFlight>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let id = self.id;
+        if let Some(e) = lock(&self.inflight.calls).iter_mut().find(|e| e.id == id) {
+            e.done = true;
+        }
+        let inflight = Arc::clone(&self.inflight);
+        let remove = move || lock(&inflight.calls).retain(|e| e.id != id);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    tokio::time::sleep(LINGER).await;
+                    remove();
+                });
+            }
+            Err(_) => remove(),
+        }
+    }
+}
+
+impl Registration {
+    /// The progress token the upstream request was sent with.
+    pub(crate) fn set_token(&self, token: ProgressToken) {
+        if let Some(e) = lock(&self.inflight.calls)
+            .iter_mut()
+            .find(|e| e.id == self.id)
+        {
+            e.token = Some(token);
+        }
+    }
+}
+
+impl InFlight {
+    /// Registers a call's relay (before the request is sent, so it is in flight from the
+    /// first message the server may send about it).
+    pub(crate) fn register(self: &Arc<Self>, relay: CallRelay) -> Registration {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).push(Entry {
+            id,
+            token: None,
+            relay,
+            done: false,
+        });
+        Registration {
+            inflight: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// A progress notification: to the relay whose upstream token it names.
+    pub(crate) fn progress(&self, params: ProgressNotificationParam) {
+        let relay = lock(&self.calls)
+            .iter()
+            .find(|e| e.token.as_ref() == Some(&params.progress_token))
+            .filter(|e| e.relay.progress)
+            .map(|e| e.relay.clone());
+        match relay {
+            Some(r) => {
+                r.send(Relayed::Progress(params));
+            }
+            None => tracing::debug!(
+                target: "toolgate_mcp::relay",
+                "progress for a token of no call in flight: dropped"
+            ),
+        }
+    }
+
+    /// The relay of the one call in flight, if exactly one is; for a late notification, the
+    /// one call that ended last while none other is in flight.
+    fn only(&self, late_ok: bool) -> Option<CallRelay> {
+        let calls = lock(&self.calls);
+        let live: Vec<&Entry> = calls.iter().filter(|e| !e.done).collect();
+        match live.as_slice() {
+            [one] => Some(one.relay.clone()),
+            [] if late_ok => match calls.as_slice() {
+                [one] => Some(one.relay.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// A log message: to the one call in flight, else dropped.
+    pub(crate) fn log(&self, params: LoggingMessageNotificationParam) {
+        match self.only(true) {
+            Some(r) => {
+                r.send(Relayed::Log(params));
+            }
+            None => tracing::debug!(
+                target: "toolgate_mcp::relay",
+                "a log message while no single call is in flight: dropped"
+            ),
+        }
+    }
+
+    /// A sampling request: to the one call in flight, else an error.
+    pub(crate) async fn sampling(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let relay = self.only(false).ok_or_else(no_single_call)?;
+        let (tx, rx) = oneshot::channel();
+        if !relay.send(Relayed::Sampling(params, tx)) {
+            return Err(gone());
+        }
+        rx.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// An elicitation request: to the one call in flight, else an error.
+    pub(crate) async fn elicitation(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, ErrorData> {
+        let relay = self.only(false).ok_or_else(no_single_call)?;
+        let (tx, rx) = oneshot::channel();
+        if !relay.send(Relayed::Elicitation(params, tx)) {
+            return Err(gone());
+        }
+        rx.await.unwrap_or_else(|_| Err(gone()))
+    }
+}
+
+fn no_single_call() -> ErrorData {
+    ErrorData::invalid_request(
+        "toolgate relays a server's requests only to the client of the one governed call in flight on this connection, and there is not exactly one",
+        None,
+    )
+}
+
+fn gone() -> ErrorData {
+    ErrorData::internal_error(
+        "the client whose call this request belongs to is no longer waiting for it",
+        None,
+    )
+}
