@@ -9,48 +9,12 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
+use toolgate_benches::catalog;
 use toolgate_core::{AgentRef, RunContext, ToolRef};
 use toolgate_engine::config::{self, Format};
-use toolgate_engine::{CallInput, CallView, Governance};
+use toolgate_engine::{CallInput, CallView};
 
 const TOOLS: usize = 10_000;
-
-fn catalog(n: usize) -> Governance {
-    let tools: Vec<_> = (0..n)
-        .map(|i| {
-            json!({
-                "server": format!("srv{}", i % 50),
-                "name": format!("tool_{i}"),
-                "description": format!("tool number {i}"),
-                "annotations": {"readOnlyHint": i % 3 == 0, "openWorldHint": i % 7 == 0},
-            })
-        })
-        .collect();
-    let allowed: Vec<String> = (0..n)
-        .filter(|i| i % 10 != 0)
-        .map(|i| format!("srv{}__tool_{i}", i % 50))
-        .collect();
-    let servers: serde_json::Map<_, _> = (0..50)
-        .map(|s| {
-            (
-                format!("srv{s}"),
-                json!({"trust_tool_annotations": s % 2 == 0}),
-            )
-        })
-        .collect();
-    let cfg = json!({
-        "air_gapped": true,
-        "approval": {"channel": "interactive"},
-        "behavior_gating": {"require_approval_for_non_read_only": true},
-        "servers": servers,
-        "tools": tools,
-        "agents": [{"name": "support", "allowed_tools": allowed}],
-    });
-    match config::load_str(&cfg.to_string(), Format::Json) {
-        Ok(g) => g,
-        Err(e) => panic!("the generated catalog does not load: {e}"),
-    }
-}
 
 fn bench(c: &mut Criterion) {
     let gov = catalog(TOOLS);

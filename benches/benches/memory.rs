@@ -2,7 +2,9 @@
 //! of the fixture's mix keeps alive, counted by a global allocator that tallies every
 //! allocation, reallocation and free (`stats_alloc`), and the same for the whole snapshot
 //! (`Governance`, catalog of 151 tools included), beside the parsed policy JSON (each rule
-//! keeps its own JSON object for `to_json`). Prints one line per size; no timing.
+//! keeps its own JSON object for `to_json`). Prints one line per size; no timing. Then the
+//! same per tool: a snapshot of 10,000 MCP tools (the exposure bench's catalog), and what
+//! one agent's cached exposure of it adds.
 //!
 //! Run: `cargo bench -p toolgate-benches --bench memory`.
 
@@ -10,7 +12,7 @@ use std::alloc::System;
 use std::hint::black_box;
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use toolgate_benches::{SIZES, governance, policy, policy_json};
+use toolgate_benches::{SIZES, catalog, governance, policy, policy_json};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -44,4 +46,15 @@ fn main() {
             j_bytes / n
         );
     }
+    let tools = 10_000;
+    let (t_bytes, g) = retained(|| catalog(tools));
+    let (e_bytes, e) = retained(|| g.exposure("support"));
+    drop(e);
+    drop(g);
+    println!("tools | Governance bytes | per tool | cached exposure bytes | per tool");
+    println!(
+        "{tools} | {t_bytes} | {} | {e_bytes} | {}",
+        t_bytes / tools,
+        e_bytes / tools
+    );
 }
