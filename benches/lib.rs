@@ -440,6 +440,46 @@ pub fn cedar_context_json(kind: &str, server: &str, tool: &str, input: &Value) -
     })
 }
 
+/// A catalog of `n` MCP tools on 50 servers (half of them trusted for their annotations),
+/// one agent allowed nine in ten, air-gapped host, posture on: the exposure and memory
+/// benches' fixture (issue 12).
+pub fn catalog(n: usize) -> Governance {
+    let tools: Vec<_> = (0..n)
+        .map(|i| {
+            json!({
+                "server": format!("srv{}", i % 50),
+                "name": format!("tool_{i}"),
+                "description": format!("tool number {i}"),
+                "annotations": {"readOnlyHint": i % 3 == 0, "openWorldHint": i % 7 == 0},
+            })
+        })
+        .collect();
+    let allowed: Vec<String> = (0..n)
+        .filter(|i| i % 10 != 0)
+        .map(|i| format!("srv{}__tool_{i}", i % 50))
+        .collect();
+    let servers: serde_json::Map<_, _> = (0..50)
+        .map(|s| {
+            (
+                format!("srv{s}"),
+                json!({"trust_tool_annotations": s % 2 == 0}),
+            )
+        })
+        .collect();
+    let cfg = json!({
+        "air_gapped": true,
+        "approval": {"channel": "interactive"},
+        "behavior_gating": {"require_approval_for_non_read_only": true},
+        "servers": servers,
+        "tools": tools,
+        "agents": [{"name": "support", "allowed_tools": allowed}],
+    });
+    match config::load_str(&cfg.to_string(), Format::Json) {
+        Ok(g) => g,
+        Err(e) => panic!("the generated catalog does not load: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,45 +619,5 @@ mod cedar_tests {
             refused >= 10,
             "the cases exercise asks and denials: {refused}"
         );
-    }
-}
-
-/// A catalog of `n` MCP tools on 50 servers (half of them trusted for their annotations),
-/// one agent allowed nine in ten, air-gapped host, posture on: the exposure and memory
-/// benches' fixture (issue 12).
-pub fn catalog(n: usize) -> Governance {
-    let tools: Vec<_> = (0..n)
-        .map(|i| {
-            json!({
-                "server": format!("srv{}", i % 50),
-                "name": format!("tool_{i}"),
-                "description": format!("tool number {i}"),
-                "annotations": {"readOnlyHint": i % 3 == 0, "openWorldHint": i % 7 == 0},
-            })
-        })
-        .collect();
-    let allowed: Vec<String> = (0..n)
-        .filter(|i| i % 10 != 0)
-        .map(|i| format!("srv{}__tool_{i}", i % 50))
-        .collect();
-    let servers: serde_json::Map<_, _> = (0..50)
-        .map(|s| {
-            (
-                format!("srv{s}"),
-                json!({"trust_tool_annotations": s % 2 == 0}),
-            )
-        })
-        .collect();
-    let cfg = json!({
-        "air_gapped": true,
-        "approval": {"channel": "interactive"},
-        "behavior_gating": {"require_approval_for_non_read_only": true},
-        "servers": servers,
-        "tools": tools,
-        "agents": [{"name": "support", "allowed_tools": allowed}],
-    });
-    match config::load_str(&cfg.to_string(), Format::Json) {
-        Ok(g) => g,
-        Err(e) => panic!("the generated catalog does not load: {e}"),
     }
 }
