@@ -11,7 +11,6 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use toolgate_benches::catalog;
 use toolgate_core::{AgentRef, RunContext, ToolRef};
-use toolgate_engine::config::{self, Format};
 use toolgate_engine::{CallInput, CallView};
 
 const TOOLS: usize = 10_000;
