@@ -9,6 +9,16 @@
 //!   (audit off, schema validation, exposure, posture on: `echo` is a trusted read-only tool
 //!   and runs without a question) and sends it to its own server-everything over stdio.
 //!   Both run in one criterion group, one after the other.
+//! - `proxy_round_trip/upstream_only`: the same call sent by the `GovernedServer`'s own
+//!   upstream connection (`McpGateway::service`, no governance, no downstream hop): what
+//!   `through_toolgate` costs less the downstream hop and the governed stack.
+//! - `proxy_round_trip/duplex_hop`: an rmcp client calling a trivial in-process rmcp server
+//!   (answers `echo` at once) over the same tokio duplex pipe: the downstream hop alone.
+//! - With `MCP_PROXY_AB=ROUNDS` set, first an interleaved A/B loop: each round runs 200
+//!   `straight` calls and 200 `through_toolgate` calls (the order alternating by round) and
+//!   prints both medians and their ratio, then the median ratio over the rounds; the
+//!   criterion groups follow. Criterion runs its functions one after the other, so a load
+//!   change on a shared machine lands on one of them; the interleaved ratio does not.
 //! - `proxy_list/list_1000_tools`: `tools/list` over the same downstream pipe, for an agent
 //!   allowed 1,000 MCP tools of one server (registered from the configuration); and
 //!   `proxy_list/project_1000_tools`: the projection alone (exposure + MCP tool records).
@@ -22,14 +32,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ServerCapabilities};
+use rmcp::model::{ServerConfig, Tool};
+use rmcp::service::RequestContext;
 use rmcp::transport::TokioChildProcess;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
 use toolgate_mcp::McpServerConfig;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, list_for};
+use tower::ServiceExt as _;
 
 fn everything() -> Option<PathBuf> {
     let dir = match std::env::var_os("TOOLGATE_MCP_SERVERS") {
@@ -51,6 +64,85 @@ async fn client_of(
     ().serve(client_end)
         .await
         .unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+/// An rmcp server that answers `echo` at once: the downstream hop with nothing behind it.
+#[derive(Clone)]
+struct Echo;
+
+impl ServerHandler for Echo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![
+            Tool::new("echo", "Echoes.", Arc::new(Map::new())),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let text = request
+            .arguments
+            .and_then(|a| a.get("message").and_then(|m| m.as_str().map(str::to_owned)))
+            .unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("Echo: {text}"))]).into())
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Interleaved A/B rounds of `straight` against `through_toolgate` (see the module docs).
+fn interleaved(
+    rt: &tokio::runtime::Runtime,
+    rounds: usize,
+    straight: &rmcp::Peer<rmcp::RoleClient>,
+    through: &rmcp::Peer<rmcp::RoleClient>,
+    args: &Map<String, Value>,
+) {
+    const CALLS: usize = 200;
+    let run = |peer: &rmcp::Peer<rmcp::RoleClient>, tool: &'static str| {
+        rt.block_on(async {
+            let mut times = Vec::with_capacity(CALLS);
+            for _ in 0..CALLS {
+                let t = std::time::Instant::now();
+                peer.call_tool(CallToolRequestParams::new(tool).with_arguments(args.clone()))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                times.push(t.elapsed());
+            }
+            median(times)
+        })
+    };
+    let mut ratios = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let (s, t) = if round % 2 == 0 {
+            let s = run(straight, "echo");
+            (s, run(through, "everything__echo"))
+        } else {
+            let t = run(through, "everything__echo");
+            (run(straight, "echo"), t)
+        };
+        let ratio = t.as_secs_f64() / s.as_secs_f64();
+        eprintln!("A/B round {round}: straight {s:?}, through_toolgate {t:?}, ratio {ratio:.3}");
+        ratios.push(ratio);
+    }
+    ratios.sort_by(f64::total_cmp);
+    eprintln!(
+        "A/B median ratio over {rounds} rounds: {:.3}",
+        ratios[ratios.len() / 2]
+    );
 }
 
 fn bench(c: &mut Criterion) {
@@ -160,6 +252,25 @@ fn bench(c: &mut Criterion) {
     });
     assert_eq!(ok.ok().and_then(|r| r.is_error), Some(false));
 
+    if let Some(rounds) = std::env::var("MCP_PROXY_AB")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+    {
+        interleaved(&rt, rounds.max(1), straight.peer(), through.peer(), &args);
+    }
+    let upstream = proxy.gateway().service().with_insecure_no_permit();
+    let hop = rt.block_on(async {
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(s) = Echo.serve(server_end).await {
+                let _ = s.waiting().await;
+            }
+        });
+        ().serve(client_end)
+            .await
+            .unwrap_or_else(|e| panic!("echo client: {e}"))
+    });
+
     let mut g = c.benchmark_group("proxy_round_trip");
     g.bench_function("straight", |b| {
         b.to_async(rt.as_ref()).iter(|| {
@@ -178,6 +289,35 @@ fn bench(c: &mut Criterion) {
             let args = args.clone();
             async move {
                 peer.call_tool(CallToolRequestParams::new("everything__echo").with_arguments(args))
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"))
+            }
+        });
+    });
+    g.bench_function("upstream_only", |b| {
+        b.to_async(rt.as_ref()).iter(|| {
+            let svc = upstream.clone();
+            let call = toolgate::core::ToolCall::new(
+                toolgate::core::AgentRef::profile("bench"),
+                "everything__echo",
+                Value::Object(args.clone()),
+            );
+            async move {
+                let r = svc.oneshot(call).await.unwrap_or_else(|e| panic!("{e}"));
+                assert!(
+                    matches!(r, toolgate::core::ToolResponse::Completed(_)),
+                    "{r:?}"
+                );
+                r
+            }
+        });
+    });
+    g.bench_function("duplex_hop", |b| {
+        b.to_async(rt.as_ref()).iter(|| {
+            let peer = hop.peer().clone();
+            let args = args.clone();
+            async move {
+                peer.call_tool(CallToolRequestParams::new("echo").with_arguments(args))
                     .await
                     .unwrap_or_else(|e| panic!("{e}"))
             }
