@@ -165,6 +165,10 @@ pub enum ChannelKind {
     Interactive,
     /// A durable inbox: the call is held and answered later.
     Inbox,
+    /// The calling MCP client asks its own user (MCP elicitation, R47): whoever controls the
+    /// agent's client answers, so it is a channel only where the operator names it. Like
+    /// `interactive`, the call waits, and a background task cannot (R26).
+    Elicitation,
 }
 
 impl ChannelKind {
@@ -174,6 +178,7 @@ impl ChannelKind {
             ChannelKind::None => "none",
             ChannelKind::Interactive => "interactive",
             ChannelKind::Inbox => "inbox",
+            ChannelKind::Elicitation => "elicitation",
         }
     }
 
@@ -183,6 +188,7 @@ impl ChannelKind {
             "none" => ChannelKind::None,
             "interactive" => ChannelKind::Interactive,
             "inbox" => ChannelKind::Inbox,
+            "elicitation" => ChannelKind::Elicitation,
             _ => return None,
         })
     }

@@ -789,7 +789,7 @@ impl Governance {
                     "the call needs a person's approval and no approval channel is configured",
                 ),
             ),
-            ChannelKind::Interactive if run.background => refuse(
+            ChannelKind::Interactive | ChannelKind::Elicitation if run.background => refuse(
                 RefusalCode::Rejected,
                 String::from("a background task cannot wait for an interactive approval"),
             ),
