@@ -1282,3 +1282,87 @@ async fn r47_a_forged_or_foreign_retry_answers_nothing() {
     assert_eq!(code(&r).as_deref(), Some("rejected"), "{r:?}");
     assert_eq!(calls_received(&dev, "bare").await, 0);
 }
+
+/// One raw streamable HTTP POST: the whole response as text (status line, headers, body).
+async fn raw_post(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: Option<&str>,
+    body: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Opens an HTTP session with `token`: its `Mcp-Session-Id`.
+async fn open_session(addr: std::net::SocketAddr, token: &str) -> String {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let response = raw_post(addr, token, None, init).await;
+    let id = response
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("a session id: {response}"));
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    raw_post(addr, token, Some(&id), initialized).await;
+    id
+}
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue20_an_http_session_answers_only_to_the_token_that_opened_it_and_a_reload_revokes_tokens()
+ {
+    let server = server("elicitation", None, "").await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    let addr = rx.await.unwrap();
+    let session = open_session(addr, "dev-token").await;
+    let own = raw_post(addr, "dev-token", Some(&session), LIST).await;
+    assert!(own.contains("drift__set_mode"), "{own}");
+    // Another valid token on dev's session: refused, nothing listed.
+    let foreign = raw_post(addr, "viewer-token", Some(&session), LIST).await;
+    assert!(
+        foreign.contains("opened with another bearer token"),
+        "{foreign}"
+    );
+    assert!(!foreign.contains("drift__lookup"), "{foreign}");
+
+    // A reload whose token list no longer has dev's token: the next request is 401, and the
+    // session opened with it is closed to it.
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS}}}"#);
+    let mut config = serve_config();
+    config.tokens.remove(&token_hash("dev-token"));
+    server
+        .reload(load_str(&text, Format::Json).unwrap(), &config)
+        .await
+        .unwrap();
+    let revoked = raw_post(addr, "dev-token", Some(&session), LIST).await;
+    assert!(revoked.starts_with("HTTP/1.1 401"), "{revoked}");
+    assert!(http_status(addr, Some("dev-token")).await.contains("401"));
+    assert!(
+        http_status(addr, Some("viewer-token"))
+            .await
+            .contains("200")
+    );
+}
