@@ -1290,10 +1290,21 @@ async fn raw_post(
     session: Option<&str>,
     body: &str,
 ) -> String {
+    raw_post_with(addr, token, session, "", body).await
+}
+
+async fn raw_post_with(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: Option<&str>,
+    extra_headers: &str,
+    body: &str,
+) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let session = session
+    let mut session = session
         .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
         .unwrap_or_default();
+    session.push_str(extra_headers);
     let req = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
@@ -1357,6 +1368,26 @@ async fn issue20_an_http_session_answers_only_to_the_token_that_opened_it_and_a_
         .reload(load_str(&text, Format::Json).unwrap(), &config)
         .await
         .unwrap();
+    // A page of another site (DNS rebinding) is refused whatever it sends.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let rebound = raw_post_with(
+        addr,
+        "viewer-token",
+        None,
+        "Origin: http://rebound.example\r\n",
+        init,
+    )
+    .await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let own_origin = raw_post_with(
+        addr,
+        "viewer-token",
+        None,
+        &format!("Origin: http://127.0.0.1:{}\r\n", addr.port()),
+        init,
+    )
+    .await;
+    assert!(own_origin.starts_with("HTTP/1.1 200"), "{own_origin}");
     let revoked = raw_post(addr, "dev-token", Some(&session), LIST).await;
     assert!(revoked.starts_with("HTTP/1.1 401"), "{revoked}");
     assert!(http_status(addr, Some("dev-token")).await.contains("401"));

@@ -844,12 +844,21 @@ impl GovernedServer {
             ));
         }
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        ready(listener.local_addr()?);
+        let bound = listener.local_addr()?;
+        ready(bound);
         let server = self.clone();
+        // `Host` is a loopback name (rmcp's default), and a browser's `Origin`, when sent, is
+        // this server's own loopback origin: a page of another site (DNS rebinding) gets 403.
+        let port = bound.port();
+        let config = StreamableHttpServerConfig::default().with_allowed_origins([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+            format!("http://[::1]:{port}"),
+        ]);
         let service = StreamableHttpService::new(
             move || Ok(server.session(None)),
             Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default(),
+            config,
         );
         let open_as = open_as.map(str::to_owned);
         loop {
