@@ -165,6 +165,11 @@ pub enum ChannelKind {
     Interactive,
     /// A durable inbox: the call is held and answered later.
     Inbox,
+    /// MCP elicitation (R47): the calling MCP client asks its own user while the call
+    /// waits. Whoever controls that client answers, so it is a channel only where the
+    /// operator names it, and never chosen in place of `inbox` or `interactive`. For R26
+    /// it is an interactive channel: a background task cannot wait for it.
+    Elicitation,
 }
 
 impl ChannelKind {
@@ -174,6 +179,7 @@ impl ChannelKind {
             ChannelKind::None => "none",
             ChannelKind::Interactive => "interactive",
             ChannelKind::Inbox => "inbox",
+            ChannelKind::Elicitation => "elicitation",
         }
     }
 
@@ -183,8 +189,22 @@ impl ChannelKind {
             "none" => ChannelKind::None,
             "interactive" => ChannelKind::Interactive,
             "inbox" => ChannelKind::Inbox,
+            "elicitation" => ChannelKind::Elicitation,
             _ => return None,
         })
+    }
+
+    /// Whether a call waits on this channel while a person answers (`interactive`,
+    /// `elicitation`): a background task cannot wait for one (R26). An inbox holds the call
+    /// instead, and `none` never asks.
+    ///
+    /// ```
+    /// use toolgate_core::ChannelKind;
+    /// assert!(ChannelKind::Elicitation.waits());
+    /// assert!(!ChannelKind::Inbox.waits());
+    /// ```
+    pub fn waits(self) -> bool {
+        matches!(self, ChannelKind::Interactive | ChannelKind::Elicitation)
     }
 }
 

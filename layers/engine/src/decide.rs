@@ -789,9 +789,12 @@ impl Governance {
                     "the call needs a person's approval and no approval channel is configured",
                 ),
             ),
-            ChannelKind::Interactive if run.background => refuse(
+            channel if channel.waits() && run.background => refuse(
                 RefusalCode::Rejected,
-                String::from("a background task cannot wait for an interactive approval"),
+                format!(
+                    "a background task cannot wait for an approval on the `{}` channel",
+                    channel.as_str()
+                ),
             ),
             channel => decision(
                 Verdict::Ask { channel },
