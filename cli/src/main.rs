@@ -301,20 +301,14 @@ fn run(command: Command) -> Result<ExitCode, String> {
         } => {
             let d = decide(&config, policy.as_deref(), &call, grants.as_deref())?;
             let decision = &d.decision;
-            let mut out = json!({
+            // `granted` (R45) is always given: `null` without `--grants`.
+            let out = json!({
                 "outcome": decision.verdict.as_str(),
                 "refusal": decision.refusal().map(|r| r.code.as_str()),
                 "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
+                "granted": decision.granted.as_ref().map(|g| g.id.as_str()),
                 "reasons": decision.reasons,
             });
-            if grants.is_some()
-                && let Some(o) = out.as_object_mut()
-            {
-                o.insert(
-                    "granted".into(),
-                    json!(decision.granted.as_ref().map(|g| g.id.as_str())),
-                );
-            }
             if json {
                 print_json(&out);
             } else {
