@@ -927,6 +927,10 @@ impl Governance {
     }
 
     /// R14 step 7: the approval decision for a call that passed steps 1–6.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
     fn approval(
         &self,
         entry: &Entry,

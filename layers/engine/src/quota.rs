@@ -241,6 +241,8 @@ impl Log {
     }
 }
 
+type SharedLog = Arc<Mutex<Log>>;
+
 /// The in-memory [`QuotaCounter`]: one mutex-guarded log per group, pruned as windows
 /// pass. Exact under concurrency: `reserve` locks every group it names, in key order (so
 /// two reservations never deadlock), checks them all, and records in each before any lock
@@ -253,7 +255,7 @@ impl Log {
 /// already seen is taken as that one, so a pruned send is never needed again.
 #[derive(Debug, Default)]
 pub struct MemoryQuotaCounter {
-    logs: RwLock<HashMap<String, Arc<Mutex<Log>>>>,
+    logs: RwLock<HashMap<String, SharedLog>>,
     reserves: AtomicU64,
 }
 
@@ -286,7 +288,7 @@ impl MemoryQuotaCounter {
         &self,
         groups: &[QuotaGroup],
         create: bool,
-    ) -> Result<Vec<(String, Option<Arc<Mutex<Log>>>)>, QuotaError> {
+    ) -> Result<Vec<(String, Option<SharedLog>)>, QuotaError> {
         let mut keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
@@ -416,8 +418,8 @@ mod tests {
         let c = MemoryQuotaCounter::new();
         let a = QuotaGroup::new("a", 0, 1, 1_000);
         let b = QuotaGroup::new("b", 1, 5, 1_000);
-        c.check(&[a.clone()], 0).unwrap();
-        c.reserve(&[a.clone()], 0).unwrap();
+        c.check(std::slice::from_ref(&a), 0).unwrap();
+        c.reserve(std::slice::from_ref(&a), 0).unwrap();
         assert!(c.reserve(&[a.clone(), b.clone()], 1).is_err());
         assert_eq!(c.sends_in_window("b", 1_000, 1), 0, "b took no send");
         assert_eq!(c.sends_in_window("a", 1_000, 1), 1);
