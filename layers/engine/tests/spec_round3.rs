@@ -865,3 +865,19 @@ fn r48_check_warns_once_for_a_pattern_that_matches_nothing() {
     assert_eq!(warned[0].path, "agents[0].allowed_tools[0]");
     assert!(warned[0].message.contains("R48"));
 }
+
+#[test]
+fn r44_r40_check_warns_about_a_quota_that_selects_no_declared_tool() {
+    let g = gov(search_config(json!([
+        {"max": 1, "window_secs": 1, "tool": "search"},
+        {"max": 1, "window_secs": 1, "server": "jira"},
+        {"max": 1, "window_secs": 1, "kind": "local"}
+    ])));
+    let paths: Vec<String> = g
+        .warnings()
+        .into_iter()
+        .filter(|w| w.message.contains("quota"))
+        .map(|w| w.path)
+        .collect();
+    assert_eq!(paths, ["policy.quotas[1]", "policy.quotas[2]"]);
+}

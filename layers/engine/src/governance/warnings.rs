@@ -213,6 +213,21 @@ impl Governance {
             });
         }
         if let PolicyState::Readable(policy) = &self.policy {
+            // R44 in R40's spirit: a quota whose selectors match no declared tool counts
+            // nothing until such a tool arrives.
+            for (i, quota) in policy.quotas().iter().enumerate() {
+                let any = self.declarations.iter().any(|d| {
+                    quota.selects(d.identity.kind(), d.identity.name(), d.identity.server())
+                });
+                if !any {
+                    out.push(Warning {
+                        path: format!("policy.quotas[{i}]"),
+                        message: String::from(
+                            "this quota's selectors match no declared tool; it counts only if a matching tool arrives at runtime (R44, R40)",
+                        ),
+                    });
+                }
+            }
             for (i, rule) in policy.rules().iter().enumerate() {
                 if rule.effect() == Effect::Allow {
                     continue;
