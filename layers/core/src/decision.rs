@@ -509,3 +509,29 @@ impl Decision {
         matches!(self.verdict, Verdict::Run { .. })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r44_r47_the_round_three_spellings() {
+        assert!(RefusalCode::ALL.contains(&RefusalCode::RateLimited));
+        assert_eq!(RefusalCode::RateLimited.as_str(), "rate_limited");
+        assert_eq!(
+            ChannelKind::parse("elicitation"),
+            Some(ChannelKind::Elicitation)
+        );
+        assert_eq!(ChannelKind::Elicitation.as_str(), "elicitation");
+        assert!(ChannelKind::Interactive.waits() && !ChannelKind::None.waits());
+        let mut r = Refusal::new(RefusalCode::RateLimited, Check::Quota, "full");
+        r.retry_after_secs = Some(3);
+        let d = Decision::refused(r.clone());
+        assert_eq!(d.retry_after_secs, Some(3));
+        assert_eq!(
+            d.refusal(),
+            Some(r),
+            "the refusal round-trips its retry-after"
+        );
+    }
+}

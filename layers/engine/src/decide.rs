@@ -606,6 +606,9 @@ impl Governance {
     /// Call it right before sending a call that runs, or an asked call once approved; a
     /// refusal means the call must not be sent.
     ///
+    /// The grant is read from `decided.decision.granted`: when a hook's ask was joined
+    /// later ([`Governance::with_extra_asks_at`]), put that decision into `decided` first.
+    ///
     /// A full quota refuses `rate_limited`. A grant that stopped being live since the
     /// decision (spent by a concurrent call, revoked, expired) refuses `rejected`; the quota
     /// send already recorded then stays counted (strict: never more than `max` sends).
