@@ -52,6 +52,7 @@ struct Call {
     session: usize,
     answer: Option<Answer>,
     mode: RunMode,
+    background: bool,
 }
 
 fn quota() -> impl Strategy<Value = Quota> {
@@ -115,15 +116,19 @@ fn call() -> impl Strategy<Value = Call> {
             1 => Just(RunMode::AutoApproveRequired),
             1 => Just(RunMode::AutoRejectRequired)
         ],
+        proptest::bool::weighted(0.25),
     )
-        .prop_map(|(dt, agent, tool, session, answer, mode)| Call {
-            dt,
-            agent,
-            tool,
-            session,
-            answer,
-            mode,
-        })
+        .prop_map(
+            |(dt, agent, tool, session, answer, mode, background)| Call {
+                dt,
+                agent,
+                tool,
+                session,
+                answer,
+                mode,
+                background,
+            },
+        )
 }
 
 fn config(quotas: &[Quota]) -> Value {
@@ -146,7 +151,7 @@ fn config(quotas: &[Quota]) -> Value {
                   {"kind": "http", "name": "refund", "approval": "require_approval"},
                   {"toolset": "coding", "name": "write_file", "approval": "require_approval"}],
         "agents": [{"name": "support", "allowed_tools": ["search", "refund", "coding__write_file"]},
-                   {"name": "ops", "allowed_tools": ["*"]}],
+                   {"name": "ops", "allowed_tools": ["*"], "approval": {"channel": "interactive"}}],
         "policy": {"rules": [], "quotas": quotas}
     })
 }
@@ -271,6 +276,9 @@ impl Model {
             }) {
                 self.uses[i] += 1;
                 out.granted = Some(format!("g{i}"));
+            } else if c.background && agent == "ops" {
+                // R26: a background task cannot wait for an interactive approval.
+                return refused("rejected", None);
             } else {
                 out.outcome = "ask";
                 out.sent = c.answer == Some(Answer::Approve);
@@ -304,7 +312,7 @@ fn check(quotas: &[Quota], grants: &[Grant], calls: &[Call]) -> Result<(), TestC
         )
         .with_run(RunContext {
             mode: c.mode,
-            background: false,
+            background: c.background,
         });
         let step = sim
             .step(&gov, CallView::of(&tc), SESSIONS[c.session], now, c.answer)
