@@ -881,3 +881,25 @@ fn r44_r40_check_warns_about_a_quota_that_selects_no_declared_tool() {
         .collect();
     assert_eq!(paths, ["policy.quotas[1]", "policy.quotas[2]"]);
 }
+
+#[test]
+fn r45_max_calls_is_exact_under_concurrent_sends() {
+    let store = Arc::new(MemoryGrants::new(grants(json!([
+        {"id": "five", "agent": "*", "tool": "*", "expires_at": 99, "max_calls": 5,
+         "granted_by": "alice", "reason": "r"}
+    ]))));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                use toolgate_engine::grant::GrantStore;
+                (0..10)
+                    .filter(|_| store.record_use("five", 1).unwrap())
+                    .count()
+            })
+        })
+        .collect();
+    let used: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(used, 5);
+    assert_eq!(store.uses("five"), Some(5));
+}
