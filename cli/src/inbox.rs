@@ -145,6 +145,28 @@ pub(crate) enum PolicyCommand {
         #[arg(long = "if-updated-at", value_name = "STAMP")]
         if_updated_at: Option<String>,
     },
+    /// Replay the calls an audit log recorded (those whose input it holds) under the policy
+    /// in force and a proposed one, and print every call that would be decided otherwise,
+    /// with the rule that decided each way, and the totals (R46).
+    Simulate {
+        /// The configuration the calls were decided under (its `policy` is the one in force
+        /// unless `--current` names another).
+        #[arg(long, value_name = "CONFIG")]
+        config: PathBuf,
+        /// The audit log (JSON lines, as `audit.file` writes them).
+        #[arg(long, value_name = "FILE")]
+        audit: PathBuf,
+        /// The proposed policy.
+        #[arg(long, value_name = "POLICY")]
+        policy: PathBuf,
+        /// The policy in force, when it is not the configuration's (`toolgate policy get`'s
+        /// output, say).
+        #[arg(long, value_name = "POLICY")]
+        current: Option<PathBuf>,
+        /// Print the report as JSON (for CI).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 type Outcome = Result<ExitCode, String>;
@@ -595,6 +617,14 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
     let rt = runtime()?;
     rt.block_on(async move {
         match command {
+            // Reads files only: no store.
+            PolicyCommand::Simulate {
+                config,
+                audit,
+                policy,
+                current,
+                json,
+            } => crate::policy_sim::run(&config, current.as_deref(), &policy, &audit, json),
             PolicyCommand::Get { store } => {
                 let limits = store.limits()?;
                 let store = store.open(false).await?;

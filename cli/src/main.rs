@@ -11,6 +11,7 @@ mod call;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod policy_sim;
 #[cfg(feature = "serve")]
 mod serve;
 
