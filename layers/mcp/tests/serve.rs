@@ -1397,3 +1397,29 @@ async fn issue20_an_http_session_answers_only_to_the_token_that_opened_it_and_a_
             .contains("200")
     );
 }
+
+#[test]
+fn r44_a_rate_limited_refusal_says_when_the_call_could_run_again() {
+    let mut refusal = toolgate_core::Refusal::new(
+        toolgate_core::RefusalCode::RateLimited,
+        toolgate_core::Check::Quota,
+        "ten refunds an hour",
+    );
+    refusal.retry_after_secs = Some(42);
+    let r = toolgate_mcp::serve::call_result(toolgate_core::ToolResponse::Refused(refusal));
+    let meta = &r.structured_content.unwrap()["toolgate"];
+    assert_eq!(meta["code"], "rate_limited");
+    assert_eq!(meta["retry_after_secs"], 42);
+    let other = toolgate_mcp::serve::call_result(toolgate_core::ToolResponse::Refused(
+        toolgate_core::Refusal::new(
+            toolgate_core::RefusalCode::Denied,
+            toolgate_core::Check::TenantPolicy,
+            "no",
+        ),
+    ));
+    assert!(
+        other.structured_content.unwrap()["toolgate"]
+            .get("retry_after_secs")
+            .is_none()
+    );
+}
