@@ -49,10 +49,10 @@ use crate::error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind, PolicySaveError,
 };
 use crate::model::{
-    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
+    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp,
 };
-use crate::state::{self, PendingLost};
+use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
 /// The schema version this code writes (`PRAGMA user_version`).
@@ -117,6 +117,20 @@ CREATE INDEX held_calls_by_session ON held_calls (session_id, turn_id, created_a
 pub const OPEN_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_hash)
     WHERE state IN ('pending', 'approved');
+";
+
+/// What [`InboxStore::hold_unless_repeated`] adds to a version-2 file: when the ending of
+/// a call was told to a repeat of it (R26), and the index it finds a call's repeats by (all
+/// of them, not only the open ones). Like [`OPEN_INDEX`], not a schema version of its own:
+/// added, when missing, each time a version-2 file is opened; a program that does not know
+/// them ignores them.
+pub const REPEAT_COLUMN: &str = "
+ALTER TABLE held_calls ADD COLUMN repeat_told_at INTEGER;
+";
+
+/// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
+pub const REPEAT_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
 ";
 
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
@@ -422,7 +436,8 @@ impl Inner {
         let version = user_version(conn).map_err(|e| self.err(e))?;
         if version == SCHEMA_VERSION {
             self.check_application_id(conn)?;
-            return conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e));
+            conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
+            return self.add_repeat_column(conn);
         }
         if version > SCHEMA_VERSION {
             return Err(self.newer(version));
@@ -457,7 +472,33 @@ impl Inner {
             return Err(self.newer(version));
         }
         tx.commit().map_err(|e| self.err(e))?;
-        self.check_application_id(conn)
+        self.check_application_id(conn)?;
+        self.add_repeat_column(conn)
+    }
+
+    /// Adds [`REPEAT_COLUMN`] and [`REPEAT_INDEX`] to a file that lacks them (read first: a
+    /// file that has them is not written to).
+    fn add_repeat_column(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let has = |c: &Connection| -> rusqlite::Result<bool> {
+            c.query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+        };
+        if has(conn).map_err(|e| self.err(e))? {
+            return conn.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e));
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        // Another process may have added it while we waited for the lock.
+        if !has(&tx).map_err(|e| self.err(e))? {
+            tx.execute_batch(REPEAT_COLUMN).map_err(|e| self.err(e))?;
+        }
+        tx.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     fn check_application_id(&self, conn: &Connection) -> Result<(), InboxError> {
@@ -636,7 +677,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     }))
 }
 
-fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), InboxError> {
+fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), InboxError> {
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
@@ -761,6 +802,82 @@ fn find_open_op(
     }
 }
 
+fn hold_unless_repeated_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    c: &NewHeldCall,
+    now: Timestamp,
+) -> Result<Holding, InboxError> {
+    // INVARIANT: `BEGIN IMMEDIATE` takes the write lock before the look-up, so of two
+    // repeats of one call, the second sees what the first held (R26).
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let newest = {
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
+                 AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
+                 ORDER BY created_at DESC, interaction_id DESC"
+            ))
+            .map_err(|e| inner.err(e))?;
+        let mut rows = stmt
+            .query(params![
+                c.agent.profile,
+                c.agent.subagent,
+                c.input_hash,
+                c.tool
+            ])
+            .map_err(|e| inner.err(e))?;
+        let mut newest = None;
+        while let Some(row) = rows.next().map_err(|e| inner.err(e))? {
+            let record = read_row(row)
+                .map_err(|e| inner.err(e))?
+                .map_err(|why| inner.record_err("?", why))?;
+            if same_input(&record, &c.input_json) {
+                let told: Option<i64> = row.get(27).map_err(|e| inner.err(e))?;
+                newest = Some((record, told.is_some()));
+                break;
+            }
+        }
+        newest
+    };
+    let outcome = match newest {
+        Some((mut record, told)) => match state::repeat_of(&record, told, now) {
+            Repeat::Open => Some(Holding::Open(record)),
+            Repeat::Expire => {
+                tx.execute(
+                    "UPDATE held_calls SET state = 'expired', repeat_told_at = ?2, updated_at = ?2 \
+                     WHERE interaction_id = ?1 AND state = 'pending'",
+                    params![record.id(), now.as_millis()],
+                )
+                .map_err(|e| inner.err(e))?;
+                record.state = State::Expired;
+                Some(Holding::Ended(record))
+            }
+            Repeat::Tell => {
+                tx.execute(
+                    "UPDATE held_calls SET repeat_told_at = ?2 WHERE interaction_id = ?1",
+                    params![record.id(), now.as_millis()],
+                )
+                .map_err(|e| inner.err(e))?;
+                Some(Holding::Ended(record))
+            }
+            Repeat::Hold => None,
+        },
+        None => None,
+    };
+    let outcome = match outcome {
+        Some(o) => o,
+        None => {
+            hold_op(inner, &tx, c)?;
+            Holding::Held
+        }
+    };
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(outcome)
+}
+
 fn session_calls_op(
     inner: &Inner,
     conn: &mut Connection,
@@ -802,11 +919,12 @@ fn cancel_turn_op(
         params![session, turn, now.as_millis()],
     )
     .map_err(|e| inner.err(e))?;
+    // R47: an approved call not yet claimed is not yet sent: it ends too.
     let ids = {
         let mut stmt = tx
             .prepare_cached(
                 "UPDATE held_calls SET state = 'cancelled', updated_at = ?3 \
-                 WHERE session_id = ?1 AND turn_id = ?2 AND state = 'pending' \
+                 WHERE session_id = ?1 AND turn_id = ?2 AND state IN ('pending', 'approved') \
                  RETURNING interaction_id, created_at",
             )
             .map_err(|e| inner.err(e))?;
@@ -1155,6 +1273,13 @@ impl InboxStore for SqliteInbox {
         let session = session.to_owned();
         let turn = turn.map(str::to_owned);
         self.run(move |inner, conn| session_calls_op(inner, conn, &session, turn.as_deref()))
+    }
+
+    fn hold_unless_repeated(
+        &self,
+        call: NewHeldCall,
+    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
+        self.run(move |inner, conn| hold_unless_repeated_op(inner, conn, &call, Timestamp::now()))
     }
 
     fn find_open<'a>(

@@ -343,10 +343,61 @@ async fn r38_a_held_call_approved_in_the_inbox_runs_once_when_called_again() {
         other.structured_content.unwrap()["toolgate"]["outcome"],
         "held"
     );
+    // R26: the first repeat of a call already sent is told so, and holds nothing …
+    let told = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(code(&told).as_deref(), Some("rejected"), "{told:?}");
+    assert!(text(&told).contains("already sent"), "{}", text(&told));
+    assert_eq!(inbox.store().list(None).await.unwrap().len(), 2);
+    // … and the one after that is a new held call.
     let new = call(&dev, "drift__bare", input).await;
     let new_id = new.structured_content.unwrap()["toolgate"]["interaction_id"].clone();
     assert_ne!(new_id, id.as_str(), "a redeemed approval is not used twice");
     assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_a_denied_held_call_is_told_to_the_agent_with_the_reason_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let input = json!({"n": 7});
+    let held = call(&dev, "drift__bare", input.clone()).await;
+    let id = held.structured_content.unwrap()["toolgate"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    inbox
+        .store()
+        .answer(
+            &id,
+            Answer::deny("k1", "alice", Some("wrong account".into())),
+        )
+        .await
+        .unwrap();
+    let told = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(
+        code(&told).as_deref(),
+        Some("rejected"),
+        "R26: the repeat of a denied call is refused: {told:?}"
+    );
+    assert!(
+        text(&told).contains("wrong account") && text(&told).contains("alice"),
+        "R26: the agent is told who denied it and why: {}",
+        text(&told)
+    );
+    assert_eq!(
+        inbox.store().list(None).await.unwrap().len(),
+        1,
+        "R26: the repeat told the denial holds no fresh card"
+    );
+    let asked_again = call(&dev, "drift__bare", input).await;
+    let meta = &asked_again.structured_content.unwrap()["toolgate"];
+    assert_eq!(meta["outcome"], "held", "told once, then a fresh ask");
+    assert_ne!(meta["interaction_id"], id.as_str());
+    assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
