@@ -11,6 +11,7 @@ mod call;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod recover;
 #[cfg(feature = "serve")]
 mod serve;
 

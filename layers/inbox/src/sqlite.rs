@@ -244,6 +244,31 @@ struct Inner {
     /// Set when an error says another connection held the lock (`SQLITE_BUSY`): read by
     /// [`Inner::try_fast`], which runs with no busy timeout.
     busy: AtomicBool,
+    /// The identity (device, inode) of the file the connection has open, checked before
+    /// each operation: a file deleted or replaced behind the connection's back is never
+    /// written to (issue 20 item 12).
+    identity: Mutex<Option<FileIdentity>>,
+    /// Set once a connection was opened: a file deleted since is not created again in its
+    /// place, even with [`SqliteOptions::create`].
+    opened: AtomicBool,
+}
+
+/// A file's device and inode.
+type FileIdentity = (u64, u64);
+
+/// The identity of the file at `path`, `None` when there is none.
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Some((0, 0))
+    }
 }
 
 /// An inbox in one SQLite file.
@@ -293,6 +318,8 @@ impl SqliteInbox {
                 conn: Mutex::new(None),
                 broken: AtomicBool::new(false),
                 busy: AtomicBool::new(false),
+                identity: Mutex::new(None),
+                opened: AtomicBool::new(false),
             }),
         }
     }
@@ -368,6 +395,9 @@ impl Inner {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
+        if let Err(e) = self.same_file(&mut guard) {
+            return Some(Err(E::from(e)));
+        }
         let conn = guard.as_mut()?;
         conn.busy_timeout(Duration::ZERO).ok()?;
         self.busy.store(false, Ordering::SeqCst);
@@ -388,6 +418,7 @@ impl Inner {
         F: FnOnce(&Inner, &mut Connection) -> Result<T, E>,
     {
         let mut guard = self.lock();
+        self.same_file(&mut guard)?;
         let conn = match guard.as_mut() {
             Some(c) => c,
             None => guard.insert(self.connect()?),
@@ -399,8 +430,46 @@ impl Inner {
         result
     }
 
+    /// Checks that the open connection's file is still the one at the path: a file deleted
+    /// (or moved away) is refused, never written to, and a file replaced by another is
+    /// reopened — the connection to the old one is closed first — so that no answer goes
+    /// into a file nobody reads again (issue 20 item 12). Nothing to check when no
+    /// connection is open: the next one opens (and checks) the file at the path.
+    fn same_file(&self, guard: &mut Option<Connection>) -> Result<(), InboxError> {
+        if guard.is_none() {
+            return Ok(());
+        }
+        let known = *self.identity.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = file_identity(&self.path);
+        if found.is_some() && found == known {
+            return Ok(());
+        }
+        *guard = None;
+        tracing::warn!(
+            path = %self.path.display(),
+            "the inbox database was deleted or replaced since it was opened; its connection was closed"
+        );
+        match found {
+            None => Err(self.deleted()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn deleted(&self) -> InboxError {
+        InboxError::new(
+            Kind::Unavailable,
+            format!(
+                "the inbox database `{}` was deleted or moved away since it was opened; nothing was written to it (put the file back, or restart to start a new inbox)",
+                self.path.display()
+            ),
+        )
+    }
+
     fn connect(&self) -> Result<Connection, InboxError> {
         let path = &self.path;
+        if self.opened.load(Ordering::SeqCst) && !path.exists() {
+            return Err(self.deleted());
+        }
         if !self.options.create && !path.exists() {
             return Err(InboxError::new(
                 Kind::Unavailable,
@@ -429,6 +498,8 @@ impl Inner {
         conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
             .map_err(|e| self.err(e))?;
         self.migrate(&mut conn)?;
+        *self.identity.lock().unwrap_or_else(PoisonError::into_inner) = file_identity(path);
+        self.opened.store(true, Ordering::SeqCst);
         Ok(conn)
     }
 
@@ -1352,6 +1423,23 @@ impl InboxStore for SqliteInbox {
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         self.run(move |inner, conn| {
             let instance = inner.options.instance.clone();
+            move_all(
+                inner,
+                conn,
+                "state = 'claimed' AND claimed_by = ?1",
+                &instance,
+                State::Unknown,
+                Timestamp::now(),
+            )
+        })
+    }
+
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        let instance = instance.to_owned();
+        self.run(move |inner, conn| {
             move_all(
                 inner,
                 conn,

@@ -198,6 +198,25 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// automatically.
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
 
+    /// Marks the calls that instance `instance` claimed `unknown`, as
+    /// [`recover`](InboxStore::recover) does for this instance's own: for an instance known
+    /// to have stopped (a process killed between claim and result), never for a live one,
+    /// whose claims are its own to record. Returns their ids, oldest first.
+    ///
+    /// This provided method refuses: a store that can recover another instance's claims
+    /// overrides it (both backends do).
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(async move {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                format!("this inbox cannot recover the calls instance `{instance}` claimed"),
+            ))
+        })
+    }
+
     /// The stored tenant policy, if one was ever put.
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>>;
 
@@ -300,6 +319,12 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     }
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         (**self).recover()
+    }
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        (**self).recover_instance(instance)
     }
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         (**self).get_policy()

@@ -201,6 +201,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r26_a_repeat_of_an_open_or_sent_call_holds_nothing_new);
     case!(r26_concurrent_repeats_never_hold_two_cards);
     case!(r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good);
+    case!(r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so);
     run_find_open(fixture).await;
 }
 
@@ -2265,4 +2266,45 @@ pub async fn r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good(fixtu
         Some(State::Cancelled),
         "R47: a repeat of a cancelled call is refused as cancelled"
     );
+}
+
+/// What a process that finds another, stopped one's claims does (issue 20 item 11).
+pub async fn r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let sent = approved(&*store, json!({"k": 1})).await;
+    store
+        .claim(&sent.interaction_id, claim_of(&sent, "t"))
+        .await
+        .unwrap();
+    let by = store
+        .get(&sent.interaction_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .claimed_by
+        .expect("a claim records its instance");
+    assert!(
+        store
+            .recover_instance("some-other-instance")
+            .await
+            .unwrap()
+            .is_empty(),
+        "R26: another instance's claims are left alone"
+    );
+    assert_eq!(state(&*store, &sent.interaction_id).await, State::Claimed);
+    let other = fixture.reopen(&store).await;
+    assert_eq!(
+        other.recover_instance(&by).await.unwrap(),
+        vec![sent.interaction_id.clone()]
+    );
+    assert_eq!(state(&*other, &sent.interaction_id).await, State::Unknown);
+    let told = other.hold_unless_repeated(repeat_of(&sent)).await.unwrap();
+    assert_eq!(
+        ended_state(&told),
+        Some(State::Unknown),
+        "R26: a repeat of a call left `unknown` is told so, and nothing is held"
+    );
+    assert!(other.list(Some(State::Pending)).await.unwrap().is_empty());
 }

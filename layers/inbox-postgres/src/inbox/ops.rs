@@ -874,6 +874,21 @@ impl InboxStore for PostgresInbox {
         })
     }
 
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(async move {
+            self.move_all(
+                "UPDATE held_calls SET state = 'unknown', updated_at = $2 \
+                 WHERE state = 'claimed' AND claimed_by = $1 \
+                 RETURNING interaction_id, created_at",
+                &[&instance, &Timestamp::now().as_millis()],
+            )
+            .await
+        })
+    }
+
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         Box::pin(self.get_policy_op())
     }
