@@ -50,6 +50,10 @@ pub(crate) fn random_token(prefix: &str) -> Option<String> {
 ///
 /// - A request **without** a ticket is stored as `pending` and answered
 ///   [`ApprovalOutcome::Held`] at once: nothing holds a process while a person decides.
+///   A repeat of a call already held ([`InboxStore::hold_unless_repeated`]) holds nothing
+///   new: still open, it is the same card; being sent, it is refused as such; ended, it is
+///   told its ending once — the person's denial and reason, the expiry, the cancellation, or
+///   that it was sent — and the repeat after that asks anew (R26).
 /// - A request **with** a ticket (a resumed call, [`toolgate::approval::ResumeTicket`]) is
 ///   the execution of a held call: it is approved only when that call is `approved`, for the
 ///   same tool and agent, with exactly the same input and the same tool definition (R35),
