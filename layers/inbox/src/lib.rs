@@ -87,8 +87,8 @@
 //! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
 //! subagent's held calls on its parent's session, with the subagent's id as `agent`);
 //! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
-//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each pending held call of a turn
-//! `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
+//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each held call of a turn not yet sent
+//! (pending or approved) `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
 //! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
 //! [`Answer`] may carry an idempotency key; without one each answer is its own.
 //!
