@@ -873,6 +873,16 @@ fn find_open_op(
     }
 }
 
+/// The statement of [`InboxStore::hold_unless_repeated`]'s look-up, selecting `columns`
+/// and `repeat_told_at`: every held call of one agent, tool and input hash, newest first.
+fn repeats_sql(columns: &str) -> String {
+    format!(
+        "SELECT {columns}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
+         AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
+         ORDER BY created_at DESC, interaction_id DESC"
+    )
+}
+
 fn hold_unless_repeated_op(
     inner: &Inner,
     conn: &mut Connection,
@@ -886,11 +896,7 @@ fn hold_unless_repeated_op(
         .map_err(|e| inner.err(e))?;
     let newest = {
         let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
-                 AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
-                 ORDER BY created_at DESC, interaction_id DESC"
-            ))
+            .prepare_cached(&repeats_sql(COLUMNS))
             .map_err(|e| inner.err(e))?;
         let mut rows = stmt
             .query(params![
@@ -1517,5 +1523,58 @@ mod tests {
                 .any(|step| step.contains("USING INDEX held_calls_open")),
             "{plan:?}"
         );
+    }
+
+    #[test]
+    fn r26_the_repeats_of_a_call_are_found_by_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", repeats_sql(COLUMNS)))
+            .unwrap()
+            .query_map(params!["support", "sub-7", "sha256:x", "refund"], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX held_calls_by_input")),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn r26_an_inbox_file_without_the_repeat_column_gains_it_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        {
+            // A version-2 file as the program before this one wrote it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(SCHEMA_V2).unwrap();
+            conn.execute_batch(OPEN_INDEX).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .unwrap();
+        }
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let has: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(has, 1);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
     }
 }
