@@ -2,7 +2,9 @@
 //! stored tenant policy in an inbox database (SPEC R22, R26, R43).
 //!
 //! Every command finds its inbox with `--db PATH` (SQLite), `--pg-url URL` (PostgreSQL), the
-//! `inbox` section of `--config FILE`, or else `TOOLGATE_PG_URL`.
+//! `inbox` section of `--config FILE`, or else `TOOLGATE_PG_URL`, names itself in its claims
+//! with this process's instance and, on opening it, marks `unknown` the calls left `claimed`
+//! by a toolgate process that stopped (`crate::recover`; `inbox recover` does only that).
 //!
 //! Exit codes: 0 success; 1 a refused answer (an id the inbox did not issue, a call already
 //! decided or expired, an idempotency key that answered the other way), a refused policy
