@@ -12,6 +12,7 @@ mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod policy_sim;
+mod recover;
 #[cfg(feature = "serve")]
 mod serve;
 
