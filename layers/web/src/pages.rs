@@ -13,7 +13,8 @@ use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timest
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, random_hex, unauthorized};
-use crate::html::{self, Tab, esc};
+use crate::html::{self, Tab, esc, text};
+use toolgate::core::display::visible_json;
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
@@ -57,28 +58,28 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         r.state.as_str()
     );
     if link {
-        let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", esc(&shown.prompt));
+        let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", text(&shown.prompt));
     } else {
-        out.push_str(&esc(&shown.prompt));
+        out.push_str(&text(&shown.prompt));
     }
     let _ = write!(
         out,
         "</h3><p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
-        esc(&shown.model_name),
+        text(&shown.model_name),
         r.state.as_str()
     );
     let _ = write!(
         out,
         "<dt>Agent</dt><dd class=\"agent\">{}</dd>",
-        esc(&agent_text(r))
+        text(&agent_text(r))
     );
     out.push_str("<dt>Why</dt><dd><ul class=\"reasons\">");
     for a in &r.call.reasons {
         let _ = write!(
             out,
             "<li><span class=\"source\">{}</span> {}</li>",
-            esc(&a.source.describe()),
-            esc(&a.reason)
+            text(&a.source.describe()),
+            text(&a.reason)
         );
     }
     out.push_str("</ul></dd>");
@@ -110,19 +111,21 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         let _ = write!(
             out,
             "<dt>{verb}</dt><dd class=\"approver\">{} <time>{when}</time></dd>",
-            esc(approver)
+            text(approver)
         );
     }
     if let Some(why) = &r.answer_reason {
         let _ = write!(
             out,
             "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
-            esc(why)
+            text(why)
         );
     }
     out.push_str("</dl>");
+    // Hidden characters (a right-to-left override, a zero-width space) are shown marked:
+    // the person reads the value that is sent (issue 20).
     let input = match r.input() {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| r.call.input_json.clone()),
+        Ok(v) => visible_json(&v),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
     let _ = write!(
@@ -131,11 +134,10 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         esc(&input)
     );
     if let Some(result) = &r.result {
-        let text = serde_json::to_string_pretty(result).unwrap_or_default();
         let _ = write!(
             out,
             "<details class=\"result\"><summary>Result</summary><pre>{}</pre></details>",
-            esc(&text)
+            esc(&visible_json(result))
         );
     }
     if r.state == CallState::Pending {
@@ -219,7 +221,7 @@ pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) ->
                 let _ = write!(
                     out,
                     "<section class=\"session\"><h2>Session <code>{}</code></h2>",
-                    esc(s)
+                    text(s)
                 );
             }
             None => out.push_str("<section class=\"session\"><h2>Outside any session</h2>"),
@@ -229,7 +231,7 @@ pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) ->
                 let _ = write!(
                     out,
                     "<section class=\"turn\"><h3 class=\"turn-title\">Turn <code>{}</code> · paused by {} held call{}</h3>",
-                    esc(t),
+                    text(t),
                     calls.len(),
                     if calls.len() == 1 { "" } else { "s" }
                 );
@@ -299,7 +301,7 @@ pub(crate) async fn history(
     );
     for r in &records {
         let who_answered = match (&r.approver, r.state) {
-            (Some(a), _) => esc(a),
+            (Some(a), _) => text(a),
             (None, CallState::Expired) => String::from("nobody: it expired"),
             (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
             (None, _) => String::new(),
@@ -308,9 +310,9 @@ pub(crate) async fn history(
             inner,
             "<tr class=\"state-{state}\" id=\"row-{id}\"><td>{} ago</td><td><a href=\"/calls/{id}\">{}</a></td><td>{}</td><td class=\"state\">{state}</td><td class=\"approver\">{who_answered}</td><td>{}</td></tr>",
             age(r.call.created_at.age(now)),
-            esc(&r.interaction().prompt),
-            esc(&agent_text(r)),
-            esc(r.answer_reason.as_deref().unwrap_or("")),
+            text(&r.interaction().prompt),
+            text(&agent_text(r)),
+            text(r.answer_reason.as_deref().unwrap_or("")),
             id = esc(r.id()),
             state = r.state.as_str(),
         );
@@ -353,8 +355,8 @@ pub(crate) async fn one(
         let _ = write!(
             body,
             "<p class=\"crumb\">Session <code>{}</code> · turn <code>{}</code></p>",
-            esc(&t.session),
-            esc(&t.turn)
+            text(&t.session),
+            text(&t.turn)
         );
     }
     card(&mut body, &r, &who, Timestamp::now(), false);

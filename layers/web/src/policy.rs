@@ -22,7 +22,7 @@ use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, unauthorized};
-use crate::html::{self, Tab, esc};
+use crate::html::{self, Tab, esc, text};
 
 /// The fields of a rule the panel edits, in the order shown.
 const FIELDS: &[&str] = &[
@@ -196,11 +196,11 @@ fn render(
         let _ = write!(
             out,
             "<tr id=\"rule-{i}\" class=\"effect-{e}\"><td>{i}</td><td class=\"effect\">{e}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>",
-            esc(&target),
+            text(&target),
             esc(&text_of(rule, "kind")),
-            esc(&text_of(rule, "agent")),
-            esc(&when),
-            esc(&text_of(rule, "reason")),
+            text(&text_of(rule, "agent")),
+            text(&when),
+            text(&text_of(rule, "reason")),
             e = esc(&effect),
         );
         if may_edit {

@@ -1,0 +1,79 @@
+//! Issue 20 on the approval page: hidden characters shown, who sees which calls, where
+//! requests may come from, sign-in throttling, bounded reasons, and the log of each sign-in,
+//! answer and policy save. Against the real server on 127.0.0.1:0 and a real SQLite inbox.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use toolgate_inbox::InboxStore;
+
+/// Every hidden character the page must never show raw.
+const HIDDEN: [char; 8] = [
+    '\u{202E}',
+    '\u{2066}',
+    '\u{200B}',
+    '\u{200D}',
+    '\u{FEFF}',
+    '\u{061C}',
+    '\u{E0041}',
+    '\u{85}',
+];
+
+fn assert_no_hidden(what: &str, body: &str) {
+    for c in HIDDEN {
+        assert!(
+            !body.contains(c),
+            "{what}: U+{:04X} shown raw: {body}",
+            u32::from(c)
+        );
+    }
+}
+
+#[tokio::test]
+async fn issue20_the_page_shows_hidden_characters_marked() {
+    let s = start("token").await;
+    let c = signed_in(&s, ALICE).await;
+    let id = s
+        .hold_refund(json!({
+            "amount": "100\u{202E}0",
+            "to\u{200B}": "ali\u{200D}ce\u{2066}\u{FEFF}\u{061C}\u{E0041}\u{85}"
+        }))
+        .await;
+    for path in [
+        "/".to_owned(),
+        format!("/calls/{id}"),
+        "/?fragment=1".to_owned(),
+    ] {
+        let body = c.get(&path).await.body;
+        assert_no_hidden(&path, &body);
+        assert!(body.contains("100⟦U+202E⟧0"), "{path}: {body}");
+        assert!(body.contains("to⟦U+200B⟧"), "{path}: {body}");
+        assert!(
+            body.contains("ali⟦U+200D⟧ce⟦U+2066⟧⟦U+FEFF⟧⟦U+061C⟧⟦U+E0041⟧⟦U+0085⟧"),
+            "{path}: {body}"
+        );
+    }
+    // A denial's reason, in the card and the history.
+    let csrf = c.csrf().await;
+    let r = c
+        .post(
+            &format!("/calls/{id}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "deny"),
+                ("idempotency_key", "k"),
+                ("reason", "no\u{202E}sey"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    for path in [format!("/calls/{id}"), "/history".to_owned()] {
+        let body = c.get(&path).await.body;
+        assert_no_hidden(&path, &body);
+        assert!(body.contains("no⟦U+202E⟧sey"), "{path}: {body}");
+    }
+    // The stored answer is the reason as given: only its display is marked.
+    let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.answer_reason.as_deref(), Some("no\u{202E}sey"));
+}
