@@ -47,6 +47,16 @@ fn agent_text(r: &HeldRecord) -> String {
     }
 }
 
+/// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
+/// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
+/// answered themselves; a call to any other tool, its input included, stays out of every
+/// list, card and history row they are sent.
+fn may_see(who: &Who, r: &HeldRecord) -> bool {
+    who.approver
+        .may_answer(&r.call.identities, r.call.agent.rule_name())
+        || r.approver.as_deref() == Some(who.approver.name.as_str())
+}
+
 /// One card: the prompt, the model's name, every reason with its source, the agent, the
 /// input as it will be sent, age and expiry, and (pending, answerable) the two forms.
 fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool) {
@@ -264,10 +274,11 @@ pub(crate) async fn pending(
     let Some(who) = app.who(&headers) else {
         return app.sign_in_first();
     };
-    let records = match app.0.store.list(Some(CallState::Pending)).await {
+    let mut records = match app.0.store.list(Some(CallState::Pending)).await {
         Ok(r) => r,
         Err(e) => return store_failed(e),
     };
+    records.retain(|r| may_see(&who, r));
     let inner = pending_html(&records, &who, Timestamp::now());
     live(
         &who,
@@ -290,7 +301,7 @@ pub(crate) async fn history(
         Ok(r) => r,
         Err(e) => return store_failed(e),
     };
-    records.retain(|r| r.state != CallState::Pending);
+    records.retain(|r| r.state != CallState::Pending && may_see(&who, r));
     // Newest change first; the latest HISTORY_ROWS.
     records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
     let total = records.len();
@@ -339,13 +350,15 @@ pub(crate) async fn one(
     let Some(who) = app.who(&headers) else {
         return app.sign_in_first();
     };
+    // A call the person may not see is answered like one that does not exist: the page
+    // does not tell which ids are held for other approvers.
     let r = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
+        Ok(Some(r)) if may_see(&who, &r) => r,
+        Ok(_) => {
             return html::refusal(
                 StatusCode::NOT_FOUND,
                 "No such held call",
-                &format!("no held call `{id}` in this inbox"),
+                &format!("no held call `{id}` that you may answer in this inbox"),
             );
         }
         Err(e) => return store_failed(e),

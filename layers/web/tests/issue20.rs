@@ -77,3 +77,81 @@ async fn issue20_the_page_shows_hidden_characters_marked() {
     let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
     assert_eq!(rec.answer_reason.as_deref(), Some("no\u{202E}sey"));
 }
+
+#[tokio::test]
+async fn issue20_an_approver_sees_only_the_calls_they_may_answer() {
+    let s = start("token").await;
+    let alice = signed_in(&s, ALICE).await;
+    let bob = signed_in(&s, BOB).await;
+    // bob may answer only github's calls.
+    let refund = s.hold_refund(json!({"secret_order": "R-99"})).await;
+    let issue = s
+        .hold(toolgate::core::ToolCall::new(
+            toolgate::core::AgentRef::profile("support"),
+            "github__create_issue",
+            json!({"title": "t"}),
+        ))
+        .await;
+    for path in ["/", "/?fragment=1"] {
+        let page = bob.get(path).await.body;
+        assert!(!page.contains(&format!("card-{refund}")), "{path}: {page}");
+        assert!(
+            !page.contains("R-99"),
+            "{path}: the input of a call bob may not answer"
+        );
+        assert!(page.contains(&format!("card-{issue}")), "{path}: {page}");
+        assert!(page.contains("id=\"pending-count\">1<"), "{path}: {page}");
+    }
+    // The card itself: as if it did not exist.
+    let r = bob.get(&format!("/calls/{refund}")).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(!r.body.contains("R-99"));
+    assert!(
+        r.body
+            .contains(&format!("no held call `{refund}` that you may answer")),
+        "{}",
+        r.body
+    );
+    // alice sees both.
+    let page = alice.get("/").await.body;
+    assert!(page.contains(&format!("card-{refund}")) && page.contains(&format!("card-{issue}")));
+    // History: alice denies the refund; bob's history does not show it, alice's does.
+    let csrf = alice.csrf().await;
+    let r = alice
+        .post(
+            &format!("/calls/{refund}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "deny"),
+                ("idempotency_key", "k"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        !bob.get("/history")
+            .await
+            .body
+            .contains(&format!("row-{refund}"))
+    );
+    assert!(
+        alice
+            .get("/history")
+            .await
+            .body
+            .contains(&format!("row-{refund}"))
+    );
+    // The answer path still checks rights (R26).
+    let csrf = bob.csrf().await;
+    let r = bob
+        .post(
+            &format!("/calls/{issue}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "deny"),
+                ("idempotency_key", "b"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+}
