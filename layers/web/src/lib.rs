@@ -150,7 +150,8 @@ pub async fn serve_woken(
 ) -> std::io::Result<()> {
     // The starting state is read before the first request is accepted.
     let primed = events::fingerprint(&*store).await;
-    let app = App::start_primed(store, settings, wake, Some(primed));
+    let listen = listener.local_addr()?;
+    let app = App::start_primed(store, settings, wake, Some(primed), listen);
     let router = router(app.clone());
     let result = axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)

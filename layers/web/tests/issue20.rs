@@ -155,3 +155,165 @@ async fn issue20_an_approver_sees_only_the_calls_they_may_answer() {
         .await;
     assert_eq!(r.status, 303, "{}", r.body);
 }
+
+/// A request to the page with the given extra headers (`host`, `origin`, …).
+async fn raw(
+    s: &Server,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+) -> (u16, String) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let url = format!("{}{path}", s.base);
+    let mut r = match method {
+        "POST" => http.post(url),
+        _ => http.get(url),
+    };
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    if let Some(b) = body {
+        r = r
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(b);
+    }
+    let reply = r.send().await.unwrap();
+    let status = reply.status().as_u16();
+    (status, reply.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn issue20_a_request_for_another_host_is_refused() {
+    for auth in ["token", "proxy"] {
+        let s = start(auth).await;
+        let id = s.hold_refund(json!({"order": 1})).await;
+        let mut headers = vec![("host", "rebound.evil.example:8788")];
+        if auth == "proxy" {
+            headers.push(("x-remote-user", "alice"));
+        }
+        for (method, path) in [("GET", "/"), ("GET", "/events"), ("GET", "/login")] {
+            let (status, body) = raw(&s, method, path, &headers, None).await;
+            assert_eq!(status, 421, "{auth} {path}: {body}");
+            assert!(
+                body.contains("the request was for `rebound.evil.example:8788`")
+                    && body.contains("approvers.allowed_hosts"),
+                "{body}"
+            );
+        }
+        let (status, _) = raw(
+            &s,
+            "POST",
+            &format!("/calls/{id}/answer"),
+            &headers,
+            Some(form(&[("decision", "deny"), ("idempotency_key", "k")])),
+        )
+        .await;
+        assert_eq!(status, 421);
+        // The page's own address still works.
+        let own = s.addr.to_string();
+        let mut headers = vec![("host", own.as_str())];
+        if auth == "proxy" {
+            headers.push(("x-remote-user", "alice"));
+        }
+        let (status, body) = raw(&s, "GET", "/login", &headers, None).await;
+        assert!(status == 200 || status == 303, "{auth}: {status} {body}");
+        let port = format!("localhost:{}", s.addr.port());
+        headers[0] = ("host", port.as_str());
+        let (status, _) = raw(&s, "GET", "/login", &headers, None).await;
+        assert!(status == 200 || status == 303, "{auth}: localhost");
+        assert_eq!(
+            s.inbox.store().get(&id).await.unwrap().unwrap().state,
+            toolgate_inbox::State::Pending
+        );
+    }
+}
+
+#[tokio::test]
+async fn issue20_a_form_from_another_origin_is_refused() {
+    let s = start("proxy").await;
+    let mut c = s.client();
+    c.user = Some(("X-Remote-User".into(), "alice".into()));
+    let id = s.hold_refund(json!({"order": 2})).await;
+    let csrf = c.csrf().await;
+    let fields = form(&[
+        ("csrf", &csrf),
+        ("decision", "deny"),
+        ("idempotency_key", "k"),
+    ]);
+    let own = format!("http://{}", s.addr);
+    for (headers, why) in [
+        (
+            vec![("origin", "https://evil.example")],
+            "`https://evil.example`",
+        ),
+        (vec![("origin", "null")], "`null`"),
+        (
+            vec![("origin", "http://127.0.0.1.evil.example")],
+            "127.0.0.1.evil.example",
+        ),
+        (vec![("sec-fetch-site", "cross-site")], "another site"),
+        (
+            vec![("origin", own.as_str()), ("sec-fetch-site", "cross-site")],
+            "not from this page",
+        ),
+    ] {
+        let mut h = headers.clone();
+        h.push(("x-remote-user", "alice"));
+        let (status, body) = raw(
+            &s,
+            "POST",
+            &format!("/calls/{id}/answer"),
+            &h,
+            Some(fields.clone()),
+        )
+        .await;
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert!(
+            body.contains(why) && body.contains("not from this page"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        s.inbox.store().get(&id).await.unwrap().unwrap().state,
+        toolgate_inbox::State::Pending
+    );
+    // From the page itself: answered.
+    let (status, body) = raw(
+        &s,
+        "POST",
+        &format!("/calls/{id}/answer"),
+        &[
+            ("origin", own.as_str()),
+            ("sec-fetch-site", "same-origin"),
+            ("x-remote-user", "alice"),
+        ],
+        Some(fields),
+    )
+    .await;
+    assert_eq!(status, 303, "{body}");
+}
+
+#[tokio::test]
+async fn issue20_the_configured_allowed_hosts_replace_the_defaults() {
+    let gov = governance_tweaked("token", |c| {
+        c["approvers"]["allowed_hosts"] = json!(["approve.example.com"]);
+    });
+    let s = start_gov(gov, std::time::Duration::from_millis(100)).await;
+    let (status, _) = raw(
+        &s,
+        "GET",
+        "/login",
+        &[("host", "approve.example.com")],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let own = s.addr.to_string();
+    let (status, body) = raw(&s, "GET", "/login", &[("host", own.as_str())], None).await;
+    assert_eq!(status, 421, "{body}");
+    assert!(body.contains("only for `approve.example.com`"), "{body}");
+}
