@@ -25,8 +25,9 @@ use toolgate_engine::config::{self, Format};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox::{
-    Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
-    SqliteOptions, State, Synchronous, Timestamp, put_policy_text, put_policy_text_if_unchanged,
+    Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, MAX_REASON_CHARS, PutPolicyError,
+    SqliteInbox, SqliteOptions, State, Synchronous, Timestamp, put_policy_text,
+    put_policy_text_if_unchanged,
 };
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
@@ -294,6 +295,16 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 idempotency_key,
                 json,
             } => {
+                // Checked before the inbox is opened: a usage error naming the option.
+                if let Some(n) = reason
+                    .as_deref()
+                    .map(|r| r.chars().count())
+                    .filter(|&n| n > MAX_REASON_CHARS)
+                {
+                    return Err(format!(
+                        "`--reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
+                    ));
+                }
                 let mut answer = Answer::denied_by(approver, reason);
                 answer.idempotency_key = idempotency_key;
                 answer_cmd(&*store.open(false).await?, &id, answer, json).await

@@ -101,3 +101,41 @@ async fn issue20_inbox_show_marks_hidden_characters() {
         State::Pending
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue20_inbox_deny_refuses_a_reason_past_the_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let (id, inbox) = hold(&db, "support", "refunds need a person", json!({"n": 1})).await;
+    let long = "x".repeat(toolgate_inbox::MAX_REASON_CHARS + 1);
+    let o = toolgate(&[
+        "inbox", "deny", &id, "--db", dbs, "--as", "bob", "--reason", &long,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("`--reason` is 2001 characters long; at most 2000 are kept"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        inbox.store().get(&id).await.unwrap().unwrap().state,
+        State::Pending
+    );
+    let ok = "x".repeat(toolgate_inbox::MAX_REASON_CHARS);
+    let o = toolgate(&[
+        "inbox", "deny", &id, "--db", dbs, "--as", "bob", "--reason", &ok,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        inbox
+            .store()
+            .get(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .answer_reason
+            .as_deref(),
+        Some(ok.as_str())
+    );
+}

@@ -142,8 +142,8 @@ pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
 pub use model::{
-    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, TurnState,
+    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, MAX_REASON_CHARS,
+    NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,

@@ -9,7 +9,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timestamp};
+use toolgate_inbox::{
+    Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp,
+};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, random_hex, unauthorized};
@@ -187,7 +189,7 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
          <form method=\"post\" action=\"/calls/{id}/answer\" class=\"deny\">{hidden}\
          <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
          <input type=\"hidden\" name=\"decision\" value=\"deny\">\
-         <input type=\"text\" name=\"reason\" maxlength=\"500\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
+         <input type=\"text\" name=\"reason\" maxlength=\"{MAX_REASON_CHARS}\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
          <button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form></div>",
         random_hex(16),
         random_hex(16),
@@ -469,6 +471,19 @@ pub(crate) async fn answer(
         .reason
         .map(|r| r.trim().to_owned())
         .filter(|r| !r.is_empty() && !approve);
+    if let Some(n) = reason
+        .as_deref()
+        .map(|r| r.chars().count())
+        .filter(|&n| n > MAX_REASON_CHARS)
+    {
+        return html::refusal(
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            &format!(
+                "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept; nothing was changed"
+            ),
+        );
+    }
     let answer = Answer {
         approve,
         idempotency_key: Some(key),

@@ -317,3 +317,54 @@ async fn issue20_the_configured_allowed_hosts_replace_the_defaults() {
     assert_eq!(status, 421, "{body}");
     assert!(body.contains("only for `approve.example.com`"), "{body}");
 }
+
+#[tokio::test]
+async fn issue20_a_deny_reason_past_the_bound_is_refused_naming_the_field() {
+    let s = start("token").await;
+    let c = signed_in(&s, ALICE).await;
+    let id = s.hold_refund(json!({"order": 3})).await;
+    let csrf = c.csrf().await;
+    let bound = toolgate_inbox::MAX_REASON_CHARS;
+    assert_eq!(bound, 2000);
+    let card = c.get(&format!("/calls/{id}")).await.body;
+    assert!(card.contains("maxlength=\"2000\""), "{card}");
+    let long = "é".repeat(bound + 1);
+    let r = c
+        .post(
+            &format!("/calls/{id}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "deny"),
+                ("idempotency_key", "k1"),
+                ("reason", &long),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body
+            .contains("`reason` is 2001 characters long; at most 2000 are kept"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        s.inbox.store().get(&id).await.unwrap().unwrap().state,
+        toolgate_inbox::State::Pending
+    );
+    // At the bound: kept whole.
+    let exact = "é".repeat(bound);
+    let r = c
+        .post(
+            &format!("/calls/{id}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "deny"),
+                ("idempotency_key", "k2"),
+                ("reason", &exact),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.answer_reason.as_deref(), Some(exact.as_str()));
+}
