@@ -28,6 +28,8 @@ pub(crate) struct Inner {
     /// A per-process secret: CSRF tokens for proxy-authenticated people derive from it.
     pub(crate) secret: String,
     pub(crate) sessions: Mutex<HashMap<String, Session>>,
+    /// Sign-in attempts by client address (issue 20).
+    pub(crate) throttle: Mutex<crate::throttle::Throttle>,
     /// The `Host` values the page answers, and the origins it takes a form from (issue 20):
     /// `approvers.allowed_hosts`, or the defaults for the address it listens on.
     pub(crate) hosts: Vec<String>,
@@ -97,6 +99,7 @@ impl App {
             secret: crate::auth::random_hex(32),
             hosts,
             sessions: Mutex::new(HashMap::new()),
+            throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
             tasks: Mutex::new(tasks),
         }))

@@ -368,3 +368,60 @@ async fn issue20_a_deny_reason_past_the_bound_is_refused_naming_the_field() {
     let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
     assert_eq!(rec.answer_reason.as_deref(), Some(exact.as_str()));
 }
+
+/// Signs in with `token` from the local address `from`; the status and `Retry-After` of
+/// the sign-in POST.
+async fn login_from(s: &Server, from: &str, token: &str) -> (u16, String, String) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(from.parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    let page = http.get(format!("{}/login", s.base)).send().await.unwrap();
+    let cookie = page
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let nonce = field(&page.text().await.unwrap(), "csrf").unwrap();
+    let r = http
+        .post(format!("{}/login", s.base))
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[("csrf", &nonce), ("token", token)]))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, retry, r.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn issue20_sign_in_attempts_are_throttled_per_address() {
+    let s = start("token").await;
+    for i in 0..5 {
+        let (status, _, _) = login_from(&s, "127.0.0.1", &format!("guess-{i}")).await;
+        assert_eq!(status, 401, "guess {i}");
+    }
+    // The sixth attempt from that address is refused, even with the right token.
+    let (status, retry, body) = login_from(&s, "127.0.0.1", ALICE).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(retry, "10");
+    assert!(
+        body.contains("too many sign-in attempts from this address; try again in 10 s"),
+        "{body}"
+    );
+    // Another address signs in.
+    let (status, _, body) = login_from(&s, "127.0.0.2", ALICE).await;
+    assert_eq!(status, 303, "{body}");
+}
