@@ -139,3 +139,189 @@ async fn issue20_inbox_deny_refuses_a_reason_past_the_bound() {
         Some(ok.as_str())
     );
 }
+
+/// One HTTP/1.1 request to `addr`; the status, the raw head and the body.
+fn http(addr: &str, method: &str, path: &str, cookie: &str, body: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if !cookie.is_empty() {
+        req.push_str(&format!("Cookie: {cookie}\r\n"));
+    }
+    if method == "POST" {
+        req.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    conn.write_all(req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The value of cookie `name` set in `head`.
+fn set_cookie(head: &str, name: &str) -> String {
+    head.lines()
+        .filter_map(|l| l.strip_prefix("set-cookie: "))
+        .find_map(|c| c.strip_prefix(&format!("{name}=")))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("no cookie `{name}` in {head}"))
+        .to_owned()
+}
+
+/// The first `value` of the input named `name`.
+fn field(html: &str, name: &str) -> String {
+    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap();
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue20_serve_logs_each_sign_in_answer_and_policy_save_without_secrets() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    // The token and its SHA-256.
+    const TOKEN: &str = "correct horse";
+    const HASH: &str = "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631";
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let (id, inbox) = hold(&db, "support", "refunds need a person", json!({"n": 1})).await;
+    let config = d.path().join("toolgate.json");
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"inbox": {{"sqlite": {db:?}}},
+                "approvers": {{"listen": "127.0.0.1:0", "people": [{{"name": "alice", "token_sha256": "{HASH}", "edit_policy": true}}]}}}}"#
+        ),
+    )
+    .unwrap();
+    /// Stops the server however the test ends.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Stop(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(child.0.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+
+    // A wrong token, then the right one.
+    let sign_in = |token: &str| {
+        let (_, head, body) = http(&addr, "GET", "/login", "", "");
+        let nonce = field(&body, "csrf");
+        let login = format!("tg_login={}", set_cookie(&head, "tg_login"));
+        http(
+            &addr,
+            "POST",
+            "/login",
+            &login,
+            &format!("csrf={nonce}&token={}", enc(token)),
+        )
+    };
+    assert_eq!(sign_in("a wrong guess").0, 401);
+    let (status, head, _) = sign_in(TOKEN);
+    assert_eq!(status, 303, "{head}");
+    let session = set_cookie(&head, "tg_session");
+    let cookie = format!("tg_session={session}");
+    let (_, _, page) = http(&addr, "GET", "/", &cookie, "");
+    let csrf = field(&page, "csrf");
+    // An answer.
+    let (status, head, body) = http(
+        &addr,
+        "POST",
+        &format!("/calls/{id}/answer"),
+        &cookie,
+        &format!("csrf={csrf}&decision=deny&idempotency_key=k1&reason=no"),
+    );
+    assert_eq!(status, 303, "{head}{body}");
+    // A policy save.
+    let (status, head, body) = http(
+        &addr,
+        "POST",
+        "/policy/whole",
+        &cookie,
+        &format!(
+            "csrf={csrf}&updated_at=&document={}",
+            enc(r#"{"rules": []}"#)
+        ),
+    );
+    assert_eq!(status, 303, "{head}{body}");
+    drop(child);
+    let mut log = String::new();
+    err.read_to_string(&mut log).unwrap();
+
+    let line = |what: &str| {
+        log.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}` in the log:\n{log}"))
+            .to_owned()
+    };
+    let refused = line("a sign-in with an unknown token was refused");
+    assert!(refused.contains("client=127.0.0.1"), "{refused}");
+    let signed_in = line("an approver signed in");
+    assert!(
+        signed_in.contains("approver=alice") && signed_in.contains("client=127.0.0.1"),
+        "{signed_in}"
+    );
+    let answered = line("a held call was answered");
+    assert!(
+        answered.contains("approver=alice")
+            && answered.contains(&format!("interaction={id}"))
+            && answered.contains("approved=false"),
+        "{answered}"
+    );
+    let saved = line("the stored tenant policy was replaced");
+    assert!(saved.contains("approver=alice"), "{saved}");
+    for secret in [
+        TOKEN,
+        "a wrong guess",
+        HASH,
+        session.as_str(),
+        csrf.as_str(),
+    ] {
+        assert!(!log.contains(secret), "`{secret}` is in the log:\n{log}");
+    }
+    assert_eq!(
+        inbox.store().get(&id).await.unwrap().unwrap().state,
+        State::Denied
+    );
+}

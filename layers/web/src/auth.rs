@@ -222,7 +222,7 @@ pub(crate) async fn login(
         })
         .flatten();
     let Some(approver) = found else {
-        tracing::warn!("a sign-in with an unknown token was refused");
+        tracing::warn!(client = %ip, "a sign-in with an unknown token was refused");
         return login_form(
             Some("that token is not an approver's"),
             StatusCode::UNAUTHORIZED,
@@ -249,6 +249,12 @@ pub(crate) async fn login(
             },
         );
     }
+    // Never the token, the session id or the CSRF token: the name and the address only.
+    tracing::info!(
+        approver = %toolgate::core::display::visible(&approver.name),
+        client = %ip,
+        "an approver signed in on the approval page"
+    );
     let mut res = Redirect::to("/").into_response();
     // Behind TLS (a `public_url` on https), the cookie is never sent over plain HTTP.
     let secure = app
@@ -288,6 +294,10 @@ pub(crate) async fn logout(
     {
         sessions.remove(id);
     }
+    tracing::info!(
+        approver = %toolgate::core::display::visible(&who.approver.name),
+        "an approver signed out of the approval page"
+    );
     let mut res = Redirect::to("/login").into_response();
     res.headers_mut().append(
         header::SET_COOKIE,

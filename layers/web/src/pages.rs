@@ -493,8 +493,9 @@ pub(crate) async fn answer(
     match app.0.store.answer(&id, answer).await {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %id,
-                approver = %receipt.approver,
+                interaction = %toolgate::core::display::visible(&id),
+                tool = %toolgate::core::display::visible(&record.call.tool),
+                approver = %toolgate::core::display::visible(&receipt.approver),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
                 "a held call was answered on the approval page"
@@ -508,6 +509,12 @@ pub(crate) async fn answer(
                 AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::CONFLICT,
             };
+            tracing::info!(
+                interaction = %toolgate::core::display::visible(&id),
+                approver = %toolgate::core::display::visible(&who.approver.name),
+                refused = %toolgate::core::display::visible(&e.to_string()),
+                "an answer on the approval page was refused"
+            );
             html::refusal(status, "The answer was refused", &e.to_string())
         }
     }
