@@ -357,7 +357,7 @@ impl GovernanceHandle {
     /// two layers of one handle that changed the call's tool, agent or subagent, or run
     /// settings makes the pin stale, and the call is decided again (by the pinned
     /// snapshot) and pinned anew. The approval gate also checks the input
-    /// ([`GovernanceHandle::decide_to_send`]): no call runs on a decision made for another
+    /// (`GovernanceHandle::decide_to_send`): no call runs on a decision made for another
     /// input (R14, R38).
     ///
     /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
