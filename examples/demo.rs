@@ -44,7 +44,7 @@ fn demo_dir() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
         None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/demo"),
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
-    Ok(dir)
+    Ok(dir.canonicalize().unwrap_or(dir))
 }
 
 /// The durable inbox of the restart story (`examples/approvals.json` names the same file).
