@@ -145,7 +145,7 @@ pub use error::{
 };
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
-    NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
+    MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
