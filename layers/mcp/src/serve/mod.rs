@@ -501,14 +501,13 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
         }
         ToolResponse::Refused(ref refusal) => {
             let mut r = CallToolResult::error(vec![ContentBlock::text(response.model_text())]);
-            let mut meta = json!({
-                "outcome": "refused",
-                "code": refusal.code.to_string(),
-                "reasons": refusal.reasons,
-            });
+            let mut meta = Map::new();
+            meta.insert("outcome".into(), json!("refused"));
+            meta.insert("code".into(), json!(refusal.code.to_string()));
+            meta.insert("reasons".into(), json!(refusal.reasons));
             // R44: when a full quota refused the call, when it could run again.
             if let Some(secs) = refusal.retry_after_secs {
-                meta["retry_after_secs"] = json!(secs);
+                meta.insert("retry_after_secs".into(), json!(secs));
             }
             r.structured_content = Some(json!({ "toolgate": meta }));
             r
