@@ -59,6 +59,8 @@ for path in files:
             put("policy_parser", config["policy"])
     if isinstance(doc, dict):
         for step in doc.get("steps", []):
+            if isinstance(step, dict) and isinstance(step.get("grants"), list):
+                put("grants_parser", step["grants"])
             if isinstance(step, dict) and isinstance(step.get("decide"), dict):
                 put("call_parser", step["decide"])
                 put("call_input_depth", step["decide"].get("input", {}))
