@@ -625,7 +625,7 @@ where
             // Wait for capacity first: every check is made when the call is about to be sent.
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             // R35: the tool's definition now, by the newest snapshot.
-            let now = handle.load();
+            let (generation, now) = handle.load_counted();
             let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
             if current.as_deref() != Some(definition_hash.as_str()) {
                 let mut refusal = rejected(
@@ -662,7 +662,7 @@ where
             if let Err(refusal) = attached {
                 return Ok(ToolResponse::Refused(refusal));
             }
-            handle.repin(&mut call, now);
+            handle.repin(&mut call, generation, now);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
