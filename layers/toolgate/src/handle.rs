@@ -53,6 +53,9 @@ pub struct Pinned {
 
 /// A pin holds its snapshot once: a decided pin through its decision (so that the layers
 /// reading it clone only the call's own `Arc`, never the snapshot's shared count).
+// The pin lives boxed in the call's extensions already: boxing `About` apart would cost an
+// allocation per pin for nothing.
+#[allow(clippy::large_enum_variant)]
 enum PinState {
     /// Pinned with no decision yet, about the call as it looked then (no input hash: the
     /// decision pinned later takes this over, so a call allocates one `About`).
@@ -218,6 +221,11 @@ impl PinnedDecision {
         self.decided.governance.decided_agent(&self.decided.decided)
     }
 
+    /// The agent (and subagent) of the call the decision was made about.
+    pub(crate) fn agent_ref(&self) -> &AgentRef {
+        &self.decided.about.agent
+    }
+
     /// The engine's record of the decision, for [`Governance`] methods taking one.
     pub fn decided(&self) -> &Decided {
         &self.decided.decided
@@ -271,6 +279,11 @@ impl GovernanceHandle {
             generation: Arc::new(AtomicU64::new(0)),
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// The id binding pins and permits to this handle and its clones.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The current snapshot.

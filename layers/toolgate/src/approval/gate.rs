@@ -367,7 +367,9 @@ where
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
                 // `call.input` is the input just hashed: the gate holds the call.
-                if let Err(r) = Permit::attach_bound(&mut call, &pinned, entry, input_binding) {
+                if let Err(r) =
+                    Permit::attach_bound(&mut call, &self.handle, &pinned, entry, input_binding)
+                {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
@@ -653,7 +655,7 @@ where
             let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
             let attached = match now.catalog().get(&tool) {
-                Some(entry) => Permit::attach(&mut call, &now, entry),
+                Some(entry) => Permit::attach(&mut call, &handle, &now, entry),
                 None => Err(rejected(
                     format!("approved by {approver}, but `{tool}` is no longer registered"),
                     &asks,
