@@ -57,3 +57,66 @@ fn r24_with_selectors_no_identity_is_nothing_to_answer_for() {
     assert!(!a.approver("carol").unwrap().may_answer(&[], "support"));
     assert!(a.approver("alice").unwrap().may_answer(&[], "support"));
 }
+
+mod props {
+    use proptest::prelude::*;
+    use toolgate_core::{ToolIdentity, ToolKind};
+    use toolgate_engine::approvers::{Approver, ToolSelector};
+    use toolgate_engine::policy::Glob;
+
+    fn identity() -> impl Strategy<Value = ToolIdentity> {
+        let name = prop::sample::select(vec!["create_issue", "refund", "read"]);
+        let source = prop::sample::select(vec!["github", "payments"]);
+        (0..3u8, source, name).prop_map(|(k, s, n)| match k {
+            0 => ToolIdentity::mcp(s, n),
+            1 => ToolIdentity::toolset(s, n),
+            _ => ToolIdentity::http(n),
+        })
+    }
+
+    fn glob() -> impl Strategy<Value = Option<Glob>> {
+        prop::option::of(
+            prop::sample::select(vec!["*", "git*", "github", "create_*", "refund", "sup*"])
+                .prop_map(Glob::new),
+        )
+    }
+
+    fn selector() -> impl Strategy<Value = ToolSelector> {
+        let kind = prop::option::of(prop::sample::select(vec![
+            ToolKind::Mcp,
+            ToolKind::Http,
+            ToolKind::Local,
+        ]));
+        (glob(), glob(), kind, glob()).prop_map(|(tool, server, kind, agent)| ToolSelector {
+            tool,
+            server,
+            kind,
+            agent,
+        })
+    }
+
+    proptest! {
+        /// R24: an approver with selectors may answer for a name exactly when the name has
+        /// records and each of them alone could be answered — rights never spread from one
+        /// record of a collision to another, and adding a record never widens them.
+        #[test]
+        fn r24_rights_over_a_name_are_the_intersection_over_its_records(
+            selectors in prop::collection::vec(selector(), 0..4),
+            ids in prop::collection::vec(identity(), 0..4),
+            extra in identity(),
+            agent in prop::sample::select(vec!["support", "ops"]),
+        ) {
+            let who = Approver {
+                name: "p".into(),
+                token_sha256: None,
+                tools: Some(selectors),
+                edit_policy: false,
+            };
+            let each = ids.iter().all(|id| who.may_answer(std::slice::from_ref(id), agent));
+            prop_assert_eq!(who.may_answer(&ids, agent), !ids.is_empty() && each);
+            let mut more = ids.clone();
+            more.push(extra);
+            prop_assert!(!who.may_answer(&more, agent) || who.may_answer(&ids, agent) || ids.is_empty());
+        }
+    }
+}

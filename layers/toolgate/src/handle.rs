@@ -488,16 +488,18 @@ impl GovernanceHandle {
         (self.decide_anew(call, input, 0), input)
     }
 
-    /// The decision this handle pinned on `call`, whether or not it is still about it.
+    /// The decision this handle pinned for `call` while it still names the call's tool,
+    /// agent, run settings and literals ([`GovernanceHandle::pinned`]); the input is the
+    /// caller's to compare.
     fn pinned_decision<'c>(&self, call: &'c ToolCall) -> Option<&'c PinnedDecision> {
         self.pinned(call).and_then(Pinned::decided)
     }
 
     /// Decides `call` (whose input hashes to `input`) by the snapshot its pin holds when
-    /// the pin is a snapshot this handle pinned for this call, undecided and still current
-    /// (see [`Pinned`]), else by the snapshot in force — a decision pinned on it is not
-    /// about it (it was made for another call, or the call changed since) — and pins the
-    /// decision, replacing any other pin.
+    /// the pin is an undecided one this handle pinned for this call, still about it (see
+    /// [`Pinned`]), else by the snapshot in force — a decision pinned on it that is read no
+    /// more is not about it (it was made for another call, or the call changed since) — and
+    /// pins the decision, replacing any other pin.
     fn decide_anew(
         &self,
         call: &mut ToolCall,
