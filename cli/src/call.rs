@@ -8,6 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use toolgate_core::{AgentRef, RunContext, RunMode, ToolIdentity, ToolRef, names};
+use toolgate_engine::simulate::Answer;
 
 /// A parsed call.
 #[derive(Debug)]
@@ -16,6 +17,12 @@ pub(crate) struct Call {
     pub(crate) agent: AgentRef,
     pub(crate) input: String,
     pub(crate) run: RunContext,
+    /// The session the call belongs to (R43), for quotas `per: ["session"]` and grants.
+    pub(crate) session: Option<String>,
+    /// When the call is made, milliseconds since the Unix epoch.
+    pub(crate) at: Option<u64>,
+    /// The person's answer should the call be asked (only in `simulate`'s CALLS).
+    pub(crate) answer: Option<Answer>,
 }
 
 /// A JSON object whose values stay raw, duplicate keys refused.
@@ -86,12 +93,37 @@ impl RawObject {
 }
 
 const CALL_FIELDS: &[&str] = &[
-    "agent", "profile", "name", "toolset", "server", "kind", "tool", "input", "run",
+    "agent", "profile", "name", "toolset", "server", "kind", "tool", "input", "run", "session",
+    "at",
+];
+const SIMULATED_CALL_FIELDS: &[&str] = &[
+    "agent", "profile", "name", "toolset", "server", "kind", "tool", "input", "run", "session",
+    "at", "answer",
 ];
 
+/// A CALL file (`decide`, `explain`): no `answer`.
 pub(crate) fn parse(text: &str) -> Result<Call, String> {
+    parse_fields(text, CALL_FIELDS)
+}
+
+/// One of `simulate`'s CALLS: `at` required, `answer` allowed.
+pub(crate) fn parse_simulated(text: &str) -> Result<Call, String> {
+    let call = parse_fields(text, SIMULATED_CALL_FIELDS)?;
+    if call.at.is_none() {
+        return Err(String::from("a simulated call needs `at`"));
+    }
+    Ok(call)
+}
+
+/// `simulate`'s CALLS: a JSON list of calls, each kept raw for [`parse_simulated`].
+pub(crate) fn split_list(text: &str) -> Result<Vec<Box<RawValue>>, String> {
+    serde_json::from_str::<Vec<Box<RawValue>>>(text)
+        .map_err(|e| format!("CALLS must be a JSON list of calls: {e}"))
+}
+
+fn parse_fields(text: &str, fields: &[&str]) -> Result<Call, String> {
     let obj = RawObject::parse(text, "the call must be a JSON object")?;
-    obj.check_fields(CALL_FIELDS, "call")?;
+    obj.check_fields(fields, "call")?;
     let agent = obj
         .string("agent")?
         .ok_or_else(|| String::from("`agent` is required"))?;
@@ -181,11 +213,36 @@ pub(crate) fn parse(text: &str) -> Result<Call, String> {
             run.background = b;
         }
     }
+    let session = obj.string("session")?;
+    if session.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err(String::from("`session` must not be blank"));
+    }
+    let at = match obj.get("at") {
+        None => None,
+        Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            _ => {
+                return Err(String::from(
+                    "`at` must be a whole number of milliseconds since the Unix epoch, at least 0",
+                ));
+            }
+        },
+    };
+    let answer = match obj.string("answer")? {
+        None => None,
+        Some(a) => Some(
+            Answer::parse(&a)
+                .ok_or_else(|| format!("unknown `answer` `{a}`; expected `approve` or `deny`"))?,
+        ),
+    };
     Ok(Call {
         tool,
         agent,
         input,
         run,
+        session,
+        at,
+        answer,
     })
 }
 
@@ -258,8 +315,29 @@ mod tests {
             r#"{"agent": "a", "kind": "ftp", "tool": "x"}"#,
             r#"{"agent": "a", "name": "x", "name": "y"}"#,
             r#"[]"#,
+            r#"{"agent": "a", "name": "x", "session": " "}"#,
+            r#"{"agent": "a", "name": "x", "session": 1}"#,
+            r#"{"agent": "a", "name": "x", "at": -1}"#,
+            r#"{"agent": "a", "name": "x", "at": 1.5}"#,
+            r#"{"agent": "a", "name": "x", "at": "0"}"#,
+            r#"{"agent": "a", "name": "x", "answer": "approve"}"#,
         ] {
             assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn section_7_session_at_and_answer() {
+        let c = parse(r#"{"agent": "a", "name": "x", "session": "s-1", "at": 5}"#).unwrap();
+        assert_eq!((c.session.as_deref(), c.at), (Some("s-1"), Some(5)));
+        let c =
+            parse_simulated(r#"{"agent": "a", "name": "x", "at": 0, "answer": "deny"}"#).unwrap();
+        assert_eq!(c.answer, Some(Answer::Deny));
+        for bad in [
+            r#"{"agent": "a", "name": "x"}"#,
+            r#"{"agent": "a", "name": "x", "at": 0, "answer": "maybe"}"#,
+        ] {
+            assert!(parse_simulated(bad).is_err(), "{bad}");
         }
     }
 

@@ -23,9 +23,12 @@ use serde_json::{Value, json};
 use toolgate_core::{Decision, Verdict};
 use toolgate_engine::ask::AskRoute;
 use toolgate_engine::config::{self, Format};
+use toolgate_engine::grant::{Grant, MemoryGrants, parse_grants};
 use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::quota::{Clock, NoSends, SystemClock};
+use toolgate_engine::simulate::{Simulation, Summary};
 use toolgate_engine::{
-    CallInput, CallView, ConfigErrors, Governance, GovernanceBuilder, PolicyState,
+    CallInput, CallView, ConfigErrors, Governance, GovernanceBuilder, History, PolicyState,
 };
 
 /// Governs AI agents' tool calls: check a policy, list what an agent sees, decide a call.
@@ -73,6 +76,31 @@ enum Command {
         /// The call, a JSON file (`-` for standard input).
         #[arg(long)]
         call: String,
+        /// Grants (R45), a JSON list: a live matching grant answers an ask, judged at the
+        /// call's `at` (default: now). The output gains `granted`.
+        #[arg(long)]
+        grants: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide a list of calls in time order, as a running host would: each against the
+    /// sends before it (quotas, R44) and the grants' uses so far (R45).
+    ///
+    /// CALLS is a JSON list of CALLs, each with `at` (non-decreasing) and optionally
+    /// `"answer": "approve"|"deny"`, the person's answer should it be asked.
+    Simulate {
+        /// The configuration file.
+        config: PathBuf,
+        /// A stored policy file that replaces the configuration's `policy`.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Grants (R45), a JSON list.
+        #[arg(long)]
+        grants: Option<PathBuf>,
+        /// The calls, a JSON file (`-` for standard input).
+        #[arg(long)]
+        calls: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -92,6 +120,9 @@ enum Command {
         /// The call, a JSON file (`-` for standard input).
         #[arg(long)]
         call: String,
+        /// Grants (R45), a JSON list, as for `decide`.
+        #[arg(long)]
+        grants: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -265,22 +296,33 @@ fn run(command: Command) -> Result<ExitCode, String> {
             config,
             policy,
             call,
+            grants,
             json,
         } => {
-            let (decision, _, _, _) = decide(&config, policy.as_deref(), &call)?;
+            let d = decide(&config, policy.as_deref(), &call, grants.as_deref())?;
+            let decision = &d.decision;
+            // `granted` (R45) is always given: `null` without `--grants`.
             let out = json!({
                 "outcome": decision.verdict.as_str(),
                 "refusal": decision.refusal().map(|r| r.code.as_str()),
                 "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
+                "granted": decision.granted.as_ref().map(|g| g.id.as_str()),
                 "reasons": decision.reasons,
             });
             if json {
                 print_json(&out);
             } else {
-                print!("{}", explain_text(&decision, None));
+                print!("{}", explain_text(decision, None));
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Simulate {
+            config,
+            policy,
+            grants,
+            calls,
+            json,
+        } => simulate(&config, policy.as_deref(), grants.as_deref(), &calls, json),
         Command::Audit {
             action: AuditCommand::Verify { file, json },
         } => {
@@ -311,11 +353,33 @@ fn run(command: Command) -> Result<ExitCode, String> {
             config,
             policy,
             call,
+            grants,
             json,
         } => {
-            let (decision, name, facts, route) = decide(&config, policy.as_deref(), &call)?;
+            let Decided {
+                decision,
+                name,
+                facts,
+                route,
+                quotas,
+            } = decide(&config, policy.as_deref(), &call, grants.as_deref())?;
             if json {
                 let mut v = explain_json(&decision);
+                // Added: the quotas covering the call (R44) and the grant that answered it
+                // (R45).
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("quotas".into(), Value::Array(quotas.clone()));
+                    obj.insert(
+                        "granted".into(),
+                        json!(
+                            decision
+                                .granted
+                                .as_ref()
+                                .map(|g| json!({"id": g.id, "granted_by": g.granted_by}))
+                        ),
+                    );
+                    obj.insert("retry_after_secs".into(), json!(decision.retry_after_secs));
+                }
                 if let (Some(obj), Some(f)) = (v.as_object_mut(), facts) {
                     obj.insert(String::from("tool"), f);
                 }
@@ -327,6 +391,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 print_json(&v);
             } else {
                 print!("{}", explain_text(&decision, Some(&name)));
+                print!("{}", quotas_text(&quotas));
                 if let Some(r) = route {
                     print!("{}", route_text(&r));
                 }
@@ -458,26 +523,58 @@ fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCo
     })
 }
 
-fn decide(
-    config_path: &Path,
-    policy: Option<&Path>,
-    call_arg: &str,
-) -> Result<(Decision, String, Option<Value>, Option<AskRoute>), String> {
+/// What `decide` and `explain` print from.
+struct Decided {
+    decision: Decision,
+    name: String,
+    facts: Option<Value>,
+    route: Option<AskRoute>,
+    /// The quotas covering the call (R44), as `explain` shows them.
+    quotas: Vec<Value>,
+}
+
+/// The governance `decide`, `explain` and `simulate` decide with: the CONFIG, its `policy`
+/// replaced by `--policy` (an unreadable one is R22's stored policy).
+fn governance(config_path: &Path, policy: Option<&Path>) -> Result<Governance, String> {
     let mut builder = load_builder(config_path)?;
     if let Some(p) = policy {
         let state = stored_policy(p, &builder.current_limits());
         builder = builder.policy_state(state);
     }
-    let gov = build(builder)?;
-    let text = if call_arg == "-" {
+    build(builder)
+}
+
+/// A GRANTS file (R45, SPEC §7): one that does not fit exits 2 with every error.
+fn read_grants(path: &Path) -> Result<Vec<Grant>, String> {
+    let text = read_file(path)?;
+    parse_grants(&text).map_err(|e| format!("the grants do not load:\n{e}"))
+}
+
+/// A file's text, `-` for standard input.
+fn read_arg(arg: &str, what: &str) -> Result<String, String> {
+    if arg == "-" {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| format!("cannot read the call from standard input: {e}"))?;
-        s
+            .map_err(|e| format!("cannot read {what} from standard input: {e}"))?;
+        Ok(s)
     } else {
-        read_file(Path::new(call_arg))?
+        read_file(Path::new(arg))
+    }
+}
+
+fn decide(
+    config_path: &Path,
+    policy: Option<&Path>,
+    call_arg: &str,
+    grants: Option<&Path>,
+) -> Result<Decided, String> {
+    let gov = governance(config_path, policy)?;
+    let grants = match grants {
+        Some(p) => read_grants(p)?,
+        None => Vec::new(),
     };
+    let text = read_arg(call_arg, "the call")?;
     let call = call::parse(&text).map_err(|e| format!("malformed call: {e}"))?;
     let view = CallView {
         tool: &call.tool,
@@ -487,14 +584,174 @@ fn decide(
     };
     let name = call.tool.display_name();
     let facts = gov.lookup(&call.tool).ok().map(tool_facts);
-    let decision = gov.decide(view);
+    // SPEC §7: `decide` sees no history of sends (no quota is ever full for it); grants
+    // are judged at the call's `at`, by default now.
+    let store = MemoryGrants::new(grants);
+    let now = call.at.unwrap_or_else(|| SystemClock.now_ms());
+    let history = History::new(now, &NoSends, &store).in_session(call.session.as_deref());
+    let decided = gov.decide_call_at(view, Vec::new(), &history);
+    let quotas = covering_quotas(&gov, &decided);
+    let decision = decided.decision;
     // For an ask: the channel kind and the timeout that will answer it (the engine's
     // routing, the one the approval gate applies).
     let route = match decision.verdict {
         Verdict::Ask { .. } => gov.agent(&call.agent.profile).map(|a| gov.ask_route(a)),
         _ => None,
     };
-    Ok((decision, name, facts, route))
+    Ok(Decided {
+        decision,
+        name,
+        facts,
+        route,
+        quotas,
+    })
+}
+
+/// The quotas covering a decided call, as `explain` shows them.
+fn covering_quotas(gov: &Governance, decided: &toolgate_engine::Decided) -> Vec<Value> {
+    let PolicyState::Readable(policy) = gov.policy() else {
+        return Vec::new();
+    };
+    decided
+        .quota_groups()
+        .iter()
+        .filter_map(|g| {
+            let q = policy.quotas().get(g.quota)?;
+            Some(json!({
+                "quota": g.quota,
+                "max": q.max(),
+                "window_secs": q.window_secs(),
+                "per": q.per().iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+                "reason": q.describe(g.quota),
+            }))
+        })
+        .collect()
+}
+
+fn quotas_text(quotas: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if quotas.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "quotas:");
+    for q in quotas {
+        let _ = writeln!(
+            s,
+            "  - quotas[{}]: at most {} sent in {} s{}: {}",
+            q["quota"],
+            q["max"],
+            q["window_secs"],
+            match q["per"].as_array() {
+                Some(per) if !per.is_empty() => format!(
+                    " per {}",
+                    per.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            },
+            q["reason"].as_str().unwrap_or("")
+        );
+    }
+    s
+}
+
+/// `simulate` (SPEC §7, R44–R46): every call decided in order on the engine's own code,
+/// over the in-memory counter and grant store.
+fn simulate(
+    config_path: &Path,
+    policy: Option<&Path>,
+    grants: Option<&Path>,
+    calls_arg: &str,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let gov = governance(config_path, policy)?;
+    let grants = match grants {
+        Some(p) => read_grants(p)?,
+        None => Vec::new(),
+    };
+    let text = read_arg(calls_arg, "the calls")?;
+    let raw = call::split_list(&text)?;
+    let mut calls = Vec::with_capacity(raw.len());
+    let mut previous = None;
+    for (i, item) in raw.iter().enumerate() {
+        let c = call::parse_simulated(item.get()).map_err(|e| format!("calls[{i}]: {e}"))?;
+        let at = c.at.unwrap_or(0);
+        if previous.is_some_and(|p| at < p) {
+            return Err(format!(
+                "calls[{i}]: `at` {at} is earlier than the call before it: calls come in non-decreasing `at` order"
+            ));
+        }
+        previous = Some(at);
+        calls.push(c);
+    }
+    let mut sim = Simulation::new(grants);
+    let mut steps = Vec::with_capacity(calls.len());
+    for (i, c) in calls.iter().enumerate() {
+        let view = CallView {
+            tool: &c.tool,
+            agent: &c.agent,
+            input: CallInput::Text(&c.input),
+            run: c.run,
+        };
+        let step = sim
+            .step(
+                &gov,
+                view,
+                c.session.as_deref(),
+                c.at.unwrap_or(0),
+                c.answer,
+            )
+            .map_err(|e| format!("calls[{i}]: {e}"))?;
+        steps.push(step);
+    }
+    let summary = Summary::of(&steps);
+    if json {
+        print_json(&json!({
+            "results": steps.iter().map(|s| json!({
+                "outcome": s.decision.verdict.as_str(),
+                "refusal": s.decision.refusal().map(|r| r.code.as_str()),
+                "auto_approved": matches!(s.decision.verdict, Verdict::Run { auto_approved: true }),
+                "granted": s.decision.granted.as_ref().map(|g| g.id.as_str()),
+                "sent": s.sent,
+                "retry_after_secs": s.decision.retry_after_secs,
+                "reasons": s.decision.reasons,
+            })).collect::<Vec<_>>(),
+            "summary": {"sent": summary.sent, "asked": summary.asked, "refused": summary.refused},
+        }));
+    } else {
+        for (i, (c, s)) in calls.iter().zip(&steps).enumerate() {
+            let d = &s.decision;
+            let mut line = format!(
+                "[{i}] at {} {} {}: {}",
+                c.at.unwrap_or(0),
+                c.agent.rule_name(),
+                c.tool.display_name(),
+                d.verdict
+            );
+            if let Some(r) = d.refusal() {
+                line.push_str(&format!(" ({})", r.code));
+            }
+            if let Some(g) = &d.granted {
+                line.push_str(&format!(", granted by `{}` ({})", g.id, g.granted_by));
+            }
+            if let Some(secs) = d.retry_after_secs {
+                line.push_str(&format!(", retry after {secs} s"));
+            }
+            line.push_str(if s.sent { ", sent" } else { ", not sent" });
+            println!("{line}");
+            for r in &d.reasons {
+                println!("      - {r}");
+            }
+        }
+        println!(
+            "\n{} sent, {} asked, {} refused",
+            summary.sent, summary.asked, summary.refused
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What `explain` says about the tool a call resolved to: each record's identity, its
@@ -600,6 +857,16 @@ fn explain_text(d: &Decision, name: Option<&str>) -> String {
     };
     let _ = writeln!(s, "outcome:     {verdict}");
     let _ = writeln!(s, "decided by:  {}", d.decided_by);
+    if let Some(g) = &d.granted {
+        let _ = writeln!(
+            s,
+            "granted:     grant `{}` given by `{}` answered the ask (R45)",
+            g.id, g.granted_by
+        );
+    }
+    if let Some(secs) = d.retry_after_secs {
+        let _ = writeln!(s, "retry after: {secs} s (R44)");
+    }
     if !d.reasons.is_empty() {
         let _ = writeln!(s, "reasons:");
         for r in &d.reasons {

@@ -5,8 +5,10 @@
 //! On SIGHUP (Unix) the configuration file is read again and its governance (agents,
 //! policy, posture, …) replaces the one in force; sessions whose list changed get
 //! `notifications/tools/list_changed`. A configuration that does not load keeps the one in
-//! force and says so on standard error. The `mcp` section (servers, tokens, call timeout)
-//! and the inbox are those the server started with: changing them needs a restart.
+//! force and says so on standard error. The `mcp` section's bearer tokens are re-read too
+//! (a token removed from the list is refused from the next request on, and so are the
+//! sessions opened with it); its servers, call timeout and wire names, and the inbox, are
+//! those the server started with: changing them needs a restart.
 //!
 //! Exit codes: 0 when the client went away (stdio); 2 a usage error, a configuration that
 //! does not load (every error with its path), an upstream server that cannot be connected,
@@ -154,17 +156,28 @@ async fn reload(
     let governance = config::load_str(&text, format).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format);
-    // The new section must read (a broken file is never half applied), but the one in force
-    // is the one the server started with.
-    ServeConfig::split(document).map_err(|e| e.to_string())?;
-    if now != started.0 {
+    // The new section must read (a broken file is never half applied). Its tokens replace the
+    // ones in force (revocation without a restart); the rest is the one the server started
+    // with.
+    let (_, fresh) = ServeConfig::split(document).map_err(|e| e.to_string())?;
+    let mut serve = started.1.clone();
+    serve.tokens = fresh.tokens;
+    serve.token_names = fresh.token_names;
+    let mut rest_now = now.clone();
+    let mut rest_then = started.0.clone();
+    for section in [&mut rest_now, &mut rest_then].into_iter().flatten() {
+        if let Some(o) = section.as_object_mut() {
+            o.remove("tokens");
+        }
+    }
+    if rest_now != rest_then {
         eprintln!(
-            "toolgate: warning: the `mcp` section of `{}` changed; servers, tokens and call_timeout_secs take effect on restart (the ones in force are kept)",
+            "toolgate: warning: the `mcp` section of `{}` changed; servers, call_timeout_secs and wire_names take effect on restart (the ones in force are kept; tokens were re-read)",
             path.display()
         );
     }
     server
-        .reload(governance, &started.1)
+        .reload(governance, &serve)
         .await
         .map_err(|e| e.to_string())
 }

@@ -111,7 +111,7 @@ fn expose_decide_explain() {
     let o = toolgate(&["decide", &cfg, "--call", &call, "--json"]);
     assert_eq!(
         json_out(&o),
-        json!({"outcome": "refused", "refusal": "denied", "auto_approved": false, "reasons": ["too much"]})
+        json!({"outcome": "refused", "refusal": "denied", "auto_approved": false, "granted": null, "reasons": ["too much"]})
     );
     let o = toolgate(&["explain", &cfg, "--call", &call]);
     let text = String::from_utf8_lossy(&o.stdout);
@@ -453,4 +453,181 @@ fn r26_explain_shows_the_channel_and_timeout_that_answer_an_ask() {
     let v = json_out(&toolgate(&["explain", &plain, "--call", &call, "--json"]));
     assert_eq!(v["outcome"], "run");
     assert!(v.get("approval").is_none(), "{v}");
+}
+
+const ROUND3: &str = r#"{
+  "approval": {"channel": "inbox"},
+  "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"},
+            {"kind": "http", "name": "search"}],
+  "agents": [{"name": "support", "allowed_tools": ["refund", "search"]}],
+  "policy": {"rules": [], "quotas": [{"max": 1, "window_secs": 10, "tool": "search", "reason": "one search per 10 s"}]}
+}"#;
+
+const GRANTS: &str = r#"[{"id": "g-1", "agent": "support", "tool": "refund", "session": "s-1",
+  "expires_at": 60000, "max_calls": 1, "granted_by": "alice", "reason": "backlog"}]"#;
+
+#[test]
+fn r45_decide_with_grants_names_the_grant_judged_at_the_calls_time() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(d.path(), "c.json", ROUND3);
+    let grants = write(d.path(), "g.json", GRANTS);
+    let decide = |call: &str| {
+        let call = write(d.path(), "call.json", call);
+        let o = toolgate(&[
+            "decide", &cfg, "--grants", &grants, "--call", &call, "--json",
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        json_out(&o)
+    };
+    let v = decide(r#"{"agent": "support", "name": "refund", "session": "s-1", "at": 59999}"#);
+    assert_eq!(
+        (v["outcome"].as_str(), v["granted"].as_str()),
+        (Some("run"), Some("g-1"))
+    );
+    let v = decide(r#"{"agent": "support", "name": "refund", "session": "s-1", "at": 60000}"#);
+    assert_eq!(v["outcome"], "ask", "expired: now < expires_at fails");
+    assert_eq!(v["granted"], Value::Null);
+    let v = decide(r#"{"agent": "support", "name": "refund", "session": "s-2", "at": 0}"#);
+    assert_eq!(v["granted"], Value::Null, "another session");
+
+    let explain = write(
+        d.path(),
+        "e.json",
+        r#"{"agent": "support", "name": "refund", "session": "s-1", "at": 1}"#,
+    );
+    let o = toolgate(&["explain", &cfg, "--grants", &grants, "--call", &explain]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("grant `g-1`") && text.contains("alice"),
+        "{text}"
+    );
+
+    for bad in [
+        r#"[{"id": "g", "agent": "support", "tool": "refund"}]"#,
+        r#"[{"id": "g", "agent": "a", "tool": "x__y", "expires_at": 1, "granted_by": "p", "reason": "r"}]"#,
+        r#"{"id": "g"}"#,
+        "[",
+    ] {
+        let g = write(d.path(), "bad.json", bad);
+        let call = write(
+            d.path(),
+            "call.json",
+            r#"{"agent": "support", "name": "refund"}"#,
+        );
+        let o = toolgate(&["decide", &cfg, "--grants", &g, "--call", &call, "--json"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(o.stdout.is_empty());
+        let calls = write(
+            d.path(),
+            "calls.json",
+            r#"[{"agent": "support", "name": "refund", "at": 0}]"#,
+        );
+        let o = toolgate(&[
+            "simulate", &cfg, "--grants", &g, "--calls", &calls, "--json",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+    }
+    for bad in [
+        r#"{"agent": "support", "name": "refund", "session": "  "}"#,
+        r#"{"agent": "support", "name": "refund", "at": -5}"#,
+        r#"{"agent": "support", "name": "refund", "answer": "approve"}"#,
+    ] {
+        let call = write(d.path(), "call.json", bad);
+        let o = toolgate(&["decide", &cfg, "--call", &call, "--json"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+    }
+}
+
+#[test]
+fn r44_r46_simulate_decides_calls_in_order_with_their_history() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(d.path(), "c.json", ROUND3);
+    let grants = write(d.path(), "g.json", GRANTS);
+    let calls = write(
+        d.path(),
+        "calls.json",
+        r#"[{"agent": "support", "name": "search", "at": 0},
+            {"agent": "support", "name": "search", "at": 500},
+            {"agent": "support", "name": "refund", "session": "s-1", "at": 1000},
+            {"agent": "support", "name": "refund", "session": "s-1", "at": 2000, "answer": "approve"},
+            {"agent": "support", "name": "refund", "at": 3000, "answer": "deny"},
+            {"agent": "support", "name": "refund", "at": 3000}]"#,
+    );
+    let o = toolgate(&[
+        "simulate", &cfg, "--grants", &grants, "--calls", &calls, "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = json_out(&o);
+    let r = &v["results"];
+    assert_eq!(r[0]["sent"], true);
+    assert_eq!(r[1]["refusal"], "rate_limited");
+    assert_eq!(r[1]["retry_after_secs"], 10, "9.5 s rounded up");
+    assert!(r[1]["reasons"].to_string().contains("one search per 10 s"));
+    assert_eq!(
+        (r[2]["granted"].as_str(), r[2]["sent"].as_bool()),
+        (Some("g-1"), Some(true))
+    );
+    assert_eq!(r[3]["outcome"], "ask", "g-1 is spent (max_calls 1)");
+    assert_eq!(r[3]["sent"], true, "approved");
+    assert_eq!(r[4]["sent"], false, "denied");
+    assert_eq!(r[5]["sent"], false, "still held");
+    for res in r.as_array().unwrap() {
+        let keys: Vec<&str> = res
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "auto_approved",
+                "granted",
+                "outcome",
+                "reasons",
+                "refusal",
+                "retry_after_secs",
+                "sent"
+            ]
+        );
+    }
+    assert_eq!(v["summary"], json!({"sent": 3, "asked": 3, "refused": 1}));
+
+    let o = toolgate(&["simulate", &cfg, "--grants", &grants, "--calls", &calls]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("3 sent, 3 asked, 1 refused") && text.contains("retry after 10 s"),
+        "{text}"
+    );
+
+    for bad in [
+        r#"[{"agent": "support", "name": "search", "at": 5}, {"agent": "support", "name": "search", "at": 4}]"#,
+        r#"[{"agent": "support", "name": "search"}]"#,
+        r#"[{"agent": "support", "name": "search", "at": 0, "answer": "later"}]"#,
+        r#"[{"agent": "support", "name": "search", "at": 0, "colour": 1}]"#,
+        r#"{"agent": "support", "name": "search", "at": 0}"#,
+    ] {
+        let calls = write(d.path(), "bad.json", bad);
+        let o = toolgate(&["simulate", &cfg, "--calls", &calls, "--json"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(o.stdout.is_empty(), "{bad}");
+    }
+    let broken = write(
+        d.path(),
+        "broken.json",
+        r#"{"tools": [{"kind": "ftp", "name": "x"}]}"#,
+    );
+    let o = toolgate(&["simulate", &broken, "--calls", &calls, "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
 }

@@ -172,6 +172,86 @@ fn typescript_sdk_client_lists_as_two_agents_and_calls_allowed_asked_and_refused
     );
 }
 
+/// The Python SDK's interpreter (its virtual environment), or `None` (skip) when it is
+/// missing and `CI` is unset.
+fn python_sdk() -> Option<PathBuf> {
+    let dir = match std::env::var_os("TOOLGATE_PYTHON_SDK") {
+        Some(dir) => PathBuf::from(dir),
+        None => repo().join(".tmp/python-sdk"),
+    };
+    let python = dir.join("bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    let why = format!(
+        "{} is not installed; run layers/mcp/scripts/install-python-sdk.sh",
+        python.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{why} (CI is set, so a missing package fails the test)");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+#[test]
+fn r47_python_sdk_client_approves_by_elicitation_on_every_protocol_version_it_speaks() {
+    let Some(_) = installed("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    else {
+        return;
+    };
+    let Some(python) = python_sdk() else { return };
+    let served = serve(&[]);
+    // `legacy`: the initialize handshake (2025-11-25); `auto`, the SDK's default: protocol
+    // 2026-07-28, capabilities in each request's `_meta`, the question by InputRequiredResult.
+    for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let out = Command::new(&python)
+            .arg(repo().join("layers/mcp/tests/python/sdk_client.py"))
+            .args([
+                served.url.as_str(),
+                "example-assistant-token",
+                "example-reader-token",
+                mode,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the Python SDK client ({mode}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(seen["accept"]["protocol"], protocol, "{seen}");
+        assert_eq!(
+            seen["reader"]["tools"],
+            json!(["everything__echo", "everything__get-sum"])
+        );
+        assert_eq!(seen["allowed"]["text"], "Echo: hi", "{seen}");
+        // Asked once, by toolgate's own question, and the answer decides.
+        let asked = seen["accept"]["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{mode}: {seen}");
+        let question = asked[0].as_str().unwrap();
+        assert!(question.starts_with("toolgate approval"), "{question}");
+        assert!(question.contains("toggle-simulated-logging"), "{question}");
+        assert_eq!(seen["accept"]["isError"], false, "{mode}: {seen}");
+        assert_eq!(seen["decline"]["isError"], true, "{mode}: {seen}");
+        assert_eq!(seen["decline"]["toolgate"]["code"], "rejected");
+        // R47: the answer is recorded with the token's name, never a constant.
+        let reason = seen["decline"]["text"].as_str().unwrap();
+        assert!(
+            reason.contains("token `example assistant` (agent `assistant`, session `mcp-"),
+            "{reason}"
+        );
+        // A client that declares no elicitation is not asked, and nothing runs.
+        assert_eq!(
+            seen["undeclared"]["toolgate"]["code"], "no_approval_channel",
+            "{mode}: {seen}"
+        );
+        assert!(seen["undeclared"]["asked"].as_array().unwrap().is_empty());
+    }
+}
+
 #[test]
 fn http_without_a_known_token_is_401() {
     let Some(_) = installed("node_modules/@modelcontextprotocol/server-everything/dist/index.js")

@@ -24,11 +24,13 @@ pub enum RefusalCode {
     PolicyUnreadable,
     /// The input is over the bounds or fails the tool's schema (R36).
     InvalidInput,
+    /// A quota covering the call is full (R44); see [`Refusal::retry_after_secs`].
+    RateLimited,
 }
 
 impl RefusalCode {
     /// Every code, in SPEC order.
-    pub const ALL: [RefusalCode; 9] = [
+    pub const ALL: [RefusalCode; 10] = [
         RefusalCode::UnknownTool,
         RefusalCode::NotAllowed,
         RefusalCode::Confidential,
@@ -38,6 +40,7 @@ impl RefusalCode {
         RefusalCode::Rejected,
         RefusalCode::PolicyUnreadable,
         RefusalCode::InvalidInput,
+        RefusalCode::RateLimited,
     ];
 
     /// The code's spelling.
@@ -52,6 +55,7 @@ impl RefusalCode {
             RefusalCode::Rejected => "rejected",
             RefusalCode::PolicyUnreadable => "policy_unreadable",
             RefusalCode::InvalidInput => "invalid_input",
+            RefusalCode::RateLimited => "rate_limited",
         }
     }
 }
@@ -79,8 +83,12 @@ pub enum Check {
     AgentMode,
     /// Step 7: the tenant rule policy (R18–R23).
     TenantPolicy,
+    /// Step 7: the tenant policy's quotas (R44).
+    Quota,
     /// Step 7: the routing of an ask (R25–R26).
     Routing,
+    /// Step 7: a live grant answered the ask (R45).
+    Grant,
     /// A custom hook (R32).
     Hook,
     /// R36: the input matches the tool's advertised input schema (MCP).
@@ -106,7 +114,9 @@ impl Check {
             Check::AirGap => "air gap",
             Check::AgentMode => "agent approval mode",
             Check::TenantPolicy => "tenant policy",
+            Check::Quota => "quota",
             Check::Routing => "approval routing",
+            Check::Grant => "grant",
             Check::Hook => "hook",
             Check::InputSchema => "input schema",
             Check::DefinitionChanged => "tool definition changed",
@@ -133,6 +143,9 @@ pub struct Refusal {
     pub decided_by: Check,
     /// Every reason, for the model and the audit record.
     pub reasons: Vec<String>,
+    /// For `rate_limited` (R44): the whole seconds, rounded up, until every quota covering
+    /// the call has room again; `None` for every other refusal.
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Refusal {
@@ -142,6 +155,17 @@ impl Refusal {
             code,
             decided_by,
             reasons: vec![reason.into()],
+            retry_after_secs: None,
+        }
+    }
+
+    /// A refusal with several reasons.
+    pub fn with_reasons(code: RefusalCode, decided_by: Check, reasons: Vec<String>) -> Self {
+        Self {
+            code,
+            decided_by,
+            reasons,
+            retry_after_secs: None,
         }
     }
 }
@@ -165,6 +189,11 @@ pub enum ChannelKind {
     Interactive,
     /// A durable inbox: the call is held and answered later.
     Inbox,
+    /// MCP elicitation (R47): the calling MCP client asks its own user while the call
+    /// waits. Whoever controls that client answers, so it is a channel only where the
+    /// operator names it, and never chosen in place of `inbox` or `interactive`. For R26
+    /// it is an interactive channel: a background task cannot wait for it.
+    Elicitation,
 }
 
 impl ChannelKind {
@@ -174,6 +203,7 @@ impl ChannelKind {
             ChannelKind::None => "none",
             ChannelKind::Interactive => "interactive",
             ChannelKind::Inbox => "inbox",
+            ChannelKind::Elicitation => "elicitation",
         }
     }
 
@@ -183,8 +213,22 @@ impl ChannelKind {
             "none" => ChannelKind::None,
             "interactive" => ChannelKind::Interactive,
             "inbox" => ChannelKind::Inbox,
+            "elicitation" => ChannelKind::Elicitation,
             _ => return None,
         })
+    }
+
+    /// Whether a call waits on this channel while a person answers (`interactive`,
+    /// `elicitation`): a background task cannot wait for one (R26). An inbox holds the call
+    /// instead, and `none` never asks.
+    ///
+    /// ```
+    /// use toolgate_core::ChannelKind;
+    /// assert!(ChannelKind::Elicitation.waits());
+    /// assert!(!ChannelKind::Inbox.waits());
+    /// ```
+    pub fn waits(self) -> bool {
+        matches!(self, ChannelKind::Interactive | ChannelKind::Elicitation)
     }
 }
 
@@ -401,6 +445,16 @@ pub struct MatchedRule {
     pub reason: Option<String>,
 }
 
+/// The grant that answered a call's ask (R45): the call runs as approved by `granted_by`
+/// under grant `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    /// The grant's id.
+    pub id: String,
+    /// Who gave the grant.
+    pub granted_by: String,
+}
+
 /// A decision about one call: the verdict, which check decided, and why.
 ///
 /// INVARIANT: `verdict` is `Refused(code)` exactly when `refusal()` is `Some` with that code.
@@ -416,6 +470,11 @@ pub struct Decision {
     pub asks: Vec<Ask>,
     /// The tenant rules that matched, in policy order.
     pub matched_rules: Vec<MatchedRule>,
+    /// The grant that answered the ask, when the call runs under one (R45).
+    pub granted: Option<Granted>,
+    /// For a `rate_limited` refusal (R44): whole seconds until every covering quota has
+    /// room.
+    pub retry_after_secs: Option<u64>,
 }
 
 impl Decision {
@@ -427,6 +486,8 @@ impl Decision {
             reasons: refusal.reasons,
             asks: Vec::new(),
             matched_rules: Vec::new(),
+            granted: None,
+            retry_after_secs: refusal.retry_after_secs,
         }
     }
 
@@ -437,6 +498,7 @@ impl Decision {
                 code,
                 decided_by: self.decided_by,
                 reasons: self.reasons.clone(),
+                retry_after_secs: self.retry_after_secs,
             }),
             _ => None,
         }
@@ -445,5 +507,31 @@ impl Decision {
     /// Whether the call runs.
     pub fn runs(&self) -> bool {
         matches!(self.verdict, Verdict::Run { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r44_r47_the_round_three_spellings() {
+        assert!(RefusalCode::ALL.contains(&RefusalCode::RateLimited));
+        assert_eq!(RefusalCode::RateLimited.as_str(), "rate_limited");
+        assert_eq!(
+            ChannelKind::parse("elicitation"),
+            Some(ChannelKind::Elicitation)
+        );
+        assert_eq!(ChannelKind::Elicitation.as_str(), "elicitation");
+        assert!(ChannelKind::Interactive.waits() && !ChannelKind::None.waits());
+        let mut r = Refusal::new(RefusalCode::RateLimited, Check::Quota, "full");
+        r.retry_after_secs = Some(3);
+        let d = Decision::refused(r.clone());
+        assert_eq!(d.retry_after_secs, Some(3));
+        assert_eq!(
+            d.refusal(),
+            Some(r),
+            "the refusal round-trips its retry-after"
+        );
     }
 }

@@ -24,8 +24,8 @@ mod response;
 
 pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef, Turn};
 pub use decision::{
-    Ask, AskSource, CallOutcome, ChannelKind, Check, Decision, Effect, MatchedRule, Refusal,
-    RefusalCode, Verdict,
+    Ask, AskSource, CallOutcome, ChannelKind, Check, Decision, Effect, Granted, MatchedRule,
+    Refusal, RefusalCode, Verdict,
 };
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,

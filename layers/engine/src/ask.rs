@@ -79,11 +79,7 @@ pub enum WaitRefused<'a> {
 pub fn rejected_after_ask(why: impl Into<String>, asks: &[Ask]) -> Refusal {
     let mut reasons = vec![why.into()];
     reasons.extend(asks.iter().map(|a| a.reason.clone()));
-    Refusal {
-        code: RefusalCode::Rejected,
-        decided_by: Check::Routing,
-        reasons,
-    }
+    Refusal::with_reasons(RefusalCode::Rejected, Check::Routing, reasons)
 }
 
 /// The refusal a wait that ended without an approval becomes (R26): a denial is a

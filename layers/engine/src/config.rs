@@ -122,7 +122,7 @@ const LIMITS: &[&str] = &[
 ];
 const MODES: &[&str] = &["default", "require_approval", "auto_approve", "deny"];
 const SCOPES: &[&str] = &["none", "incidental", "egress"];
-const CHANNELS: &[&str] = &["none", "interactive", "inbox"];
+const CHANNELS: &[&str] = &["none", "interactive", "inbox", "elicitation"];
 
 /// Parses text in a format into a JSON value; duplicate keys are malformed.
 pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {

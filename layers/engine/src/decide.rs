@@ -13,9 +13,11 @@ use toolgate_core::{
 
 use crate::catalog::Entry;
 use crate::governance::{Governance, PolicyState, ResolvedAgent};
+use crate::grant::{GrantStore, NoGrants};
 use crate::json;
 use crate::number::{self, NumberLiterals};
-use crate::policy::{Effect, Subject};
+use crate::policy::{Effect, PerKey, Policy, Subject};
+use crate::quota::{Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup};
 
 /// One tool the model is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +108,94 @@ pub struct Decided {
     pub decision: Decision,
     entry: Option<usize>,
     agent: Option<usize>,
+    /// The quota groups the call falls in (R44), for [`Governance::record_send`].
+    quotas: Vec<QuotaGroup>,
+}
+
+impl Decided {
+    /// The groups of every quota covering the call (R44): what a send of it counts in.
+    pub fn quota_groups(&self) -> &[QuotaGroup] {
+        &self.quotas
+    }
+}
+
+/// What a call is decided against besides the snapshot and the call itself (R44, R45): the
+/// time it is made at, its session (R43), the sends before it (quotas) and the grants given.
+/// [`History::none`] is what [`Governance::decide`] sees: no sends, no grants.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_core::{AgentRef, RefusalCode, ToolCall, Verdict};
+/// use toolgate_engine::config::{load_str, Format};
+/// use toolgate_engine::grant::NoGrants;
+/// use toolgate_engine::quota::MemoryQuotaCounter;
+/// use toolgate_engine::{CallView, History};
+/// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "search"}],
+///     "agents": [{"name": "a", "allowed_tools": ["search"]}],
+///     "policy": {"rules": [], "quotas": [{"max": 1, "window_secs": 60, "reason": "one a minute"}]}}"#,
+///     Format::Json).unwrap();
+/// let call = ToolCall::new(AgentRef::profile("a"), "search", json!({}));
+/// let sends = MemoryQuotaCounter::new();
+/// let at = |now| History::new(now, &sends, &NoGrants);
+/// let first = gov.decide_call_at(CallView::of(&call), Vec::new(), &at(0));
+/// assert!(first.decision.runs());
+/// gov.record_send(&first, &at(0)).unwrap();
+/// let second = gov.decide_at(CallView::of(&call), &at(1_000));
+/// assert_eq!(second.verdict, Verdict::Refused(RefusalCode::RateLimited));
+/// assert_eq!(second.retry_after_secs, Some(59));
+/// assert_eq!(second.reasons[0], "one a minute");
+/// ```
+#[derive(Clone, Copy)]
+pub struct History<'a> {
+    /// When the call is made, in milliseconds since the Unix epoch.
+    pub now: Millis,
+    /// The session the call belongs to (R43): quotas `per: ["session"]` and grants'
+    /// `session` read it.
+    pub session: Option<&'a str>,
+    /// The sends counted for quotas (R44).
+    pub sends: &'a dyn QuotaCounter,
+    /// The grants (R45).
+    pub grants: &'a dyn GrantStore,
+}
+
+impl History<'static> {
+    /// No history: no sends (no quota is ever full), no grants.
+    pub fn none() -> Self {
+        History {
+            now: 0,
+            session: None,
+            sends: &NoSends,
+            grants: &NoGrants,
+        }
+    }
+}
+
+impl<'a> History<'a> {
+    /// A call made at `now` against these sends and grants, in no session.
+    pub fn new(now: Millis, sends: &'a dyn QuotaCounter, grants: &'a dyn GrantStore) -> Self {
+        Self {
+            now,
+            session: None,
+            sends,
+            grants,
+        }
+    }
+
+    /// The same, for a call of `session`.
+    #[must_use]
+    pub fn in_session(mut self, session: Option<&'a str>) -> Self {
+        self.session = session;
+        self
+    }
+}
+
+impl std::fmt::Debug for History<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("now", &self.now)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A call's input as the engine receives it.
@@ -446,7 +536,16 @@ impl Governance {
     /// into the one question (R17). Such asks are operator decisions: no run mode loosens
     /// them (R25).
     pub fn decide_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decision {
-        self.decide_call_with(call, extra_asks).decision
+        self.decide_call_at(call, extra_asks, &History::none())
+            .decision
+    }
+
+    /// As [`Governance::decide`], at a time and against a history of sends and grants
+    /// (R44, R45): a full quota refuses `rate_limited` (step 7, after a tenant deny and
+    /// before any ask is routed), and a live matching grant answers an ask. Nothing is
+    /// recorded: a call that is sent is counted with [`Governance::record_send`].
+    pub fn decide_at(&self, call: CallView<'_>, history: &History<'_>) -> Decision {
+        self.decide_call_at(call, Vec::new(), history).decision
     }
 
     /// As [`Governance::decide`], keeping where the decision was made: the tool's entry and
@@ -468,10 +567,17 @@ impl Governance {
     /// assert_eq!(gov.decided_agent(&d).unwrap().name, "dev");
     /// ```
     pub fn decide_call(&self, call: CallView<'_>) -> Decided {
-        self.decide_call_with(call, Vec::new())
+        self.decide_call_at(call, Vec::new(), &History::none())
     }
 
-    fn decide_call_with(&self, call: CallView<'_>, extra_asks: Vec<Ask>) -> Decided {
+    /// As [`Governance::decide_call`], with a hook's asks (as [`Governance::decide_with`])
+    /// and at a time, against a history (as [`Governance::decide_at`]).
+    pub fn decide_call_at(
+        &self,
+        call: CallView<'_>,
+        extra_asks: Vec<Ask>,
+        history: &History<'_>,
+    ) -> Decided {
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
             Err(r) => {
@@ -479,16 +585,142 @@ impl Governance {
                     decision: Decision::refused(r),
                     entry: None,
                     agent: None,
+                    quotas: Vec::new(),
                 };
             }
         };
         let mut agent = None;
-        let decision = self.decide_entry(entry, call, extra_asks, &mut agent);
+        let mut quotas = Vec::new();
+        let decision = self.decide_entry(entry, call, extra_asks, history, &mut agent, &mut quotas);
         Decided {
             decision,
             entry: self.catalog.index_of(entry),
             agent,
+            quotas,
         }
+    }
+
+    /// Records that a call decided by **this** snapshot is being sent (R38, R44, R45): checks
+    /// every quota group it falls in and records the send in each, atomically
+    /// ([`QuotaCounter::reserve`]), then counts the send under the grant that answered it.
+    /// Call it right before sending a call that runs, or an asked call once approved; a
+    /// refusal means the call must not be sent.
+    ///
+    /// The grant is read from `decided.decision.granted`: when a hook's ask was joined
+    /// later ([`Governance::with_extra_asks_at`]), put that decision into `decided` first.
+    ///
+    /// A full quota refuses `rate_limited`. A grant that stopped being live since the
+    /// decision (spent by a concurrent call, revoked, expired) refuses `rejected`; the quota
+    /// send already recorded then stays counted (strict: never more than `max` sends).
+    pub fn record_send(&self, decided: &Decided, history: &History<'_>) -> Result<(), Refusal> {
+        if let Err(e) = history.sends.reserve(&decided.quotas, history.now) {
+            return Err(self.quota_refusal(&decided.quotas, &e));
+        }
+        if let Some(g) = &decided.decision.granted {
+            let used = history.grants.record_use(&g.id, history.now);
+            if !matches!(used, Ok(true)) {
+                let why = match used {
+                    Err(e) => e.to_string(),
+                    _ => format!(
+                        "grant `{}` no longer answers the call: it expired, was revoked or was spent",
+                        g.id
+                    ),
+                };
+                return Err(Refusal::with_reasons(
+                    RefusalCode::Rejected,
+                    Check::Grant,
+                    std::iter::once(why)
+                        .chain(decided.decision.reasons.iter().cloned())
+                        .collect(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `rate_limited` refusal for a counter's answer (R44).
+    fn quota_refusal(&self, groups: &[QuotaGroup], err: &QuotaError) -> Refusal {
+        let policy = match &self.policy {
+            PolicyState::Readable(p) => Some(p.as_ref()),
+            PolicyState::Unreadable(_) => None,
+        };
+        match err {
+            QuotaError::Full(full) => {
+                let mut reasons: Vec<String> = Vec::new();
+                for &i in &full.full {
+                    let Some(g) = groups.get(i) else { continue };
+                    let why = policy
+                        .and_then(|p| p.quotas().get(g.quota))
+                        .map(|q| q.describe(g.quota))
+                        .unwrap_or_else(|| format!("tenant policy quota {} is full", g.quota));
+                    if !reasons.contains(&why) {
+                        reasons.push(why);
+                    }
+                }
+                let secs = full.retry_after_secs();
+                reasons.push(format!(
+                    "the call's quota is full; it could run again in {secs} s (R44)"
+                ));
+                let mut r = Refusal::with_reasons(RefusalCode::RateLimited, Check::Quota, reasons);
+                r.retry_after_secs = Some(secs);
+                r
+            }
+            QuotaError::Unavailable(why) => Refusal::new(
+                RefusalCode::RateLimited,
+                Check::Quota,
+                format!(
+                    "the quota counter cannot be used, so the call is refused (fail closed): {why}"
+                ),
+            ),
+        }
+    }
+
+    /// The groups of every quota covering a call (R44): a quota covers the call when it
+    /// covers any of its records (R24).
+    fn quota_groups(
+        &self,
+        policy: &Policy,
+        entry: &Entry,
+        who: &AgentRef,
+        session: Option<&str>,
+        (input, literals): (&Value, &NumberLiterals),
+    ) -> Vec<QuotaGroup> {
+        if policy.quotas().is_empty() {
+            return Vec::new();
+        }
+        let mut covering: Vec<usize> = Vec::new();
+        for record in &entry.records {
+            let id = record.identity();
+            let subject = Subject {
+                kind: id.kind(),
+                tool: id.name(),
+                server: id.server(),
+                agent: who.rule_name(),
+            };
+            for i in policy.covering_quotas(&subject, input, literals) {
+                if !covering.contains(&i) {
+                    covering.push(i);
+                }
+            }
+        }
+        covering.sort_unstable();
+        covering
+            .into_iter()
+            .filter_map(|i| {
+                let q = policy.quotas().get(i)?;
+                let parts: Vec<Value> = q
+                    .per()
+                    .iter()
+                    .map(|k| match k {
+                        PerKey::Agent => Value::from(who.rule_name().to_ascii_lowercase()),
+                        PerKey::Session => session.map_or(Value::Null, Value::from),
+                        PerKey::Tool => Value::from(entry.key.as_str()),
+                    })
+                    .collect();
+                let key = format!("{}{}", q.counter_id(), Value::Array(parts));
+                Some(QuotaGroup::new(key, i, q.max(), q.window_ms()))
+            })
+            .collect()
     }
 
     /// The steps after the look-up, recording the agent's index when it is resolved.
@@ -497,7 +729,9 @@ impl Governance {
         entry: &Entry,
         call: CallView<'_>,
         extra_asks: Vec<Ask>,
+        history: &History<'_>,
         agent_at: &mut Option<usize>,
+        quotas: &mut Vec<QuotaGroup>,
     ) -> Decision {
         let parsed;
         let (input, literals): (&Value, &NumberLiterals) = match call.input {
@@ -538,9 +772,20 @@ impl Governance {
                 reasons: Vec::new(),
                 asks: Vec::new(),
                 matched_rules: Vec::new(),
+                granted: None,
+                retry_after_secs: None,
             };
         }
-        self.approval(entry, agent, mode, call, (input, literals), extra_asks)
+        self.approval(
+            entry,
+            agent,
+            mode,
+            call,
+            (input, literals),
+            extra_asks,
+            history,
+            quotas,
+        )
     }
 
     /// The index of a profile of this snapshot (pointer identity: O(1)).
@@ -572,6 +817,45 @@ impl Governance {
     /// that was refused before routing stays refused; one with no entry or agent (never a
     /// routed one) is returned unchanged.
     pub fn with_extra_asks(&self, decided: &Decided, run: RunContext, extra: Vec<Ask>) -> Decision {
+        self.join_asks(decided, run, extra, &mut || Ok(None))
+    }
+
+    /// As [`Governance::with_extra_asks`], with the grants of `history` (R45: a grant
+    /// answers the call's one question whatever asked it, a hook included). `call` is the
+    /// call `decided` was made for.
+    pub fn with_extra_asks_at(
+        &self,
+        decided: &Decided,
+        call: CallView<'_>,
+        extra: Vec<Ask>,
+        history: &History<'_>,
+    ) -> Decision {
+        let Some(entry) = self.decided_entry(decided) else {
+            return decided.decision.clone();
+        };
+        let parsed;
+        let (input, literals): (&Value, &NumberLiterals) = match call.input {
+            CallInput::Value(v) => (v, NumberLiterals::none()),
+            CallInput::WithLiterals(v, l) => (v, l),
+            CallInput::Text(text) => match self.parse_input(text) {
+                Ok(v) => {
+                    parsed = (v, NumberLiterals::scan(text));
+                    (&parsed.0, &parsed.1)
+                }
+                Err(_) => return self.with_extra_asks(decided, call.run, extra),
+            },
+        };
+        let mut find = || self.find_grant(entry, call.agent, (input, literals), history);
+        self.join_asks(decided, call.run, extra, &mut find)
+    }
+
+    fn join_asks(
+        &self,
+        decided: &Decided,
+        run: RunContext,
+        extra: Vec<Ask>,
+        find_grant: &mut dyn FnMut() -> GrantLookup,
+    ) -> Decision {
         let routed = !matches!(decided.decision.verdict, Verdict::Refused(_))
             || decided.decision.decided_by == Check::Routing;
         let (Some(entry), Some(agent)) = (self.decided_entry(decided), self.decided_agent(decided))
@@ -583,13 +867,39 @@ impl Governance {
         }
         let mut asks = decided.decision.asks.clone();
         asks.extend(extra);
-        self.route(
+        self.route_with(
             entry,
             agent,
             asks,
             decided.decision.matched_rules.clone(),
             run,
+            find_grant,
         )
+    }
+
+    /// The first live grant answering a call (R45): it must match every record (R24).
+    fn find_grant(
+        &self,
+        entry: &Entry,
+        who: &AgentRef,
+        (input, literals): (&Value, &NumberLiterals),
+        history: &History<'_>,
+    ) -> GrantLookup {
+        history
+            .grants
+            .first_live(history.now, &mut |g| {
+                entry.records.iter().all(|r| {
+                    let id = r.identity();
+                    let subject = Subject {
+                        kind: id.kind(),
+                        tool: id.name(),
+                        server: id.server(),
+                        agent: who.rule_name(),
+                    };
+                    g.matches(&subject, history.session, input, literals)
+                })
+            })
+            .map_err(|e| e.to_string())
     }
 
     /// Parses input text after measuring its depth (R36, SPEC §8).
@@ -620,6 +930,10 @@ impl Governance {
     }
 
     /// R14 step 7: the approval decision for a call that passed steps 1–6.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
     fn approval(
         &self,
         entry: &Entry,
@@ -628,6 +942,8 @@ impl Governance {
         call: CallView<'_>,
         (input, literals): (&Value, &NumberLiterals),
         extra_asks: Vec<Ask>,
+        history: &History<'_>,
+        quotas: &mut Vec<QuotaGroup>,
     ) -> Decision {
         let who = call.agent;
         let run = call.run;
@@ -709,6 +1025,17 @@ impl Governance {
                     d.matched_rules = matched_rules;
                     return d;
                 }
+                // R44: a full quota refuses before any ask is routed, so nobody is asked
+                // about a call that could not be sent.
+                *quotas = self.quota_groups(policy, entry, who, history.session, (input, literals));
+                if !quotas.is_empty()
+                    && let Err(e) = history.sends.check(quotas, history.now)
+                {
+                    matched_rules.sort_by_key(|m| m.index);
+                    let mut d = Decision::refused(self.quota_refusal(quotas, &e));
+                    d.matched_rules = matched_rules;
+                    return d;
+                }
             }
             _ => {}
         }
@@ -721,7 +1048,8 @@ impl Governance {
             });
         }
         asks.extend(extra_asks);
-        self.route(entry, agent, asks, matched_rules, run)
+        let mut find = || self.find_grant(entry, who, (input, literals), history);
+        self.route_with(entry, agent, asks, matched_rules, run, &mut find)
     }
 
     /// Routes a call's asks (R25–R26). With no ask, the call runs.
@@ -733,6 +1061,20 @@ impl Governance {
         matched_rules: Vec<MatchedRule>,
         run: RunContext,
     ) -> Decision {
+        self.route_with(entry, agent, asks, matched_rules, run, &mut || Ok(None))
+    }
+
+    /// As [`Governance::route`], with a look-up of the live grant answering the call
+    /// (R45), made only where R26's order reaches grants.
+    fn route_with(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        asks: Vec<Ask>,
+        matched_rules: Vec<MatchedRule>,
+        run: RunContext,
+        find_grant: &mut dyn FnMut() -> GrantLookup,
+    ) -> Decision {
         let ask_reasons: Vec<String> = asks.iter().map(|a| a.reason.clone()).collect();
         let decision = |verdict, decided_by, reasons| Decision {
             verdict,
@@ -740,6 +1082,8 @@ impl Governance {
             reasons,
             asks: asks.clone(),
             matched_rules: matched_rules.clone(),
+            granted: None,
+            retry_after_secs: None,
         };
         if asks.is_empty() {
             return decision(
@@ -782,25 +1126,60 @@ impl Governance {
             );
         }
         // A per-agent channel (inherited by subagents, R39) replaces the host's.
-        match self.ask_route(agent).channel {
-            ChannelKind::None => refuse(
+        let channel = self.ask_route(agent).channel;
+        if channel == ChannelKind::None {
+            return refuse(
                 RefusalCode::NoApprovalChannel,
                 String::from(
                     "the call needs a person's approval and no approval channel is configured",
                 ),
-            ),
-            ChannelKind::Interactive if run.background => refuse(
+            );
+        }
+        // R45: a live grant answers the one question, whatever asked it; only here, after
+        // every refusal that stands before it in R26's order.
+        let mut grant_trouble = None;
+        match find_grant() {
+            Ok(Some(granted)) => {
+                let mut d = decision(
+                    Verdict::Run {
+                        auto_approved: false,
+                    },
+                    Check::Grant,
+                    ask_reasons.clone(),
+                );
+                d.granted = Some(granted);
+                return d;
+            }
+            Ok(None) => {}
+            // A grant store that cannot be read answers nothing: the call is asked.
+            Err(why) => grant_trouble = Some(why),
+        }
+        let with_trouble = |mut d: Decision| {
+            if let Some(why) = &grant_trouble {
+                d.reasons.push(why.clone());
+            }
+            d
+        };
+        match channel {
+            channel if channel.waits() && run.background => refuse(
                 RefusalCode::Rejected,
-                String::from("a background task cannot wait for an interactive approval"),
+                format!(
+                    "a background task cannot wait for an approval on the `{}` channel",
+                    channel.as_str()
+                ),
             ),
-            channel => decision(
+            channel => with_trouble(decision(
                 Verdict::Ask { channel },
                 Check::Routing,
                 ask_reasons.clone(),
-            ),
+            )),
         }
     }
 }
+
+/// A grant look-up's answer: the grant that answers, none, or why the grants could not be
+/// read.
+type GrantLookup = Result<Option<toolgate_core::Granted>, String>;
 
 fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
     if !asks.iter().any(|a| a.source == source) {

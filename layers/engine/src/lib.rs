@@ -59,11 +59,14 @@ pub mod config;
 mod decide;
 mod error;
 mod governance;
+pub mod grant;
 pub mod json;
 pub mod number;
 pub mod policy;
 mod print;
+pub mod quota;
 pub mod recording;
+pub mod simulate;
 
 /// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
 /// code written against it still compiles.
@@ -92,7 +95,9 @@ pub mod walk_count {
     }
 }
 
-pub use decide::{CallInput, CallView, Decided, ExposedTool, Exposure, OmittedTool, UnknownAgent};
+pub use decide::{
+    CallInput, CallView, Decided, ExposedTool, Exposure, History, OmittedTool, UnknownAgent,
+};
 pub use error::{ConfigError, ConfigErrors, Warning};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,

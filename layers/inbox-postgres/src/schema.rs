@@ -97,7 +97,7 @@ CREATE INDEX IF NOT EXISTS held_calls_by_session ON held_calls (session_id, turn
 
 /// The index `find_open` reads: the open (`pending`, `approved`) calls by agent and input
 /// hash, so that its size follows the open calls, not the history. Not a schema version of
-/// its own: [`migrate`] creates it, under the migration lock, in an inbox that lacks it (a
+/// its own: `migrate` creates it, under the migration lock, in an inbox that lacks it (a
 /// program that does not know it ignores it).
 pub const OPEN_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_hash)

@@ -165,7 +165,7 @@ fn bench(c: &mut Criterion) {
         .collect();
     let allowed: Vec<String> = names.iter().map(|n| format!("big__{n}")).collect();
     let big = json!({
-        "approval": {"channel": "interactive"},
+        "approval": {"channel": "elicitation"},
         "tools": tools,
         "agents": [{"name": "bench", "allowed_tools": allowed}]
     });
@@ -175,6 +175,7 @@ fn bench(c: &mut Criterion) {
     let empty = ServeConfig {
         servers: Vec::new(),
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
     };
@@ -221,7 +222,7 @@ fn bench(c: &mut Criterion) {
             .await
             .unwrap_or_else(|e| panic!("raw client: {e}"))
     });
-    let text = r#"{"approval": {"channel": "interactive"},
+    let text = r#"{"approval": {"channel": "elicitation"},
         "servers": {"everything": {"trust_tool_annotations": true}},
         "behavior_gating": {"require_approval_for_non_read_only": true},
         "agents": [{"name": "bench", "allowed_tools": ["everything__echo"]}]}"#;
@@ -234,6 +235,7 @@ fn bench(c: &mut Criterion) {
                 .arg(entry.display().to_string()),
         ],
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
     };

@@ -16,6 +16,12 @@
 //!   carry no call of their own on the wire, so they go to the relay of the one call in
 //!   flight on that connection; with none or several in flight, a message is dropped (traced)
 //!   and a request answered with an error — never sent to a client that did not make the call.
+//! - **attribution**: a relayed elicitation is the upstream server's question, never
+//!   toolgate's. Its message opens with a line toolgate writes — [`relayed_header`], naming
+//!   the server's configured id — and its `_meta` carries [`RELAYED_FROM_META`]; any
+//!   `_meta` key of toolgate's own namespace the server put there is dropped. toolgate's own
+//!   approval questions open with [`APPROVAL_HEADER`] and carry [`APPROVAL_META`], which no
+//!   relayed question can: the first line of a relayed one is always toolgate's attribution.
 
 // Sampling and logging are deprecated by SEP-2577 in rmcp, and still what the servers of the
 // protocol versions toolgate speaks send: relaying them is the point of this module.
@@ -28,9 +34,85 @@ use std::time::Duration;
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestMetaObject,
 };
 use tokio::sync::{mpsc, oneshot};
+
+/// The `_meta` namespace toolgate writes on the questions it sends a client.
+pub const META_NAMESPACE: &str = "io.toolgate/";
+
+/// The `_meta` key naming the upstream server a relayed elicitation comes from.
+pub const RELAYED_FROM_META: &str = "io.toolgate/relayedFrom";
+
+/// The `_meta` key of toolgate's own approval question (its interaction id).
+pub const APPROVAL_META: &str = "io.toolgate/approval";
+
+/// The first line of toolgate's own approval question.
+pub const APPROVAL_HEADER: &str = "toolgate approval";
+
+/// The first line of a relayed elicitation: whose question it is.
+pub fn relayed_header(server: &str) -> String {
+    format!(
+        "Question from the MCP server `{server}` (relayed by toolgate; not a toolgate approval):"
+    )
+}
+
+/// Marks an upstream server's elicitation as that server's (module docs, "attribution"):
+/// toolgate's line first, then the server's message; toolgate's `_meta` namespace is the
+/// relay's to write. A mode toolgate does not know cannot be marked, so it is not relayed.
+pub(crate) fn attribute(
+    params: ElicitRequestParams,
+    server: &str,
+) -> Result<ElicitRequestParams, ErrorData> {
+    fn mark(
+        meta: Option<RequestMetaObject>,
+        message: String,
+        server: &str,
+    ) -> (Option<RequestMetaObject>, String) {
+        let mut meta = meta.unwrap_or_default();
+        meta.0.0.retain(|k, _| !k.starts_with(META_NAMESPACE));
+        meta.0.0.insert(
+            RELAYED_FROM_META.to_owned(),
+            serde_json::Value::String(server.to_owned()),
+        );
+        (
+            Some(meta),
+            format!("{}\n\n{message}", relayed_header(server)),
+        )
+    }
+    match params {
+        ElicitRequestParams::FormElicitationParams {
+            meta,
+            message,
+            requested_schema,
+        } => {
+            let (meta, message) = mark(meta, message, server);
+            Ok(ElicitRequestParams::FormElicitationParams {
+                meta,
+                message,
+                requested_schema,
+            })
+        }
+        ElicitRequestParams::UrlElicitationParams {
+            meta,
+            message,
+            url,
+            elicitation_id,
+        } => {
+            let (meta, message) = mark(meta, message, server);
+            Ok(ElicitRequestParams::UrlElicitationParams {
+                meta,
+                message,
+                url,
+                elicitation_id,
+            })
+        }
+        _ => Err(ErrorData::invalid_request(
+            "toolgate relays elicitation only in the form and url modes, whose question it can attribute to its server",
+            None,
+        )),
+    }
+}
 
 /// One thing an upstream server sent while serving the call, for the client that made it.
 #[derive(Debug)]

@@ -197,11 +197,11 @@ impl<S> SchemaValidation<S> {
                 entry.name
             )];
             reasons.extend(errors.into_iter().take(MAX_REASONS));
-            return Err(Refusal {
-                code: RefusalCode::InvalidInput,
-                decided_by: Check::InputSchema,
+            return Err(Refusal::with_reasons(
+                RefusalCode::InvalidInput,
+                Check::InputSchema,
                 reasons,
-            });
+            ));
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions};
@@ -110,6 +110,7 @@ fn serve_config() -> ServeConfig {
             (token_hash("dev-token"), String::from("dev")),
             (token_hash("viewer-token"), String::from("viewer")),
         ]),
+        token_names: HashMap::from([(token_hash("dev-token"), String::from("dev laptop"))]),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
     }
@@ -176,7 +177,7 @@ async fn calls_received(client: &RunningService<RoleClient, Client>, tool: &str)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r6_two_agents_see_their_own_exposure_with_schemas_annotations_and_the_approval_note() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let dev = connect(&server, "dev", Client::new(None)).await;
     let viewer = connect(&server, "viewer", Client::new(None)).await;
     let dev_tools = dev.list_all_tools().await.unwrap();
@@ -225,7 +226,7 @@ async fn r6_two_agents_see_their_own_exposure_with_schemas_annotations_and_the_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_call_runs_and_a_refusal_is_a_tool_result_with_is_error() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let dev = connect(&server, "dev", Client::new(None)).await;
     let viewer = connect(&server, "viewer", Client::new(None)).await;
     let ran = call(&dev, "drift__lookup", json!({"query": "k1"})).await;
@@ -256,7 +257,7 @@ async fn allowed_call_runs_and_a_refusal_is_a_tool_result_with_is_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r26_an_ask_is_answered_by_elicitation_accept_runs_decline_and_cancel_refuse() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let yes = Client::new(Some(ElicitationAction::Accept));
     let asked = Arc::clone(&yes.asked);
     let dev = connect(&server, "dev", yes).await;
@@ -294,7 +295,7 @@ async fn r26_an_ask_is_answered_by_elicitation_accept_runs_decline_and_cancel_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r26_an_ask_with_no_elicitation_and_no_inbox_is_no_approval_channel() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let dev = connect(&server, "dev", Client::new(None)).await;
     let refused = call(&dev, "drift__bare", json!({})).await;
     assert_eq!(
@@ -384,7 +385,7 @@ async fn r26_r38_the_same_call_asked_again_finds_its_held_call_whatever_the_tool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_list_changed() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let (viewer_client, dev_client) = (Client::new(None), Client::new(None));
     let (viewer_changed, dev_changed) = (
         Arc::clone(&viewer_client.list_changed),
@@ -405,7 +406,7 @@ async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_l
             r#"{"name": "viewer", "allowed_tools": ["drift__lookup"]}"#,
             &format!(r#"{{"name": "viewer", "allowed_tools": [{viewer_tools}]}}"#),
         );
-        let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {agents}}}"#);
+        let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {agents}}}"#);
         let server = server.clone();
         async move {
             server
@@ -457,7 +458,7 @@ async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r35_drift_sends_list_changed_and_the_new_list() {
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let watcher = Client::new(None);
     let changed = Arc::clone(&watcher.list_changed);
     let viewer = connect(&server, "viewer", watcher).await;
@@ -504,7 +505,7 @@ async fn http_status(addr: std::net::SocketAddr, auth: Option<&str>) -> String {
 async fn http_needs_a_known_bearer_token_and_each_token_sees_its_agent() {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    let server = server("interactive", None, "").await;
+    let server = server("elicitation", None, "").await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let s = server.clone();
     tokio::spawn(async move {
@@ -591,11 +592,12 @@ async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and
             ),
         ])
         .env("TOOLGATE_TEST_MARK", mark.clone());
-    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS}}}"#);
     let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
     let config = ServeConfig {
         servers: vec![upstream],
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
     };
@@ -633,13 +635,14 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
     let Some(everything) = common::npm_server("server-everything") else {
         return;
     };
-    let text = r#"{"approval": {"channel": "interactive"},
+    let text = r#"{"approval": {"channel": "elicitation"},
         "servers": {"everything": {"trust_tool_annotations": true}},
         "agents": [{"name": "dev", "allowed_tools": ["everything__trigger-long-running-operation", "everything__echo"]}]}"#;
     let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
     let config = ServeConfig {
         servers: vec![common::node("everything", &everything)],
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(1),
         wire_names: WireNames::Qualified,
     };
@@ -709,7 +712,7 @@ fn a_held_calls_approval_page_link_is_public_url_else_listen() {
 // ---- `mcp.wire_names: "own"` ----
 
 async fn own_server() -> GovernedServer {
-    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS}}}"#);
     let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
     let mut config = serve_config();
     config.wire_names = WireNames::Own;
@@ -787,7 +790,7 @@ async fn own_wire_names_with_two_servers_do_not_load_or_start() {
         "{err}"
     );
     // Built by hand, the same configuration does not start.
-    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS}}}"#);
     let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
     let mut config = serve_config();
     config.servers.push(common::drift("other"));
@@ -825,7 +828,7 @@ fn conformance_upstream() -> Option<toolgate_mcp::McpServerConfig> {
 async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
     let upstream = conformance_upstream()?;
     let text = json!({
-        "approval": {"channel": "interactive"},
+        "approval": {"channel": "elicitation"},
         "agents": [{"name": "dev", "allowed_tools": allowed}]
     })
     .to_string();
@@ -833,6 +836,7 @@ async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
     let config = ServeConfig {
         servers: vec![upstream],
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
     };
@@ -937,7 +941,18 @@ async fn an_upstreams_elicitation_during_a_call_goes_to_the_calling_client_only_
     let done = call(&dev, "test_elicitation", json!({"message": "Who are you?"})).await;
     assert_eq!(done.is_error, Some(false), "{done:?}");
     assert!(text(&done).contains("action: accept"), "{}", text(&done));
-    assert_eq!(*able.asked.lock().unwrap(), ["Who are you?"]);
+    // R47 (issue 20, item 10): the question is the upstream server's, marked so by toolgate
+    // before the server's own text, never taken for toolgate's approval question.
+    let asked = able.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        asked[0],
+        format!(
+            "{}\n\nWho are you?",
+            toolgate_mcp::relay::relayed_header("conformance")
+        )
+    );
+    assert!(!asked[0].starts_with(toolgate_mcp::relay::APPROVAL_HEADER));
     // A client that declared no elicitation is never asked: the server gets an error, and
     // its tool fails.
     let unable = Client::new(None);
@@ -973,12 +988,13 @@ async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_name
         env!("CARGO_BIN_EXE_toolgate-mcp-drift-server"),
     ])
     .tool_prefix("d-");
-    let text = r#"{"approval": {"channel": "interactive"},
+    let text = r#"{"approval": {"channel": "elicitation"},
         "agents": [{"name": "dev", "allowed_tools": ["gw__lookup"]}]}"#;
     let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
     let config = ServeConfig {
         servers: vec![gateway],
         tokens: HashMap::new(),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
     };
@@ -997,5 +1013,387 @@ async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_name
         code(&unknown).as_deref(),
         Some("unknown_tool"),
         "{unknown:?}"
+    );
+}
+
+/// Every audit record of `path` (one JSON object per line).
+fn audit_records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The approvers the audit records of `path` name.
+fn approvers(path: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    fn walk(v: &Value, found: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(a)) = m.get("approver") {
+                    found.push(a.clone());
+                }
+                m.values().for_each(|v| walk(v, found));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    for r in audit_records(path) {
+        walk(&r, &mut found);
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_an_inbox_routed_ask_is_held_for_the_approvers_even_when_the_client_would_accept() {
+    // The attack of issue 20: an agent harness that declares elicitation and accepts every
+    // question. Asks are routed to the inbox, so the client is never asked: the call is held
+    // for the approvers, and nothing is sent.
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        r#", "audit": {{"file": {}}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let server = server("inbox", Some(inbox.clone()), &extra).await;
+    let harness = Client::new(Some(ElicitationAction::Accept));
+    let asked = Arc::clone(&harness.asked);
+    let dev = connect(&server, "dev", harness).await;
+    let held = call(&dev, "drift__bare", json!({"amount": 1000})).await;
+    assert_eq!(
+        held.structured_content.as_ref().unwrap()["toolgate"]["outcome"],
+        "held",
+        "{held:?}"
+    );
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "the client was never asked"
+    );
+    assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
+    let pending = inbox.store().list(None).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert!(
+        approvers(&audit).is_empty(),
+        "nobody approved: {:?}",
+        approvers(&audit)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_each_agent_is_asked_only_through_the_channel_its_routing_names() {
+    // The host routes to the inbox; `dev` alone is routed to its own client.
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let text = r#"{"approval": {"channel": "inbox"},
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "behavior_gating": {"require_approval_for_non_read_only": true},
+        "agents": [
+            {"name": "dev", "allowed_tools": ["drift__bare", "drift__stats"], "approval": {"channel": "elicitation"}},
+            {"name": "viewer", "allowed_tools": ["drift__bare", "drift__stats"]}
+        ]}"#;
+    let handle = GovernanceHandle::new(load_str(text, Format::Json).unwrap());
+    let server = GovernedServer::start(handle, &serve_config(), Some(inbox.clone()))
+        .await
+        .unwrap();
+    let dev_client = Client::new(Some(ElicitationAction::Accept));
+    let dev_asked = Arc::clone(&dev_client.asked);
+    let dev = connect(&server, "dev", dev_client).await;
+    let viewer_client = Client::new(Some(ElicitationAction::Accept));
+    let viewer_asked = Arc::clone(&viewer_client.asked);
+    let viewer = connect(&server, "viewer", viewer_client).await;
+    assert_eq!(
+        text_of(&call(&dev, "drift__bare", json!({})).await),
+        "bare ran"
+    );
+    assert_eq!(dev_asked.lock().unwrap().len(), 1);
+    let held = call(&viewer, "drift__bare", json!({})).await;
+    assert_eq!(
+        held.structured_content.unwrap()["toolgate"]["outcome"],
+        "held"
+    );
+    assert!(viewer_asked.lock().unwrap().is_empty());
+    assert_eq!(
+        calls_received(&viewer, "bare").await,
+        1,
+        "only dev's call ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_an_answer_by_elicitation_records_the_token_agent_and_session() {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        r#", "audit": {{"file": {}}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let server = server("elicitation", None, &extra).await;
+    // Over stdio-like byte streams: the stdio client, with its session.
+    let dev = connect(&server, "dev", Client::new(Some(ElicitationAction::Accept))).await;
+    assert_eq!(
+        text(&call(&dev, "drift__bare", json!({})).await),
+        "bare ran"
+    );
+    // Over HTTP: the token's configured name.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    let addr = rx.await.unwrap();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+            .auth_header("dev-token"),
+    );
+    let http = Client::new(Some(ElicitationAction::Decline))
+        .serve(transport)
+        .await
+        .unwrap();
+    let refused = call(&http, "drift__bare", json!({"n": 2})).await;
+    assert_eq!(code(&refused).as_deref(), Some("rejected"));
+    let _ = http.cancel().await;
+    let who = approvers(&audit);
+    assert_eq!(who.len(), 2, "{who:?}");
+    assert!(
+        who[0].starts_with("elicitation: the stdio client (agent `dev`, session `mcp-"),
+        "{who:?}"
+    );
+    assert!(
+        who[1].starts_with("elicitation: token `dev laptop` (agent `dev`, session `mcp-"),
+        "{who:?}"
+    );
+    assert!(
+        who.iter().all(|w| w != "mcp-client-user"),
+        "never a constant"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_an_interactive_route_does_not_start_mcp_serve() {
+    // No terminal: `interactive` would have been answered by the client in its place.
+    let text = format!(r#"{{"approval": {{"channel": "interactive"}}, {AGENTS}}}"#);
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let err = GovernedServer::start(handle, &serve_config(), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("approval.channel"), "{err}");
+    assert!(err.contains("`interactive`"), "{err}");
+}
+
+/// Connects a client speaking protocol 2026-07-28 (no `initialize`: `server/discover`, and
+/// the capabilities in every request's `_meta`).
+async fn connect_2026(
+    server: &GovernedServer,
+    agent: &str,
+    client: Client,
+) -> RunningService<RoleClient, Client> {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let (client_end, server_end) = tokio::io::duplex(256 * 1024);
+    let server = server.clone();
+    let agent = agent.to_owned();
+    tokio::spawn(async move { server.serve_io(&agent, server_end).await });
+    client
+        .serve_with_lifecycle(
+            client_end,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_a_2026_07_28_client_is_asked_by_input_required_and_its_answer_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        r#", "audit": {{"file": {}}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let server = server("elicitation", None, &extra).await;
+    let yes = Client::new(Some(ElicitationAction::Accept));
+    let asked = Arc::clone(&yes.asked);
+    let dev = connect_2026(&server, "dev", yes).await;
+    let ran = call(&dev, "drift__bare", json!({"why": "modern"})).await;
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    let messages = asked.lock().unwrap().clone();
+    assert_eq!(messages.len(), 1, "asked once: {messages:?}");
+    assert!(
+        messages[0].starts_with("toolgate approval"),
+        "{}",
+        messages[0]
+    );
+    assert!(messages[0].contains("\"why\""), "{}", messages[0]);
+    for (action, word) in [
+        (ElicitationAction::Decline, "declined"),
+        (ElicitationAction::Cancel, "cancelled"),
+    ] {
+        let dev = connect_2026(&server, "dev", Client::new(Some(action))).await;
+        let refused = call(&dev, "drift__bare", json!({})).await;
+        assert_eq!(code(&refused).as_deref(), Some("rejected"), "{refused:?}");
+        assert!(text(&refused).contains(word), "{}", text(&refused));
+    }
+    // A 2026-07-28 client that declares no elicitation is not asked.
+    let none = connect_2026(&server, "dev", Client::new(None)).await;
+    let refused = call(&none, "drift__bare", json!({})).await;
+    assert_eq!(code(&refused).as_deref(), Some("no_approval_channel"));
+    assert_eq!(
+        calls_received(&dev, "bare").await,
+        1,
+        "only the accepted call ran"
+    );
+    let who = approvers(&audit);
+    assert!(
+        who[0].starts_with("elicitation: the stdio client (agent `dev`, session `mcp-"),
+        "{who:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_a_forged_or_foreign_retry_answers_nothing() {
+    let server = server("elicitation", None, "").await;
+    let dev = connect_2026(&server, "dev", Client::new(None)).await;
+    // A retry naming a state toolgate never issued: refused, nothing runs.
+    let mut forged = CallToolRequestParams::new("drift__bare").with_arguments(Map::new());
+    forged.request_state = Some(String::from("ia_00000000000000000000000000000000"));
+    forged.input_responses = Some(std::collections::BTreeMap::from([(
+        String::from(toolgate_mcp::serve::APPROVAL_INPUT_KEY),
+        json!({"action": "accept"}),
+    )]));
+    let r = dev.call_tool_once(forged).await.unwrap();
+    let rmcp::model::CallToolResponse::Complete(r) = r else {
+        panic!("a tool result: {r:?}")
+    };
+    assert_eq!(code(&r).as_deref(), Some("rejected"), "{r:?}");
+    assert_eq!(calls_received(&dev, "bare").await, 0);
+}
+
+/// One raw streamable HTTP POST: the whole response as text (status line, headers, body).
+async fn raw_post(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: Option<&str>,
+    body: &str,
+) -> String {
+    raw_post_with(addr, token, session, "", body).await
+}
+
+async fn raw_post_with(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: Option<&str>,
+    extra_headers: &str,
+    body: &str,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+        .unwrap_or_default();
+    session.push_str(extra_headers);
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Opens an HTTP session with `token`: its `Mcp-Session-Id`.
+async fn open_session(addr: std::net::SocketAddr, token: &str) -> String {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let response = raw_post(addr, token, None, init).await;
+    let id = response
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("a session id: {response}"));
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    raw_post(addr, token, Some(&id), initialized).await;
+    id
+}
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue20_an_http_session_answers_only_to_the_token_that_opened_it_and_a_reload_revokes_tokens()
+ {
+    let server = server("elicitation", None, "").await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    let addr = rx.await.unwrap();
+    let session = open_session(addr, "dev-token").await;
+    let own = raw_post(addr, "dev-token", Some(&session), LIST).await;
+    assert!(own.contains("drift__set_mode"), "{own}");
+    // Another valid token on dev's session: refused, nothing listed.
+    let foreign = raw_post(addr, "viewer-token", Some(&session), LIST).await;
+    assert!(
+        foreign.contains("opened with another bearer token"),
+        "{foreign}"
+    );
+    assert!(!foreign.contains("drift__lookup"), "{foreign}");
+
+    // A reload whose token list no longer has dev's token: the next request is 401, and the
+    // session opened with it is closed to it.
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS}}}"#);
+    let mut config = serve_config();
+    config.tokens.remove(&token_hash("dev-token"));
+    server
+        .reload(load_str(&text, Format::Json).unwrap(), &config)
+        .await
+        .unwrap();
+    // A page of another site (DNS rebinding) is refused whatever it sends.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let rebound = raw_post_with(
+        addr,
+        "viewer-token",
+        None,
+        "Origin: http://rebound.example\r\n",
+        init,
+    )
+    .await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+    let own_origin = raw_post_with(
+        addr,
+        "viewer-token",
+        None,
+        &format!("Origin: http://127.0.0.1:{}\r\n", addr.port()),
+        init,
+    )
+    .await;
+    assert!(own_origin.starts_with("HTTP/1.1 200"), "{own_origin}");
+    let revoked = raw_post(addr, "dev-token", Some(&session), LIST).await;
+    assert!(revoked.starts_with("HTTP/1.1 401"), "{revoked}");
+    assert!(http_status(addr, Some("dev-token")).await.contains("401"));
+    assert!(
+        http_status(addr, Some("viewer-token"))
+            .await
+            .contains("200")
     );
 }

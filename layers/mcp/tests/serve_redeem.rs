@@ -28,6 +28,7 @@ async fn server(inbox: Inbox) -> GovernedServer {
     let config = ServeConfig {
         servers: vec![common::drift("drift")],
         tokens: HashMap::from([(token_hash("dev-token"), String::from("dev"))]),
+        token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
     };

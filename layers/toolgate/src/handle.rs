@@ -440,9 +440,9 @@ impl GovernanceHandle {
     /// A pinned decision is read only while it is about the call at hand: a pin made for
     /// another call ([`Pinned`]) is ignored, and a layer between two layers of one handle
     /// that changed the call's tool, agent or subagent, or run settings makes the pin
-    /// stale; the call is then decided again by the snapshot in force and pinned anew. The approval gate also checks the input
-    /// ([`GovernanceHandle::decide_to_send`]): no call runs on a decision made for another
-    /// input (R14, R38).
+    /// stale; the call is then decided again by the snapshot in force and pinned anew. The
+    /// approval gate also checks the input (`GovernanceHandle::decide_to_send`): no call
+    /// runs on a decision made for another input (R14, R38).
     ///
     /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
     /// streamed), so that the gate can tell a changed input.

@@ -5,12 +5,15 @@ use std::collections::{HashMap, HashSet};
 use toolgate_core::names::name_key;
 use toolgate_core::{ApprovalMode, ChannelKind};
 
+use crate::policy::Glob;
+
 /// One agent's profile (SPEC §1, R6–R11, R39).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AgentProfile {
     /// The profile's name.
     pub name: String,
-    /// The qualified names the agent may use.
+    /// The qualified names the agent may use; an entry holding `*` is a pattern over
+    /// qualified names (R48).
     pub allowed_tools: Vec<String>,
     /// Confidential work: tools withheld from it are omitted (R7).
     pub confidential: bool,
@@ -102,12 +105,37 @@ impl AgentProfile {
     }
 }
 
+/// What one profile's `allowed_tools` entries allow (R6, R48): exact qualified names,
+/// hashed, and the few entries holding `*`, patterns over qualified names (R19's semantics,
+/// ASCII case-insensitive), tried in turn.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AllowList {
+    exact: HashSet<String, foldhash::fast::RandomState>,
+    patterns: Vec<Glob>,
+}
+
+impl AllowList {
+    /// Whether an entry allows the (lower-cased) qualified name `key`.
+    pub(crate) fn allows(&self, key: &str) -> bool {
+        self.exact.contains(key) || self.patterns.iter().any(|g| g.matches_lower(key))
+    }
+}
+
+/// Whether an `allowed_tools` entry is a pattern (R48): it holds `*`.
+pub(crate) fn is_pattern(entry: &str) -> bool {
+    entry.contains('*')
+}
+
 /// An agent profile resolved against its ancestors (R39).
 #[derive(Debug, Clone)]
 pub struct ResolvedAgent {
     /// The profile's name.
     pub name: String,
-    pub(super) allowed: HashSet<String, foldhash::fast::RandomState>,
+    /// Its own entries; exact names already intersected with its ancestors' (R39).
+    pub(super) allowed: AllowList,
+    /// Its ancestors' lists, each of which must allow too (R39, R48): set only when the
+    /// profile's own entries hold a pattern, which cannot be intersected in advance.
+    pub(super) within: Vec<AllowList>,
     /// Confidential, itself or through an ancestor.
     pub confidential: bool,
     /// Runs as a tool, itself or through an ancestor.
@@ -124,9 +152,10 @@ pub struct ResolvedAgent {
 }
 
 impl ResolvedAgent {
-    /// Whether a qualified name is allowed (R6, intersected with every ancestor's, R39).
+    /// Whether a qualified name (lower-cased) is allowed (R6, R48), intersected with every
+    /// ancestor's (R39). An exact entry is one hash look-up; patterns are a short list.
     pub fn allows(&self, key: &str) -> bool {
-        self.allowed.contains(key)
+        self.allowed.allows(key) && self.within.iter().all(|l| l.allows(key))
     }
 }
 
@@ -171,14 +200,26 @@ pub(super) fn resolve_agents(
                 .as_ref()
                 .and_then(|p| by_name.get(&name_key(p)).copied());
             let parent_resolved = parent.and_then(|p| out.get(p).and_then(Option::as_ref));
-            let mut allowed: HashSet<String, foldhash::fast::RandomState> = profile
+            let mut allowed = AllowList::default();
+            for n in profile
                 .allowed_tools
                 .iter()
                 .filter(|n| !n.trim().is_empty())
-                .map(|n| name_key(n))
-                .collect();
+            {
+                if is_pattern(n) {
+                    allowed.patterns.push(Glob::new(n));
+                } else {
+                    allowed.exact.insert(name_key(n));
+                }
+            }
+            let mut within = Vec::new();
             if let Some(pr) = parent_resolved {
-                allowed.retain(|n| pr.allowed.contains(n));
+                allowed.exact.retain(|n| pr.allows(n));
+                if !allowed.patterns.is_empty() {
+                    // R39 with R48: a pattern allows only what the parent allows too.
+                    within.push(pr.allowed.clone());
+                    within.extend(pr.within.iter().cloned());
+                }
             }
             let mut overrides = HashMap::default();
             for (tool, mode) in &profile.overrides {
@@ -195,6 +236,7 @@ pub(super) fn resolve_agents(
             let resolved = ResolvedAgent {
                 name: profile.name.clone(),
                 allowed,
+                within,
                 confidential: profile.confidential
                     || parent_resolved.is_some_and(|p| p.confidential),
                 as_tool: profile.as_tool || parent_resolved.is_some_and(|p| p.as_tool),

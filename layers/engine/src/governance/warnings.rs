@@ -5,6 +5,7 @@ use toolgate_core::names::name_key;
 use toolgate_core::{ApprovalMode, ChannelKind, ToolKind};
 
 use super::posture::trusted;
+use super::profile::is_pattern;
 use super::{Governance, PolicyState};
 use crate::error::{Warning, index};
 use crate::policy::Effect;
@@ -106,10 +107,32 @@ impl Governance {
                 ),
             });
         }
-        // R6, R9: names in agent profiles that resolve to no registered tool.
+        // R6, R9, R48: names in agent profiles that resolve to no registered tool.
+        let mut patterns_seen = std::collections::HashSet::new();
         for (k, profile) in self.profiles.iter().enumerate() {
             let at = index("agents", k);
             for (j, name) in profile.allowed_tools.iter().enumerate() {
+                if is_pattern(name) {
+                    // R48: once per pattern that matches no registered tool.
+                    let glob = crate::policy::Glob::new(name);
+                    let key = name_key(name);
+                    if !patterns_seen.contains(&key)
+                        && !self
+                            .catalog
+                            .entries()
+                            .iter()
+                            .any(|e| glob.matches_lower(&e.key))
+                    {
+                        out.push(Warning {
+                            path: index(&format!("{at}.allowed_tools"), j),
+                            message: format!(
+                                "the pattern `{name}` matches no registered tool, so it allows nothing until such a tool arrives (R48)"
+                            ),
+                        });
+                    }
+                    patterns_seen.insert(key);
+                    continue;
+                }
                 if !name.trim().is_empty() && self.catalog.get(name).is_none() {
                     out.push(Warning {
                         path: index(&format!("{at}.allowed_tools"), j),
@@ -158,6 +181,29 @@ impl Governance {
                 });
             }
         }
+        // R47: an agent routed to `elicitation` has its asks answered by whoever controls
+        // its own MCP client.
+        for (k, agent) in self.agents.iter().enumerate() {
+            if self.ask_route(agent).channel != ChannelKind::Elicitation {
+                continue;
+            }
+            let own = self
+                .profiles
+                .get(k)
+                .and_then(|p| p.approval_channel)
+                .is_some();
+            out.push(Warning {
+                path: if own {
+                    format!("{}.approval.channel", index("agents", k))
+                } else {
+                    String::from("approval.channel")
+                },
+                message: format!(
+                    "agent `{}` routes its asks to `elicitation`: its own MCP client asks its user, so whoever controls that client answers them (R47)",
+                    agent.name
+                ),
+            });
+        }
         if !self.settings.require_approval_for_non_read_only && !self.exemptions.is_empty() {
             out.push(Warning {
                 path: String::from("behavior_gating.exemptions"),
@@ -167,6 +213,21 @@ impl Governance {
             });
         }
         if let PolicyState::Readable(policy) = &self.policy {
+            // R44 in R40's spirit: a quota whose selectors match no declared tool counts
+            // nothing until such a tool arrives.
+            for (i, quota) in policy.quotas().iter().enumerate() {
+                let any = self.declarations.iter().any(|d| {
+                    quota.selects(d.identity.kind(), d.identity.name(), d.identity.server())
+                });
+                if !any {
+                    out.push(Warning {
+                        path: format!("policy.quotas[{i}]"),
+                        message: String::from(
+                            "this quota's selectors match no declared tool; it counts only if a matching tool arrives at runtime (R44, R40)",
+                        ),
+                    });
+                }
+            }
             for (i, rule) in policy.rules().iter().enumerate() {
                 if rule.effect() == Effect::Allow {
                     continue;

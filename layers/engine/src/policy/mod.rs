@@ -23,6 +23,7 @@ mod glob;
 mod index;
 mod limits;
 mod parse;
+mod quota;
 mod rule;
 #[cfg(test)]
 mod tests;
@@ -34,6 +35,8 @@ use toolgate_core::names::lower_key;
 pub use glob::Glob;
 use index::Index;
 pub use limits::{DEFAULT_REGEX_SIZE_LIMIT, Limits, MAX_INPUT_DEPTH_CEILING};
+pub(crate) use parse::read_selection;
+pub use quota::{PerKey, QUOTA_MAX_CEILING, QUOTA_WINDOW_CEILING_SECS, Quota};
 pub use rule::Rule;
 /// A rule's effect, or the policy default's (defined in `toolgate-core`, which
 /// [`toolgate_core::MatchedRule`] also uses).
@@ -82,6 +85,7 @@ pub struct Evaluation {
 pub struct Policy {
     default: Effect,
     rules: Vec<Rule>,
+    quotas: Vec<Quota>,
     updated_at: Option<String>,
     index: Index,
 }
@@ -98,13 +102,14 @@ impl Policy {
         Self {
             default: Effect::Allow,
             rules: Vec::new(),
+            quotas: Vec::new(),
             updated_at: None,
             index: Index::default(),
         }
     }
 
-    /// Parses and validates a policy (`{"default", "rules", "updatedAt"}`, only `rules`
-    /// required). Every problem is reported with its path; a policy with any problem is
+    /// Parses and validates a policy (`{"default", "rules", "quotas", "updatedAt"}`, only
+    /// `rules` required). Every problem is reported with its path; a policy with any problem is
     /// refused whole (R22).
     pub fn from_json(value: &Value, limits: &Limits) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
@@ -143,6 +148,39 @@ impl Policy {
         &self.rules
     }
 
+    /// The quotas, in order (R44).
+    pub fn quotas(&self) -> &[Quota] {
+        &self.quotas
+    }
+
+    /// The quotas covering a call (R44: selected exactly as a rule's fields select), by
+    /// index, in policy order.
+    pub fn covering_quotas(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Vec<usize> {
+        if self.quotas.is_empty() {
+            return Vec::new();
+        }
+        let tool = lower_key(subject.tool);
+        let server = subject.server.map(lower_key);
+        let agent = lower_key(subject.agent);
+        let lower = LowerSubject {
+            kind: subject.kind,
+            tool: &tool,
+            server: server.as_deref(),
+            agent: &agent,
+        };
+        self.quotas
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.covers(&lower, input, literals.root()))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// The default effect for mcp/http calls no rule matches (R21).
     pub fn default_effect(&self) -> Effect {
         self.default
@@ -153,9 +191,10 @@ impl Policy {
         self.updated_at.as_deref()
     }
 
-    /// Whether the policy is *empty* for R15/R23: no rules and default `allow`.
+    /// Whether the policy is *empty* for R15/R23: no rules, no quotas (R44) and default
+    /// `allow`.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.default == Effect::Allow
+        self.rules.is_empty() && self.quotas.is_empty() && self.default == Effect::Allow
     }
 
     /// The policy as JSON, as a stored policy's `get` prints it (what `put` takes back).
@@ -166,6 +205,12 @@ impl Policy {
             "rules".into(),
             Value::Array(self.rules.iter().map(Rule::source).collect()),
         );
+        if !self.quotas.is_empty() {
+            map.insert(
+                "quotas".into(),
+                Value::Array(self.quotas.iter().map(|q| q.select.source()).collect()),
+            );
+        }
         if let Some(u) = &self.updated_at {
             map.insert("updatedAt".into(), Value::from(u.as_str()));
         }
@@ -195,6 +240,16 @@ impl Policy {
             out.push_str(&rule.source);
         }
         out.push(']');
+        if !self.quotas.is_empty() {
+            out.push_str(",\"quotas\":[");
+            for (i, quota) in self.quotas.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(quota.source_text());
+            }
+            out.push(']');
+        }
         if let Some(u) = self.updated_at.as_deref().filter(|_| updated_at) {
             out.push_str(",\"updatedAt\":");
             out.push_str(&Value::from(u).to_string());

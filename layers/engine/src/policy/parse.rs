@@ -6,12 +6,13 @@ use serde_json::Value;
 use toolgate_core::ToolKind;
 
 use super::index::Index;
+use super::quota::read_quota;
 use super::rule::{Operand, Rule, Test};
 use super::{Effect, Glob, Limits, Policy};
 use crate::error::{ConfigErrors, Obj, field, index, type_name};
 use crate::number::{self, Exact, Lit};
 
-const POLICY_FIELDS: &[&str] = &["default", "rules", "updatedAt"];
+const POLICY_FIELDS: &[&str] = &["default", "rules", "quotas", "updatedAt"];
 const RULE_FIELDS: &[&str] = &[
     "effect", "tool", "server", "kind", "agent", "when", "reason",
 ];
@@ -57,6 +58,31 @@ impl Policy {
                 }
             }
         }
+        let mut quotas = Vec::new();
+        if let Some(items) = obj.array("quotas", errs) {
+            let qpath = obj.path_of("quotas");
+            let rules_given = obj
+                .raw("rules", &mut ConfigErrors::default())
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            // R44: quotas count toward `tool_rules` with the rules.
+            if rules_given <= limits.tool_rules && rules_given + items.len() > limits.tool_rules {
+                errs.push(
+                    &qpath,
+                    format!(
+                        "{rules_given} rules and {} quotas are more than the limit `tool_rules` ({}), which counts both",
+                        items.len(),
+                        limits.tool_rules
+                    ),
+                );
+            }
+            for (i, item) in items.iter().enumerate() {
+                let lit = number::item(number::member(lits, "quotas"), i);
+                if let Some(q) = read_quota(item, lit, &index(&qpath, i), limits, errs) {
+                    quotas.push(q);
+                }
+            }
+        }
         if errs.errors.len() > before {
             return None;
         }
@@ -65,17 +91,18 @@ impl Policy {
         Some(Self {
             default,
             rules,
+            quotas,
             updated_at,
             index,
         })
     }
 }
 
-fn chars(s: &str) -> usize {
+pub(super) fn chars(s: &str) -> usize {
     s.chars().count()
 }
 
-fn read_selector(
+pub(super) fn read_selector(
     obj: &Obj<'_>,
     key: &str,
     limits: &Limits,
@@ -109,7 +136,27 @@ pub(super) fn read_rule(
         errs.push(obj.path_of("effect"), "`effect` is required");
     }
     let effect = obj.choice("effect", EFFECTS, Effect::parse, errs);
-    let tool = read_selector(&obj, "tool", limits, errs);
+    let rule = read_selection(&obj, value, lits, limits, errs);
+    if errs.errors.len() > before {
+        return None;
+    }
+    Some(Rule {
+        effect: effect?,
+        ..rule
+    })
+}
+
+/// The fields a rule and a quota share (R18–R20, R44): selectors, `when` and `reason`,
+/// validated alike, as a rule whose effect the caller sets. Its `source` is `value` as
+/// written.
+pub(crate) fn read_selection(
+    obj: &Obj<'_>,
+    value: &Value,
+    lits: Lit<'_>,
+    limits: &Limits,
+    errs: &mut ConfigErrors,
+) -> Rule {
+    let tool = read_selector(obj, "tool", limits, errs);
     if let Some(t) = &tool
         && t.as_str().contains("__")
     {
@@ -121,19 +168,9 @@ pub(super) fn read_rule(
             ),
         );
     }
-    let server = read_selector(&obj, "server", limits, errs);
-    let agent = read_selector(&obj, "agent", limits, errs);
-    let kind = obj.choice(
-        "kind",
-        KINDS,
-        |s| match s {
-            "mcp" => Some(ToolKind::Mcp),
-            "http" => Some(ToolKind::Http),
-            "local" => Some(ToolKind::Local),
-            _ => None,
-        },
-        errs,
-    );
+    let server = read_selector(obj, "server", limits, errs);
+    let agent = read_selector(obj, "agent", limits, errs);
+    let kind = obj.choice("kind", KINDS, parse_kind, errs);
     let reason: Option<Box<str>> = obj.str("reason", errs).map(Box::from);
     if let Some(r) = &reason
         && chars(r) > limits.tool_rule_text_chars
@@ -149,45 +186,16 @@ pub(super) fn read_rule(
     }
     let mut when = Vec::new();
     if let Some(w) = obj.raw("when", errs) {
-        let wpath = obj.path_of("when");
-        match w {
-            Value::Object(map) => {
-                for (p, test) in map {
-                    let tpath = field(&wpath, p);
-                    if chars(p) > limits.tool_rule_field_chars {
-                        errs.push(
-                            &tpath,
-                            format!(
-                                "the path is {} characters, more than the limit `tool_rule_field_chars` ({})",
-                                chars(p),
-                                limits.tool_rule_field_chars
-                            ),
-                        );
-                    }
-                    let segs: Vec<String> = p.split('.').map(str::to_owned).collect();
-                    if segs.iter().any(String::is_empty) {
-                        errs.push(&tpath, format!("the path `{p}` has an empty segment"));
-                    }
-                    let lit = number::member(number::member(lits, "when"), p);
-                    if let Some(t) = read_test(test, lit, &tpath, limits, errs) {
-                        when.push((p.clone(), segs, t));
-                    }
-                }
-            }
-            other => errs.push(
-                wpath,
-                format!(
-                    "expected an object of tests by path, found {}",
-                    type_name(other)
-                ),
-            ),
-        }
+        when = read_when(
+            w,
+            number::member(lits, "when"),
+            &obj.path_of("when"),
+            limits,
+            errs,
+        );
     }
-    if errs.errors.len() > before {
-        return None;
-    }
-    Some(Rule {
-        effect: effect?,
+    Rule {
+        effect: Effect::Ask,
         tool,
         server,
         kind,
@@ -199,10 +207,64 @@ pub(super) fn read_rule(
             number::write_text(&mut text, value, lits);
             text.into_boxed_str()
         },
-    })
+        all_kinds: false,
+    }
 }
 
-fn read_test(
+pub(crate) fn parse_kind(s: &str) -> Option<ToolKind> {
+    match s {
+        "mcp" => Some(ToolKind::Mcp),
+        "http" => Some(ToolKind::Http),
+        "local" => Some(ToolKind::Local),
+        _ => None,
+    }
+}
+
+/// A `when` object (R20) at `wpath`: its tests by path, every problem reported.
+pub(crate) fn read_when(
+    w: &Value,
+    lits: Lit<'_>,
+    wpath: &str,
+    limits: &Limits,
+    errs: &mut ConfigErrors,
+) -> Vec<(String, Vec<String>, Test)> {
+    let mut when = Vec::new();
+    match w {
+        Value::Object(map) => {
+            for (p, test) in map {
+                let tpath = field(wpath, p);
+                if chars(p) > limits.tool_rule_field_chars {
+                    errs.push(
+                        &tpath,
+                        format!(
+                            "the path is {} characters, more than the limit `tool_rule_field_chars` ({})",
+                            chars(p),
+                            limits.tool_rule_field_chars
+                        ),
+                    );
+                }
+                let segs: Vec<String> = p.split('.').map(str::to_owned).collect();
+                if segs.iter().any(String::is_empty) {
+                    errs.push(&tpath, format!("the path `{p}` has an empty segment"));
+                }
+                let lit = number::member(lits, p);
+                if let Some(t) = read_test(test, lit, &tpath, limits, errs) {
+                    when.push((p.clone(), segs, t));
+                }
+            }
+        }
+        other => errs.push(
+            wpath,
+            format!(
+                "expected an object of tests by path, found {}",
+                type_name(other)
+            ),
+        ),
+    }
+    when
+}
+
+pub(crate) fn read_test(
     value: &Value,
     lits: Lit<'_>,
     path: &str,

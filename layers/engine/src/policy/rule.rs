@@ -42,6 +42,9 @@ pub struct Rule {
     /// The rule as written, as compact JSON text with every number as written (R20): one
     /// string instead of a parsed object per rule (issue 12: memory per rule).
     pub(super) source: Box<str>,
+    /// Without `kind`, select every kind, `local` included (a grant's selection, R45),
+    /// instead of `mcp` and `http` only (a rule's and a quota's, R15, R44).
+    pub(super) all_kinds: bool,
 }
 
 impl Rule {
@@ -79,6 +82,18 @@ impl Rule {
     pub fn source(&self) -> Value {
         // The text was written by this crate from a parsed value: it always parses.
         serde_json::from_str(&self.source).unwrap_or(Value::Null)
+    }
+
+    /// The canonical text (RFC 8785) of the rule's `when`, when it has one.
+    pub(super) fn when_canonical(&self) -> Option<String> {
+        if self.when.is_empty() {
+            return None;
+        }
+        let source: Value = serde_json::from_str(&self.source).ok()?;
+        source
+            .get("when")
+            .and_then(crate::canon::canonical_json)
+            .or_else(|| source.get("when").map(Value::to_string))
     }
 
     /// The rule as written, as compact JSON text, every number as written (R20).
@@ -142,10 +157,39 @@ impl Rule {
 
     fn kind_applies(&self, kind: ToolKind) -> bool {
         match self.kind {
+            // R45: a grant's unset fields match every call, `local` tools included.
+            None if self.all_kinds => true,
             // R15/R18: a rule that does not name a kind applies to mcp and http calls only.
             None => matches!(kind, ToolKind::Mcp | ToolKind::Http),
             Some(k) => k == kind,
         }
+    }
+
+    /// The same selection, with an unset `kind` selecting every kind (a grant's, R45).
+    pub(crate) fn selecting_every_kind(mut self) -> Self {
+        self.all_kinds = true;
+        self
+    }
+
+    /// Whether the selection matches one call's record (R18–R20), names compared ASCII
+    /// case-insensitively.
+    pub(crate) fn matches_call(
+        &self,
+        subject: &super::Subject<'_>,
+        input: &Value,
+        literals: &crate::number::NumberLiterals,
+    ) -> bool {
+        use toolgate_core::names::lower_key;
+        let tool = lower_key(subject.tool);
+        let server = subject.server.map(lower_key);
+        let agent = lower_key(subject.agent);
+        let lower = LowerSubject {
+            kind: subject.kind,
+            tool: &tool,
+            server: server.as_deref(),
+            agent: &agent,
+        };
+        self.matches(&lower, input, literals.root())
     }
 
     pub(super) fn matches(&self, s: &LowerSubject<'_>, input: &Value, lits: Lit<'_>) -> bool {

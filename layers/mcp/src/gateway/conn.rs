@@ -31,6 +31,8 @@ pub(super) struct GatewayClient {
     pub(super) inflight: Arc<InFlight>,
     /// Declare sampling and elicitation (the gateway relays them).
     pub(super) relay_requests: bool,
+    /// The server's configured id: a relayed elicitation names it (`crate::relay`).
+    pub(super) server: Arc<str>,
 }
 
 #[allow(deprecated)] // sampling and logging (SEP-2577), relayed
@@ -68,6 +70,7 @@ impl ClientHandler for GatewayClient {
         params: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        let params = crate::relay::attribute(params, &self.server)?;
         self.inflight.elicitation(params).await
     }
 

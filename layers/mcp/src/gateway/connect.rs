@@ -123,6 +123,7 @@ impl McpGateway {
             relist: Arc::clone(&relist),
             inflight: Arc::clone(&inflight),
             relay_requests: self.inner.relay_requests,
+            server: Arc::from(id.as_str()),
         };
         let running =
             match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {

@@ -122,7 +122,7 @@ impl McpGatewayBuilder {
 /// them in the handle's snapshot, so exposure, the posture's trust rule (R28–R31) and the
 /// air gap (R8) apply to them. Each server is then watched: on
 /// `notifications/tools/list_changed`, and every
-/// [`relist_every`](McpServerConfig::relist_every), its tools are listed again; every
+/// [`relist_every`](crate::McpServerConfig::relist_every), its tools are listed again; every
 /// change is registered (a revision by the tool's own source, R29), traced, sent to
 /// [`subscribe`](Self::subscribe)rs and to the audit sink. [`service`](Self::service) is
 /// the `tower::Service` that sends governed calls.

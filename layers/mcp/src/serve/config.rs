@@ -21,7 +21,7 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 ///     "everything": {"command": "node", "args": ["…/server-everything/dist/index.js"]},
 ///     "remote": {"url": "http://127.0.0.1:8931/mcp"}
 ///   },
-///   "tokens": [{"sha256": "<64 hex digits: SHA-256 of the bearer token>", "agent": "dev"}],
+///   "tokens": [{"sha256": "<64 hex digits: SHA-256 of the bearer token>", "agent": "dev", "name": "laptop"}],
 ///   "call_timeout_secs": 60,
 ///   "wire_names": "qualified"
 /// }
@@ -30,7 +30,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// A stdio server takes `command`, `args`, `env` (an object of strings), `cwd` and
 /// `relist_every_secs`; an HTTP one `url` (and `relist_every_secs`). Tokens are stored only
 /// as the SHA-256 (hex) of the token a client sends as `Authorization: Bearer <token>`, each
-/// mapped to an agent profile of the configuration. The engine's own `servers.<id>` entry
+/// mapped to an agent profile of the configuration, with an optional `name` that records
+/// show for the token (an answer given by elicitation names it, R47; without one, the first
+/// twelve hex digits of the hash stand for it). The engine's own `servers.<id>` entry
 /// (trust, `tool_prefix`) applies to the server with the same id.
 ///
 /// `wire_names` is how the downstream client names the tools (see [`WireNames`]):
@@ -43,6 +45,9 @@ pub struct ServeConfig {
     pub servers: Vec<McpServerConfig>,
     /// SHA-256 (lower-case hex) of a bearer token → the agent profile it speaks for.
     pub tokens: HashMap<String, String>,
+    /// SHA-256 (lower-case hex) of a bearer token → the name records give it
+    /// (`mcp.tokens[i].name`), for the tokens that have one.
+    pub token_names: HashMap<String, String>,
     /// How long one upstream `tools/call` may take.
     pub call_timeout: Duration,
     /// How the downstream client names the tools.
@@ -173,6 +178,7 @@ impl ServeConfig {
             ),
         }
         let mut tokens = HashMap::new();
+        let mut token_names = HashMap::new();
         match obj.get("tokens") {
             None => {}
             Some(Value::Array(list)) => {
@@ -182,7 +188,7 @@ impl ServeConfig {
                         errs.push(path, "expected an object with `sha256` and `agent`");
                         continue;
                     };
-                    unknown_fields(t, &path, &["sha256", "agent"], &mut errs);
+                    unknown_fields(t, &path, &["sha256", "agent", "name"], &mut errs);
                     let hash = match t.get("sha256").and_then(Value::as_str) {
                         Some(h) if h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
                             Some(h.to_ascii_lowercase())
@@ -202,6 +208,12 @@ impl ServeConfig {
                             None
                         }
                     };
+                    let name = t
+                        .get("name")
+                        .and_then(|v| string(v, &format!("{path}.name"), &mut errs));
+                    if let (Some(h), Some(n)) = (&hash, name) {
+                        token_names.insert(h.clone(), n.to_owned());
+                    }
                     if let (Some(h), Some(a)) = (hash, agent)
                         && tokens.insert(h, a.to_owned()).is_some()
                     {
@@ -249,6 +261,7 @@ impl ServeConfig {
             Ok(Self {
                 servers,
                 tokens,
+                token_names,
                 call_timeout,
                 wire_names,
             })

@@ -45,10 +45,10 @@
 //! `toolgate inbox list --session` shows what a client's session holds.
 
 mod config;
+mod elicit;
 mod relayed;
 mod wire;
 
-use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -61,15 +61,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
-use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use toolgate::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate::approval::ApprovalChannel;
 use toolgate::engine::{Governance, UnknownAgent};
 use toolgate::{GovernanceHandle, ToolgateLayer};
 use toolgate_core::{AgentRef, ChannelKind, HeldCall, ToolCall, ToolOutput, ToolResponse};
@@ -80,6 +80,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig, WireNames};
+pub use elicit::APPROVAL_INPUT_KEY;
 
 use crate::relay::CallRelay;
 use crate::{
@@ -89,103 +90,20 @@ use crate::{
 /// Appended to the description of a tool wrapped for approval (R10, R12).
 pub const APPROVAL_NOTE: &str = "[toolgate: each call to this tool waits for a person's approval]";
 
-/// Who answers an ask on this task: the downstream client, if it can be asked.
-#[derive(Clone)]
-struct Asker {
-    peer: Peer<RoleServer>,
-    elicit: bool,
-}
-
-tokio::task_local! {
-    static ASKER: Asker;
-}
-
-/// The approval channel of the server: MCP elicitation to the client that made the call
-/// when it declared the capability, else the configured channel (the inbox), else none.
-#[derive(Debug)]
-struct AskChannel {
-    kind: ChannelKind,
-    fallback: Option<Arc<dyn ApprovalChannel>>,
-}
-
-/// Who the gate names as the approver of an elicitation answer.
-pub const ELICITATION_APPROVER: &str = "mcp-client-user";
-
-impl ApprovalChannel for AskChannel {
-    fn kind(&self) -> ChannelKind {
-        self.kind
+/// Where a channel kind is routed to first: the host's `approval.channel`, else the first
+/// agent whose own channel it is.
+fn routed_path(governance: &Governance, kind: ChannelKind) -> String {
+    if governance.settings().channel == kind {
+        return String::from("approval.channel");
     }
-
-    fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
-        let fallback = self.fallback.clone();
-        // A resume ticket is the durable inbox's to redeem, never a person's to answer again.
-        if request.ticket.is_some() {
-            return match fallback {
-                Some(f) => f.request(request),
-                None => Box::pin(std::future::ready(ApprovalOutcome::Refused {
-                    reason: String::from(
-                        "a resumed call needs the durable inbox, and none is configured",
-                    ),
-                })),
-            };
-        }
-        let asker = ASKER.try_with(Clone::clone).ok();
-        match asker {
-            Some(a) if a.elicit => Box::pin(elicit(a.peer, request, fallback)),
-            _ => match fallback {
-                Some(f) => f.request(request),
-                None => Box::pin(std::future::ready(ApprovalOutcome::Unroutable(
-                    String::from(
-                        "the MCP client did not declare the elicitation capability and no durable inbox is configured",
-                    ),
-                ))),
-            },
-        }
-    }
-}
-
-async fn elicit(
-    peer: Peer<RoleServer>,
-    request: ApprovalRequest,
-    fallback: Option<Arc<dyn ApprovalChannel>>,
-) -> ApprovalOutcome {
-    let message = format!(
-        "{}\n\nAccept to run this call once; decline to refuse it.",
-        request.render()
-    );
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: ElicitationSchema::new(BTreeMap::new()),
-    };
-    match peer.create_elicitation(params).await {
-        Ok(answer) => match answer.action {
-            ElicitationAction::Accept => ApprovalOutcome::Approved {
-                approver: ELICITATION_APPROVER.into(),
-            },
-            ElicitationAction::Decline => ApprovalOutcome::Denied {
-                approver: ELICITATION_APPROVER.into(),
-                reason: Some(String::from("declined in the MCP client")),
-            },
-            ElicitationAction::Cancel => ApprovalOutcome::Denied {
-                approver: ELICITATION_APPROVER.into(),
-                reason: Some(String::from(
-                    "cancelled in the MCP client (the question was dismissed)",
-                )),
-            },
-            _ => ApprovalOutcome::Refused {
-                reason: String::from(
-                    "the MCP client answered the elicitation with an action toolgate does not know",
-                ),
-            },
-        },
-        Err(e) => match fallback {
-            Some(f) => f.request(request).await,
-            None => ApprovalOutcome::Unroutable(format!(
-                "the MCP client could not be asked by elicitation: {e}"
-            )),
-        },
-    }
+    governance
+        .agent_names()
+        .enumerate()
+        .find(|(_, name)| governance.agent(name).and_then(|a| a.approval_channel) == Some(kind))
+        .map_or_else(
+            || String::from("approval.channel"),
+            |(i, _)| format!("agents[{i}].approval.channel"),
+        )
 }
 
 /// Servers whose connection closed, by server key, with why their tools are refused.
@@ -294,7 +212,9 @@ struct Shared {
     lists: Mutex<ListCache>,
     stack: Mutex<Stack>,
     inbox: Option<Inbox>,
-    tokens: HashMap<String, String>,
+    tokens: std::sync::RwLock<Arc<Tokens>>,
+    /// Approval questions a 2026-07-28 client took to its user, open for its retry.
+    questions: elicit::OpenQuestions,
     watched: Mutex<Vec<Watched>>,
     sessions: AtomicU64,
     /// When the server started (Unix seconds): part of every session id, so ids of one run
@@ -380,6 +300,15 @@ fn fingerprint(tools: &[Tool]) -> u64 {
 }
 
 impl Shared {
+    fn tokens(&self) -> Arc<Tokens> {
+        Arc::clone(
+            &self
+                .tokens
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
     fn stack(&self) -> Stack {
         lock(&self.stack).clone()
     }
@@ -606,9 +535,50 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
     }
 }
 
-/// The agent a streamable HTTP request authenticated as (its bearer token's profile).
+/// Who a streamable HTTP request authenticated as: its bearer token's profile, and the
+/// token's hash (none for an `open_as` server).
 #[derive(Debug, Clone)]
-struct Authenticated(String);
+struct Authenticated {
+    agent: String,
+    token: Option<String>,
+}
+
+/// The bearer tokens in force (`mcp.tokens`): replaced whole on a reload, so a revoked token
+/// stops working for the next request.
+#[derive(Debug, Default)]
+struct Tokens {
+    /// Token hash → agent profile.
+    agents: HashMap<String, String>,
+    /// Token hash → the name records give it.
+    names: HashMap<String, String>,
+}
+
+impl Tokens {
+    fn of(config: &ServeConfig) -> Self {
+        Self {
+            agents: config.tokens.clone(),
+            names: config.token_names.clone(),
+        }
+    }
+
+    /// How records name the token with this hash: its configured name, else the first twelve
+    /// hex digits of its hash (never the token).
+    fn credential(&self, hash: &str) -> String {
+        match self.names.get(hash) {
+            Some(name) => format!("token `{name}`"),
+            None => format!("token sha256:{}", hash.get(..12).unwrap_or(hash)),
+        }
+    }
+}
+
+/// The caller of one request: the agent it speaks for, how it authenticated (for records),
+/// and the key a retry must come with (the token's hash; the session on stdio).
+#[derive(Debug, Clone)]
+struct Caller {
+    agent: String,
+    credential: String,
+    key: String,
+}
 
 /// toolgate as an MCP server in front of the configured upstream servers. Cheap to clone.
 #[derive(Clone)]
@@ -650,14 +620,19 @@ impl GovernedServer {
         }
         let mut builder = ToolgateLayer::builder(handle.clone());
         let mut channels = Vec::new();
-        for kind in [ChannelKind::Interactive, ChannelKind::Inbox] {
+        // R47: each kind asks are routed to is answered by its own channel, and only by it:
+        // the calling client (elicitation) never stands in for the inbox or a terminal.
+        for kind in [
+            ChannelKind::Inbox,
+            ChannelKind::Elicitation,
+            ChannelKind::Interactive,
+        ] {
             if !routed.contains(&kind) {
                 continue;
             }
-            channels.push(kind);
-            let fallback: Option<Arc<dyn ApprovalChannel>> = match kind {
+            let channel: Arc<dyn ApprovalChannel> = match kind {
                 ChannelKind::Inbox => match &inbox {
-                    Some(i) => Some(Arc::new(i.channel())),
+                    Some(i) => Arc::new(i.channel()),
                     None => {
                         return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
                             "inbox",
@@ -665,9 +640,16 @@ impl GovernedServer {
                         )));
                     }
                 },
-                _ => None,
+                ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
+                _ => {
+                    return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                        routed_path(&governance, kind),
+                        "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
+                    )));
+                }
             };
-            builder = builder.shared_channel(Arc::new(AskChannel { kind, fallback }));
+            channels.push(kind);
+            builder = builder.shared_channel(channel);
         }
         let layer = builder
             .build()
@@ -693,7 +675,8 @@ impl GovernedServer {
             lists: Mutex::default(),
             stack: Mutex::new(stack),
             inbox,
-            tokens: config.tokens.clone(),
+            tokens: std::sync::RwLock::new(Arc::new(Tokens::of(config))),
+            questions: elicit::OpenQuestions::default(),
             watched: Mutex::new(Vec::new()),
             sessions: AtomicU64::new(0),
             started: std::time::SystemTime::now()
@@ -719,7 +702,10 @@ impl GovernedServer {
     /// profile of it) and against the approval channels the server was started with, the
     /// connected servers' tools registered in it again before any session lists by it, then
     /// each session whose list changed gets `notifications/tools/list_changed`. The `mcp`
-    /// section itself (servers, tokens, call timeout) is the one the server started with.
+    /// section's bearer tokens (`mcp.tokens`) are replaced by `config`'s: a token no longer
+    /// listed is refused from the next request on, and so are the sessions opened with it.
+    /// The rest of the section (servers, call timeout, wire names) is the one the server
+    /// started with.
     ///
     /// # Errors
     ///
@@ -761,6 +747,11 @@ impl GovernedServer {
             handle.store((*old).clone());
             return Err(ServeError::Gateway(e));
         }
+        *self
+            .shared
+            .tokens
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Tokens::of(config));
         drop(guard);
         self.shared.notify_changes().await;
         Ok(())
@@ -785,7 +776,8 @@ impl GovernedServer {
             agent: agent.map(str::to_owned),
             session: format!("mcp-{}-{}-{n}", self.shared.started, std::process::id()),
             turns: AtomicU64::new(0),
-            log_level: Mutex::new(None),
+            log_level: Arc::new(Mutex::new(None)),
+            opened_by: std::sync::OnceLock::new(),
         }
     }
 
@@ -849,37 +841,58 @@ impl GovernedServer {
         }
         if let Some(agent) = open_as {
             self.check_agent(agent)?;
-        } else if self.shared.tokens.is_empty() {
+        } else if self.shared.tokens().agents.is_empty() {
             return Err(std::io::Error::other(
                 "no bearer tokens are configured (`mcp.tokens`): every request would be refused; add tokens or name one agent with `--agent`",
             ));
         }
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        ready(listener.local_addr()?);
+        let bound = listener.local_addr()?;
+        ready(bound);
         let server = self.clone();
+        // `Host` is a loopback name (rmcp's default), and a browser's `Origin`, when sent, is
+        // this server's own loopback origin: a page of another site (DNS rebinding) gets 403.
+        let port = bound.port();
+        let config = StreamableHttpServerConfig::default().with_allowed_origins([
+            format!("http://127.0.0.1:{port}"),
+            format!("http://localhost:{port}"),
+            format!("http://[::1]:{port}"),
+        ]);
         let service = StreamableHttpService::new(
             move || Ok(server.session(None)),
             Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default(),
+            config,
         );
-        let tokens = Arc::new(self.shared.tokens.clone());
         let open_as = open_as.map(str::to_owned);
         loop {
             let (stream, _) = listener.accept().await?;
             let service = service.clone();
-            let tokens = Arc::clone(&tokens);
+            let shared = Arc::clone(&self.shared);
             let open_as = open_as.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(
                     move |mut req: hyper::Request<hyper::body::Incoming>| {
                         let mut service = service.clone();
-                        let agent = open_as.clone().or_else(|| {
-                            req.headers()
+                        // The tokens in force now: a token revoked by a reload is refused.
+                        let tokens = shared.tokens();
+                        let agent = match &open_as {
+                            Some(agent) => Some(Authenticated {
+                                agent: agent.clone(),
+                                token: None,
+                            }),
+                            None => req
+                                .headers()
                                 .get(hyper::header::AUTHORIZATION)
                                 .and_then(|v| v.to_str().ok())
                                 .and_then(|v| v.strip_prefix("Bearer "))
-                                .and_then(|t| tokens.get(&token_hash(t.trim())).cloned())
-                        });
+                                .map(|t| token_hash(t.trim()))
+                                .and_then(|h| {
+                                    tokens.agents.get(&h).map(|agent| Authenticated {
+                                        agent: agent.clone(),
+                                        token: Some(h),
+                                    })
+                                }),
+                        };
                         async move {
                             let Some(agent) = agent else {
                                 let body = Full::new(Bytes::from_static(
@@ -894,7 +907,7 @@ impl GovernedServer {
                                 );
                                 return Ok(resp);
                             };
-                            req.extensions_mut().insert(Authenticated(agent));
+                            req.extensions_mut().insert(agent);
                             service.call(req).await
                         }
                     },
@@ -998,7 +1011,10 @@ pub struct GovernedSession {
     turns: AtomicU64,
     /// The level the client set with `logging/setLevel`: relayed log messages below it are
     /// not sent.
-    log_level: relayed::LogFloor,
+    log_level: Arc<relayed::LogFloor>,
+    /// The token hash of the first request of an HTTP session (`None` for an `open_as`
+    /// server): the session is bound to it, and a request with another token is refused.
+    opened_by: std::sync::OnceLock<Option<String>>,
 }
 
 impl fmt::Debug for GovernedSession {
@@ -1011,17 +1027,57 @@ impl fmt::Debug for GovernedSession {
 }
 
 impl GovernedSession {
-    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    /// A call's response as the client receives it, a held call's with its page link.
+    fn result(&self, response: ToolResponse) -> CallToolResponse {
+        let page = match &response {
+            ToolResponse::Held(h) => {
+                approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
+            }
+            _ => None,
+        };
+        call_result_with_page(response, page.as_deref()).into()
+    }
+
+    /// The caller of this request: the operator's agent on stdio, else the request's bearer
+    /// token's. An HTTP session is bound to the token that opened it.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         if let Some(a) = &self.agent {
-            return Ok(a.clone());
+            return Ok(Caller {
+                agent: a.clone(),
+                credential: String::from("the stdio client"),
+                key: format!("session {}", self.session),
+            });
         }
-        ctx.extensions
+        let auth = ctx
+            .extensions
             .get::<hyper::http::request::Parts>()
             .and_then(|p| p.extensions.get::<Authenticated>())
-            .map(|a| a.0.clone())
             .ok_or_else(|| {
                 ErrorData::invalid_request("the request names no agent (no bearer token)", None)
-            })
+            })?;
+        let opened_by = self.opened_by.get_or_init(|| auth.token.clone());
+        if opened_by != &auth.token {
+            return Err(ErrorData::invalid_request(
+                "this MCP session was opened with another bearer token: a session answers to the token that opened it (open a new session)",
+                None,
+            ));
+        }
+        Ok(match &auth.token {
+            Some(hash) => Caller {
+                agent: auth.agent.clone(),
+                credential: self.shared.tokens().credential(hash),
+                key: format!("token {hash}"),
+            },
+            None => Caller {
+                agent: auth.agent.clone(),
+                credential: String::from("an unauthenticated loopback client"),
+                key: String::from("open"),
+            },
+        })
+    }
+
+    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        self.caller(ctx).map(|c| c.agent)
     }
 }
 
@@ -1065,7 +1121,7 @@ impl ServerHandler for GovernedSession {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let agent = self.agent(&ctx)?;
+        let caller = self.caller(&ctx)?;
         // A call made while a reload swaps the snapshot waits for the new one, whole.
         drop(self.shared.reload.read().await);
         // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
@@ -1079,32 +1135,133 @@ impl ServerHandler for GovernedSession {
             Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
         };
         let input = Value::Object(request.arguments.unwrap_or_default());
+        // A 2026-07-28 client's retry, carrying its user's answer to toolgate's question.
+        if let Some(state) = &request.request_state {
+            let retry = (
+                caller.key.as_str(),
+                caller.agent.as_str(),
+                name.as_str(),
+                &input,
+            );
+            let response = match self.shared.questions.answer(
+                state,
+                retry,
+                request.input_responses.as_ref(),
+            ) {
+                Ok(done) => done.await.unwrap_or_else(|_| {
+                    refused(String::from(
+                        "the call ended before its result could be given (the server is stopping)",
+                    ))
+                }),
+                Err(elicit::RetryRefused::Unknown) => refused(String::from(
+                    "no approval question of toolgate's is open under this `requestState`: it was answered already, its wait ended, or it was never asked",
+                )),
+                Err(elicit::RetryRefused::Mismatch) => refused(String::from(
+                    "this retry is not the call toolgate's approval question was about (another tool, input or caller): nothing was answered",
+                )),
+            };
+            return Ok(self.result(response));
+        }
         let turn = self.turns.fetch_add(1, Ordering::Relaxed);
-        let mut call = ToolCall::new(AgentRef::profile(&agent), name, input)
-            .in_turn(self.session.clone(), format!("call-{turn}"));
+        let mut call = ToolCall::new(
+            AgentRef::profile(&caller.agent),
+            name.clone(),
+            input.clone(),
+        )
+        .in_turn(self.session.clone(), format!("call-{turn}"));
         // What the upstream server sends while it serves this call comes back to this client
         // (only once the stack has let the call through: `crate::relay`).
         let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
         let token = ctx.meta.get_progress_token();
         call.extensions
             .insert(CallRelay::new(relay, token.is_some()));
-        let asker = Asker {
-            elicit: ctx
-                .peer
-                .supported_elicitation_modes()
-                .contains(&ElicitationMode::Form),
-            peer: ctx.peer.clone(),
+        let principal = elicit::Principal {
+            credential: caller.credential.clone(),
+            agent: caller.agent.clone(),
+            session: self.session.clone(),
         };
+        // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
+        // version says it can be: its own declaration, per request from 2026-07-28.
+        let form = elicit::declares_form(ctx.client_capabilities().as_ref());
         let shared = Arc::clone(&self.shared);
-        let run = ASKER.scope(asker, async move { shared.run(call).await });
-        let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
-        let page = match &response {
-            ToolResponse::Held(h) => {
-                approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
-            }
-            _ => None,
+        if !(form && elicit::input_required_era(&ctx)) {
+            let way = if form {
+                elicit::Way::Request(ctx.peer.clone())
+            } else {
+                elicit::Way::Cannot
+            };
+            let asker = Arc::new(elicit::Asker { way, principal });
+            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
+            let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
+            return Ok(self.result(response));
+        }
+        // 2026-07-28 and later: no server-to-client request. The call runs on its own task; a
+        // question comes back as this request's `InputRequiredResult`, and the client's retry
+        // brings the answer to the gate still waiting for it.
+        let (ask, asked) = tokio::sync::oneshot::channel();
+        let asker = Arc::new(elicit::Asker {
+            way: elicit::Way::InputRequired(Mutex::new(Some(ask))),
+            principal,
+        });
+        let (done, mut ended) = tokio::sync::oneshot::channel();
+        let peer = ctx.peer.clone();
+        let floor = Arc::clone(&self.log_level);
+        tokio::spawn(async move {
+            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
+            let _ = done.send(relayed::drive(run, relayed, &peer, token, &floor).await);
+        });
+        enum First {
+            Ended(Result<ToolResponse, tokio::sync::oneshot::error::RecvError>),
+            Asked(Result<elicit::Question, tokio::sync::oneshot::error::RecvError>),
+        }
+        let first = tokio::select! {
+            biased;
+            r = &mut ended => First::Ended(r),
+            q = asked => First::Asked(q),
         };
-        Ok(call_result_with_page(response, page.as_deref()).into())
+        let ended = match first {
+            First::Ended(r) => r,
+            // The call ended without asking.
+            First::Asked(Err(_)) => ended.await,
+            First::Asked(Ok(question)) => {
+                let open = elicit::Open {
+                    caller: caller.key,
+                    agent: caller.agent,
+                    tool: name,
+                    input,
+                    answer: question.answer,
+                    done: ended,
+                };
+                match self.shared.questions.open(open) {
+                    Ok(state) => {
+                        let weak = Arc::downgrade(&self.shared);
+                        let closing = state.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(elicit::QUESTION_OPEN_AT_MOST).await;
+                            if let Some(shared) = weak.upgrade() {
+                                shared.questions.close(&closing);
+                            }
+                        });
+                        return Ok(CallToolResponse::InputRequired(elicit::input_required(
+                            question.params,
+                            state,
+                        )));
+                    }
+                    Err(open) => {
+                        let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
+                            "too many approval questions are open for their clients' answers; try again later",
+                        )));
+                        open.done.await
+                    }
+                }
+            }
+        };
+        let response = ended.unwrap_or_else(|_| {
+            refused(String::from(
+                "the call ended before its result could be given (the server is stopping)",
+            ))
+        });
+        Ok(self.result(response))
     }
 
     /// `logging/setLevel`: the floor of the log messages relayed to this session from the

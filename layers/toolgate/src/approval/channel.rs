@@ -204,7 +204,13 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
 
 /// A fresh unguessable interaction id: 128 bits from the operating system's generator.
 /// When no randomness can be had, `None`: the gate then refuses the call.
-pub(crate) fn interaction_id() -> Option<String> {
+///
+/// ```
+/// let a = toolgate::approval::interaction_id().unwrap();
+/// assert!(a.starts_with("ia_") && a.len() == 35);
+/// assert_ne!(a, toolgate::approval::interaction_id().unwrap());
+/// ```
+pub fn interaction_id() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
     let mut s = String::with_capacity(3 + 32);

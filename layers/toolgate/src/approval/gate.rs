@@ -403,29 +403,29 @@ where
                     .or(self.channels.first())
                     .cloned()
                 else {
-                    return GateFuture::refused(Refusal {
-                        code: RefusalCode::NoApprovalChannel,
-                        decided_by: Check::Routing,
-                        reasons: std::iter::once(format!(
+                    return GateFuture::refused(Refusal::with_reasons(
+                        RefusalCode::NoApprovalChannel,
+                        Check::Routing,
+                        std::iter::once(format!(
                             "the configuration routes asks to the `{}` channel but the gate was given no channel",
                             kind.as_str()
                         ))
                         .chain(decision.reasons.iter().cloned())
                         .collect(),
-                    });
+                    ));
                 };
                 if channel.kind() != kind {
-                    return GateFuture::refused(Refusal {
-                        code: RefusalCode::NoApprovalChannel,
-                        decided_by: Check::Routing,
-                        reasons: std::iter::once(format!(
+                    return GateFuture::refused(Refusal::with_reasons(
+                        RefusalCode::NoApprovalChannel,
+                        Check::Routing,
+                        std::iter::once(format!(
                             "the request cannot be routed: the configuration names the `{}` channel but the gate's channel is `{}`",
                             kind.as_str(),
                             channel.kind().as_str()
                         ))
                         .chain(decision.reasons.iter().cloned())
                         .collect(),
-                    });
+                    ));
                 }
                 if ticket.is_some()
                     && let Err(refusal) = self.ticket_channel()

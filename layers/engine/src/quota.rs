@@ -1,0 +1,440 @@
+//! Counting sends for quotas (R44), and the clock decisions read.
+//!
+//! A quota ([`crate::policy::Quota`]) says how many covered calls may be **sent** in a
+//! sliding window, per group. The engine works out which groups a call falls in
+//! ([`QuotaGroup`], one per covering quota) and asks a [`QuotaCounter`] whether each has
+//! room ([`QuotaCounter::check`], at R14 step 7) and, when the call is about to be sent, to
+//! check and record the send in one atomic step ([`QuotaCounter::reserve`], R38): concurrent
+//! callers never put more than `max` sends in any window.
+//!
+//! [`MemoryQuotaCounter`] is the library's counter: exact under concurrency within one
+//! process. A counter shared by several processes (a database) implements the same trait;
+//! [`retry_after_ms`] is the window arithmetic every implementation shares.
+//!
+//! ```
+//! use toolgate_engine::quota::{MemoryQuotaCounter, QuotaCounter, QuotaError, QuotaGroup};
+//! let counter = MemoryQuotaCounter::new();
+//! let group = QuotaGroup::new("searches", 0, 2, 60_000);
+//! let groups = [group];
+//! counter.reserve(&groups, 0).unwrap();
+//! counter.reserve(&groups, 1_000).unwrap();
+//! let Err(QuotaError::Full(full)) = counter.reserve(&groups, 2_000) else { panic!() };
+//! assert_eq!(full.retry_after_secs(), 58);
+//! // The window slides: the first send leaves it at 60 s.
+//! counter.reserve(&groups, 60_000).unwrap();
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Milliseconds since the Unix epoch: the time decisions are made at (R44, R45).
+pub type Millis = u64;
+
+/// Where decisions read the time. Controllable in tests ([`ManualClock`]).
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> Millis;
+}
+
+/// The system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> Millis {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock that moves only when told to (tests, simulations).
+///
+/// ```
+/// use toolgate_engine::quota::{Clock, ManualClock};
+/// let clock = ManualClock::new(1_000);
+/// clock.advance_ms(500);
+/// assert_eq!(clock.now_ms(), 1_500);
+/// clock.set_ms(10);
+/// assert_eq!(clock.now_ms(), 10);
+/// ```
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock showing `now`.
+    pub fn new(now: Millis) -> Self {
+        Self(AtomicU64::new(now))
+    }
+
+    /// Sets the time.
+    pub fn set_ms(&self, now: Millis) {
+        self.0.store(now, Ordering::SeqCst);
+    }
+
+    /// Moves the time on.
+    pub fn advance_ms(&self, by: Millis) {
+        self.0.fetch_add(by, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// One group of one quota that a call falls in (R44): the counter's key, and the quota's
+/// `max` and window.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QuotaGroup {
+    /// The counter key: the quota's [`counter_id`](crate::policy::Quota::counter_id) and
+    /// the group's `per` values. Stable across processes and policy versions that keep the
+    /// quota's selection, `per` keys and window.
+    pub key: String,
+    /// The quota's index in the policy's `quotas` (for reasons).
+    pub quota: usize,
+    /// At most this many sends in one window.
+    pub max: u64,
+    /// The window, in milliseconds.
+    pub window_ms: u64,
+}
+
+impl QuotaGroup {
+    /// A group.
+    pub fn new(key: impl Into<String>, quota: usize, max: u64, window_ms: u64) -> Self {
+        Self {
+            key: key.into(),
+            quota,
+            max,
+            window_ms,
+        }
+    }
+}
+
+/// Some covering quotas are full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaFull {
+    /// The full groups, as indices into the groups asked about.
+    pub full: Vec<usize>,
+    /// Milliseconds until every group asked about has room (at least 1).
+    pub retry_after_ms: u64,
+}
+
+impl QuotaFull {
+    /// [`QuotaFull::retry_after_ms`] in whole seconds, rounded up (R44).
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms.div_ceil(1000)
+    }
+}
+
+/// Why a counter said no.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaError {
+    /// A group is full (R44): the call is refused `rate_limited`.
+    Full(QuotaFull),
+    /// The counter cannot be read or written (a store that cannot be reached): the call is
+    /// refused, never let through (fail closed).
+    Unavailable(String),
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuotaError::Full(full) => write!(
+                f,
+                "{} quota group(s) full; room again in {} s",
+                full.full.len(),
+                full.retry_after_secs()
+            ),
+            QuotaError::Unavailable(why) => write!(f, "the quota counter cannot be used: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for QuotaError {}
+
+/// Counts sends per quota group (R44). Implementations must be exact: `reserve` checks
+/// every group and records the send in each as one atomic step, so concurrent callers
+/// (threads, or processes sharing the store) never put more than `max` sends in a window.
+/// Times are milliseconds; a send at `t` is in the window at `now` when
+/// `now - window < t <= now`.
+pub trait QuotaCounter: Send + Sync {
+    /// Whether every group has room at `now`, recording nothing.
+    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
+
+    /// Checks every group and, when each has room, records one send at `now` in each, as
+    /// one atomic step. A refusal records nothing.
+    fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
+}
+
+/// No history of sends: every quota always has room (what [`crate::Governance::decide`]
+/// sees). Records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSends;
+
+impl QuotaCounter for NoSends {
+    fn check(&self, _: &[QuotaGroup], _: Millis) -> Result<(), QuotaError> {
+        Ok(())
+    }
+
+    fn reserve(&self, _: &[QuotaGroup], _: Millis) -> Result<(), QuotaError> {
+        Ok(())
+    }
+}
+
+/// R44's window arithmetic, shared by every counter: given one group's send times that are
+/// still in its window at `now` (`now - window < t <= now`), sorted ascending, `None` when
+/// the group has room, else the milliseconds until it has (the oldest send that must leave
+/// the window for the count to drop below `max`, plus the window, minus `now`).
+///
+/// ```
+/// use toolgate_engine::quota::retry_after_ms;
+/// assert_eq!(retry_after_ms(&[0, 1_000], 2, 60_000, 2_000), Some(58_000));
+/// assert_eq!(retry_after_ms(&[0], 2, 60_000, 2_000), None);
+/// ```
+pub fn retry_after_ms(in_window: &[Millis], max: u64, window_ms: u64, now: Millis) -> Option<u64> {
+    let n = in_window.len() as u64;
+    if n < max {
+        return None;
+    }
+    // The count drops to max - 1 once the (n - max + 1)-th oldest send has left.
+    let at = usize::try_from(n - max).unwrap_or(usize::MAX);
+    let oldest = in_window.get(at).copied().unwrap_or(now);
+    Some(oldest.saturating_add(window_ms).saturating_sub(now).max(1))
+}
+
+/// One group's sends, oldest first, and the latest time it was asked about.
+#[derive(Debug, Default)]
+struct Log {
+    sends: VecDeque<Millis>,
+    latest: Millis,
+}
+
+impl Log {
+    /// Drops the sends that left the window at `now` (never moving back in time) and
+    /// returns the effective `now`.
+    fn prune(&mut self, now: Millis, window_ms: u64) -> Millis {
+        let now = now.max(self.latest);
+        self.latest = now;
+        while self
+            .sends
+            .front()
+            .is_some_and(|&t| t.saturating_add(window_ms) <= now)
+        {
+            self.sends.pop_front();
+        }
+        now
+    }
+
+    fn retry_after(&mut self, max: u64, window_ms: u64, now: Millis) -> Option<u64> {
+        let now = self.prune(now, window_ms);
+        let (a, b) = self.sends.as_slices();
+        if b.is_empty() {
+            retry_after_ms(a, max, window_ms, now)
+        } else {
+            let all: Vec<Millis> = self.sends.iter().copied().collect();
+            retry_after_ms(&all, max, window_ms, now)
+        }
+    }
+}
+
+type SharedLog = Arc<Mutex<Log>>;
+
+/// The in-memory [`QuotaCounter`]: one mutex-guarded log per group, pruned as windows
+/// pass. Exact under concurrency: `reserve` locks every group it names, in key order (so
+/// two reservations never deadlock), checks them all, and records in each before any lock
+/// is released.
+///
+/// INVARIANT: no group ever holds more than `max` sends in one window, whatever the
+/// interleaving of `reserve` calls (test `r44_concurrent_reserves_never_pass_max`).
+///
+/// Times are read as non-decreasing per group: a `now` earlier than one the group has
+/// already seen is taken as that one, so a pruned send is never needed again.
+#[derive(Debug, Default)]
+pub struct MemoryQuotaCounter {
+    logs: RwLock<HashMap<String, SharedLog>>,
+    reserves: AtomicU64,
+}
+
+/// Sweep empty logs after this many reservations.
+const SWEEP_EVERY: u64 = 4096;
+
+impl MemoryQuotaCounter {
+    /// An empty counter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many sends of the group `key` are in a window of `window_ms` at `now`.
+    pub fn sends_in_window(&self, key: &str, window_ms: u64, now: Millis) -> usize {
+        let log = self.logs.read().ok().and_then(|m| m.get(key).cloned());
+        match log {
+            Some(log) => match log.lock() {
+                Ok(mut l) => {
+                    let now = l.prune(now, window_ms);
+                    l.sends.iter().filter(|&&t| t <= now).count()
+                }
+                Err(_) => 0,
+            },
+            None => 0,
+        }
+    }
+
+    /// The logs for `groups`, created when missing, deduplicated and in key order.
+    fn logs_for(
+        &self,
+        groups: &[QuotaGroup],
+        create: bool,
+    ) -> Result<Vec<(String, Option<SharedLog>)>, QuotaError> {
+        let mut keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
+        {
+            let map = self.logs.read().map_err(|_| poisoned())?;
+            if !create || keys.iter().all(|k| map.contains_key(*k)) {
+                return Ok(keys
+                    .iter()
+                    .map(|k| ((*k).to_owned(), map.get(*k).cloned()))
+                    .collect());
+            }
+        }
+        let mut map = self.logs.write().map_err(|_| poisoned())?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let log = map.entry((*k).to_owned()).or_default();
+                ((*k).to_owned(), Some(Arc::clone(log)))
+            })
+            .collect())
+    }
+
+    fn decide(&self, groups: &[QuotaGroup], now: Millis, record: bool) -> Result<(), QuotaError> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let logs = self.logs_for(groups, record)?;
+        let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
+        // Lock in key order (deadlock-free), hold every lock until the end.
+        let mut guards = Vec::with_capacity(logs.len());
+        for (key, log) in &logs {
+            match log {
+                Some(log) => guards.push((key.as_str(), Some(log.lock().map_err(|_| poisoned())?))),
+                None => guards.push((key.as_str(), None)),
+            }
+        }
+        let mut full = Vec::new();
+        let mut retry = 0u64;
+        for (i, g) in groups.iter().enumerate() {
+            let Some((_, guard)) = guards.iter_mut().find(|(k, _)| *k == g.key) else {
+                continue;
+            };
+            let Some(log) = guard.as_mut() else { continue };
+            if let Some(ms) = log.retry_after(g.max, g.window_ms, now) {
+                full.push(i);
+                retry = retry.max(ms);
+            }
+        }
+        if !full.is_empty() {
+            return Err(QuotaError::Full(QuotaFull {
+                full,
+                retry_after_ms: retry,
+            }));
+        }
+        if record {
+            for (_, guard) in &mut guards {
+                if let Some(log) = guard.as_mut() {
+                    // A send is recorded once per key, even when two quotas share it (they
+                    // cover the same calls, so their counts are always equal).
+                    let at = now.max(log.latest);
+                    log.sends.push_back(at);
+                }
+            }
+        }
+        drop(guards);
+        if record && self.reserves.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1
+        {
+            self.sweep();
+        }
+        Ok(())
+    }
+
+    /// Forgets groups whose logs are empty (their sends all left their windows).
+    fn sweep(&self) {
+        if let Ok(mut map) = self.logs.write() {
+            map.retain(|_, log| {
+                Arc::strong_count(log) > 1 || log.lock().map_or(true, |l| !l.sends.is_empty())
+            });
+        }
+    }
+}
+
+impl QuotaCounter for MemoryQuotaCounter {
+    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        self.decide(groups, now, false)
+    }
+
+    fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        self.decide(groups, now, true)
+    }
+}
+
+impl<T: QuotaCounter + ?Sized> QuotaCounter for Arc<T> {
+    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        (**self).check(groups, now)
+    }
+
+    fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        (**self).reserve(groups, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(max: u64, window_ms: u64) -> QuotaGroup {
+        QuotaGroup::new("g", 0, max, window_ms)
+    }
+
+    #[test]
+    fn r44_the_window_reopens_at_its_edge() {
+        let c = MemoryQuotaCounter::new();
+        let g = [group(1, 10_000)];
+        c.reserve(&g, 0).unwrap();
+        let Err(QuotaError::Full(f)) = c.check(&g, 9_999) else {
+            panic!("full just before the edge")
+        };
+        assert_eq!(f.retry_after_ms, 1);
+        assert_eq!(f.retry_after_secs(), 1, "rounded up");
+        c.check(&g, 10_000).unwrap();
+    }
+
+    #[test]
+    fn r44_check_records_nothing_and_a_refusal_records_nothing() {
+        let c = MemoryQuotaCounter::new();
+        let a = QuotaGroup::new("a", 0, 1, 1_000);
+        let b = QuotaGroup::new("b", 1, 5, 1_000);
+        c.check(std::slice::from_ref(&a), 0).unwrap();
+        c.reserve(std::slice::from_ref(&a), 0).unwrap();
+        assert!(c.reserve(&[a.clone(), b.clone()], 1).is_err());
+        assert_eq!(c.sends_in_window("b", 1_000, 1), 0, "b took no send");
+        assert_eq!(c.sends_in_window("a", 1_000, 1), 1);
+    }
+
+    #[test]
+    fn r44_retry_after_is_until_every_group_has_room() {
+        let c = MemoryQuotaCounter::new();
+        let a = QuotaGroup::new("a", 0, 1, 10_000);
+        let b = QuotaGroup::new("b", 1, 1, 60_000);
+        c.reserve(&[a.clone(), b.clone()], 0).unwrap();
+        let Err(QuotaError::Full(f)) = c.check(&[a, b], 500) else {
+            panic!()
+        };
+        assert_eq!(f.full, [0, 1]);
+        assert_eq!(f.retry_after_secs(), 60);
+    }
+}
