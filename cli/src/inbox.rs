@@ -2,7 +2,9 @@
 //! stored tenant policy in an inbox database (SPEC R22, R26, R43).
 //!
 //! Every command finds its inbox with `--db PATH` (SQLite), `--pg-url URL` (PostgreSQL), the
-//! `inbox` section of `--config FILE`, or else `TOOLGATE_PG_URL`.
+//! `inbox` section of `--config FILE`, or else `TOOLGATE_PG_URL`, names itself in its claims
+//! with this process's instance and, on opening it, marks `unknown` the calls left `claimed`
+//! by a toolgate process that stopped (`crate::recover`; `inbox recover` does only that).
 //!
 //! Exit codes: 0 success; 1 a refused answer (an id the inbox did not issue, a call already
 //! decided or expired, an idempotency key that answered the other way), a refused policy
@@ -111,7 +113,8 @@ pub(crate) enum InboxCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Cancel a turn: each of its pending held calls ends `cancelled` (R43).
+    /// Cancel a turn: each of its held calls not yet sent (pending, or approved and not
+    /// yet claimed) ends `cancelled` (R43, R47).
     CancelTurn {
         /// The session.
         session: String,
@@ -119,6 +122,21 @@ pub(crate) enum InboxCommand {
         turn: String,
         #[command(flatten)]
         store: StoreArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark `unknown` the calls left `claimed` by a toolgate process of this machine that
+    /// stopped before recording their result (every inbox command, `serve` and `mcp serve`
+    /// do it at start, too). An `unknown` call is never sent again automatically; a repeat
+    /// of it is told so (R26).
+    Recover {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Also the calls claimed by this instance name (a library host's, or a process on
+        /// another machine): only once it is known to have stopped.
+        #[arg(long, value_name = "NAME")]
+        instance: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -144,6 +162,28 @@ pub(crate) enum PolicyCommand {
         /// conflict (exit 1) and nothing is saved.
         #[arg(long = "if-updated-at", value_name = "STAMP")]
         if_updated_at: Option<String>,
+    },
+    /// Replay the calls an audit log recorded (those whose input it holds) under the policy
+    /// in force and a proposed one, and print every call that would be decided otherwise,
+    /// with the rule that decided each way, and the totals (R46).
+    Simulate {
+        /// The configuration the calls were decided under (its `policy` is the one in force
+        /// unless `--current` names another).
+        #[arg(long, value_name = "CONFIG")]
+        config: PathBuf,
+        /// The audit log (JSON lines, as `audit.file` writes them).
+        #[arg(long, value_name = "FILE")]
+        audit: PathBuf,
+        /// The proposed policy.
+        #[arg(long, value_name = "POLICY")]
+        policy: PathBuf,
+        /// The policy in force, when it is not the configuration's (`toolgate policy get`'s
+        /// output, say).
+        #[arg(long, value_name = "POLICY")]
+        current: Option<PathBuf>,
+        /// Print the report as JSON (for CI).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -185,6 +225,18 @@ impl StoreArgs {
         &self,
         create: bool,
     ) -> Result<(Arc<dyn InboxStore>, Option<PostgresInbox>), String> {
+        let opened = self.open_without_recovery(create).await?;
+        // Claims left by a process that stopped become `unknown` (issue 20 item 11).
+        crate::recover::recover_at_start(&*opened.0).await;
+        Ok(opened)
+    }
+
+    /// As [`StoreArgs::open_shared`], without recovering stopped processes' claims first.
+    /// The store's instance is this process's ([`crate::recover::process_instance`]).
+    pub(crate) async fn open_without_recovery(
+        &self,
+        create: bool,
+    ) -> Result<(Arc<dyn InboxStore>, Option<PostgresInbox>), String> {
         if self.db.is_some() && self.pg_url.is_some() {
             return Err(String::from("give `--db` or `--pg-url`, not both"));
         }
@@ -218,7 +270,9 @@ impl StoreArgs {
         };
         match target {
             Target::Sqlite(path) => {
-                let mut options = SqliteOptions::default().create(create);
+                let mut options = SqliteOptions::default()
+                    .create(create)
+                    .instance(crate::recover::process_instance());
                 if synchronous == Some(InboxSynchronous::Full) {
                     options = options.synchronous(Synchronous::Full);
                 }
@@ -226,7 +280,9 @@ impl StoreArgs {
                 Ok((Arc::new(store), None))
             }
             Target::Postgres(url) => {
-                let store = PostgresInbox::connect(&url, PostgresOptions::default())
+                let options =
+                    PostgresOptions::default().instance(crate::recover::process_instance());
+                let store = PostgresInbox::connect(&url, options)
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok((Arc::new(store.clone()), Some(store)))
@@ -313,11 +369,29 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                     print_json(&json!({"session": session, "turn": turn, "cancelled": ids}));
                 } else if ids.is_empty() {
                     println!(
-                        "turn `{turn}` of session `{session}` has no pending held call; nothing changed"
+                        "turn `{turn}` of session `{session}` has no held call not yet sent; nothing changed"
                     );
                 } else {
                     for id in &ids {
                         println!("{id} cancelled");
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            InboxCommand::Recover {
+                store,
+                instance,
+                json,
+            } => {
+                let store = store.open_without_recovery(false).await?.0;
+                let ids = crate::recover::recover_stopped(&*store, instance.as_deref()).await?;
+                if json {
+                    print_json(&json!({"unknown": ids}));
+                } else if ids.is_empty() {
+                    println!("no held call was left claimed by a process that stopped; nothing changed");
+                } else {
+                    for id in &ids {
+                        println!("{id} unknown");
                     }
                 }
                 Ok(ExitCode::SUCCESS)
@@ -595,6 +669,14 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
     let rt = runtime()?;
     rt.block_on(async move {
         match command {
+            // Reads files only: no store.
+            PolicyCommand::Simulate {
+                config,
+                audit,
+                policy,
+                current,
+                json,
+            } => crate::policy_sim::run(&config, current.as_deref(), &policy, &audit, json),
             PolicyCommand::Get { store } => {
                 let limits = store.limits()?;
                 let store = store.open(false).await?;

@@ -11,6 +11,8 @@ mod call;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod policy_sim;
+mod recover;
 #[cfg(feature = "serve")]
 mod serve;
 

@@ -84,13 +84,24 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         let inbox = match governance.inbox_settings() {
             None => None,
             Some(settings) => Some(match &settings.store {
-                InboxStoreSetting::Sqlite(_) => {
-                    Inbox::open_configured(settings).map_err(|e| format!("inbox: {e}"))?
+                InboxStoreSetting::Sqlite(path) => {
+                    // Claims name this process, so a later start can tell it stopped.
+                    let mut options = toolgate_inbox::SqliteOptions::default()
+                        .instance(crate::recover::process_instance());
+                    if settings.synchronous
+                        == Some(toolgate_engine::recording::InboxSynchronous::Full)
+                    {
+                        options = options.synchronous(toolgate_inbox::Synchronous::Full);
+                    }
+                    let store = toolgate_inbox::SqliteInbox::open(path, options)
+                        .map_err(|e| format!("inbox: {e}"))?;
+                    Inbox::new(store).with_ttl(settings.ttl.unwrap_or(toolgate_inbox::DEFAULT_TTL))
                 }
                 InboxStoreSetting::Postgres(url) => {
                     let store = toolgate_inbox_postgres::PostgresInbox::connect(
                         url,
-                        toolgate_inbox_postgres::PostgresOptions::default(),
+                        toolgate_inbox_postgres::PostgresOptions::default()
+                            .instance(crate::recover::process_instance()),
                     )
                     .await
                     .map_err(|e| format!("inbox: {e}"))?;
@@ -102,6 +113,10 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                 }
             }),
         };
+        if let Some(inbox) = &inbox {
+            // Claims left by a process that stopped become `unknown` (issue 20 item 11).
+            crate::recover::recover_at_start(&**inbox.store()).await;
+        }
         let handle = GovernanceHandle::new(governance);
         let server = GovernedServer::start(handle, &serve, inbox)
             .await

@@ -533,7 +533,10 @@ async fn r38_r26_held_call_approved_with_toolgate_inbox_approve_runs_once_throug
     assert_eq!(text(&ran), "bare ran", "{ran:?}");
     assert_eq!(drift.calls("bare"), 1);
 
-    // And once more: a new call, held again; the redeemed approval is not used twice.
+    // Once more: told it was already sent (R26), holding nothing; and then a new call,
+    // held again — the redeemed approval is not used twice.
+    let told = call(&dev, input.clone()).await;
+    assert!(text(&told).contains("already sent"), "{told:?}");
     let again = call(&dev, input).await;
     let new_id = held_id(&again);
     assert_ne!(new_id, id);

@@ -158,14 +158,16 @@ async fn r43_inbox_list_session_show_approve_without_a_key_and_cancel_turn() {
         "R43: without a key each answer is its own"
     );
 
-    // cancel-turn: the pending held call of s1/t1 ends cancelled; others are untouched.
+    // cancel-turn: the held calls of s1/t1 not yet sent — the approved one too (R47) —
+    // end cancelled; others are untouched.
     let o = toolgate(&["inbox", "cancel-turn", "s1", "t1", "--db", dbs, "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(json_out(&o)["cancelled"], json!([ids[1]]));
+    assert_eq!(json_out(&o)["cancelled"], json!([ids[0], ids[1]]));
     let store = inbox.store();
     assert_eq!(
         store.get(&ids[0]).await.unwrap().unwrap().state,
-        State::Approved
+        State::Cancelled,
+        "R47: an approved, unsent call of the cancelled turn ends too"
     );
     assert_eq!(
         store.get(&ids[1]).await.unwrap().unwrap().state,

@@ -125,5 +125,6 @@ pub use inbox::{PostgresInbox, WaitError};
 pub use listen::{Notice, Subscription};
 pub use options::{MAX_SCHEMA_NAME, PostgresOptions};
 pub use schema::{
-    APPLICATION, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
+    APPLICATION, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, REPEAT_COLUMN, SCHEMA_V1, SCHEMA_V2,
+    SCHEMA_VERSION,
 };

@@ -104,6 +104,15 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
     WHERE state IN ('pending', 'approved');
 ";
 
+/// What `hold_unless_repeated` adds: when the ending of a call was told to a repeat of it
+/// (R26), and the index it finds a call's repeats by. Like [`OPEN_INDEX`], not a schema
+/// version of its own: [`migrate`] adds them, under the migration lock, to an inbox that
+/// lacks them (a program that does not know them ignores them).
+pub const REPEAT_COLUMN: &str = "
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS repeat_told_at BIGINT;
+CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -285,6 +294,20 @@ pub(crate) async fn migrate(
         if !indexed {
             tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
         }
+        let told: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'held_calls' AND column_name = 'repeat_told_at') \
+                 AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+                 AND tablename = 'held_calls' AND indexname = 'held_calls_by_input')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !told {
+            tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         Located {
             schema: current.clone(),
@@ -301,6 +324,7 @@ pub(crate) async fn migrate(
             .map_err(err)?;
         tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
         tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
+        tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

@@ -11,7 +11,7 @@ use toolgate::core::ChannelKind;
 use toolgate::engine::canon;
 
 use crate::error::ClaimError;
-use crate::model::{Claim, NewHeldCall, State, Timestamp};
+use crate::model::{Claim, HeldRecord, Holding, NewHeldCall, State, Timestamp};
 use crate::store::InboxStore;
 
 /// Who the gate names as the one who refused a ticket that the inbox could not redeem (the
@@ -50,6 +50,10 @@ pub(crate) fn random_token(prefix: &str) -> Option<String> {
 ///
 /// - A request **without** a ticket is stored as `pending` and answered
 ///   [`ApprovalOutcome::Held`] at once: nothing holds a process while a person decides.
+///   A repeat of a call already held ([`InboxStore::hold_unless_repeated`]) holds nothing
+///   new: still open, it is the same card; being sent, it is refused as such; ended, it is
+///   told its ending once — the person's denial and reason, the expiry, the cancellation, or
+///   that it was sent — and the repeat after that asks anew (R26).
 /// - A request **with** a ticket (a resumed call, [`toolgate::approval::ResumeTicket`]) is
 ///   the execution of a held call: it is approved only when that call is `approved`, for the
 ///   same tool and agent, with exactly the same input and the same tool definition (R35),
@@ -109,11 +113,42 @@ async fn hold(store: &dyn InboxStore, request: &ApprovalRequest, ttl: Duration) 
         Ok(c) => c,
         Err(why) => return ApprovalOutcome::Unroutable(format!("the call cannot be held: {why}")),
     };
-    match store.hold(call).await {
-        Ok(()) => ApprovalOutcome::Held {
+    match store.hold_unless_repeated(call).await {
+        Ok(Holding::Held) => ApprovalOutcome::Held {
             interaction_id: request.interaction_id.clone(),
         },
+        Ok(Holding::Open(record)) => match record.state {
+            State::Claimed => refused(format!(
+                "held call `{}` with this input is being sent (state `claimed`); an approved call is sent exactly once, and nothing new was held",
+                record.id()
+            )),
+            // Still asked, or approved and about to be redeemed: the same card, not a second.
+            _ => ApprovalOutcome::Held {
+                interaction_id: record.id().to_owned(),
+            },
+        },
+        Ok(Holding::Ended(record)) => ended(record),
         Err(e) => ApprovalOutcome::Unroutable(format!("the call cannot be held: {e}")),
+    }
+}
+
+/// What a repeat of a held call that ended is told, once (R26): the person's denial and
+/// reason, the expiry, the cancellation, or that it was sent already.
+fn ended(record: HeldRecord) -> ApprovalOutcome {
+    let id = record.id().to_owned();
+    match record.state {
+        State::Denied => ApprovalOutcome::Denied {
+            approver: record.approver.unwrap_or_else(|| INBOX_APPROVER.to_owned()),
+            reason: record.answer_reason,
+        },
+        State::Expired => ApprovalOutcome::Expired,
+        State::Cancelled => ApprovalOutcome::Cancelled,
+        State::Unknown => refused(format!(
+            "held call `{id}` with this input was claimed for sending, but the process sending it stopped before its result was recorded (state `unknown`): it may or may not have run, and it is never sent again automatically; nothing new was held, and calling again asks anew"
+        )),
+        state => refused(format!(
+            "held call `{id}` with this input was already sent (state `{state}`); an approved call is sent exactly once, nothing new was held, and calling again asks anew"
+        )),
     }
 }
 

@@ -87,8 +87,8 @@
 //! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
 //! subagent's held calls on its parent's session, with the subagent's id as `agent`);
 //! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
-//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each pending held call of a turn
-//! `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
+//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each held call of a turn not yet sent
+//! (pending or approved) `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
 //! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
 //! [`Answer`] may carry an idempotency key; without one each answer is its own.
 //!
@@ -142,8 +142,8 @@ pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
 pub use model::{
-    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, NewHeldCall,
-    Outcome, State, StoredPolicy, Timestamp, TurnState,
+    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
+    NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
@@ -152,7 +152,7 @@ pub use policy::{
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, OPEN_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions,
-    Synchronous,
+    APPLICATION_ID, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
+    SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

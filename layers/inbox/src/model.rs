@@ -239,6 +239,21 @@ impl NewHeldCall {
     }
 }
 
+/// What [`InboxStore::hold_unless_repeated`](crate::InboxStore::hold_unless_repeated) did
+/// with a call (R26).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Holding {
+    /// The call was held anew, `pending`.
+    Held,
+    /// The same call is already held and open (`pending`, `approved`) or being sent
+    /// (`claimed`): nothing new was held.
+    Open(HeldRecord),
+    /// The same call's last ask ended (`denied`, `expired`, `cancelled`, `done`, `failed`,
+    /// `unknown`), and this repeat is the one told so; nothing was held.
+    Ended(HeldRecord),
+}
+
 /// One held call as the store keeps it: the call as decided, and where it is now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldRecord {

@@ -49,10 +49,10 @@ use crate::error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind, PolicySaveError,
 };
 use crate::model::{
-    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
+    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp,
 };
-use crate::state::{self, PendingLost};
+use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
 /// The schema version this code writes (`PRAGMA user_version`).
@@ -117,6 +117,20 @@ CREATE INDEX held_calls_by_session ON held_calls (session_id, turn_id, created_a
 pub const OPEN_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_hash)
     WHERE state IN ('pending', 'approved');
+";
+
+/// What [`InboxStore::hold_unless_repeated`] adds to a version-2 file: when the ending of
+/// a call was told to a repeat of it (R26), and the index it finds a call's repeats by (all
+/// of them, not only the open ones). Like [`OPEN_INDEX`], not a schema version of its own:
+/// added, when missing, each time a version-2 file is opened; a program that does not know
+/// them ignores them.
+pub const REPEAT_COLUMN: &str = "
+ALTER TABLE held_calls ADD COLUMN repeat_told_at INTEGER;
+";
+
+/// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
+pub const REPEAT_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
 ";
 
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
@@ -230,6 +244,31 @@ struct Inner {
     /// Set when an error says another connection held the lock (`SQLITE_BUSY`): read by
     /// [`Inner::try_fast`], which runs with no busy timeout.
     busy: AtomicBool,
+    /// The identity (device, inode) of the file the connection has open, checked before
+    /// each operation: a file deleted or replaced behind the connection's back is never
+    /// written to (issue 20 item 12).
+    identity: Mutex<Option<FileIdentity>>,
+    /// Set once a connection was opened: a file deleted since is not created again in its
+    /// place, even with [`SqliteOptions::create`].
+    opened: AtomicBool,
+}
+
+/// A file's device and inode.
+type FileIdentity = (u64, u64);
+
+/// The identity of the file at `path`, `None` when there is none.
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Some((0, 0))
+    }
 }
 
 /// An inbox in one SQLite file.
@@ -279,6 +318,8 @@ impl SqliteInbox {
                 conn: Mutex::new(None),
                 broken: AtomicBool::new(false),
                 busy: AtomicBool::new(false),
+                identity: Mutex::new(None),
+                opened: AtomicBool::new(false),
             }),
         }
     }
@@ -354,6 +395,9 @@ impl Inner {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
+        if let Err(e) = self.same_file(&mut guard) {
+            return Some(Err(E::from(e)));
+        }
         let conn = guard.as_mut()?;
         conn.busy_timeout(Duration::ZERO).ok()?;
         self.busy.store(false, Ordering::SeqCst);
@@ -374,6 +418,7 @@ impl Inner {
         F: FnOnce(&Inner, &mut Connection) -> Result<T, E>,
     {
         let mut guard = self.lock();
+        self.same_file(&mut guard)?;
         let conn = match guard.as_mut() {
             Some(c) => c,
             None => guard.insert(self.connect()?),
@@ -385,8 +430,46 @@ impl Inner {
         result
     }
 
+    /// Checks that the open connection's file is still the one at the path: a file deleted
+    /// (or moved away) is refused, never written to, and a file replaced by another is
+    /// reopened — the connection to the old one is closed first — so that no answer goes
+    /// into a file nobody reads again (issue 20 item 12). Nothing to check when no
+    /// connection is open: the next one opens (and checks) the file at the path.
+    fn same_file(&self, guard: &mut Option<Connection>) -> Result<(), InboxError> {
+        if guard.is_none() {
+            return Ok(());
+        }
+        let known = *self.identity.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = file_identity(&self.path);
+        if found.is_some() && found == known {
+            return Ok(());
+        }
+        *guard = None;
+        tracing::warn!(
+            path = %self.path.display(),
+            "the inbox database was deleted or replaced since it was opened; its connection was closed"
+        );
+        match found {
+            None => Err(self.deleted()),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn deleted(&self) -> InboxError {
+        InboxError::new(
+            Kind::Unavailable,
+            format!(
+                "the inbox database `{}` was deleted or moved away since it was opened; nothing was written to it (put the file back, or restart to start a new inbox)",
+                self.path.display()
+            ),
+        )
+    }
+
     fn connect(&self) -> Result<Connection, InboxError> {
         let path = &self.path;
+        if self.opened.load(Ordering::SeqCst) && !path.exists() {
+            return Err(self.deleted());
+        }
         if !self.options.create && !path.exists() {
             return Err(InboxError::new(
                 Kind::Unavailable,
@@ -415,6 +498,8 @@ impl Inner {
         conn.pragma_update(None, "synchronous", self.options.synchronous.pragma())
             .map_err(|e| self.err(e))?;
         self.migrate(&mut conn)?;
+        *self.identity.lock().unwrap_or_else(PoisonError::into_inner) = file_identity(path);
+        self.opened.store(true, Ordering::SeqCst);
         Ok(conn)
     }
 
@@ -422,7 +507,8 @@ impl Inner {
         let version = user_version(conn).map_err(|e| self.err(e))?;
         if version == SCHEMA_VERSION {
             self.check_application_id(conn)?;
-            return conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e));
+            conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
+            return self.add_repeat_column(conn);
         }
         if version > SCHEMA_VERSION {
             return Err(self.newer(version));
@@ -457,7 +543,33 @@ impl Inner {
             return Err(self.newer(version));
         }
         tx.commit().map_err(|e| self.err(e))?;
-        self.check_application_id(conn)
+        self.check_application_id(conn)?;
+        self.add_repeat_column(conn)
+    }
+
+    /// Adds [`REPEAT_COLUMN`] and [`REPEAT_INDEX`] to a file that lacks them (read first: a
+    /// file that has them is not written to).
+    fn add_repeat_column(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let has = |c: &Connection| -> rusqlite::Result<bool> {
+            c.query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+        };
+        if has(conn).map_err(|e| self.err(e))? {
+            return conn.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e));
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        // Another process may have added it while we waited for the lock.
+        if !has(&tx).map_err(|e| self.err(e))? {
+            tx.execute_batch(REPEAT_COLUMN).map_err(|e| self.err(e))?;
+        }
+        tx.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     fn check_application_id(&self, conn: &Connection) -> Result<(), InboxError> {
@@ -636,7 +748,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     }))
 }
 
-fn hold_op(inner: &Inner, conn: &mut Connection, c: &NewHeldCall) -> Result<(), InboxError> {
+fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), InboxError> {
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
@@ -793,6 +905,88 @@ fn find_open_op(
     }
 }
 
+/// The statement of [`InboxStore::hold_unless_repeated`]'s look-up, selecting `columns`
+/// and `repeat_told_at`: every held call of one agent, tool and input hash, newest first.
+fn repeats_sql(columns: &str) -> String {
+    format!(
+        "SELECT {columns}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
+         AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
+         ORDER BY created_at DESC, interaction_id DESC"
+    )
+}
+
+fn hold_unless_repeated_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    c: &NewHeldCall,
+    now: Timestamp,
+) -> Result<Holding, InboxError> {
+    // INVARIANT: `BEGIN IMMEDIATE` takes the write lock before the look-up, so of two
+    // repeats of one call, the second sees what the first held (R26).
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let newest = {
+        let mut stmt = tx
+            .prepare_cached(&repeats_sql(COLUMNS))
+            .map_err(|e| inner.err(e))?;
+        let mut rows = stmt
+            .query(params![
+                c.agent.profile,
+                c.agent.subagent,
+                c.input_hash,
+                c.tool
+            ])
+            .map_err(|e| inner.err(e))?;
+        let mut newest = None;
+        while let Some(row) = rows.next().map_err(|e| inner.err(e))? {
+            let record = read_row(row)
+                .map_err(|e| inner.err(e))?
+                .map_err(|why| inner.record_err("?", why))?;
+            if same_input(&record, &c.input_json) {
+                let told: Option<i64> = row.get(27).map_err(|e| inner.err(e))?;
+                newest = Some((record, told.is_some()));
+                break;
+            }
+        }
+        newest
+    };
+    let outcome = match newest {
+        Some((mut record, told)) => match state::repeat_of(&record, told, now) {
+            Repeat::Open => Some(Holding::Open(record)),
+            Repeat::Expire => {
+                tx.execute(
+                    "UPDATE held_calls SET state = 'expired', repeat_told_at = ?2, updated_at = ?2 \
+                     WHERE interaction_id = ?1 AND state = 'pending'",
+                    params![record.id(), now.as_millis()],
+                )
+                .map_err(|e| inner.err(e))?;
+                record.state = State::Expired;
+                Some(Holding::Ended(record))
+            }
+            Repeat::Tell => {
+                tx.execute(
+                    "UPDATE held_calls SET repeat_told_at = ?2 WHERE interaction_id = ?1",
+                    params![record.id(), now.as_millis()],
+                )
+                .map_err(|e| inner.err(e))?;
+                Some(Holding::Ended(record))
+            }
+            Repeat::Hold => None,
+        },
+        None => None,
+    };
+    let outcome = match outcome {
+        Some(o) => o,
+        None => {
+            hold_op(inner, &tx, c)?;
+            Holding::Held
+        }
+    };
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(outcome)
+}
+
 fn session_calls_op(
     inner: &Inner,
     conn: &mut Connection,
@@ -834,11 +1028,12 @@ fn cancel_turn_op(
         params![session, turn, now.as_millis()],
     )
     .map_err(|e| inner.err(e))?;
+    // R47: an approved call not yet claimed is not yet sent: it ends too.
     let ids = {
         let mut stmt = tx
             .prepare_cached(
                 "UPDATE held_calls SET state = 'cancelled', updated_at = ?3 \
-                 WHERE session_id = ?1 AND turn_id = ?2 AND state = 'pending' \
+                 WHERE session_id = ?1 AND turn_id = ?2 AND state IN ('pending', 'approved') \
                  RETURNING interaction_id, created_at",
             )
             .map_err(|e| inner.err(e))?;
@@ -1189,6 +1384,13 @@ impl InboxStore for SqliteInbox {
         self.run(move |inner, conn| session_calls_op(inner, conn, &session, turn.as_deref()))
     }
 
+    fn hold_unless_repeated(
+        &self,
+        call: NewHeldCall,
+    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
+        self.run(move |inner, conn| hold_unless_repeated_op(inner, conn, &call, Timestamp::now()))
+    }
+
     fn find_open<'a>(
         &'a self,
         agent: &'a AgentRef,
@@ -1282,6 +1484,23 @@ impl InboxStore for SqliteInbox {
         })
     }
 
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        let instance = instance.to_owned();
+        self.run(move |inner, conn| {
+            move_all(
+                inner,
+                conn,
+                "state = 'claimed' AND claimed_by = ?1",
+                &instance,
+                State::Unknown,
+                Timestamp::now(),
+            )
+        })
+    }
+
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.run(move |inner, conn| {
             conn.query_row(
@@ -1348,5 +1567,58 @@ mod tests {
                 .any(|step| step.contains("USING INDEX held_calls_open")),
             "{plan:?}"
         );
+    }
+
+    #[test]
+    fn r26_the_repeats_of_a_call_are_found_by_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {}", repeats_sql(COLUMNS)))
+            .unwrap()
+            .query_map(params!["support", "sub-7", "sha256:x", "refund"], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX held_calls_by_input")),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn r26_an_inbox_file_without_the_repeat_column_gains_it_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        {
+            // A version-2 file as the program before this one wrote it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(SCHEMA_V2).unwrap();
+            conn.execute_batch(OPEN_INDEX).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .unwrap();
+        }
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let has: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(has, 1);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
     }
 }

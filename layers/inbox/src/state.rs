@@ -200,6 +200,56 @@ pub fn complete_lost(id: &str, state: Option<State>) -> CompleteError {
     }
 }
 
+/// What a repeat of a held call gets, by the newest held call it repeats
+/// ([`InboxStore::hold_unless_repeated`](crate::InboxStore::hold_unless_repeated), R26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    /// It is still asked (`pending`, not due), may be redeemed (`approved`) or is being sent
+    /// (`claimed`): report it; hold nothing.
+    Open,
+    /// It is `pending` past its expiry: mark it `expired` (and told) and tell that.
+    Expire,
+    /// It ended (denied, expired, cancelled, sent, `unknown`) and nobody was told yet: mark
+    /// it told and tell its ending.
+    Tell,
+    /// Its ending was told already, or it was refused when resumed and never sent: hold
+    /// the repeat anew, a fresh ask.
+    Hold,
+}
+
+fn was_refused(record: &crate::model::HeldRecord) -> bool {
+    record
+        .result
+        .as_ref()
+        .and_then(|r| r.get("outcome"))
+        .and_then(serde_json::Value::as_str)
+        == Some("refused")
+}
+
+/// [`Repeat`] for the newest held call `record` a call repeats, `told` whether its ending
+/// was told to a repeat already, at `now`.
+pub fn repeat_of(record: &crate::model::HeldRecord, told: bool, now: Timestamp) -> Repeat {
+    match record.state {
+        State::Pending if record.is_past_expiry(now) => Repeat::Expire,
+        State::Pending | State::Approved | State::Claimed => Repeat::Open,
+        // Refused when it was resumed, before it was claimed: never sent, and the refusal
+        // went to the resume; the call asks anew (R35 re-gates a changed definition).
+        State::Failed if was_refused(record) => Repeat::Hold,
+        _ if told => Repeat::Hold,
+        _ => Repeat::Tell,
+    }
+}
+
+/// Whether `record` holds exactly the input `input_json` (a held call's stored text): the
+/// same JSON value, so two inputs that only share a canonical hash (a number past 2^53
+/// rounded through a double) are two calls (R35).
+pub fn same_input(record: &crate::model::HeldRecord, input_json: &str) -> bool {
+    match (record.input(), crate::codec::parse_json(input_json)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => record.call.input_json == input_json,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use toolgate::engine::policy::Policy;
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, PolicySaveError};
 use crate::model::{
-    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, NewHeldCall, State,
+    Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp, TurnState,
 };
 
@@ -43,8 +43,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// - An answer without an idempotency key is its own: it never replays another answer.
 /// - [`session_calls`](InboxStore::session_calls) lists the calls held in a session (or in
 ///   one of its turns), oldest first; [`cancel_turn`](InboxStore::cancel_turn) ends every
-///   pending call of the turn `cancelled` (one past its expiry `expired`) in one
-///   transaction (R43).
+///   held call of the turn not yet sent — pending or approved — `cancelled` (a pending one
+///   past its expiry `expired`) in one transaction (R43, R47).
+/// - [`hold_unless_repeated`](InboxStore::hold_unless_repeated) looks for the same call
+///   (agent, tool, exact input) and holds it anew only when there is none open or being
+///   sent and the last one's ending was already told, in one transaction serialised with
+///   every other such hold of the same call: concurrent repeats never hold two cards (R26).
 /// - [`find_open`](InboxStore::find_open) finds the open held call of one agent for one
 ///   tool and input hash — the approved one when there is one, else the pending one,
 ///   newest first — by an index, not by listing (R26, R38);
@@ -74,9 +78,10 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         turn: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>>;
 
-    /// Cancels turn `turn` of `session`: each of its pending held calls ends `cancelled`
-    /// (one already past its expiry ends `expired`), in one transaction; returns the ids
-    /// cancelled (R43).
+    /// Cancels turn `turn` of `session`: each of its held calls not yet sent — pending, or
+    /// approved and not claimed — ends `cancelled` (a pending one already past its expiry
+    /// ends `expired`), in one transaction; returns the ids cancelled (R43, R47). A call
+    /// already claimed for sending is left to finish.
     fn cancel_turn<'a>(
         &'a self,
         session: &'a str,
@@ -173,6 +178,30 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         })
     }
 
+    /// Holds `call` unless it repeats one already held: the same agent (compared exactly),
+    /// tool (ASCII case-insensitively) and input (its hash, then the stored input exactly).
+    /// Of the repeated calls, the newest decides (R26):
+    ///
+    /// - `pending` (not yet due), `approved` or `claimed`: [`Holding::Open`], nothing held —
+    ///   it is still asked, can be redeemed, or is being sent;
+    /// - `pending` past its expiry: marked `expired`, and told as below;
+    /// - ended (`denied`, `expired`, `cancelled`, `done`, `failed`, `unknown`) and its ending
+    ///   not yet told: [`Holding::Ended`], the ending marked told — so a repeat hears it
+    ///   once, and the repeat after that is a fresh ask;
+    /// - otherwise (none, or the ending was told): `call` is held `pending`,
+    ///   [`Holding::Held`].
+    ///
+    /// The look-up and the hold are one transaction, serialised with every other
+    /// `hold_unless_repeated` of the same call, so concurrent repeats never hold two cards.
+    ///
+    /// This provided method only holds (it never finds a repeat): the backends override it.
+    fn hold_unless_repeated(
+        &self,
+        call: NewHeldCall,
+    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
+        Box::pin(async move { self.hold(call).await.map(|()| Holding::Held) })
+    }
+
     /// Records a person's answer: `pending → approved | denied` (or `expired`).
     fn answer<'a>(
         &'a self,
@@ -202,6 +231,25 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// between claim and result); returns their ids. They are never sent again
     /// automatically.
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
+
+    /// Marks the calls that instance `instance` claimed `unknown`, as
+    /// [`recover`](InboxStore::recover) does for this instance's own: for an instance known
+    /// to have stopped (a process killed between claim and result), never for a live one,
+    /// whose claims are its own to record. Returns their ids, oldest first.
+    ///
+    /// This provided method refuses: a store that can recover another instance's claims
+    /// overrides it (both backends do).
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(async move {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                format!("this inbox cannot recover the calls instance `{instance}` claimed"),
+            ))
+        })
+    }
 
     /// The stored tenant policy, if one was ever put.
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>>;
@@ -278,6 +326,12 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
         (**self).find_open_all(agent, tool, input_hash)
     }
+    fn hold_unless_repeated(
+        &self,
+        call: NewHeldCall,
+    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
+        (**self).hold_unless_repeated(call)
+    }
     fn answer<'a>(
         &'a self,
         id: &'a str,
@@ -307,6 +361,12 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     }
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         (**self).recover()
+    }
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        (**self).recover_instance(instance)
     }
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         (**self).get_policy()

@@ -31,7 +31,7 @@ use toolgate::engine::canon;
 use toolgate::engine::policy::Limits;
 
 use crate::error::{AnswerError, ClaimError, CompleteError, PolicySaveError};
-use crate::model::{Answer, Claim, Completion, NewHeldCall, Outcome, State, Timestamp};
+use crate::model::{Answer, Claim, Completion, Holding, NewHeldCall, Outcome, State, Timestamp};
 use crate::policy::{
     PutPolicyError, load_policy_state, put_policy_text, put_policy_text_if_unchanged,
 };
@@ -196,6 +196,12 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r43_a_subagents_call_is_listed_on_the_parents_session_a_flow_agents_on_its_own);
     case!(r43_without_an_idempotency_key_each_answer_is_its_own);
     case!(r43_the_same_key_retried_is_one_answer_and_the_other_answer_conflicts);
+    case!(r26_a_repeat_of_a_denied_call_is_told_the_denial_once);
+    case!(r26_a_repeat_of_an_expired_or_cancelled_call_is_told_so_once);
+    case!(r26_a_repeat_of_an_open_or_sent_call_holds_nothing_new);
+    case!(r26_concurrent_repeats_never_hold_two_cards);
+    case!(r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good);
+    case!(r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so);
     run_find_open(fixture).await;
 }
 
@@ -1376,15 +1382,19 @@ pub async fn r43_cancel_turn_ends_each_pending_call_cancelled(fixture: &dyn Fixt
     let cancelled = store.cancel_turn("s", "t").await.unwrap();
     assert_eq!(
         cancelled,
-        vec![a.interaction_id.clone(), b.interaction_id.clone()],
-        "R43: each pending held call of the turn, oldest first"
+        vec![
+            approved_one.interaction_id.clone(),
+            a.interaction_id.clone(),
+            b.interaction_id.clone()
+        ],
+        "R43, R47: each held call of the turn not yet sent, approved ones too, oldest first"
     );
     assert_eq!(state(&*store, &a.interaction_id).await, State::Cancelled);
     assert_eq!(state(&*store, &b.interaction_id).await, State::Cancelled);
     assert_eq!(
         state(&*store, &approved_one.interaction_id).await,
-        State::Approved,
-        "an answered call keeps its answer"
+        State::Cancelled,
+        "R47: an approved, unsent call of the cancelled turn ends too"
     );
     assert_eq!(
         state(&*store, &elsewhere.interaction_id).await,
@@ -1988,4 +1998,387 @@ pub async fn r35_r38_find_open_all_returns_every_open_call_sharing_the_hash(fixt
             .is_empty(),
         "another agent (the parent profile) has none"
     );
+}
+
+// ----- repeats of a held call (R26) and cancelled turns (R47) -----
+
+/// A repeat of `c`: the same call made again, with the gate's fresh interaction id.
+fn repeat_of(c: &NewHeldCall) -> NewHeldCall {
+    let mut again = c.clone();
+    again.interaction_id = new_id();
+    again.created_at = Timestamp::now();
+    again.expires_at = again.created_at.saturating_add(HOUR);
+    again
+}
+
+fn ended_state(h: &Holding) -> Option<State> {
+    match h {
+        Holding::Ended(r) => Some(r.state),
+        _ => None,
+    }
+}
+
+pub async fn r26_a_repeat_of_a_denied_call_is_told_the_denial_once(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({"amount": 5}), HOUR);
+    assert_eq!(
+        store.hold_unless_repeated(c.clone()).await.unwrap(),
+        Holding::Held,
+        "a first call is held"
+    );
+    store
+        .answer(
+            &c.interaction_id,
+            Answer::deny("k", "alice", Some("not this one".into())),
+        )
+        .await
+        .unwrap();
+    let again = repeat_of(&c);
+    match store.hold_unless_repeated(again.clone()).await.unwrap() {
+        Holding::Ended(r) => {
+            assert_eq!(
+                r.id(),
+                c.interaction_id,
+                "R26: the denied call is the one told"
+            );
+            assert_eq!(r.state, State::Denied);
+            assert_eq!(r.approver.as_deref(), Some("alice"));
+            assert_eq!(r.answer_reason.as_deref(), Some("not this one"));
+        }
+        other => panic!("R26: a repeat of a denied call is told the denial, got {other:?}"),
+    }
+    assert!(
+        store.get(&again.interaction_id).await.unwrap().is_none(),
+        "R26: the repeat told the denial holds nothing"
+    );
+    assert!(store.list(Some(State::Pending)).await.unwrap().is_empty());
+    // Told once: the repeat after that is a fresh ask.
+    let third = repeat_of(&c);
+    assert_eq!(
+        store.hold_unless_repeated(third.clone()).await.unwrap(),
+        Holding::Held,
+        "R26: after the denial was told once, a repeat asks anew"
+    );
+    assert_eq!(state(&*store, &third.interaction_id).await, State::Pending);
+    // Another agent's, or another input's, call is its own.
+    let mut other = repeat_of(&c);
+    other.agent = AgentRef::profile("billing");
+    store
+        .answer(&third.interaction_id, Answer::deny("k2", "bob", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.hold_unless_repeated(other).await.unwrap(),
+        Holding::Held
+    );
+    let reopened = fixture.reopen(&store).await;
+    assert_eq!(
+        ended_state(&reopened.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+        Some(State::Denied),
+        "R26: what was told is durable, and the second denial is told once too"
+    );
+}
+
+pub async fn r26_a_repeat_of_an_expired_or_cancelled_call_is_told_so_once(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    // A pending call past its expiry: the repeat marks it expired and is told so.
+    let late = held_expired(json!({"n": 1}));
+    store.hold(late.clone()).await.unwrap();
+    assert_eq!(
+        ended_state(&store.hold_unless_repeated(repeat_of(&late)).await.unwrap()),
+        Some(State::Expired),
+        "R26: a repeat of a call nobody answered in time is told it expired"
+    );
+    assert_eq!(state(&*store, &late.interaction_id).await, State::Expired);
+    assert_eq!(
+        store.hold_unless_repeated(repeat_of(&late)).await.unwrap(),
+        Holding::Held,
+        "R26: told once"
+    );
+    let c = held(json!({"n": 2}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    store.cancel(&c.interaction_id).await.unwrap();
+    assert_eq!(
+        ended_state(&store.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+        Some(State::Cancelled),
+        "R26: a repeat of a cancelled call is told it was cancelled"
+    );
+    assert_eq!(
+        store.hold_unless_repeated(repeat_of(&c)).await.unwrap(),
+        Holding::Held
+    );
+}
+
+pub async fn r26_a_repeat_of_an_open_or_sent_call_holds_nothing_new(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({"n": 3}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    let open_id = |h: Holding| match h {
+        Holding::Open(r) => (r.id().to_owned(), r.state),
+        other => panic!("R26: the repeat finds the open call, got {other:?}"),
+    };
+    assert_eq!(
+        open_id(store.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+        (c.interaction_id.clone(), State::Pending),
+        "R26: a repeat of a pending call is the same card"
+    );
+    store
+        .answer(&c.interaction_id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        open_id(store.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+        (c.interaction_id.clone(), State::Approved)
+    );
+    store
+        .claim(&c.interaction_id, claim_of(&c, "t"))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            open_id(store.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+            (c.interaction_id.clone(), State::Claimed),
+            "R26: a repeat of a call being sent says so, every time"
+        );
+    }
+    store
+        .complete(
+            &c.interaction_id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!({"ok": true}),
+                token: "t".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ended_state(&store.hold_unless_repeated(repeat_of(&c)).await.unwrap()),
+        Some(State::Done),
+        "R26: a repeat of a call already sent is told so"
+    );
+    assert_eq!(store.list(Some(State::Pending)).await.unwrap().len(), 0);
+    assert_eq!(
+        store.hold_unless_repeated(repeat_of(&c)).await.unwrap(),
+        Holding::Held,
+        "R26: once told, the same call again is a fresh ask"
+    );
+}
+
+/// 16 repeats of one call race, on a fresh store, after an approval that was sent, and
+/// after a denial: exactly one card is held each time.
+pub async fn r26_concurrent_repeats_never_hold_two_cards(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({"n": 4}), HOUR);
+    let race = |store: Arc<dyn InboxStore>| {
+        let c = c.clone();
+        async move {
+            let tasks: Vec<_> = (0..16)
+                .map(|_| {
+                    let store = Arc::clone(&store);
+                    let again = repeat_of(&c);
+                    tokio::spawn(async move { store.hold_unless_repeated(again).await.unwrap() })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap());
+            }
+            out
+        }
+    };
+    let pending =
+        |store: Arc<dyn InboxStore>| async move { store.list(Some(State::Pending)).await.unwrap() };
+    let outcomes = race(Arc::clone(&store)).await;
+    assert_eq!(
+        outcomes.iter().filter(|h| **h == Holding::Held).count(),
+        1,
+        "R26: one of the racing repeats holds the call, {outcomes:?}"
+    );
+    let cards = pending(Arc::clone(&store)).await;
+    assert_eq!(cards.len(), 1, "R26: never two pending cards");
+    let id = cards[0].id().to_owned();
+    store
+        .answer(&id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    let mut claim = claim_of(&c, "t");
+    claim.input_hash = cards[0].call.input_hash.clone();
+    store.claim(&id, claim).await.unwrap();
+    store
+        .complete(
+            &id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!({}),
+                token: "t".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let outcomes = race(Arc::clone(&store)).await;
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|h| ended_state(h) == Some(State::Done))
+            .count(),
+        1,
+        "R26: one repeat is told the call was sent, {outcomes:?}"
+    );
+    assert_eq!(
+        pending(Arc::clone(&store)).await.len(),
+        1,
+        "R26: the others hold one fresh card between them"
+    );
+}
+
+/// A tool stack that counts the calls it is sent.
+#[derive(Clone, Default)]
+struct Counting(Arc<std::sync::atomic::AtomicUsize>);
+
+impl tower_service::Service<toolgate::core::ToolCall> for Counting {
+    type Response = toolgate::core::ToolResponse;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: toolgate::core::ToolCall) -> Self::Future {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(Ok(toolgate::core::ToolResponse::Completed(
+            toolgate::core::ToolOutput::new(json!("sent")),
+        )))
+    }
+}
+
+pub async fn r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let who = || AgentRef::profile("support");
+    let approved = held_in(
+        json!({"n": 1}),
+        who(),
+        Some(("s", "t")),
+        Duration::from_secs(3),
+    );
+    let sending = held_in(
+        json!({"n": 2}),
+        who(),
+        Some(("s", "t")),
+        Duration::from_secs(2),
+    );
+    for c in [&approved, &sending] {
+        store.hold(c.clone()).await.unwrap();
+        store
+            .answer(&c.interaction_id, Answer::approved_by("alice"))
+            .await
+            .unwrap();
+    }
+    store
+        .claim(&sending.interaction_id, claim_of(&sending, "t"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cancel_turn("s", "t").await.unwrap(),
+        vec![approved.interaction_id.clone()],
+        "R47: the approved, unsent call is cancelled; the one being sent is left to finish"
+    );
+    assert_eq!(
+        state(&*store, &approved.interaction_id).await,
+        State::Cancelled
+    );
+    assert_eq!(
+        state(&*store, &sending.interaction_id).await,
+        State::Claimed
+    );
+    // A resume of the cancelled call is refused and sends nothing.
+    let sent = Counting::default();
+    let inbox = crate::Inbox::shared(Arc::clone(&store));
+    let e = inbox
+        .resume(&approved.interaction_id, sent.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            crate::ResumeError::NotApproved {
+                state: State::Cancelled,
+                ..
+            }
+        ),
+        "R47: a cancelled call is never resumed: {e}"
+    );
+    assert_eq!(
+        sent.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing sent"
+    );
+    let e = store
+        .claim(&approved.interaction_id, claim_of(&approved, "t2"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ClaimError::NotApproved {
+                state: State::Cancelled,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A repeat of it is told the cancellation, once.
+    assert_eq!(
+        ended_state(
+            &store
+                .hold_unless_repeated(repeat_of(&approved))
+                .await
+                .unwrap()
+        ),
+        Some(State::Cancelled),
+        "R47: a repeat of a cancelled call is refused as cancelled"
+    );
+}
+
+/// What a process that finds another, stopped one's claims does (issue 20 item 11).
+pub async fn r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let sent = approved(&*store, json!({"k": 1})).await;
+    store
+        .claim(&sent.interaction_id, claim_of(&sent, "t"))
+        .await
+        .unwrap();
+    let by = store
+        .get(&sent.interaction_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .claimed_by
+        .expect("a claim records its instance");
+    assert!(
+        store
+            .recover_instance("some-other-instance")
+            .await
+            .unwrap()
+            .is_empty(),
+        "R26: another instance's claims are left alone"
+    );
+    assert_eq!(state(&*store, &sent.interaction_id).await, State::Claimed);
+    let other = fixture.reopen(&store).await;
+    assert_eq!(
+        other.recover_instance(&by).await.unwrap(),
+        vec![sent.interaction_id.clone()]
+    );
+    assert_eq!(state(&*other, &sent.interaction_id).await, State::Unknown);
+    let told = other.hold_unless_repeated(repeat_of(&sent)).await.unwrap();
+    assert_eq!(
+        ended_state(&told),
+        Some(State::Unknown),
+        "R26: a repeat of a call left `unknown` is told so, and nothing is held"
+    );
+    assert!(other.list(Some(State::Pending)).await.unwrap().is_empty());
 }

@@ -344,10 +344,115 @@ async fn r38_a_held_call_approved_in_the_inbox_runs_once_when_called_again() {
         other.structured_content.unwrap()["toolgate"]["outcome"],
         "held"
     );
+    // R26: the first repeat of a call already sent is told so, and holds nothing …
+    let told = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(code(&told).as_deref(), Some("rejected"), "{told:?}");
+    assert!(text(&told).contains("already sent"), "{}", text(&told));
+    assert_eq!(inbox.store().list(None).await.unwrap().len(), 2);
+    // … and the one after that is a new held call.
     let new = call(&dev, "drift__bare", input).await;
     let new_id = new.structured_content.unwrap()["toolgate"]["interaction_id"].clone();
     assert_ne!(new_id, id.as_str(), "a redeemed approval is not used twice");
     assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_concurrent_repeats_of_a_sent_call_hold_one_card_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let input = json!({"n": 9});
+    let held = call(&dev, "drift__bare", input.clone()).await;
+    let id = held.structured_content.unwrap()["toolgate"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    inbox
+        .store()
+        .answer(&id, Answer::approved_by("alice"))
+        .await
+        .unwrap();
+    let ran = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    // Then two repeats at once, twice over (each on its own session).
+    for round in 0..2 {
+        let a = connect(&server, "dev", Client::new(None)).await;
+        let b = connect(&server, "dev", Client::new(None)).await;
+        let (ra, rb) = tokio::join!(
+            call(&a, "drift__bare", input.clone()),
+            call(&b, "drift__bare", input.clone())
+        );
+        let ran = [&ra, &rb].iter().filter(|r| text(r) == "bare ran").count();
+        assert_eq!(ran, 0, "R26: the approval was redeemed once: {ra:?} {rb:?}");
+        let told = [&ra, &rb]
+            .iter()
+            .filter(|r| text(r).contains("already sent"))
+            .count();
+        assert_eq!(
+            told,
+            usize::from(round == 0),
+            "R26: one repeat is told the call was already sent, once: {ra:?} {rb:?}"
+        );
+    }
+    assert_eq!(calls_received(&dev, "bare").await, 1, "sent exactly once");
+    let pending = inbox
+        .store()
+        .list(Some(toolgate_inbox::State::Pending))
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.len(),
+        1,
+        "R26: concurrent repeats hold one fresh card between them, never two: {pending:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r26_a_denied_held_call_is_told_to_the_agent_with_the_reason_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let input = json!({"n": 7});
+    let held = call(&dev, "drift__bare", input.clone()).await;
+    let id = held.structured_content.unwrap()["toolgate"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    inbox
+        .store()
+        .answer(
+            &id,
+            Answer::deny("k1", "alice", Some("wrong account".into())),
+        )
+        .await
+        .unwrap();
+    let told = call(&dev, "drift__bare", input.clone()).await;
+    assert_eq!(
+        code(&told).as_deref(),
+        Some("rejected"),
+        "R26: the repeat of a denied call is refused: {told:?}"
+    );
+    assert!(
+        text(&told).contains("wrong account") && text(&told).contains("alice"),
+        "R26: the agent is told who denied it and why: {}",
+        text(&told)
+    );
+    assert_eq!(
+        inbox.store().list(None).await.unwrap().len(),
+        1,
+        "R26: the repeat told the denial holds no fresh card"
+    );
+    let asked_again = call(&dev, "drift__bare", input).await;
+    let meta = &asked_again.structured_content.unwrap()["toolgate"];
+    assert_eq!(meta["outcome"], "held", "told once, then a fresh ask");
+    assert_ne!(meta["interaction_id"], id.as_str());
+    assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1395,5 +1500,31 @@ async fn issue20_an_http_session_answers_only_to_the_token_that_opened_it_and_a_
         http_status(addr, Some("viewer-token"))
             .await
             .contains("200")
+    );
+}
+
+#[test]
+fn r44_a_rate_limited_refusal_says_when_the_call_could_run_again() {
+    let mut refusal = toolgate_core::Refusal::new(
+        toolgate_core::RefusalCode::RateLimited,
+        toolgate_core::Check::Quota,
+        "ten refunds an hour",
+    );
+    refusal.retry_after_secs = Some(42);
+    let r = toolgate_mcp::serve::call_result(toolgate_core::ToolResponse::Refused(refusal));
+    let meta = &r.structured_content.unwrap()["toolgate"];
+    assert_eq!(meta["code"], "rate_limited");
+    assert_eq!(meta["retry_after_secs"], 42);
+    let other = toolgate_mcp::serve::call_result(toolgate_core::ToolResponse::Refused(
+        toolgate_core::Refusal::new(
+            toolgate_core::RefusalCode::Denied,
+            toolgate_core::Check::TenantPolicy,
+            "no",
+        ),
+    ));
+    assert!(
+        other.structured_content.unwrap()["toolgate"]
+            .get("retry_after_secs")
+            .is_none()
     );
 }

@@ -33,6 +33,7 @@
 //! | [`TOOLGATE_DECISION_OUTCOME`] | `run` (sent without asking anyone, or auto-approved), `ask` (a person was asked and approved, or the call is held), `refused` (by any check, a tenant rule, a person, a timeout or a hook); absent when no approval gate recorded a decision and nothing refused the call |
 //! | [`TOOLGATE_CALL_OUTCOME`] | `completed`, `failed` (the tool reported a failure), `refused`, `held`, `error` (a transport error) or `cancelled` (the call was dropped) |
 //! | [`TOOLGATE_REFUSAL_CODE`] | the refusal code, exactly as SPEC §7 spells it; present exactly when the outcome is `refused` |
+//! | [`TOOLGATE_REFUSAL_RETRY_AFTER`] | for a `rate_limited` refusal (R44), the whole seconds until the call could run again |
 //! | [`TOOLGATE_DECISION_CHECK`] | the check that decided (`Check::as_str`: `allowed tools`, `tenant policy`, …) |
 //! | [`TOOLGATE_DECISION_RULE`] | the index of the tenant rule that denied the call, when a rule did |
 //! | [`TOOLGATE_DECISION_MATCHED_RULES`] | the indexes of every tenant rule that matched |
@@ -77,6 +78,9 @@ pub const TOOLGATE_DECISION_OUTCOME: &str = "toolgate.decision.outcome";
 pub const TOOLGATE_CALL_OUTCOME: &str = "toolgate.call.outcome";
 /// `toolgate.refusal.code`: the refusal code of a refused call.
 pub const TOOLGATE_REFUSAL_CODE: &str = "toolgate.refusal.code";
+/// `toolgate.refusal.retry_after_secs`: for a `rate_limited` refusal (R44), the whole seconds
+/// until every covering quota has room.
+pub const TOOLGATE_REFUSAL_RETRY_AFTER: &str = "toolgate.refusal.retry_after_secs";
 /// `toolgate.decision.check`: the check that decided.
 pub const TOOLGATE_DECISION_CHECK: &str = "toolgate.decision.check";
 /// `toolgate.decision.rule`: the index of the tenant rule that denied the call.

@@ -218,6 +218,12 @@ pub(crate) fn decision(
     attributes.push(KeyValue::new(attr::GEN_AI_GUARDRAIL_DECISION, guardrail));
     if let Some(r) = refusal {
         attributes.push(KeyValue::new(attr::TOOLGATE_REFUSAL_CODE, r.code.as_str()));
+        if let Some(secs) = r.retry_after_secs {
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_REFUSAL_RETRY_AFTER,
+                i64::try_from(secs).unwrap_or(i64::MAX),
+            ));
+        }
     }
     let check = refusal
         .map(|r| r.decided_by)

@@ -404,3 +404,26 @@ async fn r33_the_configurations_audit_section_builds_the_layer() {
             == "redaction.patterns[0]"
     );
 }
+
+#[tokio::test]
+async fn r44_a_rate_limited_refusal_is_recorded_with_when_it_could_run_again() {
+    let sink = Arc::new(MemorySink::new());
+    let svc = ServiceBuilder::new()
+        .layer(AuditLayer::shared(sink.clone()))
+        .service(service_fn(|_call: ToolCall| async {
+            let mut r = toolgate::core::Refusal::new(
+                RefusalCode::RateLimited,
+                toolgate::core::Check::Quota,
+                "ten refunds an hour",
+            );
+            r.retry_after_secs = Some(7);
+            Ok::<_, std::convert::Infallible>(ToolResponse::Refused(r))
+        }));
+    svc.oneshot(ToolCall::new(AgentRef::profile("dev"), "refund", json!({})))
+        .await
+        .unwrap();
+    let r = records(&sink.lines());
+    assert_eq!(r[0]["decision"]["refusal"], "rate_limited");
+    assert_eq!(r[0]["decision"]["retry_after_secs"], 7);
+    assert_eq!(r[0]["decision"]["granted"], Value::Null);
+}

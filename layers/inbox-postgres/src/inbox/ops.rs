@@ -15,9 +15,9 @@ use toolgate::core::{AgentRef, RunContext, Turn};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
+    Completion, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
     PolicySaveError, State, StoredPolicy, Timestamp, codec,
-    state::{self, PendingLost},
+    state::{self, PendingLost, Repeat},
 };
 
 use super::PostgresInbox;
@@ -27,6 +27,29 @@ const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_has
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
+
+/// A new held call, `pending` (`$1` … `$17`).
+const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool, identities, \
+    definition_hash, agent_profile, agent_subagent, input_json, input_canonical, input_hash, \
+    reasons, run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
+    turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+    'pending', $14, $16, $17)";
+
+/// The advisory lock every [`InboxStore::hold_unless_repeated`] of call `c` takes: the first
+/// 63 bits of the SHA-256 of its agent, tool (ASCII lower-case) and input hash.
+fn repeat_lock_key(c: &NewHeldCall) -> i64 {
+    let text = format!(
+        "repeat\0{}\0{}\0{}\0{}",
+        c.agent.profile,
+        c.agent.subagent.as_deref().unwrap_or("\u{1}"),
+        c.tool.to_ascii_lowercase(),
+        c.input_hash
+    );
+    let hex = toolgate::engine::canon::sha256_hex(text.as_bytes());
+    let digits = hex.rsplit(':').next().unwrap_or(&hex);
+    let prefix = digits.get(..16).unwrap_or(digits);
+    (u64::from_str_radix(prefix, 16).unwrap_or(0) >> 1) as i64
+}
 
 /// How many times an operation that found its row in an impossible in-between state (a call
 /// held between the conditional update and the read that explains its failure) tries again.
@@ -149,11 +172,7 @@ impl PostgresInbox {
         let inserted = self
             .query_opt(
                 &client,
-                "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
-                 agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
-                 run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-                 turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-                 'pending', $14, $16, $17) RETURNING interaction_id",
+                &format!("{INSERT_HELD} RETURNING interaction_id"),
                 &[
                     &c.interaction_id,
                     &c.call_id,
@@ -302,6 +321,115 @@ impl PostgresInbox {
             .collect()
     }
 
+    async fn hold_unless_repeated_op(&self, c: NewHeldCall) -> Result<Holding, InboxError> {
+        let mut client = self.client().await?;
+        let now = Timestamp::now();
+        let err = |e: tokio_postgres::Error| self.err(&e);
+        let tx = client.transaction().await.map_err(err)?;
+        // INVARIANT: every hold of this call (agent, tool up to ASCII case, input hash) takes
+        // this transaction-scoped lock first, so of two repeats the second sees what the
+        // first held (R26). The key is the call's own SHA-256, the same in every instance.
+        let key = repeat_lock_key(&c);
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])
+            .await
+            .map_err(err)?;
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT {COLUMNS}, repeat_told_at FROM held_calls WHERE agent_profile = $1 \
+                     AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
+                     AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
+                     ORDER BY created_at DESC, interaction_id COLLATE \"C\" DESC"
+                ),
+                &[&c.agent.profile, &c.agent.subagent, &c.input_hash, &c.tool],
+            )
+            .await
+            .map_err(err)?;
+        let mut newest = None;
+        for row in &rows {
+            let record = read_row(row).map_err(|why| {
+                let id: String = row.try_get(0).unwrap_or_else(|_| String::from("?"));
+                self.record_err(&id, why)
+            })?;
+            if state::same_input(&record, &c.input_json) {
+                let told: Option<i64> = row.try_get(27).map_err(err)?;
+                newest = Some((record, told.is_some()));
+                break;
+            }
+        }
+        let outcome = match newest {
+            Some((mut record, told)) => match state::repeat_of(&record, told, now) {
+                Repeat::Open => Some(Holding::Open(record)),
+                Repeat::Expire => {
+                    tx.execute(
+                        "UPDATE held_calls SET state = 'expired', repeat_told_at = $2, \
+                         updated_at = $2 WHERE interaction_id = $1 AND state = 'pending'",
+                        &[&record.id(), &now.as_millis()],
+                    )
+                    .await
+                    .map_err(err)?;
+                    record.state = State::Expired;
+                    Some(Holding::Ended(record))
+                }
+                Repeat::Tell => {
+                    tx.execute(
+                        "UPDATE held_calls SET repeat_told_at = $2 WHERE interaction_id = $1",
+                        &[&record.id(), &now.as_millis()],
+                    )
+                    .await
+                    .map_err(err)?;
+                    Some(Holding::Ended(record))
+                }
+                Repeat::Hold => None,
+            },
+            None => None,
+        };
+        let outcome = match outcome {
+            Some(o) => o,
+            None => {
+                let identities = codec::identities_json(&c.identities);
+                let reasons = codec::reasons_json(&c.reasons);
+                let inserted = tx
+                    .execute(
+                        INSERT_HELD,
+                        &[
+                            &c.interaction_id,
+                            &c.call_id,
+                            &c.tool,
+                            &identities,
+                            &c.definition_hash,
+                            &c.agent.profile,
+                            &c.agent.subagent,
+                            &c.input_json,
+                            &c.input_canonical,
+                            &c.input_hash,
+                            &reasons,
+                            &c.run.mode.as_str(),
+                            &c.run.background,
+                            &c.created_at.as_millis(),
+                            &c.expires_at.as_millis(),
+                            &c.turn.as_ref().map(|t| t.session.as_str()),
+                            &c.turn.as_ref().map(|t| t.turn.as_str()),
+                        ],
+                    )
+                    .await
+                    .map_err(err);
+                match inserted {
+                    Ok(_) => Holding::Held,
+                    Err(e) if e.kind() == Kind::Duplicate => {
+                        return Err(InboxError::new(
+                            Kind::Duplicate,
+                            format!("a held call `{}` already exists", c.interaction_id),
+                        ));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        tx.commit().await.map_err(err)?;
+        Ok(outcome)
+    }
+
     async fn session_calls_op(
         &self,
         session: &str,
@@ -331,14 +459,15 @@ impl PostgresInbox {
     async fn cancel_turn_op(&self, session: &str, turn: &str) -> Result<Vec<String>, InboxError> {
         let client = self.client().await?;
         let now = Timestamp::now();
-        // INVARIANT: one statement: every pending call of the turn ends at once, `cancelled`,
-        // or `expired` when nobody answered in time (R26, R43).
+        // INVARIANT: one statement: every unsent call of the turn ends at once, `cancelled`,
+        // or `expired` when nobody answered in time (R26, R43, R47).
+        // R47: an approved call not yet claimed is not yet sent: it ends `cancelled` too.
         let rows = self
             .query(
                 &client,
-                "UPDATE held_calls SET state = CASE WHEN expires_at <= $3 THEN 'expired' \
-                 ELSE 'cancelled' END, updated_at = $3 \
-                 WHERE session_id = $1 AND turn_id = $2 AND state = 'pending' \
+                "UPDATE held_calls SET state = CASE WHEN state = 'pending' AND expires_at <= $3 \
+                 THEN 'expired' ELSE 'cancelled' END, updated_at = $3 \
+                 WHERE session_id = $1 AND turn_id = $2 AND state IN ('pending', 'approved') \
                  RETURNING interaction_id, created_at, state",
                 &[&session, &turn, &now.as_millis()],
             )
@@ -683,6 +812,13 @@ impl InboxStore for PostgresInbox {
         Box::pin(self.hold_op(call))
     }
 
+    fn hold_unless_repeated(
+        &self,
+        call: NewHeldCall,
+    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
+        Box::pin(self.hold_unless_repeated_op(call))
+    }
+
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
         Box::pin(self.get_op(id))
     }
@@ -774,6 +910,21 @@ impl InboxStore for PostgresInbox {
                  WHERE state = 'claimed' AND claimed_by = $1 \
                  RETURNING interaction_id, created_at",
                 &[&self.inner.options.instance, &Timestamp::now().as_millis()],
+            )
+            .await
+        })
+    }
+
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(async move {
+            self.move_all(
+                "UPDATE held_calls SET state = 'unknown', updated_at = $2 \
+                 WHERE state = 'claimed' AND claimed_by = $1 \
+                 RETURNING interaction_id, created_at",
+                &[&instance, &Timestamp::now().as_millis()],
             )
             .await
         })

@@ -504,11 +504,16 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
         }
         ToolResponse::Refused(ref refusal) => {
             let mut r = CallToolResult::error(vec![ContentBlock::text(response.model_text())]);
-            r.structured_content = Some(json!({"toolgate": {
+            let mut meta = json!({
                 "outcome": "refused",
                 "code": refusal.code.to_string(),
                 "reasons": refusal.reasons,
-            }}));
+            });
+            // R44: when a full quota refused the call, when it could run again.
+            if let Some(secs) = refusal.retry_after_secs {
+                meta["retry_after_secs"] = json!(secs);
+            }
+            r.structured_content = Some(json!({ "toolgate": meta }));
             r
         }
         ToolResponse::Held(ref held) => {

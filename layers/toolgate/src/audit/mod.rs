@@ -31,7 +31,7 @@
 //! | `call_id`, `tool` | the call's id and the name it was called by |
 //! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
-//! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}]}` |
+//! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
@@ -476,6 +476,8 @@ impl Pending {
                     "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str()})).collect::<Vec<_>>(),
                     "reasons": d.reasons.iter().map(text).collect::<Vec<_>>(),
                     "asks": d.asks.iter().map(|a| json!({"source": a.source.to_string(), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
+                    "retry_after_secs": d.retry_after_secs,
+                    "granted": d.granted.as_ref().map(|g| json!({"id": g.id, "granted_by": g.granted_by})),
                 })
             }
             // No gate recorded anything: a filter refused the call, or there is no gate.
@@ -488,10 +490,13 @@ impl Pending {
                     "matched_rules": [],
                     "reasons": refusal.reasons.iter().map(text).collect::<Vec<_>>(),
                     "asks": [],
+                    "retry_after_secs": refusal.retry_after_secs,
+                    "granted": null,
                 }),
                 None => {
                     json!({"outcome": Verdict::RUN, "check": null, "refusal": null, "rule": null,
-                               "matched_rules": [], "reasons": [], "asks": []})
+                               "matched_rules": [], "reasons": [], "asks": [],
+                               "retry_after_secs": null, "granted": null})
                 }
             },
         }
