@@ -11,7 +11,9 @@
 //!
 //! Every call gets an OpenTelemetry span (printed by the stdout exporter at the end; with
 //! `--features otlp`, also sent over OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`) and one
-//! audit record in `target/demo/audit.jsonl`, whose hash chain the demo verifies.
+//! audit record in `target/demo/audit.jsonl`, whose hash chain the demo verifies. The demo's
+//! files go to the workspace's `target/demo/` from any working directory (created when
+//! missing; `TOOLGATE_DEMO_DIR` puts them elsewhere).
 //!
 //! Last, the restart story of a durable inbox (`examples/demo-inbox.json`): a first process
 //! makes a call that is held in `target/demo/inbox.db` and exits; a second process approves
@@ -34,7 +36,21 @@ use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = include_str!("demo.json");
 const INBOX_CONFIG: &str = include_str!("demo-inbox.json");
-const INBOX_DB: &str = "target/demo/inbox.db";
+/// Where the demo keeps its files: the workspace's `target/demo/`, whatever the working
+/// directory (or `TOOLGATE_DEMO_DIR`), created when missing.
+fn demo_dir() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let dir = match std::env::var_os("TOOLGATE_DEMO_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/demo"),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    Ok(dir.canonicalize().unwrap_or(dir))
+}
+
+/// The durable inbox of the restart story (`examples/approvals.json` names the same file).
+fn inbox_db() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    Ok(demo_dir()?.join("inbox.db"))
+}
 
 /// Answers like a cautious person would, and says so.
 #[derive(Debug)]
@@ -108,7 +124,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The first part: every outcome kind, spans and an audit file.
 async fn tour() -> Result<(), Box<dyn std::error::Error>> {
-    let governance = config::load_str(CONFIG, Format::Json)?;
+    // Audit: the configuration's `audit.file`, put in the demo's directory (whatever the
+    // working directory) and started fresh.
+    let audit_path = demo_dir()?.join("audit.jsonl");
+    let _ = std::fs::remove_file(&audit_path);
+    let mut doc: Value = serde_json::from_str(CONFIG)?;
+    doc["audit"]["file"] = json!(audit_path.display().to_string());
+    let governance = config::load_str(&doc.to_string(), Format::Json)?;
 
     println!("== What the model of agent `support` is shown (R6–R13) ==");
     let seen = governance.expose("support")?;
@@ -136,12 +158,6 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
 
     // Spans: the OpenTelemetry SDK with the stdout exporter (and OTLP with `--features otlp`).
     let provider = tracer_provider()?;
-    // Audit: the configuration's `audit.file`, started fresh for the demo.
-    let audit_path = std::path::Path::new("target/demo/audit.jsonl");
-    if let Some(dir) = audit_path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let _ = std::fs::remove_file(audit_path);
     let channel: Arc<dyn ApprovalChannel> = if std::io::stdin().is_terminal() {
         println!("\n(standard input is a terminal: asked calls are put to you)");
         Arc::new(TerminalChannel::new("you", Duration::from_secs(120)))
@@ -219,7 +235,7 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
     drop(stack);
 
     println!("\n== Audit ({}) ==", audit_path.display());
-    let text = std::fs::read_to_string(audit_path)?;
+    let text = std::fs::read_to_string(&audit_path)?;
     for line in text.lines() {
         let r: Value = serde_json::from_str(line)?;
         println!(
@@ -272,7 +288,7 @@ fn inbox_stack(
 
 fn open_inbox() -> Result<toolgate_inbox::Inbox, Box<dyn std::error::Error>> {
     let store =
-        toolgate_inbox::SqliteInbox::open(INBOX_DB, toolgate_inbox::SqliteOptions::default())?;
+        toolgate_inbox::SqliteInbox::open(inbox_db()?, toolgate_inbox::SqliteOptions::default())?;
     Ok(toolgate_inbox::Inbox::new(store))
 }
 
@@ -331,9 +347,11 @@ async fn send_held(id: &str) -> Result<(), Box<dyn std::error::Error>> {
 /// Runs the three processes of the restart story.
 fn restart_story() -> Result<(), Box<dyn std::error::Error>> {
     println!("\n== A held call survives its process (durable inbox, R26) ==");
-    let _ = std::fs::remove_file(INBOX_DB);
+    let db = inbox_db()?;
+    let db_text = db.display().to_string();
+    let _ = std::fs::remove_file(&db);
     for suffix in ["-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{INBOX_DB}{suffix}"));
+        let _ = std::fs::remove_file(format!("{db_text}{suffix}"));
     }
     let me = std::env::current_exe()?;
     let out = std::process::Command::new(&me).arg("--hold").output()?;
@@ -364,7 +382,7 @@ fn restart_story() -> Result<(), Box<dyn std::error::Error>> {
             "approve",
             &id,
             "--db",
-            INBOX_DB,
+            &db_text,
             "--idempotency-key",
             "demo-approval-1",
             "--as",
@@ -375,7 +393,7 @@ fn restart_story() -> Result<(), Box<dyn std::error::Error>> {
     let approved = match cli {
         Some(mut c) => {
             println!(
-                "  process 2: toolgate inbox approve {id} --db {INBOX_DB} --idempotency-key demo-approval-1 --as alice"
+                "  process 2: toolgate inbox approve {id} --db {db_text} --idempotency-key demo-approval-1 --as alice"
             );
             let out = c.output()?;
             print!("{}", indent(&String::from_utf8_lossy(&out.stdout), "    "));

@@ -27,8 +27,9 @@ use toolgate_engine::config::{self, Format};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox::{
-    Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, PutPolicyError, SqliteInbox,
-    SqliteOptions, State, Synchronous, Timestamp, put_policy_text, put_policy_text_if_unchanged,
+    Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, MAX_REASON_CHARS, PutPolicyError,
+    SqliteInbox, SqliteOptions, State, Synchronous, Timestamp, put_policy_text,
+    put_policy_text_if_unchanged,
 };
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
@@ -350,6 +351,16 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 idempotency_key,
                 json,
             } => {
+                // Checked before the inbox is opened: a usage error naming the option.
+                if let Some(n) = reason
+                    .as_deref()
+                    .map(|r| r.chars().count())
+                    .filter(|&n| n > MAX_REASON_CHARS)
+                {
+                    return Err(format!(
+                        "`--reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
+                    ));
+                }
                 let mut answer = Answer::denied_by(approver, reason);
                 answer.idempotency_key = idempotency_key;
                 answer_cmd(&*store.open(false).await?, &id, answer, json).await
@@ -465,8 +476,8 @@ async fn list(
             "{:35}  {:9}  {:width$}  {:16}  {}",
             r.id(),
             r.state.as_str(),
-            r.call.tool,
-            agent_text(r),
+            toolgate_core::display::visible(&r.call.tool),
+            toolgate_core::display::visible(&agent_text(r)),
             age(r.call.created_at.age(now))
         );
     }
@@ -534,34 +545,46 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
     v
 }
 
+/// The held call as text a person reads; every value with its hidden characters shown
+/// marked (issue 20: a right-to-left override never makes the reader see another value).
 fn show_text(r: &HeldRecord, now: Timestamp) -> String {
+    use toolgate_core::display::{visible as v, visible_json};
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
-    let _ = writeln!(s, "{}", shown.prompt);
-    let _ = writeln!(s, "interaction:  {}", r.id());
+    let _ = writeln!(s, "{}", v(&shown.prompt));
+    let _ = writeln!(s, "interaction:  {}", v(r.id()));
     let _ = writeln!(s, "state:        {}", r.state);
-    let _ = writeln!(s, "as:           {} (the model's name)", shown.model_name);
+    let _ = writeln!(
+        s,
+        "as:           {} (the model's name)",
+        v(&shown.model_name)
+    );
     if let Some(t) = &c.turn {
-        let _ = writeln!(s, "session:      {}", t.session);
-        let _ = writeln!(s, "turn:         {}", t.turn);
+        let _ = writeln!(s, "session:      {}", v(&t.session));
+        let _ = writeln!(s, "turn:         {}", v(&t.turn));
     }
     let ids = c
         .identities
         .iter()
-        .map(ToString::to_string)
+        .map(|i| v(&i.to_string()).into_owned())
         .collect::<Vec<_>>()
         .join(", ");
-    let _ = writeln!(s, "tool:         {} ({ids})", c.tool);
+    let _ = writeln!(s, "tool:         {} ({ids})", v(&c.tool));
     match &c.agent.subagent {
         Some(sub) => {
-            let _ = writeln!(s, "agent:        {} (subagent `{sub}`)", c.agent.profile);
+            let _ = writeln!(
+                s,
+                "agent:        {} (subagent `{}`)",
+                v(&c.agent.profile),
+                v(sub)
+            );
         }
         None => {
-            let _ = writeln!(s, "agent:        {}", c.agent.profile);
+            let _ = writeln!(s, "agent:        {}", v(&c.agent.profile));
         }
     }
-    let _ = writeln!(s, "call id:      {}", c.call_id);
+    let _ = writeln!(s, "call id:      {}", v(c.call_id.as_str()));
     let _ = writeln!(
         s,
         "age:          {} (held {})",
@@ -584,7 +607,7 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     );
     let _ = writeln!(s, "input:");
     let input = match r.input() {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| c.input_json.clone()),
+        Ok(input) => visible_json(&input),
         Err(e) => format!("(unreadable: {e})"),
     };
     for line in input.lines() {
@@ -592,7 +615,7 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     }
     let _ = writeln!(s, "because:");
     for a in &c.reasons {
-        let _ = writeln!(s, "  - {}: {}", a.source.describe(), a.reason);
+        let _ = writeln!(s, "  - {}: {}", v(&a.source.describe()), v(&a.reason));
     }
     let _ = writeln!(s, "input hash:   {}", c.input_hash);
     let _ = writeln!(s, "definition:   {}", c.definition_hash);
@@ -603,13 +626,13 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
             "approved by:"
         };
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
-        let _ = writeln!(s, "{label:<14}{who} ({when})");
+        let _ = writeln!(s, "{label:<14}{} ({when})", v(who));
     }
     if let Some(why) = &r.answer_reason {
-        let _ = writeln!(s, "reason:       {why}");
+        let _ = writeln!(s, "reason:       {}", v(why));
     }
     if let Some(result) = &r.result {
-        let _ = writeln!(s, "result:       {result}");
+        let _ = writeln!(s, "result:       {}", v(&result.to_string()));
     }
     s
 }

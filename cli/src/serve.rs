@@ -5,6 +5,9 @@
 //! approvers from its `approvers` section, and listens on `approvers.listen` (default
 //! `127.0.0.1:8788`). `toolgate serve hash-token` prints the `token_sha256` of a token.
 //!
+//! Each sign-in (and refused one, with the client's address), answer and policy save is
+//! logged to standard error with the approver's name; never a token, session or CSRF token.
+//!
 //! Exit codes: 0 stopped by Ctrl-C; 2 a configuration without approvers, an inbox that
 //! cannot be opened, or an address that cannot be bound.
 
@@ -64,6 +67,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     };
     let gov = load_config(&path)?;
     let mut settings = toolgate_web::WebSettings::from_governance(&gov, &path)?;
+    // Each sign-in, answer and policy save is logged to standard error, with the approver's
+    // name and never a token (issue 20).
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .with_target(false)
+        .try_init();
     if let Some(addr) = args.listen {
         settings.approvers.listen = addr;
     }

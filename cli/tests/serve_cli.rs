@@ -111,8 +111,11 @@ fn serve_starts_on_loopback_and_shows_the_sign_in_page() {
         .to_owned();
     assert!(url.starts_with("127.0.0.1:"), "{line}");
     let mut conn = std::net::TcpStream::connect(&url).unwrap();
-    conn.write_all(b"GET /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    // The page answers only for its own address (issue 20: `Host` is checked).
+    conn.write_all(
+        format!("GET /login HTTP/1.1\r\nHost: {url}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut page = String::new();
     conn.read_to_string(&mut page).unwrap();
     child.kill().unwrap();

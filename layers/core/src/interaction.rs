@@ -122,21 +122,38 @@ impl Interaction {
     }
 
     /// The interaction as text a person reads: the prompt, then the id, the model's name,
-    /// the agent, the session and turn, every reason and the full input.
+    /// the agent, the session and turn, every reason and the full input. Every value is
+    /// shown with its hidden characters marked ([`crate::display::visible`]): a
+    /// right-to-left override or a zero-width space in the input or a name never makes the
+    /// person read another value than the one sent.
+    ///
+    /// ```
+    /// use toolgate_core::{Interaction, ToolIdentity};
+    /// let i = Interaction::new("ia_1", ToolIdentity::http("pay"), "pay")
+    ///     .input(serde_json::json!({"to": "bob\u{202E}"}));
+    /// assert!(i.render().contains("\"to\": \"bob⟦U+202E⟧\""));
+    /// ```
     pub fn render(&self) -> String {
-        let input =
-            serde_json::to_string_pretty(&self.input).unwrap_or_else(|_| self.input.to_string());
+        use crate::display::{visible, visible_json};
+        let input = visible_json(&self.input);
         let mut s = format!(
             "{}\n  interaction: {}\n  as: `{}`\n  agent: {}\n",
-            self.prompt, self.id, self.model_name, self.agent
+            visible(&self.prompt),
+            visible(&self.id),
+            visible(&self.model_name),
+            visible(&self.agent)
         );
         if let Some(t) = &self.turn {
-            s.push_str(&format!("  session: {}  turn: {}\n", t.session, t.turn));
+            s.push_str(&format!(
+                "  session: {}  turn: {}\n",
+                visible(&t.session),
+                visible(&t.turn)
+            ));
         }
         s.push_str("  because:\n");
         for r in &self.reasons {
             s.push_str("    - ");
-            s.push_str(r);
+            s.push_str(&visible(r));
             s.push('\n');
         }
         s.push_str("  input:\n");
@@ -191,6 +208,49 @@ mod tests {
             "\"n\": 1",
             "session: s",
             "turn: t",
+        ] {
+            assert!(text.contains(part), "{part} missing from {text}");
+        }
+    }
+
+    #[test]
+    fn issue20_render_marks_hidden_characters_in_every_value() {
+        let i = Interaction::new(
+            "ia\u{200B}1",
+            ToolIdentity::mcp("gh\u{202E}", "clo\u{2066}se"),
+            "gh\u{202E}__clo\u{2066}se",
+        )
+        .reasons(vec!["why\u{FEFF}\nfake: line".into()])
+        .agent("sup\u{200D}port")
+        .input(json!({"to\u{202D}": "alice\u{E0041}", "amount": "100\u{202E}0"}))
+        .turn(Some(Turn::new("s\u{2060}", "t\u{061C}")));
+        let text = i.render();
+        for hidden in [
+            '\u{200B}',
+            '\u{202E}',
+            '\u{2066}',
+            '\u{FEFF}',
+            '\u{200D}',
+            '\u{202D}',
+            '\u{E0041}',
+            '\u{2060}',
+            '\u{061C}',
+        ] {
+            assert!(
+                !text.contains(hidden),
+                "U+{:04X} shown raw in {text}",
+                u32::from(hidden)
+            );
+        }
+        for part in [
+            "Approve gh⟦U+202E⟧ / clo⟦U+2066⟧se?",
+            "interaction: ia⟦U+200B⟧1",
+            "`gh⟦U+202E⟧__clo⟦U+2066⟧se`",
+            "agent: sup⟦U+200D⟧port",
+            "- why⟦U+FEFF⟧⟦U+000A⟧fake: line",
+            "\"to⟦U+202D⟧\": \"alice⟦U+E0041⟧\"",
+            "\"amount\": \"100⟦U+202E⟧0\"",
+            "session: s⟦U+2060⟧  turn: t⟦U+061C⟧",
         ] {
             assert!(text.contains(part), "{part} missing from {text}");
         }

@@ -5,6 +5,7 @@
 //! - [`names`]: qualified (wire) names, R1–R3.
 //! - [`ToolDeclaration`], [`ToolIdentity`]: what a source says about a tool, R4–R5.
 //! - [`Decision`]: which check decided, and why.
+//! - [`display`]: text a person reads, with every hidden character shown marked.
 //!
 //! ```
 //! use toolgate_core::{names, Check, Refusal, RefusalCode, ToolResponse};
@@ -17,6 +18,7 @@
 mod call;
 mod decision;
 mod decl;
+pub mod display;
 mod interaction;
 pub mod names;
 mod record;

@@ -31,6 +31,24 @@ use crate::policy::Glob;
 /// The address the approval page binds when the configuration names none: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8788";
 
+/// The SHA-256 (hex) of the empty token. Configured anywhere a token hash is (an
+/// approver's `token_sha256`, `mcp.tokens[i].sha256`), it is a load error: an empty token
+/// is no secret, and a client that sends none must never be taken for a person.
+///
+/// ```
+/// use toolgate_engine::config::{load_str, Format};
+/// use toolgate_engine::approvers::EMPTY_TOKEN_SHA256;
+/// let text = format!(r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{EMPTY_TOKEN_SHA256}"}}]}}}}"#);
+/// let err = load_str(&text, Format::Json).unwrap_err();
+/// assert_eq!(err.errors[0].path, "approvers.people[0].token_sha256");
+/// assert!(err.errors[0].message.contains("empty token"));
+/// ```
+pub const EMPTY_TOKEN_SHA256: &str =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// The message for a configured hash of the empty token.
+pub const EMPTY_TOKEN_MESSAGE: &str = "this is the SHA-256 of the empty token, which anyone can send: give the hash of a real secret (`toolgate serve hash-token` prints it)";
+
 /// How approvers prove who they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -151,9 +169,58 @@ pub struct ApproverSettings {
     pub webhook: Option<String>,
     /// The page's address as people reach it, for links in webhook posts (optional).
     pub public_url: Option<String>,
+    /// `allowed_hosts`: the `Host` values (`name` or `name:port`, lower case) the page
+    /// answers, and the origins (`http(s)://` one of them) it takes a form from; `None`:
+    /// the defaults, [`ApproverSettings::default_hosts`]. A request for another host is
+    /// refused (421), so a DNS-rebinding page cannot act as a signed-in approver.
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 impl ApproverSettings {
+    /// The hosts the page answers when `allowed_hosts` is not set, for a page listening on
+    /// `listen`: `localhost`, `127.0.0.1` and `[::1]` with its port, the listen address
+    /// itself (unless it is unspecified, `0.0.0.0`), and the host of `public_url`.
+    ///
+    /// ```
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"public_url": "https://approve.example.com/",
+    ///     "people": [{"name": "a", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}]}}"#,
+    ///     Format::Json).unwrap();
+    /// let a = gov.approver_settings().unwrap();
+    /// assert_eq!(
+    ///     a.default_hosts("127.0.0.1:8788".parse().unwrap()),
+    ///     ["localhost:8788", "127.0.0.1:8788", "[::1]:8788", "approve.example.com"]
+    /// );
+    /// ```
+    pub fn default_hosts(&self, listen: SocketAddr) -> Vec<String> {
+        let port = listen.port();
+        let mut hosts = vec![
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        if !listen.ip().is_unspecified() {
+            hosts.push(listen.to_string());
+        }
+        if let Some(host) = self.public_url.as_deref().and_then(url_authority) {
+            hosts.push(host);
+        }
+        let mut seen = Vec::new();
+        hosts.retain(|h| {
+            let first = !seen.contains(h);
+            seen.push(h.clone());
+            first
+        });
+        hosts
+    }
+
+    /// The hosts the page answers: `allowed_hosts`, or the defaults for `listen`.
+    pub fn hosts(&self, listen: SocketAddr) -> Vec<String> {
+        self.allowed_hosts
+            .clone()
+            .unwrap_or_else(|| self.default_hosts(listen))
+    }
+
     /// The approver named `name`, compared exactly.
     pub fn approver(&self, name: &str) -> Option<&Approver> {
         self.people.iter().find(|a| a.name == name)
@@ -177,6 +244,9 @@ impl ApproverSettings {
         }
         if let Some(u) = &self.public_url {
             o.insert("public_url".into(), u.clone().into());
+        }
+        if let Some(h) = &self.allowed_hosts {
+            o.insert("allowed_hosts".into(), h.clone().into());
         }
         let people = self
             .people
@@ -209,6 +279,7 @@ const SECTION: &[&str] = &[
     "people",
     "webhook",
     "public_url",
+    "allowed_hosts",
 ];
 const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
 const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
@@ -221,6 +292,48 @@ fn is_header_name(s: &str) -> bool {
 
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The authority (`host` or `host:port`, lower case) of an `http(s)://` URL.
+fn url_authority(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest.get(..end)?;
+    let authority = authority.rsplit('@').next()?;
+    is_host(authority).then(|| authority.to_ascii_lowercase())
+}
+
+/// Whether `s` is a `Host` value: a name, an IPv4 address or a bracketed IPv6 address,
+/// with an optional port.
+fn is_host(s: &str) -> bool {
+    let (host, port) = if let Some(v6) = s.strip_prefix('[') {
+        let Some((addr, rest)) = v6.split_once(']') else {
+            return false;
+        };
+        if addr.parse::<std::net::Ipv6Addr>().is_err() {
+            return false;
+        }
+        match rest {
+            "" => return true,
+            r => match r.strip_prefix(':') {
+                Some(p) => ("x", Some(p)),
+                None => return false,
+            },
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0));
+    host_ok && port_ok
 }
 
 fn http_url(o: &Obj<'_>, key: &str, errs: &mut ConfigErrors) -> Option<String> {
@@ -288,6 +401,27 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
     };
     let webhook = http_url(&o, "webhook", errs);
     let public_url = http_url(&o, "public_url", errs);
+    let allowed_hosts = o.array("allowed_hosts", errs).map(|items| {
+        let mut hosts = Vec::new();
+        if items.is_empty() {
+            errs.push(
+                o.path_of("allowed_hosts"),
+                "at least one host is required (leave `allowed_hosts` out for the listen address and the loopback names)",
+            );
+        }
+        for (i, item) in items.iter().enumerate() {
+            let path = index(&o.path_of("allowed_hosts"), i);
+            match item.as_str() {
+                Some(h) if is_host(h) => hosts.push(h.to_ascii_lowercase()),
+                Some(h) => errs.push(
+                    path,
+                    format!("`{h}` is not a host like `approve.example.com` or `127.0.0.1:8788` (no scheme, no path)"),
+                ),
+                None => errs.push(path, "expected a host name, like `approve.example.com:8788`"),
+            }
+        }
+        hosts
+    });
     let token_auth = matches!(auth, Some(ApproverAuth::Token));
     let mut people = Vec::new();
     match o.array("people", errs) {
@@ -336,6 +470,7 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
         people,
         webhook,
         public_url,
+        allowed_hosts,
     })
 }
 
@@ -356,6 +491,10 @@ fn read_person(
                 o.path_of("token_sha256"),
                 "a token applies only with `auth: token`; the proxy signs people in",
             );
+            None
+        }
+        Some(t) if t == EMPTY_TOKEN_SHA256 => {
+            errs.push(o.path_of("token_sha256"), EMPTY_TOKEN_MESSAGE);
             None
         }
         Some(t) if is_sha256_hex(t) => Some(t.to_owned()),
@@ -435,6 +574,71 @@ mod tests {
             .into_iter()
             .map(|e| e.path)
             .collect()
+    }
+
+    #[test]
+    fn issue20_the_hash_of_the_empty_token_is_a_load_error() {
+        let text = format!(
+            r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}, {{"name": "b", "token_sha256": "{}"}}]}}}}"#,
+            super::EMPTY_TOKEN_SHA256
+        );
+        let err = load_str(&text, Format::Json).unwrap_err();
+        assert_eq!(err.errors.len(), 1, "{err}");
+        assert_eq!(err.errors[0].path, "approvers.people[1].token_sha256");
+        assert!(err.errors[0].message.contains("empty token"), "{err}");
+    }
+
+    #[test]
+    fn issue20_allowed_hosts_are_read_checked_and_defaulted() {
+        let with = |hosts: &str| {
+            format!(
+                r#"{{"approvers": {{"allowed_hosts": {hosts}, "people": [{{"name": "a", "token_sha256": "{HASH}"}}]}}}}"#
+            )
+        };
+        let gov = load_str(
+            &with(r#"["Approve.Example.com", "10.0.0.5:8788", "[::1]:9000"]"#),
+            Format::Json,
+        )
+        .unwrap();
+        let a = gov.approver_settings().unwrap();
+        assert_eq!(
+            a.hosts("127.0.0.1:8788".parse().unwrap()),
+            ["approve.example.com", "10.0.0.5:8788", "[::1]:9000"]
+        );
+        assert_eq!(a.to_json()["allowed_hosts"][0], "approve.example.com");
+        for (bad, path) in [
+            (r#"[]"#, "approvers.allowed_hosts"),
+            (r#"["https://x.example"]"#, "approvers.allowed_hosts[0]"),
+            (r#"["ok", "x.example/path"]"#, "approvers.allowed_hosts[1]"),
+            (r#"["x:99999"]"#, "approvers.allowed_hosts[0]"),
+            (r#"[7]"#, "approvers.allowed_hosts[0]"),
+            (r#""x""#, "approvers.allowed_hosts"),
+        ] {
+            assert_eq!(paths(&with(bad)), [path], "{bad}");
+        }
+        let gov = load_str(
+            &format!(
+                r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}]}}}}"#
+            ),
+            Format::Json,
+        )
+        .unwrap();
+        let a = gov.approver_settings().unwrap();
+        assert_eq!(a.allowed_hosts, None);
+        assert_eq!(
+            a.hosts("0.0.0.0:80".parse().unwrap()),
+            ["localhost:80", "127.0.0.1:80", "[::1]:80"],
+            "an unspecified address is no host"
+        );
+        assert_eq!(
+            a.hosts("192.168.1.4:8788".parse().unwrap()),
+            [
+                "localhost:8788",
+                "127.0.0.1:8788",
+                "[::1]:8788",
+                "192.168.1.4:8788"
+            ]
+        );
     }
 
     #[test]

@@ -129,6 +129,8 @@ pub mod codec;
 mod error;
 mod model;
 mod policy;
+#[cfg(feature = "sqlite")]
+mod quota;
 mod resume;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -143,12 +145,14 @@ pub use error::{
 };
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
-    NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
+    MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
     put_policy_text, put_policy_text_if_unchanged,
 };
+#[cfg(feature = "sqlite")]
+pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{

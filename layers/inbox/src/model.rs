@@ -323,6 +323,12 @@ impl HeldRecord {
     }
 }
 
+/// The longest reason an answer may carry, in characters (Unicode scalar values): 2,000.
+/// A longer one is refused, naming the field, by every store ([`Answer::validate`]), the
+/// approval page (400) and `toolgate inbox deny --reason` (a usage error). Not
+/// configurable: a reason is a sentence for the agent and the record, not a document.
+pub const MAX_REASON_CHARS: usize = 2000;
+
 /// A person's answer to one held call (R26, R43).
 ///
 /// An idempotency key is optional (seed 002): without one, each answer is its own (a second
@@ -393,9 +399,28 @@ impl Answer {
     }
 
     /// Checks the answer before any store sees it: a key, when given, is not blank, the
-    /// approver is named, and no text contains a NUL character (PostgreSQL cannot store one,
-    /// so no backend accepts one: an answer means the same whichever store keeps it).
+    /// approver is named, the reason is at most [`MAX_REASON_CHARS`] characters, and no
+    /// text contains a NUL character (PostgreSQL cannot store one, so no backend accepts
+    /// one: an answer means the same whichever store keeps it).
+    ///
+    /// ```
+    /// use toolgate_inbox::{Answer, MAX_REASON_CHARS};
+    /// let long = "x".repeat(MAX_REASON_CHARS + 1);
+    /// let e = Answer::denied_by("bob", Some(long)).validate().unwrap_err();
+    /// assert!(e.starts_with("`reason` is 2001 characters long"), "{e}");
+    /// assert!(Answer::denied_by("bob", Some("x".repeat(MAX_REASON_CHARS))).validate().is_ok());
+    /// ```
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(n) = self
+            .reason
+            .as_deref()
+            .map(|r| r.chars().count())
+            .filter(|&n| n > MAX_REASON_CHARS)
+        {
+            return Err(format!(
+                "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
+            ));
+        }
         if self
             .idempotency_key
             .as_deref()

@@ -28,6 +28,11 @@ pub(crate) struct Inner {
     /// A per-process secret: CSRF tokens for proxy-authenticated people derive from it.
     pub(crate) secret: String,
     pub(crate) sessions: Mutex<HashMap<String, Session>>,
+    /// Sign-in attempts by client address (issue 20).
+    pub(crate) throttle: Mutex<crate::throttle::Throttle>,
+    /// The `Host` values the page answers, and the origins it takes a form from (issue 20):
+    /// `approvers.allowed_hosts`, or the defaults for the address it listens on.
+    pub(crate) hosts: Vec<String>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -57,17 +62,21 @@ impl App {
         settings: WebSettings,
         wake: Option<Arc<tokio::sync::Notify>>,
     ) -> Self {
-        Self::start_primed(store, settings, wake, None)
+        let listen = settings.approvers.listen;
+        Self::start_primed(store, settings, wake, None, listen)
     }
 
     /// As [`App::start_woken`], with the store's state already looked at (`primed`), so a
-    /// change right after the start is never taken for the starting state.
+    /// change right after the start is never taken for the starting state; `listen` is the
+    /// address the page is bound to (for the default allowed hosts).
     pub(crate) fn start_primed(
         store: Arc<dyn InboxStore>,
         settings: WebSettings,
         wake: Option<Arc<tokio::sync::Notify>>,
         primed: Option<Option<u64>>,
+        listen: std::net::SocketAddr,
     ) -> Self {
+        let hosts = settings.approvers.hosts(listen);
         let (tx, rx) = watch::channel(0_u64);
         let mut tasks = vec![crate::events::spawn_poller(
             Arc::clone(&store),
@@ -88,7 +97,9 @@ impl App {
             store,
             settings,
             secret: crate::auth::random_hex(32),
+            hosts,
             sessions: Mutex::new(HashMap::new()),
+            throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
             tasks: Mutex::new(tasks),
         }))
@@ -118,14 +129,104 @@ async fn security_headers(req: Request, next: Next) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // `same-origin`, not `no-referrer`: nothing leaks to another site, and the page's own
+    // forms carry its real `Origin` (under `no-referrer` a browser sends `Origin: null`,
+    // which the origin check refuses, as it must for a sandboxed or hostile page).
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     if !h.contains_key(header::CACHE_CONTROL) {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     res
+}
+
+/// Whether the `Host` value (or an origin's authority) `given` is one of `hosts`: equal
+/// (ASCII case-insensitively), or, for an allowed host written without a port, the same
+/// name with any port.
+fn host_allowed(hosts: &[String], given: &str) -> bool {
+    let given = given.to_ascii_lowercase();
+    let name = match given.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(given.as_str(), |(a, _)| a),
+        None => given.rsplit_once(':').map_or(given.as_str(), |(h, _)| h),
+    };
+    hosts.iter().any(|h| {
+        *h == given
+            || (!h.contains(':') || (h.starts_with('[') && h.ends_with(']')))
+                && h.trim_start_matches('[').trim_end_matches(']') == name
+    })
+}
+
+fn named(hosts: &[String]) -> String {
+    hosts
+        .iter()
+        .map(|h| format!("`{h}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Where a request may come from (issue 20): every request names one of the allowed hosts
+/// (`Host`; else 421, so a DNS-rebinding page that reaches the port under its own name is
+/// answered nothing), and a state-changing one that says where its form came from (`Origin`,
+/// `Sec-Fetch-Site`) came from this page (else 403). In `proxy_header` mode too: there the
+/// proxy's header makes anyone who reaches the page an approver.
+async fn where_from(
+    axum::extract::State(app): axum::extract::State<App>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let hosts = &app.0.hosts;
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
+    let Some(host) = host.clone().filter(|h| host_allowed(hosts, h)) else {
+        let asked = host.map_or_else(|| String::from("no host"), |h| format!("`{h}`"));
+        tracing::warn!(host = %asked, "a request for a host the page does not answer was refused");
+        return crate::html::refusal(
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            "Not this page",
+            &format!(
+                "the request was for {asked}, and this page answers only for {} (set `approvers.allowed_hosts` to the names people reach it by); nothing was changed",
+                named(hosts)
+            ),
+        );
+    };
+    let changes = !matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    if changes {
+        let site = req
+            .headers()
+            .get("sec-fetch-site")
+            .and_then(|v| v.to_str().ok());
+        let origin = req
+            .headers()
+            .get(header::ORIGIN)
+            .map(|v| v.to_str().unwrap_or("(unreadable)").to_owned());
+        let origin_ok = origin.as_deref().is_none_or(|o| {
+            o.strip_prefix("http://")
+                .or_else(|| o.strip_prefix("https://"))
+                .is_some_and(|authority| !authority.contains('/') && host_allowed(hosts, authority))
+        });
+        if !origin_ok || site == Some("cross-site") {
+            let from = origin.unwrap_or_else(|| String::from("another site"));
+            tracing::warn!(origin = %from, host = %host, "a form from another origin was refused");
+            return crate::html::refusal(
+                axum::http::StatusCode::FORBIDDEN,
+                "Refused",
+                &format!(
+                    "the form came from `{from}`, not from this page ({}); nothing was changed",
+                    named(hosts)
+                ),
+            );
+        }
+    }
+    next.run(req).await
 }
 
 /// The page's routes, with the security headers and the body limit.
@@ -148,6 +249,43 @@ pub fn router(app: App) -> Router {
         .route("/static/app.js", get(crate::html::script))
         .route("/static/app.css", get(crate::html::style))
         .layer(RequestBodyLimitLayer::new(crate::MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(app.clone(), where_from))
         .layer(middleware::from_fn(security_headers))
         .with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn issue20_hosts_match_whole_names_and_ports() {
+        let hosts: Vec<String> = [
+            "127.0.0.1:8788",
+            "approve.example.com",
+            "[::1]:8788",
+            "[::2]",
+        ]
+        .map(String::from)
+        .to_vec();
+        for ok in [
+            "127.0.0.1:8788",
+            "approve.example.com",
+            "APPROVE.example.com:443",
+            "[::1]:8788",
+            "[::2]:1",
+        ] {
+            assert!(host_allowed(&hosts, ok), "{ok}");
+        }
+        for bad in [
+            "127.0.0.1:8789",
+            "127.0.0.1",
+            "evil.example:8788",
+            "approve.example.com.evil.example",
+            "[::1]:9",
+            "",
+        ] {
+            assert!(!host_allowed(&hosts, bad), "{bad}");
+        }
+    }
 }

@@ -1,12 +1,13 @@
 //! Who is asking: sign-in with a token (a session cookie) or a trusted proxy header, and the
 //! CSRF token every state-changing request carries.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use axum::Form;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
 use serde::Deserialize;
 use toolgate::engine::approvers::{Approver, ApproverAuth};
 
@@ -166,13 +167,40 @@ pub(crate) struct LoginForm {
     csrf: Option<String>,
 }
 
+/// The client's address; unknown (a router served without connect info) counts as one
+/// address, so attempts are still throttled.
+pub(crate) fn client_ip(peer: Option<&ConnectInfo<SocketAddr>>) -> IpAddr {
+    peer.map_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
 pub(crate) async fn login(
     State(app): State<App>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     if app.proxy_mode() {
         return Redirect::to("/").into_response();
+    }
+    // Throttled per address before anything else is looked at (issue 20).
+    let ip = client_ip(peer.as_ref().map(|e| &e.0));
+    let taken = match app.0.throttle.lock() {
+        Ok(mut t) => t.take(ip, Instant::now()),
+        Err(_) => Err(crate::throttle::REFILL),
+    };
+    if let Err(wait) = taken {
+        let secs = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+        tracing::warn!(client = %ip, "a sign-in was refused: too many attempts from this address");
+        let mut res = login_form(
+            Some(&format!(
+                "too many sign-in attempts from this address; try again in {secs} s"
+            )),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            res.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return res;
     }
     // Sign-in CSRF: the form's nonce must equal the cookie set with the form.
     let nonce = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
@@ -194,7 +222,7 @@ pub(crate) async fn login(
         })
         .flatten();
     let Some(approver) = found else {
-        tracing::warn!("a sign-in with an unknown token was refused");
+        tracing::warn!(client = %ip, "a sign-in with an unknown token was refused");
         return login_form(
             Some("that token is not an approver's"),
             StatusCode::UNAUTHORIZED,
@@ -221,6 +249,12 @@ pub(crate) async fn login(
             },
         );
     }
+    // Never the token, the session id or the CSRF token: the name and the address only.
+    tracing::info!(
+        approver = %toolgate::core::display::visible(&approver.name),
+        client = %ip,
+        "an approver signed in on the approval page"
+    );
     let mut res = Redirect::to("/").into_response();
     // Behind TLS (a `public_url` on https), the cookie is never sent over plain HTTP.
     let secure = app
@@ -260,6 +294,10 @@ pub(crate) async fn logout(
     {
         sessions.remove(id);
     }
+    tracing::info!(
+        approver = %toolgate::core::display::visible(&who.approver.name),
+        "an approver signed out of the approval page"
+    );
     let mut res = Redirect::to("/login").into_response();
     res.headers_mut().append(
         header::SET_COOKIE,

@@ -21,6 +21,12 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
+/// Escapes a value a person reads, with its hidden characters (bidi controls, zero-width
+/// characters, controls) shown marked (`⟦U+202E⟧`, [`toolgate::core::display::visible`]).
+pub(crate) fn text(s: &str) -> String {
+    esc(&toolgate::core::display::visible(s))
+}
+
 /// Which tab a page belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tab {
@@ -42,7 +48,7 @@ pub(crate) fn page(title: &str, nav: Option<(&Who, Tab)>, body: &str) -> Html<St
                 cls(Tab::Pending),
                 cls(Tab::History),
                 cls(Tab::Policy),
-                esc(&who.approver.name),
+                text(&who.approver.name),
                 esc(&who.csrf),
             )
         }
@@ -55,7 +61,7 @@ pub(crate) fn page(title: &str, nav: Option<(&Who, Tab)>, body: &str) -> Html<St
          <body><header><span class=\"brand\">toolgate</span>{nav}</header>\
          <div id=\"stale\" class=\"stale\" hidden>Something changed. <a href=\"\">Reload</a></div>\
          <main>{body}</main></body></html>",
-        esc(title)
+        text(title)
     ))
 }
 
@@ -63,8 +69,8 @@ pub(crate) fn page(title: &str, nav: Option<(&Who, Tab)>, body: &str) -> Html<St
 pub(crate) fn refusal(status: StatusCode, title: &str, why: &str) -> Response {
     let body = format!(
         "<section class=\"refusal\"><h1>{}</h1><p class=\"error\" id=\"refusal\" role=\"alert\">{}</p><p><a href=\"/\">Back to pending approvals</a></p></section>",
-        esc(title),
-        esc(why)
+        text(title),
+        text(why)
     );
     (status, page(title, None, &body)).into_response()
 }

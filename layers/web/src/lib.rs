@@ -34,7 +34,10 @@
 //! state-changing request carries a CSRF token; the Approve form carries the input hash and
 //! definition hash the page showed, and an approval of a call that differs is refused (R35);
 //! the form's idempotency key makes a double submit one answer; every value is escaped; a
-//! Content-Security-Policy without inline scripts or styles; request bodies are bounded.
+//! Content-Security-Policy without inline scripts or styles; request bodies are bounded;
+//! only requests for the allowed hosts are answered, and only forms from them are taken
+//! (`approvers.allowed_hosts`); sign-in attempts are throttled per client address (five at
+//! once, then one every ten seconds: 429 with `Retry-After`).
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -61,6 +64,7 @@ mod events;
 mod html;
 mod pages;
 mod policy;
+mod throttle;
 mod webhook;
 
 use std::path::Path;
@@ -150,11 +154,16 @@ pub async fn serve_woken(
 ) -> std::io::Result<()> {
     // The starting state is read before the first request is accepted.
     let primed = events::fingerprint(&*store).await;
-    let app = App::start_primed(store, settings, wake, Some(primed));
+    let listen = listener.local_addr()?;
+    let app = App::start_primed(store, settings, wake, Some(primed), listen);
     let router = router(app.clone());
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // The client's address reaches the handlers (sign-in throttling, the log).
+    let result = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
     app.stop();
     result
 }

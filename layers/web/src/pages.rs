@@ -9,11 +9,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{Answer, AnswerError, HeldRecord, State as CallState, Timestamp};
+use toolgate_inbox::{
+    Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp,
+};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, random_hex, unauthorized};
-use crate::html::{self, Tab, esc};
+use crate::html::{self, Tab, esc, text};
+use toolgate::core::display::visible_json;
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
@@ -46,6 +49,16 @@ fn agent_text(r: &HeldRecord) -> String {
     }
 }
 
+/// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
+/// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
+/// answered themselves; a call to any other tool, its input included, stays out of every
+/// list, card and history row they are sent.
+fn may_see(who: &Who, r: &HeldRecord) -> bool {
+    who.approver
+        .may_answer(&r.call.identities, r.call.agent.rule_name())
+        || r.approver.as_deref() == Some(who.approver.name.as_str())
+}
+
 /// One card: the prompt, the model's name, every reason with its source, the agent, the
 /// input as it will be sent, age and expiry, and (pending, answerable) the two forms.
 fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool) {
@@ -57,28 +70,28 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         r.state.as_str()
     );
     if link {
-        let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", esc(&shown.prompt));
+        let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", text(&shown.prompt));
     } else {
-        out.push_str(&esc(&shown.prompt));
+        out.push_str(&text(&shown.prompt));
     }
     let _ = write!(
         out,
         "</h3><p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
-        esc(&shown.model_name),
+        text(&shown.model_name),
         r.state.as_str()
     );
     let _ = write!(
         out,
         "<dt>Agent</dt><dd class=\"agent\">{}</dd>",
-        esc(&agent_text(r))
+        text(&agent_text(r))
     );
     out.push_str("<dt>Why</dt><dd><ul class=\"reasons\">");
     for a in &r.call.reasons {
         let _ = write!(
             out,
             "<li><span class=\"source\">{}</span> {}</li>",
-            esc(&a.source.describe()),
-            esc(&a.reason)
+            text(&a.source.describe()),
+            text(&a.reason)
         );
     }
     out.push_str("</ul></dd>");
@@ -110,19 +123,21 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         let _ = write!(
             out,
             "<dt>{verb}</dt><dd class=\"approver\">{} <time>{when}</time></dd>",
-            esc(approver)
+            text(approver)
         );
     }
     if let Some(why) = &r.answer_reason {
         let _ = write!(
             out,
             "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
-            esc(why)
+            text(why)
         );
     }
     out.push_str("</dl>");
+    // Hidden characters (a right-to-left override, a zero-width space) are shown marked:
+    // the person reads the value that is sent (issue 20).
     let input = match r.input() {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| r.call.input_json.clone()),
+        Ok(v) => visible_json(&v),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
     let _ = write!(
@@ -131,11 +146,10 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         esc(&input)
     );
     if let Some(result) = &r.result {
-        let text = serde_json::to_string_pretty(result).unwrap_or_default();
         let _ = write!(
             out,
             "<details class=\"result\"><summary>Result</summary><pre>{}</pre></details>",
-            esc(&text)
+            esc(&visible_json(result))
         );
     }
     if r.state == CallState::Pending {
@@ -175,7 +189,7 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
          <form method=\"post\" action=\"/calls/{id}/answer\" class=\"deny\">{hidden}\
          <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
          <input type=\"hidden\" name=\"decision\" value=\"deny\">\
-         <input type=\"text\" name=\"reason\" maxlength=\"500\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
+         <input type=\"text\" name=\"reason\" maxlength=\"{MAX_REASON_CHARS}\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
          <button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form></div>",
         random_hex(16),
         random_hex(16),
@@ -219,7 +233,7 @@ pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) ->
                 let _ = write!(
                     out,
                     "<section class=\"session\"><h2>Session <code>{}</code></h2>",
-                    esc(s)
+                    text(s)
                 );
             }
             None => out.push_str("<section class=\"session\"><h2>Outside any session</h2>"),
@@ -229,7 +243,7 @@ pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) ->
                 let _ = write!(
                     out,
                     "<section class=\"turn\"><h3 class=\"turn-title\">Turn <code>{}</code> · paused by {} held call{}</h3>",
-                    esc(t),
+                    text(t),
                     calls.len(),
                     if calls.len() == 1 { "" } else { "s" }
                 );
@@ -262,10 +276,11 @@ pub(crate) async fn pending(
     let Some(who) = app.who(&headers) else {
         return app.sign_in_first();
     };
-    let records = match app.0.store.list(Some(CallState::Pending)).await {
+    let mut records = match app.0.store.list(Some(CallState::Pending)).await {
         Ok(r) => r,
         Err(e) => return store_failed(e),
     };
+    records.retain(|r| may_see(&who, r));
     let inner = pending_html(&records, &who, Timestamp::now());
     live(
         &who,
@@ -288,7 +303,7 @@ pub(crate) async fn history(
         Ok(r) => r,
         Err(e) => return store_failed(e),
     };
-    records.retain(|r| r.state != CallState::Pending);
+    records.retain(|r| r.state != CallState::Pending && may_see(&who, r));
     // Newest change first; the latest HISTORY_ROWS.
     records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
     let total = records.len();
@@ -299,7 +314,7 @@ pub(crate) async fn history(
     );
     for r in &records {
         let who_answered = match (&r.approver, r.state) {
-            (Some(a), _) => esc(a),
+            (Some(a), _) => text(a),
             (None, CallState::Expired) => String::from("nobody: it expired"),
             (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
             (None, _) => String::new(),
@@ -308,9 +323,9 @@ pub(crate) async fn history(
             inner,
             "<tr class=\"state-{state}\" id=\"row-{id}\"><td>{} ago</td><td><a href=\"/calls/{id}\">{}</a></td><td>{}</td><td class=\"state\">{state}</td><td class=\"approver\">{who_answered}</td><td>{}</td></tr>",
             age(r.call.created_at.age(now)),
-            esc(&r.interaction().prompt),
-            esc(&agent_text(r)),
-            esc(r.answer_reason.as_deref().unwrap_or("")),
+            text(&r.interaction().prompt),
+            text(&agent_text(r)),
+            text(r.answer_reason.as_deref().unwrap_or("")),
             id = esc(r.id()),
             state = r.state.as_str(),
         );
@@ -337,13 +352,15 @@ pub(crate) async fn one(
     let Some(who) = app.who(&headers) else {
         return app.sign_in_first();
     };
+    // A call the person may not see is answered like one that does not exist: the page
+    // does not tell which ids are held for other approvers.
     let r = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
+        Ok(Some(r)) if may_see(&who, &r) => r,
+        Ok(_) => {
             return html::refusal(
                 StatusCode::NOT_FOUND,
                 "No such held call",
-                &format!("no held call `{id}` in this inbox"),
+                &format!("no held call `{id}` that you may answer in this inbox"),
             );
         }
         Err(e) => return store_failed(e),
@@ -353,8 +370,8 @@ pub(crate) async fn one(
         let _ = write!(
             body,
             "<p class=\"crumb\">Session <code>{}</code> · turn <code>{}</code></p>",
-            esc(&t.session),
-            esc(&t.turn)
+            text(&t.session),
+            text(&t.turn)
         );
     }
     card(&mut body, &r, &who, Timestamp::now(), false);
@@ -454,6 +471,19 @@ pub(crate) async fn answer(
         .reason
         .map(|r| r.trim().to_owned())
         .filter(|r| !r.is_empty() && !approve);
+    if let Some(n) = reason
+        .as_deref()
+        .map(|r| r.chars().count())
+        .filter(|&n| n > MAX_REASON_CHARS)
+    {
+        return html::refusal(
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            &format!(
+                "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept; nothing was changed"
+            ),
+        );
+    }
     let answer = Answer {
         approve,
         idempotency_key: Some(key),
@@ -463,8 +493,9 @@ pub(crate) async fn answer(
     match app.0.store.answer(&id, answer).await {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %id,
-                approver = %receipt.approver,
+                interaction = %toolgate::core::display::visible(&id),
+                tool = %toolgate::core::display::visible(&record.call.tool),
+                approver = %toolgate::core::display::visible(&receipt.approver),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
                 "a held call was answered on the approval page"
@@ -478,6 +509,12 @@ pub(crate) async fn answer(
                 AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::CONFLICT,
             };
+            tracing::info!(
+                interaction = %toolgate::core::display::visible(&id),
+                approver = %toolgate::core::display::visible(&who.approver.name),
+                refused = %toolgate::core::display::visible(&e.to_string()),
+                "an answer on the approval page was refused"
+            );
             html::refusal(status, "The answer was refused", &e.to_string())
         }
     }

@@ -22,7 +22,7 @@ use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::app::App;
 use crate::auth::{Who, check_csrf, unauthorized};
-use crate::html::{self, Tab, esc};
+use crate::html::{self, Tab, esc, text};
 
 /// The fields of a rule the panel edits, in the order shown.
 const FIELDS: &[&str] = &[
@@ -196,11 +196,11 @@ fn render(
         let _ = write!(
             out,
             "<tr id=\"rule-{i}\" class=\"effect-{e}\"><td>{i}</td><td class=\"effect\">{e}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>",
-            esc(&target),
+            text(&target),
             esc(&text_of(rule, "kind")),
-            esc(&text_of(rule, "agent")),
-            esc(&when),
-            esc(&text_of(rule, "reason")),
+            text(&text_of(rule, "agent")),
+            text(&when),
+            text(&text_of(rule, "reason")),
             e = esc(&effect),
         );
         if may_edit {
@@ -439,18 +439,28 @@ fn conflict_text(base: &str, stored: &str) -> String {
 
 /// Saves `text` only if the stored policy is still `loaded` (its `updatedAt`, or none
 /// stored): the store compares and saves in one transaction.
-async fn save_on(app: &App, loaded: &Loaded, text: &str) -> Result<(), PutPolicyError> {
+async fn save_on(app: &App, who: &Who, loaded: &Loaded, text: &str) -> Result<(), PutPolicyError> {
     let base = Some(loaded.updated_at.as_str()).filter(|b| !b.is_empty());
-    put_policy_text_if_unchanged(&*app.0.store, text, &app.0.settings.limits, base)
-        .await
-        .map(|stored| {
-            tracing::info!(updated_at = %stored.updated_at, "the stored tenant policy was replaced from the approval page");
-        })
+    let saved =
+        put_policy_text_if_unchanged(&*app.0.store, text, &app.0.settings.limits, base).await;
+    match &saved {
+        Ok(stored) => tracing::info!(
+            approver = %toolgate::core::display::visible(&who.approver.name),
+            updated_at = %stored.updated_at,
+            "the stored tenant policy was replaced from the approval page"
+        ),
+        Err(e) => tracing::info!(
+            approver = %toolgate::core::display::visible(&who.approver.name),
+            refused = %toolgate::core::display::visible(&e.to_string()),
+            "a policy save on the approval page was refused"
+        ),
+    }
+    saved.map(|_| ())
 }
 
-async fn put(app: &App, loaded: &Loaded, doc: &Value) -> Result<(), PutPolicyError> {
+async fn put(app: &App, who: &Who, loaded: &Loaded, doc: &Value) -> Result<(), PutPolicyError> {
     let text = serde_json::to_string(doc).unwrap_or_default();
-    save_on(app, loaded, &text).await
+    save_on(app, who, loaded, &text).await
 }
 
 /// The page for a save based on an older `updatedAt` than the one stored (R22: never a
@@ -626,7 +636,7 @@ pub(crate) async fn save_rule(
             }
         }
     };
-    match put(&app, &loaded, &doc).await {
+    match put(&app, &who, &loaded, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, Some(&panel)).await,
         Err(PutPolicyError::Invalid(errs)) => {
@@ -675,7 +685,7 @@ pub(crate) async fn delete_rule(
     if base != loaded.updated_at || removed.is_none() {
         return stale_base(&app, &who, &loaded, &base, None);
     }
-    match put(&app, &loaded, &doc).await {
+    match put(&app, &who, &loaded, &doc).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
         Err(PutPolicyError::Invalid(errs)) => refused_whole(&app, &who, &loaded, &errs),
@@ -704,7 +714,7 @@ pub(crate) async fn save_whole(
         return stale_base(&app, &who, &loaded, &base, None);
     }
     let text = form.document.unwrap_or_default();
-    match save_on(&app, &loaded, &text).await {
+    match save_on(&app, &who, &loaded, &text).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,
         Err(PutPolicyError::Invalid(errs)) => refused_whole(&app, &who, &loaded, &errs),

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 // Sampling and logging are deprecated by SEP-2577 in rmcp; servers still send them (relayed).
@@ -194,8 +195,37 @@ pub(super) async fn list_all(
     }
 }
 
-/// Forwards a child's standard error to `tracing`, in bounded chunks.
-pub(super) fn forward_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+/// How much of a child's standard error is kept for a failed start's report.
+pub(super) const STDERR_TAIL_BYTES: usize = 2048;
+
+/// The end of a child's standard error, kept while it is forwarded: what a server that
+/// cannot start said about why.
+#[derive(Debug, Clone)]
+pub(super) struct StderrTail {
+    text: Arc<Mutex<Vec<u8>>>,
+    closed: tokio::sync::watch::Receiver<bool>,
+}
+
+impl StderrTail {
+    /// The last [`STDERR_TAIL_BYTES`] the child wrote, waiting up to `wait` for it to close
+    /// its standard error (a server that failed is usually exiting).
+    pub(super) async fn read(&self, wait: Duration) -> String {
+        let mut closed = self.closed.clone();
+        let _ = tokio::time::timeout(wait, closed.wait_for(|c| *c)).await;
+        let bytes = lock(&self.text).clone();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        text.trim().to_owned()
+    }
+}
+
+/// Forwards a child's standard error to `tracing`, in bounded chunks, keeping its tail.
+pub(super) fn forward_stderr(
+    server: String,
+    mut stderr: tokio::process::ChildStderr,
+) -> StderrTail {
+    let text = Arc::new(Mutex::new(Vec::new()));
+    let (tx, closed) = tokio::sync::watch::channel(false);
+    let tail = Arc::clone(&text);
     tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
         let mut buf = vec![0u8; 4096];
@@ -203,7 +233,14 @@ pub(super) fn forward_stderr(server: String, mut stderr: tokio::process::ChildSt
             match stderr.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    let text = String::from_utf8_lossy(buf.get(..n).unwrap_or_default());
+                    let chunk = buf.get(..n).unwrap_or_default();
+                    {
+                        let mut kept = lock(&tail);
+                        kept.extend_from_slice(chunk);
+                        let over = kept.len().saturating_sub(STDERR_TAIL_BYTES);
+                        kept.drain(..over);
+                    }
+                    let text = String::from_utf8_lossy(chunk);
                     tracing::debug!(
                         target: "toolgate_mcp::stderr",
                         server = server.as_str(),
@@ -213,5 +250,7 @@ pub(super) fn forward_stderr(server: String, mut stderr: tokio::process::ChildSt
                 }
             }
         }
+        let _ = tx.send(true);
     });
+    StderrTail { text, closed }
 }

@@ -3,6 +3,7 @@
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rmcp::transport::{IntoTransport, TokioChildProcess};
@@ -34,7 +35,8 @@ impl McpGateway {
 
     /// Starts (stdio) or reaches (streamable HTTP) a server, lists its tools and registers
     /// them. Returns the discovery as a drift event (every tool `Added`, plus any
-    /// rejected).
+    /// rejected). A stdio server that cannot be started, or that fails its handshake, is
+    /// reported with the command line tried and the end of what it wrote to standard error.
     pub async fn connect(&self, config: McpServerConfig) -> Result<DriftEvent, GatewayError> {
         let id = config.id().to_owned();
         let connect_err = |message: String| GatewayError::Connect {
@@ -71,16 +73,32 @@ impl McpGateway {
                     cmd.current_dir(dir);
                 }
                 cmd.kill_on_drop(true);
+                // The command line tried, for a report (issue 20); the environment's values
+                // are never shown.
+                let line = command_line(&program, &args);
                 let (child, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()
-                    .map_err(|e| {
-                        connect_err(format!("cannot start `{}`: {e}", program.display()))
-                    })?;
-                if let Some(stderr) = stderr {
-                    forward_stderr(id.clone(), stderr);
+                    .map_err(|e| connect_err(format!("cannot start `{line}`: {e}")))?;
+                let tail = stderr.map(|stderr| forward_stderr(id.clone(), stderr));
+                match self.connect_with(config, child).await {
+                    Err(GatewayError::Connect { server, message }) => {
+                        let said = match &tail {
+                            Some(t) => t.read(Duration::from_millis(500)).await,
+                            None => String::new(),
+                        };
+                        let said = if said.is_empty() {
+                            String::from("; it wrote nothing to standard error")
+                        } else {
+                            format!("; its standard error ended with:\n{said}")
+                        };
+                        Err(GatewayError::Connect {
+                            server,
+                            message: format!("{message} (the command was `{line}`){said}"),
+                        })
+                    }
+                    other => other,
                 }
-                self.connect_with(config, child).await
             }
             #[cfg(feature = "http")]
             Transport::StreamableHttp { url } => {
@@ -209,4 +227,23 @@ impl McpGateway {
         tokio::spawn(watch_server(weak, conn, alive));
         Ok(event)
     }
+}
+
+/// `program` and `args` as a person would type them (an argument with a space or a quote
+/// in single quotes).
+fn command_line(program: &std::path::Path, args: &[String]) -> String {
+    let word = |w: &str| {
+        if !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
+        {
+            w.to_owned()
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    std::iter::once(word(&program.to_string_lossy()))
+        .chain(args.iter().map(|a| word(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -190,6 +190,17 @@ impl ServeConfig {
                     };
                     unknown_fields(t, &path, &["sha256", "agent", "name"], &mut errs);
                     let hash = match t.get("sha256").and_then(Value::as_str) {
+                        Some(h)
+                            if h.eq_ignore_ascii_case(
+                                toolgate_engine::approvers::EMPTY_TOKEN_SHA256,
+                            ) =>
+                        {
+                            errs.push(
+                                format!("{path}.sha256"),
+                                toolgate_engine::approvers::EMPTY_TOKEN_MESSAGE,
+                            );
+                            None
+                        }
                         Some(h) if h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
                             Some(h.to_ascii_lowercase())
                         }
@@ -478,6 +489,26 @@ mod tests {
         assert_eq!(one.wire_names, WireNames::Own);
         let printed = ServeConfig::effective(&json!({"servers": {"a": {"command": "x"}}})).unwrap();
         assert_eq!(printed["wire_names"], "qualified");
+    }
+
+    #[test]
+    fn issue20_the_hash_of_the_empty_token_is_a_load_error() {
+        for h in [
+            toolgate_engine::approvers::EMPTY_TOKEN_SHA256.to_owned(),
+            toolgate_engine::approvers::EMPTY_TOKEN_SHA256.to_ascii_uppercase(),
+        ] {
+            let e = ServeConfig::read(&json!({
+                "servers": {"a": {"command": "x"}},
+                "tokens": [{"sha256": h, "agent": "dev"}]
+            }))
+            .unwrap_err();
+            assert_eq!(e.errors[0].path, "mcp.tokens[0].sha256");
+            assert!(
+                e.errors[0].message.contains("empty token"),
+                "{}",
+                e.errors[0].message
+            );
+        }
     }
 
     #[test]
