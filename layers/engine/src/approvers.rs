@@ -126,14 +126,32 @@ pub struct Approver {
 }
 
 impl Approver {
-    /// Whether this person may answer a held call of the tool known by `identities` (any
-    /// of them, R24), made by `agent`.
+    /// Whether this person may answer a held call of the tool known by `identities` (the
+    /// records behind its qualified name), made by `agent`: with selectors, only when they
+    /// cover every one of those records (R24: a collision never loosens, so rights for one
+    /// record never answer for another behind the same name), and never for a call naming
+    /// no record at all.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"auth": "proxy_header", "header": "X-User",
+    ///     "people": [{"name": "bob", "tools": [{"server": "github"}]}]}}"#, Format::Json).unwrap();
+    /// let bob = gov.approver_settings().unwrap().approver("bob").unwrap();
+    /// let mcp = ToolIdentity::mcp("github", "create_issue");
+    /// let local = ToolIdentity::toolset("github", "create_issue"); // the same qualified name
+    /// assert!(bob.may_answer(&[mcp.clone()], "support"));
+    /// assert!(!bob.may_answer(&[mcp, local], "support"), "not for the local record");
+    /// ```
     pub fn may_answer(&self, identities: &[ToolIdentity], agent: &str) -> bool {
         match &self.tools {
             None => true,
-            Some(selectors) => selectors
-                .iter()
-                .any(|s| identities.iter().any(|id| s.matches(id, agent))),
+            Some(selectors) => {
+                !identities.is_empty()
+                    && identities
+                        .iter()
+                        .all(|id| selectors.iter().any(|s| s.matches(id, agent)))
+            }
         }
     }
 }

@@ -840,11 +840,43 @@ fn list_op(
 
 /// The statement of [`InboxStore::find_open`], selecting `columns`.
 fn find_open_sql(columns: &str) -> String {
+    format!("{} LIMIT 1", find_open_all_sql(columns))
+}
+
+/// The statement of [`InboxStore::find_open_all`] (every candidate, in `find_open`'s order),
+/// selecting `columns`.
+fn find_open_all_sql(columns: &str) -> String {
     format!(
         "SELECT {columns} FROM held_calls WHERE agent_profile = ?1 AND agent_subagent IS ?2 \
          AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE AND state IN ('pending', 'approved') \
-         ORDER BY state = 'approved' DESC, created_at DESC, interaction_id DESC LIMIT 1"
+         ORDER BY state = 'approved' DESC, created_at DESC, interaction_id DESC"
     )
+}
+
+fn find_open_all_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    agent: &AgentRef,
+    tool: &str,
+    input_hash: &str,
+) -> Result<Vec<HeldRecord>, InboxError> {
+    let mut stmt = conn
+        .prepare_cached(&find_open_all_sql(COLUMNS))
+        .map_err(|e| inner.err(e))?;
+    let rows = stmt
+        .query_map(
+            params![agent.profile, agent.subagent, input_hash, tool],
+            read_row,
+        )
+        .map_err(|e| inner.err(e))?;
+    let mut out = Vec::new();
+    for row in rows {
+        match row.map_err(|e| inner.err(e))? {
+            Ok(r) => out.push(r),
+            Err(why) => return Err(inner.record_err("?", why)),
+        }
+    }
+    Ok(out)
 }
 
 fn find_open_op(
@@ -1369,6 +1401,18 @@ impl InboxStore for SqliteInbox {
         let tool = tool.to_owned();
         let input_hash = input_hash.to_owned();
         self.run(move |inner, conn| find_open_op(inner, conn, &agent, &tool, &input_hash))
+    }
+
+    fn find_open_all<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        let agent = agent.clone();
+        let tool = tool.to_owned();
+        let input_hash = input_hash.to_owned();
+        self.run(move |inner, conn| find_open_all_op(inner, conn, &agent, &tool, &input_hash))
     }
 
     fn cancel_turn<'a>(

@@ -51,7 +51,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 ///   every other such hold of the same call: concurrent repeats never hold two cards (R26).
 /// - [`find_open`](InboxStore::find_open) finds the open held call of one agent for one
 ///   tool and input hash — the approved one when there is one, else the pending one,
-///   newest first — by an index, not by listing (R26, R38).
+///   newest first — by an index, not by listing (R26, R38);
+///   [`find_open_all`](InboxStore::find_open_all) returns every such candidate in that
+///   order, for a caller that compares the stored input exactly (R35).
 /// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
 ///   transaction and stamps a strictly increasing `updatedAt`.
 /// - [`put_policy_if_unchanged`](InboxStore::put_policy_if_unchanged) compares the stored
@@ -141,6 +143,38 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
                 }
             }
             Ok(None)
+        })
+    }
+
+    /// Every open held call [`find_open`](InboxStore::find_open) chooses among — `agent`'s
+    /// (compared exactly) `approved` and `pending` calls for `tool` (up to ASCII case) whose
+    /// input has the RFC 8785 hash `input_hash` — in its order: the approved ones first,
+    /// then the pending ones, each newest first (`created_at`, then the id). Two different
+    /// inputs can share a canonical hash (`{"amount": 1.0}` and `{"amount": 1}`), so a
+    /// caller redeeming or reporting the open call of one input compares each candidate's
+    /// stored input with its own, exactly, and takes the first that is its own (R35, R38).
+    ///
+    /// The backends answer from the same index as `find_open`; this provided method lists
+    /// the approved and then the pending calls and scans them.
+    fn find_open_all<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for state in [State::Approved, State::Pending] {
+                let mut found: Vec<HeldRecord> = self
+                    .list(Some(state))
+                    .await?
+                    .into_iter()
+                    .filter(|r| is_open_match(r, agent, tool, input_hash))
+                    .collect();
+                found.sort_by(|a, b| (b.call.created_at, b.id()).cmp(&(a.call.created_at, a.id())));
+                out.append(&mut found);
+            }
+            Ok(out)
         })
     }
 
@@ -283,6 +317,14 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         input_hash: &'a str,
     ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
         (**self).find_open(agent, tool, input_hash)
+    }
+    fn find_open_all<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        (**self).find_open_all(agent, tool, input_hash)
     }
     fn hold_unless_repeated(
         &self,

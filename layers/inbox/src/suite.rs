@@ -218,6 +218,7 @@ pub async fn run_find_open(fixture: &dyn Fixture) {
     case!(r26_r38_find_open_finds_only_this_agents_call_for_this_tool_and_input);
     case!(r26_r38_find_open_compares_the_tool_ascii_case_insensitively);
     case!(r26_r38_find_open_never_finds_a_decided_or_sent_call);
+    case!(r35_r38_find_open_all_returns_every_open_call_sharing_the_hash);
 }
 
 pub async fn r26_a_held_call_keeps_the_call_exactly_as_decided(fixture: &dyn Fixture) {
@@ -1923,6 +1924,79 @@ pub async fn r26_r38_find_open_never_finds_a_decided_or_sent_call(fixture: &dyn 
         found(&*store, &who, TOOL, &lost).await,
         None,
         "R38: an unknown call is never found to be sent again"
+    );
+}
+
+/// Two inputs that share a canonical hash (`1.0` and `1`): every open one is a candidate,
+/// in `find_open`'s order, each stored exactly as held, so the caller can take its own.
+pub async fn r35_r38_find_open_all_returns_every_open_call_sharing_the_hash(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let who = AgentRef::subagent("support", "sub-7");
+    let at = |input: Value, secs| held_in(input, who.clone(), None, Duration::from_secs(secs));
+    let float_old = at(json!({"amount": 1.0}), 40);
+    let int_new = at(json!({"amount": 1}), 30);
+    let gone = at(json!({"amount": 1}), 20);
+    let pending = at(json!({"amount": 1.0}), 10);
+    assert_eq!(
+        float_old.input_hash, int_new.input_hash,
+        "the two inputs share one canonical hash"
+    );
+    assert!(
+        store
+            .find_open_all(&who, TOOL, &float_old.input_hash)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing held yet"
+    );
+    for c in [&float_old, &int_new, &gone, &pending] {
+        store.hold(c.clone()).await.unwrap();
+    }
+    for c in [&float_old, &int_new] {
+        store
+            .answer(&c.interaction_id, Answer::approved_by("alice"))
+            .await
+            .unwrap();
+    }
+    store
+        .answer(&gone.interaction_id, Answer::denied_by("bob", None))
+        .await
+        .unwrap();
+    let all = store
+        .find_open_all(&who, "PAYMENTS__Refund", &float_old.input_hash)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = all.iter().map(|r| r.id()).collect();
+    assert_eq!(
+        ids,
+        [
+            int_new.interaction_id.as_str(),
+            float_old.interaction_id.as_str(),
+            pending.interaction_id.as_str()
+        ],
+        "approved newest first, then pending; the denied call is not open"
+    );
+    let own = all
+        .iter()
+        .find(|r| r.input().ok() == Some(json!({"amount": 1.0})))
+        .map(|r| r.id());
+    assert_eq!(
+        own,
+        Some(float_old.interaction_id.as_str()),
+        "R35: the stored input tells `1.0` from `1`: the approved `1.0` is its own"
+    );
+    assert_eq!(
+        found(&*store, &who, TOOL, &float_old).await.as_deref(),
+        ids.first().copied(),
+        "find_open picks the first of them"
+    );
+    assert!(
+        store
+            .find_open_all(&AgentRef::profile("support"), TOOL, &float_old.input_hash)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another agent (the parent profile) has none"
     );
 }
 

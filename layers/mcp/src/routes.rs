@@ -33,4 +33,8 @@ pub(crate) struct ServerView {
 pub(crate) trait Routes: fmt::Debug + Send + Sync {
     /// The state in force now.
     fn routes(&self) -> arc_swap::Guard<Arc<State>>;
+
+    /// The handle of the stack the tools are governed by: only its approval gate's permits
+    /// are taken (R38).
+    fn handle(&self) -> &toolgate::GovernanceHandle;
 }

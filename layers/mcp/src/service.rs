@@ -15,7 +15,7 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient};
 use serde_json::Value;
-use toolgate::{Permit, Pinned};
+use toolgate::{GovernanceHandle, Permit, Pinned};
 use toolgate_core::names::lower_key;
 use toolgate_core::{
     Check, Refusal, RefusalCode, ToolCall, ToolKind, ToolOutput, ToolRef, ToolResponse,
@@ -200,6 +200,7 @@ fn check(
     server: &ServerView,
     listed: &Listed,
     call: &ToolCall,
+    handle: &GovernanceHandle,
     require_permit: bool,
 ) -> Result<(), Refusal> {
     let rejected = |reason: String| Refusal::new(RefusalCode::Rejected, Check::Routing, reason);
@@ -212,10 +213,16 @@ fn check(
             listed.qualified
         )));
     }
-    // INVARIANT (R38): a call is sent only with the approval gate's permit, minted for
-    // this call, this input and the definition the gate decided it for; a call that did
-    // not pass a gate (a stack assembled without one) is never sent.
-    let Some(governance) = call.extensions.get::<Pinned>().map(Pinned::governance) else {
+    // INVARIANT (R38): a call is sent only with the permit of the approval gate of this
+    // gateway's stack (its handle), minted for this call, its agent, this input and the
+    // definition the gate decided it for; a call that did not pass that gate (a stack
+    // assembled without one, or another stack's gate) is never sent. The snapshot is the
+    // one this handle pinned for this very call ([`GovernanceHandle::pinned`]).
+    let permit = match require_permit {
+        true => Some(Permit::verify_call(call, handle)?),
+        false => None,
+    };
+    let Some(governance) = handle.pinned(call).map(Pinned::governance) else {
         if !require_permit {
             return Ok(());
         }
@@ -223,7 +230,7 @@ fn check(
             RefusalCode::Rejected,
             Check::Permit,
             format!(
-                "the call to `{}` carries no permit from an approval gate (no governance snapshot decided it), so it is not sent (R38: the tool side refuses what the gate did not pass)",
+                "the call to `{}` carries no decision of this stack's governance snapshot about it (its pin was removed or changed after the gate), so it is not sent (R38: the tool side refuses what the gate did not pass)",
                 listed.qualified
             ),
         ));
@@ -257,8 +264,8 @@ fn check(
         }
         Some(_) => {}
     }
-    if require_permit {
-        Permit::verify_entry(call, entry)?;
+    if let Some(permit) = permit {
+        permit.verify_definition(call, entry)?;
     }
     Ok(())
 }
@@ -413,7 +420,13 @@ impl Service<ToolCall> for McpToolService {
             Ok(found) => found,
             Err(r) => return McpFuture::refused(r),
         };
-        if let Err(r) = check(server, listed, &call, self.require_permit) {
+        if let Err(r) = check(
+            server,
+            listed,
+            &call,
+            self.inner.handle(),
+            self.require_permit,
+        ) {
             return McpFuture::refused(r);
         }
         let Value::Object(arguments) = call.input else {

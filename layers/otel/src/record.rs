@@ -81,9 +81,11 @@ fn snapshot(handle: Option<&GovernanceHandle>, call: &ToolCall) -> Option<Arc<Go
                 .map(|p| Arc::clone(p.governance()))
                 .unwrap_or_else(|| h.load()),
         ),
+        // A pin made for another call (kept and put on this one) is not this call's.
         None => call
             .extensions
             .get::<Pinned>()
+            .filter(|p| *p.call_id() == call.id)
             .map(|p| Arc::clone(p.governance())),
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
-use toolgate_core::{AgentRef, Decision, RunContext, ToolCall, ToolRef};
+use toolgate_core::{AgentRef, CallId, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::number::NumberLiterals;
 use toolgate_engine::{CallView, ConfigErrors, Decided, Governance, PolicyState, ResolvedAgent};
@@ -18,27 +18,48 @@ static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
 /// the same handle decides by the same snapshot and reads the same decision, so a
 /// replacement mid-call never splits a decision (R23) and a call is decided once.
 ///
-/// Only toolgate makes one, and each is bound to the handle that made it: a layer of
-/// another handle (a second stack nested inside the first) ignores it and pins its own.
+/// Only toolgate makes one, and each is bound to the handle that made it, to the call it
+/// was made for and to its snapshot's generation ([`GovernanceHandle::generation`]): a
+/// layer of another handle (a second stack nested inside the first) ignores it and pins its
+/// own, and a pin put on another call — kept by a layer from an earlier call, say — is not
+/// about the call at hand, so the layers of the handle ignore it and decide that call by
+/// the snapshot in force (R23, R38). A pin is read only on the call with its id, and only
+/// while that call still has the tool, agent, run settings and number literals it was
+/// pinned with (at the gate also the input a decision was made for). The call it was made
+/// for keeps it across a replacement (R23: decided wholly by the snapshot it was pinned
+/// to); the generation it records tells which snapshot that was.
 ///
-/// ```compile_fail
-/// # use std::sync::Arc;
+/// Nothing outside toolgate can make one:
+///
+/// ```compile_fail,E0451
 /// # use toolgate::Pinned;
-/// # use toolgate::engine::Governance;
-/// let governance = Arc::new(Governance::builder().build().unwrap());
-/// let forged = Pinned { handle: 1, governance, decided: None }; // private fields
+/// let forged = Pinned { handle: 1, call: todo!(), generation: 0, state: todo!() }; // private fields
 /// ```
-#[derive(Clone)]
+///
+/// nor copy one (it is not `Clone`):
+///
+/// ```compile_fail,E0277
+/// fn copyable<T: Clone>() {}
+/// copyable::<toolgate::Pinned>(); // `Pinned: Clone` is not satisfied
+/// ```
 pub struct Pinned {
     handle: u64,
+    /// The call it was made for.
+    call: CallId,
+    /// The handle's generation when its snapshot was loaded (see [`Pinned::generation`]).
+    generation: u64,
     state: PinState,
 }
 
 /// A pin holds its snapshot once: a decided pin through its decision (so that the layers
 /// reading it clone only the call's own `Arc`, never the snapshot's shared count).
-#[derive(Clone)]
+// The pin lives boxed in the call's extensions already: boxing `About` apart would cost an
+// allocation per pin for nothing.
+#[allow(clippy::large_enum_variant)]
 enum PinState {
-    Snapshot(Arc<Governance>),
+    /// Pinned with no decision yet, about the call as it looked then (no input hash: the
+    /// decision pinned later takes this over, so a call allocates one `About`).
+    Snapshot(Arc<Governance>, About),
     Decided(PinnedDecision),
 }
 
@@ -46,6 +67,8 @@ impl fmt::Debug for Pinned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pinned")
             .field("handle", &self.handle)
+            .field("call", &self.call)
+            .field("generation", &self.generation)
             .field("decided", &self.decided())
             .finish_non_exhaustive()
     }
@@ -55,7 +78,7 @@ impl Pinned {
     /// The snapshot the call is decided by.
     pub fn governance(&self) -> &Arc<Governance> {
         match &self.state {
-            PinState::Snapshot(g) => g,
+            PinState::Snapshot(g, _) => g,
             PinState::Decided(d) => d.governance(),
         }
     }
@@ -63,7 +86,7 @@ impl Pinned {
     /// The decision, once a deciding layer of the handle made it.
     pub fn decided(&self) -> Option<&PinnedDecision> {
         match &self.state {
-            PinState::Snapshot(_) => None,
+            PinState::Snapshot(..) => None,
             PinState::Decided(d) => Some(d),
         }
     }
@@ -71,6 +94,17 @@ impl Pinned {
     /// Whether `handle` (or a clone of it) made this pin.
     pub fn is_from(&self, handle: &GovernanceHandle) -> bool {
         self.handle == handle.id
+    }
+
+    /// The id of the call the pin was made for: on any other call it is ignored.
+    pub fn call_id(&self) -> &CallId {
+        &self.call
+    }
+
+    /// The handle's [generation](GovernanceHandle::generation) when the pinned snapshot
+    /// was loaded (a lower bound: a replacement stored meanwhile may be the one pinned).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 }
 
@@ -187,6 +221,11 @@ impl PinnedDecision {
         self.decided.governance.decided_agent(&self.decided.decided)
     }
 
+    /// The agent (and subagent) of the call the decision was made about.
+    pub(crate) fn agent_ref(&self) -> &AgentRef {
+        &self.decided.about.agent
+    }
+
     /// The engine's record of the decision, for [`Governance`] methods taking one.
     pub fn decided(&self) -> &Decided {
         &self.decided.decided
@@ -217,6 +256,8 @@ impl PinnedDecision {
 #[derive(Clone)]
 pub struct GovernanceHandle {
     inner: Arc<ArcSwap<Governance>>,
+    /// Counts the snapshots stored (see [`GovernanceHandle::generation`]), shared by clones.
+    generation: Arc<AtomicU64>,
     /// Binds the pins this handle makes to it (see [`Pinned`]).
     id: u64,
 }
@@ -235,8 +276,14 @@ impl GovernanceHandle {
     pub fn new(governance: Governance) -> Self {
         Self {
             inner: Arc::new(ArcSwap::from_pointee(governance)),
+            generation: Arc::new(AtomicU64::new(0)),
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// The id binding pins and permits to this handle and its clones.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The current snapshot.
@@ -244,10 +291,33 @@ impl GovernanceHandle {
         self.inner.load_full()
     }
 
+    /// How many replacements of the snapshot this handle (or a clone) stored: 0 for the
+    /// first snapshot, one more after each [`store`](Self::store), successful
+    /// [`replace_policy`](Self::replace_policy), [`update`](Self::update) and
+    /// [`update_with`](Self::update_with). A pin records it ([`Pinned::generation`]).
+    ///
+    /// ```
+    /// use toolgate::GovernanceHandle;
+    /// use toolgate::engine::Governance;
+    /// let handle = GovernanceHandle::new(Governance::builder().build().unwrap());
+    /// assert_eq!(handle.generation(), 0);
+    /// handle.store(Governance::builder().build().unwrap());
+    /// assert_eq!(handle.generation(), 1);
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Counts one replacement, after it was stored.
+    fn stored(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Replaces the whole snapshot atomically: every call is decided wholly by the old or
     /// wholly by the new one (R23).
     pub fn store(&self, governance: Governance) {
         self.inner.store(Arc::new(governance));
+        self.stored();
     }
 
     /// Replaces the tenant policy. A refused replacement keeps the old policy (R22).
@@ -268,7 +338,10 @@ impl GovernanceHandle {
             });
         match error {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => {
+                self.stored();
+                Ok(())
+            }
         }
     }
 
@@ -324,6 +397,9 @@ impl GovernanceHandle {
                 Arc::clone(current)
             }
         });
+        if matches!(outcome, Some(Ok(_))) {
+            self.stored();
+        }
         outcome.unwrap_or_else(|| {
             Err(ConfigErrors::one(
                 "",
@@ -333,32 +409,40 @@ impl GovernanceHandle {
     }
 
     /// The snapshot this call is pinned to, pinning the current one if the call has no pin
-    /// of this handle. A pin of another handle is replaced: a stack never decides by
-    /// another stack's snapshot.
+    /// of this handle made for it. A pin of another handle, or one made for another call
+    /// ([`Pinned`]), is replaced: a stack never decides by another stack's snapshot, nor a
+    /// call by a snapshot pinned for another call.
     pub fn pin(&self, call: &mut ToolCall) -> Arc<Governance> {
-        if let Some(p) = call.extensions.get::<Pinned>()
-            && p.handle == self.id
-        {
+        if let Some(p) = self.pinned(call) {
             return Arc::clone(p.governance());
         }
-        let g = self.load();
+        let (generation, g) = self.load_counted();
         call.extensions.insert(Pinned {
             handle: self.id,
-            state: PinState::Snapshot(Arc::clone(&g)),
+            call: call.id.clone(),
+            generation,
+            state: PinState::Snapshot(Arc::clone(&g), About::of(call, None)),
         });
         g
+    }
+
+    /// The current snapshot with the generation read just before it (a lower bound of its
+    /// own: a replacement stored in between counts only after the load).
+    pub(crate) fn load_counted(&self) -> (u64, Arc<Governance>) {
+        let generation = self.generation();
+        (generation, self.load())
     }
 
     /// The call's decision by this handle: the one pinned by an earlier layer of this
     /// handle, or else decided now — one [`Governance::decide_call`] (one look-up, one
     /// input-bounds walk) on the pinned snapshot — and pinned for every later layer.
     ///
-    /// A pinned decision is read only while it is about the call at hand: a layer between
-    /// two layers of one handle that changed the call's tool, agent or subagent, or run
-    /// settings makes the pin stale, and the call is decided again (by the pinned
-    /// snapshot) and pinned anew. The approval gate also checks the input
-    /// (`GovernanceHandle::decide_to_send`): no call runs on a decision made for another
-    /// input (R14, R38).
+    /// A pinned decision is read only while it is about the call at hand: a pin made for
+    /// another call ([`Pinned`]) is ignored, and a layer between two layers of one handle
+    /// that changed the call's tool, agent or subagent, or run settings makes the pin
+    /// stale; the call is then decided again by the snapshot in force and pinned anew. The
+    /// approval gate also checks the input (`GovernanceHandle::decide_to_send`): no call
+    /// runs on a decision made for another input (R14, R38).
     ///
     /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
     /// streamed), so that the gate can tell a changed input.
@@ -370,9 +454,7 @@ impl GovernanceHandle {
     /// is `seal` (non-zero): a decision it pins is sealed for that composite's gate and
     /// records no hash of the input (the gate hashes it once, for the permit).
     pub(crate) fn decide_sealing(&self, call: &mut ToolCall, seal: u64) -> PinnedDecision {
-        if let Some(d) = self.pinned_decision(call)
-            && d.decided.about.names(call)
-        {
+        if let Some(d) = self.pinned_decision(call) {
             return d.clone();
         }
         if seal != 0 {
@@ -399,7 +481,6 @@ impl GovernanceHandle {
         let input = crate::permit::binding(&call.input);
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
-            && d.decided.about.names(call)
             && (d.decided.about.input == input || d.decided.take_seal(seal))
         {
             return (d.clone(), input);
@@ -407,13 +488,18 @@ impl GovernanceHandle {
         (self.decide_anew(call, input, 0), input)
     }
 
-    /// The decision this handle pinned on `call`, whether or not it is still about it.
+    /// The decision this handle pinned for `call` while it still names the call's tool,
+    /// agent, run settings and literals ([`GovernanceHandle::pinned`]); the input is the
+    /// caller's to compare.
     fn pinned_decision<'c>(&self, call: &'c ToolCall) -> Option<&'c PinnedDecision> {
         self.pinned(call).and_then(Pinned::decided)
     }
 
-    /// Decides `call` (whose input hashes to `input`) by its pinned snapshot (the current
-    /// one if it has none of this handle) and pins the decision, replacing any other.
+    /// Decides `call` (whose input hashes to `input`) by the snapshot its pin holds when
+    /// the pin is an undecided one this handle pinned for this call, still about it (see
+    /// [`Pinned`]), else by the snapshot in force — a decision pinned on it that is read no
+    /// more is not about it (it was made for another call, or the call changed since) — and
+    /// pins the decision, replacing any other pin.
     fn decide_anew(
         &self,
         call: &mut ToolCall,
@@ -421,17 +507,28 @@ impl GovernanceHandle {
         seal: u64,
     ) -> PinnedDecision {
         // The pin is replaced below: its snapshot is moved out, not cloned, where it can be.
-        let governance = match call.extensions.remove::<Pinned>() {
-            Some(p) if p.handle == self.id => match p.state {
-                PinState::Snapshot(g) => g,
-                PinState::Decided(d) => Arc::clone(d.governance()),
-            },
-            _ => self.load(),
+        let pinned = call
+            .extensions
+            .remove::<Pinned>()
+            .filter(|p| self.binds(p, call));
+        let (generation, governance, about) = match pinned {
+            Some(Pinned {
+                generation,
+                state: PinState::Snapshot(g, mut about),
+                ..
+            }) => {
+                about.input = input;
+                (generation, g, about)
+            }
+            _ => {
+                let (generation, g) = self.load_counted();
+                (generation, g, About::of(call, input))
+            }
         };
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
                 decided: governance.decide_call(CallView::of(call)),
-                about: About::of(call, input),
+                about,
                 input_hash: std::sync::OnceLock::new(),
                 seal: AtomicU64::new(seal),
                 governance,
@@ -439,25 +536,43 @@ impl GovernanceHandle {
         };
         call.extensions.insert(Pinned {
             handle: self.id,
+            call: call.id.clone(),
+            generation,
             state: PinState::Decided(decided.clone()),
         });
         decided
     }
 
-    /// Pins `governance` (a newer snapshot, after an approval wait) for the layers inside,
-    /// with no decision: they decide again by it.
-    pub(crate) fn repin(&self, call: &mut ToolCall, governance: Arc<Governance>) {
+    /// Pins `governance` (a newer snapshot, after an approval wait, loaded when the handle
+    /// was at `generation`) for the layers inside, with no decision: they decide again by it.
+    pub(crate) fn repin(&self, call: &mut ToolCall, generation: u64, governance: Arc<Governance>) {
         call.extensions.insert(Pinned {
             handle: self.id,
-            state: PinState::Snapshot(governance),
+            call: call.id.clone(),
+            generation,
+            state: PinState::Snapshot(governance, About::of(call, None)),
         });
     }
 
-    /// The pin this handle made on `call`, if any.
+    /// The pin this handle made on `call` for `call` (see [`Pinned`]), if any: a pin of
+    /// another handle, one made for another call and an undecided one older than the
+    /// snapshot in force are none.
     pub fn pinned<'c>(&self, call: &'c ToolCall) -> Option<&'c Pinned> {
         call.extensions
             .get::<Pinned>()
-            .filter(|p| p.handle == self.id)
+            .filter(|p| self.binds(p, call))
+    }
+
+    /// Whether `pin` is this handle's pin for `call`: made by it, for the call with this
+    /// id, which still has the tool, agent, run settings and number literals it was pinned
+    /// with ([`About::names`]; the gate also compares the input, [`About::input`]).
+    fn binds(&self, pin: &Pinned, call: &ToolCall) -> bool {
+        pin.handle == self.id
+            && pin.call == call.id
+            && match &pin.state {
+                PinState::Snapshot(_, about) => about.names(call),
+                PinState::Decided(d) => d.decided.about.names(call),
+            }
     }
 }
 

@@ -1,12 +1,14 @@
 //! Permits (R38): the tool side refuses what the approval gate did not pass.
 //!
 //! The [`ApprovalGate`](crate::approval::ApprovalGate) marks every call it sends with a
-//! [`Permit`] — only the gate can mint one — bound to the call's id, the RFC 8785 hash of
-//! its input and the definition hash of the tool it was decided for. A tool service that
-//! checks the permit ([`RequirePermitLayer`] in front of your own tool;
-//! `toolgate_mcp::McpToolService` always) refuses, before anything is sent, a call that
-//! did not pass a gate: a stack assembled without the gate, a call whose input or tool was
-//! changed after the gate passed it, or a permit taken from another call.
+//! [`Permit`] — only the gate can mint one — bound to the stack whose gate passed the call
+//! (its [`GovernanceHandle`]), the call's id and agent, the hash of its input and the
+//! definition of the tool it was decided for. A tool service that checks the permit
+//! ([`RequirePermitLayer`] in front of your own tool; `toolgate_mcp::McpToolService`
+//! always) refuses, before anything is sent, a call that did not pass the gate of its own
+//! stack: a stack assembled without the gate, a call only another stack's gate passed, a
+//! call whose input, tool or agent was changed after the gate passed it, or a permit taken
+//! from another call.
 //!
 //! A permit guards against a mis-assembled stack and against layers that rewrite calls;
 //! it is not a cryptographic token against code in the same process, which could always
@@ -48,7 +50,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use sha2::{Digest, Sha256};
-use toolgate_core::{CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
+use toolgate_core::{AgentRef, CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::{Governance, canon};
 use tower_layer::Layer;
@@ -57,16 +59,21 @@ use tower_service::Service;
 use crate::future::ResponseFuture;
 use crate::handle::{GovernanceHandle, PinnedDecision};
 
-/// The approval gate's mark on a call it sends (R38): bound to the call's id, its input
-/// hash and the definition of its tool (R35) in the snapshot the gate passed it by. Only
-/// the gate mints permits: there is no public constructor.
+/// The approval gate's mark on a call it sends (R38): bound to the stack of the gate (its
+/// handle, clones included), the call's id and agent (and subagent), its input hash and the
+/// definition of its tool (R35) in the snapshot the gate passed it by. Only the gate mints
+/// permits: there is no public constructor.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0451
 /// // A permit cannot be made outside toolgate.
-/// let forged = toolgate::permit::Permit { call_id: todo!(), input_hash: [0; 32], snapshot: todo!(), entry: 0 };
+/// let forged = toolgate::permit::Permit {
+///     handle: 1, call_id: todo!(), input_hash: [0; 32], snapshot: todo!(), entry: 0,
+/// };
 /// ```
 #[derive(Debug)]
 pub struct Permit {
+    /// The id of the handle whose gate minted it ([`GovernanceHandle`]).
+    handle: u64,
     call_id: CallId,
     /// SHA-256 of the input's compact serialisation (see [`binding`]).
     input_hash: [u8; 32],
@@ -77,12 +84,23 @@ pub struct Permit {
     entry: usize,
 }
 
-/// The snapshot a permit was minted by: held through the call's pinned decision when the
-/// gate had one (no clone of the snapshot's shared count on the call path).
+/// The snapshot a permit was minted by, and the agent it was minted for: held through the
+/// call's pinned decision when the gate had one (no clone of the snapshot's shared count,
+/// nor of the agent, on the call path).
 #[derive(Debug)]
 enum Snapshot {
-    Own(Arc<Governance>),
+    Own(Arc<Governance>, AgentRef),
     Pinned(PinnedDecision),
+}
+
+impl Snapshot {
+    /// The agent the call was passed for.
+    fn agent(&self) -> &AgentRef {
+        match self {
+            Snapshot::Own(_, agent) => agent,
+            Snapshot::Pinned(d) => d.agent_ref(),
+        }
+    }
 }
 
 impl std::ops::Deref for Snapshot {
@@ -90,7 +108,7 @@ impl std::ops::Deref for Snapshot {
 
     fn deref(&self) -> &Governance {
         match self {
-            Snapshot::Own(g) => g,
+            Snapshot::Own(g, _) => g,
             Snapshot::Pinned(d) => d.governance(),
         }
     }
@@ -166,32 +184,43 @@ impl std::io::Write for HashWriter {
 }
 
 impl Permit {
-    /// Marks `call` as passed by the gate for `tool` as `snapshot` defines it; `Err` when
-    /// the input cannot be canonicalised (nothing can be bound to it, so the call must not
-    /// be sent).
+    /// Marks `call` as passed by the gate of `handle` for `tool` as `snapshot` defines it;
+    /// `Err` when the input cannot be canonicalised (nothing can be bound to it, so the call
+    /// must not be sent).
     pub(crate) fn attach(
         call: &mut ToolCall,
+        handle: &GovernanceHandle,
         snapshot: &Arc<Governance>,
         entry: &Entry,
     ) -> Result<(), Refusal> {
         let input_hash = binding(&call.input);
-        Self::mint(call, Snapshot::Own(Arc::clone(snapshot)), entry, input_hash)
+        let snapshot = Snapshot::Own(Arc::clone(snapshot), call.agent.clone());
+        Self::mint(call, handle, snapshot, entry, input_hash)
     }
 
-    /// [`Permit::attach`] for the gate's pinned decision, with the input's [`binding`] the
-    /// caller has just computed of `call.input` itself (the gate's pin check): the input is
-    /// hashed once per call, and the snapshot is held through the decision.
+    /// [`Permit::attach`] for the gate's pinned decision (made about this call: its agent
+    /// is the call's), with the input's [`binding`] the caller has just computed of
+    /// `call.input` itself (the gate's pin check): the input is hashed once per call, and
+    /// the snapshot and agent are held through the decision.
     pub(crate) fn attach_bound(
         call: &mut ToolCall,
+        handle: &GovernanceHandle,
         pinned: &PinnedDecision,
         entry: &Entry,
         input_hash: Option<[u8; 32]>,
     ) -> Result<(), Refusal> {
-        Self::mint(call, Snapshot::Pinned(pinned.clone()), entry, input_hash)
+        Self::mint(
+            call,
+            handle,
+            Snapshot::Pinned(pinned.clone()),
+            entry,
+            input_hash,
+        )
     }
 
     fn mint(
         call: &mut ToolCall,
+        handle: &GovernanceHandle,
         snapshot: Snapshot,
         entry: &Entry,
         input_hash: Option<[u8; 32]>,
@@ -208,6 +237,7 @@ impl Permit {
             )));
         };
         let permit = Permit {
+            handle: handle.id(),
             call_id: call.id.clone(),
             input_hash,
             snapshot,
@@ -239,27 +269,65 @@ impl Permit {
             .map(canon::entry_definition_hash)
     }
 
-    /// Whether `call` carries a permit that admits it to the tool `entry` as defined now:
-    /// minted for this call, for exactly this input, under the same definition (R35). The
-    /// refusal says what was missing or different.
-    pub fn verify_entry(call: &ToolCall, entry: &Entry) -> Result<(), Refusal> {
-        let name = call.tool.display_name();
+    /// Whether `call` carries a permit that admits it to the tool `entry` as defined now in
+    /// the stack of `handle`: minted by the approval gate of that stack (`handle` or a clone
+    /// of it), for this call and its agent, for exactly this input, under the same
+    /// definition (R35, R38) — [`Permit::verify_call`], then
+    /// [`Permit::verify_definition`]. The refusal says what was missing or different.
+    pub fn verify_entry(
+        call: &ToolCall,
+        handle: &GovernanceHandle,
+        entry: &Entry,
+    ) -> Result<(), Refusal> {
+        Self::verify_call(call, handle)?.verify_definition(call, entry)
+    }
+
+    /// The permit on `call`, when it was minted by the approval gate of the stack of
+    /// `handle` (or a clone of it) for this call (its id), its agent and subagent, and
+    /// exactly its input (R38); else the refusal saying what was missing or different. The
+    /// tool's definition is checked apart ([`Permit::verify_definition`]).
+    pub fn verify_call<'c>(
+        call: &'c ToolCall,
+        handle: &GovernanceHandle,
+    ) -> Result<&'c Permit, Refusal> {
+        let name = || call.tool.display_name();
         let Some(permit) = call.extensions.get::<Permit>() else {
             return Err(refused(format!(
-                "the call to `{name}` carries no permit from an approval gate, so it is not sent (R38: the tool side refuses what the gate did not pass)"
+                "the call to `{}` carries no permit from an approval gate, so it is not sent (R38: the tool side refuses what the gate did not pass)",
+                name()
             )));
         };
+        if permit.handle != handle.id() {
+            return Err(refused(format!(
+                "the permit on the call to `{}` was minted by the approval gate of another stack (another governance handle), so it is not sent (R38: a tool sends only what its own stack's gate passed)",
+                name()
+            )));
+        }
         if permit.call_id != call.id {
             return Err(refused(format!(
-                "the permit on the call to `{name}` was minted for another call"
+                "the permit on the call to `{}` was minted for another call",
+                name()
+            )));
+        }
+        if *permit.snapshot.agent() != call.agent {
+            return Err(refused(format!(
+                "the agent of the call to `{}` differs from the agent the approval gate passed it for",
+                name()
             )));
         }
         if binding(&call.input) != Some(permit.input_hash) {
             return Err(refused(format!(
-                "the input of the call to `{name}` differs from the input the approval gate passed"
+                "the input of the call to `{}` differs from the input the approval gate passed",
+                name()
             )));
         }
-        let same = match permit.snapshot.catalog().entries().get(permit.entry) {
+        Ok(permit)
+    }
+
+    /// Whether the gate passed `call` (this permit's call, [`Permit::verify_call`]) under
+    /// the definition `entry` has now (R35); else a `definition_changed` refusal.
+    pub fn verify_definition(&self, call: &ToolCall, entry: &Entry) -> Result<(), Refusal> {
+        let same = match self.snapshot.catalog().entries().get(self.entry) {
             // The same entry of the same snapshot: the same definition, nothing to hash.
             Some(passed) if std::ptr::eq(passed, entry) => true,
             Some(passed) => {
@@ -272,7 +340,8 @@ impl Permit {
                 RefusalCode::Rejected,
                 Check::DefinitionChanged,
                 format!(
-                    "the definition of `{name}` differs from the one the approval gate decided the call for (R35)"
+                    "the definition of `{}` differs from the one the approval gate decided the call for (R35)",
+                    call.tool.display_name()
                 ),
             ));
         }
@@ -344,7 +413,7 @@ where
         let now = self.handle.load();
         let checked = now
             .lookup(&call.tool)
-            .and_then(|entry| Permit::verify_entry(&call, entry));
+            .and_then(|entry| Permit::verify_entry(&call, &self.handle, entry));
         match checked {
             Ok(()) => ResponseFuture::inner(self.inner.call(call)),
             // INVARIANT: a call without a valid permit is never sent to the inner service.
@@ -481,7 +550,7 @@ mod tests {
         // A permit moved to another call (same tool, same input) is refused as well.
         let mut first = call("lookup", json!({}));
         let g = h.load();
-        Permit::attach(&mut first, &g, g.catalog().get("lookup").unwrap()).unwrap();
+        Permit::attach(&mut first, &h, &g, g.catalog().get("lookup").unwrap()).unwrap();
         let permit = first.extensions.remove::<Permit>().unwrap();
         let mut second = call("lookup", json!({}));
         second.extensions.insert(permit);
@@ -510,7 +579,7 @@ mod tests {
         .unwrap();
         let mut c = call("lookup", json!({}));
         let before = Arc::new(before);
-        Permit::attach(&mut c, &before, before.catalog().get("lookup").unwrap()).unwrap();
+        Permit::attach(&mut c, &h, &before, before.catalog().get("lookup").unwrap()).unwrap();
         let r = RequirePermitLayer::new(h)
             .layer(counted(&hits))
             .oneshot(c)

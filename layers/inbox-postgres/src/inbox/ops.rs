@@ -289,6 +289,38 @@ impl PostgresInbox {
         }
     }
 
+    /// [`InboxStore::find_open_all`]: `find_open_op`'s statement without its limit.
+    async fn find_open_all_op(
+        &self,
+        agent: &AgentRef,
+        tool: &str,
+        input_hash: &str,
+    ) -> Result<Vec<HeldRecord>, InboxError> {
+        let client = self.client().await?;
+        let rows = self
+            .query(
+                &client,
+                &format!(
+                    "SELECT {COLUMNS} FROM held_calls WHERE agent_profile = $1 \
+                     AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
+                     AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
+                     AND state IN ('pending', 'approved') \
+                     ORDER BY state = 'approved' DESC, created_at DESC, \
+                     interaction_id COLLATE \"C\" DESC"
+                ),
+                &[&agent.profile, &agent.subagent, &input_hash, &tool],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                read_row(row).map_err(|why| {
+                    let id: String = row.try_get(0).unwrap_or_else(|_| String::from("?"));
+                    self.record_err(&id, why)
+                })
+            })
+            .collect()
+    }
+
     async fn hold_unless_repeated_op(&self, c: NewHeldCall) -> Result<Holding, InboxError> {
         let mut client = self.client().await?;
         let now = Timestamp::now();
@@ -810,6 +842,15 @@ impl InboxStore for PostgresInbox {
         input_hash: &'a str,
     ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
         Box::pin(self.find_open_op(agent, tool, input_hash))
+    }
+
+    fn find_open_all<'a>(
+        &'a self,
+        agent: &'a AgentRef,
+        tool: &'a str,
+        input_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(self.find_open_all_op(agent, tool, input_hash))
     }
 
     fn cancel_turn<'a>(

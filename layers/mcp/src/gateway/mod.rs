@@ -269,4 +269,8 @@ impl Routes for Inner {
     fn routes(&self) -> arc_swap::Guard<Arc<State>> {
         self.state.load()
     }
+
+    fn handle(&self) -> &GovernanceHandle {
+        &self.handle
+    }
 }

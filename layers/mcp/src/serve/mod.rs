@@ -395,9 +395,11 @@ impl Shared {
 
     /// A held call of this agent for this tool and input: approved (to redeem) or still
     /// pending (to report again rather than hold twice). One indexed look-up by the input's
-    /// hash, the one the gate bound the held call to (R35); the stored input must then equal
-    /// this call's exactly, so an input that only canonicalises alike (a number past 2^53
-    /// rounded through a double) never redeems another's approval: it is held anew.
+    /// hash, the one the gate bound the held call to (R35), of every open candidate; the
+    /// first (approved first, then newest) whose stored input equals this call's exactly is
+    /// it, so an input that only canonicalises alike (`1.0` and `1`, a number past 2^53
+    /// rounded through a double) never redeems another's approval, nor hides its own
+    /// behind another's: with none its own, the call is held anew.
     async fn held_for(
         &self,
         inbox: &Inbox,
@@ -409,11 +411,12 @@ impl Shared {
         };
         let found = inbox
             .store()
-            .find_open(&call.agent, &call.tool.display_name(), &input_hash)
+            .find_open_all(&call.agent, &call.tool.display_name(), &input_hash)
             .await
             .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
         Ok(found
-            .filter(|r| r.input().ok().as_ref() == Some(&call.input))
+            .into_iter()
+            .find(|r| r.input().ok().as_ref() == Some(&call.input))
             .map(|r| {
                 let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
                 (r.id().to_owned(), r.state, reasons)

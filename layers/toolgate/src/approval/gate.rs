@@ -367,7 +367,9 @@ where
             Verdict::Run { .. } => {
                 // R38: the permit the tool side checks, minted only here and on the ask path.
                 // `call.input` is the input just hashed: the gate holds the call.
-                if let Err(r) = Permit::attach_bound(&mut call, &pinned, entry, input_binding) {
+                if let Err(r) =
+                    Permit::attach_bound(&mut call, &self.handle, &pinned, entry, input_binding)
+                {
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
@@ -625,7 +627,7 @@ where
             // Wait for capacity first: every check is made when the call is about to be sent.
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             // R35: the tool's definition now, by the newest snapshot.
-            let now = handle.load();
+            let (generation, now) = handle.load_counted();
             let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
             if current.as_deref() != Some(definition_hash.as_str()) {
                 let mut refusal = rejected(
@@ -653,7 +655,7 @@ where
             let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
             let attached = match now.catalog().get(&tool) {
-                Some(entry) => Permit::attach(&mut call, &now, entry),
+                Some(entry) => Permit::attach(&mut call, &handle, &now, entry),
                 None => Err(rejected(
                     format!("approved by {approver}, but `{tool}` is no longer registered"),
                     &asks,
@@ -662,7 +664,7 @@ where
             if let Err(refusal) = attached {
                 return Ok(ToolResponse::Refused(refusal));
             }
-            handle.repin(&mut call, now);
+            handle.repin(&mut call, generation, now);
             let after = match &hooks {
                 Some(h) => {
                     if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
