@@ -106,7 +106,7 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
 
 /// What `hold_unless_repeated` adds: when the ending of a call was told to a repeat of it
 /// (R26), and the index it finds a call's repeats by. Like [`OPEN_INDEX`], not a schema
-/// version of its own: [`migrate`] adds them, under the migration lock, to an inbox that
+/// version of its own: `migrate` adds them, under the migration lock, to an inbox that
 /// lacks them (a program that does not know them ignores them).
 pub const REPEAT_COLUMN: &str = "
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS repeat_told_at BIGINT;
