@@ -907,11 +907,15 @@ fn find_open_op(
 
 /// The statement of [`InboxStore::hold_unless_repeated`]'s look-up, selecting `columns`
 /// and `repeat_told_at`: every held call of one agent, tool and input hash, newest first.
+/// Calls held in the same millisecond are ordered as they were inserted (`rowid`), after an
+/// open call before an ended one and an ending not yet told before one told (R26): never by
+/// the random interaction id, which would make "the newest" a coin toss.
 fn repeats_sql(columns: &str) -> String {
     format!(
         "SELECT {columns}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
          AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
-         ORDER BY created_at DESC, interaction_id DESC"
+         ORDER BY created_at DESC, state IN ('pending', 'approved', 'claimed') DESC, \
+         repeat_told_at IS NULL DESC, rowid DESC"
     )
 }
 

@@ -339,7 +339,9 @@ impl PostgresInbox {
                     "SELECT {COLUMNS}, repeat_told_at FROM held_calls WHERE agent_profile = $1 \
                      AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
                      AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
-                     ORDER BY created_at DESC, interaction_id COLLATE \"C\" DESC"
+                     ORDER BY created_at DESC, \
+                     (state IN ('pending', 'approved', 'claimed')) DESC, \
+                     (repeat_told_at IS NULL) DESC, interaction_id COLLATE \"C\" DESC"
                 ),
                 &[&c.agent.profile, &c.agent.subagent, &c.input_hash, &c.tool],
             )
