@@ -117,7 +117,19 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             // Claims left by a process that stopped become `unknown` (issue 20 item 11).
             crate::recover::recover_at_start(&**inbox.store()).await;
         }
+        // R44: with a SQLite inbox, the quotas' sends are counted in its file, so every
+        // `toolgate mcp serve` process on it (one per client, say) shares one count. Else
+        // they are counted in this process.
+        let quota_file = match governance.inbox_settings().map(|s| &s.store) {
+            Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
+            _ => None,
+        };
         let handle = GovernanceHandle::new(governance);
+        if let Some(path) = quota_file {
+            let counter = toolgate_inbox::SqliteQuotaCounter::open(&path)
+                .map_err(|e| format!("inbox: {e}"))?;
+            handle.set_quota_counter(Arc::new(counter));
+        }
         let server = GovernedServer::start(handle, &serve, inbox)
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;

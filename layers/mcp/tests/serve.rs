@@ -1528,3 +1528,31 @@ fn r44_a_rate_limited_refusal_says_when_the_call_could_run_again() {
             .is_none()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r44_a_full_quota_is_a_rate_limited_tool_result_with_retry_after_secs() {
+    let extra = r#", "policy": {"rules": [], "quotas": [{"tool": "lookup", "server": "drift", "max": 1, "window_secs": 3600, "reason": "one look-up an hour"}]}"#;
+    let server = server("elicitation", None, extra).await;
+    let dev = connect(&server, "dev", Client::new(None)).await;
+    let ran = call(&dev, "drift__lookup", json!({"query": "a"})).await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    let limited = call(&dev, "drift__lookup", json!({"query": "b"})).await;
+    assert_eq!(
+        code(&limited).as_deref(),
+        Some("rate_limited"),
+        "{limited:?}"
+    );
+    let meta = &limited.structured_content.as_ref().unwrap()["toolgate"];
+    let secs = meta["retry_after_secs"].as_u64().unwrap();
+    assert!((3590..=3600).contains(&secs), "{meta}");
+    assert!(
+        text(&limited).contains("one look-up an hour"),
+        "{}",
+        text(&limited)
+    );
+    assert_eq!(
+        calls_received(&dev, "lookup").await,
+        1,
+        "the refused call was never sent"
+    );
+}

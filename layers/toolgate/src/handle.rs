@@ -7,8 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arc_swap::ArcSwap;
 use toolgate_core::{AgentRef, CallId, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
+use toolgate_engine::grant::{GrantStore, NoGrants};
 use toolgate_engine::number::NumberLiterals;
-use toolgate_engine::{CallView, ConfigErrors, Decided, Governance, PolicyState, ResolvedAgent};
+use toolgate_engine::quota::{Clock, MemoryQuotaCounter, QuotaCounter, SystemClock};
+use toolgate_engine::{
+    CallView, ConfigErrors, Decided, Governance, History, PolicyState, ResolvedAgent,
+};
 
 /// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
@@ -256,6 +260,8 @@ impl PinnedDecision {
 #[derive(Clone)]
 pub struct GovernanceHandle {
     inner: Arc<ArcSwap<Governance>>,
+    /// What calls are decided against over time (R44, R45), shared by clones.
+    ledger: Arc<ArcSwap<Ledger>>,
     /// Counts the snapshots stored (see [`GovernanceHandle::generation`]), shared by clones.
     generation: Arc<AtomicU64>,
     /// Binds the pins this handle makes to it (see [`Pinned`]).
@@ -271,14 +277,100 @@ impl fmt::Debug for GovernanceHandle {
     }
 }
 
+/// What a handle's calls are decided against over time (R44, R45): the sends its quotas
+/// count, the grants people gave, and the clock. By default an in-memory counter (exact
+/// under concurrency, this process only), no grants, and the system clock; replace them with
+/// [`GovernanceHandle::set_quota_counter`], [`GovernanceHandle::set_grants`] and
+/// [`GovernanceHandle::set_clock`] (a store shared by replicas, a grant store, a test
+/// clock). Every layer of the handle, and every clone of it, sees the same ones.
+#[derive(Clone)]
+pub struct Ledger {
+    /// The sends counted for the tenant policy's quotas.
+    pub sends: Arc<dyn QuotaCounter>,
+    /// The grants that answer asks in advance.
+    pub grants: Arc<dyn GrantStore>,
+    /// The time calls are made at.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            sends: Arc::new(MemoryQuotaCounter::new()),
+            grants: Arc::new(NoGrants),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// The history a call made now is decided against (R44, R45).
+    pub fn history<'a>(&'a self, call: &'a ToolCall) -> History<'a> {
+        History::new(self.clock.now_ms(), &*self.sends, &*self.grants)
+            .in_session(call.turn.as_ref().map(|t| t.session.as_str()))
+    }
+}
+
 impl GovernanceHandle {
     /// A handle holding `governance`.
     pub fn new(governance: Governance) -> Self {
         Self {
             inner: Arc::new(ArcSwap::from_pointee(governance)),
+            ledger: Arc::new(ArcSwap::from_pointee(Ledger::default())),
             generation: Arc::new(AtomicU64::new(0)),
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// What calls are decided against over time ([`Ledger`]).
+    pub fn ledger(&self) -> Arc<Ledger> {
+        self.ledger.load_full()
+    }
+
+    /// Counts the quotas' sends (R44) in `sends` from now on — a SQLite or PostgreSQL
+    /// counter shared by the processes that must not exceed a quota together.
+    pub fn set_quota_counter(&self, sends: Arc<dyn QuotaCounter>) {
+        self.ledger.rcu(|l| Ledger {
+            sends: Arc::clone(&sends),
+            ..(**l).clone()
+        });
+    }
+
+    /// Answers asks by the live grants of `grants` from now on (R45).
+    pub fn set_grants(&self, grants: Arc<dyn GrantStore>) {
+        self.ledger.rcu(|l| Ledger {
+            grants: Arc::clone(&grants),
+            ..(**l).clone()
+        });
+    }
+
+    /// Reads the time from `clock` from now on (a controllable clock in tests).
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        self.ledger.rcu(|l| Ledger {
+            clock: Arc::clone(&clock),
+            ..(**l).clone()
+        });
+    }
+
+    /// R38, R44, R45: records that the call `decided` (by `governance`) is being sent now,
+    /// checking and recording its quotas' sends atomically and counting the grant that
+    /// answered it. A refusal means the call must not be sent.
+    pub(crate) fn record_send(
+        &self,
+        governance: &Governance,
+        decided: &Decided,
+        call: &ToolCall,
+    ) -> Result<(), toolgate_core::Refusal> {
+        let ledger = self.ledger.load();
+        governance.record_send(decided, &ledger.history(call))
     }
 
     /// The id binding pins and permits to this handle and its clones.
@@ -525,9 +617,13 @@ impl GovernanceHandle {
                 (generation, g, About::of(call, input))
             }
         };
+        // R44, R45: decided at the time the call is made, against the sends and grants.
+        let ledger = self.ledger.load();
+        let decision =
+            governance.decide_call_at(CallView::of(call), Vec::new(), &ledger.history(call));
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
-                decided: governance.decide_call(CallView::of(call)),
+                decided: decision,
                 about,
                 input_hash: std::sync::OnceLock::new(),
                 seal: AtomicU64::new(seal),

@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use serde_json::Value;
 use toolgate_core::{
-    AgentRef, Ask, AskSource, CallId, ChannelKind, Check, DecisionNote, DecisionSink, Refusal,
-    RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
+    AgentRef, Ask, AskSource, CallId, ChannelKind, Check, Decision, DecisionNote, DecisionSink,
+    Refusal, RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
 use toolgate_engine::ask::{self, WaitRefused};
 use toolgate_engine::catalog::Entry;
@@ -365,6 +365,18 @@ where
                 Err(refusal) => GateFuture::refused(refusal),
             },
             Verdict::Run { .. } => {
+                // R44, R45: the send is counted against its quotas (and its grant) right
+                // before it is sent, atomically with the check; a full quota refuses it.
+                if let Err(r) = self.handle.record_send(governance, pinned.decided(), &call) {
+                    if let Some(sink) = &sink {
+                        let refused = Decision::refused(r.clone());
+                        sink.update(|note| {
+                            note.decision = refused;
+                            note.wait = WaitEnd::Refused;
+                        });
+                    }
+                    return GateFuture::refused(r);
+                }
                 // R38: the permit the tool side checks, minted only here and on the ask path.
                 // `call.input` is the input just hashed: the gate holds the call.
                 if let Err(r) =
@@ -648,7 +660,20 @@ where
             }
             // R38: the approved call passes every check again against the configuration in
             // force now (the newest snapshot, not the one pinned when it was asked about).
-            if let Err(refusal) = recheck(&now, &call, &approver, &asks) {
+            let ledger = handle.ledger();
+            let history = ledger.history(&call);
+            let mut decided = match recheck(&now, &call, &history, &approver, &asks) {
+                Ok(decided) => decided,
+                Err(refusal) => return Ok(ToolResponse::Refused(refusal)),
+            };
+            // R44: the approved send is counted right before it is sent, atomically with
+            // the check (a quota that filled during the wait refuses it). A person answered
+            // this call: no grant's use is spent on it (R45).
+            decided.decision.granted = None;
+            if let Err(mut refusal) = now.record_send(&decided, &history) {
+                refusal.reasons.push(format!(
+                    "approved by {approver}, but the call's quota filled while it waited; it was not sent"
+                ));
                 return Ok(ToolResponse::Refused(refusal));
             }
             // Layers inside the gate decide by the snapshot the call was last checked by.
@@ -716,11 +741,13 @@ where
 fn recheck(
     now: &Governance,
     call: &ToolCall,
+    history: &toolgate_engine::History<'_>,
     approver: &str,
     asked: &[Ask],
-) -> Result<(), Refusal> {
+) -> Result<toolgate_engine::Decided, Refusal> {
     // The hook's own ask (R32) is not asked again: it was part of the answered question.
-    let decision = now.decide(CallView::of(call));
+    let decided = now.decide_call_at(CallView::of(call), Vec::new(), history);
+    let decision = &decided.decision;
     match decision.verdict {
         Verdict::Refused(_) => {
             let mut refusal = decision
@@ -732,7 +759,7 @@ fn recheck(
             Err(refusal)
         }
         Verdict::Run { .. } | Verdict::Ask { .. } => match new_question(asked, &decision.asks) {
-            None => Ok(()),
+            None => Ok(decided),
             Some(new) => {
                 let mut refusal = rejected(
                     format!(
