@@ -283,6 +283,33 @@ impl fmt::Debug for GovernanceHandle {
 /// [`GovernanceHandle::set_quota_counter`], [`GovernanceHandle::set_grants`] and
 /// [`GovernanceHandle::set_clock`] (a store shared by replicas, a grant store, a test
 /// clock). Every layer of the handle, and every clone of it, sees the same ones.
+///
+/// ```
+/// use std::sync::Arc;
+/// use serde_json::json;
+/// use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+/// use toolgate::engine::config::{load_str, Format};
+/// use toolgate::engine::quota::ManualClock;
+/// use toolgate::{GovernanceHandle, ToolgateLayer};
+/// use tower::{Layer, ServiceExt, service_fn};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let handle = GovernanceHandle::new(load_str(r#"{"tools": [{"kind": "http", "name": "search"}],
+///     "agents": [{"name": "a", "allowed_tools": ["search"]}],
+///     "policy": {"rules": [], "quotas": [{"max": 1, "window_secs": 60, "reason": "one a minute"}]}}"#,
+///     Format::Json).unwrap());
+/// let clock = Arc::new(ManualClock::new(0));
+/// handle.set_clock(clock.clone());
+/// let stack = ToolgateLayer::builder(handle).build().unwrap().layer(service_fn(|_c: ToolCall| async {
+///     Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("found"))))
+/// }));
+/// let search = || ToolCall::new(AgentRef::profile("a"), "search", json!({}));
+/// assert!(matches!(stack.clone().oneshot(search()).await.unwrap(), ToolResponse::Completed(_)));
+/// let ToolResponse::Refused(r) = stack.clone().oneshot(search()).await.unwrap() else { panic!() };
+/// assert_eq!((r.code, r.retry_after_secs), (RefusalCode::RateLimited, Some(60)));
+/// clock.advance_ms(60_000); // the window slides past the first send
+/// assert!(matches!(stack.oneshot(search()).await.unwrap(), ToolResponse::Completed(_)));
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct Ledger {
     /// The sends counted for the tenant policy's quotas.
