@@ -8,7 +8,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
-use toolgate_benches::{AGENT, CALL_SERVER, CALL_TOOL, call_agent, call_input, call_tool, config_json};
+use toolgate_benches::{
+    AGENT, CALL_SERVER, CALL_TOOL, call_agent, call_input, call_tool, config_json,
+};
 use toolgate_core::RunContext;
 use toolgate_engine::config::{Format, load_str};
 use toolgate_engine::grant::{MemoryGrants, parse_grants};
@@ -25,7 +27,11 @@ fn over_time(c: &mut Criterion) {
     let quotas: Vec<_> = (0..QUOTAS)
         .map(|i| {
             // Every tenth covers the benched call, the rest other tools of its server.
-            let tool = if i % 10 == 0 { CALL_TOOL.to_owned() } else { format!("tool_{}", i % 15) };
+            let tool = if i % 10 == 0 {
+                CALL_TOOL.to_owned()
+            } else {
+                format!("tool_{}", i % 15)
+            };
             json!({"server": CALL_SERVER, "tool": tool, "max": 1_000_000_000u64,
                    "window_secs": 3600 + i, "per": ["agent"]})
         })
@@ -59,7 +65,9 @@ fn over_time(c: &mut Criterion) {
     }
     let now = 1_000u64;
     let mut g = c.benchmark_group("over_time");
-    g.bench_function("decide_200_rules", |b| b.iter(|| black_box(plain.decide(view()))));
+    g.bench_function("decide_200_rules", |b| {
+        b.iter(|| black_box(plain.decide(view())))
+    });
     g.bench_function("decide_at_50_quotas_50_grants", |b| {
         let at = History::new(now, &sends, &grants);
         b.iter(|| black_box(timed.decide_at(view(), &at)))
