@@ -1551,21 +1551,25 @@ impl InboxStore for SqliteInbox {
 mod tests {
     use super::*;
 
-    #[test]
-    fn r26_r38_find_open_searches_the_index_of_open_calls() {
+    /// The query plan of `sql` (one agent, tool and input hash bound) in a new inbox file.
+    fn plan_of(sql: &str) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("inbox.db");
         drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
         let conn = Connection::open(&path).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", find_open_sql(COLUMNS)))
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .unwrap()
             .query_map(params!["support", "sub-7", "sha256:x", "refund"], |r| {
                 r.get::<_, String>(3)
             })
             .unwrap()
             .collect::<rusqlite::Result<_>>()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn r26_r38_find_open_searches_the_index_of_open_calls() {
+        let plan = plan_of(&find_open_sql(COLUMNS));
         assert!(
             plan.iter()
                 .any(|step| step.contains("USING INDEX held_calls_open")),
@@ -1575,19 +1579,7 @@ mod tests {
 
     #[test]
     fn r26_the_repeats_of_a_call_are_found_by_an_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("inbox.db");
-        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
-        let conn = Connection::open(&path).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {}", repeats_sql(COLUMNS)))
-            .unwrap()
-            .query_map(params!["support", "sub-7", "sha256:x", "refund"], |r| {
-                r.get::<_, String>(3)
-            })
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let plan = plan_of(&repeats_sql(COLUMNS));
         assert!(
             plan.iter()
                 .any(|step| step.contains("USING INDEX held_calls_by_input")),

@@ -256,40 +256,25 @@ impl PostgresInbox {
             .collect()
     }
 
+    /// [`InboxStore::find_open`]: the first of [`find_open_all_op`](Self::find_open_all_op)'s
+    /// candidates (an approved one first, then the newest), one statement for both.
     async fn find_open_op(
         &self,
         agent: &AgentRef,
         tool: &str,
         input_hash: &str,
     ) -> Result<Option<HeldRecord>, InboxError> {
-        let client = self.client().await?;
-        // `lower` under the "C" collation folds ASCII letters only, as
-        // `eq_ignore_ascii_case`; the `state` term is the index's own, so the planner can
-        // read `held_calls_open`; ids tie-break bytewise, as in SQLite.
-        let row = self
-            .query_opt(
-                &client,
-                &format!(
-                    "SELECT {COLUMNS} FROM held_calls WHERE agent_profile = $1 \
-                     AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
-                     AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
-                     AND state IN ('pending', 'approved') \
-                     ORDER BY state = 'approved' DESC, created_at DESC, \
-                     interaction_id COLLATE \"C\" DESC LIMIT 1"
-                ),
-                &[&agent.profile, &agent.subagent, &input_hash, &tool],
-            )
-            .await?;
-        match row {
-            None => Ok(None),
-            Some(row) => read_row(&row).map(Some).map_err(|why| {
-                let id: String = row.try_get(0).unwrap_or_else(|_| String::from("?"));
-                self.record_err(&id, why)
-            }),
-        }
+        Ok(self
+            .find_open_all_op(agent, tool, input_hash)
+            .await?
+            .into_iter()
+            .next())
     }
 
-    /// [`InboxStore::find_open_all`]: `find_open_op`'s statement without its limit.
+    /// [`InboxStore::find_open_all`]: every open call of one agent, tool and input hash.
+    /// `lower` under the "C" collation folds ASCII letters only, as `eq_ignore_ascii_case`;
+    /// the `state` term is the index's own, so the planner can read `held_calls_open`; ids
+    /// tie-break bytewise, as in SQLite.
     async fn find_open_all_op(
         &self,
         agent: &AgentRef,
