@@ -167,31 +167,12 @@ impl PostgresInbox {
 
     async fn hold_op(&self, c: NewHeldCall) -> Result<(), InboxError> {
         let client = self.client().await?;
-        let identities = codec::identities_json(&c.identities);
-        let reasons = codec::reasons_json(&c.reasons);
+        let row = HeldRow::of(&c);
         let inserted = self
             .query_opt(
                 &client,
                 &format!("{INSERT_HELD} RETURNING interaction_id"),
-                &[
-                    &c.interaction_id,
-                    &c.call_id,
-                    &c.tool,
-                    &identities,
-                    &c.definition_hash,
-                    &c.agent.profile,
-                    &c.agent.subagent,
-                    &c.input_json,
-                    &c.input_canonical,
-                    &c.input_hash,
-                    &reasons,
-                    &c.run.mode.as_str(),
-                    &c.run.background,
-                    &c.created_at.as_millis(),
-                    &c.expires_at.as_millis(),
-                    &c.turn.as_ref().map(|t| t.session.as_str()),
-                    &c.turn.as_ref().map(|t| t.turn.as_str()),
-                ],
+                &row.params(),
             )
             .await;
         match inserted {
@@ -374,33 +355,8 @@ impl PostgresInbox {
         let outcome = match outcome {
             Some(o) => o,
             None => {
-                let identities = codec::identities_json(&c.identities);
-                let reasons = codec::reasons_json(&c.reasons);
-                let inserted = tx
-                    .execute(
-                        INSERT_HELD,
-                        &[
-                            &c.interaction_id,
-                            &c.call_id,
-                            &c.tool,
-                            &identities,
-                            &c.definition_hash,
-                            &c.agent.profile,
-                            &c.agent.subagent,
-                            &c.input_json,
-                            &c.input_canonical,
-                            &c.input_hash,
-                            &reasons,
-                            &c.run.mode.as_str(),
-                            &c.run.background,
-                            &c.created_at.as_millis(),
-                            &c.expires_at.as_millis(),
-                            &c.turn.as_ref().map(|t| t.session.as_str()),
-                            &c.turn.as_ref().map(|t| t.turn.as_str()),
-                        ],
-                    )
-                    .await
-                    .map_err(err);
+                let row = HeldRow::of(&c);
+                let inserted = tx.execute(INSERT_HELD, &row.params()).await.map_err(err);
                 match inserted {
                     Ok(_) => Holding::Held,
                     Err(e) if e.kind() == Kind::Duplicate => {
@@ -943,5 +899,56 @@ impl InboxStore for PostgresInbox {
         let body = codec::policy_body(policy);
         let expected = expected_updated_at.map(str::to_owned);
         Box::pin(self.put_policy_op(body, Some(expected)))
+    }
+}
+
+/// A held call's values for `INSERT_HELD`, in its parameter order: one list for `hold` and
+/// `hold_unless_repeated`.
+struct HeldRow<'a> {
+    c: &'a NewHeldCall,
+    identities: String,
+    reasons: String,
+    mode: &'static str,
+    created_at: i64,
+    expires_at: i64,
+    session: Option<&'a str>,
+    turn: Option<&'a str>,
+}
+
+impl<'a> HeldRow<'a> {
+    fn of(c: &'a NewHeldCall) -> Self {
+        Self {
+            c,
+            identities: codec::identities_json(&c.identities),
+            reasons: codec::reasons_json(&c.reasons),
+            mode: c.run.mode.as_str(),
+            created_at: c.created_at.as_millis(),
+            expires_at: c.expires_at.as_millis(),
+            session: c.turn.as_ref().map(|t| t.session.as_str()),
+            turn: c.turn.as_ref().map(|t| t.turn.as_str()),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 17] {
+        let c = self.c;
+        [
+            &c.interaction_id,
+            &c.call_id,
+            &c.tool,
+            &self.identities,
+            &c.definition_hash,
+            &c.agent.profile,
+            &c.agent.subagent,
+            &c.input_json,
+            &c.input_canonical,
+            &c.input_hash,
+            &self.reasons,
+            &self.mode,
+            &c.run.background,
+            &self.created_at,
+            &self.expires_at,
+            &self.session,
+            &self.turn,
+        ]
     }
 }
