@@ -14,7 +14,7 @@ use toolgate_benches::{
 use toolgate_core::RunContext;
 use toolgate_engine::config::{Format, load_str};
 use toolgate_engine::grant::{MemoryGrants, parse_grants};
-use toolgate_engine::quota::{MemoryQuotaCounter, QuotaCounter};
+use toolgate_engine::quota::{MemoryQuotaCounter, NoSends, QuotaCounter};
 use toolgate_engine::{CallInput, CallView, History};
 use toolgate_inbox::SqliteQuotaCounter;
 
@@ -70,6 +70,12 @@ fn over_time(c: &mut Criterion) {
     });
     g.bench_function("decide_at_50_quotas_50_grants", |b| {
         let at = History::new(now, &sends, &grants);
+        b.iter(|| black_box(timed.decide_at(view(), &at)))
+    });
+    g.bench_function("decide_at_50_quotas_no_counter", |b| {
+        // The same quotas and grants with a counter that holds nothing: what the selection
+        // and the group keys cost apart from the counter's look-ups.
+        let at = History::new(now, &NoSends, &grants);
         b.iter(|| black_box(timed.decide_at(view(), &at)))
     });
     let decided = timed.decide_call_at(view(), Vec::new(), &History::new(now, &sends, &grants));

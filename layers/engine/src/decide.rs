@@ -17,7 +17,8 @@ use crate::grant::{GrantStore, NoGrants};
 use crate::json;
 use crate::number::{self, NumberLiterals};
 use crate::policy::{Effect, PerKey, Policy, Subject};
-use crate::quota::{Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup};
+use crate::quota::{Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup, group_key};
+use toolgate_core::names::lower_key;
 
 /// One tool the model is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -704,20 +705,22 @@ impl Governance {
             }
         }
         covering.sort_unstable();
+        let agent = lower_key(who.rule_name());
         covering
             .into_iter()
             .filter_map(|i| {
                 let q = policy.quotas().get(i)?;
-                let parts: Vec<Value> = q
-                    .per()
-                    .iter()
-                    .map(|k| match k {
-                        PerKey::Agent => Value::from(who.rule_name().to_ascii_lowercase()),
-                        PerKey::Session => session.map_or(Value::Null, Value::from),
-                        PerKey::Tool => Value::from(entry.key.as_str()),
-                    })
-                    .collect();
-                let key = format!("{}{}", q.counter_id(), Value::Array(parts));
+                // `per` names each of its three keys at most once (validated).
+                let mut parts: [Option<&str>; 3] = [None; 3];
+                for (part, k) in parts.iter_mut().zip(q.per()) {
+                    *part = match k {
+                        PerKey::Agent => Some(agent.as_ref()),
+                        PerKey::Session => session,
+                        PerKey::Tool => Some(entry.key.as_str()),
+                    };
+                }
+                let parts = parts.get(..q.per().len()).unwrap_or(&parts);
+                let key = group_key(q.counter_id(), parts);
                 Some(QuotaGroup::new(key, i, q.max(), q.window_ms()))
             })
             .collect()

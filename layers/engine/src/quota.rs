@@ -185,6 +185,69 @@ impl QuotaCounter for NoSends {
     }
 }
 
+/// A quota group's key (R44): the quota's counter id, then the group's `per` values as a
+/// compact JSON array (`null` for a call without a session), written into one buffer.
+/// Counters in every store key their sends by it, so it is the same in every process.
+///
+/// ```
+/// use toolgate_engine::quota::group_key;
+/// assert_eq!(group_key("q1", &[Some("support"), None]), r#"q1["support",null]"#);
+/// assert_eq!(group_key("q1", &[Some("a\"b")]), r#"q1["a\"b"]"#);
+/// ```
+pub fn group_key(counter_id: &str, parts: &[Option<&str>]) -> String {
+    let mut key = String::with_capacity(
+        counter_id.len()
+            + 2
+            + parts
+                .iter()
+                .map(|p| p.map_or(4, |s| s.len() + 3))
+                .sum::<usize>(),
+    );
+    key.push_str(counter_id);
+    key.push('[');
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            key.push(',');
+        }
+        match part {
+            None => key.push_str("null"),
+            Some(s) => push_json_string(&mut key, s),
+        }
+    }
+    key.push(']');
+    key
+}
+
+/// Writes `s` as a JSON string, escaped exactly as `serde_json` writes it compactly.
+fn push_json_string(out: &mut String, s: &str) {
+    out.push('"');
+    let mut plain = 0;
+    for (at, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // Every byte escaped is ASCII, so `plain..at` is a run of whole characters.
+        out.push_str(s.get(plain..at).unwrap_or_default());
+        if escape.is_empty() {
+            use std::fmt::Write as _;
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        plain = at + 1;
+    }
+    out.push_str(s.get(plain..).unwrap_or_default());
+    out.push('"');
+}
+
 /// R44's window arithmetic, shared by every counter: given one group's send times that are
 /// still in its window at `now` (`now - window < t <= now`), sorted ascending, `None` when
 /// the group has room, else the milliseconds until it has (the oldest send that must leave
@@ -231,13 +294,14 @@ impl Log {
 
     fn retry_after(&mut self, max: u64, window_ms: u64, now: Millis) -> Option<u64> {
         let now = self.prune(now, window_ms);
-        let (a, b) = self.sends.as_slices();
-        if b.is_empty() {
-            retry_after_ms(a, max, window_ms, now)
-        } else {
-            let all: Vec<Millis> = self.sends.iter().copied().collect();
-            retry_after_ms(&all, max, window_ms, now)
+        // `retry_after_ms` on the deque itself: it reads only the length and one send.
+        let n = self.sends.len() as u64;
+        if n < max {
+            return None;
         }
+        let at = usize::try_from(n - max).unwrap_or(usize::MAX);
+        let oldest = self.sends.get(at).copied().unwrap_or(now);
+        Some(oldest.saturating_add(window_ms).saturating_sub(now).max(1))
     }
 }
 
@@ -283,12 +347,13 @@ impl MemoryQuotaCounter {
         }
     }
 
-    /// The logs for `groups`, created when missing, deduplicated and in key order.
-    fn logs_for(
+    /// The logs for `groups`, created when missing, deduplicated and in key order (keys
+    /// borrowed from `groups`: nothing is copied on the way).
+    fn logs_for<'g>(
         &self,
-        groups: &[QuotaGroup],
+        groups: &'g [QuotaGroup],
         create: bool,
-    ) -> Result<Vec<(String, Option<SharedLog>)>, QuotaError> {
+    ) -> Result<Vec<(&'g str, Option<SharedLog>)>, QuotaError> {
         let mut keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
@@ -296,10 +361,7 @@ impl MemoryQuotaCounter {
         {
             let map = self.logs.read().map_err(|_| poisoned())?;
             if !create || keys.iter().all(|k| map.contains_key(*k)) {
-                return Ok(keys
-                    .iter()
-                    .map(|k| ((*k).to_owned(), map.get(*k).cloned()))
-                    .collect());
+                return Ok(keys.iter().map(|k| (*k, map.get(*k).cloned())).collect());
             }
         }
         let mut map = self.logs.write().map_err(|_| poisoned())?;
@@ -307,7 +369,7 @@ impl MemoryQuotaCounter {
             .iter()
             .map(|k| {
                 let log = map.entry((*k).to_owned()).or_default();
-                ((*k).to_owned(), Some(Arc::clone(log)))
+                (*k, Some(Arc::clone(log)))
             })
             .collect())
     }
@@ -322,8 +384,8 @@ impl MemoryQuotaCounter {
         let mut guards = Vec::with_capacity(logs.len());
         for (key, log) in &logs {
             match log {
-                Some(log) => guards.push((key.as_str(), Some(log.lock().map_err(|_| poisoned())?))),
-                None => guards.push((key.as_str(), None)),
+                Some(log) => guards.push((*key, Some(log.lock().map_err(|_| poisoned())?))),
+                None => guards.push((*key, None)),
             }
         }
         let mut full = Vec::new();
@@ -398,6 +460,25 @@ mod tests {
 
     fn group(max: u64, window_ms: u64) -> QuotaGroup {
         QuotaGroup::new("g", 0, max, window_ms)
+    }
+
+    proptest::proptest! {
+        /// A group key is the counter id and the `per` values written as `serde_json`
+        /// writes them: keys stored by earlier builds keep counting.
+        #[test]
+        fn r44_group_keys_are_the_compact_json_of_their_values(
+            parts in proptest::collection::vec(proptest::option::of("\\PC{0,6}|[\"\\\\\\x00-\\x1f]{0,3}"), 0..4),
+        ) {
+            let borrowed: Vec<Option<&str>> = parts.iter().map(|p| p.as_deref()).collect();
+            let json: Vec<serde_json::Value> = parts
+                .iter()
+                .map(|p| p.clone().map_or(serde_json::Value::Null, serde_json::Value::from))
+                .collect();
+            proptest::prop_assert_eq!(
+                group_key("id", &borrowed),
+                format!("id{}", serde_json::Value::Array(json))
+            );
+        }
     }
 
     #[test]

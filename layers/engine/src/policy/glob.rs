@@ -17,18 +17,37 @@ pub struct Glob {
     /// The pattern ASCII-lower-cased, stars kept; `None` when that is `source` itself (one
     /// string per pattern in the common case: issue 12, memory per rule).
     lower: Option<Box<str>>,
-    /// Whether the pattern holds a `*` at all.
-    has_star: bool,
+    /// Where its first and last `*` are (byte offsets), found once here rather than on
+    /// every match (issue 21: quotas are matched on every call).
+    stars: Stars,
+}
+
+/// The stars of a pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stars {
+    /// No `*`: the pattern is an exact name.
+    None,
+    /// The byte offsets of the first and the last `*` (equal when there is one).
+    At(u32, u32),
+    /// Stars past offset `u32::MAX` (no configuration gets near): found at match time.
+    Far,
 }
 
 impl Glob {
     /// Compiles a pattern. Every string is a valid pattern.
     pub fn new(pattern: &str) -> Self {
         let lower = pattern.to_ascii_lowercase();
+        let stars = match (pattern.find('*'), pattern.rfind('*')) {
+            (Some(first), Some(last)) => match (u32::try_from(first), u32::try_from(last)) {
+                (Ok(first), Ok(last)) => Stars::At(first, last),
+                _ => Stars::Far,
+            },
+            _ => Stars::None,
+        };
         Self {
             source: pattern.into(),
             lower: (lower != pattern).then(|| lower.into_boxed_str()),
-            has_star: pattern.contains('*'),
+            stars,
         }
     }
 
@@ -44,27 +63,37 @@ impl Glob {
 
     /// The exact (lower-cased) name when the pattern has no `*`.
     pub fn exact(&self) -> Option<&str> {
-        if self.has_star {
-            None
-        } else {
-            Some(self.lower())
+        match self.stars {
+            Stars::None => Some(self.lower()),
+            _ => None,
         }
+    }
+
+    /// The pattern's literal parts: before the first star, between the first and the last
+    /// (stars kept), after the last; `None` without a star.
+    fn parts(&self) -> Option<(&str, &str, &str)> {
+        let lower = self.lower();
+        let (first, last) = match self.stars {
+            Stars::None => return None,
+            Stars::At(first, last) => (first as usize, last as usize),
+            Stars::Far => (lower.find('*')?, lower.rfind('*')?),
+        };
+        // ASCII lower-casing keeps every byte offset, so the offsets found in the pattern
+        // hold in its lower-cased form; `get` keeps this total all the same.
+        let prefix = lower.get(..first)?;
+        let middle = lower.get(first + 1..last.max(first + 1)).unwrap_or("");
+        let suffix = lower.get(last + 1..)?;
+        Some((prefix, middle, suffix))
     }
 
     /// The literal prefix before the first `*` (lower-cased), when the pattern has a star.
     pub fn prefix(&self) -> Option<&str> {
-        if !self.has_star {
-            return None;
-        }
-        self.lower().split('*').next()
+        self.parts().map(|(prefix, _, _)| prefix)
     }
 
     /// The literal suffix after the last `*` (lower-cased), when the pattern has a star.
     pub fn suffix(&self) -> Option<&str> {
-        if !self.has_star {
-            return None;
-        }
-        self.lower().rsplit('*').next()
+        self.parts().map(|(_, _, suffix)| suffix)
     }
 
     /// Whether the pattern matches the whole of `name`, ASCII case-insensitively.
@@ -75,12 +104,9 @@ impl Glob {
     /// As [`Glob::matches`] for a name already ASCII-lower-cased. Linear in the name's
     /// length times the number of stars; no backtracking.
     pub fn matches_lower(&self, name: &str) -> bool {
-        let lower = self.lower();
-        let Some((first, rest)) = lower.split_once('*').filter(|_| self.has_star) else {
-            return name == lower;
+        let Some((first, middle, last)) = self.parts() else {
+            return name == self.lower();
         };
-        // `rest` holds the middle parts and the suffix, split by the remaining stars.
-        let (middle, last) = rest.rsplit_once('*').unwrap_or(("", rest));
         if name.len() < first.len() + last.len() {
             return false;
         }
@@ -158,5 +184,29 @@ mod tests {
         assert_eq!(Glob::new("ab*").prefix(), Some("ab"));
         assert_eq!(Glob::new("*yz").suffix(), Some("yz"));
         assert_eq!(Glob::new("*yz").prefix(), Some(""));
+    }
+
+    /// R19 read straight: `*` matches any run of characters, by backtracking over chars.
+    fn reference(pattern: &[char], name: &[char]) -> bool {
+        match pattern.split_first() {
+            None => name.is_empty(),
+            Some(('*', rest)) => (0..=name.len()).any(|k| reference(rest, &name[k..])),
+            Some((c, rest)) => name
+                .split_first()
+                .is_some_and(|(n, tail)| n.eq_ignore_ascii_case(c) && reference(rest, tail)),
+        }
+    }
+
+    proptest::proptest! {
+        /// The compiled matcher (stars found once, at `new`) agrees with the reading of R19.
+        #[test]
+        fn r19_compiled_matches_agree_with_the_reference(
+            pattern in "[ab*Aé]{0,8}",
+            name in "[abAé]{0,10}",
+        ) {
+            let p: Vec<char> = pattern.chars().collect();
+            let n: Vec<char> = name.chars().collect();
+            proptest::prop_assert_eq!(Glob::new(&pattern).matches(&name), reference(&p, &n));
+        }
     }
 }

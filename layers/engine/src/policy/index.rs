@@ -44,14 +44,14 @@ pub(super) struct Index {
 
 impl Index {
     /// Buckets every rule (see the module documentation for the order).
-    pub(super) fn build(rules: &[Rule]) -> Self {
+    pub(super) fn build<'r>(rules: impl IntoIterator<Item = &'r Rule>) -> Self {
         let mut by_tool = ExactMap::default();
         let mut tool_prefix = TrieBuilder::default();
         let mut tool_suffix = TrieBuilder::default();
         let mut by_server = ExactMap::default();
         let mut server_prefix = TrieBuilder::default();
         let mut rest = Vec::new();
-        for (i, rule) in rules.iter().enumerate() {
+        for (i, rule) in rules.into_iter().enumerate() {
             let tool = rule.tool.as_ref();
             let server = rule.server.as_ref();
             if let Some(exact) = tool.and_then(Glob::exact) {

@@ -88,6 +88,9 @@ pub struct Policy {
     quotas: Vec<Quota>,
     updated_at: Option<String>,
     index: Index,
+    /// The quotas' selections, indexed as the rules are (a call looks only at the quotas
+    /// that could cover it).
+    quota_index: Index,
 }
 
 impl Default for Policy {
@@ -105,6 +108,7 @@ impl Policy {
             quotas: Vec::new(),
             updated_at: None,
             index: Index::default(),
+            quota_index: Index::default(),
         }
     }
 
@@ -173,12 +177,20 @@ impl Policy {
             server: server.as_deref(),
             agent: &agent,
         };
-        self.quotas
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| q.covers(&lower, input, literals.root()))
-            .map(|(i, _)| i)
-            .collect()
+        let mut covering = Vec::new();
+        self.quota_index
+            .for_each_candidate(&tool, lower.server, |i| {
+                if self
+                    .quotas
+                    .get(i)
+                    .is_some_and(|q| q.covers(&lower, input, literals.root()))
+                {
+                    covering.push(i);
+                }
+            });
+        // The index hands candidates over in no order; callers read them in policy order.
+        covering.sort_unstable();
+        covering
     }
 
     /// The default effect for mcp/http calls no rule matches (R21).

@@ -88,12 +88,14 @@ impl Policy {
         }
         rules.shrink_to_fit();
         let index = Index::build(&rules);
+        let quota_index = Index::build(quotas.iter().map(|q| &q.select));
         Some(Self {
             default,
             rules,
             quotas,
             updated_at,
             index,
+            quota_index,
         })
     }
 }
