@@ -352,7 +352,6 @@ impl MemoryQuotaCounter {
     fn logs_for<'g>(
         &self,
         groups: &'g [QuotaGroup],
-        create: bool,
     ) -> Result<Vec<(&'g str, Option<SharedLog>)>, QuotaError> {
         let mut keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
         keys.sort_unstable();
@@ -360,7 +359,7 @@ impl MemoryQuotaCounter {
         let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
         {
             let map = self.logs.read().map_err(|_| poisoned())?;
-            if !create || keys.iter().all(|k| map.contains_key(*k)) {
+            if keys.iter().all(|k| map.contains_key(*k)) {
                 return Ok(keys.iter().map(|k| (*k, map.get(*k).cloned())).collect());
             }
         }
@@ -374,11 +373,12 @@ impl MemoryQuotaCounter {
             .collect())
     }
 
-    fn decide(&self, groups: &[QuotaGroup], now: Millis, record: bool) -> Result<(), QuotaError> {
+    /// Checks and records under every group's lock at once (see the type's invariant).
+    fn reserve_locked(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
         if groups.is_empty() {
             return Ok(());
         }
-        let logs = self.logs_for(groups, record)?;
+        let logs = self.logs_for(groups)?;
         let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
         // Lock in key order (deadlock-free), hold every lock until the end.
         let mut guards = Vec::with_capacity(logs.len());
@@ -406,19 +406,16 @@ impl MemoryQuotaCounter {
                 retry_after_ms: retry,
             }));
         }
-        if record {
-            for (_, guard) in &mut guards {
-                if let Some(log) = guard.as_mut() {
-                    // A send is recorded once per key, even when two quotas share it (they
-                    // cover the same calls, so their counts are always equal).
-                    let at = now.max(log.latest);
-                    log.sends.push_back(at);
-                }
+        for (_, guard) in &mut guards {
+            if let Some(log) = guard.as_mut() {
+                // A send is recorded once per key, even when two quotas share it (they
+                // cover the same calls, so their counts are always equal).
+                let at = now.max(log.latest);
+                log.sends.push_back(at);
             }
         }
         drop(guards);
-        if record && self.reserves.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1
-        {
+        if self.reserves.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
             self.sweep();
         }
         Ok(())
@@ -436,11 +433,37 @@ impl MemoryQuotaCounter {
 
 impl QuotaCounter for MemoryQuotaCounter {
     fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
-        self.decide(groups, now, false)
+        // Nothing is recorded, so nothing needs the groups locked together (the send's
+        // `reserve` decides atomically): one look-up and one lock per group, in turn.
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
+        let map = self.logs.read().map_err(|_| poisoned())?;
+        let mut full = Vec::new();
+        let mut retry = 0u64;
+        for (i, g) in groups.iter().enumerate() {
+            let Some(log) = map.get(g.key.as_str()) else {
+                continue;
+            };
+            let mut log = log.lock().map_err(|_| poisoned())?;
+            if let Some(ms) = log.retry_after(g.max, g.window_ms, now) {
+                full.push(i);
+                retry = retry.max(ms);
+            }
+        }
+        if full.is_empty() {
+            Ok(())
+        } else {
+            Err(QuotaError::Full(QuotaFull {
+                full,
+                retry_after_ms: retry,
+            }))
+        }
     }
 
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
-        self.decide(groups, now, true)
+        self.reserve_locked(groups, now)
     }
 }
 
