@@ -119,7 +119,7 @@ impl Pinned {
 ///
 /// Only toolgate makes one:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0451
 /// # use toolgate::PinnedDecision;
 /// let forged = PinnedDecision { decided: todo!() }; // private fields
 /// ```

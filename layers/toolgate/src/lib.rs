@@ -136,21 +136,6 @@ pub use confidentiality::{ConfidentialityFilter, ConfidentialityLayer};
 pub use exposure::{ExposureFilter, ExposureLayer};
 pub use filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
-/// Renamed [`ExposureFilter`]: `Exposure` is also the engine's list of exposed tools.
-#[deprecated(note = "renamed `ExposureFilter` (`toolgate_engine::Exposure` is the tool list)")]
-pub type Exposure<S> = ExposureFilter<S>;
-/// Renamed [`ConfidentialityFilter`].
-#[deprecated(note = "renamed `ConfidentialityFilter`")]
-pub type Confidentiality<S> = ConfidentialityFilter<S>;
-/// Renamed [`AirGapFilter`].
-#[deprecated(note = "renamed `AirGapFilter`")]
-pub type AirGap<S> = AirGapFilter<S>;
-/// Renamed [`CheckFilter`]: `Filter` is also `tower::filter::Filter`.
-#[deprecated(note = "renamed `CheckFilter` (no clash with `tower::filter::Filter`)")]
-pub type Filter<S, C> = CheckFilter<S, C>;
-/// Renamed [`CheckFilterLayer`].
-#[deprecated(note = "renamed `CheckFilterLayer` (no clash with `tower::filter::FilterLayer`)")]
-pub type FilterLayer<C> = CheckFilterLayer<C>;
 pub use future::{OnceResponse, ResponseFuture};
 pub use handle::{GovernanceHandle, Ledger, Pinned, PinnedDecision};
 pub use permit::{Permit, RequirePermit, RequirePermitLayer};

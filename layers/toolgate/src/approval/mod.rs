@@ -64,11 +64,5 @@ pub use interactive::{
     ApprovalAnswer, ApprovalAnswerError, InteractiveChannel, PendingApproval, PendingApprovals,
 };
 
-/// Renamed [`ApprovalAnswer`]: `toolgate_inbox::Answer` is the durable inbox's answer.
-#[deprecated(note = "renamed `ApprovalAnswer` (no clash with `toolgate_inbox::Answer`)")]
-pub type Answer = ApprovalAnswer;
-/// Renamed [`ApprovalAnswerError`].
-#[deprecated(note = "renamed `ApprovalAnswerError` (no clash with `toolgate_inbox::AnswerError`)")]
-pub type AnswerError = ApprovalAnswerError;
 pub use observe::{WaitEnded, WaitObserver, WaitOutcome, WaitStarted};
 pub use terminal::TerminalChannel;
