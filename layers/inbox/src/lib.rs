@@ -124,6 +124,13 @@
     )
 )]
 
+/// Guides: the chapters of the manual about this crate, every example compiled and run as
+/// a doctest.
+pub mod guide {
+    #[doc = include_str!("../docs/held-calls.md")]
+    pub mod held_calls {}
+}
+
 mod channel;
 pub mod codec;
 mod error;

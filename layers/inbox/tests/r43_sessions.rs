@@ -230,7 +230,7 @@ async fn r43_a_version_1_inbox_file_is_upgraded_in_place() {
     assert_eq!(again.list(None).await.unwrap().len(), 2);
 }
 
-/// The README's "Sessions and turns" example, kept compiling and true.
+/// The held-calls guide's "Sessions and turns" example (layers/inbox/docs/held-calls.md), as a test.
 #[tokio::test]
 async fn r43_readme_a_host_pauses_and_resumes_a_turn() {
     let (_dir, inbox, tool, stack) = setup();

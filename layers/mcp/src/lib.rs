@@ -80,20 +80,7 @@
 //! order (`unknown_tool`, then `invalid_input`, then `not_allowed`, …) and nobody is asked
 //! to approve an input the tool would reject; it validates by the call's pinned snapshot,
 //! so it may also sit right outside the MCP service. Either way a call refused
-//! `invalid_input` never reaches the server.
-//!
-//! ```text
-//!  call ──► outermost first                                                     SPEC
-//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
-//!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
-//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   5 confidentiality  confidential work keeps to confidential tools              R7
-//!   6 air gap          no egress on an air-gapped host                            R8
-//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
-//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
-//!   9 the tool
-//! ```
+//! `invalid_input` never reaches the server. (The whole order: [`toolgate::guide::layers`].)
 //!
 //! [`McpToolService`] sends only calls the approval gate passed (R38): each carries the
 //! gate's [`Permit`](toolgate::Permit), bound to the call, its input and the tool's
@@ -157,6 +144,15 @@ macro_rules! serve_until_closed {
             .map(|_| ())
             .map_err(|e| std::io::Error::other(e.to_string()))
     }};
+}
+
+/// Guides: the chapters of the manual about this crate, every example compiled and run as
+/// a doctest.
+pub mod guide {
+    #[doc = include_str!("../docs/gateway.md")]
+    pub mod gateway {}
+    #[doc = include_str!("../docs/serve.md")]
+    pub mod serve {}
 }
 
 mod config;

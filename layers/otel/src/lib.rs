@@ -68,20 +68,8 @@
 //! Outermost first. The span must see every call, including those the filters refuse, so
 //! it goes in front of everything — audit included; what it puts on a span it redacts
 //! itself, so it does not depend on a redaction layer further in. With the composite,
-//! [`ToolgateLayerExt::spans`] puts it in slot 1 with the stack's one redactor:
-//!
-//! ```text
-//!  call ──► outermost first                                                     SPEC
-//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
-//!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
-//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   5 confidentiality  confidential work keeps to confidential tools              R7
-//!   6 air gap          no egress on an air-gapped host                            R8
-//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
-//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
-//!   9 the tool
-//! ```
+//! [`ToolgateLayerExt::spans`] puts it in slot 1 with the stack's one redactor (the whole
+//! order, and why: [`toolgate::guide::layers`]).
 //!
 //! The span is the current OpenTelemetry context while the inner layers are called and
 //! polled, so spans they (or the tool) make are its children.
@@ -123,6 +111,13 @@
         clippy::indexing_slicing
     )
 )]
+
+/// Guides: the chapters of the manual about this crate, every example compiled and run as
+/// a doctest.
+pub mod guide {
+    #[doc = include_str!("../docs/audit-and-spans.md")]
+    pub mod audit_and_spans {}
+}
 
 pub mod attributes;
 mod future;

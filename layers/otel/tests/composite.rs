@@ -1,6 +1,6 @@
 //! The composite (`toolgate::ToolgateLayer`) with its span, tried as a new user would:
 //! one configuration file whose `redaction` section names `ssn` and asks for output
-//! scrubbing, the README's few lines, and no SSN anywhere a record or the model can see
+//! scrubbing, the quick start's few lines, and no SSN anywhere a record or the model can see
 //! (R33, R34).
 
 use std::io;
@@ -50,7 +50,7 @@ async fn r33_r34_the_composite_keeps_the_ssn_out_of_audit_spans_and_the_model() 
         approver: "alice".into(),
     });
 
-    // The README's "Using it", with a scripted person for the channel.
+    // The quick start (layers/toolgate/docs/quick-start.md), with a scripted person for the channel.
     let governed = ToolgateLayer::from_path(&config)
         .unwrap()
         .channel(channel)

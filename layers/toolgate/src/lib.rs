@@ -48,49 +48,19 @@
 //!
 //! ## Ordering
 //!
-//! Layer order is a security property. [`ToolgateLayer`] builds this order (see
-//! [`stack`]); the parts stay public for people who compose by hand, and a hand-built stack
-//! must follow it:
+//! Layer order is a security property: [`guide::layers`] gives the order every stack must
+//! follow (the one [`ToolgateLayer`] builds), why, and how a call is decided once and sent
+//! only with the gate's [`Permit`]. A refused call comes back as
+//! [`ToolResponse::Refused`](core::ToolResponse::Refused) with its code and every reason,
+//! and is never sent to the inner service.
 //!
-//! ```text
-//!  call ──► outermost first                                                     SPEC
-//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
-//!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
-//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   5 confidentiality  confidential work keeps to confidential tools              R7
-//!   6 air gap          no egress on an air-gapped host                            R8
-//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
-//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
-//!   9 the tool
-//! ```
+//! ## Guides
 //!
-//! Audit (and the span) come before every deciding layer so that refused calls are
-//! recorded too; exposure comes before approval so that nobody is ever asked about a call
-//! that would be refused anyway; every record and span is redacted by the one redactor
-//! the configuration's `redaction` section builds, and scrubbing sits right outside the
-//! tool so that every layer and the model see the scrubbed result.
-//!
-//! **Decided once.** The first toolgate layer a call meets decides it — one `decide`, one
-//! input-bounds walk, one look-up of the tool and of the agent — and pins the decision with
-//! its snapshot ([`Pinned`], [`PinnedDecision`]); every later layer of the same
-//! [`GovernanceHandle`] reads it, so a policy replaced mid-call never splits a decision
-//! (R23). Each layer used alone still decides for itself; a layer of another handle never
-//! reads the pin. The approval gate decides again only after a person's approval, on the
-//! configuration then in force (R38). A pin is read only while it is about the call: a
-//! layer between two toolgate layers that changed the call's tool, agent, run settings or
-//! (at the gate) input makes it stale, and the call is decided again (R14, R38; see
-//! [`GovernanceHandle::decide`]).
-//! Every call the gate sends carries its [`Permit`] (R38), bound to the call, its input and
-//! the tool's definition: [`RequirePermitLayer`] in front of your own tool (and
-//! `toolgate_mcp::McpToolService` always) refuses a call that did not pass a gate.
-//!
-//! ## Refusals are responses
-//!
-//! A refused call comes back as [`ToolResponse::Refused`](core::ToolResponse::Refused) with
-//! its code, the check that decided and every reason — something the agent can hand its
-//! model — and is never sent to the inner service. A layer that only decides never changes
-//! the inner service's error type.
+//! [`guide::quick_start`] (a tower stack governed, and a stack of your own request type),
+//! [`guide::layers`], [`guide::configuration`], [`guide::over_time`] (quotas, grants,
+//! simulation), [`guide::decisions`] (where SPEC leaves room). Held calls, the approval page,
+//! MCP and audit have their guides in `toolgate-inbox`, `toolgate-web`, `toolgate-mcp` and
+//! `toolgate-otel`.
 //!
 //! ## Features
 //!
@@ -114,6 +84,21 @@
         clippy::indexing_slicing
     )
 )]
+
+/// Guides: the chapters of the manual that are about this crate, every example compiled and
+/// run as a doctest.
+pub mod guide {
+    #[doc = include_str!("../docs/quick-start.md")]
+    pub mod quick_start {}
+    #[doc = include_str!("../docs/layers.md")]
+    pub mod layers {}
+    #[doc = include_str!("../docs/configuration.md")]
+    pub mod configuration {}
+    #[doc = include_str!("../docs/over-time.md")]
+    pub mod over_time {}
+    #[doc = include_str!("../docs/decisions.md")]
+    pub mod decisions {}
+}
 
 pub mod airgap;
 pub mod approval;

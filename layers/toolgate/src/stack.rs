@@ -2,20 +2,8 @@
 //! (R14, R33) and applies every section of the configuration.
 //!
 //! Layer order is a security property, so most users should not stack the parts by hand.
-//! [`ToolgateLayer`] builds, outermost first:
-//!
-//! ```text
-//!  call ──► outermost first                                                     SPEC
-//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
-//!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
-//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   5 confidentiality  confidential work keeps to confidential tools              R7
-//!   6 air gap          no egress on an air-gapped host                            R8
-//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
-//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
-//!   9 the tool
-//! ```
+//! [`ToolgateLayer`] builds the order [the layers guide](crate::guide::layers) gives, from
+//! the tool span outermost to output scrubbing right outside the tool.
 //!
 //! What the configuration says is applied when the layer is built:
 //!

@@ -58,6 +58,12 @@
 // request; boxing it would only add an allocation.
 #![allow(clippy::result_large_err)]
 
+/// Guides: the chapters of the manual about this crate.
+pub mod guide {
+    #[doc = include_str!("../docs/approval-page.md")]
+    pub mod approval_page {}
+}
+
 mod app;
 mod auth;
 mod events;

@@ -4,20 +4,9 @@
 //! Place it just inside the tool span and outside every deciding layer, so that it sees
 //! every call — those refused by a filter as well as those the gate asked about and those
 //! that ran. [`ToolgateLayer`](crate::ToolgateLayer) puts it there (slot 2) from the
-//! configuration's `audit` section, with the one redactor of its `redaction` section:
+//! configuration's `audit` section, with the one redactor of its `redaction` section (the
+//! whole order: [the layers guide](crate::guide::layers)).
 //!
-//! ```text
-//!  call ──► outermost first                                                     SPEC
-//!   1 tool span        toolgate-otel (optional): every call, redacted             R34
-//!   2 audit            one record per call, refused ones too, redacted            R33
-//!   3 validate_input   optional: e.g. MCP input schema (after unknown_tool)       R36
-//!   4 exposure         unknown tool, input bounds, allowed names                  R6 R14 R36
-//!   5 confidentiality  confidential work keeps to confidential tools              R7
-//!   6 air gap          no egress on an air-gapped host                            R8
-//!   7 approval gate    every check again; mode, policy, posture, hooks, one ask   R9–R32 R35
-//!   8 scrub output     `redaction.scrub_output`: what the model receives          R33
-//!   9 the tool
-//! ```
 //! It puts a [`DecisionSink`] in the call's extensions; the approval gate records
 //! its decision there (which check or rule decided, every reason, how a wait ended and who
 //! answered), and the layer writes one record after the outcome.
