@@ -58,6 +58,7 @@ pub mod chain;
 pub mod config;
 mod decide;
 mod error;
+mod exposure;
 mod governance;
 pub mod grant;
 pub mod json;
@@ -95,10 +96,9 @@ pub mod walk_count {
     }
 }
 
-pub use decide::{
-    CallInput, CallView, Decided, ExposedTool, Exposure, History, OmittedTool, UnknownAgent,
-};
+pub use decide::{CallInput, CallView, Decided, History};
 pub use error::{ConfigError, ConfigErrors, Warning};
+pub use exposure::{ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
     ResolvedAgent, ServerSettings,

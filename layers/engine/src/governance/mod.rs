@@ -16,8 +16,8 @@ pub use posture::{Exemption, ServerSettings};
 pub use profile::{AgentProfile, ResolvedAgent};
 
 use crate::catalog::{Catalog, Entry};
-use crate::decide::Exposure;
 use crate::error::ConfigErrors;
+use crate::exposure::Exposure;
 use crate::policy::{Limits, Policy};
 use crate::recording::{AuditSettings, RedactionSettings};
 

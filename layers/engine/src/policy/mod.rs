@@ -25,6 +25,7 @@ mod limits;
 mod parse;
 mod quota;
 mod rule;
+mod select;
 #[cfg(test)]
 mod tests;
 
@@ -35,9 +36,9 @@ use toolgate_core::names::lower_key;
 pub use glob::Glob;
 use index::Index;
 pub use limits::{DEFAULT_REGEX_SIZE_LIMIT, Limits, MAX_INPUT_DEPTH_CEILING};
-pub(crate) use parse::read_selection;
 pub use quota::{PerKey, QUOTA_MAX_CEILING, QUOTA_WINDOW_CEILING_SECS, Quota};
 pub use rule::Rule;
+pub(crate) use select::read_selection;
 /// A rule's effect, or the policy default's (defined in `toolgate-core`, which
 /// [`toolgate_core::MatchedRule`] also uses).
 pub use toolgate_core::Effect;

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::parse::read_selection;
+use super::select::read_selection;
 use super::{LowerSubject, Rule};
 use crate::error::{ConfigErrors, Obj, index, type_name};
 use crate::number::Lit;
