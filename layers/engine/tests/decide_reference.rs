@@ -919,64 +919,65 @@ fn reference(cfg: &Cfg, groups: &[Group], call: &Call) -> Expected {
     }
     let mut operator_ask = false;
     let mut ask_reasons = Vec::new();
-    if enforce && !cfg.unreadable {
-        if let Some(p) = &cfg.policy {
-            let rule_name = call.agent.as_str();
-            let mut worst = Tenant::Allow;
-            let mut deny_reasons = Vec::new();
-            let mut deny_unexplained = false;
-            for r in &group.records {
-                let matching: Vec<&Rule> = p
-                    .rules
-                    .iter()
-                    .filter(|rule| rule_matches(rule, r, rule_name, &call.input))
-                    .collect();
-                let effect_of = |e: &str| match e {
-                    "deny" => Tenant::Deny,
-                    "ask" => Tenant::Ask,
-                    _ => Tenant::Allow,
-                };
-                let verdict = if matching.is_empty() {
-                    // R21: the default applies to mcp and http calls no rule matches.
-                    if r.kind == Kind::Local {
-                        Tenant::Allow
-                    } else {
-                        effect_of(p.default.unwrap_or("allow"))
-                    }
+    if enforce
+        && !cfg.unreadable
+        && let Some(p) = &cfg.policy
+    {
+        let rule_name = call.agent.as_str();
+        let mut worst = Tenant::Allow;
+        let mut deny_reasons = Vec::new();
+        let mut deny_unexplained = false;
+        for r in &group.records {
+            let matching: Vec<&Rule> = p
+                .rules
+                .iter()
+                .filter(|rule| rule_matches(rule, r, rule_name, &call.input))
+                .collect();
+            let effect_of = |e: &str| match e {
+                "deny" => Tenant::Deny,
+                "ask" => Tenant::Ask,
+                _ => Tenant::Allow,
+            };
+            let verdict = if matching.is_empty() {
+                // R21: the default applies to mcp and http calls no rule matches.
+                if r.kind == Kind::Local {
+                    Tenant::Allow
                 } else {
-                    matching
-                        .iter()
-                        .map(|rule| effect_of(rule.effect))
-                        .max()
-                        .unwrap_or(Tenant::Allow)
-                };
-                for rule in &matching {
-                    match (rule.effect, &rule.reason) {
-                        ("deny", Some(why)) => deny_reasons.push(why.clone()),
-                        ("deny", None) => deny_unexplained = true,
-                        ("ask", Some(why)) => ask_reasons.push(why.clone()),
-                        _ => {}
-                    }
+                    effect_of(p.default.unwrap_or("allow"))
                 }
-                if verdict == Tenant::Deny && matching.is_empty() {
-                    deny_unexplained = true;
+            } else {
+                matching
+                    .iter()
+                    .map(|rule| effect_of(rule.effect))
+                    .max()
+                    .unwrap_or(Tenant::Allow)
+            };
+            for rule in &matching {
+                match (rule.effect, &rule.reason) {
+                    ("deny", Some(why)) => deny_reasons.push(why.clone()),
+                    ("deny", None) => deny_unexplained = true,
+                    ("ask", Some(why)) => ask_reasons.push(why.clone()),
+                    _ => {}
                 }
-                worst = worst.max(verdict);
             }
-            if worst == Tenant::Deny {
-                // R16: refused `denied` with the deciding rule's reason.
-                return Expected {
-                    outcome: Refused("denied"),
-                    one_of: if deny_unexplained {
-                        Vec::new()
-                    } else {
-                        deny_reasons
-                    },
-                    all_of: Vec::new(),
-                };
+            if verdict == Tenant::Deny && matching.is_empty() {
+                deny_unexplained = true;
             }
-            operator_ask |= worst == Tenant::Ask;
+            worst = worst.max(verdict);
         }
+        if worst == Tenant::Deny {
+            // R16: refused `denied` with the deciding rule's reason.
+            return Expected {
+                outcome: Refused("denied"),
+                one_of: if deny_unexplained {
+                    Vec::new()
+                } else {
+                    deny_reasons
+                },
+                all_of: Vec::new(),
+            };
+        }
+        operator_ask |= worst == Tenant::Ask;
     }
     // R27–R31, R24: one non-exempt record gates the tool (R15: only with the governor armed).
     if enforce && cfg.posture == Some(true) && group.records.iter().any(|r| !exempt(cfg, r)) {
@@ -1990,14 +1991,13 @@ fn round_two_features(
             out.push("R41: a prefixed tool decided by an own-name rule");
         }
     }
-    if let ToolSpec::Identity(_, _, t) = &call.tool {
-        if group
+    if let ToolSpec::Identity(_, _, t) = &call.tool
+        && group
             .records
             .iter()
             .any(|r| prefixed(r) && same(own_name(r), t) && !same(&r.name, t))
-        {
-            out.push("R41: a prefixed tool called by identity with its own name");
-        }
+    {
+        out.push("R41: a prefixed tool called by identity with its own name");
     }
     if group
         .records
