@@ -202,7 +202,9 @@ impl McpGateway {
         model_tools(&self.inner.handle.load(), agent)
     }
 
-    /// A server's tools as last listed (shared, not copied).
+    /// A server's tools as last listed (shared, not copied): what `toolgate mcp serve` maps
+    /// own names by.
+    #[cfg(feature = "serve")]
     pub(crate) fn listing(&self, server: &str) -> Option<Arc<crate::declare::Listing>> {
         self.conn(server).map(|c| c.listing.load_full())
     }
