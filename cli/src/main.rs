@@ -486,10 +486,14 @@ fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCo
     if let Some(section) = mcp::section(&text, Format::from_path(config_path)) {
         match toolgate_mcp::serve::ServeConfig::read(&section) {
             Ok(serve) => {
-                if let Some(gov) = &built
-                    && let Err(e) = serve.check(gov)
-                {
-                    errs.errors.extend(e.errors);
+                if let Some(gov) = &built {
+                    if let Err(e) = serve.check(gov) {
+                        errs.errors.extend(e.errors);
+                    }
+                    // The upstream servers' tools are listed when they are connected: their
+                    // unseen names are one warning per agent and server (issue 23).
+                    let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();
+                    warnings = gov.warnings_discovering(&ids);
                 }
             }
             Err(e) => errs.errors.extend(e.errors),

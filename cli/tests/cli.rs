@@ -631,3 +631,66 @@ fn r44_r46_simulate_decides_calls_in_order_with_their_history() {
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
 }
+
+/// Issue 23 (R6): the tools of an `mcp` server are listed when `toolgate mcp serve` connects,
+/// so `check` cannot see them; a thousand allowed names of one such server are one warning per
+/// agent with their count, and a typo of a declared tool still has its own.
+#[test]
+fn issue23_check_groups_the_unseen_names_of_a_discovered_server() {
+    let d = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..1000).map(|i| format!("big__tool_{i}")).collect();
+    let mut allowed = names.clone();
+    allowed.push("refnud".into()); // a typo of `refund`
+    let cfg = write(
+        d.path(),
+        "c.json",
+        &json!({
+            "tools": [{"kind": "http", "name": "refund"}],
+            "agents": [{"name": "a", "allowed_tools": allowed},
+                       {"name": "b", "allowed_tools": ["big__tool_1", "other__tool"]}],
+            "mcp": {"servers": {"big": {"command": "node", "args": ["server.js"]}},
+                    "tokens": [{"sha256": "a".repeat(64), "agent": "a"}]},
+        })
+        .to_string(),
+    );
+    let o = toolgate(&["check", &cfg, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let v = json_out(&o);
+    let warnings = v["warnings"].as_array().unwrap();
+    let about = |needle: &str| -> Vec<&Value> {
+        warnings
+            .iter()
+            .filter(|w| w["message"].as_str().unwrap().contains(needle))
+            .collect()
+    };
+    let big = about("of server `big`");
+    assert_eq!(big.len(), 2, "one per agent: {warnings:?}");
+    assert_eq!(big[0]["path"], "agents[0].allowed_tools");
+    assert!(
+        big[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("1000 allowed names of server `big`")
+    );
+    assert!(
+        big[1]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 allowed name of server `big`")
+    );
+    let typo = about("`refnud` names no registered tool");
+    assert_eq!(
+        typo.len(),
+        1,
+        "the typo keeps its own warning: {warnings:?}"
+    );
+    assert_eq!(typo[0]["path"], "agents[0].allowed_tools[1000]");
+    // A server the configuration does not connect is not discovered: its names stay one each.
+    assert_eq!(about("`other__tool` names no registered tool").len(), 1);
+    assert!(warnings.len() < 10, "{} warnings", warnings.len());
+}

@@ -13,6 +13,28 @@ use crate::policy::Effect;
 impl Governance {
     /// Findings that do not stop a configuration from loading (R24, R28, R40).
     pub fn warnings(&self) -> Vec<Warning> {
+        self.warnings_discovering::<&str>(&[])
+    }
+
+    /// As [`Governance::warnings`], for a host that discovers the tools of `servers` at run
+    /// time (an MCP gateway lists them when it connects): allowed names of those servers
+    /// that name no registered tool are one warning per agent and server, with their count
+    /// and the first few, instead of one per name (issue 23: a 1,000-tool server must not
+    /// drown a real typo).
+    ///
+    /// ```
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "refund"}],
+    ///     "agents": [{"name": "a", "allowed_tools": ["fs__read", "fs__write", "fs__list", "refnud"]}]}"#,
+    ///     Format::Json).unwrap();
+    /// assert_eq!(gov.warnings().len(), 4);
+    /// let grouped = gov.warnings_discovering(&["fs"]);
+    /// assert_eq!(grouped.len(), 2); // `refnud` still on its own: a typo stays visible
+    /// assert!(grouped.iter().any(|w| w.message.starts_with("3 allowed names of server `fs`")));
+    /// ```
+    pub fn warnings_discovering<S: AsRef<str>>(&self, servers: &[S]) -> Vec<Warning> {
+        let discovered: std::collections::HashSet<String> =
+            servers.iter().map(|s| name_key(s.as_ref())).collect();
         let mut out = Vec::new();
         for &i in &self.collisions {
             let Some(decl) = self.declarations.get(i) else {
@@ -109,6 +131,8 @@ impl Governance {
         }
         // R6, R9, R48: names in agent profiles that resolve to no registered tool.
         let mut patterns_seen = std::collections::HashSet::new();
+        // Per agent: the names of servers discovered at run time, grouped by server (sorted).
+        let mut unseen: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
         for (k, profile) in self.profiles.iter().enumerate() {
             let at = index("agents", k);
             for (j, name) in profile.allowed_tools.iter().enumerate() {
@@ -134,13 +158,38 @@ impl Governance {
                     continue;
                 }
                 if !name.trim().is_empty() && self.catalog.get(name).is_none() {
-                    out.push(Warning {
-                        path: index(&format!("{at}.allowed_tools"), j),
-                        message: format!(
-                            "`{name}` names no registered tool, so it exposes nothing until such a tool arrives (R6)"
-                        ),
-                    });
+                    let server = name
+                        .split_once("__")
+                        .map(|(s, _)| name_key(s))
+                        .filter(|s| discovered.contains(s));
+                    match server {
+                        Some(s) => unseen.entry(s).or_default().push(name.as_str()),
+                        None => out.push(Warning {
+                            path: index(&format!("{at}.allowed_tools"), j),
+                            message: format!(
+                                "`{name}` names no registered tool, so it exposes nothing until such a tool arrives (R6)"
+                            ),
+                        }),
+                    }
                 }
+            }
+            for (server, names) in std::mem::take(&mut unseen) {
+                let shown: Vec<String> = names.iter().take(3).map(|n| format!("`{n}`")).collect();
+                let more = if names.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                };
+                out.push(Warning {
+                    path: format!("{at}.allowed_tools"),
+                    message: format!(
+                        "{} allowed name{} of server `{server}` ({}{more}) name{} no tool registered here; its tools are discovered when it is connected, and a name it does not list exposes nothing (R6)",
+                        names.len(),
+                        if names.len() == 1 { "" } else { "s" },
+                        shown.join(", "),
+                        if names.len() == 1 { "s" } else { "" },
+                    ),
+                });
             }
             for (j, (tool, mode)) in profile.overrides.iter().enumerate() {
                 if !tool.trim().is_empty() && self.catalog.get(tool).is_none() {
