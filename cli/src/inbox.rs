@@ -510,6 +510,11 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
             "input".into(),
             r.input().unwrap_or_else(|e| json!({"unreadable": e})),
         );
+        // R20: a number `input` cannot hold as written (an integer past 64 bits) is in the
+        // compact text as held.
+        if !r.literals().is_empty() {
+            map.insert("input_as_written".into(), json!(r.call.input_json));
+        }
         map.insert("input_hash".into(), json!(r.call.input_hash));
         map.insert("definition_hash".into(), json!(r.call.definition_hash));
         map.insert(
@@ -548,7 +553,7 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
 /// The held call as text a person reads; every value with its hidden characters shown
 /// marked (issue 20: a right-to-left override never makes the reader see another value).
 fn show_text(r: &HeldRecord, now: Timestamp) -> String {
-    use toolgate_core::display::{visible as v, visible_json};
+    use toolgate_core::display::{visible as v, visible_layout};
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
@@ -606,8 +611,9 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
         if c.run.background { ", background" } else { "" }
     );
     let _ = writeln!(s, "input:");
-    let input = match r.input() {
-        Ok(input) => visible_json(&input),
+    // R20: every number as written (an integer past 64 bits keeps its digits).
+    let input = match r.input_pretty() {
+        Ok(text) => visible_layout(text),
         Err(e) => format!("(unreadable: {e})"),
     };
     for line in input.lines() {

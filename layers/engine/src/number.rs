@@ -197,6 +197,114 @@ pub fn to_text(value: &Value, literals: &NumberLiterals) -> String {
     out
 }
 
+/// [`to_text`] pretty-printed as `serde_json::to_string_pretty` lays a value out (two
+/// spaces per level, `": "` between a key and its value), every number as written: what a
+/// person reads of an input (`inbox show`, the approval page). Recursion is bounded by the
+/// value's depth, which the input bounds limit (R36).
+///
+/// ```
+/// use toolgate_engine::number::{parse_with_literals, to_pretty_text};
+///
+/// let (v, lits) = parse_with_literals(r#"{"n":123456789012345678901234,"s":[1]}"#).unwrap();
+/// assert_eq!(
+///     to_pretty_text(&v, &lits),
+///     "{\n  \"n\": 123456789012345678901234,\n  \"s\": [\n    1\n  ]\n}"
+/// );
+/// let plain = toolgate_engine::number::NumberLiterals::none();
+/// assert_eq!(to_pretty_text(&v, plain), serde_json::to_string_pretty(&v).unwrap());
+/// ```
+pub fn to_pretty_text(value: &Value, literals: &NumberLiterals) -> String {
+    let mut out = String::new();
+    write_pretty(&mut out, value, literals.root(), 0);
+    out
+}
+
+fn indent(out: &mut String, level: usize) {
+    for _ in 0..level {
+        out.push_str("  ");
+    }
+}
+
+fn write_pretty(out: &mut String, value: &Value, lit: Lit<'_>, level: usize) {
+    match value {
+        Value::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                out.push_str(if i > 0 { ",\n" } else { "\n" });
+                indent(out, level + 1);
+                write_pretty(out, v, item(lit, i), level + 1);
+            }
+            out.push('\n');
+            indent(out, level);
+            out.push(']');
+        }
+        Value::Object(map) if !map.is_empty() => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                out.push_str(if i > 0 { ",\n" } else { "\n" });
+                indent(out, level + 1);
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push_str(": ");
+                write_pretty(out, v, member(lit, k), level + 1);
+            }
+            out.push('\n');
+            indent(out, level);
+            out.push('}');
+        }
+        other => write_text(out, other, lit),
+    }
+}
+
+/// Whether two inputs are the same JSON value with every number as written (R20, R35): the
+/// values are equal as serde_json compares them (so `1` and `1.0` differ), and every number
+/// with a literal on either side is the same number exactly, so two integers past 64 bits
+/// that round to one double (`123456789012345678901234`, `…235`) are two inputs. Never
+/// recurses.
+///
+/// ```
+/// use toolgate_engine::number::{parse_with_literals, same_input};
+///
+/// let (a, la) = parse_with_literals(r#"{"n":123456789012345678901234}"#).unwrap();
+/// let (b, lb) = parse_with_literals(r#"{"n":123456789012345678901235}"#).unwrap();
+/// assert_eq!(a, b, "the values round to one double");
+/// assert!(!same_input(&a, &la, &b, &lb));
+/// assert!(same_input(&a, &la, &a, &la));
+/// ```
+pub fn same_input(a: &Value, la: &NumberLiterals, b: &Value, lb: &NumberLiterals) -> bool {
+    if a != b {
+        return false;
+    }
+    if la.is_empty() && lb.is_empty() {
+        return true;
+    }
+    let mut stack: Vec<(&Value, Lit<'_>, &Value, Lit<'_>)> = vec![(a, la.root(), b, lb.root())];
+    while let Some((x, lx, y, ly)) = stack.pop() {
+        if lx.is_none() && ly.is_none() {
+            continue;
+        }
+        match (x, y) {
+            (Value::Number(m), Value::Number(n)) => match (Exact::of(m, lx), Exact::of(n, ly)) {
+                (Some(p), Some(q)) if p.cmp(&q) == Some(Ordering::Equal) => {}
+                _ => return false,
+            },
+            (Value::Array(p), Value::Array(q)) => {
+                for (i, (u, v)) in p.iter().zip(q).enumerate() {
+                    stack.push((u, item(lx, i), v, item(ly, i)));
+                }
+            }
+            (Value::Object(p), Value::Object(q)) => {
+                for (k, u) in p {
+                    if let Some(v) = q.get(k) {
+                        stack.push((u, member(lx, k), v, member(ly, k)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Parses JSON text into a value and the literals it does not reproduce. Nesting is
 /// bounded by serde_json's recursion limit (128).
 pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {
