@@ -201,7 +201,8 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
 pub(crate) fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    config::load_str(&text, Format::from_path(path))
+    // Relative paths (`inbox.sqlite`, `audit.file`) are the configuration's folder's.
+    config::load_str_in(&text, Format::from_path(path), &config::config_dir(path))
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))
 }
 

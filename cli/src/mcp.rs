@@ -64,12 +64,15 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let format = Format::from_path(&path);
-    let governance = config::load_str(&text, format)
+    // Relative paths are the configuration's folder's, whatever the working directory.
+    let dir = config::config_dir(&path);
+    let governance = config::load_str_in(&text, format, &dir)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let document = config::parse_text(&text, format)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let (_, serve) = ServeConfig::split(document)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    let serve = serve.relative_to(&dir);
     if http.is_none() && agent.is_none() {
         return Err(String::from(
             "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",
@@ -180,7 +183,8 @@ async fn reload(
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let format = Format::from_path(path);
-    let governance = config::load_str(&text, format).map_err(|e| e.to_string())?;
+    let governance =
+        config::load_str_in(&text, format, &config::config_dir(path)).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format);
     // The new section must read (a broken file is never half applied). Its tokens replace the

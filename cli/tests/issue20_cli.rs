@@ -325,3 +325,75 @@ async fn issue20_serve_logs_each_sign_in_answer_and_policy_save_without_secrets(
         State::Denied
     );
 }
+
+/// `path` with its `.` and `..` components folded (no file system access).
+fn folded(path: &str) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::new();
+    for c in Path::new(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn issue20_13g_the_examples_paths_resolve_against_their_folder_from_any_directory() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = repo.canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let print = |example: &str| -> Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .current_dir(elsewhere.path())
+            .args(["config", "print"])
+            .arg(repo.join("examples").join(example))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{example}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let approvals = print("approvals.json");
+    assert_eq!(
+        folded(approvals["inbox"]["sqlite"].as_str().unwrap()),
+        repo.join("target/demo/inbox.db"),
+        "the demo's inbox, whatever the working directory"
+    );
+    let demo = print("demo.json");
+    assert_eq!(
+        folded(demo["audit"]["file"].as_str().unwrap()),
+        repo.join("target/demo/audit.jsonl")
+    );
+}
+
+#[test]
+fn issue20_13g_a_configurations_relative_inbox_is_its_folders_not_the_working_directorys() {
+    let cfg = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cfg.path().join("data")).unwrap();
+    let config = cfg.path().join("toolgate.json");
+    std::fs::write(&config, r#"{"inbox": {"sqlite": "data/inbox.db"}}"#).unwrap();
+    let policy = cfg.path().join("policy.json");
+    std::fs::write(&policy, r#"{"rules": []}"#).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .current_dir(elsewhere.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
+    let put = run(&["policy", "put", "--config", c, p]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    assert!(cfg.path().join("data/inbox.db").exists(), "beside the configuration");
+    assert!(
+        !elsewhere.path().join("data").exists(),
+        "nothing in the working directory"
+    );
+    let got = run(&["policy", "get", "--config", c]);
+    assert!(got.status.success(), "{}", stderr(&got));
+    assert!(stdout(&got).contains("rules"), "{}", stdout(&got));
+}
