@@ -198,10 +198,8 @@ impl<IO> TapRead<IO> {
 
     fn feed(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let (part, newline) = match bytes.iter().position(|b| *b == b'\n') {
-                Some(at) => (&bytes[..at], Some(at)),
-                None => (bytes, None),
-            };
+            let newline = bytes.iter().position(|b| *b == b'\n');
+            let part = newline.and_then(|at| bytes.get(..at)).unwrap_or(bytes);
             if !self.discarding {
                 if self.line.len() + part.len() > MAX_MESSAGE {
                     self.discarding = true;
@@ -213,7 +211,7 @@ impl<IO> TapRead<IO> {
             match newline {
                 Some(at) => {
                     self.end_line();
-                    bytes = &bytes[at + 1..];
+                    bytes = bytes.get(at + 1..).unwrap_or_default();
                 }
                 None => bytes = &[],
             }
@@ -231,7 +229,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for TapRead<IO> {
         let this = &mut *self;
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let new = &buf.filled()[before..];
+                let new = buf.filled().get(before..).unwrap_or_default();
                 if new.is_empty() {
                     // The end: rmcp reads a last message without its newline.
                     if !this.line.is_empty() || this.discarding {
