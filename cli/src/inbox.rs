@@ -88,7 +88,8 @@ pub(crate) enum InboxCommand {
         /// Makes the answer idempotent: repeating it with the same key is one answer.
         #[arg(long = "idempotency-key", value_name = "KEY")]
         idempotency_key: Option<String>,
-        /// Who approves.
+        /// Who approves: with `--config` naming an `approvers` section, one of its people
+        /// with rights over the call's tool.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
         /// Print JSON.
@@ -101,7 +102,8 @@ pub(crate) enum InboxCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
-        /// Who denies.
+        /// Who denies: with `--config` naming an `approvers` section, one of its people with
+        /// rights over the call's tool.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
         /// Why (shown to the agent).
@@ -340,9 +342,14 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 approver,
                 json,
             } => {
+                let opened = store.open(false).await?;
+                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                    eprintln!("toolgate: {why}");
+                    return Ok(ExitCode::from(1));
+                }
                 let mut answer = Answer::approved_by(approver);
                 answer.idempotency_key = idempotency_key;
-                answer_cmd(&*store.open(false).await?, &id, answer, json).await
+                answer_cmd(&*opened, &id, answer, json).await
             }
             InboxCommand::Deny {
                 id,
@@ -362,9 +369,14 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                         "`--reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
                     ));
                 }
+                let opened = store.open(false).await?;
+                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                    eprintln!("toolgate: {why}");
+                    return Ok(ExitCode::from(1));
+                }
                 let mut answer = Answer::denied_by(approver, reason);
                 answer.idempotency_key = idempotency_key;
-                answer_cmd(&*store.open(false).await?, &id, answer, json).await
+                answer_cmd(&*opened, &id, answer, json).await
             }
             InboxCommand::CancelTurn {
                 session,
@@ -666,6 +678,42 @@ fn receipt_json(r: &AnswerReceipt) -> Value {
         "answered_at": r.answered_at.to_string(),
         "replayed": r.replayed,
     })
+}
+
+/// Whether `name` may answer held call `id` (R24, R47): when `--config` names a
+/// configuration with an `approvers` section, `name` must be one of its people with rights
+/// over the call's tool, as on the approval page (`Approver::may_answer`); without such a
+/// section the name is recorded as given. `Ok(Err(why))` refuses the answer; an unknown id
+/// is left to the store's answer, which says so.
+async fn may_answer(
+    args: &StoreArgs,
+    store: &dyn InboxStore,
+    id: &str,
+    name: &str,
+) -> Result<Result<(), String>, String> {
+    let Some(path) = &args.config else {
+        return Ok(Ok(()));
+    };
+    let gov = load_config(path)?;
+    let Some(approvers) = gov.approver_settings() else {
+        return Ok(Ok(()));
+    };
+    let shown = toolgate_core::display::visible(name);
+    let Some(person) = approvers.approver(name) else {
+        return Ok(Err(format!(
+            "`{shown}` is not an approver: the configuration's `approvers` section names no such person, so `--as {shown}` may not answer"
+        )));
+    };
+    let Some(record) = store.get(id).await.map_err(|e| e.to_string())? else {
+        return Ok(Ok(()));
+    };
+    if person.may_answer(&record.call.identities, record.call.agent.rule_name()) {
+        return Ok(Ok(()));
+    }
+    Ok(Err(format!(
+        "`{shown}` may not answer calls to `{}`: the configuration's `approvers` section gives them no rights over that tool",
+        toolgate_core::display::visible(&record.call.tool)
+    )))
 }
 
 async fn answer_cmd(store: &dyn InboxStore, id: &str, answer: Answer, json: bool) -> Outcome {

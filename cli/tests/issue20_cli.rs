@@ -388,7 +388,10 @@ fn issue20_13g_a_configurations_relative_inbox_is_its_folders_not_the_working_di
     let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
     let put = run(&["policy", "put", "--config", c, p]);
     assert!(put.status.success(), "{}", stderr(&put));
-    assert!(cfg.path().join("data/inbox.db").exists(), "beside the configuration");
+    assert!(
+        cfg.path().join("data/inbox.db").exists(),
+        "beside the configuration"
+    );
     assert!(
         !elsewhere.path().join("data").exists(),
         "nothing in the working directory"
@@ -396,4 +399,53 @@ fn issue20_13g_a_configurations_relative_inbox_is_its_folders_not_the_working_di
     let got = run(&["policy", "get", "--config", c]);
     assert!(got.status.success(), "{}", stderr(&got));
     assert!(stdout(&got).contains("rules"), "{}", stdout(&got));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r24_r47_inbox_approve_and_deny_as_a_name_need_that_approvers_rights_over_the_tool() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let (id, inbox) = hold(&db, "support", "refunds need a person", json!({"n": 1})).await;
+    let config = d.path().join("toolgate.json");
+    let text = json!({
+        "inbox": {"sqlite": "inbox.db"},
+        "approvers": {
+            "listen": "127.0.0.1:8788",
+            "people": [
+                {"name": "alice", "token_sha256": "a".repeat(64), "tools": [{"tool": "refund"}]},
+                {"name": "bob", "token_sha256": "b".repeat(64), "tools": [{"tool": "transfer_*"}]}
+            ]
+        }
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    let c = config.to_str().unwrap();
+    for (verb, name) in [
+        ("approve", "bob"),
+        ("deny", "bob"),
+        ("approve", "mallory"),
+        ("deny", "mallory"),
+    ] {
+        let o = toolgate(&["inbox", verb, &id, "--config", c, "--as", name]);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{verb} --as {name}: {}",
+            stdout(&o)
+        );
+        let why = stderr(&o);
+        assert!(why.contains(&format!("`{name}`")), "{why}");
+        if name == "bob" {
+            assert!(why.contains("`refund`"), "the tool is named: {why}");
+        }
+        assert_eq!(
+            inbox.store().get(&id).await.unwrap().unwrap().state,
+            State::Pending,
+            "{verb} --as {name} changed nothing"
+        );
+    }
+    let o = toolgate(&["inbox", "approve", &id, "--config", c, "--as", "alice"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Approved);
+    assert_eq!(r.approver.as_deref(), Some("alice"));
 }
