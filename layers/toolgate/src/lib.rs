@@ -152,6 +152,8 @@ pub type Filter<S, C> = CheckFilter<S, C>;
 #[deprecated(note = "renamed `CheckFilterLayer` (no clash with `tower::filter::FilterLayer`)")]
 pub type FilterLayer<C> = CheckFilterLayer<C>;
 pub use future::{OnceResponse, ResponseFuture};
-pub use handle::{GovernanceHandle, Ledger, Pinned, PinnedDecision};
+pub use handle::{
+    AsyncQuotaCounter, GovernanceHandle, Ledger, Pinned, PinnedDecision, ReserveFuture,
+};
 pub use permit::{Permit, RequirePermit, RequirePermitLayer};
 pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};
