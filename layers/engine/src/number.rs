@@ -823,4 +823,57 @@ mod tests {
             Some(serde_json::to_string(&v).unwrap().len())
         );
     }
+
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[\\PC\"\\\\]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(6, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2048))]
+        /// With no literals the pretty text is serde_json's, and reads back as the value;
+        /// `same_input` is the values' equality.
+        #[test]
+        fn r20_pretty_text_and_same_input_without_literals_are_serde_jsons(
+            a in arb_value(),
+            b in arb_value(),
+        ) {
+            let none = NumberLiterals::none();
+            proptest::prop_assert_eq!(to_pretty_text(&a, none), serde_json::to_string_pretty(&a).unwrap());
+            proptest::prop_assert_eq!(same_input(&a, none, &b, none), a == b);
+            proptest::prop_assert!(same_input(&a, none, &a, none));
+        }
+
+        /// Two integers past 64 bits at the same place are the same input exactly when their
+        /// digits are (R20, R35), whatever double they round to; the text keeps the digits.
+        #[test]
+        fn r20_r35_integers_past_64_bits_are_one_input_only_when_their_digits_are(
+            x in "[1-9][0-9]{20,30}",
+            y in "[1-9][0-9]{20,30}",
+            key in "[a-z]{1,4}",
+        ) {
+            let text = |d: &str| format!(r#"{{"{key}":[1,{{"n":{d}}}]}}"#);
+            let (a, la) = parse_with_literals(&text(&x)).unwrap();
+            let (b, lb) = parse_with_literals(&text(&y)).unwrap();
+            let same = same_input(&a, &la, &b, &lb);
+            proptest::prop_assert_eq!(same, x == y);
+            proptest::prop_assert_eq!(to_text(&a, &la), text(&x));
+            proptest::prop_assert!(to_pretty_text(&a, &la).contains(&x));
+        }
+    }
 }
