@@ -88,7 +88,8 @@ pub(crate) enum InboxCommand {
         /// Makes the answer idempotent: repeating it with the same key is one answer.
         #[arg(long = "idempotency-key", value_name = "KEY")]
         idempotency_key: Option<String>,
-        /// Who approves.
+        /// Who approves: with `--config` naming an `approvers` section, one of its people
+        /// with rights over the call's tool.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
         /// Print JSON.
@@ -101,7 +102,8 @@ pub(crate) enum InboxCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
-        /// Who denies.
+        /// Who denies: with `--config` naming an `approvers` section, one of its people with
+        /// rights over the call's tool.
         #[arg(long = "as", value_name = "NAME")]
         approver: String,
         /// Why (shown to the agent).
@@ -201,7 +203,8 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
 pub(crate) fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    config::load_str(&text, Format::from_path(path))
+    // Relative paths (`inbox.sqlite`, `audit.file`) are the configuration's folder's.
+    config::load_str_in(&text, Format::from_path(path), &config::config_dir(path))
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))
 }
 
@@ -339,9 +342,14 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 approver,
                 json,
             } => {
+                let opened = store.open(false).await?;
+                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                    eprintln!("toolgate: {why}");
+                    return Ok(ExitCode::from(1));
+                }
                 let mut answer = Answer::approved_by(approver);
                 answer.idempotency_key = idempotency_key;
-                answer_cmd(&*store.open(false).await?, &id, answer, json).await
+                answer_cmd(&*opened, &id, answer, json).await
             }
             InboxCommand::Deny {
                 id,
@@ -361,9 +369,14 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                         "`--reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
                     ));
                 }
+                let opened = store.open(false).await?;
+                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                    eprintln!("toolgate: {why}");
+                    return Ok(ExitCode::from(1));
+                }
                 let mut answer = Answer::denied_by(approver, reason);
                 answer.idempotency_key = idempotency_key;
-                answer_cmd(&*store.open(false).await?, &id, answer, json).await
+                answer_cmd(&*opened, &id, answer, json).await
             }
             InboxCommand::CancelTurn {
                 session,
@@ -510,6 +523,11 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
             "input".into(),
             r.input().unwrap_or_else(|e| json!({"unreadable": e})),
         );
+        // R20: a number `input` cannot hold as written (an integer past 64 bits) is in the
+        // compact text as held.
+        if !r.literals().is_empty() {
+            map.insert("input_as_written".into(), json!(r.call.input_json));
+        }
         map.insert("input_hash".into(), json!(r.call.input_hash));
         map.insert("definition_hash".into(), json!(r.call.definition_hash));
         map.insert(
@@ -548,7 +566,7 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
 /// The held call as text a person reads; every value with its hidden characters shown
 /// marked (issue 20: a right-to-left override never makes the reader see another value).
 fn show_text(r: &HeldRecord, now: Timestamp) -> String {
-    use toolgate_core::display::{visible as v, visible_json};
+    use toolgate_core::display::{visible as v, visible_layout};
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
@@ -606,8 +624,9 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
         if c.run.background { ", background" } else { "" }
     );
     let _ = writeln!(s, "input:");
-    let input = match r.input() {
-        Ok(input) => visible_json(&input),
+    // R20: every number as written (an integer past 64 bits keeps its digits).
+    let input = match r.input_pretty() {
+        Ok(text) => visible_layout(text),
         Err(e) => format!("(unreadable: {e})"),
     };
     for line in input.lines() {
@@ -659,6 +678,42 @@ fn receipt_json(r: &AnswerReceipt) -> Value {
         "answered_at": r.answered_at.to_string(),
         "replayed": r.replayed,
     })
+}
+
+/// Whether `name` may answer held call `id` (R24, R47): when `--config` names a
+/// configuration with an `approvers` section, `name` must be one of its people with rights
+/// over the call's tool, as on the approval page (`Approver::may_answer`); without such a
+/// section the name is recorded as given. `Ok(Err(why))` refuses the answer; an unknown id
+/// is left to the store's answer, which says so.
+async fn may_answer(
+    args: &StoreArgs,
+    store: &dyn InboxStore,
+    id: &str,
+    name: &str,
+) -> Result<Result<(), String>, String> {
+    let Some(path) = &args.config else {
+        return Ok(Ok(()));
+    };
+    let gov = load_config(path)?;
+    let Some(approvers) = gov.approver_settings() else {
+        return Ok(Ok(()));
+    };
+    let shown = toolgate_core::display::visible(name);
+    let Some(person) = approvers.approver(name) else {
+        return Ok(Err(format!(
+            "`{shown}` is not an approver: the configuration's `approvers` section names no such person, so `--as {shown}` may not answer"
+        )));
+    };
+    let Some(record) = store.get(id).await.map_err(|e| e.to_string())? else {
+        return Ok(Ok(()));
+    };
+    if person.may_answer(&record.call.identities, record.call.agent.rule_name()) {
+        return Ok(Ok(()));
+    }
+    Ok(Err(format!(
+        "`{shown}` may not answer calls to `{}`: the configuration's `approvers` section gives them no rights over that tool",
+        toolgate_core::display::visible(&record.call.tool)
+    )))
 }
 
 async fn answer_cmd(store: &dyn InboxStore, id: &str, answer: Answer, json: bool) -> Outcome {

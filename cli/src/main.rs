@@ -216,7 +216,7 @@ fn errors_json(errs: &ConfigErrors) -> Value {
 /// standard error and nothing on standard output.
 fn load_builder(path: &Path) -> Result<GovernanceBuilder, String> {
     let text = read_file(path)?;
-    config::builder_from_str(&text, Format::from_path(path))
+    config::builder_from_str_in(&text, Format::from_path(path), &config::config_dir(path))
         .map_err(|e| format!("the configuration does not load:\n{e}"))
 }
 
@@ -443,7 +443,11 @@ fn check(config_path: &Path, policy: Option<&Path>, json: bool) -> Result<ExitCo
         None => None,
     };
     let mut errs = ConfigErrors::default();
-    let builder = match config::builder_from_str(&text, Format::from_path(config_path)) {
+    let builder = match config::builder_from_str_in(
+        &text,
+        Format::from_path(config_path),
+        &config::config_dir(config_path),
+    ) {
         Ok(b) => Some(b),
         Err(e) => {
             errs.errors.extend(e.errors);

@@ -64,12 +64,15 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let format = Format::from_path(&path);
-    let governance = config::load_str(&text, format)
+    // Relative paths are the configuration's folder's, whatever the working directory.
+    let dir = config::config_dir(&path);
+    let governance = config::load_str_in(&text, format, &dir)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let document = config::parse_text(&text, format)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let (_, serve) = ServeConfig::split(document)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    let serve = serve.relative_to(&dir);
     if http.is_none() && agent.is_none() {
         return Err(String::from(
             "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",
@@ -81,6 +84,8 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
     rt.block_on(async move {
+        // The PostgreSQL inbox, when it is one: its database counts the quotas' sends too.
+        let mut shared_db = None;
         let inbox = match governance.inbox_settings() {
             None => None,
             Some(settings) => Some(match &settings.store {
@@ -105,6 +110,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                     )
                     .await
                     .map_err(|e| format!("inbox: {e}"))?;
+                    shared_db = Some(store.clone());
                     let mut inbox = Inbox::shared(Arc::new(store));
                     if let Some(ttl) = settings.ttl {
                         inbox = inbox.with_ttl(ttl);
@@ -117,9 +123,11 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             // Claims left by a process that stopped become `unknown` (issue 20 item 11).
             crate::recover::recover_at_start(&**inbox.store()).await;
         }
-        // R44: with a SQLite inbox, the quotas' sends are counted in its file, so every
-        // `toolgate mcp serve` process on it (one per client, say) shares one count. Else
-        // they are counted in this process.
+        // R44: the quotas' sends are counted in the inbox's store, so every `toolgate mcp
+        // serve` process on it (one per client, replicas) shares one count: a SQLite inbox's
+        // file, or a PostgreSQL inbox's database (each send's reservation awaited, atomic in
+        // the database, an unreachable database refusing the call). With no inbox they are
+        // counted in this process.
         let quota_file = match governance.inbox_settings().map(|s| &s.store) {
             Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
             _ => None,
@@ -129,6 +137,12 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             let counter = toolgate_inbox::SqliteQuotaCounter::open(&path)
                 .map_err(|e| format!("inbox: {e}"))?;
             handle.set_quota_counter(Arc::new(counter));
+        }
+        if let Some(db) = &shared_db {
+            let counter = toolgate_inbox_postgres::PostgresQuotaCounter::for_inbox(db)
+                .await
+                .map_err(|e| format!("inbox: {e}"))?;
+            handle.set_async_quota_counter(Arc::new(counter));
         }
         let server = GovernedServer::start(handle, &serve, inbox)
             .await
@@ -180,7 +194,8 @@ async fn reload(
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let format = Format::from_path(path);
-    let governance = config::load_str(&text, format).map_err(|e| e.to_string())?;
+    let governance =
+        config::load_str_in(&text, format, &config::config_dir(path)).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format);
     // The new section must read (a broken file is never half applied). Its tokens replace the

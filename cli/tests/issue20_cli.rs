@@ -325,3 +325,127 @@ async fn issue20_serve_logs_each_sign_in_answer_and_policy_save_without_secrets(
         State::Denied
     );
 }
+
+/// `path` with its `.` and `..` components folded (no file system access).
+fn folded(path: &str) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::new();
+    for c in Path::new(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn issue20_13g_the_examples_paths_resolve_against_their_folder_from_any_directory() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let repo = repo.canonicalize().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let print = |example: &str| -> Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .current_dir(elsewhere.path())
+            .args(["config", "print"])
+            .arg(repo.join("examples").join(example))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{example}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let approvals = print("approvals.json");
+    assert_eq!(
+        folded(approvals["inbox"]["sqlite"].as_str().unwrap()),
+        repo.join("target/demo/inbox.db"),
+        "the demo's inbox, whatever the working directory"
+    );
+    let demo = print("demo.json");
+    assert_eq!(
+        folded(demo["audit"]["file"].as_str().unwrap()),
+        repo.join("target/demo/audit.jsonl")
+    );
+}
+
+#[test]
+fn issue20_13g_a_configurations_relative_inbox_is_its_folders_not_the_working_directorys() {
+    let cfg = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cfg.path().join("data")).unwrap();
+    let config = cfg.path().join("toolgate.json");
+    std::fs::write(&config, r#"{"inbox": {"sqlite": "data/inbox.db"}}"#).unwrap();
+    let policy = cfg.path().join("policy.json");
+    std::fs::write(&policy, r#"{"rules": []}"#).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .current_dir(elsewhere.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let (c, p) = (config.to_str().unwrap(), policy.to_str().unwrap());
+    let put = run(&["policy", "put", "--config", c, p]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    assert!(
+        cfg.path().join("data/inbox.db").exists(),
+        "beside the configuration"
+    );
+    assert!(
+        !elsewhere.path().join("data").exists(),
+        "nothing in the working directory"
+    );
+    let got = run(&["policy", "get", "--config", c]);
+    assert!(got.status.success(), "{}", stderr(&got));
+    assert!(stdout(&got).contains("rules"), "{}", stdout(&got));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r24_r47_inbox_approve_and_deny_as_a_name_need_that_approvers_rights_over_the_tool() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let (id, inbox) = hold(&db, "support", "refunds need a person", json!({"n": 1})).await;
+    let config = d.path().join("toolgate.json");
+    let text = json!({
+        "inbox": {"sqlite": "inbox.db"},
+        "approvers": {
+            "listen": "127.0.0.1:8788",
+            "people": [
+                {"name": "alice", "token_sha256": "a".repeat(64), "tools": [{"tool": "refund"}]},
+                {"name": "bob", "token_sha256": "b".repeat(64), "tools": [{"tool": "transfer_*"}]}
+            ]
+        }
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    let c = config.to_str().unwrap();
+    for (verb, name) in [
+        ("approve", "bob"),
+        ("deny", "bob"),
+        ("approve", "mallory"),
+        ("deny", "mallory"),
+    ] {
+        let o = toolgate(&["inbox", verb, &id, "--config", c, "--as", name]);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{verb} --as {name}: {}",
+            stdout(&o)
+        );
+        let why = stderr(&o);
+        assert!(why.contains(&format!("`{name}`")), "{why}");
+        if name == "bob" {
+            assert!(why.contains("`refund`"), "the tool is named: {why}");
+        }
+        assert_eq!(
+            inbox.store().get(&id).await.unwrap().unwrap().state,
+            State::Pending,
+            "{verb} --as {name} changed nothing"
+        );
+    }
+    let o = toolgate(&["inbox", "approve", &id, "--config", c, "--as", "alice"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(r.state, State::Approved);
+    assert_eq!(r.approver.as_deref(), Some("alice"));
+}

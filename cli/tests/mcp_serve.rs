@@ -755,3 +755,87 @@ async fn r23_sighup_reloads_the_configuration_sends_list_changed_and_a_broken_on
     );
     dev.cancel().await.unwrap();
 }
+
+// ---- Quotas shared by `toolgate mcp serve` processes on one PostgreSQL inbox (R44) ----
+
+async fn pg_connect(url: &str, schema: &str) -> tokio_postgres::Client {
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.options(format!("-c search_path={schema}"));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r44_two_mcp_serve_processes_on_one_postgres_inbox_share_one_quota() {
+    let Ok(url) = std::env::var("TOOLGATE_PG_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "TOOLGATE_PG_URL is unset under CI"
+        );
+        eprintln!(
+            "skipped: TOOLGATE_PG_URL is unset (start a throwaway server with `eval \"$(bash .ci/postgres.sh)\"`)"
+        );
+        return;
+    };
+    let schema = format!("cli_quota_{}", std::process::id());
+    let admin = pg_connect(&url, "public").await;
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
+        .await
+        .unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let scoped = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let dir = tempfile::tempdir().unwrap();
+    let (drift, upstream) = upstream().await;
+    let config = json!({
+        "approval": {"channel": "inbox"},
+        "inbox": {"postgres": scoped},
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
+        "policy": {"rules": [], "quotas": [{"max": 3, "window_secs": 3600, "reason": "three lookups an hour"}]},
+        "mcp": {"servers": {"drift": {"url": upstream}}, "call_timeout_secs": 20}
+    });
+    let path = dir.path().join("toolgate.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (a, b) = (client(&path).await, client(&path).await);
+    async fn lookup(
+        c: &RunningService<RoleClient, ()>,
+        n: usize,
+    ) -> Result<CallToolResult, rmcp::ServiceError> {
+        let Value::Object(args) = json!({"query": format!("q{n}")}) else {
+            unreachable!()
+        };
+        c.call_tool(CallToolRequestParams::new("drift__lookup").with_arguments(args))
+            .await
+    }
+    let mut ran = 0;
+    let mut limited = 0;
+    for n in 0..4 {
+        let (x, y) = tokio::join!(lookup(&a, n), lookup(&b, n + 100));
+        for r in [x.unwrap(), y.unwrap()] {
+            if r.is_error == Some(true) {
+                let meta = &r.structured_content.as_ref().unwrap()["toolgate"];
+                assert_eq!(meta["code"], "rate_limited", "{r:?}");
+                assert!(
+                    meta["retry_after_secs"].as_u64().is_some_and(|s| s > 0),
+                    "{r:?}"
+                );
+                limited += 1;
+            } else {
+                ran += 1;
+            }
+        }
+    }
+    assert_eq!((ran, limited), (3, 5), "one count for both processes");
+    assert_eq!(drift.calls("lookup"), 3);
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    let _ = admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await;
+}

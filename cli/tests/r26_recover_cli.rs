@@ -214,6 +214,7 @@ fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
         agent: AgentRef::profile("dev"),
         input_hash: toolgate::engine::canon::input_hash(&input).unwrap(),
         input: Arc::new(input),
+        literals: Default::default(),
         definition_hash: "sha256:d".into(),
         asks: vec![Ask {
             source: AskSource::Agent,

@@ -148,7 +148,19 @@ pub fn visible(s: &str) -> Cow<'_, str> {
 /// assert_eq!(visible_json(&v), "{\n  \"n\": 1,\n  \"note\": \"a⟦U+200B⟧b\"\n}");
 /// ```
 pub fn visible_json(v: &Value) -> String {
-    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    visible_layout(serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()))
+}
+
+/// Pretty-printed JSON text (one a value's printer laid out over lines, such as one with
+/// its numbers as written) for a person: every hidden character marked as by [`visible`],
+/// the layout's line breaks kept.
+///
+/// ```
+/// use toolgate_core::display::visible_layout;
+/// let text = String::from("{\n  \"n\": 123456789012345678901234,\n  \"s\": \"a\u{200B}b\"\n}");
+/// assert_eq!(visible_layout(text), "{\n  \"n\": 123456789012345678901234,\n  \"s\": \"a⟦U+200B⟧b\"\n}");
+/// ```
+pub fn visible_layout(text: String) -> String {
     match marked(&text, |c| c == '\n') {
         Cow::Borrowed(_) => text,
         Cow::Owned(s) => s,

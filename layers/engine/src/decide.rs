@@ -561,8 +561,11 @@ impl Governance {
         Ok(())
     }
 
-    /// The `rate_limited` refusal for a counter's answer (R44).
-    fn quota_refusal(&self, groups: &[QuotaGroup], err: &QuotaError) -> Refusal {
+    /// The refusal for a counter's answer about `groups` (R44): `rate_limited` with the
+    /// quotas' reasons and `retry_after_secs` when full; refused (fail closed) when the
+    /// counter cannot be used. For a host that reserves sends itself (an asynchronous
+    /// counter) and must refuse as [`Governance::record_send`] does.
+    pub fn quota_refusal(&self, groups: &[QuotaGroup], err: &QuotaError) -> Refusal {
         let policy = match &self.policy {
             PolicyState::Readable(p) => Some(p.as_ref()),
             PolicyState::Unreadable(_) => None,

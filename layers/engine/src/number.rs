@@ -197,6 +197,114 @@ pub fn to_text(value: &Value, literals: &NumberLiterals) -> String {
     out
 }
 
+/// [`to_text`] pretty-printed as `serde_json::to_string_pretty` lays a value out (two
+/// spaces per level, `": "` between a key and its value), every number as written: what a
+/// person reads of an input (`inbox show`, the approval page). Recursion is bounded by the
+/// value's depth, which the input bounds limit (R36).
+///
+/// ```
+/// use toolgate_engine::number::{parse_with_literals, to_pretty_text};
+///
+/// let (v, lits) = parse_with_literals(r#"{"n":123456789012345678901234,"s":[1]}"#).unwrap();
+/// assert_eq!(
+///     to_pretty_text(&v, &lits),
+///     "{\n  \"n\": 123456789012345678901234,\n  \"s\": [\n    1\n  ]\n}"
+/// );
+/// let plain = toolgate_engine::number::NumberLiterals::none();
+/// assert_eq!(to_pretty_text(&v, plain), serde_json::to_string_pretty(&v).unwrap());
+/// ```
+pub fn to_pretty_text(value: &Value, literals: &NumberLiterals) -> String {
+    let mut out = String::new();
+    write_pretty(&mut out, value, literals.root(), 0);
+    out
+}
+
+fn indent(out: &mut String, level: usize) {
+    for _ in 0..level {
+        out.push_str("  ");
+    }
+}
+
+fn write_pretty(out: &mut String, value: &Value, lit: Lit<'_>, level: usize) {
+    match value {
+        Value::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                out.push_str(if i > 0 { ",\n" } else { "\n" });
+                indent(out, level + 1);
+                write_pretty(out, v, item(lit, i), level + 1);
+            }
+            out.push('\n');
+            indent(out, level);
+            out.push(']');
+        }
+        Value::Object(map) if !map.is_empty() => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                out.push_str(if i > 0 { ",\n" } else { "\n" });
+                indent(out, level + 1);
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push_str(": ");
+                write_pretty(out, v, member(lit, k), level + 1);
+            }
+            out.push('\n');
+            indent(out, level);
+            out.push('}');
+        }
+        other => write_text(out, other, lit),
+    }
+}
+
+/// Whether two inputs are the same JSON value with every number as written (R20, R35): the
+/// values are equal as serde_json compares them (so `1` and `1.0` differ), and every number
+/// with a literal on either side is the same number exactly, so two integers past 64 bits
+/// that round to one double (`123456789012345678901234`, `…235`) are two inputs. Never
+/// recurses.
+///
+/// ```
+/// use toolgate_engine::number::{parse_with_literals, same_input};
+///
+/// let (a, la) = parse_with_literals(r#"{"n":123456789012345678901234}"#).unwrap();
+/// let (b, lb) = parse_with_literals(r#"{"n":123456789012345678901235}"#).unwrap();
+/// assert_eq!(a, b, "the values round to one double");
+/// assert!(!same_input(&a, &la, &b, &lb));
+/// assert!(same_input(&a, &la, &a, &la));
+/// ```
+pub fn same_input(a: &Value, la: &NumberLiterals, b: &Value, lb: &NumberLiterals) -> bool {
+    if a != b {
+        return false;
+    }
+    if la.is_empty() && lb.is_empty() {
+        return true;
+    }
+    let mut stack: Vec<(&Value, Lit<'_>, &Value, Lit<'_>)> = vec![(a, la.root(), b, lb.root())];
+    while let Some((x, lx, y, ly)) = stack.pop() {
+        if lx.is_none() && ly.is_none() {
+            continue;
+        }
+        match (x, y) {
+            (Value::Number(m), Value::Number(n)) => match (Exact::of(m, lx), Exact::of(n, ly)) {
+                (Some(p), Some(q)) if p.cmp(&q) == Some(Ordering::Equal) => {}
+                _ => return false,
+            },
+            (Value::Array(p), Value::Array(q)) => {
+                for (i, (u, v)) in p.iter().zip(q).enumerate() {
+                    stack.push((u, item(lx, i), v, item(ly, i)));
+                }
+            }
+            (Value::Object(p), Value::Object(q)) => {
+                for (k, u) in p {
+                    if let Some(v) = q.get(k) {
+                        stack.push((u, member(lx, k), v, member(ly, k)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
 /// Parses JSON text into a value and the literals it does not reproduce. Nesting is
 /// bounded by serde_json's recursion limit (128).
 pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {
@@ -714,5 +822,58 @@ mod tests {
             compact_len_within(&v, NumberLiterals::none(), 100),
             Some(serde_json::to_string(&v).unwrap().len())
         );
+    }
+
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[\\PC\"\\\\]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(6, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2048))]
+        /// With no literals the pretty text is serde_json's, and reads back as the value;
+        /// `same_input` is the values' equality.
+        #[test]
+        fn r20_pretty_text_and_same_input_without_literals_are_serde_jsons(
+            a in arb_value(),
+            b in arb_value(),
+        ) {
+            let none = NumberLiterals::none();
+            proptest::prop_assert_eq!(to_pretty_text(&a, none), serde_json::to_string_pretty(&a).unwrap());
+            proptest::prop_assert_eq!(same_input(&a, none, &b, none), a == b);
+            proptest::prop_assert!(same_input(&a, none, &a, none));
+        }
+
+        /// Two integers past 64 bits at the same place are the same input exactly when their
+        /// digits are (R20, R35), whatever double they round to; the text keeps the digits.
+        #[test]
+        fn r20_r35_integers_past_64_bits_are_one_input_only_when_their_digits_are(
+            x in "[1-9][0-9]{20,30}",
+            y in "[1-9][0-9]{20,30}",
+            key in "[a-z]{1,4}",
+        ) {
+            let text = |d: &str| format!(r#"{{"{key}":[1,{{"n":{d}}}]}}"#);
+            let (a, la) = parse_with_literals(&text(&x)).unwrap();
+            let (b, lb) = parse_with_literals(&text(&y)).unwrap();
+            let same = same_input(&a, &la, &b, &lb);
+            proptest::prop_assert_eq!(same, x == y);
+            proptest::prop_assert_eq!(to_text(&a, &la), text(&x));
+            proptest::prop_assert!(to_pretty_text(&a, &la).contains(&x));
+        }
     }
 }

@@ -119,11 +119,13 @@ mod error;
 mod inbox;
 mod listen;
 mod options;
+mod quota;
 mod schema;
 
 pub use inbox::{PostgresInbox, WaitError};
 pub use listen::{Notice, Subscription};
 pub use options::{MAX_SCHEMA_NAME, PostgresOptions};
+pub use quota::{PostgresQuotaCounter, QUOTA_LOCK, QUOTA_SCHEMA};
 pub use schema::{
     APPLICATION, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, REPEAT_COLUMN, SCHEMA_V1, SCHEMA_V2,
     SCHEMA_VERSION,

@@ -214,10 +214,7 @@ async fn redeem(
     }
     // R35: the exact input (not only its canonical hash: RFC 8785 rounds large numbers
     // through doubles, so two different inputs can share a hash).
-    let same_input = match record.input() {
-        Ok(v) => v == *request.input,
-        Err(_) => false,
-    };
+    let same_input = record.holds_input(&request.input, &request.literals);
     if !same_input
         || held.input_hash != request.input_hash
         || canon::input_hash(&request.input).as_deref() != Some(held.input_hash.as_str())

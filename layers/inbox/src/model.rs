@@ -218,8 +218,14 @@ impl NewHeldCall {
                 "the input's hash is not the one the gate computed",
             ));
         }
-        let input_json = serde_json::to_string(&*request.input)
-            .map_err(|e| format!("the input cannot be serialised: {e}"))?;
+        // An integer past 64 bits keeps its digits (R20): the text is what a person is shown
+        // and what a repeat is compared with.
+        let input_json = if request.literals.is_empty() {
+            serde_json::to_string(&*request.input)
+                .map_err(|e| format!("the input cannot be serialised: {e}"))?
+        } else {
+            toolgate::engine::number::to_text(&request.input, &request.literals)
+        };
         Ok(Self {
             interaction_id: request.interaction_id.clone(),
             call_id: request.call_id.as_str().to_owned(),
@@ -287,9 +293,40 @@ impl HeldRecord {
         &self.call.interaction_id
     }
 
-    /// The input exactly as held.
+    /// The input exactly as held (a number past 64 bits is the nearest double here: its
+    /// digits are in [`HeldRecord::literals`]).
     pub fn input(&self) -> Result<Value, String> {
         crate::codec::parse_json(&self.call.input_json)
+    }
+
+    /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
+    /// (R20): put them in a call's extensions and it decides, and is compared, as held.
+    pub fn literals(&self) -> toolgate::engine::number::NumberLiterals {
+        toolgate::engine::number::NumberLiterals::scan(&self.call.input_json)
+    }
+
+    /// The input pretty-printed for a person with every number as written (R20), or why
+    /// it cannot be read.
+    pub fn input_pretty(&self) -> Result<String, String> {
+        let value = self.input()?;
+        Ok(toolgate::engine::number::to_pretty_text(
+            &value,
+            &self.literals(),
+        ))
+    }
+
+    /// Whether this record holds exactly `input` with `literals` (R35): the same value,
+    /// every number the same as written, so two inputs that share a canonical hash or round
+    /// to one double are two calls.
+    pub fn holds_input(
+        &self,
+        input: &Value,
+        literals: &toolgate::engine::number::NumberLiterals,
+    ) -> bool {
+        match self.input() {
+            Ok(v) => toolgate::engine::number::same_input(&v, &self.literals(), input, literals),
+            Err(_) => false,
+        }
     }
 
     /// The approval interaction a person sees about this call (R43), the same one every

@@ -324,6 +324,12 @@ fn rebuild(record: &HeldRecord, token: &str) -> Result<ToolCall, InboxError> {
         .with_id(CallId::new(held.call_id.clone()))
         .with_run(held.run)
         .with_turn(held.turn.clone());
+    // R20: the numbers as held (an integer past 64 bits keeps its digits), so the resumed
+    // call decides and redeems as the held one did.
+    let literals = record.literals();
+    if !literals.is_empty() {
+        call.extensions.insert(literals);
+    }
     call.extensions.insert(ticket(&held.interaction_id, token));
     Ok(call)
 }

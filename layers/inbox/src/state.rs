@@ -241,12 +241,15 @@ pub fn repeat_of(record: &crate::model::HeldRecord, told: bool, now: Timestamp) 
 }
 
 /// Whether `record` holds exactly the input `input_json` (a held call's stored text): the
-/// same JSON value, so two inputs that only share a canonical hash (a number past 2^53
-/// rounded through a double) are two calls (R35).
+/// same JSON value with every number as written, so two inputs that only share a canonical
+/// hash (a number past 2^53 rounded through a double) are two calls (R20, R35).
 pub fn same_input(record: &crate::model::HeldRecord, input_json: &str) -> bool {
-    match (record.input(), crate::codec::parse_json(input_json)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => record.call.input_json == input_json,
+    match crate::codec::parse_json(input_json) {
+        Ok(b) => record.holds_input(
+            &b,
+            &toolgate::engine::number::NumberLiterals::scan(input_json),
+        ),
+        Err(_) => record.call.input_json == input_json,
     }
 }
 

@@ -74,6 +74,7 @@ pub fn request(input: Value) -> ApprovalRequest {
         identities: vec![ToolIdentity::mcp("payments", "refund")],
         agent: AgentRef::subagent("support", "sub-7"),
         input: Arc::new(input),
+        literals: Default::default(),
         input_hash: hash,
         definition_hash: "sha256:definition-v1".into(),
         asks: vec![

@@ -231,6 +231,37 @@ impl McpServerConfig {
         self
     }
 
+    /// Resolves a stdio server's relative paths against `dir` (the configuration file's
+    /// folder): a relative `cwd`, a `command` given as a relative path (one with a `/`; a bare
+    /// name is still looked up in `PATH`), and no `cwd` at all becomes `dir`, so relative
+    /// `args` read from the configuration's folder too. Other transports are unchanged.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use toolgate_mcp::McpServerConfig;
+    ///
+    /// let dir = Path::new("/etc/tg");
+    /// let c = McpServerConfig::stdio("fs", "bin/server").unwrap().relative_to(dir);
+    /// let d = McpServerConfig::stdio("fs", "/etc/tg/bin/server").unwrap().current_dir(dir);
+    /// assert_eq!(c, d);
+    /// let node = McpServerConfig::stdio("fs", "node").unwrap().relative_to(dir);
+    /// assert_eq!(node, McpServerConfig::stdio("fs", "node").unwrap().current_dir(dir), "`PATH`");
+    /// ```
+    pub fn relative_to(mut self, dir: &std::path::Path) -> Self {
+        if let Transport::Stdio { program, cwd, .. } = &mut self.transport {
+            let is_path = program.components().count() > 1;
+            if is_path && program.is_relative() {
+                *program = dir.join(&*program);
+            }
+            *cwd = Some(match cwd.take() {
+                Some(c) if c.is_relative() => dir.join(c),
+                Some(c) => c,
+                None => dir.to_path_buf(),
+            });
+        }
+        self
+    }
+
     /// Sets a stdio server's working directory.
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         if let Transport::Stdio { cwd, .. } = &mut self.transport {

@@ -1556,3 +1556,232 @@ async fn r44_a_full_quota_is_a_rate_limited_tool_result_with_retry_after_secs() 
         "the refused call was never sent"
     );
 }
+
+/// Two integers past 64 bits that round to one double (R20).
+const BIG_A: &str = "123456789012345678901234";
+const BIG_B: &str = "123456789012345678901235";
+
+/// What the rmcp client writes, with every JSON string `"big:<digits>"` turned into the
+/// integer `<digits>`: a client whose JSON keeps big integers as written (Python's, the
+/// TypeScript SDK's with `BigInt`), which rmcp's `Value` cannot be.
+fn big_integers_as_written(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("\"big:") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 5..];
+        let end = after.find('"').unwrap();
+        out.push_str(&after[..end]);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// [`connect`], the client's messages rewritten by [`big_integers_as_written`] on their way
+/// to the server's stdio transport.
+async fn connect_writing_big_integers(
+    server: &GovernedServer,
+    agent: &str,
+    client: Client,
+) -> RunningService<RoleClient, Client> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (client_end, middle_client) = tokio::io::duplex(256 * 1024);
+    let (middle_server, server_end) = tokio::io::duplex(256 * 1024);
+    let (from_client, mut to_client) = tokio::io::split(middle_client);
+    let (mut from_server, mut to_server) = tokio::io::split(middle_server);
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(from_client).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let line = big_integers_as_written(&line) + "\n";
+            if to_server.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move { tokio::io::copy(&mut from_server, &mut to_client).await });
+    let server = server.clone();
+    let agent = agent.to_owned();
+    tokio::spawn(async move { server.serve_io(&agent, server_end).await });
+    client.serve(client_end).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r20_r35_an_approval_of_one_integer_past_64_bits_never_redeems_another_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let dev = connect_writing_big_integers(&server, "dev", Client::new(None)).await;
+    let a = json!({"n": format!("big:{BIG_A}")});
+    let held = call(&dev, "drift__bare", a.clone()).await;
+    let meta = &held.structured_content.as_ref().unwrap()["toolgate"];
+    assert_eq!(meta["outcome"], "held", "{held:?}");
+    let id = meta["interaction_id"].as_str().unwrap().to_owned();
+    // The inbox keeps and shows the input as written: the person approves these digits.
+    let record = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(record.call.input_json, format!(r#"{{"n":{BIG_A}}}"#));
+    assert_eq!(
+        record.input_pretty().unwrap(),
+        format!("{{\n  \"n\": {BIG_A}\n}}")
+    );
+    inbox
+        .store()
+        .answer(&id, Answer::approve("k1", "alice"))
+        .await
+        .unwrap();
+    // The other integer, the same double: never covered by the approval of the first.
+    let other = call(&dev, "drift__bare", json!({"n": format!("big:{BIG_B}")})).await;
+    let other_meta = &other.structured_content.as_ref().unwrap()["toolgate"];
+    assert_eq!(other_meta["outcome"], "held", "{other:?}");
+    assert_ne!(other_meta["interaction_id"], id.as_str());
+    assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
+    let other_id = other_meta["interaction_id"].as_str().unwrap();
+    let other_record = inbox.store().get(other_id).await.unwrap().unwrap();
+    assert_eq!(other_record.call.input_json, format!(r#"{{"n":{BIG_B}}}"#));
+    // The approved call itself runs, once.
+    let ran = call(&dev, "drift__bare", a).await;
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    assert_eq!(calls_received(&dev, "bare").await, 1);
+}
+
+/// One POST to the streamable HTTP route: the status line and headers, and the JSON-RPC
+/// messages of the body (plain JSON or server-sent events).
+async fn http_post(
+    addr: std::net::SocketAddr,
+    token: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (String, Vec<Value>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let session = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-06-18\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // An SSE response stays open after its answer: read until a JSON-RPC response arrives.
+    let messages = loop {
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let msgs: Vec<Value> = body
+            .lines()
+            .filter_map(|l| serde_json::from_str(l.strip_prefix("data: ").unwrap_or(l)).ok())
+            .collect();
+        if n == 0
+            || msgs
+                .iter()
+                .any(|m| m.get("result").is_some() || m.get("error").is_some())
+        {
+            break msgs;
+        }
+    };
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let head = text
+        .split_once("\r\n\r\n")
+        .map_or(text.as_str(), |(h, _)| h);
+    (head.to_owned(), messages)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r20_r35_an_approval_of_one_integer_past_64_bits_never_redeems_another_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let server = server("inbox", Some(inbox.clone()), "").await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    let addr = rx.await.unwrap();
+    let (head, _) = http_post(
+        addr,
+        "dev-token",
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    )
+    .await;
+    let session = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let (head, _) = http_post(
+        addr,
+        "dev-token",
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert!(head.starts_with("HTTP/1.1 202"), "{head}");
+    let call = |id: u32, n: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"drift__bare","arguments":{{"n":{n}}}}}}}"#
+        )
+    };
+    let result = |messages: Vec<Value>| -> Value {
+        messages
+            .into_iter()
+            .find_map(|m| m.get("result").cloned())
+            .expect("a result")
+    };
+    let held = result(
+        http_post(addr, "dev-token", Some(&session), &call(2, BIG_A))
+            .await
+            .1,
+    );
+    assert_eq!(
+        held["structuredContent"]["toolgate"]["outcome"], "held",
+        "{held}"
+    );
+    let id = held["structuredContent"]["toolgate"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let record = inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(record.call.input_json, format!(r#"{{"n":{BIG_A}}}"#));
+    inbox
+        .store()
+        .answer(&id, Answer::approve("k1", "alice"))
+        .await
+        .unwrap();
+    let other = result(
+        http_post(addr, "dev-token", Some(&session), &call(3, BIG_B))
+            .await
+            .1,
+    );
+    assert_eq!(
+        other["structuredContent"]["toolgate"]["outcome"], "held",
+        "{other}"
+    );
+    assert_ne!(
+        other["structuredContent"]["toolgate"]["interaction_id"],
+        id.as_str()
+    );
+    let ran = result(
+        http_post(addr, "dev-token", Some(&session), &call(4, BIG_A))
+            .await
+            .1,
+    );
+    assert_eq!(ran["isError"], json!(false), "{ran}");
+    assert_eq!(ran["content"][0]["text"], "bare ran", "{ran}");
+}

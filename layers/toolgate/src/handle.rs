@@ -9,7 +9,9 @@ use toolgate_core::{AgentRef, CallId, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::grant::{GrantStore, NoGrants};
 use toolgate_engine::number::NumberLiterals;
-use toolgate_engine::quota::{Clock, MemoryQuotaCounter, QuotaCounter, SystemClock};
+use toolgate_engine::quota::{
+    Clock, MemoryQuotaCounter, Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup, SystemClock,
+};
 use toolgate_engine::{
     CallView, ConfigErrors, Decided, Governance, History, PolicyState, ResolvedAgent,
 };
@@ -277,6 +279,54 @@ impl fmt::Debug for GovernanceHandle {
     }
 }
 
+/// A boxed, sendable future borrowing for `'a`.
+pub type ReserveFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), QuotaError>> + Send + 'a>>;
+
+/// A quota counter whose authoritative reservation is asynchronous (R44): a database reached
+/// over the network, such as the PostgreSQL counter of `toolgate-inbox-postgres`, which no
+/// runtime thread should block on. Set with [`GovernanceHandle::set_async_quota_counter`]:
+/// the stack then awaits [`AsyncQuotaCounter::reserve`] right before each send (at once, or
+/// after a person approved), and refuses the call when it says no — full (`rate_limited`),
+/// or unreachable (fail closed).
+///
+/// [`AsyncQuotaCounter::check`] is what a decision reads at R14 step 7, synchronously and
+/// without I/O: advisory (say, what the counter saw at its last reservation, so a quota
+/// known to be full refuses early instead of asking a person); a call it lets through is
+/// still checked and counted by `reserve`, atomically, before it is sent.
+pub trait AsyncQuotaCounter: Send + Sync {
+    /// Whether every group seems to have room at `now`, recording nothing (no I/O).
+    ///
+    /// # Errors
+    ///
+    /// A group known to be full, or a counter known to be unusable.
+    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
+
+    /// Checks every group and, when each has room, records one send at `now` in each, as
+    /// one atomic step in the shared store. A refusal records nothing.
+    fn reserve<'a>(&'a self, groups: &'a [QuotaGroup], now: Millis) -> ReserveFuture<'a>;
+}
+
+/// The synchronous view of an [`AsyncQuotaCounter`]: its advisory check; a synchronous
+/// reservation (which nothing in the stack makes once the counter is asynchronous) is
+/// refused, never let through.
+struct CheckOnly(Arc<dyn AsyncQuotaCounter>);
+
+impl QuotaCounter for CheckOnly {
+    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        self.0.check(groups, now)
+    }
+
+    fn reserve(&self, groups: &[QuotaGroup], _now: Millis) -> Result<(), QuotaError> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        Err(QuotaError::Unavailable(String::from(
+            "the quota counter is reserved asynchronously and this path cannot wait for it",
+        )))
+    }
+}
+
 /// What a handle's calls are decided against over time (R44, R45): the sends its quotas
 /// count, the grants people gave, and the clock. By default an in-memory counter (exact
 /// under concurrency, this process only), no grants, and the system clock; replace them with
@@ -312,8 +362,12 @@ impl fmt::Debug for GovernanceHandle {
 /// ```
 #[derive(Clone)]
 pub struct Ledger {
-    /// The sends counted for the tenant policy's quotas.
+    /// The sends counted for the tenant policy's quotas (with an asynchronous counter, its
+    /// advisory check: [`AsyncQuotaCounter`]).
     pub sends: Arc<dyn QuotaCounter>,
+    /// An asynchronous counter whose reservation the stack awaits before each send, when
+    /// one is set ([`GovernanceHandle::set_async_quota_counter`]).
+    pub reserving: Option<Arc<dyn AsyncQuotaCounter>>,
     /// The grants that answer asks in advance.
     pub grants: Arc<dyn GrantStore>,
     /// The time calls are made at.
@@ -324,6 +378,7 @@ impl Default for Ledger {
     fn default() -> Self {
         Self {
             sends: Arc::new(MemoryQuotaCounter::new()),
+            reserving: None,
             grants: Arc::new(NoGrants),
             clock: Arc::new(SystemClock),
         }
@@ -367,6 +422,19 @@ impl GovernanceHandle {
     pub fn set_quota_counter(&self, sends: Arc<dyn QuotaCounter>) {
         self.ledger.rcu(|l| Ledger {
             sends: Arc::clone(&sends),
+            reserving: None,
+            ..(**l).clone()
+        });
+    }
+
+    /// Counts the quotas' sends (R44) in `counter` from now on, a counter reserved
+    /// asynchronously ([`AsyncQuotaCounter`]: the PostgreSQL counter shared by the replicas
+    /// of a shared inbox). Decisions read its advisory check; each send awaits its atomic
+    /// reservation, and a counter that cannot be reached refuses the call.
+    pub fn set_async_quota_counter(&self, counter: Arc<dyn AsyncQuotaCounter>) {
+        self.ledger.rcu(|l| Ledger {
+            sends: Arc::new(CheckOnly(Arc::clone(&counter))),
+            reserving: Some(Arc::clone(&counter)),
             ..(**l).clone()
         });
     }
@@ -398,6 +466,41 @@ impl GovernanceHandle {
     ) -> Result<(), toolgate_core::Refusal> {
         let ledger = self.ledger.load();
         governance.record_send(decided, &ledger.history(call))
+    }
+
+    /// Whether sending the call `decided` must await an asynchronous reservation
+    /// ([`GovernanceHandle::record_send_async`]): an asynchronous counter is set and the call
+    /// falls in a quota group.
+    pub(crate) fn reserves_asynchronously(&self, decided: &Decided) -> bool {
+        !decided.quota_groups().is_empty() && self.ledger.load().reserving.is_some()
+    }
+
+    /// [`GovernanceHandle::record_send`], awaiting an asynchronous counter's atomic
+    /// reservation when one is set (R44), then counting the grant that answered the call.
+    pub(crate) async fn record_send_async(
+        &self,
+        governance: &Governance,
+        decided: &Decided,
+        call: &ToolCall,
+    ) -> Result<(), toolgate_core::Refusal> {
+        let ledger = self.ledger.load_full();
+        let history = ledger.history(call);
+        let Some(counter) = &ledger.reserving else {
+            return governance.record_send(decided, &history);
+        };
+        let groups = decided.quota_groups();
+        if !groups.is_empty() {
+            counter
+                .reserve(groups, history.now)
+                .await
+                .map_err(|e| governance.quota_refusal(groups, &e))?;
+        }
+        // Counted above: the rest of the send (the grant's use) with no second count.
+        let rest = History {
+            sends: &NoSends,
+            ..history
+        };
+        governance.record_send(decided, &rest)
     }
 
     /// The id binding pins and permits to this handle and its clones.

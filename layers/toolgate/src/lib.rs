@@ -122,6 +122,8 @@ pub use exposure::{ExposureFilter, ExposureLayer};
 pub use filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 pub use future::{OnceResponse, ResponseFuture};
-pub use handle::{GovernanceHandle, Ledger, Pinned, PinnedDecision};
+pub use handle::{
+    AsyncQuotaCounter, GovernanceHandle, Ledger, Pinned, PinnedDecision, ReserveFuture,
+};
 pub use permit::{Permit, RequirePermit, RequirePermitLayer};
 pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};

@@ -136,8 +136,9 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
     out.push_str("</dl>");
     // Hidden characters (a right-to-left override, a zero-width space) are shown marked:
     // the person reads the value that is sent (issue 20).
-    let input = match r.input() {
-        Ok(v) => visible_json(&v),
+    // Every number as written, too (R20: an integer past 64 bits keeps its digits).
+    let input = match r.input_pretty() {
+        Ok(text) => toolgate::core::display::visible_layout(text),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
     let _ = write!(

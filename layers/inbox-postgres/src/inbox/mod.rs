@@ -143,6 +143,11 @@ impl PostgresInbox {
         })
     }
 
+    /// The connection pool (shared with the quota counter, [`crate::PostgresQuotaCounter`]).
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
     /// The options it was connected with.
     pub fn options(&self) -> &PostgresOptions {
         &self.inner.options

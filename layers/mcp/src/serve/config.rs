@@ -145,6 +145,18 @@ impl ServeConfig {
         Ok((document, Self::read(&section)?))
     }
 
+    /// Resolves the relative paths of every stdio server against `dir`, the configuration
+    /// file's folder ([`McpServerConfig::relative_to`]: `cwd`, a relative `command` path, and
+    /// no `cwd` at all becomes `dir`), so the configuration works from any directory.
+    pub fn relative_to(mut self, dir: &std::path::Path) -> Self {
+        self.servers = self
+            .servers
+            .into_iter()
+            .map(|s| s.relative_to(dir))
+            .collect();
+        self
+    }
+
     /// Reads the `mcp` section.
     ///
     /// # Errors
@@ -509,6 +521,38 @@ mod tests {
                 e.errors[0].message
             );
         }
+    }
+
+    #[test]
+    fn issue20_13g_a_stdio_servers_relative_paths_are_the_configurations_folders() {
+        let dir = std::path::Path::new("/etc/toolgate");
+        let c = ServeConfig::read(&json!({"servers": {
+            "a": {"command": "bin/server", "cwd": "work"},
+            "b": {"command": "node", "args": ["server.js"]},
+            "c": {"command": "/usr/bin/server", "cwd": "/srv"},
+            "d": {"url": "http://127.0.0.1:9/mcp"}
+        }}))
+        .unwrap()
+        .relative_to(dir);
+        let by_id = |id: &str| c.servers.iter().find(|s| s.id() == id).unwrap().clone();
+        let stdio = |id: &str, cmd: &str| McpServerConfig::stdio(id, cmd).unwrap();
+        assert_eq!(
+            by_id("a"),
+            stdio("a", "/etc/toolgate/bin/server").current_dir("/etc/toolgate/work")
+        );
+        assert_eq!(
+            by_id("b"),
+            stdio("b", "node").arg("server.js").current_dir(dir),
+            "a bare command is looked up in `PATH`; the server starts in the folder"
+        );
+        assert_eq!(
+            by_id("c"),
+            stdio("c", "/usr/bin/server").current_dir("/srv")
+        );
+        assert_eq!(
+            by_id("d"),
+            McpServerConfig::streamable_http("d", "http://127.0.0.1:9/mcp").unwrap()
+        );
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod config;
 mod elicit;
 mod relayed;
 mod wire;
+mod written;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -73,6 +74,7 @@ use toolgate::approval::ApprovalChannel;
 use toolgate::engine::{Governance, UnknownAgent};
 use toolgate::{GovernanceHandle, ToolgateLayer};
 use toolgate_core::{AgentRef, ChannelKind, HeldCall, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::number::NumberLiterals;
 use toolgate_inbox::{Inbox, State};
 use tower::ServiceExt as _;
 use tower::util::BoxCloneService;
@@ -416,7 +418,7 @@ impl Shared {
             .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
         Ok(found
             .into_iter()
-            .find(|r| r.input().ok().as_ref() == Some(&call.input))
+            .find(|r| r.holds_input(&call.input, NumberLiterals::of(call)))
             .map(|r| {
                 let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
                 (r.id().to_owned(), r.state, reasons)
@@ -782,7 +784,16 @@ impl GovernedServer {
             turns: AtomicU64::new(0),
             log_level: Arc::new(Mutex::new(None)),
             opened_by: std::sync::OnceLock::new(),
+            tap: Tap::None,
         }
+    }
+
+    /// [`GovernedServer::session`] whose transport's reads are tapped (R20): the stdio and
+    /// byte-stream transports.
+    fn tapped_session(&self, agent: &str, written: Arc<written::Written>) -> GovernedSession {
+        let mut session = self.session(Some(agent));
+        session.tap = Tap::Stream(written);
+        session
     }
 
     fn check_agent(&self, agent: &str) -> Result<(), std::io::Error> {
@@ -802,7 +813,9 @@ impl GovernedServer {
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
         self.check_agent(agent)?;
-        serve_until_closed!(self.session(Some(agent)), io)
+        let written = Arc::new(written::Written::default());
+        let io = written::TapRead::new(io, Arc::clone(&written));
+        serve_until_closed!(self.tapped_session(agent, written), io)
     }
 
     /// Serves the client that started this process, on standard input and output,
@@ -813,7 +826,12 @@ impl GovernedServer {
     /// An unknown agent, or a transport failure.
     pub async fn serve_stdio(&self, agent: &str) -> Result<(), std::io::Error> {
         self.check_agent(agent)?;
-        serve_until_closed!(self.session(Some(agent)), rmcp::transport::stdio())
+        let written = Arc::new(written::Written::default());
+        let stdin = written::TapRead::new(tokio::io::stdin(), Arc::clone(&written));
+        serve_until_closed!(
+            self.tapped_session(agent, written),
+            (stdin, tokio::io::stdout())
+        )
     }
 
     /// Serves streamable HTTP on a loopback address until the process ends. Each request
@@ -863,7 +881,11 @@ impl GovernedServer {
             format!("http://[::1]:{port}"),
         ]);
         let service = StreamableHttpService::new(
-            move || Ok(server.session(None)),
+            move || {
+                let mut session = server.session(None);
+                session.tap = Tap::Http;
+                Ok(session)
+            },
             Arc::new(LocalSessionManager::default()),
             config,
         );
@@ -875,7 +897,7 @@ impl GovernedServer {
             let open_as = open_as.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(
-                    move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    move |req: hyper::Request<hyper::body::Incoming>| {
                         let mut service = service.clone();
                         // The tokens in force now: a token revoked by a reload is refused.
                         let tokens = shared.tokens();
@@ -911,7 +933,43 @@ impl GovernedServer {
                                 );
                                 return Ok(resp);
                             };
-                            req.extensions_mut().insert(agent);
+                            // R20: the body is read here, before rmcp parses it, so each
+                            // `tools/call`'s numbers are kept as written.
+                            let (mut parts, body) = req.into_parts();
+                            let body =
+                                match http_body_util::Limited::new(body, written::MAX_MESSAGE)
+                                    .collect()
+                                    .await
+                                {
+                                    Ok(b) => b.to_bytes(),
+                                    Err(e) => {
+                                        let too_large = e
+                                            .downcast_ref::<http_body_util::LengthLimitError>()
+                                            .is_some();
+                                        let text = if too_large {
+                                            format!(
+                                                "the request body is larger than {} bytes\n",
+                                                written::MAX_MESSAGE
+                                            )
+                                        } else {
+                                            format!("the request body could not be read: {e}\n")
+                                        };
+                                        let mut resp = hyper::Response::new(
+                                            Full::new(Bytes::from(text)).boxed(),
+                                        );
+                                        *resp.status_mut() = if too_large {
+                                            hyper::StatusCode::PAYLOAD_TOO_LARGE
+                                        } else {
+                                            hyper::StatusCode::BAD_REQUEST
+                                        };
+                                        return Ok(resp);
+                                    }
+                                };
+                            let written = Arc::new(written::Written::default());
+                            written.tap(&body);
+                            parts.extensions.insert(written);
+                            parts.extensions.insert(agent);
+                            let req = hyper::Request::from_parts(parts, Full::new(body));
                             service.call(req).await
                         }
                     },
@@ -1019,6 +1077,19 @@ pub struct GovernedSession {
     /// The token hash of the first request of an HTTP session (`None` for an `open_as`
     /// server): the session is bound to it, and a request with another token is refused.
     opened_by: std::sync::OnceLock<Option<String>>,
+    /// Where the `tools/call` arguments' numbers as written come from (R20).
+    tap: Tap,
+}
+
+/// Where a session's transport keeps each `tools/call`'s numbers as written (R20).
+enum Tap {
+    /// A transport the host brought ([`GovernedServer::session`]): the arguments' values
+    /// are all there is (an integer past 64 bits is the nearest double).
+    None,
+    /// The stdio or byte-stream reader's tap.
+    Stream(Arc<written::Written>),
+    /// The streamable HTTP route's tap, in each request's extensions.
+    Http,
 }
 
 impl fmt::Debug for GovernedSession {
@@ -1080,6 +1151,21 @@ impl GovernedSession {
         })
     }
 
+    /// The numbers as written of the `tools/call` `ctx` is (R20), taken from the tap; the
+    /// reason to refuse the call when the tap lost them.
+    fn written(&self, ctx: &RequestContext<RoleServer>) -> Result<NumberLiterals, &'static str> {
+        match &self.tap {
+            Tap::None => Ok(NumberLiterals::default()),
+            Tap::Stream(w) => w.take(&ctx.id).literals(),
+            Tap::Http => ctx
+                .extensions
+                .get::<hyper::http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Arc<written::Written>>())
+                .map_or(written::Found::Missing, |w| w.take(&ctx.id))
+                .literals(),
+        }
+    }
+
     fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         self.caller(ctx).map(|c| c.agent)
     }
@@ -1125,7 +1211,13 @@ impl ServerHandler for GovernedSession {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // R20: the arguments' numbers as written, taken (so cleaned up) before anything else.
+        let literals = self.written(&ctx);
         let caller = self.caller(&ctx)?;
+        let literals = match literals {
+            Ok(l) => l,
+            Err(why) => return Ok(self.result(refused(why.to_owned()))),
+        };
         // A call made while a reload swaps the snapshot waits for the new one, whole.
         drop(self.shared.reload.read().await);
         // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
@@ -1173,6 +1265,9 @@ impl ServerHandler for GovernedSession {
             input.clone(),
         )
         .in_turn(self.session.clone(), format!("call-{turn}"));
+        if !literals.is_empty() {
+            call.extensions.insert(literals);
+        }
         // What the upstream server sends while it serves this call comes back to this client
         // (only once the stack has let the call through: `crate::relay`).
         let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();

@@ -28,6 +28,10 @@ pub struct ApprovalRequest {
     pub agent: AgentRef,
     /// The input exactly as it will be sent (R35).
     pub input: Arc<Value>,
+    /// The input's numbers as written where its value does not reproduce them (an integer
+    /// past 64 bits, R20): what a durable channel stores and a person is shown, so that one
+    /// approval never covers two inputs that round to one value.
+    pub literals: toolgate_engine::number::NumberLiterals,
     /// The canonical hash of that input (RFC 8785 + SHA-256).
     pub input_hash: String,
     /// The hash of the tool's definition when the question was asked (R35).

@@ -29,7 +29,7 @@ use super::channel::{
 use super::hooks::{HookCall, ToolHooks};
 use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
 use crate::future::OnceResponse;
-use crate::handle::GovernanceHandle;
+use crate::handle::{GovernanceHandle, PinnedDecision};
 use crate::permit::Permit;
 
 /// Layer of the [`ApprovalGate`].
@@ -364,6 +364,12 @@ where
                 ),
                 Err(refusal) => GateFuture::refused(refusal),
             },
+            // R44: with an asynchronous counter (a shared database) the reservation is
+            // awaited, never blocked on, before the call is sent.
+            Verdict::Run { .. } if self.handle.reserves_asynchronously(pinned.decided()) => {
+                let hooks = hooks.cloned();
+                self.send_reserving(call, pinned.clone(), input_binding, sink, hooks)
+            }
             Verdict::Run { .. } => {
                 // R44, R45: the send is counted against its quotas (and its grant) right
                 // before it is sent, atomically with the check; a full quota refuses it.
@@ -489,6 +495,68 @@ where
         }
     }
 
+    /// Sends `call`, which runs without asking, once an asynchronous quota counter has
+    /// reserved its send (R44; [`GovernanceHandle::set_async_quota_counter`]): a full quota
+    /// or an unreachable counter refuses it; then the permit, the hooks and the tool, as on
+    /// the synchronous path. The service polled ready for this call is the one that sends it.
+    fn send_reserving(
+        &mut self,
+        mut call: ToolCall,
+        pinned: PinnedDecision,
+        input_binding: Option<[u8; 32]>,
+        sink: Option<DecisionSink>,
+        hooks: Option<Arc<dyn ToolHooks>>,
+    ) -> GateFuture<S::Future, S::Error> {
+        let fresh = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, fresh);
+        let handle = self.handle.clone();
+        let future = async move {
+            let reserved = handle
+                .record_send_async(pinned.governance(), pinned.decided(), &call)
+                .await;
+            if let Err(r) = reserved {
+                if let Some(sink) = &sink {
+                    let refused = Decision::refused(r.clone());
+                    sink.update(|note| {
+                        note.decision = refused;
+                        note.wait = WaitEnd::Refused;
+                    });
+                }
+                return Ok(ToolResponse::Refused(r));
+            }
+            let Some(entry) = pinned.entry() else {
+                return Ok(ToolResponse::Refused(rejected(
+                    "the decision was inconsistent",
+                    &[],
+                )));
+            };
+            if let Err(r) = Permit::attach_bound(&mut call, &handle, &pinned, entry, input_binding)
+            {
+                return Ok(ToolResponse::Refused(r));
+            }
+            let tool = entry.name.to_string();
+            let after = match &hooks {
+                Some(h) => {
+                    if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
+                        return Ok(ToolResponse::Refused(hook_refusal(text)));
+                    }
+                    Some(After::of(h, &call, &tool))
+                }
+                None => None,
+            };
+            let response = inner.call(call).await?;
+            Ok(match after {
+                Some(a) => a.apply(response),
+                None => response,
+            })
+        };
+        GateFuture {
+            kind: GateKind::Waiting {
+                future: Box::pin(future),
+            },
+        }
+    }
+
     /// Puts the one question about `call` (or, with a ticket, the redemption of a held
     /// call's answer) to `channel`; the call is sent only on an approval, after every check
     /// passes again (R35, R38).
@@ -525,6 +593,7 @@ where
             identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
             agent: call.agent.clone(),
             input: Arc::new(call.input.clone()),
+            literals: toolgate_engine::number::NumberLiterals::of(&call).clone(),
             input_hash,
             definition_hash: canon::entry_definition_hash(entry),
             asks,
@@ -670,7 +739,7 @@ where
             // the check (a quota that filled during the wait refuses it). A person answered
             // this call: no grant's use is spent on it (R45).
             decided.decision.granted = None;
-            if let Err(mut refusal) = now.record_send(&decided, &history) {
+            if let Err(mut refusal) = handle.record_send_async(&now, &decided, &call).await {
                 refusal.reasons.push(format!(
                     "approved by {approver}, but the call's quota filled while it waited; it was not sent"
                 ));

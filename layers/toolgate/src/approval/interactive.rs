@@ -72,7 +72,7 @@ impl Shared {
 /// # use toolgate::core::{AgentRef, CallId, RunContext};
 /// let (channel, mut questions) = InteractiveChannel::new(Duration::from_secs(60));
 /// # let request = ApprovalRequest { interaction_id: "ia_1".into(), call_id: CallId::new("c"), tool: "refund".into(),
-/// #   identities: vec![], agent: AgentRef::profile("a"), input: Default::default(), input_hash: String::new(),
+/// #   identities: vec![], agent: AgentRef::profile("a"), input: Default::default(), literals: Default::default(), input_hash: String::new(),
 /// #   definition_hash: String::new(), asks: vec![], run: RunContext::default(), turn: None, ticket: None };
 /// let waiting = tokio::spawn(channel.request(request));
 /// let question = questions.recv().await.unwrap();

@@ -1,0 +1,328 @@
+//! Numbers as written over MCP (R20): the `tools/call` arguments' number literals, read from
+//! the JSON-RPC message text before rmcp parses it.
+//!
+//! rmcp hands the handler `arguments` as a `serde_json::Value`, in which an integer past
+//! 64 bits is the nearest double (`123456789012345678901234` and `…235` are one value).
+//! serde_json's `arbitrary_precision` would keep them, but it changes `Value` for every crate
+//! in the build (and breaks rmcp's untagged enums). So the transports tap the text: the stdio
+//! reader ([`TapRead`]) sees each newline-delimited message, the streamable HTTP route each
+//! request body ([`Written::tap`]), and for every `tools/call` the raw `params.arguments` is
+//! scanned ([`NumberLiterals::scan`]) and kept by JSON-RPC request id until the handler takes
+//! it. The handler puts the literals in the call's extensions, where the engine (`when`
+//! tests), the inbox (what it stores and shows) and redemption (the exact input) read them.
+//!
+//! Fail closed: every `tools/call` the tap saw has an entry (none too when no number needs
+//! its literal), so a call whose entry is missing (evicted past [`MAX_OPEN`], a message past
+//! [`MAX_MESSAGE`]) or whose id was reused while another call with it was open is refused,
+//! never decided on rounded numbers.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+
+use rmcp::model::RequestId;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use toolgate_engine::number::NumberLiterals;
+
+/// At most this many `tools/call` entries wait for their handler per tap; past it the
+/// oldest is dropped (and its call refused).
+pub(super) const MAX_OPEN: usize = 4096;
+
+/// The longest message the stdio tap reads (and the largest HTTP body accepted): 64 MiB.
+pub(super) const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+enum Entry {
+    Literals(NumberLiterals),
+    /// A second `tools/call` came with an id whose first was still open.
+    Twice,
+}
+
+/// What the tap kept about one request.
+#[derive(Debug)]
+pub(super) enum Found {
+    /// The arguments' literals (empty when no number needs one).
+    Literals(NumberLiterals),
+    /// The tap never saw this call, or dropped it.
+    Missing,
+    /// Two open calls came with this id.
+    Twice,
+}
+
+impl Found {
+    /// The literals, or the reason the call is refused.
+    pub(super) fn literals(self) -> Result<NumberLiterals, &'static str> {
+        match self {
+            Found::Literals(l) => Ok(l),
+            Found::Missing => Err(
+                "toolgate could not keep this call's arguments as written (R20: its message was too large, or too many calls were waiting), so it is refused rather than decided on rounded numbers; try again",
+            ),
+            Found::Twice => Err(
+                "another `tools/call` with this JSON-RPC request id was still open: each open request needs its own id, so both are refused",
+            ),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Open {
+    entries: HashMap<RequestId, Entry>,
+    order: VecDeque<RequestId>,
+}
+
+/// The `tools/call` literals a tap has read and no handler has taken yet, by request id.
+#[derive(Default)]
+pub(super) struct Written {
+    open: Mutex<Open>,
+}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Written").finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    id: Option<RequestId>,
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<Params<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+impl Written {
+    /// Reads one JSON-RPC message (or batch) as the transport received it and keeps the
+    /// literals of each `tools/call` in it. Anything that is not such a message is left to
+    /// rmcp, which answers it.
+    pub(super) fn tap(&self, text: &[u8]) {
+        let Ok(text) = std::str::from_utf8(text) else {
+            return;
+        };
+        let trimmed = text.trim_start();
+        if trimmed.starts_with('[') {
+            if let Ok(batch) = serde_json::from_str::<Vec<&RawValue>>(trimmed) {
+                for m in batch {
+                    self.tap_one(m.get());
+                }
+            }
+        } else {
+            self.tap_one(trimmed);
+        }
+    }
+
+    fn tap_one(&self, text: &str) {
+        let Ok(m) = serde_json::from_str::<Message<'_>>(text) else {
+            return;
+        };
+        let (Some(id), Some("tools/call")) = (m.id, m.method.as_deref()) else {
+            return;
+        };
+        let literals = m
+            .params
+            .and_then(|p| p.arguments)
+            .map(|raw| NumberLiterals::scan(raw.get()))
+            .unwrap_or_default();
+        self.record(id, literals);
+    }
+
+    fn record(&self, id: RequestId, literals: NumberLiterals) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = open.entries.get_mut(&id) {
+            *e = Entry::Twice;
+            return;
+        }
+        while open.entries.len() >= MAX_OPEN {
+            let Some(oldest) = open.order.pop_front() else {
+                break;
+            };
+            open.entries.remove(&oldest);
+        }
+        open.entries.insert(id.clone(), Entry::Literals(literals));
+        open.order.push_back(id);
+    }
+
+    /// Takes what the tap kept about request `id` (once: the entry is gone after).
+    pub(super) fn take(&self, id: &RequestId) -> Found {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = open.entries.remove(id) else {
+            return Found::Missing;
+        };
+        if let Some(at) = open.order.iter().position(|o| o == id) {
+            open.order.remove(at);
+        }
+        match entry {
+            Entry::Literals(l) => Found::Literals(l),
+            Entry::Twice => Found::Twice,
+        }
+    }
+}
+
+/// A byte stream whose reads are tapped: each newline-delimited message (the stdio
+/// transport's framing, also the last one at the end without a newline) goes to
+/// [`Written::tap`] before the reader gets its bytes. Writes pass through.
+pub(super) struct TapRead<IO> {
+    io: IO,
+    written: std::sync::Arc<Written>,
+    line: Vec<u8>,
+    /// The current line passed [`MAX_MESSAGE`]: skipped to its end.
+    discarding: bool,
+}
+
+impl<IO> TapRead<IO> {
+    pub(super) fn new(io: IO, written: std::sync::Arc<Written>) -> Self {
+        Self {
+            io,
+            written,
+            line: Vec::new(),
+            discarding: false,
+        }
+    }
+
+    fn end_line(&mut self) {
+        if !self.discarding {
+            let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+            self.written.tap(line);
+        }
+        self.line.clear();
+        self.discarding = false;
+    }
+
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let newline = bytes.iter().position(|b| *b == b'\n');
+            let part = newline.and_then(|at| bytes.get(..at)).unwrap_or(bytes);
+            if !self.discarding {
+                if self.line.len() + part.len() > MAX_MESSAGE {
+                    self.discarding = true;
+                    self.line = Vec::new();
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            match newline {
+                Some(at) => {
+                    self.end_line();
+                    bytes = bytes.get(at + 1..).unwrap_or_default();
+                }
+                None => bytes = &[],
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for TapRead<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let new = buf.filled().get(before..).unwrap_or_default();
+                if new.is_empty() {
+                    // The end: rmcp reads a last message without its newline.
+                    if !this.line.is_empty() || this.discarding {
+                        this.end_line();
+                    }
+                } else {
+                    let new = new.to_vec();
+                    this.feed(&new);
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for TapRead<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn id(n: i64) -> RequestId {
+        RequestId::Number(n)
+    }
+
+    #[tokio::test]
+    async fn r20_the_stdio_tap_keeps_each_calls_literals_by_request_id() {
+        let text = concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901234}}}"#,
+            "\r\n",
+            r#"{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901235}}}"#,
+        );
+        let written = std::sync::Arc::new(Written::default());
+        let mut tap = TapRead::new(text.as_bytes(), std::sync::Arc::clone(&written));
+        let mut out = Vec::new();
+        // Small reads: a message split across reads is still one message.
+        let mut chunk = [0u8; 7];
+        loop {
+            let n = tap.read(&mut chunk).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        assert_eq!(out, text.as_bytes(), "the reader gets every byte");
+        let one = written.take(&id(1)).literals().unwrap();
+        let four = written.take(&id(4)).literals().unwrap();
+        assert!(!one.is_empty() && !four.is_empty());
+        assert_ne!(one, four, "two integers past 64 bits are two literals");
+        let two = written
+            .take(&RequestId::String("two".into()))
+            .literals()
+            .unwrap();
+        assert!(two.is_empty(), "no number needs its literal");
+        assert!(matches!(written.take(&id(3)), Found::Missing), "not a call");
+        assert!(matches!(written.take(&id(1)), Found::Missing), "taken once");
+    }
+
+    #[test]
+    fn r20_a_reused_open_id_and_an_evicted_call_are_refused() {
+        let written = Written::default();
+        let call = |n: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t"}}}}"#)
+        };
+        written.tap(call(1).as_bytes());
+        written.tap(call(1).as_bytes());
+        assert!(matches!(written.take(&id(1)), Found::Twice));
+        for n in 0..=i64::try_from(MAX_OPEN).unwrap() {
+            written.tap(call(n + 10).as_bytes());
+        }
+        assert!(matches!(written.take(&id(10)), Found::Missing), "evicted");
+        assert!(written.take(&id(11)).literals().is_ok());
+    }
+}
