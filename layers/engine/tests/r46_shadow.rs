@@ -46,7 +46,10 @@ fn r46_policy_shadow_loads_from_the_configuration_and_is_decided_beside() {
     let shadow = gov
         .decide_shadow_at(CallView::of(&call), Vec::new(), &h)
         .unwrap();
-    assert_eq!(shadow.decision.verdict, Verdict::Refused(RefusalCode::Denied));
+    assert_eq!(
+        shadow.decision.verdict,
+        Verdict::Refused(RefusalCode::Denied)
+    );
     assert_eq!(shadow.decision.reasons, ["no more searching"]);
     // Written back with the configuration.
     let printed = toolgate_engine::config::effective(&gov);
@@ -68,19 +71,22 @@ fn r46_an_unreadable_policy_shadow_is_a_load_error_at_its_path() {
     );
     let errs = load_str(&with(r#"{"policy_shadow": []}"#), Format::Json).unwrap_err();
     assert!(
-        errs.errors.iter().all(|e| e.path.starts_with("policy_shadow")),
+        errs.errors
+            .iter()
+            .all(|e| e.path.starts_with("policy_shadow")),
         "{errs}"
     );
 }
 
 #[test]
 fn r46_a_shadow_with_the_governor_disarmed_is_refused() {
-    let text = r#"{"enforce_tool_invocation": false, "policy_shadow": {"rules": [{"effect": "deny"}]}}"#;
+    let text =
+        r#"{"enforce_tool_invocation": false, "policy_shadow": {"rules": [{"effect": "deny"}]}}"#;
     let errs = load_str(text, Format::Json).unwrap_err();
     assert_eq!(errs.errors[0].path, "policy_shadow");
     let gov = load_str(r#"{"enforce_tool_invocation": false}"#, Format::Json).unwrap();
-    let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default())
-        .unwrap();
+    let deny =
+        Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default()).unwrap();
     assert!(gov.with_shadow_policy(Some(deny)).is_err());
 }
 

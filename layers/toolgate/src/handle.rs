@@ -133,6 +133,9 @@ struct Shared {
     /// The snapshot that made the decision.
     governance: Arc<Governance>,
     decided: Decided,
+    /// The shadow policy's decision (R46), made beside `decided` on the same history; never
+    /// enforced.
+    shadow: Option<Decided>,
     /// What the call looked like when it was decided: a layer reading the pin checks the
     /// call it holds still looks so, else the decision is not about it (R14, R38).
     about: About,
@@ -233,6 +236,13 @@ impl PinnedDecision {
     /// The engine's record of the decision, for [`Governance`] methods taking one.
     pub fn decided(&self) -> &Decided {
         &self.decided.decided
+    }
+
+    /// The shadow tenant policy's decision of the call (R46), made beside the enforced one
+    /// by the same snapshot, on the same input, history and grants; `None` when the
+    /// snapshot has no shadow policy. It is recorded, never enforced.
+    pub fn shadow(&self) -> Option<&Decided> {
+        self.decided.shadow.as_ref()
     }
 
     /// The canonical hash of `input` — the input of the call this decision was pinned on —
@@ -646,11 +656,15 @@ impl GovernanceHandle {
         };
         // R44, R45: decided at the time the call is made, against the sends and grants.
         let ledger = self.ledger.load();
-        let decision =
-            governance.decide_call_at(CallView::of(call), Vec::new(), &ledger.history(call));
+        let history = ledger.history(call);
+        let decision = governance.decide_call_at(CallView::of(call), Vec::new(), &history);
+        // R46: the shadow, on the very same history (one reading of the clock); it reads the
+        // sends and grants and records nothing.
+        let shadow = governance.decide_shadow_at(CallView::of(call), Vec::new(), &history);
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
                 decided: decision,
+                shadow,
                 about,
                 input_hash: std::sync::OnceLock::new(),
                 seal: AtomicU64::new(seal),
