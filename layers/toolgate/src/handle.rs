@@ -474,6 +474,32 @@ impl GovernanceHandle {
         }
     }
 
+    /// Replaces the shadow tenant policy (R46; `None` removes it), hot like the enforced
+    /// policy: calls pinned before keep the snapshot they were pinned to (R23). A refused
+    /// replacement (a non-empty shadow with the governor disarmed) keeps the old one.
+    ///
+    /// ```
+    /// use toolgate::GovernanceHandle;
+    /// use toolgate::engine::{Governance, policy::{Limits, Policy}};
+    /// let handle = GovernanceHandle::new(Governance::builder().build().unwrap());
+    /// let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default()).unwrap();
+    /// handle.replace_shadow_policy(Some(deny)).unwrap();
+    /// assert!(handle.load().shadow_policy().is_some());
+    /// handle.replace_shadow_policy(None).unwrap();
+    /// assert!(handle.load().shadow_policy().is_none());
+    /// ```
+    pub fn replace_shadow_policy(
+        &self,
+        shadow: Option<toolgate_engine::policy::Policy>,
+    ) -> Result<(), ConfigErrors> {
+        self.update_with(|current| {
+            current
+                .with_shadow_policy(shadow.clone())
+                .map(|next| (next, ()))
+        })
+        .map(|_| ())
+    }
+
     /// Changes the configuration atomically (read-copy-update): `change` gets a builder
     /// holding the current snapshot and returns the next one, which is validated whole. A
     /// change that does not build keeps the current snapshot and returns every error; a
