@@ -30,6 +30,9 @@
 //! assert_eq!(report.sentence(), "this change over the last 1 recorded calls: 1 would now be refused, 0 asked, 0 run");
 //! ```
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::{AgentRef, Check, Decision, Effect, ToolCall, Verdict};
 
@@ -157,47 +160,41 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<(Vec<Replayed>, usize, 
     let mut replayed = Vec::with_capacity(lines.len());
     let (mut skipped, mut redacted) = (0, 0);
     for (line_no, line) in lines {
-        let record: Value = serde_json::from_str(line)
+        // Only the fields a replay reads are built; the rest of a record is skipped over.
+        let record: Record<'_> = serde_json::from_str(line)
             .map_err(|e| format!("line {line_no}: not a JSON audit record: {e}"))?;
-        let field = |k: &str| record.get(k).and_then(Value::as_str);
-        let (Some(tool), Some(agent), Some(time)) = (field("tool"), field("agent"), field("time"))
-        else {
+        let (Some(tool), Some(agent), Some(time)) = (record.tool, record.agent, record.time) else {
             return Err(format!(
                 "line {line_no}: an audit record needs `tool`, `agent` and `time`"
             ));
         };
-        let Some(input) = record.get("input") else {
+        let Present(Some(input)) = record.input else {
             skipped += 1;
             continue;
         };
-        if mentions_redaction(input) {
+        if mentions_redaction(&input) {
             redacted += 1;
         }
-        let at = humantime::parse_rfc3339(time)
+        let at = humantime::parse_rfc3339(&time)
             .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
             .as_millis();
         let at = u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))?;
-        let who = match field("subagent") {
-            Some(sub) => AgentRef::subagent(agent, sub),
-            None => AgentRef::profile(agent),
+        let who = match record.subagent {
+            Some(sub) => AgentRef::subagent(agent.as_ref(), sub.as_ref()),
+            None => AgentRef::profile(agent.as_ref()),
         };
-        let answer = match record.pointer("/approval/wait").and_then(Value::as_str) {
+        let answer = match record.approval.and_then(|a| a.wait).as_deref() {
             Some("approved") => Some(Answer::Approve),
             Some("denied") => Some(Answer::Deny),
             _ => None,
         };
-        let (tool, time) = (tool.to_owned(), time.to_owned());
-        let input = match record {
-            Value::Object(mut m) => m.remove("input").unwrap_or(Value::Null),
-            _ => Value::Null,
-        };
         replayed.push(Replayed {
             line: line_no,
-            time,
+            time: time.into_owned(),
             at,
-            call: ToolCall::new(who, tool, input),
+            call: ToolCall::new(who, tool.into_owned(), input),
             answer,
         });
     }
@@ -205,6 +202,41 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<(Vec<Replayed>, usize, 
     // (a stable sort: records of one instant keep the log's order).
     replayed.sort_by_key(|r| r.at);
     Ok((replayed, skipped, redacted))
+}
+
+/// The fields of an audit record a replay reads (R33's schema); every other field is
+/// skipped without being built.
+#[derive(Deserialize)]
+struct Record<'a> {
+    #[serde(borrow, default)]
+    tool: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    agent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    subagent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    time: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Present,
+    #[serde(borrow, default)]
+    approval: Option<Approval<'a>>,
+}
+
+/// A record's `approval`.
+#[derive(Deserialize)]
+struct Approval<'a> {
+    #[serde(borrow, default)]
+    wait: Option<Cow<'a, str>>,
+}
+
+/// A field that may be absent: present (whatever its value, `null` included) or not.
+#[derive(Default)]
+struct Present(Option<Value>);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| Present(Some(v)))
+    }
 }
 
 /// Whether a recorded input holds a redaction marker (R33) anywhere.
