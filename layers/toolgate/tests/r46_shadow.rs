@@ -204,3 +204,50 @@ async fn r46_a_shadow_policy_changes_no_response_send_ask_grant_or_record() {
         "the shadow disagreed often: {disagreements}"
     );
 }
+
+#[tokio::test]
+async fn r46_a_shadow_put_in_force_hot_decides_the_next_call_and_is_removed_hot() {
+    let gov = load_str(CONFIG, Format::Json).unwrap();
+    let handle = GovernanceHandle::new(gov);
+    let audit = Arc::new(MemorySink::new());
+    let svc = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(handle.clone())
+                .channel(FnChannel::new(ChannelKind::Interactive, |_r| {
+                    ApprovalOutcome::Approved {
+                        approver: "alice".into(),
+                    }
+                }))
+                .shared_audit_sink(audit.clone())
+                .build()
+                .unwrap(),
+        )
+        .service(service_fn(|_call: ToolCall| async {
+            Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
+                "done"
+            ))))
+        }));
+    let call = || ToolCall::new(AgentRef::profile("dev"), "lookup", json!({"id": 1}));
+    let last = |audit: &MemorySink| -> Value {
+        serde_json::from_str(audit.lines().last().unwrap()).unwrap()
+    };
+    svc.clone().oneshot(call()).await.unwrap();
+    assert!(last(&audit).get("shadow").is_none());
+    let deny = toolgate::engine::policy::Policy::from_json_str(
+        r#"{"rules": [{"effect": "deny", "tool": "lookup"}]}"#,
+        &Default::default(),
+    )
+    .unwrap();
+    handle.replace_shadow_policy(Some(deny)).unwrap();
+    let r = svc.clone().oneshot(call()).await.unwrap();
+    assert!(
+        matches!(r, ToolResponse::Completed(_)),
+        "never enforced: {r:?}"
+    );
+    let record = last(&audit);
+    assert_eq!(record["shadow"]["outcome"], "refused", "{record}");
+    assert_eq!(record["shadow"]["disagrees"], true);
+    handle.replace_shadow_policy(None).unwrap();
+    svc.clone().oneshot(call()).await.unwrap();
+    assert!(last(&audit).get("shadow").is_none());
+}
