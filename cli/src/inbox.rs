@@ -153,6 +153,10 @@ pub(crate) enum PolicyCommand {
     Get {
         #[command(flatten)]
         store: StoreArgs,
+        /// Print the stored shadow policy instead (R46): decided beside the enforced one on
+        /// every call and recorded, never enforced.
+        #[arg(long)]
+        shadow: bool,
     },
     /// Validate a policy and replace the stored one whole; a refused policy changes nothing.
     Put {
@@ -165,6 +169,15 @@ pub(crate) enum PolicyCommand {
         /// conflict (exit 1) and nothing is saved.
         #[arg(long = "if-updated-at", value_name = "STAMP")]
         if_updated_at: Option<String>,
+        /// Store it as the shadow policy (R46), beside the enforced one: decided on every call
+        /// and recorded (audit, span, metric), never enforced.
+        #[arg(long, conflicts_with = "if_updated_at")]
+        shadow: bool,
+    },
+    /// Remove the stored shadow policy (R46); the enforced policy is untouched.
+    ClearShadow {
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Replay the calls an audit log recorded (those whose input it holds) under the policy
     /// in force and a proposed one, and print every call that would be decided otherwise,
@@ -755,7 +768,51 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 current,
                 json,
             } => crate::policy_sim::run(&config, current.as_deref(), &policy, &audit, json),
-            PolicyCommand::Get { store } => {
+            PolicyCommand::Get {
+                store,
+                shadow: true,
+            } => {
+                let limits = store.limits()?;
+                let store = store.open(false).await?;
+                match store.get_shadow_policy().await.map_err(|e| e.to_string())? {
+                    None => {
+                        eprintln!("toolgate: no shadow policy is stored");
+                        Ok(ExitCode::from(1))
+                    }
+                    Some(stored) => {
+                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
+                            eprintln!(
+                                "toolgate: the stored shadow policy (updated {}) cannot be read, so it is not printed; put a corrected one with `toolgate policy put --shadow` or remove it with `toolgate policy clear-shadow`:",
+                                stored.updated_at
+                            );
+                            for e in &errs.errors {
+                                eprintln!("error: {e}");
+                            }
+                            return Ok(ExitCode::from(1));
+                        }
+                        print_policy(&stored)
+                            .map_err(|e| format!("the stored shadow policy cannot be read: {e}"))?;
+                        Ok(ExitCode::SUCCESS)
+                    }
+                }
+            }
+            PolicyCommand::ClearShadow { store } => {
+                let store = store.open(true).await?;
+                if store
+                    .clear_shadow_policy()
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    eprintln!("toolgate: the stored shadow policy was removed");
+                } else {
+                    eprintln!("toolgate: no shadow policy was stored");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            PolicyCommand::Get {
+                store,
+                shadow: false,
+            } => {
                 let limits = store.limits()?;
                 let store = store.open(false).await?;
                 match store.get_policy().await.map_err(|e| e.to_string())? {
@@ -786,6 +843,7 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 store,
                 file,
                 if_updated_at,
+                shadow,
             } => {
                 let text = match file.as_deref() {
                     None | Some("-") => {
@@ -801,6 +859,9 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                 let limits = store.limits()?;
                 let store = store.open(true).await?;
                 let put = match if_updated_at.as_deref() {
+                    None if shadow => {
+                        toolgate_inbox::put_shadow_policy_text(&*store, &text, &limits).await
+                    }
                     None => put_policy_text(&*store, &text, &limits).await,
                     Some(stamp) => {
                         let expected = Some(stamp).filter(|s| *s != "none");
@@ -814,7 +875,8 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
                     }
                     Err(PutPolicyError::Invalid(errs)) => {
                         eprintln!(
-                            "toolgate: the policy is refused; the stored policy is unchanged"
+                            "toolgate: the policy is refused; the stored {}policy is unchanged",
+                            if shadow { "shadow " } else { "" }
                         );
                         for e in &errs.errors {
                             eprintln!("error: {e}");

@@ -479,3 +479,64 @@ fn r22_racing_policy_puts_from_processes_on_one_base_have_exactly_one_winner() {
         winners[0]
     );
 }
+
+#[test]
+fn r46_policy_put_shadow_is_stored_beside_the_enforced_policy_got_and_cleared() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "-"],
+        r#"{"rules": [{"effect": "allow"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let enforced = json_out(&o);
+
+    let o = toolgate(&["policy", "get", "--db", dbs, "--shadow"]);
+    assert_eq!(o.status.code(), Some(1), "none stored yet");
+    assert!(stderr(&o).contains("no shadow policy"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--shadow", "-"],
+        r#"{"default": "deny", "rules": [{"effect": "ask", "tool": "refund_*"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let put = json_out(&o);
+    assert_eq!(put["default"], "deny");
+    let o = toolgate(&["policy", "get", "--db", dbs, "--shadow"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(json_out(&o), put);
+    // The enforced policy is untouched.
+    assert_eq!(
+        json_out(&toolgate(&["policy", "get", "--db", dbs])),
+        enforced
+    );
+
+    // A refused shadow keeps the old one.
+    let o = toolgate_stdin(
+        &["policy", "put", "--db", dbs, "--shadow"],
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("stored shadow policy is unchanged"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("rules[0].effect"), "{}", stderr(&o));
+    assert_eq!(
+        json_out(&toolgate(&["policy", "get", "--db", dbs, "--shadow"])),
+        put
+    );
+
+    let o = toolgate(&["policy", "clear-shadow", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("removed"), "{}", stderr(&o));
+    let o = toolgate(&["policy", "get", "--db", dbs, "--shadow"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        json_out(&toolgate(&["policy", "get", "--db", dbs])),
+        enforced
+    );
+}

@@ -78,20 +78,104 @@ pub struct DecisionNote {
 /// assert!(sink.take().is_none());
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct DecisionSink(Arc<Mutex<Option<DecisionNote>>>);
+pub struct DecisionSink(Arc<Mutex<Slot>>);
+
+/// What a sink holds: the enforced decision's note and the shadow policy's decision (R46).
+#[derive(Debug, Default)]
+struct Slot {
+    note: Option<DecisionNote>,
+    shadow: Option<ShadowNote>,
+}
+
+/// The shadow tenant policy's decision of a call (R46), recorded by the approval gate beside
+/// the enforced [`DecisionNote`]: never enforced, only recorded (audit, span, metric).
+///
+/// ```
+/// use toolgate_core::{Check, Decision, Refusal, RefusalCode, ShadowNote, Verdict};
+/// let enforced = Decision { verdict: Verdict::Run { auto_approved: false }, decided_by: Check::Passed,
+///     reasons: vec![], asks: vec![], matched_rules: vec![], granted: None, retry_after_secs: None };
+/// let shadow = ShadowNote { decision: Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")) };
+/// assert!(shadow.disagrees_with(&enforced));
+/// assert_eq!(shadow.kind(&enforced), "run->refused");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowNote {
+    /// The decision under the shadow policy (with the hook's ask, if any).
+    pub decision: Decision,
+}
+
+impl ShadowNote {
+    /// Whether the shadow decided otherwise than `enforced`: another outcome (run, ask,
+    /// refused) or another refusal code.
+    pub fn disagrees_with(&self, enforced: &Decision) -> bool {
+        self.decision.verdict.as_str() != enforced.verdict.as_str()
+            || self.decision.refusal().map(|r| r.code) != enforced.refusal().map(|r| r.code)
+    }
+
+    /// The enforced decision a call's record states, to compare the shadow's with: the
+    /// gate's note, else the refusal a layer answered with, else a call that ran.
+    pub fn enforced(
+        note: Option<&DecisionNote>,
+        response: Option<&crate::ToolResponse>,
+    ) -> Decision {
+        match (note, response.and_then(crate::ToolResponse::refusal)) {
+            (Some(n), _) => n.decision.clone(),
+            (None, Some(refusal)) => Decision::refused(refusal.clone()),
+            (None, None) => Decision {
+                verdict: crate::Verdict::Run {
+                    auto_approved: false,
+                },
+                decided_by: crate::Check::Passed,
+                reasons: Vec::new(),
+                asks: Vec::new(),
+                matched_rules: Vec::new(),
+                granted: None,
+                retry_after_secs: None,
+            },
+        }
+    }
+
+    /// The kind of a disagreement: `enforced->shadow` outcomes (`run->refused`).
+    pub fn kind(&self, enforced: &Decision) -> String {
+        format!(
+            "{}->{}",
+            enforced.verdict.as_str(),
+            self.decision.verdict.as_str()
+        )
+    }
+
+    /// The tenant rule that decided the shadow's outcome: the deny rule of a tenant
+    /// refusal, else the first matched rule whose effect is the outcome (`ask` for an ask,
+    /// `allow` for a run); `None` when no rule decided (a default, a check, no rule).
+    pub fn rule(&self) -> Option<usize> {
+        let d = &self.decision;
+        let effect = match d.verdict {
+            crate::Verdict::Refused(_) if d.decided_by == crate::Check::TenantPolicy => {
+                crate::Effect::Deny
+            }
+            crate::Verdict::Refused(_) => return None,
+            crate::Verdict::Ask { .. } => crate::Effect::Ask,
+            crate::Verdict::Run { .. } => crate::Effect::Allow,
+        };
+        d.matched_rules
+            .iter()
+            .find(|m| m.effect == effect)
+            .map(|m| m.index)
+    }
+}
 
 impl DecisionSink {
     /// Records a note, replacing any earlier one.
     pub fn record(&self, note: DecisionNote) {
         if let Ok(mut slot) = self.0.lock() {
-            *slot = Some(note);
+            slot.note = Some(note);
         }
     }
 
     /// Updates the recorded note in place, if there is one.
     pub fn update(&self, f: impl FnOnce(&mut DecisionNote)) {
         if let Ok(mut slot) = self.0.lock()
-            && let Some(note) = slot.as_mut()
+            && let Some(note) = slot.note.as_mut()
         {
             f(note);
         }
@@ -100,11 +184,23 @@ impl DecisionSink {
     /// A copy of the note, leaving it for other readers (the span and audit layers both
     /// read it).
     pub fn get(&self) -> Option<DecisionNote> {
-        self.0.lock().ok().and_then(|slot| slot.clone())
+        self.0.lock().ok().and_then(|slot| slot.note.clone())
     }
 
     /// Takes the note.
     pub fn take(&self) -> Option<DecisionNote> {
-        self.0.lock().ok().and_then(|mut slot| slot.take())
+        self.0.lock().ok().and_then(|mut slot| slot.note.take())
+    }
+
+    /// Records the shadow policy's decision (R46), replacing any earlier one.
+    pub fn record_shadow(&self, shadow: ShadowNote) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.shadow = Some(shadow);
+        }
+    }
+
+    /// A copy of the shadow policy's decision, when one was recorded (R46).
+    pub fn shadow(&self) -> Option<ShadowNote> {
+        self.0.lock().ok().and_then(|slot| slot.shadow.clone())
     }
 }

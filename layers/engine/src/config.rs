@@ -71,6 +71,7 @@ const TOP: &[&str] = &[
     "tools",
     "agents",
     "policy",
+    "policy_shadow",
     "limits",
     "audit",
     "redaction",
@@ -284,6 +285,15 @@ pub fn read_with_literals(
         let lits = crate::number::member(literals.root(), "policy");
         if let Some(p) = Policy::read(v, lits, "policy", &limits, &mut errs) {
             b = b.policy(p);
+        }
+    }
+    // R46: the shadow policy is read like the enforced one; one that does not load is a
+    // load error (it never weakens the enforced decision, nor refuses a call later).
+    if let Some(v) = top.raw("policy_shadow", &mut errs) {
+        let limits = b.current_limits();
+        let lits = crate::number::member(literals.root(), "policy_shadow");
+        if let Some(p) = Policy::read(v, lits, "policy_shadow", &limits, &mut errs) {
+            b = b.shadow_policy(Some(p));
         }
     }
     if errs.is_empty() { Ok(b) } else { Err(errs) }

@@ -501,6 +501,50 @@ impl Governance {
         extra_asks: Vec<Ask>,
         history: &History<'_>,
     ) -> Decided {
+        self.decide_under(&self.policy, call, extra_asks, history)
+    }
+
+    /// As [`Governance::decide_call_at`], under the shadow tenant policy (R46) in place of
+    /// the enforced one: the same call, history (sends, grants, time) and hook asks, so the
+    /// two decisions differ only where the policies do. `None` when no shadow is set.
+    ///
+    /// Nothing is recorded or enforced: the caller records the shadow's decision (audit,
+    /// span, metric) and acts on the enforced one only. The shadow never asks anyone, never
+    /// counts a send ([`Governance::record_send`] is for the enforced decision) and never
+    /// spends a grant.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_core::{AgentRef, RefusalCode, ToolCall, Verdict};
+    /// use toolgate_engine::config::{load_str, Format};
+    /// use toolgate_engine::{CallView, History};
+    /// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "refund"}],
+    ///     "agents": [{"name": "a", "allowed_tools": ["refund"]}],
+    ///     "policy_shadow": {"rules": [{"effect": "deny", "tool": "refund"}]}}"#, Format::Json).unwrap();
+    /// let call = ToolCall::new(AgentRef::profile("a"), "refund", json!({}));
+    /// let enforced = gov.decide_call_at(CallView::of(&call), Vec::new(), &History::none());
+    /// let shadow = gov.decide_shadow_at(CallView::of(&call), Vec::new(), &History::none()).unwrap();
+    /// assert!(enforced.decision.runs());
+    /// assert_eq!(shadow.decision.verdict, Verdict::Refused(RefusalCode::Denied));
+    /// ```
+    pub fn decide_shadow_at(
+        &self,
+        call: CallView<'_>,
+        extra_asks: Vec<Ask>,
+        history: &History<'_>,
+    ) -> Option<Decided> {
+        let shadow = PolicyState::Readable(std::sync::Arc::clone(self.shadow.as_ref()?));
+        Some(self.decide_under(&shadow, call, extra_asks, history))
+    }
+
+    /// The one decision, under `policy` (the enforced one, or the shadow).
+    fn decide_under(
+        &self,
+        policy: &PolicyState,
+        call: CallView<'_>,
+        extra_asks: Vec<Ask>,
+        history: &History<'_>,
+    ) -> Decided {
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
             Err(r) => {
@@ -514,7 +558,15 @@ impl Governance {
         };
         let mut agent = None;
         let mut quotas = Vec::new();
-        let decision = self.decide_entry(entry, call, extra_asks, history, &mut agent, &mut quotas);
+        let decision = self.decide_entry(
+            policy,
+            entry,
+            call,
+            extra_asks,
+            history,
+            &mut agent,
+            &mut quotas,
+        );
         Decided {
             decision,
             entry: self.catalog.index_of(entry),
@@ -537,7 +589,7 @@ impl Governance {
     /// send already recorded then stays counted (strict: never more than `max` sends).
     pub fn record_send(&self, decided: &Decided, history: &History<'_>) -> Result<(), Refusal> {
         if let Err(e) = history.sends.reserve(&decided.quotas, history.now) {
-            return Err(self.quota_refusal(&decided.quotas, &e));
+            return Err(self.quota_refusal_in(&self.policy, &decided.quotas, &e));
         }
         if let Some(g) = &decided.decision.granted {
             let used = history.grants.record_use(&g.id, history.now);
@@ -566,7 +618,18 @@ impl Governance {
     /// counter cannot be used. For a host that reserves sends itself (an asynchronous
     /// counter) and must refuse as [`Governance::record_send`] does.
     pub fn quota_refusal(&self, groups: &[QuotaGroup], err: &QuotaError) -> Refusal {
-        let policy = match &self.policy {
+        self.quota_refusal_in(&self.policy, groups, err)
+    }
+
+    /// As [`Governance::quota_refusal`], with the quotas of `policy` (the enforced one or
+    /// the shadow, R46).
+    fn quota_refusal_in(
+        &self,
+        policy: &PolicyState,
+        groups: &[QuotaGroup],
+        err: &QuotaError,
+    ) -> Refusal {
+        let policy = match policy {
             PolicyState::Readable(p) => Some(p.as_ref()),
             PolicyState::Unreadable(_) => None,
         };
@@ -652,8 +715,13 @@ impl Governance {
     }
 
     /// The steps after the look-up, recording the agent's index when it is resolved.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
     fn decide_entry(
         &self,
+        policy: &PolicyState,
         entry: &Entry,
         call: CallView<'_>,
         extra_asks: Vec<Ask>,
@@ -705,6 +773,7 @@ impl Governance {
             };
         }
         self.approval(
+            policy,
             entry,
             agent,
             mode,
@@ -864,6 +933,7 @@ impl Governance {
     )]
     fn approval(
         &self,
+        state: &PolicyState,
         entry: &Entry,
         agent: &ResolvedAgent,
         mode: ApprovalMode,
@@ -888,7 +958,7 @@ impl Governance {
         }
 
         // The tenant policy (R18–R22), evaluated against every record (R24).
-        match &self.policy {
+        match state {
             PolicyState::Unreadable(why) if entry.has_policy_kind() => {
                 return Decision::refused(Refusal::new(
                     RefusalCode::PolicyUnreadable,
@@ -960,7 +1030,7 @@ impl Governance {
                     && let Err(e) = history.sends.check(quotas, history.now)
                 {
                     matched_rules.sort_by_key(|m| m.index);
-                    let mut d = Decision::refused(self.quota_refusal(quotas, &e));
+                    let mut d = Decision::refused(self.quota_refusal_in(state, quotas, &e));
                     d.matched_rules = matched_rules;
                     return d;
                 }

@@ -67,6 +67,7 @@ pub mod policy;
 mod print;
 pub mod quota;
 pub mod recording;
+pub mod replay;
 pub mod simulate;
 
 /// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so

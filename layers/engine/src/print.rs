@@ -94,6 +94,9 @@ pub fn effective(gov: &Governance) -> Value {
     {
         top.insert("policy".into(), p.to_json());
     }
+    if let Some(p) = gov.shadow_policy() {
+        top.insert("policy_shadow".into(), p.to_json());
+    }
     top.insert("limits".into(), limits(&s.limits));
 
     let a = gov.audit_settings();

@@ -113,6 +113,21 @@ ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS repeat_told_at BIGINT;
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
 ";
 
+/// The shadow tenant policy (R46), one row beside `stored_policy`, announced on the same
+/// channel (`policy <updatedAt>`, so a running gate's watch looks again). Like
+/// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds it, under the migration
+/// lock, to an inbox that lacks it. `{channel}` is replaced by the inbox's channel.
+pub(crate) const SHADOW_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS stored_shadow_policy (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    body        TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+DROP TRIGGER IF EXISTS stored_shadow_policy_notify ON stored_shadow_policy;
+CREATE TRIGGER stored_shadow_policy_notify AFTER INSERT OR UPDATE ON stored_shadow_policy
+    FOR EACH ROW EXECUTE FUNCTION toolgate_inbox_notify({channel});
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -309,6 +324,11 @@ pub(crate) async fn migrate(
             tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
         }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
+        if !exists("stored_shadow_policy").await.map_err(err)? {
+            tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
+                .await
+                .map_err(err)?;
+        }
         Located {
             schema: current.clone(),
             channel,
@@ -325,6 +345,9 @@ pub(crate) async fn migrate(
         tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
         tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
         tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
+        tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
+            .await
+            .map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

@@ -77,6 +77,7 @@
 //! | [`InboxChannel`] | the `ApprovalChannel` the gate talks to: holds calls, redeems resume tickets |
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
 //! | [`put_policy_text`], [`put_policy_text_if_unchanged`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23); a put based on a stale `updatedAt` is a conflict |
+//! | [`put_shadow_policy_text`], [`load_shadow_policy`], [`PolicyWatch::poll_shadow_once`] | the stored shadow policy (R46), beside the enforced one: decided on every call and recorded, never enforced; one that cannot be read is a load error at start-up and changes nothing at run time |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
 //! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
@@ -155,8 +156,9 @@ pub use model::{
     MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
 };
 pub use policy::{
-    PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, policy_state_of, poll_policy,
-    put_policy_text, put_policy_text_if_unchanged,
+    PolicyPoll, PolicyWatch, PutPolicyError, ShadowPoll, load_policy_state, load_shadow_policy,
+    log_shadow_poll, policy_state_of, poll_policy, put_policy_text, put_policy_text_if_unchanged,
+    put_shadow_policy_text,
 };
 #[cfg(feature = "sqlite")]
 pub use quota::SqliteQuotaCounter;

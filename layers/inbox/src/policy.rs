@@ -87,6 +87,44 @@ pub async fn put_policy_text_if_unchanged(
         .map_err(PutPolicyError::from)
 }
 
+/// Validates `text` under `limits` and, only if it is valid, replaces the stored **shadow**
+/// policy (R46) whole: decided beside the enforced policy, never enforced. A refused put
+/// keeps the old shadow.
+pub async fn put_shadow_policy_text(
+    store: &dyn InboxStore,
+    text: &str,
+    limits: &Limits,
+) -> Result<StoredPolicy, PutPolicyError> {
+    let policy = Policy::from_json_str(text, limits).map_err(PutPolicyError::Invalid)?;
+    store
+        .put_shadow_policy(&policy)
+        .await
+        .map_err(PutPolicyError::Store)
+}
+
+/// The stored shadow policy (R46) for a gate starting up: `Ok(None)` when none is stored,
+/// the policy when it reads, and an error saying why when it does not — a shadow that cannot
+/// be read is a load error (the gate should not start with it), never a reason to change
+/// an enforced decision.
+pub async fn load_shadow_policy(
+    store: &dyn InboxStore,
+    limits: &Limits,
+) -> Result<Option<(Policy, String)>, String> {
+    match store.get_shadow_policy().await {
+        Ok(None) => Ok(None),
+        Ok(Some(stored)) => Policy::from_json_str(&stored.body, limits)
+            .map(|p| Some((p, stored.updated_at.clone())))
+            .map_err(|e| {
+                format!(
+                    "the stored shadow policy (updated {}) cannot be read:\n{}",
+                    stored.updated_at,
+                    e.prefixed("policy_shadow")
+                )
+            }),
+        Err(e) => Err(format!("the stored shadow policy cannot be read: {e}")),
+    }
+}
+
 /// The state of a stored policy: readable (stamped with its `updatedAt`) or, when its row
 /// cannot be read as a valid policy, [`PolicyState::Unreadable`] with the reason (R22: every
 /// `mcp`/`http` call is then refused `policy_unreadable`).
@@ -126,18 +164,92 @@ pub enum PolicyPoll {
     StoreFailed(String),
 }
 
-/// Watches the stored policy and replaces the gate's when its `updatedAt` changes.
+/// What one look at the stored shadow policy (R46) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShadowPoll {
+    /// Nothing new.
+    Unchanged,
+    /// A new shadow policy was put in force (`updated_at`), or, with `None`, the stored one
+    /// was removed and the gate's shadow with it.
+    Replaced {
+        /// The new shadow's `updatedAt`; `None`: removed.
+        updated_at: Option<String>,
+    },
+    /// A new stored shadow could not be read or was refused; the shadow in force stays (a
+    /// shadow never refuses a call, R46).
+    Refused(String),
+    /// The store could not be read; the shadow in force stays until it can.
+    StoreFailed(String),
+}
+
+/// Watches the stored policy and replaces the gate's when its `updatedAt` changes; the
+/// stored shadow policy too (R46, [`PolicyWatch::poll_shadow_once`]).
 #[derive(Debug)]
 pub struct PolicyWatch {
     handle: GovernanceHandle,
     last: Option<String>,
+    /// The stored shadow's `updatedAt` in force: `None` before the first look (whatever the
+    /// gate started with stays until then), `Some(None)` when none is stored.
+    last_shadow: Option<Option<String>>,
 }
 
 impl PolicyWatch {
     /// A watch over `handle`. `seen` is the `updatedAt` already in force (from
     /// [`load_policy_state`] at startup), if any.
     pub fn new(handle: GovernanceHandle, seen: Option<String>) -> Self {
-        Self { handle, last: seen }
+        Self {
+            handle,
+            last: seen,
+            last_shadow: None,
+        }
+    }
+
+    /// The same, with the stored shadow's `updatedAt` already in force (from
+    /// [`load_shadow_policy`] at startup; `None`: no stored shadow).
+    #[must_use]
+    pub fn with_shadow_seen(mut self, seen: Option<String>) -> Self {
+        self.last_shadow = Some(seen);
+        self
+    }
+
+    /// Looks once at the stored shadow policy (R46) and puts a new one in force, or removes
+    /// the gate's when the stored one was removed. Unlike the enforced policy, a stored
+    /// shadow that cannot be read changes nothing: the shadow in force stays, and calls are
+    /// decided as before.
+    pub async fn poll_shadow_once(&mut self, store: &dyn InboxStore) -> ShadowPoll {
+        let stored = match store.get_shadow_policy().await {
+            Ok(s) => s,
+            Err(e) => return ShadowPoll::StoreFailed(e.to_string()),
+        };
+        let stamp = stored.as_ref().map(|s| s.updated_at.clone());
+        if self.last_shadow.as_ref() == Some(&stamp) {
+            return ShadowPoll::Unchanged;
+        }
+        self.last_shadow = Some(stamp.clone());
+        let shadow = match &stored {
+            None => None,
+            Some(stored) => {
+                let limits = self.handle.load().settings().limits;
+                match Policy::from_json_str(&stored.body, &limits) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        return ShadowPoll::Refused(format!(
+                            "the stored shadow policy (updated {}) cannot be read: {}",
+                            stored.updated_at,
+                            e.errors
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ));
+                    }
+                }
+            }
+        };
+        match self.handle.replace_shadow_policy(shadow) {
+            Ok(()) => ShadowPoll::Replaced { updated_at: stamp },
+            Err(errs) => ShadowPoll::Refused(errs.to_string()),
+        }
     }
 
     /// Looks once. A stored policy that cannot be read replaces the policy in force with
@@ -166,8 +278,25 @@ impl PolicyWatch {
     }
 }
 
-/// Spawns a task that looks at the stored policy every `interval` and replaces the gate's
-/// policy when it changes (no restart needed). Abort the returned handle to stop it.
+/// Logs what a look at the stored shadow policy did (R46).
+pub fn log_shadow_poll(poll: ShadowPoll) {
+    match poll {
+        ShadowPoll::Unchanged => {}
+        ShadowPoll::Replaced { updated_at } => {
+            tracing::info!(?updated_at, "the stored shadow policy was replaced");
+        }
+        ShadowPoll::Refused(why) => {
+            tracing::warn!(%why, "a new stored shadow policy was refused; the shadow in force stays");
+        }
+        ShadowPoll::StoreFailed(why) => {
+            tracing::warn!(%why, "the stored shadow policy could not be read; the shadow in force stays");
+        }
+    }
+}
+
+/// Spawns a task that looks at the stored policy (and the stored shadow policy, R46) every
+/// `interval` and replaces the gate's when it changes (no restart needed). Abort the
+/// returned handle to stop it.
 pub fn poll_policy(
     handle: GovernanceHandle,
     store: std::sync::Arc<dyn InboxStore>,
@@ -192,6 +321,7 @@ pub fn poll_policy(
                     tracing::warn!(%why, "the stored tenant policy could not be read; the policy in force stays");
                 }
             }
+            log_shadow_poll(watch.poll_shadow_once(&*store).await);
             tokio::time::sleep(interval).await;
         }
     })

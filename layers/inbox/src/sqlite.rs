@@ -133,6 +133,17 @@ pub const REPEAT_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
 ";
 
+/// The shadow tenant policy (R46), one row beside `stored_policy`. Like [`OPEN_INDEX`], not
+/// a schema version of its own: created, when missing, each time a version-2 file is
+/// opened; a program that does not know it ignores it.
+pub(crate) const SHADOW_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS stored_shadow_policy (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    body        TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+";
+
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
@@ -508,6 +519,7 @@ impl Inner {
         if version == SCHEMA_VERSION {
             self.check_application_id(conn)?;
             conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
+            self.add_shadow_table(conn)?;
             return self.add_repeat_column(conn);
         }
         if version > SCHEMA_VERSION {
@@ -544,7 +556,24 @@ impl Inner {
         }
         tx.commit().map_err(|e| self.err(e))?;
         self.check_application_id(conn)?;
+        self.add_shadow_table(conn)?;
         self.add_repeat_column(conn)
+    }
+
+    /// Adds [`SHADOW_TABLE`] to a file that lacks it (read first: a file that has it is not
+    /// written to, so a read-only open of a current file stays read-only).
+    fn add_shadow_table(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let has: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'stored_shadow_policy'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if has == 0 {
+            conn.execute_batch(SHADOW_TABLE).map_err(|e| self.err(e))?;
+        }
+        Ok(())
     }
 
     /// Adds [`REPEAT_COLUMN`] and [`REPEAT_INDEX`] to a file that lacks them (read first: a
@@ -1364,6 +1393,37 @@ fn put_policy_op(
     })
 }
 
+/// Replaces the stored shadow policy (R46), stamped after the previous shadow's stamp.
+fn put_shadow_op(
+    inner: &Inner,
+    conn: &mut Connection,
+    body: &str,
+) -> Result<StoredPolicy, InboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let previous: Option<String> = tx
+        .query_row(
+            "SELECT updated_at FROM stored_shadow_policy WHERE id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| inner.err(e))?;
+    let updated_at = codec::next_updated_at(previous.as_deref(), SystemTime::now());
+    tx.execute(
+        "INSERT INTO stored_shadow_policy (id, body, updated_at) VALUES (1, ?1, ?2) \
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+        params![body, updated_at],
+    )
+    .map_err(|e| inner.err(e))?;
+    tx.commit().map_err(|e| inner.err(e))?;
+    Ok(StoredPolicy {
+        body: body.to_owned(),
+        updated_at,
+    })
+}
+
 impl InboxStore for SqliteInbox {
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
         self.run(move |inner, conn| hold_op(inner, conn, &call))
@@ -1544,6 +1604,39 @@ impl InboxStore for SqliteInbox {
         let body = codec::policy_body(policy);
         let expected = expected_updated_at.map(str::to_owned);
         self.run(move |inner, conn| put_policy_op(inner, conn, &body, Some(expected.as_deref())))
+    }
+
+    fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        self.run(move |inner, conn| {
+            conn.query_row(
+                "SELECT body, updated_at FROM stored_shadow_policy WHERE id = 1",
+                [],
+                |r| {
+                    Ok(StoredPolicy {
+                        body: r.get(0)?,
+                        updated_at: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| inner.err(e))
+        })
+    }
+
+    fn put_shadow_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        let body = codec::policy_body(policy);
+        self.run(move |inner, conn| put_shadow_op(inner, conn, &body))
+    }
+
+    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
+        self.run(move |inner, conn| {
+            conn.execute("DELETE FROM stored_shadow_policy WHERE id = 1", [])
+                .map(|n| n > 0)
+                .map_err(|e| inner.err(e))
+        })
     }
 }
 

@@ -271,6 +271,38 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         expected_updated_at: Option<&'a str>,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>>;
+
+    /// The stored shadow tenant policy (R46), if one is stored: kept beside the enforced
+    /// policy, decided beside it, never enforced. A store that keeps none answers `None`.
+    fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Replaces the stored shadow policy whole (validated before, as the enforced one is),
+    /// with an `updatedAt` of its own. A store that cannot keep one refuses.
+    fn put_shadow_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        let _ = policy;
+        Box::pin(async {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                "this inbox cannot store a shadow policy",
+            ))
+        })
+    }
+
+    /// Removes the stored shadow policy: `true` when one was stored. A store that cannot
+    /// keep one refuses.
+    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
+        Box::pin(async {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                "this inbox cannot store a shadow policy",
+            ))
+        })
+    }
 }
 
 impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
@@ -383,6 +415,18 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
         (**self).put_policy_if_unchanged(expected_updated_at, policy)
+    }
+    fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        (**self).get_shadow_policy()
+    }
+    fn put_shadow_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        (**self).put_shadow_policy(policy)
+    }
+    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
+        (**self).clear_shadow_policy()
     }
 }
 

@@ -189,6 +189,8 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unreadable);
     case!(r22_a_policy_save_based_on_a_stale_updated_at_is_refused_as_a_conflict);
     case!(r22_racing_policy_saves_on_the_same_base_have_exactly_one_winner);
+    case!(r46_a_shadow_policy_is_stored_beside_the_enforced_one_and_cleared);
+    case!(r46_a_running_gate_picks_up_a_stored_shadow_and_its_removal);
     case!(r43_a_held_call_records_its_session_and_turn);
     case!(r43_the_interaction_has_every_field_a_person_sees);
     case!(r43_a_turn_is_paused_until_every_held_call_is_answered);
@@ -936,6 +938,138 @@ pub async fn r22_a_stored_policy_round_trips_with_updated_at(fixture: &dyn Fixtu
         }
         other => panic!("expected a readable policy, got {other:?}"),
     }
+}
+
+pub async fn r46_a_shadow_policy_is_stored_beside_the_enforced_one_and_cleared(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let limits = Limits::default();
+    assert!(store.get_shadow_policy().await.unwrap().is_none());
+    assert!(matches!(
+        crate::policy::load_shadow_policy(&*store, &limits).await,
+        Ok(None)
+    ));
+    let enforced = put_policy_text(&*store, r#"{"rules": [{"effect": "allow"}]}"#, &limits)
+        .await
+        .unwrap();
+    let text = r#"{"default": "deny", "rules": [{"effect": "ask", "tool": "refund_*"}]}"#;
+    let first = crate::policy::put_shadow_policy_text(&*store, text, &limits)
+        .await
+        .unwrap();
+    let got = store.get_shadow_policy().await.unwrap().unwrap();
+    assert_eq!(got, first);
+    assert_eq!(got.document().unwrap()["default"], "deny");
+    let second = crate::policy::put_shadow_policy_text(&*store, text, &limits)
+        .await
+        .unwrap();
+    assert!(
+        humantime::parse_rfc3339(&second.updated_at).unwrap()
+            > humantime::parse_rfc3339(&first.updated_at).unwrap(),
+        "R46: each shadow put gets a later `updatedAt`"
+    );
+    match crate::policy::load_shadow_policy(&*store, &limits).await {
+        Ok(Some((p, at))) => {
+            assert_eq!(p.rules().len(), 1);
+            assert_eq!(at, second.updated_at);
+        }
+        other => panic!("R46: expected the stored shadow, got {other:?}"),
+    }
+    // An invalid shadow is refused and keeps the old one.
+    let refused = crate::policy::put_shadow_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "maybe"}]}"#,
+        &limits,
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(PutPolicyError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get_shadow_policy().await.unwrap().unwrap(), second);
+    // The enforced policy is untouched by all of it.
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), enforced);
+    assert!(store.clear_shadow_policy().await.unwrap(), "one was stored");
+    assert!(store.get_shadow_policy().await.unwrap().is_none());
+    assert!(
+        !store.clear_shadow_policy().await.unwrap(),
+        "none is stored"
+    );
+    assert_eq!(store.get_policy().await.unwrap().unwrap(), enforced);
+    // Kept across a restart.
+    crate::policy::put_shadow_policy_text(&*store, text, &limits)
+        .await
+        .unwrap();
+    let reopened = fixture.reopen(&store).await;
+    assert!(reopened.get_shadow_policy().await.unwrap().is_some());
+}
+
+pub async fn r46_a_running_gate_picks_up_a_stored_shadow_and_its_removal(fixture: &dyn Fixture) {
+    use crate::policy::{PolicyWatch, ShadowPoll};
+    let store = fixture.fresh().await;
+    let limits = Limits::default();
+    // The gate allows one rule: a stored shadow with two cannot be read by it.
+    let tight = Limits {
+        tool_rules: 1,
+        ..Limits::default()
+    };
+    let handle = toolgate::GovernanceHandle::new(
+        toolgate::engine::Governance::builder()
+            .limits(tight)
+            .build()
+            .unwrap(),
+    );
+    let mut watch = PolicyWatch::new(handle.clone(), None).with_shadow_seen(None);
+    assert_eq!(watch.poll_shadow_once(&*store).await, ShadowPoll::Unchanged);
+    let stored = crate::policy::put_shadow_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "deny"}]}"#,
+        &limits,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        watch.poll_shadow_once(&*store).await,
+        ShadowPoll::Replaced {
+            updated_at: Some(stored.updated_at.clone())
+        }
+    );
+    assert_eq!(handle.load().shadow_policy().unwrap().rules().len(), 1);
+    assert!(
+        matches!(handle.load().policy(), PolicyState::Readable(p) if p.is_empty()),
+        "R46: the enforced policy is untouched"
+    );
+    assert_eq!(watch.poll_shadow_once(&*store).await, ShadowPoll::Unchanged);
+    // A stored shadow the gate cannot read changes nothing at run time (the shadow in force
+    // stays, no call is refused for it) and is a load error at start-up.
+    crate::policy::put_shadow_policy_text(
+        &*store,
+        r#"{"rules": [{"effect": "ask"}, {"effect": "allow"}]}"#,
+        &limits,
+    )
+    .await
+    .unwrap();
+    let polled = watch.poll_shadow_once(&*store).await;
+    assert!(
+        matches!(&polled, ShadowPoll::Refused(why) if why.contains("cannot be read")),
+        "R46: {polled:?}"
+    );
+    assert_eq!(
+        handle.load().shadow_policy().unwrap().rules()[0].effect(),
+        toolgate::core::Effect::Deny,
+        "R46: the shadow in force stays"
+    );
+    let at_start = crate::policy::load_shadow_policy(&*store, &tight).await;
+    assert!(
+        matches!(&at_start, Err(why) if why.contains("policy_shadow")),
+        "R46: {at_start:?}"
+    );
+    assert!(store.clear_shadow_policy().await.unwrap());
+    assert_eq!(
+        watch.poll_shadow_once(&*store).await,
+        ShadowPoll::Replaced { updated_at: None }
+    );
+    assert!(handle.load().shadow_policy().is_none());
 }
 
 pub async fn r22_a_refused_put_keeps_the_old_policy(fixture: &dyn Fixture) {

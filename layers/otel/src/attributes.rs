@@ -81,6 +81,20 @@ pub const TOOLGATE_REFUSAL_CODE: &str = "toolgate.refusal.code";
 /// `toolgate.refusal.retry_after_secs`: for a `rate_limited` refusal (R44), the whole seconds
 /// until every covering quota has room.
 pub const TOOLGATE_REFUSAL_RETRY_AFTER: &str = "toolgate.refusal.retry_after_secs";
+/// `toolgate.shadow.outcome`: with a shadow policy (R46), the shadow's outcome: `run`,
+/// `ask` or `refused` (never enforced).
+pub const TOOLGATE_SHADOW_OUTCOME: &str = "toolgate.shadow.outcome";
+/// `toolgate.shadow.refusal.code`: the refusal code the shadow policy would give.
+pub const TOOLGATE_SHADOW_REFUSAL_CODE: &str = "toolgate.shadow.refusal.code";
+/// `toolgate.shadow.rule`: the index of the shadow policy's rule that decided its outcome.
+pub const TOOLGATE_SHADOW_RULE: &str = "toolgate.shadow.rule";
+/// `toolgate.shadow.disagrees`: whether the shadow decided otherwise than the enforced
+/// policy (another outcome or refusal code).
+pub const TOOLGATE_SHADOW_DISAGREES: &str = "toolgate.shadow.disagrees";
+/// `toolgate.shadow.kind`: a disagreement's kind, `enforced->shadow` (`run->refused`): an
+/// attribute of the disagreements counter
+/// ([`SHADOW_DISAGREEMENTS_METRIC`](crate::SHADOW_DISAGREEMENTS_METRIC)).
+pub const TOOLGATE_SHADOW_KIND: &str = "toolgate.shadow.kind";
 /// `toolgate.decision.check`: the check that decided.
 pub const TOOLGATE_DECISION_CHECK: &str = "toolgate.decision.check";
 /// `toolgate.decision.rule`: the index of the tenant rule that denied the call.

@@ -10,7 +10,7 @@ use opentelemetry::Context as OtelContext;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Status, TraceContextExt};
 use pin_project_lite::pin_project;
-use toolgate::core::{CallOutcome, DecisionNote, DecisionSink, ToolResponse};
+use toolgate::core::{CallOutcome, DecisionNote, DecisionSink, ShadowNote, ToolResponse};
 use toolgate::redact::Redactor;
 
 use crate::attributes::{self as attr, values};
@@ -26,6 +26,7 @@ pub(crate) struct Finish {
     content: bool,
     redactor: Redactor,
     decisions: Option<Counter<u64>>,
+    shadow_disagreements: Option<Counter<u64>>,
     ended: bool,
 }
 
@@ -46,6 +47,7 @@ impl Finish {
             content: shared.content,
             redactor: shared.redactor.clone(),
             decisions: shared.decisions.clone(),
+            shadow_disagreements: shared.shadow_disagreements.clone(),
             ended: false,
         }
     }
@@ -56,6 +58,7 @@ impl Finish {
         let mut attributes = Vec::with_capacity(12);
         let response = result.as_ref().ok();
         record::decision(&self.redactor, note.as_ref(), response, &mut attributes);
+        self.shadow(note.as_ref(), response, &mut attributes);
         let outcome = result
             .as_ref()
             .map_or(CallOutcome::Error, ToolResponse::outcome)
@@ -88,6 +91,7 @@ impl Finish {
         let note = peek(&self.sink);
         let mut attributes = Vec::with_capacity(8);
         record::decision(&self.redactor, note.as_ref(), None, &mut attributes);
+        self.shadow(note.as_ref(), None, &mut attributes);
         attributes.push(KeyValue::new(attr::TOOLGATE_CALL_OUTCOME, "cancelled"));
         self.end(
             attributes,
@@ -96,6 +100,37 @@ impl Finish {
                 "the call was dropped before it completed".into(),
             )),
         );
+    }
+
+    /// R46: the shadow policy's decision on the span, and a disagreement counted by kind.
+    fn shadow(
+        &self,
+        note: Option<&DecisionNote>,
+        response: Option<&ToolResponse>,
+        attributes: &mut Vec<KeyValue>,
+    ) {
+        let Some(shadow) = self.sink.shadow() else {
+            return;
+        };
+        let enforced = ShadowNote::enforced(note, response);
+        let disagrees = record::shadow(&shadow, &enforced, attributes);
+        if disagrees && let Some(counter) = &self.shadow_disagreements {
+            let mut labels = vec![
+                KeyValue::new(attr::TOOLGATE_SHADOW_KIND, shadow.kind(&enforced)),
+                KeyValue::new(attr::TOOLGATE_DECISION_OUTCOME, enforced.verdict.as_str()),
+                KeyValue::new(
+                    attr::TOOLGATE_SHADOW_OUTCOME,
+                    shadow.decision.verdict.as_str(),
+                ),
+            ];
+            if let Some(r) = shadow.decision.refusal() {
+                labels.push(KeyValue::new(
+                    attr::TOOLGATE_SHADOW_REFUSAL_CODE,
+                    r.code.as_str(),
+                ));
+            }
+            counter.add(1, &labels);
+        }
     }
 
     fn end(&mut self, mut attributes: Vec<KeyValue>, error: Option<(&'static str, String)>) {

@@ -90,6 +90,7 @@ impl ToolSpanLayer {
                 content: false,
                 redactor: Redactor::default(),
                 decisions: None,
+                shadow_disagreements: None,
             },
         }
     }
@@ -115,6 +116,9 @@ impl ToolSpanLayer {
     /// the low-cardinality attributes of the span: `toolgate.decision.outcome` (`run`, `ask`,
     /// `refused`), `toolgate.decision.check`, `toolgate.refusal.code` (refused calls) and
     /// `toolgate.call.outcome`. Tool names, agents and reasons are never metric attributes.
+    ///
+    /// With a shadow policy (R46), the calls it decided otherwise are counted too, on
+    /// [`SHADOW_DISAGREEMENTS_METRIC`](crate::SHADOW_DISAGREEMENTS_METRIC) by kind.
     pub fn with_metrics<P: MeterProvider>(mut self, provider: &P) -> Self {
         let meter = provider.meter_with_scope(scope());
         self.shared.decisions = Some(
@@ -126,6 +130,7 @@ impl ToolSpanLayer {
                 )
                 .build(),
         );
+        self.shared.shadow_disagreements = Some(crate::metrics::shadow_disagreements(&meter));
         self
     }
 

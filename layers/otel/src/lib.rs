@@ -130,6 +130,8 @@ mod stack;
 
 pub use future::ResponseFuture;
 pub use layer::{DECISIONS_METRIC, ToolSpanLayer};
-pub use metrics::{APPROVAL_WAIT_METRIC, APPROVALS_WAITING_METRIC, ApprovalMetrics};
+pub use metrics::{
+    APPROVAL_WAIT_METRIC, APPROVALS_WAITING_METRIC, ApprovalMetrics, SHADOW_DISAGREEMENTS_METRIC,
+};
 pub use service::ToolSpan;
 pub use stack::ToolgateLayerExt;

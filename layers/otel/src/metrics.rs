@@ -20,7 +20,7 @@
 //! # let _ = governed;
 //! ```
 
-use opentelemetry::metrics::{Histogram, MeterProvider, UpDownCounter};
+use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider, UpDownCounter};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use toolgate::approval::{WaitEnded, WaitObserver, WaitStarted};
 
@@ -31,6 +31,24 @@ pub const APPROVAL_WAIT_METRIC: &str = "toolgate.approval.wait";
 /// The name of the up-down counter of calls waiting for a person now, by
 /// `toolgate.approval.channel`.
 pub const APPROVALS_WAITING_METRIC: &str = "toolgate.approval.waiting";
+
+/// The name of the counter of shadow-policy disagreements (R46): calls the shadow policy
+/// decided otherwise than the enforced one, by `toolgate.shadow.kind` (`enforced->shadow`
+/// outcomes, such as `run->refused`), `toolgate.decision.outcome` (the enforced outcome),
+/// `toolgate.shadow.outcome` and, for a shadow refusal, `toolgate.shadow.refusal.code`.
+/// Counted by [`ToolSpanLayer::with_metrics`](crate::ToolSpanLayer::with_metrics).
+pub const SHADOW_DISAGREEMENTS_METRIC: &str = "toolgate.shadow.disagreements";
+
+/// The disagreements counter ([`SHADOW_DISAGREEMENTS_METRIC`]) on `meter`.
+pub(crate) fn shadow_disagreements(meter: &Meter) -> Counter<u64> {
+    meter
+        .u64_counter(SHADOW_DISAGREEMENTS_METRIC)
+        .with_unit("{call}")
+        .with_description(
+            "Tool calls the shadow policy decided otherwise than the enforced one, by kind",
+        )
+        .build()
+}
 
 /// Records approval waits on a meter (instrumentation scope `toolgate-otel`): the
 /// histogram [`APPROVAL_WAIT_METRIC`] (unit `s`) and the up-down counter

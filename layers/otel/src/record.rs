@@ -182,6 +182,32 @@ fn index(i: usize) -> i64 {
     i64::try_from(i).unwrap_or(i64::MAX)
 }
 
+/// The shadow policy's attributes (R46): its outcome, refusal code and deciding rule, and
+/// whether it disagrees with `enforced` (returned).
+pub(crate) fn shadow(
+    shadow: &toolgate::core::ShadowNote,
+    enforced: &toolgate::core::Decision,
+    attributes: &mut Vec<KeyValue>,
+) -> bool {
+    let d = &shadow.decision;
+    attributes.push(KeyValue::new(
+        attr::TOOLGATE_SHADOW_OUTCOME,
+        d.verdict.as_str(),
+    ));
+    if let Some(r) = d.refusal() {
+        attributes.push(KeyValue::new(
+            attr::TOOLGATE_SHADOW_REFUSAL_CODE,
+            r.code.as_str(),
+        ));
+    }
+    if let Some(rule) = shadow.rule() {
+        attributes.push(KeyValue::new(attr::TOOLGATE_SHADOW_RULE, index(rule)));
+    }
+    let disagrees = shadow.disagrees_with(enforced);
+    attributes.push(KeyValue::new(attr::TOOLGATE_SHADOW_DISAGREES, disagrees));
+    disagrees
+}
+
 /// The decision's attributes: from the response's refusal, and from the gate's note when
 /// there is one. `response` is `None` when the call never completed (a transport error, or
 /// the future was dropped): then the note alone tells what was decided.

@@ -18,4 +18,6 @@ pub(crate) struct Shared {
     pub(crate) content: bool,
     pub(crate) redactor: Redactor,
     pub(crate) decisions: Option<Counter<u64>>,
+    /// The shadow policy's disagreements (R46), counted with `decisions`.
+    pub(crate) shadow_disagreements: Option<Counter<u64>>,
 }

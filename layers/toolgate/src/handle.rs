@@ -135,6 +135,9 @@ struct Shared {
     /// The snapshot that made the decision.
     governance: Arc<Governance>,
     decided: Decided,
+    /// The shadow policy's decision (R46), made beside `decided` on the same history; never
+    /// enforced.
+    shadow: Option<Decided>,
     /// What the call looked like when it was decided: a layer reading the pin checks the
     /// call it holds still looks so, else the decision is not about it (R14, R38).
     about: About,
@@ -235,6 +238,13 @@ impl PinnedDecision {
     /// The engine's record of the decision, for [`Governance`] methods taking one.
     pub fn decided(&self) -> &Decided {
         &self.decided.decided
+    }
+
+    /// The shadow tenant policy's decision of the call (R46), made beside the enforced one
+    /// by the same snapshot, on the same input, history and grants; `None` when the
+    /// snapshot has no shadow policy. It is recorded, never enforced.
+    pub fn shadow(&self) -> Option<&Decided> {
+        self.decided.shadow.as_ref()
     }
 
     /// The canonical hash of `input` — the input of the call this decision was pinned on —
@@ -567,6 +577,32 @@ impl GovernanceHandle {
         }
     }
 
+    /// Replaces the shadow tenant policy (R46; `None` removes it), hot like the enforced
+    /// policy: calls pinned before keep the snapshot they were pinned to (R23). A refused
+    /// replacement (a non-empty shadow with the governor disarmed) keeps the old one.
+    ///
+    /// ```
+    /// use toolgate::GovernanceHandle;
+    /// use toolgate::engine::{Governance, policy::{Limits, Policy}};
+    /// let handle = GovernanceHandle::new(Governance::builder().build().unwrap());
+    /// let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default()).unwrap();
+    /// handle.replace_shadow_policy(Some(deny)).unwrap();
+    /// assert!(handle.load().shadow_policy().is_some());
+    /// handle.replace_shadow_policy(None).unwrap();
+    /// assert!(handle.load().shadow_policy().is_none());
+    /// ```
+    pub fn replace_shadow_policy(
+        &self,
+        shadow: Option<toolgate_engine::policy::Policy>,
+    ) -> Result<(), ConfigErrors> {
+        self.update_with(|current| {
+            current
+                .with_shadow_policy(shadow.clone())
+                .map(|next| (next, ()))
+        })
+        .map(|_| ())
+    }
+
     /// Changes the configuration atomically (read-copy-update): `change` gets a builder
     /// holding the current snapshot and returns the next one, which is validated whole. A
     /// change that does not build keeps the current snapshot and returns every error; a
@@ -749,11 +785,15 @@ impl GovernanceHandle {
         };
         // R44, R45: decided at the time the call is made, against the sends and grants.
         let ledger = self.ledger.load();
-        let decision =
-            governance.decide_call_at(CallView::of(call), Vec::new(), &ledger.history(call));
+        let history = ledger.history(call);
+        let decision = governance.decide_call_at(CallView::of(call), Vec::new(), &history);
+        // R46: the shadow, on the very same history (one reading of the clock); it reads the
+        // sends and grants and records nothing.
+        let shadow = governance.decide_shadow_at(CallView::of(call), Vec::new(), &history);
         let decided = PinnedDecision {
             decided: Arc::new(Shared {
                 decided: decision,
+                shadow,
                 about,
                 input_hash: std::sync::OnceLock::new(),
                 seal: AtomicU64::new(seal),

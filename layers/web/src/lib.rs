@@ -17,6 +17,9 @@
 //!   R22), with each error shown next to its field; a save based on an older `updatedAt`
 //!   than the stored one is refused as a conflict — checked by the store in the save's own
 //!   transaction, so also against another page process or `toolgate policy put`.
+//!   **Preview** beside each save replays the change over the last recorded calls of the
+//!   configuration's audit file first ([`PolicyPreview`], R46): "this change over the last N
+//!   recorded calls: X would now be refused, Y asked, Z run", with the calls that change.
 //!
 //! ## Who may answer
 //!
@@ -100,7 +103,28 @@ pub struct WebSettings {
     pub poll_interval: Duration,
     /// How long a sign-in lasts.
     pub session_ttl: Duration,
+    /// What the policy tab replays a change over before a save (R46), when the
+    /// configuration has an audit file: "this change over the last N recorded calls: X
+    /// would now be refused, Y asked, Z run".
+    pub preview: Option<PolicyPreview>,
 }
+
+/// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
+/// the configuration they were decided under — the replay of `toolgate policy simulate`
+/// ([`toolgate::engine::replay`]).
+#[derive(Debug, Clone)]
+pub struct PolicyPreview {
+    /// The configuration the calls were decided under (tools, agents, settings). Its
+    /// policy is replaced by the stored one, when one is stored, for the policy in force.
+    pub governance: Arc<Governance>,
+    /// The audit log (JSON lines, as `audit.file` writes them).
+    pub audit_file: std::path::PathBuf,
+    /// How many of the latest records are replayed.
+    pub last: usize,
+}
+
+/// How many of the latest audit records the policy tab replays by default.
+pub const DEFAULT_PREVIEW_RECORDS: usize = 10_000;
 
 impl WebSettings {
     /// The settings of a loaded configuration read from `path`. Refuses, naming `path`,
@@ -112,7 +136,17 @@ impl WebSettings {
                 path.display()
             ));
         };
-        Ok(Self::new(approvers.clone(), gov.settings().limits))
+        let mut settings = Self::new(approvers.clone(), gov.settings().limits);
+        settings.preview = gov
+            .audit_settings()
+            .file
+            .as_ref()
+            .map(|file| PolicyPreview {
+                governance: Arc::new(gov.clone()),
+                audit_file: file.into(),
+                last: DEFAULT_PREVIEW_RECORDS,
+            });
+        Ok(settings)
     }
 
     /// Settings with the default timings (a look at the store every second, sign-ins
@@ -123,6 +157,7 @@ impl WebSettings {
             limits,
             poll_interval: Duration::from_secs(1),
             session_ttl: Duration::from_secs(12 * 3600),
+            preview: None,
         }
     }
 }

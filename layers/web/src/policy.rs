@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use toolgate::engine::policy::Policy;
 use toolgate::engine::{ConfigErrors, PolicyState};
 use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
@@ -37,6 +38,9 @@ struct Loaded {
     updated_at: String,
     /// Why the stored policy cannot be read, if it cannot (R22).
     unreadable: Option<String>,
+    /// The stored document as stored (`None`: none stored), for the preview's policy in
+    /// force.
+    body: Option<String>,
 }
 
 async fn load(app: &App) -> Result<Loaded, Response> {
@@ -52,6 +56,7 @@ async fn load(app: &App) -> Result<Loaded, Response> {
             doc: json!({"default": "allow", "rules": []}),
             updated_at: String::new(),
             unreadable: None,
+            body: None,
         });
     };
     // A stored policy is untrusted input: read the way every inbox and the gate read it
@@ -68,6 +73,7 @@ async fn load(app: &App) -> Result<Loaded, Response> {
         doc,
         updated_at: stored.updated_at,
         unreadable,
+        body: Some(stored.body),
     })
 }
 
@@ -138,8 +144,10 @@ fn render(
     loaded: &Loaded,
     panel: Option<&Panel>,
     banner: Option<(&str, &str)>,
+    preview: Option<&Preview>,
 ) -> String {
     let mut out = String::from("<h1>Tenant policy</h1>");
+    let previews = app.0.settings.preview.is_some();
     if let Some((class, text)) = banner {
         let _ = write!(
             out,
@@ -174,8 +182,11 @@ fn render(
     if !may_edit {
         out.push_str("<p class=\"note\">You may read the policy; editing it is not among your permissions.</p>");
     }
+    if let Some(p) = preview {
+        out.push_str(&p.html);
+    }
     if may_edit && let Some(p) = panel {
-        panel_html(&mut out, who, loaded, p);
+        panel_html(&mut out, who, loaded, p, previews);
     }
     let list = rules(&loaded.doc);
     let mut order: Vec<usize> = (0..list.len()).collect();
@@ -228,25 +239,34 @@ fn render(
         out.push_str(
             "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
         );
-        let whole = serde_json::to_string_pretty(&loaded.doc).unwrap_or_default();
+        let proposed = preview.and_then(|p| p.whole.as_deref());
+        let whole = match proposed {
+            Some(text) => text.to_owned(),
+            None => serde_json::to_string_pretty(&loaded.doc).unwrap_or_default(),
+        };
         let _ = write!(
             out,
-            "<details class=\"whole\"><summary>Edit the whole policy as JSON</summary>\
+            "<details class=\"whole\"{}><summary>Edit the whole policy as JSON</summary>\
              <form method=\"post\" action=\"/policy/whole\">\
              <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
              <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
              <textarea name=\"document\" rows=\"16\" id=\"whole\">{}</textarea>\
-             <button type=\"submit\">Save the whole policy</button></form></details>",
+             <button type=\"submit\" id=\"save-whole\">Save the whole policy</button>{}</form></details>",
+            if proposed.is_some() { " open" } else { "" },
             esc(&who.csrf),
             esc(&loaded.updated_at),
-            esc(&whole)
+            esc(&whole),
+            if previews {
+                " <button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-whole\">Preview</button>"
+            } else {
+                ""
+            }
         );
     }
-    let _ = app;
     out
 }
 
-fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
+fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel, previews: bool) {
     let title = if p.index == "new" {
         String::from("Add a rule")
     } else {
@@ -341,7 +361,11 @@ fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel) {
         }
         out.push_str("</div>");
     }
-    out.push_str("<button type=\"submit\" id=\"save-rule\">Save policy</button> <a href=\"/policy\">Cancel</a></form></aside>");
+    out.push_str("<button type=\"submit\" id=\"save-rule\">Save policy</button> ");
+    if previews {
+        out.push_str("<button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-rule\">Preview</button> ");
+    }
+    out.push_str("<a href=\"/policy\">Cancel</a></form></aside>");
 }
 
 fn page_response(
@@ -352,7 +376,18 @@ fn page_response(
     banner: Option<(&str, &str)>,
     status: StatusCode,
 ) -> Response {
-    let body = render(app, who, loaded, panel, banner);
+    preview_response(app, who, (loaded, panel), banner, None, status)
+}
+
+fn preview_response(
+    app: &App,
+    who: &Who,
+    (loaded, panel): (&Loaded, Option<&Panel>),
+    banner: Option<(&str, &str)>,
+    preview: Option<&Preview>,
+    status: StatusCode,
+) -> Response {
+    let body = render(app, who, loaded, panel, banner, preview);
     (
         status,
         html::page("Policy", Some((who, Tab::Policy)), &body),
@@ -531,6 +566,112 @@ async fn lost_race(app: &App, who: &Who, base: &str, panel: Option<&Panel>) -> R
     )
 }
 
+/// A change's preview (R46), shown above the panel before it is saved.
+struct Preview {
+    /// The preview block.
+    html: String,
+    /// The whole document previewed, to keep in its text area.
+    whole: Option<String>,
+}
+
+/// How many changed calls the preview lists.
+const PREVIEW_ROWS: usize = 20;
+
+/// Replays the configured audit log's last records under the policy in force and under
+/// `text` (already validated as `proposed`): the preview block, or why it could not be made.
+async fn preview_of(app: &App, loaded: &Loaded, proposed: Policy) -> String {
+    let Some(pv) = app.0.settings.preview.clone() else {
+        return String::from(
+            "<section class=\"preview\" id=\"preview\"><p id=\"preview-summary\">No audit file is configured (<code>audit.file</code>), so there are no recorded calls to replay the change over.</p></section>",
+        );
+    };
+    let limits = app.0.settings.limits;
+    let current = match &loaded.body {
+        None => Ok((*pv.governance).clone()),
+        Some(body) => pv
+            .governance
+            .with_policy(PolicyState::from_json_str(body, &limits, None)),
+    };
+    let proposed = pv.governance.with_policy(PolicyState::readable(proposed));
+    let (current, proposed) = match (current, proposed) {
+        (Ok(c), Ok(p)) => (c, p),
+        (Err(e), _) | (_, Err(e)) => {
+            return format!(
+                "<section class=\"preview error\" id=\"preview\"><p id=\"preview-summary\">The change cannot be replayed: {}</p></section>",
+                esc(&e.to_string())
+            );
+        }
+    };
+    let file = pv.audit_file.clone();
+    let replayed = tokio::task::spawn_blocking(move || {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("the audit file `{}` cannot be read: {e}", file.display()))?;
+        toolgate::engine::replay::replay(&current, &proposed, &text, Some(pv.last))
+            .map_err(|e| format!("the audit file `{}`: {e}", file.display()))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the replay did not finish: {e}")));
+    let report = match replayed {
+        Ok(r) => r,
+        Err(why) => {
+            return format!(
+                "<section class=\"preview error\" id=\"preview\"><p id=\"preview-summary\">The change cannot be replayed: {}</p></section>",
+                esc(&why)
+            );
+        }
+    };
+    let mut out = String::from("<section class=\"preview\" id=\"preview\">");
+    let sentence = report.sentence();
+    let mut sentence = sentence.chars();
+    let capital: String = sentence
+        .next()
+        .map(|c| c.to_uppercase().collect::<String>() + sentence.as_str())
+        .unwrap_or_default();
+    let _ = write!(
+        out,
+        "<p id=\"preview-summary\">{}.</p><p class=\"meta\">Not saved yet. <span id=\"preview-refused\">{}</span> refused, <span id=\"preview-asked\">{}</span> asked, <span id=\"preview-run\">{}</span> run, of <span id=\"preview-replayed\">{}</span> replayed; {} without a recorded input skipped{}.</p>",
+        esc(&capital),
+        report.totals.now_refused,
+        report.totals.now_asked,
+        report.totals.now_run,
+        report.replayed,
+        report.skipped,
+        if report.redacted_inputs > 0 {
+            format!("; {} inputs were recorded redacted", report.redacted_inputs)
+        } else {
+            String::new()
+        }
+    );
+    if !report.changed.is_empty() {
+        out.push_str("<table class=\"rules\" id=\"preview-changes\"><thead><tr><th>Time</th><th>Agent</th><th>Tool</th><th>Now</th><th>After the change</th></tr></thead><tbody>");
+        let side = |s: &toolgate::engine::replay::Side| {
+            let code = s.refusal.map(|c| format!(" {c}")).unwrap_or_default();
+            format!("{}{} by {}", s.outcome, code, s.decided_by)
+        };
+        for c in report.changed.iter().take(PREVIEW_ROWS) {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.time),
+                text(&c.agent),
+                text(&c.tool),
+                esc(&side(&c.current)),
+                esc(&side(&c.proposed))
+            );
+        }
+        out.push_str("</tbody></table>");
+        if report.changed.len() > PREVIEW_ROWS {
+            let _ = write!(
+                out,
+                "<p class=\"meta\">and {} more (<code>toolgate policy simulate</code> lists them all)</p>",
+                report.changed.len() - PREVIEW_ROWS
+            );
+        }
+    }
+    out.push_str("</section>");
+    out
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct RuleForm {
     csrf: Option<String>,
@@ -543,6 +684,8 @@ pub(crate) struct RuleForm {
     agent: Option<String>,
     when: Option<String>,
     reason: Option<String>,
+    /// `1`: preview the change (R46) instead of saving it.
+    preview: Option<String>,
 }
 
 pub(crate) async fn save_rule(
@@ -636,7 +779,30 @@ pub(crate) async fn save_rule(
             }
         }
     };
-    match put(&app, &who, &loaded, &doc).await {
+    let saved = if form.preview.as_deref() == Some("1") {
+        // R46: the change replayed over the recorded calls; nothing is saved.
+        let text = serde_json::to_string(&doc).unwrap_or_default();
+        match Policy::from_json_str(&text, &app.0.settings.limits) {
+            Ok(policy) => {
+                let preview = Preview {
+                    html: preview_of(&app, &loaded, policy).await,
+                    whole: None,
+                };
+                return preview_response(
+                    &app,
+                    &who,
+                    (&loaded, Some(&panel)),
+                    None,
+                    Some(&preview),
+                    StatusCode::OK,
+                );
+            }
+            Err(errs) => Err(PutPolicyError::Invalid(errs)),
+        }
+    } else {
+        put(&app, &who, &loaded, &doc).await
+    };
+    match saved {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, Some(&panel)).await,
         Err(PutPolicyError::Invalid(errs)) => {
@@ -698,6 +864,8 @@ pub(crate) struct WholeForm {
     csrf: Option<String>,
     updated_at: Option<String>,
     document: Option<String>,
+    /// `1`: preview the change (R46) instead of saving it.
+    preview: Option<String>,
 }
 
 pub(crate) async fn save_whole(
@@ -714,6 +882,26 @@ pub(crate) async fn save_whole(
         return stale_base(&app, &who, &loaded, &base, None);
     }
     let text = form.document.unwrap_or_default();
+    if form.preview.as_deref() == Some("1") {
+        // R46: the change replayed over the recorded calls; nothing is saved.
+        return match Policy::from_json_str(&text, &app.0.settings.limits) {
+            Ok(policy) => {
+                let preview = Preview {
+                    html: preview_of(&app, &loaded, policy).await,
+                    whole: Some(text),
+                };
+                preview_response(
+                    &app,
+                    &who,
+                    (&loaded, None),
+                    None,
+                    Some(&preview),
+                    StatusCode::OK,
+                )
+            }
+            Err(errs) => refused_whole(&app, &who, &loaded, &errs),
+        };
+    }
     match save_on(&app, &who, &loaded, &text).await {
         Ok(()) => Redirect::to("/policy?saved=1").into_response(),
         Err(PutPolicyError::Conflict { .. }) => lost_race(&app, &who, &base, None).await,

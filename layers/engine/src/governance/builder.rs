@@ -41,6 +41,8 @@ pub struct GovernanceBuilder {
     pub(super) tools: Vec<ToolDeclaration>,
     pub(super) agents: Vec<AgentProfile>,
     pub(super) policy: PolicyState,
+    /// The shadow tenant policy (R46), decided beside `policy` and never enforced.
+    pub(super) shadow: Option<std::sync::Arc<Policy>>,
     pub(super) audit: AuditSettings,
     pub(super) inbox: Option<crate::recording::InboxSettings>,
     pub(super) approvers: Option<crate::approvers::ApproverSettings>,
@@ -177,6 +179,13 @@ impl GovernanceBuilder {
         self
     }
 
+    /// Sets (or, with `None`, removes) the shadow tenant policy (R46): decided beside the
+    /// enforced one on every governed call and recorded, never enforced.
+    pub fn shadow_policy(mut self, shadow: Option<Policy>) -> Self {
+        self.shadow = shadow.map(std::sync::Arc::new);
+        self
+    }
+
     /// Sets the inbox settings (the `inbox` section).
     pub fn inbox(mut self, inbox: crate::recording::InboxSettings) -> Self {
         self.inbox = Some(inbox);
@@ -237,6 +246,9 @@ impl GovernanceBuilder {
                     policy_path,
                     "a non-empty tenant policy is set but `enforce_tool_invocation` is false, so it would never apply",
                 );
+            }
+            if self.shadow.as_ref().is_some_and(|p| !p.is_empty()) {
+                errs.push("policy_shadow", super::SHADOW_DISARMED);
             }
         }
         if s.limits.max_input_depth > crate::policy::MAX_INPUT_DEPTH_CEILING {
@@ -479,6 +491,7 @@ impl GovernanceBuilder {
             agent_index,
             profiles: self.agents,
             policy: self.policy,
+            shadow: self.shadow,
             declarations: decls,
             audit: self.audit,
             inbox: self.inbox,

@@ -21,6 +21,9 @@ use crate::exposure::Exposure;
 use crate::policy::{Limits, Policy};
 use crate::recording::{AuditSettings, RedactionSettings};
 
+/// Why a non-empty shadow policy is refused with the governor disarmed (R15, R46).
+pub(crate) const SHADOW_DISARMED: &str = "a non-empty shadow policy is set but `enforce_tool_invocation` is false, so it would never be decided";
+
 /// The tenant policy as the snapshot holds it.
 #[derive(Debug, Clone)]
 pub enum PolicyState {
@@ -119,6 +122,8 @@ pub struct Governance {
     /// The profiles as given (for `to_builder` and `check`'s warnings).
     pub(crate) profiles: Vec<AgentProfile>,
     pub(crate) policy: PolicyState,
+    /// The shadow tenant policy (R46): decided beside `policy`, never enforced.
+    pub(crate) shadow: Option<std::sync::Arc<Policy>>,
     pub(crate) declarations: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
     pub(crate) inbox: Option<crate::recording::InboxSettings>,
@@ -182,6 +187,7 @@ impl Governance {
             tools: self.declarations.clone(),
             agents: self.profiles.clone(),
             policy: self.policy.clone(),
+            shadow: self.shadow.clone(),
             audit: self.audit.clone(),
             inbox: self.inbox.clone(),
             approvers: self.approvers.clone(),
@@ -205,6 +211,40 @@ impl Governance {
         let mut next = self.clone();
         next.policy = state;
         Ok(next)
+    }
+
+    /// A new snapshot with the shadow tenant policy (R46) replaced (`None`: no shadow);
+    /// everything else, the enforced policy included, is kept. The shadow is decided beside
+    /// the enforced policy ([`Governance::decide_shadow_at`]) and never changes what happens
+    /// to a call.
+    ///
+    /// ```
+    /// use toolgate_engine::Governance;
+    /// use toolgate_engine::policy::{Limits, Policy};
+    /// let gov = Governance::builder().build().unwrap();
+    /// let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny"}]}"#, &Limits::default()).unwrap();
+    /// let shadowed = gov.with_shadow_policy(Some(deny)).unwrap();
+    /// assert!(shadowed.shadow_policy().is_some());
+    /// assert!(shadowed.with_shadow_policy(None).unwrap().shadow_policy().is_none());
+    /// ```
+    ///
+    /// With the governor disarmed (`enforce_tool_invocation: false`) a non-empty shadow is
+    /// refused, as a non-empty enforced policy is (R15): it would be decided about nothing.
+    pub fn with_shadow_policy(&self, shadow: Option<Policy>) -> Result<Governance, ConfigErrors> {
+        if !self.settings.enforce_tool_invocation
+            && let Some(p) = &shadow
+            && !p.is_empty()
+        {
+            return Err(ConfigErrors::one("policy_shadow", SHADOW_DISARMED));
+        }
+        let mut next = self.clone();
+        next.shadow = shadow.map(std::sync::Arc::new);
+        Ok(next)
+    }
+
+    /// The shadow tenant policy (R46), when one is set.
+    pub fn shadow_policy(&self) -> Option<&std::sync::Arc<Policy>> {
+        self.shadow.as_ref()
     }
 
     /// The host settings.

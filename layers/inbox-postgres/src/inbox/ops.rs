@@ -694,6 +694,68 @@ impl PostgresInbox {
     }
 }
 
+impl PostgresInbox {
+    async fn get_shadow_op(&self) -> Result<Option<StoredPolicy>, InboxError> {
+        let client = self.client().await?;
+        let row = self
+            .query_opt(
+                &client,
+                "SELECT body, updated_at FROM stored_shadow_policy WHERE id = 1",
+                &[],
+            )
+            .await?;
+        match row {
+            None => Ok(None),
+            Some(row) => Ok(Some(StoredPolicy {
+                body: row.try_get(0).map_err(|e| self.err(&e))?,
+                updated_at: row.try_get(1).map_err(|e| self.err(&e))?,
+            })),
+        }
+    }
+
+    /// Replaces the stored shadow policy (R46), stamped after the previous shadow's stamp
+    /// (puts serialised, as the enforced policy's are).
+    async fn put_shadow_op(&self, body: String) -> Result<StoredPolicy, InboxError> {
+        let mut client = self.client().await?;
+        let server = self.inner.server.clone();
+        let err = |e: tokio_postgres::Error| error::db(&server, &e);
+        let tx = client.transaction().await.map_err(err)?;
+        tx.batch_execute("LOCK TABLE stored_shadow_policy IN EXCLUSIVE MODE")
+            .await
+            .map_err(err)?;
+        let previous: Option<String> = tx
+            .query_opt(
+                "SELECT updated_at FROM stored_shadow_policy WHERE id = 1",
+                &[],
+            )
+            .await
+            .map_err(err)?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(err)?;
+        let updated_at = codec::next_updated_at(previous.as_deref(), SystemTime::now());
+        tx.execute(
+            "INSERT INTO stored_shadow_policy (id, body, updated_at) VALUES (1, $1, $2) \
+             ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+            &[&body, &updated_at],
+        )
+        .await
+        .map_err(err)?;
+        tx.commit().await.map_err(err)?;
+        Ok(StoredPolicy { body, updated_at })
+    }
+
+    async fn clear_shadow_op(&self) -> Result<bool, InboxError> {
+        let client = self.client().await?;
+        let server = self.inner.server.clone();
+        let n = client
+            .execute("DELETE FROM stored_shadow_policy WHERE id = 1", &[])
+            .await
+            .map_err(|e| error::db(&server, &e))?;
+        Ok(n > 0)
+    }
+}
+
 /// Reads one row selected with [`COLUMNS`].
 fn read_row(row: &Row) -> Result<HeldRecord, String> {
     fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
@@ -899,6 +961,22 @@ impl InboxStore for PostgresInbox {
         let body = codec::policy_body(policy);
         let expected = expected_updated_at.map(str::to_owned);
         Box::pin(self.put_policy_op(body, Some(expected)))
+    }
+
+    fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
+        Box::pin(self.get_shadow_op())
+    }
+
+    fn put_shadow_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        let body = codec::policy_body(policy);
+        Box::pin(self.put_shadow_op(body))
+    }
+
+    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
+        Box::pin(self.clear_shadow_op())
     }
 }
 

@@ -200,6 +200,8 @@ impl PostgresInbox {
                         tracing::warn!(%why, "the stored tenant policy could not be read; the policy in force stays");
                     }
                 }
+                // R46: the stored shadow policy, announced on the same channel.
+                toolgate_inbox::log_shadow_poll(watch.poll_shadow_once(&store).await);
                 match &mut notices {
                     Some(n) => {
                         let _ = tokio::time::timeout(fallback, next_policy(n)).await;

@@ -310,6 +310,7 @@ where
         // R42: the host's own ungoverned tools see no hook at all (no ask, no before_call,
         // no after_call).
         let hooks = self.hooks.as_ref().filter(|_| !entry.ungoverned);
+        let mut hook_ask = None;
         if let Some(hooks) = hooks
             && passed
             && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
@@ -322,10 +323,20 @@ where
             decision = std::borrow::Cow::Owned(governance.with_extra_asks(
                 pinned.decided(),
                 call.run,
-                vec![ask],
+                vec![ask.clone()],
             ));
+            hook_ask = Some(ask);
         }
         let sink = call.extensions.get::<DecisionSink>().cloned();
+        // R46: the shadow's decision is recorded beside the enforced one (with the same
+        // hook's ask) and read by nothing that decides.
+        if let (Some(sink), Some(shadow)) = (&sink, pinned.shadow()) {
+            let decision = match &hook_ask {
+                Some(ask) => governance.with_extra_asks(shadow, call.run, vec![ask.clone()]),
+                None => shadow.decision.clone(),
+            };
+            sink.record_shadow(toolgate_core::ShadowNote { decision });
+        }
         if let Some(sink) = &sink {
             let wait = match decision.verdict {
                 Verdict::Refused(_) => WaitEnd::Refused,

@@ -21,6 +21,7 @@
 //! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
+//! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
 //! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
@@ -91,8 +92,8 @@ use std::time::{Instant, SystemTime};
 use pin_project_lite::pin_project;
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    CallOutcome, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ToolCall, ToolOutput,
-    ToolResponse, Verdict, WaitEnd,
+    CallOutcome, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ShadowNote, ToolCall,
+    ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
 use toolgate_engine::canon;
 use toolgate_engine::recording::{AuditSettings, OnSinkFailure};
@@ -289,6 +290,9 @@ struct Pending {
     record: Map<String, Value>,
     tool: String,
     include_output: bool,
+    /// The shadow policy's decision as pinned (R46), for a call no gate recorded one for (a
+    /// filter refused it before the gate).
+    shadow: Option<toolgate_core::Decision>,
 }
 
 impl fmt::Debug for Pending {
@@ -435,6 +439,10 @@ where
                     record,
                     tool,
                     include_output: include.1,
+                    shadow: pinned
+                        .as_ref()
+                        .and_then(|p| p.shadow())
+                        .map(|d| d.decision.clone()),
                 }),
             },
         }
@@ -491,6 +499,21 @@ impl Pending {
         }
     }
 
+    /// The record's `shadow` field (R46): the shadow policy's outcome, check, refusal code,
+    /// deciding rule and reasons, and whether it disagrees with the enforced decision.
+    fn shadow_value(&self, shadow: &ShadowNote, enforced: &toolgate_core::Decision) -> Value {
+        let r = &self.layer.redactor;
+        let d = &shadow.decision;
+        json!({
+            "outcome": d.verdict.as_str(),
+            "check": d.decided_by.as_str(),
+            "refusal": d.refusal().map(|x| x.code.as_str()),
+            "rule": shadow.rule(),
+            "reasons": d.reasons.iter().map(|s| Value::from(r.redact_text(s))).collect::<Vec<_>>(),
+            "disagrees": shadow.disagrees_with(enforced),
+        })
+    }
+
     /// Writes the record; returns the response the model gets.
     fn finish<E: fmt::Display>(self, result: Result<ToolResponse, E>) -> Result<ToolResponse, E> {
         let note = self.sink.get();
@@ -500,6 +523,14 @@ impl Pending {
             "decision".into(),
             self.decision(note.as_ref(), result.as_ref().ok()),
         );
+        if let Some(shadow) = self
+            .sink
+            .shadow()
+            .or_else(|| self.shadow.clone().map(|decision| ShadowNote { decision }))
+        {
+            let enforced = ShadowNote::enforced(note.as_ref(), result.as_ref().ok());
+            record.insert("shadow".into(), self.shadow_value(&shadow, &enforced));
+        }
         let approval = match &note {
             Some(n) => {
                 let approver = match &n.wait {

@@ -1,0 +1,343 @@
+//! Policy simulation over an audit log (R46, `toolgate policy simulate`, the policy tab's
+//! preview): the calls an audit log recorded, decided again under the policy in force and
+//! under a proposed one, and what would change.
+//!
+//! Each record whose input was recorded (`audit.include_input`, or the agent's own `audit`)
+//! is replayed; the others are counted as skipped. The replay is a simulation in time order
+//! on the engine's own code ([`Simulation`], the same as `toolgate simulate`): quotas see the
+//! sends the replay has made so far, and a call that was asked is answered as its record
+//! says (approved or denied; otherwise still held). Each policy gets its own history.
+//!
+//! Recorded inputs are redacted (R33): a rule or quota reading a redacted field sees the
+//! redaction marker, not the value. The report says how many records carried one.
+//!
+//! Pure: the caller reads the audit file and passes its text.
+//!
+//! ```
+//! use toolgate_engine::config::{load_str, Format};
+//! use toolgate_engine::policy::{Limits, Policy};
+//! use toolgate_engine::{replay, PolicyState};
+//! let current = load_str(r#"{"tools": [{"kind": "http", "name": "refund"}],
+//!     "agents": [{"name": "support", "allowed_tools": ["refund"]}]}"#, Format::Json).unwrap();
+//! let deny = Policy::from_json_str(r#"{"rules": [{"effect": "deny", "tool": "refund"}]}"#, &Limits::default()).unwrap();
+//! let proposed = current.with_policy(PolicyState::readable(deny)).unwrap();
+//! let audit = r#"{"time": "2030-01-01T00:00:00Z", "tool": "refund", "agent": "support", "input": {"amount": 5}}
+//! {"time": "2030-01-01T00:00:01Z", "tool": "refund", "agent": "support"}"#;
+//! let report = replay::replay(&current, &proposed, audit, None).unwrap();
+//! assert_eq!((report.replayed, report.skipped), (1, 1));
+//! assert_eq!(report.totals.now_refused, 1);
+//! assert_eq!(report.changed[0].proposed.refusal, Some("denied"));
+//! assert_eq!(report.sentence(), "this change over the last 1 recorded calls: 1 would now be refused, 0 asked, 0 run");
+//! ```
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::{AgentRef, Check, Decision, Effect, ToolCall, Verdict};
+
+use crate::decide::CallView;
+use crate::governance::Governance;
+use crate::simulate::{Answer, Simulation, Step};
+
+/// One recorded call, ready to be decided again.
+#[derive(Debug)]
+struct Replayed {
+    line: usize,
+    time: String,
+    at: u64,
+    call: ToolCall,
+    answer: Option<Answer>,
+}
+
+/// How one policy decided a replayed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    /// `run`, `ask` or `refused`.
+    pub outcome: &'static str,
+    /// The refusal code of a refused call.
+    pub refusal: Option<&'static str>,
+    /// What decided it: `rules[3] (deny)`, `the policy's default`, `no rule`, or the check.
+    pub decided_by: String,
+    /// Whether the replay sent it.
+    pub sent: bool,
+}
+
+/// A replayed call decided otherwise under the proposed policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The record's line in the audit log (from 1).
+    pub line: usize,
+    /// The record's `time`.
+    pub time: String,
+    /// The calling agent (or subagent), as rules name it.
+    pub agent: String,
+    /// The tool as the call named it.
+    pub tool: String,
+    /// Under the policy in force.
+    pub current: Side,
+    /// Under the proposed policy.
+    pub proposed: Side,
+}
+
+/// How the changed calls come out under the proposed policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Totals {
+    /// Changed calls the proposed policy refuses.
+    pub now_refused: usize,
+    /// Changed calls it asks about.
+    pub now_asked: usize,
+    /// Changed calls it runs.
+    pub now_run: usize,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Report {
+    /// Records replayed (their input was recorded).
+    pub replayed: usize,
+    /// Records skipped (no input recorded).
+    pub skipped: usize,
+    /// Replayed records whose input carried a redaction marker.
+    pub redacted_inputs: usize,
+    /// Every call decided otherwise, in time order.
+    pub changed: Vec<Change>,
+    /// How the changed calls come out under the proposed policy.
+    pub totals: Totals,
+}
+
+fn outcome(step: &Step) -> &'static str {
+    step.decision.verdict.as_str()
+}
+
+/// What decided it: the rule (by index and effect), the quota, the default, or the check.
+fn decided_by(d: &Decision) -> String {
+    match d.decided_by {
+        Check::TenantPolicy => match d.matched_rules.iter().find(|m| m.effect == Effect::Deny) {
+            Some(m) => format!("rules[{}] (deny)", m.index),
+            None => String::from("the policy's default"),
+        },
+        Check::Routing | Check::Passed => {
+            let rules: Vec<String> = d
+                .matched_rules
+                .iter()
+                .map(|m| format!("rules[{}] ({})", m.index, m.effect.as_str()))
+                .collect();
+            if rules.is_empty() && d.decided_by == Check::Passed {
+                String::from("no rule")
+            } else if rules.is_empty() {
+                d.decided_by.as_str().to_owned()
+            } else {
+                rules.join(", ")
+            }
+        }
+        other => other.as_str().to_owned(),
+    }
+}
+
+fn side(step: &Step) -> Side {
+    Side {
+        outcome: outcome(step),
+        refusal: step.decision.refusal().map(|r| r.code.as_str()),
+        decided_by: decided_by(&step.decision),
+        sent: step.sent,
+    }
+}
+
+/// Reads the audit log (its last `last` records when given): the replayable records in
+/// time order, and how many were skipped or redacted.
+fn read_audit(text: &str, last: Option<usize>) -> Result<(Vec<Replayed>, usize, usize), String> {
+    let mut lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    if let Some(n) = last {
+        let from = lines.len().saturating_sub(n);
+        lines.drain(..from);
+    }
+    let mut replayed = Vec::with_capacity(lines.len());
+    let (mut skipped, mut redacted) = (0, 0);
+    for (line_no, line) in lines {
+        // Only the fields a replay reads are built; the rest of a record is skipped over.
+        let record: Record<'_> = serde_json::from_str(line)
+            .map_err(|e| format!("line {line_no}: not a JSON audit record: {e}"))?;
+        let (Some(tool), Some(agent), Some(time)) = (record.tool, record.agent, record.time) else {
+            return Err(format!(
+                "line {line_no}: an audit record needs `tool`, `agent` and `time`"
+            ));
+        };
+        let Present(Some(input)) = record.input else {
+            skipped += 1;
+            continue;
+        };
+        if mentions_redaction(&input) {
+            redacted += 1;
+        }
+        let at = humantime::parse_rfc3339(&time)
+            .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
+            .as_millis();
+        let at = u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))?;
+        let who = match record.subagent {
+            Some(sub) => AgentRef::subagent(agent.as_ref(), sub.as_ref()),
+            None => AgentRef::profile(agent.as_ref()),
+        };
+        let answer = match record.approval.and_then(|a| a.wait).as_deref() {
+            Some("approved") => Some(Answer::Approve),
+            Some("denied") => Some(Answer::Deny),
+            _ => None,
+        };
+        replayed.push(Replayed {
+            line: line_no,
+            time: time.into_owned(),
+            at,
+            call: ToolCall::new(who, tool.into_owned(), input),
+            answer,
+        });
+    }
+    // Records are written in the order calls end; they are replayed in the order they came
+    // (a stable sort: records of one instant keep the log's order).
+    replayed.sort_by_key(|r| r.at);
+    Ok((replayed, skipped, redacted))
+}
+
+/// The fields of an audit record a replay reads (R33's schema); every other field is
+/// skipped without being built.
+#[derive(Deserialize)]
+struct Record<'a> {
+    #[serde(borrow, default)]
+    tool: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    agent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    subagent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    time: Option<Cow<'a, str>>,
+    #[serde(default)]
+    input: Present,
+    #[serde(borrow, default)]
+    approval: Option<Approval<'a>>,
+}
+
+/// A record's `approval`.
+#[derive(Deserialize)]
+struct Approval<'a> {
+    #[serde(borrow, default)]
+    wait: Option<Cow<'a, str>>,
+}
+
+/// A field that may be absent: present (whatever its value, `null` included) or not.
+#[derive(Default)]
+struct Present(Option<Value>);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| Present(Some(v)))
+    }
+}
+
+/// Whether a recorded input holds a redaction marker (R33) anywhere.
+fn mentions_redaction(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains("[REDACTED"),
+        Value::Array(a) => a.iter().any(mentions_redaction),
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k.contains("[REDACTED") || mentions_redaction(v)),
+        _ => false,
+    }
+}
+
+/// Replays the calls `audit` recorded (its last `last` records, when given) under `current`
+/// and `proposed`: every call decided otherwise, and the totals. An error names the line of
+/// a record that cannot be read.
+pub fn replay(
+    current: &Governance,
+    proposed: &Governance,
+    audit: &str,
+    last: Option<usize>,
+) -> Result<Report, String> {
+    let (calls, skipped, redacted) = read_audit(audit, last)?;
+    let mut now = Simulation::new(Vec::new());
+    let mut then = Simulation::new(Vec::new());
+    let mut report = Report {
+        replayed: calls.len(),
+        skipped,
+        redacted_inputs: redacted,
+        ..Report::default()
+    };
+    for r in &calls {
+        let session = r.call.turn.as_ref().map(|t| t.session.as_str());
+        let a = now
+            .step(current, CallView::of(&r.call), session, r.at, r.answer)
+            .map_err(|e| e.to_string())?;
+        let b = then
+            .step(proposed, CallView::of(&r.call), session, r.at, r.answer)
+            .map_err(|e| e.to_string())?;
+        if outcome(&a) == outcome(&b)
+            && a.decision.refusal().map(|x| x.code) == b.decision.refusal().map(|x| x.code)
+        {
+            continue;
+        }
+        match b.decision.verdict {
+            Verdict::Refused(_) => report.totals.now_refused += 1,
+            Verdict::Ask { .. } => report.totals.now_asked += 1,
+            Verdict::Run { .. } => report.totals.now_run += 1,
+        }
+        report.changed.push(Change {
+            line: r.line,
+            time: r.time.clone(),
+            agent: r.call.agent.rule_name().to_owned(),
+            tool: r.call.tool.display_name(),
+            current: side(&a),
+            proposed: side(&b),
+        });
+    }
+    Ok(report)
+}
+
+impl Side {
+    fn to_json(&self) -> Value {
+        json!({
+            "outcome": self.outcome,
+            "refusal": self.refusal,
+            "decided_by": self.decided_by,
+            "sent": self.sent,
+        })
+    }
+}
+
+impl Report {
+    /// The report as `toolgate policy simulate --json` prints it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "replayed": self.replayed,
+            "skipped": self.skipped,
+            "redacted_inputs": self.redacted_inputs,
+            "changed": self.changed.iter().map(|c| json!({
+                "line": c.line,
+                "time": c.time,
+                "agent": c.agent,
+                "tool": c.tool,
+                "current": c.current.to_json(),
+                "proposed": c.proposed.to_json(),
+            })).collect::<Vec<_>>(),
+            "totals": {
+                "now_refused": self.totals.now_refused,
+                "now_asked": self.totals.now_asked,
+                "now_run": self.totals.now_run,
+            },
+        })
+    }
+
+    /// "this change over the last N recorded calls: X would now be refused, Y asked, Z run".
+    pub fn sentence(&self) -> String {
+        format!(
+            "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run",
+            self.replayed, self.totals.now_refused, self.totals.now_asked, self.totals.now_run
+        )
+    }
+}
