@@ -79,6 +79,7 @@
 //! | [`put_policy_text`], [`put_policy_text_if_unchanged`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23); a put based on a stale `updatedAt` is a conflict |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
+//! | [`StoredGrant`], [`InboxGrants`] | grants kept in the inbox (R45): `live`, `expired`, `spent` or `revoked`; the engine's grant store on any inbox |
 //! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
 //!
 //! ## Sessions and turns (R43)
@@ -127,6 +128,7 @@
 mod channel;
 pub mod codec;
 mod error;
+mod grants;
 mod model;
 mod policy;
 #[cfg(feature = "sqlite")]
@@ -143,6 +145,10 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
+pub use grants::{
+    GRANT_TIMEOUT, GrantRequest, GrantState, InboxGrants, Revocation, RevokeError, StoredGrant,
+    grant_from_text, may_revoke, new_grant_id, summary_line as grant_summary_line,
+};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
     MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
@@ -156,7 +162,7 @@ pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
-    SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2,
+    SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};
