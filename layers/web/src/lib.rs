@@ -10,6 +10,12 @@
 //!   (pretty-printed, escaped), age and expiry, and **Approve** / **Deny** with an optional
 //!   reason. New held calls and answers appear without a reload (server-sent events on
 //!   `/events`, fed by one poller over the store).
+//!   Beside Approve, **Approve, and allow matching calls for …** approves the call and gives
+//!   a grant (R45), pre-filled from the card (agent, tool, session, a `when` the input
+//!   passes, 30 minutes, 5 calls) and editable, bound to the card's hashes like Approve.
+//! - **Grants** (`/grants`): every grant the person gave or has the rights to give, with its
+//!   state (`live`, `expired`, `spent`, `revoked` — who revoked it and when), and Revoke
+//!   (after a confirmation; only with rights over what it answers).
 //! - **History** (`/history`): answered, expired and cancelled calls, and who answered.
 //! - **Policy** (`/policy`): the stored tenant policy's rules, strictest first; edit one in a
 //!   panel, add one, delete one; every save replaces the policy whole through the same
@@ -61,6 +67,7 @@
 mod app;
 mod auth;
 mod events;
+mod grants;
 mod html;
 mod pages;
 mod policy;
@@ -94,6 +101,9 @@ pub struct WebSettings {
     pub poll_interval: Duration,
     /// How long a sign-in lasts.
     pub session_ttl: Duration,
+    /// The configuration grants given on the page are checked against (R45: its tools and
+    /// each approver's rights over them); `None`: the page gives and revokes no grant.
+    pub governance: Option<Arc<Governance>>,
 }
 
 impl WebSettings {
@@ -106,7 +116,9 @@ impl WebSettings {
                 path.display()
             ));
         };
-        Ok(Self::new(approvers.clone(), gov.settings().limits))
+        let mut settings = Self::new(approvers.clone(), gov.settings().limits);
+        settings.governance = Some(Arc::new(gov.clone()));
+        Ok(settings)
     }
 
     /// Settings with the default timings (a look at the store every second, sign-ins
@@ -117,6 +129,7 @@ impl WebSettings {
             limits,
             poll_interval: Duration::from_secs(1),
             session_ttl: Duration::from_secs(12 * 3600),
+            governance: None,
         }
     }
 }
