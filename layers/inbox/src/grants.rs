@@ -153,6 +153,34 @@ impl StoredGrant {
     }
 }
 
+impl StoredGrant {
+    /// A grant as a backend reads it back: its id and stored text, its uses, the time of its
+    /// last use, when it was stored, and who revoked it and when (both or neither). A text
+    /// that does not parse is the store's error (fail closed: it answers nothing).
+    pub fn from_stored(
+        id: &str,
+        body: &str,
+        uses: i64,
+        last_used_at: Option<i64>,
+        created_at: i64,
+        revoked: (Option<String>, Option<i64>),
+    ) -> Result<Self, InboxError> {
+        Ok(StoredGrant {
+            grant: grant_from_text(id, body)?,
+            created_at: Timestamp::from_millis(created_at),
+            uses: u64::try_from(uses).unwrap_or(0),
+            last_used_at: last_used_at.map(Timestamp::from_millis),
+            revoked: match revoked {
+                (Some(by), Some(at)) => Some(Revocation {
+                    by,
+                    at: Timestamp::from_millis(at),
+                }),
+                _ => None,
+            },
+        })
+    }
+}
+
 /// A grant's `expires_at` as a timestamp.
 pub(crate) fn expires_at(g: &Grant) -> Timestamp {
     Timestamp::from_millis(i64::try_from(g.expires_at()).unwrap_or(i64::MAX))
@@ -570,18 +598,22 @@ impl GrantRequest {
                     ),
                 ));
             };
-            let tools: Vec<Vec<toolgate::core::ToolIdentity>> = gov
-                .catalog()
-                .entries()
-                .iter()
-                .map(|e| e.records.iter().map(|r| r.identity().clone()).collect())
-                .collect();
+            let tools = catalog_records(gov);
             person
                 .may_grant(&grant, tools.iter().map(Vec::as_slice))
                 .map_err(|r| ConfigErrors::one(r.field, r.message))?;
         }
         Ok(grant)
     }
+}
+
+/// The records behind each tool of the configuration, what rights are checked against.
+fn catalog_records(gov: &toolgate::engine::Governance) -> Vec<Vec<toolgate::core::ToolIdentity>> {
+    gov.catalog()
+        .entries()
+        .iter()
+        .map(|e| e.records.iter().map(|r| r.identity().clone()).collect())
+        .collect()
 }
 
 /// Whether `name` may revoke `grant` under the configuration `gov` (R45): anyone when it
@@ -600,12 +632,7 @@ pub fn may_revoke(
             "`{name}` is not one of the configuration's approvers"
         ));
     };
-    let tools: Vec<Vec<toolgate::core::ToolIdentity>> = gov
-        .catalog()
-        .entries()
-        .iter()
-        .map(|e| e.records.iter().map(|r| r.identity().clone()).collect())
-        .collect();
+    let tools = catalog_records(gov);
     person
         .may_grant(grant, tools.iter().map(Vec::as_slice))
         .map_err(|r| {

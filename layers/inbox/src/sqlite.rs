@@ -49,7 +49,7 @@ use crate::codec;
 use crate::error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind, PolicySaveError,
 };
-use crate::grants::{self, Revocation, RevokeError, StoredGrant};
+use crate::grants::{self, RevokeError, StoredGrant};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp,
@@ -1724,19 +1724,7 @@ fn read_grants(
         .map_err(|e| inner.err(e))?;
     rows.into_iter()
         .map(|(id, body, uses, last, created, by, at)| {
-            Ok(StoredGrant {
-                grant: grants::grant_from_text(&id, &body)?,
-                created_at: Timestamp::from_millis(created),
-                uses: u64::try_from(uses).unwrap_or(0),
-                last_used_at: last.map(Timestamp::from_millis),
-                revoked: match (by, at) {
-                    (Some(by), Some(at)) => Some(Revocation {
-                        by,
-                        at: Timestamp::from_millis(at),
-                    }),
-                    _ => None,
-                },
-            })
+            StoredGrant::from_stored(&id, &body, uses, last, created, (by, at))
         })
         .collect()
 }

@@ -244,29 +244,10 @@ pub(crate) async fn approve_and_grant(
             "this page was started without the configuration's tools, so a grant's rights cannot be checked; nothing was changed",
         );
     };
-    let record = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return html::refusal(
-                StatusCode::NOT_FOUND,
-                "No such held call",
-                &format!("no held call `{id}` in this inbox; nothing was changed"),
-            );
-        }
-        Err(e) => return crate::pages::store_failed(e),
+    let record = match crate::pages::answerable(&app, &who, &id).await {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    if !who
-        .approver
-        .may_answer(&record.call.identities, record.call.agent.rule_name())
-    {
-        return refused(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                who.approver.name, record.call.tool
-            ),
-        );
-    }
     // R35: the approval and the grant answer exactly what the page showed.
     if let Some(r) = crate::pages::not_as_shown(
         form.input_hash.as_deref(),

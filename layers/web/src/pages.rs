@@ -389,6 +389,36 @@ pub(crate) struct AnswerForm {
     idempotency_key: Option<String>,
 }
 
+/// The held call `id` if `who` may answer it, else the refusal (404 for an id the inbox
+/// did not issue, 403 for a call to a tool beyond their selectors).
+pub(crate) async fn answerable(app: &App, who: &Who, id: &str) -> Result<HeldRecord, Response> {
+    let record = match app.0.store.get(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return Err(html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such held call",
+                &format!("no held call `{id}` in this inbox; nothing was changed"),
+            ));
+        }
+        Err(e) => return Err(store_failed(e)),
+    };
+    if !who
+        .approver
+        .may_answer(&record.call.identities, record.call.agent.rule_name())
+    {
+        return Err(html::refusal(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!(
+                "approver `{}` may not answer calls to `{}`; nothing was changed",
+                who.approver.name, record.call.tool
+            ),
+        ));
+    }
+    Ok(record)
+}
+
 /// R35: the refusal of an approval whose form's hashes are not the held call's (its input
 /// or its tool's definition differs from what the page showed), `None` when they are.
 pub(crate) fn not_as_shown(
@@ -451,30 +481,10 @@ pub(crate) async fn answer(
             "the form has no idempotency key; reload the page and answer again",
         );
     };
-    let record = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return html::refusal(
-                StatusCode::NOT_FOUND,
-                "No such held call",
-                &format!("no held call `{id}` in this inbox; nothing was changed"),
-            );
-        }
-        Err(e) => return store_failed(e),
+    let record = match answerable(&app, &who, &id).await {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    if !who
-        .approver
-        .may_answer(&record.call.identities, record.call.agent.rule_name())
-    {
-        return html::refusal(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            &format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                who.approver.name, record.call.tool
-            ),
-        );
-    }
     // R35: an approval answers exactly what the page showed.
     if approve
         && let Some(r) = not_as_shown(

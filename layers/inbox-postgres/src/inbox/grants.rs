@@ -9,8 +9,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 use toolgate::engine::grant::{Grant, GrantStore};
 use toolgate_inbox::{
-    InboxError, InboxErrorKind as Kind, InboxGrants, Revocation, RevokeError, StoredGrant,
-    Timestamp, grant_from_text,
+    InboxError, InboxErrorKind as Kind, InboxGrants, RevokeError, StoredGrant, Timestamp,
 };
 
 use super::{Inner, PostgresInbox};
@@ -50,22 +49,14 @@ impl PostgresInbox {
                 let body: String = r.try_get(1).map_err(err)?;
                 let by: Option<String> = r.try_get(5).map_err(err)?;
                 let at: Option<i64> = r.try_get(6).map_err(err)?;
-                Ok(StoredGrant {
-                    grant: grant_from_text(&id, &body)?,
-                    uses: u64::try_from(r.try_get::<_, i64>(2).map_err(err)?).unwrap_or(0),
-                    last_used_at: r
-                        .try_get::<_, Option<i64>>(3)
-                        .map_err(err)?
-                        .map(Timestamp::from_millis),
-                    created_at: Timestamp::from_millis(r.try_get(4).map_err(err)?),
-                    revoked: match (by, at) {
-                        (Some(by), Some(at)) => Some(Revocation {
-                            by,
-                            at: Timestamp::from_millis(at),
-                        }),
-                        _ => None,
-                    },
-                })
+                StoredGrant::from_stored(
+                    &id,
+                    &body,
+                    r.try_get(2).map_err(err)?,
+                    r.try_get(3).map_err(err)?,
+                    r.try_get(4).map_err(err)?,
+                    (by, at),
+                )
             })
             .collect()
     }
