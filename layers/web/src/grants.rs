@@ -429,7 +429,7 @@ pub(crate) async fn page(
         };
         let _ = write!(
             body,
-            "<tr id=\"grant-row-{gid}\" class=\"grant-{state}\"><td><code>{gid}</code></td><td class=\"state\">{state}</td><td>{}</td><td>{tool}</td><td><code>{}</code></td><td>{}</td><td class=\"calls\">{calls}</td><td class=\"until\">{ending}</td><td class=\"granted-by\">{}</td><td>{}</td><td>{action}</td></tr>",
+            "<tr id=\"grant-row-{gid}\" class=\"grant-{state}\"><td><code>{gid}</code></td><td class=\"state\">{state}</td><td>{}</td><td>{tool}</td><td class=\"when\"><code>{}</code></td><td>{}</td><td class=\"calls\">{calls}</td><td class=\"until\">{ending}</td><td class=\"granted-by\">{}</td><td class=\"reason\">{}</td><td>{action}</td></tr>",
             field("agent"),
             field("when"),
             field("session"),
