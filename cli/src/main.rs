@@ -3,11 +3,12 @@
 //!
 //! Exit codes: 0 success; 1 `check` found the configuration invalid; 2 a usage error, a
 //! file that cannot be opened, a configuration that fails to load (`expose`, `decide`,
-//! `explain`), an unknown `--agent`, or a malformed call. `inbox` and `policy` work on an
-//! inbox database (see `inbox.rs` for their exit codes).
+//! `explain`), an unknown `--agent`, or a malformed call. `inbox`, `grant` and `policy` work
+//! on an inbox database (see `inbox.rs` and `grant.rs` for their exit codes).
 #![forbid(unsafe_code)]
 
 mod call;
+mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
@@ -138,6 +139,11 @@ enum Command {
     Inbox {
         #[command(subcommand)]
         action: inbox::InboxCommand,
+    },
+    /// Grants kept in an inbox (R45): add, list, revoke.
+    Grant {
+        #[command(subcommand)]
+        action: grant::GrantCommand,
     },
     /// The tenant policy stored in an inbox database: get, put.
     Policy {
@@ -428,6 +434,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Inbox { action } => inbox::run_inbox(action),
+        Command::Grant { action } => grant::run_grant(action),
         Command::Policy { action } => inbox::run_policy(action),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args),

@@ -156,6 +156,121 @@ impl Approver {
     }
 }
 
+/// Why a person may not give a grant ([`Approver::may_grant`]): the grant's field that goes
+/// beyond their rights (`tool` or `agent`) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRefused {
+    /// The grant's field: `tool` or `agent`.
+    pub field: &'static str,
+    /// The problem (lower case, no trailing period).
+    pub message: String,
+}
+
+impl Approver {
+    /// Whether this person may give `grant` (R45): an approver grants only what their
+    /// `tools` selectors cover. `tools` are the records behind each tool of the
+    /// configuration (one slice per qualified name, as [`Approver::may_answer`] takes them).
+    ///
+    /// Without selectors, every grant. With selectors: the grant must select at least one
+    /// configured tool (rights over a tool nobody declared cannot be checked), and for every
+    /// tool it selects, every record behind the name must be covered (R24) — for the grant's
+    /// agent when it is one name; for an agent pattern (`*`), only by selectors that leave
+    /// the agent open (or name that very pattern), since the pattern may reach agents the
+    /// selectors do not.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// use toolgate_engine::config::{load_str, Format};
+    /// use toolgate_engine::grant::parse_grants;
+    /// let gov = load_str(r#"{"approvers": {"auth": "proxy_header", "header": "X-User",
+    ///     "people": [{"name": "bob", "tools": [{"tool": "refund_*", "agent": "support"}]}]}}"#,
+    ///     Format::Json).unwrap();
+    /// let bob = gov.approver_settings().unwrap().approver("bob").unwrap();
+    /// let tools = [vec![ToolIdentity::http("refund_order")], vec![ToolIdentity::http("delete_user")]];
+    /// let grant = |agent: &str, tool: &str| parse_grants(&format!(r#"[{{"id": "g", "agent": "{agent}",
+    ///     "tool": "{tool}", "expires_at": 1, "granted_by": "bob", "reason": "r"}}]"#)).unwrap().remove(0);
+    /// assert!(bob.may_grant(&grant("support", "refund_order"), tools.iter().map(Vec::as_slice)).is_ok());
+    /// let wide = bob.may_grant(&grant("support", "*"), tools.iter().map(Vec::as_slice)).unwrap_err();
+    /// assert_eq!(wide.field, "tool");
+    /// let anyone = bob.may_grant(&grant("*", "refund_order"), tools.iter().map(Vec::as_slice)).unwrap_err();
+    /// assert_eq!(anyone.field, "agent");
+    /// ```
+    pub fn may_grant<'a>(
+        &self,
+        grant: &crate::grant::Grant,
+        tools: impl IntoIterator<Item = &'a [ToolIdentity]>,
+    ) -> Result<(), GrantRefused> {
+        let Some(selectors) = &self.tools else {
+            return Ok(());
+        };
+        let agent = grant.agent().map_or("*", Glob::as_str);
+        let pattern = agent.contains('*');
+        let mut selected = 0usize;
+        for records in tools {
+            if !records.iter().any(|id| grant.selects_tool(id)) {
+                continue;
+            }
+            selected += 1;
+            let covered = |id: &ToolIdentity| {
+                selectors.iter().any(|s| {
+                    if !pattern {
+                        return s.matches(id, agent);
+                    }
+                    let open = s
+                        .agent
+                        .as_ref()
+                        .is_none_or(|a| a.as_str() == "*" || a.as_str() == agent);
+                    open && ToolSelector {
+                        agent: None,
+                        ..s.clone()
+                    }
+                    .matches(id, agent)
+                })
+            };
+            if let Some(id) = records.iter().find(|id| !covered(id)) {
+                let name = match id.server() {
+                    Some(server) => format!("{server} / {}", id.name()),
+                    None => id.name().to_owned(),
+                };
+                let tool_covered = selectors.iter().any(|s| {
+                    ToolSelector {
+                        agent: None,
+                        ..s.clone()
+                    }
+                    .matches(id, agent)
+                });
+                return Err(if tool_covered {
+                    GrantRefused {
+                        field: "agent",
+                        message: format!(
+                            "`{}` may answer calls of `{name}` only for some agents, not for every agent `{agent}` names",
+                            self.name
+                        ),
+                    }
+                } else {
+                    GrantRefused {
+                        field: "tool",
+                        message: format!(
+                            "`{}` may not answer calls of `{name}`, which the grant would answer",
+                            self.name
+                        ),
+                    }
+                });
+            }
+        }
+        if selected == 0 {
+            return Err(GrantRefused {
+                field: "tool",
+                message: format!(
+                    "the grant selects no tool of the configuration, so `{}`'s rights over it cannot be checked",
+                    self.name
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// The `approvers` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApproverSettings {

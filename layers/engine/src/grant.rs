@@ -130,6 +130,19 @@ impl Grant {
         self.select.matches_call(subject, input, literals)
     }
 
+    /// The grant's `agent` pattern (required, R45).
+    pub fn agent(&self) -> Option<&crate::policy::Glob> {
+        self.select.agent()
+    }
+
+    /// Whether the grant's `tool`, `server` and `kind` select the tool record `identity`,
+    /// whatever the agent, session and input: whether it can answer calls of that tool at
+    /// all (what an approver's rights are checked against, [`crate::approvers::Approver::may_grant`]).
+    pub fn selects_tool(&self, identity: &toolgate_core::ToolIdentity) -> bool {
+        self.select
+            .selects_record(identity.kind(), identity.name(), identity.server())
+    }
+
     /// What a decision names when the grant answers it.
     pub fn granted(&self) -> Granted {
         Granted {

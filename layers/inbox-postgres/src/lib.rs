@@ -90,8 +90,16 @@
 //! `held_calls` ([`SCHEMA_V1`], with the session and turn columns of [`SCHEMA_V2`] and the
 //! index of open calls, [`OPEN_INDEX`], added to an inbox that lacks it), `stored_policy`
 //! (one row, replaced whole, with a strictly
-//! increasing `updatedAt`), and the notifying triggers. A newer schema version, or tables of
+//! increasing `updatedAt`), `grants` ([`GRANTS_TABLE`], R45), and the notifying triggers. A newer schema version, or tables of
 //! the same names that are not a toolgate inbox, are refused and left unchanged.
+//!
+//! ## Grants
+//!
+//! Grants (R45) live in the `grants` table; each use is one conditional
+//! `UPDATE grants SET uses = uses + 1 … WHERE id = $1 AND <live>`, so instances racing to
+//! spend a grant never pass its `max_calls`. [`PostgresInbox::grant_store`](toolgate_inbox::InboxStore::grant_store)
+//! gives the engine's grant store on it, driven by a thread with connections of its own
+//! (the engine decides synchronously).
 //!
 //! ## Time
 //!
@@ -127,6 +135,6 @@ pub use listen::{Notice, Subscription};
 pub use options::{MAX_SCHEMA_NAME, PostgresOptions};
 pub use quota::{PostgresQuotaCounter, QUOTA_LOCK, QUOTA_SCHEMA};
 pub use schema::{
-    APPLICATION, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, REPEAT_COLUMN, SCHEMA_V1, SCHEMA_V2,
-    SCHEMA_VERSION,
+    APPLICATION, GRANTS_TABLE, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, REPEAT_COLUMN, SCHEMA_V1,
+    SCHEMA_V2, SCHEMA_VERSION,
 };

@@ -128,6 +128,27 @@ CREATE TRIGGER stored_shadow_policy_notify AFTER INSERT OR UPDATE ON stored_shad
     FOR EACH ROW EXECUTE FUNCTION toolgate_inbox_notify({channel});
 ";
 
+/// The grants people gave (R45), in the order given (`seq`). Like [`OPEN_INDEX`], not a
+/// schema version of its own: `migrate` creates it, under the migration lock, in an inbox
+/// that lacks it (a program that does not know it ignores it). A revocation is recorded
+/// with who and when; a spent grant is one whose `uses` reached `max_calls` (`last_used_at`
+/// says when); an expired one is past `expires_at`.
+pub const GRANTS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS grants (
+    seq          BIGSERIAL PRIMARY KEY,
+    id           TEXT NOT NULL UNIQUE,
+    body         TEXT NOT NULL,
+    expires_at   BIGINT NOT NULL,
+    max_calls    BIGINT CHECK (max_calls IS NULL OR max_calls >= 1),
+    uses         BIGINT NOT NULL DEFAULT 0,
+    last_used_at BIGINT,
+    created_at   BIGINT NOT NULL,
+    revoked_by   TEXT,
+    revoked_at   BIGINT,
+    CHECK ((revoked_by IS NULL) = (revoked_at IS NULL))
+);
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -323,6 +344,9 @@ pub(crate) async fn migrate(
         if !told {
             tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
         }
+        if !exists("grants").await.map_err(err)? {
+            tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         if !exists("stored_shadow_policy").await.map_err(err)? {
             tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
@@ -348,6 +372,7 @@ pub(crate) async fn migrate(
         tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
             .await
             .map_err(err)?;
+        tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

@@ -80,6 +80,7 @@
 //! | [`put_shadow_policy_text`], [`load_shadow_policy`], [`PolicyWatch::poll_shadow_once`] | the stored shadow policy (R46), beside the enforced one: decided on every call and recorded, never enforced; one that cannot be read is a load error at start-up and changes nothing at run time |
 //! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
 //! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
+//! | [`StoredGrant`], [`InboxGrants`] | grants kept in the inbox (R45): `live`, `expired`, `spent` or `revoked`; the engine's grant store on any inbox |
 //! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
 //!
 //! ## Sessions and turns (R43)
@@ -135,6 +136,7 @@ pub mod guide {
 mod channel;
 pub mod codec;
 mod error;
+mod grants;
 mod model;
 mod policy;
 #[cfg(feature = "sqlite")]
@@ -151,6 +153,10 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
+pub use grants::{
+    GRANT_TIMEOUT, GrantRequest, GrantState, InboxGrants, Revocation, RevokeError, StoredGrant,
+    grant_from_text, may_revoke, new_grant_id, summary_line as grant_summary_line,
+};
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
     MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
@@ -165,7 +171,7 @@ pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
-    SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2,
+    SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

@@ -42,12 +42,14 @@ use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior, params,
 };
 use toolgate::core::{AgentRef, RunContext, Turn};
+use toolgate::engine::grant::Grant;
 use toolgate::engine::policy::Policy;
 
 use crate::codec;
 use crate::error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind as Kind, PolicySaveError,
 };
+use crate::grants::{self, RevokeError, StoredGrant};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp,
@@ -126,6 +128,27 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
 /// them ignores them.
 pub const REPEAT_COLUMN: &str = "
 ALTER TABLE held_calls ADD COLUMN repeat_told_at INTEGER;
+";
+
+/// The grants people gave (R45), in the order given (`seq`). Like [`OPEN_INDEX`], not a
+/// schema version of its own: created, when missing, each time a version-2 file is opened
+/// (a program that does not know it ignores it). A revocation is recorded with who and when;
+/// a spent grant is one whose `uses` reached `max_calls` (`last_used_at` says when); an
+/// expired one is past `expires_at`.
+pub const GRANTS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS grants (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id           TEXT NOT NULL UNIQUE,
+    body         TEXT NOT NULL,
+    expires_at   INTEGER NOT NULL,
+    max_calls    INTEGER CHECK (max_calls IS NULL OR max_calls >= 1),
+    uses         INTEGER NOT NULL DEFAULT 0,
+    last_used_at INTEGER,
+    created_at   INTEGER NOT NULL,
+    revoked_by   TEXT,
+    revoked_at   INTEGER,
+    CHECK ((revoked_by IS NULL) = (revoked_at IS NULL))
+);
 ";
 
 /// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
@@ -588,7 +611,8 @@ impl Inner {
             .map(|n| n > 0)
         };
         if has(conn).map_err(|e| self.err(e))? {
-            return conn.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e));
+            conn.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e))?;
+            return conn.execute_batch(GRANTS_TABLE).map_err(|e| self.err(e));
         }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -598,6 +622,7 @@ impl Inner {
             tx.execute_batch(REPEAT_COLUMN).map_err(|e| self.err(e))?;
         }
         tx.execute_batch(REPEAT_INDEX).map_err(|e| self.err(e))?;
+        tx.execute_batch(GRANTS_TABLE).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
 
@@ -1623,6 +1648,88 @@ impl InboxStore for SqliteInbox {
         })
     }
 
+    fn add_grant<'a>(
+        &'a self,
+        grant: &'a Grant,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        let grant = grant.clone();
+        self.run(move |inner, conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO grants (id, body, expires_at, max_calls, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        grant.id(),
+                        grant.source_text(),
+                        grants::expires_at(&grant).as_millis(),
+                        grant
+                            .max_calls()
+                            .map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
+                        now.as_millis(),
+                    ])
+                });
+            match inserted {
+                Ok(_) => Ok(StoredGrant {
+                    grant: grant.clone(),
+                    created_at: now,
+                    uses: 0,
+                    last_used_at: None,
+                    revoked: None,
+                }),
+                Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                    Err(InboxError::new(
+                        Kind::Duplicate,
+                        format!("a grant with the id `{}` exists already", grant.id()),
+                    ))
+                }
+                Err(e) => Err(inner.err(e)),
+            }
+        })
+    }
+
+    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        self.run(move |inner, conn| {
+            read_grants(
+                inner,
+                conn,
+                &format!("SELECT {GRANT_COLUMNS} FROM grants ORDER BY seq"),
+                &[],
+            )
+        })
+    }
+
+    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        self.run(move |inner, conn| {
+            read_grants(
+                inner,
+                conn,
+                &format!("SELECT {GRANT_COLUMNS} FROM grants WHERE {GRANT_LIVE} ORDER BY seq"),
+                &[&now.as_millis()],
+            )
+        })
+    }
+
+    fn use_grant<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| {
+            // One statement: the check that it is live and the count, atomically (SQLite's
+            // one writer), so racing uses never pass `max_calls`.
+            conn.prepare_cached(&format!(
+                "UPDATE grants SET uses = uses + 1, last_used_at = ?1 WHERE id = ?2 AND {GRANT_LIVE}"
+            ))
+            .and_then(|mut s| s.execute(params![now.as_millis(), id]))
+            .map(|n| n == 1)
+            .map_err(|e| inner.err(e))
+        })
+    }
+
     fn put_shadow_policy<'a>(
         &'a self,
         policy: &'a Policy,
@@ -1638,6 +1745,81 @@ impl InboxStore for SqliteInbox {
                 .map_err(|e| inner.err(e))
         })
     }
+
+    fn grant_store(&self) -> Result<Arc<dyn toolgate::engine::grant::GrantStore>, InboxError> {
+        Ok(Arc::new(grants::InboxGrants::start(Arc::new(
+            self.clone(),
+        ))?))
+    }
+
+    fn revoke_grant<'a>(
+        &'a self,
+        id: &'a str,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
+        let (id, by) = (id.to_owned(), by.to_owned());
+        self.run(move |inner, conn| {
+            let changed = conn
+                .prepare_cached(&format!(
+                    "UPDATE grants SET revoked_by = ?2, revoked_at = ?1 WHERE id = ?3 AND {GRANT_LIVE}"
+                ))
+                .and_then(|mut s| s.execute(params![now.as_millis(), by, id]))
+                .map_err(|e| inner.err(e))?;
+            let found = read_grants(
+                inner,
+                conn,
+                &format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = ?1"),
+                &[&id],
+            )?
+            .pop();
+            match found {
+                None => Err(RevokeError::UnknownId(id.clone())),
+                Some(g) if changed == 1 => Ok(g),
+                Some(g) => Err(RevokeError::Ended {
+                    id: id.clone(),
+                    state: g.state(now),
+                }),
+            }
+        })
+    }
+}
+
+/// The columns [`read_grants`] reads, in order.
+const GRANT_COLUMNS: &str = "id, body, uses, last_used_at, created_at, revoked_by, revoked_at";
+
+/// A grant live at `?1` (R45): not revoked, before its expiry, fewer than `max_calls` sends.
+const GRANT_LIVE: &str =
+    "revoked_at IS NULL AND expires_at > ?1 AND (max_calls IS NULL OR uses < max_calls)";
+
+/// The grants `sql` selects ([`GRANT_COLUMNS`]); a row that cannot be read fails the whole
+/// read (fail closed).
+fn read_grants(
+    inner: &Inner,
+    conn: &Connection,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<StoredGrant>, InboxError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(|e| inner.err(e))?;
+    let rows = stmt
+        .query_map(args, |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                r.get::<_, Option<i64>>(6)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|e| inner.err(e))?;
+    rows.into_iter()
+        .map(|(id, body, uses, last, created, by, at)| {
+            StoredGrant::from_stored(&id, &body, uses, last, created, (by, at))
+        })
+        .collect()
 }
 
 #[cfg(test)]

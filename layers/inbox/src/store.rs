@@ -8,7 +8,12 @@ use std::pin::Pin;
 use toolgate::core::AgentRef;
 use toolgate::engine::policy::Policy;
 
+use std::sync::Arc;
+
+use toolgate::engine::grant::{Grant, GrantStore};
+
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, PolicySaveError};
+use crate::grants::{RevokeError, StoredGrant, no_grants};
 use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp, TurnState,
@@ -303,6 +308,70 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
             ))
         })
     }
+
+    /// Stores a grant (R45) after the others, unused and unrevoked, at `now`. A grant whose
+    /// id is taken is [`InboxErrorKind::Duplicate`](crate::InboxErrorKind::Duplicate) and
+    /// changes nothing.
+    ///
+    /// This provided method refuses: a store that keeps grants overrides every grant
+    /// method (both backends do).
+    fn add_grant<'a>(
+        &'a self,
+        grant: &'a Grant,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        let _ = (grant, now);
+        Box::pin(async { Err(no_grants()) })
+    }
+
+    /// Every stored grant, in the order they were given, whatever its state.
+    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(async { Err(no_grants()) })
+    }
+
+    /// The grants live at `now`, in the order they were given (what a call is answered
+    /// from: the first live grant that matches it).
+    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(async move {
+            let mut all = self.grants().await?;
+            all.retain(|g| g.state(now) == crate::grants::GrantState::Live);
+            Ok(all)
+        })
+    }
+
+    /// Counts one send under grant `id` at `now`, in one conditional update with the check
+    /// that it is still live (not revoked, `now` before its expiry, fewer than `max_calls`
+    /// sends): `false`, nothing counted, when it is not (or no grant has that id). Racing
+    /// uses never count more than `max_calls`.
+    fn use_grant<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let _ = (id, now);
+        Box::pin(async { Err(no_grants()) })
+    }
+
+    /// The engine's grant store on this inbox's grants ([`crate::InboxGrants`]), for the
+    /// stack's ledger (`GovernanceHandle::set_grants`): a grant added, spent or revoked by
+    /// any process sharing the inbox takes effect on the next call.
+    ///
+    /// This provided method refuses; both backends override it.
+    fn grant_store(&self) -> Result<Arc<dyn GrantStore>, InboxError> {
+        Err(no_grants())
+    }
+
+    /// Revokes the live grant `id`: records `by` and `now`, in one conditional update. A
+    /// grant that expired or was spent keeps that ending ([`RevokeError::Ended`]).
+    fn revoke_grant<'a>(
+        &'a self,
+        id: &'a str,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
+        let _ = (id, by, now);
+        Box::pin(async { Err(RevokeError::Store(no_grants())) })
+    }
 }
 
 impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
@@ -427,6 +496,37 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
     }
     fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
         (**self).clear_shadow_policy()
+    }
+    fn add_grant<'a>(
+        &'a self,
+        grant: &'a Grant,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        (**self).add_grant(grant, now)
+    }
+    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        (**self).grants()
+    }
+    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        (**self).live_grants(now)
+    }
+    fn use_grant<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        (**self).use_grant(id, now)
+    }
+    fn grant_store(&self) -> Result<Arc<dyn GrantStore>, InboxError> {
+        (**self).grant_store()
+    }
+    fn revoke_grant<'a>(
+        &'a self,
+        id: &'a str,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
+        (**self).revoke_grant(id, by, now)
     }
 }
 

@@ -236,6 +236,12 @@ pub fn router(app: App) -> Router {
         .route("/history", get(crate::pages::history))
         .route("/calls/{id}", get(crate::pages::one))
         .route("/calls/{id}/answer", post(crate::pages::answer))
+        .route("/calls/{id}/grant", post(crate::grants::approve_and_grant))
+        .route("/grants", get(crate::grants::page))
+        .route(
+            "/grants/{id}/revoke",
+            get(crate::grants::confirm_revoke).post(crate::grants::revoke),
+        )
         .route("/events", get(crate::events::sse))
         .route("/policy", get(crate::policy::page))
         .route("/policy/rule", post(crate::policy::save_rule))

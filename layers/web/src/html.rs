@@ -33,6 +33,7 @@ pub(crate) enum Tab {
     Pending,
     History,
     Policy,
+    Grants,
 }
 
 /// A whole page: the frame, the navigation (for a signed-in person), and `body`.
@@ -42,12 +43,13 @@ pub(crate) fn page(title: &str, nav: Option<(&Who, Tab)>, body: &str) -> Html<St
         Some((who, tab)) => {
             let cls = |t: Tab| if t == tab { " class=\"current\"" } else { "" };
             format!(
-                "<nav><a href=\"/\" id=\"tab-pending\"{}>Pending</a> <a href=\"/history\" id=\"tab-history\"{}>History</a> <a href=\"/policy\" id=\"tab-policy\"{}>Policy</a>\
+                "<nav><a href=\"/\" id=\"tab-pending\"{}>Pending</a> <a href=\"/history\" id=\"tab-history\"{}>History</a> <a href=\"/policy\" id=\"tab-policy\"{}>Policy</a> <a href=\"/grants\" id=\"tab-grants\"{}>Grants</a>\
                  <span class=\"who\">signed in as <strong id=\"who\">{}</strong>\
                  <form method=\"post\" action=\"/logout\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form></span></nav>",
                 cls(Tab::Pending),
                 cls(Tab::History),
                 cls(Tab::Policy),
+                cls(Tab::Grants),
                 text(&who.approver.name),
                 esc(&who.csrf),
             )

@@ -10,6 +10,12 @@
 //!   (pretty-printed, escaped), age and expiry, and **Approve** / **Deny** with an optional
 //!   reason. New held calls and answers appear without a reload (server-sent events on
 //!   `/events`, fed by one poller over the store).
+//!   Beside Approve, **Approve, and allow matching calls for …** approves the call and gives
+//!   a grant (R45), pre-filled from the card (agent, tool, session, a `when` the input
+//!   passes, 30 minutes, 5 calls) and editable, bound to the card's hashes like Approve.
+//! - **Grants** (`/grants`): every grant the person gave or has the rights to give, with its
+//!   state (`live`, `expired`, `spent`, `revoked` — who revoked it and when), and Revoke
+//!   (after a confirmation; only with rights over what it answers).
 //! - **History** (`/history`): answered, expired and cancelled calls, and who answered.
 //! - **Policy** (`/policy`): the stored tenant policy's rules, strictest first; edit one in a
 //!   panel, add one, delete one; every save replaces the policy whole through the same
@@ -70,6 +76,7 @@ pub mod guide {
 mod app;
 mod auth;
 mod events;
+mod grants;
 mod html;
 mod pages;
 mod policy;
@@ -107,6 +114,9 @@ pub struct WebSettings {
     /// configuration has an audit file: "this change over the last N recorded calls: X
     /// would now be refused, Y asked, Z run".
     pub preview: Option<PolicyPreview>,
+    /// The configuration grants given on the page are checked against (R45: its tools and
+    /// each approver's rights over them); `None`: the page gives and revokes no grant.
+    pub governance: Option<Arc<Governance>>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -137,15 +147,17 @@ impl WebSettings {
             ));
         };
         let mut settings = Self::new(approvers.clone(), gov.settings().limits);
+        let shared = Arc::new(gov.clone());
         settings.preview = gov
             .audit_settings()
             .file
             .as_ref()
             .map(|file| PolicyPreview {
-                governance: Arc::new(gov.clone()),
+                governance: Arc::clone(&shared),
                 audit_file: file.into(),
                 last: DEFAULT_PREVIEW_RECORDS,
             });
+        settings.governance = Some(shared);
         Ok(settings)
     }
 
@@ -158,6 +170,7 @@ impl WebSettings {
             poll_interval: Duration::from_secs(1),
             session_ttl: Duration::from_secs(12 * 3600),
             preview: None,
+            governance: None,
         }
     }
 }

@@ -34,7 +34,7 @@ fn age(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
-fn store_failed(e: impl std::fmt::Display) -> Response {
+pub(crate) fn store_failed(e: impl std::fmt::Display) -> Response {
     html::refusal(
         StatusCode::SERVICE_UNAVAILABLE,
         "The inbox cannot be read",
@@ -159,6 +159,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
             .may_answer(&r.call.identities, r.call.agent.rule_name())
         {
             answer_forms(out, r, who);
+            crate::grants::grant_form(out, r, who);
         } else {
             out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
         }
@@ -389,6 +390,68 @@ pub(crate) struct AnswerForm {
     idempotency_key: Option<String>,
 }
 
+/// The held call `id` if `who` may answer it, else the refusal (404 for an id the inbox
+/// did not issue, 403 for a call to a tool beyond their selectors).
+pub(crate) async fn answerable(app: &App, who: &Who, id: &str) -> Result<HeldRecord, Response> {
+    let record = match app.0.store.get(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return Err(html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such held call",
+                &format!("no held call `{id}` in this inbox; nothing was changed"),
+            ));
+        }
+        Err(e) => return Err(store_failed(e)),
+    };
+    if !who
+        .approver
+        .may_answer(&record.call.identities, record.call.agent.rule_name())
+    {
+        return Err(html::refusal(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &format!(
+                "approver `{}` may not answer calls to `{}`; nothing was changed",
+                who.approver.name, record.call.tool
+            ),
+        ));
+    }
+    Ok(record)
+}
+
+/// R35: the refusal of an approval whose form's hashes are not the held call's (its input
+/// or its tool's definition differs from what the page showed), `None` when they are.
+pub(crate) fn not_as_shown(
+    input_hash: Option<&str>,
+    definition_hash: Option<&str>,
+    record: &HeldRecord,
+) -> Option<Response> {
+    let mut changed = Vec::new();
+    if input_hash != Some(record.call.input_hash.as_str()) {
+        changed.push("its input");
+    }
+    if definition_hash != Some(record.call.definition_hash.as_str()) {
+        changed.push("the tool's definition");
+    }
+    if changed.is_empty() {
+        return None;
+    }
+    Some(html::refusal(
+        StatusCode::CONFLICT,
+        "Refused: the call is not the one shown",
+        &format!(
+            "{} {} from what the page showed (R35); reload and look again; nothing was approved",
+            changed.join(" and "),
+            if changed.len() == 1 {
+                "differs"
+            } else {
+                "differ"
+            }
+        ),
+    ))
+}
+
 pub(crate) async fn answer(
     State(app): State<App>,
     headers: HeaderMap,
@@ -419,54 +482,19 @@ pub(crate) async fn answer(
             "the form has no idempotency key; reload the page and answer again",
         );
     };
-    let record = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return html::refusal(
-                StatusCode::NOT_FOUND,
-                "No such held call",
-                &format!("no held call `{id}` in this inbox; nothing was changed"),
-            );
-        }
-        Err(e) => return store_failed(e),
+    let record = match answerable(&app, &who, &id).await {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    if !who
-        .approver
-        .may_answer(&record.call.identities, record.call.agent.rule_name())
-    {
-        return html::refusal(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            &format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                who.approver.name, record.call.tool
-            ),
-        );
-    }
     // R35: an approval answers exactly what the page showed.
-    if approve {
-        let mut changed = Vec::new();
-        if form.input_hash.as_deref() != Some(record.call.input_hash.as_str()) {
-            changed.push("its input");
-        }
-        if form.definition_hash.as_deref() != Some(record.call.definition_hash.as_str()) {
-            changed.push("the tool's definition");
-        }
-        if !changed.is_empty() {
-            return html::refusal(
-                StatusCode::CONFLICT,
-                "Refused: the call is not the one shown",
-                &format!(
-                    "{} {} from what the page showed (R35); reload and look again; nothing was approved",
-                    changed.join(" and "),
-                    if changed.len() == 1 {
-                        "differs"
-                    } else {
-                        "differ"
-                    }
-                ),
-            );
-        }
+    if approve
+        && let Some(r) = not_as_shown(
+            form.input_hash.as_deref(),
+            form.definition_hash.as_deref(),
+            &record,
+        )
+    {
+        return r;
     }
     let reason = form
         .reason

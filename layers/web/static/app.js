@@ -9,8 +9,11 @@
     // Never replace a form someone is typing in.
     var el = document.activeElement;
     if (el && live.contains(el) && (el.tagName === "INPUT" || el.tagName === "TEXTAREA")) { return true; }
+    // A field counts once a person changed it (the grant form comes pre-filled), and an
+    // open grant form counts as soon as it is opened.
     var inputs = live.querySelectorAll("input[type=text], textarea");
-    for (var i = 0; i < inputs.length; i++) { if (inputs[i].value !== "") { return true; } }
+    for (var i = 0; i < inputs.length; i++) { if (inputs[i].value !== inputs[i].defaultValue) { return true; } }
+    if (live.querySelector("details.grant[open]")) { return true; }
     return false;
   }
   function refresh() {

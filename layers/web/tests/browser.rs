@@ -365,3 +365,131 @@ async fn browser_approve_deny_and_edit_the_policy() {
     shot(&c, "history.png").await;
     c.close().await.unwrap();
 }
+
+/// R45 in a real browser: "Approve, and allow matching calls for …" on a card, pre-filled
+/// and edited; the next matching call runs without asking; the Grants tab shows it live
+/// with its use, and Revoke (after the confirmation) ends it, recorded with who.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_r45_approve_and_allow_then_revoke_on_the_grants_tab() {
+    let (driver, binary) = match chromedriver() {
+        Ok(d) => d,
+        Err(why) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and the browser test cannot run: {why}");
+            }
+            eprintln!(
+                "\n*** SKIPPED browser_r45_approve_and_allow_then_revoke_on_the_grants_tab: {why} ***\n"
+            );
+            return;
+        }
+    };
+    let s = start_with("token", Duration::from_millis(100)).await;
+    s.handle.set_grants(s.inbox.store().grant_store().unwrap());
+    let c = browser(&driver, &binary).await;
+    c.goto(&format!("{}/login", s.base)).await.unwrap();
+    wait_for(&c, "#token").await.send_keys(ALICE).await.unwrap();
+    c.find(Locator::Css("#sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(&c, "#who").await, "alice");
+
+    let id = s.hold_refund(json!({"order": "A-17", "amount": 80})).await;
+    wait_for(&c, &format!("#card-{id}")).await;
+    // A second held call arriving while the first card is on screen still shows up: the
+    // pre-filled grant form does not count as someone typing.
+    let other = s.hold_refund(json!({"order": "Z-1", "amount": 900})).await;
+    wait_for(&c, &format!("#card-{other}")).await;
+
+    wait_for(&c, &format!("#grant-open-{id}"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    let agent = wait_for(&c, &format!("#grant-agent-{id}")).await;
+    assert_eq!(
+        agent.prop("value").await.unwrap().as_deref(),
+        Some("support")
+    );
+    let tool = c
+        .find(Locator::Css(&format!("#grant-tool-{id}")))
+        .await
+        .unwrap();
+    assert_eq!(tool.prop("value").await.unwrap().as_deref(), Some("refund"));
+    let when = c
+        .find(Locator::Css(&format!("#grant-when-{id}")))
+        .await
+        .unwrap();
+    let filled = when.prop("value").await.unwrap().unwrap_or_default();
+    assert!(filled.contains("\"lte\":80"), "{filled}");
+    when.clear().await.unwrap();
+    when.send_keys(r#"{"amount": {"lte": 100}}"#).await.unwrap();
+    let max = c
+        .find(Locator::Css(&format!("#grant-max_calls-{id}")))
+        .await
+        .unwrap();
+    max.clear().await.unwrap();
+    max.send_keys("2").await.unwrap();
+    shot(&c, "grant-form.png").await;
+    c.find(Locator::Css(&format!("#grant-{id}")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(text(&c, ".approver").await.starts_with("alice"));
+    let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Approved);
+
+    // The next matching call runs without asking.
+    let small = ToolCall::new(
+        AgentRef::profile("support"),
+        "refund",
+        json!({"order": "B-2", "amount": 50}),
+    );
+    assert!(matches!(s.send(small).await, ToolResponse::Completed(_)));
+    assert_eq!(s.tool.runs(), 1);
+
+    // The Grants tab: live, one of two calls used; revoke it after the confirmation.
+    c.find(Locator::Css("#tab-grants"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let grants = s.inbox.store().grants().await.unwrap();
+    let gid = grants[0].grant.id().to_owned();
+    let row = format!("#grant-row-{gid}");
+    assert_eq!(text(&c, &format!("{row} .state")).await, "live");
+    assert_eq!(text(&c, &format!("{row} .calls")).await, "1 of 2");
+    assert_eq!(text(&c, &format!("{row} .granted-by")).await, "alice");
+    shot(&c, "grants.png").await;
+    wait_for(&c, &format!("#revoke-{gid}"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    wait_for(&c, "#confirm-revoke").await.click().await.unwrap();
+    assert!(text(&c, "#banner").await.contains("was revoked"));
+    assert_eq!(text(&c, &format!("{row} .state")).await, "revoked");
+    assert!(
+        text(&c, &format!("{row} .until"))
+            .await
+            .starts_with("revoked by alice")
+    );
+    shot(&c, "grants-revoked.png").await;
+    let g = s.inbox.store().grants().await.unwrap().remove(0);
+    assert_eq!(g.revoked.as_ref().map(|r| r.by.as_str()), Some("alice"));
+
+    // Revoked: the next matching call is asked again.
+    let again = ToolCall::new(
+        AgentRef::profile("support"),
+        "refund",
+        json!({"order": "B-3", "amount": 40}),
+    );
+    assert!(matches!(s.send(again).await, ToolResponse::Held(_)));
+    assert_eq!(s.tool.runs(), 1);
+    c.close().await.unwrap();
+}

@@ -73,6 +73,11 @@ impl Rule {
         self.kind
     }
 
+    /// The rule's `agent` pattern.
+    pub fn agent(&self) -> Option<&Glob> {
+        self.agent.as_ref()
+    }
+
     /// Whether the rule sets `when`.
     pub fn has_when(&self) -> bool {
         !self.when.is_empty()
@@ -169,6 +174,29 @@ impl Rule {
     pub(crate) fn selecting_every_kind(mut self) -> Self {
         self.all_kinds = true;
         self
+    }
+
+    /// Whether the selection's `kind`, `server` and `tool` select one tool record, whatever
+    /// the agent and the input (names compared ASCII case-insensitively): the tools a grant
+    /// can answer calls of (R45).
+    pub(crate) fn selects_record(&self, kind: ToolKind, tool: &str, server: Option<&str>) -> bool {
+        use toolgate_core::names::lower_key;
+        if !self.kind_applies(kind) {
+            return false;
+        }
+        if let Some(g) = &self.server {
+            match server {
+                Some(server) if kind == ToolKind::Mcp => {
+                    if !g.matches_lower(&lower_key(server)) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        self.tool
+            .as_ref()
+            .is_none_or(|g| g.matches_lower(&lower_key(tool)))
     }
 
     /// Whether the selection matches one call's record (R18–R20), names compared ASCII

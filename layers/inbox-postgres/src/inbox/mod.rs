@@ -4,6 +4,7 @@
 //! notifications for a held call or the stored policy; `ops` runs each store operation as
 //! conditional SQL and reads rows back (the decisions are `toolgate_inbox::state`'s).
 
+mod grants;
 mod ops;
 mod wait;
 

@@ -12,6 +12,7 @@ use deadpool_postgres::Object;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use toolgate::core::{AgentRef, RunContext, Turn};
+use toolgate::engine::grant::{Grant, GrantStore};
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
@@ -19,6 +20,7 @@ use toolgate_inbox::{
     PolicySaveError, State, StoredPolicy, Timestamp, codec,
     state::{self, PendingLost, Repeat},
 };
+use toolgate_inbox::{RevokeError, StoredGrant};
 
 use super::PostgresInbox;
 use crate::error;
@@ -933,6 +935,43 @@ impl InboxStore for PostgresInbox {
             )
             .await
         })
+    }
+
+    fn add_grant<'a>(
+        &'a self,
+        grant: &'a Grant,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        Box::pin(self.add_grant_op(grant, now))
+    }
+
+    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(self.grants_op())
+    }
+
+    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(self.live_grants_op(now))
+    }
+
+    fn use_grant<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(self.use_grant_op(id, now))
+    }
+
+    fn revoke_grant<'a>(
+        &'a self,
+        id: &'a str,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
+        Box::pin(self.revoke_grant_op(id, by, now))
+    }
+
+    fn grant_store(&self) -> Result<std::sync::Arc<dyn GrantStore>, InboxError> {
+        self.grant_store_op()
     }
 
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {

@@ -618,6 +618,15 @@ impl GovernedServer {
     ) -> Result<Self, ServeError> {
         let governance = handle.load();
         config.check(&governance).map_err(ServeError::Config)?;
+        if let Some(inbox) = &inbox {
+            // R45: asks are answered by the inbox's grants, read on every asked call, so a
+            // grant added (or revoked) by `toolgate grant` or the page takes effect without
+            // a restart. A store that keeps no grants leaves every ask asked.
+            match inbox.store().grant_store() {
+                Ok(grants) => handle.set_grants(grants),
+                Err(e) => tracing::warn!(error = %e, "the inbox's grants are not used"),
+            }
+        }
         let mut routed = vec![governance.settings().channel];
         for name in governance.agent_names() {
             if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {

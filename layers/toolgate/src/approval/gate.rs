@@ -343,7 +343,14 @@ where
                 Verdict::Run {
                     auto_approved: true,
                 } => WaitEnd::AutoApproved,
-                Verdict::Run { .. } => WaitEnd::NotAsked,
+                // R45: a call a grant answered is recorded as approved by whoever gave it
+                // (the grant itself is in the decision, `granted`).
+                Verdict::Run { .. } => match &decision.granted {
+                    Some(g) => WaitEnd::Approved {
+                        approver: g.granted_by.clone(),
+                    },
+                    None => WaitEnd::NotAsked,
+                },
                 Verdict::Ask { .. } => WaitEnd::Unroutable,
             };
             sink.record(DecisionNote {

@@ -1,0 +1,585 @@
+//! Grants on the page (R45): "Approve, and allow matching calls for …" beside Approve on a
+//! held call's card, and the Grants tab (every grant with its state, and Revoke).
+//!
+//! The grant form is pre-filled from the card — agent, tool (and server), session, a `when`
+//! built from the input, how long, how many calls — and editable. It is bound to the card's
+//! hashes like Approve (R35): a call whose input or tool definition differs from what the
+//! page showed is refused, nothing approved and nothing granted. The grant is checked before
+//! anything is written (every field as `toolgate grant add` checks it, and the person's
+//! rights: an approver grants only what their `tools` selectors cover); then the call is
+//! approved, and the grant stored. A double submit is one approval and one grant.
+//!
+//! Revoking asks for a confirmation first; only a person with rights over what the grant
+//! answers may revoke it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toolgate::core::ToolKind;
+use toolgate_inbox::{
+    Answer, AnswerError, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp,
+    may_revoke,
+};
+
+use crate::app::App;
+use crate::auth::{Who, check_csrf, random_hex, unauthorized};
+use crate::html::{self, Tab, esc, text};
+
+/// How long a grant from a card lasts unless the person says otherwise.
+const DEFAULT_FOR: &str = "30m";
+
+/// How many calls a grant from a card answers unless the person says otherwise.
+const DEFAULT_MAX_CALLS: u64 = 5;
+
+/// How many tests the `when` built from an input has at most (the first, in key order).
+const WHEN_TESTS: usize = 20;
+
+/// A `when` (R20) that the card's input passes: each number at most its value (`lte`),
+/// every other scalar `equals` its value, by dotted path into objects (arrays and keys with
+/// a `.` are left out: a path cannot name them). `None` when nothing can be tested.
+pub(crate) fn when_from_input(input: &Value) -> Option<String> {
+    fn walk(v: &Value, path: &mut Vec<String>, out: &mut Map<String, Value>, depth: usize) {
+        if out.len() >= WHEN_TESTS {
+            return;
+        }
+        match v {
+            Value::Object(o) if depth < 4 => {
+                for (k, child) in o {
+                    if k.is_empty() || k.contains('.') {
+                        continue;
+                    }
+                    path.push(k.clone());
+                    walk(child, path, out, depth + 1);
+                    path.pop();
+                }
+            }
+            Value::Object(_) | Value::Array(_) => {}
+            _ if path.is_empty() => {}
+            Value::Number(n) => {
+                out.insert(path.join("."), json!({"lte": n}));
+            }
+            other => {
+                out.insert(path.join("."), json!({"equals": other}));
+            }
+        }
+    }
+    let mut out = Map::new();
+    walk(input, &mut Vec::new(), &mut out, 0);
+    (!out.is_empty()).then(|| Value::Object(out).to_string())
+}
+
+/// The tool a card's grant names: the own name of its (first) record, and the server when
+/// every record is the same MCP server's.
+fn tool_of(r: &HeldRecord) -> (String, Option<String>) {
+    let ids = &r.call.identities;
+    let Some(first) = ids.first() else {
+        return (r.call.tool.clone(), None);
+    };
+    let server = match first.server() {
+        Some(s)
+            if ids
+                .iter()
+                .all(|i| i.kind() == ToolKind::Mcp && i.server() == Some(s)) =>
+        {
+            Some(s.to_owned())
+        }
+        _ => None,
+    };
+    (first.name().to_owned(), server)
+}
+
+/// The "Approve, and allow matching calls for …" form of a pending card the person may
+/// answer, pre-filled and editable, bound to the card's hashes. Every pre-filled value is
+/// shown with its hidden characters marked (issue 20): a value a person cannot read is never
+/// put in a form raw, and its marked spelling never matches the original, so such a field
+/// can only make the grant narrower.
+pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
+    let id = esc(r.id());
+    let (tool, server) = tool_of(r);
+    let when = r.input().ok().as_ref().and_then(when_from_input);
+    let session = r.call.turn.as_ref().map(|t| t.session.clone());
+    let input = |name: &str, label: &str, value: &str, hint: &str| {
+        format!(
+            "<label class=\"field\">{label} <input type=\"text\" name=\"{name}\" value=\"{}\" id=\"grant-{name}-{id}\" placeholder=\"{hint}\"></label>",
+            text(value)
+        )
+    };
+    let _ = write!(
+        out,
+        "<details class=\"grant\" id=\"grant-panel-{id}\"><summary id=\"grant-open-{id}\">Approve, and allow matching calls for …</summary>\
+         <form method=\"post\" action=\"/calls/{id}/grant\" class=\"grant\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"input_hash\" value=\"{}\">\
+         <input type=\"hidden\" name=\"definition_hash\" value=\"{}\">\
+         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
+         <p class=\"note\">Approves this call, and lets matching calls run without asking until the grant expires, is spent or is revoked. It never runs a refused call and never changes what the agent is shown.</p>\
+         {}{}{}{}{}\
+         <label class=\"field\">When (JSON, a rule's <code>when</code>; empty: any input)<textarea name=\"when\" id=\"grant-when-{id}\" rows=\"3\">{}</textarea></label>\
+         {}{}\
+         <button type=\"submit\" class=\"approve\" id=\"grant-{id}\">Approve and allow</button></form></details>",
+        esc(&who.csrf),
+        esc(&r.call.input_hash),
+        esc(&r.call.definition_hash),
+        random_hex(16),
+        input("for", "For", DEFAULT_FOR, "30m, 2h, 1d"),
+        input(
+            "max_calls",
+            "At most (calls)",
+            &DEFAULT_MAX_CALLS.to_string(),
+            "empty: no limit"
+        ),
+        input(
+            "agent",
+            "Agent",
+            r.call.agent.rule_name(),
+            "a name or a * pattern"
+        ),
+        input("tool", "Tool", &tool, "a name or a * pattern"),
+        input(
+            "server",
+            "Server",
+            server.as_deref().unwrap_or(""),
+            "empty: any"
+        ),
+        text(when.as_deref().unwrap_or("")),
+        input(
+            "session",
+            "Session",
+            session.as_deref().unwrap_or(""),
+            "empty: any session"
+        ),
+        input(
+            "reason",
+            "Reason",
+            &format!("allowed with held call {}", r.id()),
+            "why"
+        ),
+    );
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct GrantForm {
+    csrf: Option<String>,
+    input_hash: Option<String>,
+    definition_hash: Option<String>,
+    idempotency_key: Option<String>,
+    agent: Option<String>,
+    tool: Option<String>,
+    server: Option<String>,
+    session: Option<String>,
+    when: Option<String>,
+    #[serde(rename = "for")]
+    lasts: Option<String>,
+    max_calls: Option<String>,
+    reason: Option<String>,
+}
+
+/// A form field, trimmed; `None` when empty.
+fn given(v: Option<String>) -> Option<String> {
+    v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+fn refused(status: StatusCode, why: &str) -> Response {
+    html::refusal(status, "Refused", why)
+}
+
+/// The grant the form asks for, or why not (naming the field).
+fn request_of(form: &GrantForm, who: &Who) -> Result<GrantRequest, String> {
+    let lasts = given(form.lasts.clone()).ok_or("`for`: say how long the grant lasts (30m, 2h)")?;
+    let lasts: Duration = humantime::parse_duration(&lasts)
+        .map_err(|e| format!("`for`: `{lasts}` is not a duration: {e}"))?;
+    let max_calls = match given(form.max_calls.clone()) {
+        None => None,
+        Some(n) => Some(
+            n.parse::<u64>()
+                .map_err(|_| format!("`max_calls`: `{n}` is not a whole number"))?,
+        ),
+    };
+    Ok(GrantRequest {
+        agent: given(form.agent.clone()).unwrap_or_default(),
+        tool: given(form.tool.clone()).unwrap_or_default(),
+        server: given(form.server.clone()),
+        kind: None,
+        when: given(form.when.clone()),
+        session: given(form.session.clone()),
+        lasts,
+        max_calls,
+        granted_by: who.approver.name.clone(),
+        reason: given(form.reason.clone()).unwrap_or_default(),
+    })
+}
+
+/// `POST /calls/{id}/grant`: approve the held call and store the grant (R35, R45).
+pub(crate) async fn approve_and_grant(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<GrantForm>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return unauthorized();
+    };
+    if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {
+        return r;
+    }
+    let Some(key) = form
+        .idempotency_key
+        .clone()
+        .filter(|k| !k.trim().is_empty())
+    else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "the form has no idempotency key; reload the page and answer again",
+        );
+    };
+    let Some(gov) = app.0.settings.governance.clone() else {
+        return refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this page was started without the configuration's tools, so a grant's rights cannot be checked; nothing was changed",
+        );
+    };
+    let record = match crate::pages::answerable(&app, &who, &id).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    // R35: the approval and the grant answer exactly what the page showed.
+    if let Some(r) = crate::pages::not_as_shown(
+        form.input_hash.as_deref(),
+        form.definition_hash.as_deref(),
+        &record,
+    ) {
+        return r;
+    }
+    // Everything is checked before anything is written: a refused grant approves nothing.
+    let request = match request_of(&form, &who) {
+        Ok(r) => r,
+        Err(why) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                &format!("{why}; nothing was changed"),
+            );
+        }
+    };
+    let now = Timestamp::now();
+    let grant = match request.build(&gov, now) {
+        Ok(g) => g,
+        Err(errs) => {
+            let why = errs
+                .errors
+                .iter()
+                .map(|e| {
+                    if e.path.is_empty() {
+                        e.message.clone()
+                    } else {
+                        format!("`{}`: {}", e.path, e.message)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return refused(
+                StatusCode::BAD_REQUEST,
+                &format!("the grant is refused: {why}; nothing was changed"),
+            );
+        }
+    };
+    let answer = Answer::approve(key, who.approver.name.clone());
+    let receipt = match app.0.store.answer(&id, answer).await {
+        Ok(r) => r,
+        Err(e) => {
+            let status = match &e {
+                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
+                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
+                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            };
+            return html::refusal(
+                status,
+                "The answer was refused",
+                &format!("{e}; no grant was given"),
+            );
+        }
+    };
+    // A double submit replays the approval: the grant was given by the first.
+    if !receipt.replayed
+        && let Err(e) = app.0.store.add_grant(&grant, now).await
+    {
+        return html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The grant was not stored",
+            &format!("the call was approved, but the grant was not stored: {e}"),
+        );
+    }
+    tracing::info!(
+        interaction = %toolgate::core::display::visible(&id),
+        grant = %grant.id(),
+        approver = %toolgate::core::display::visible(&who.approver.name),
+        replayed = receipt.replayed,
+        "a held call was approved with a grant on the approval page"
+    );
+    Redirect::to(&format!("/calls/{id}")).into_response()
+}
+
+/// Whether `who` is shown `g` on the Grants tab: one they gave, or one they have the rights
+/// to give.
+fn may_see(app: &App, who: &Who, g: &StoredGrant) -> bool {
+    g.grant.granted_by() == who.approver.name
+        || app
+            .0
+            .settings
+            .governance
+            .as_ref()
+            .is_some_and(|gov| may_revoke(gov, &who.approver.name, &g.grant).is_ok())
+}
+
+fn may_revoke_here(app: &App, who: &Who, g: &StoredGrant) -> Result<(), String> {
+    match app.0.settings.governance.as_ref() {
+        Some(gov) => may_revoke(gov, &who.approver.name, &g.grant),
+        None => Err(String::from(
+            "this page was started without the configuration's tools, so rights cannot be checked",
+        )),
+    }
+}
+
+fn source_field(g: &StoredGrant, key: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(g.grant.source_text())
+        .ok()?
+        .get(key)
+        .cloned()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct GrantsQuery {
+    revoked: Option<String>,
+}
+
+/// `GET /grants`: every grant the person may see, in the order given, with its state.
+pub(crate) async fn page(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<GrantsQuery>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let grants = match app.0.store.grants().await {
+        Ok(g) => g,
+        Err(e) => return crate::pages::store_failed(e),
+    };
+    let now = Timestamp::now();
+    let mut body = String::from("<h1>Grants</h1>");
+    if let Some(id) = q.revoked {
+        let _ = write!(
+            body,
+            "<p class=\"saved\" id=\"banner\" role=\"status\">Grant <code>{}</code> was revoked: matching calls are asked again.</p>",
+            text(&id)
+        );
+    }
+    body.push_str(
+        "<table class=\"grants\" id=\"grants\"><thead><tr><th>Grant</th><th>State</th><th>Agent</th><th>Tool</th><th>When</th><th>Session</th><th>Calls</th><th>Until</th><th>Given by</th><th>Reason</th><th></th></tr></thead><tbody>",
+    );
+    let mut shown = 0;
+    for g in grants.iter().filter(|g| may_see(&app, &who, g)) {
+        shown += 1;
+        let state = g.state(now);
+        let gid = esc(g.grant.id());
+        let field = |k: &str| match source_field(g, k) {
+            Some(Value::String(s)) => text(&s),
+            Some(v) => text(&v.to_string()),
+            None => String::new(),
+        };
+        let tool = match source_field(g, "server") {
+            Some(Value::String(s)) => format!("{} / {}", text(&s), field("tool")),
+            _ => field("tool"),
+        };
+        let calls = match g.grant.max_calls() {
+            Some(m) => format!("{} of {m}", g.uses),
+            None => format!("{}", g.uses),
+        };
+        let ending = match (state, &g.revoked) {
+            (GrantState::Revoked, Some(r)) => {
+                format!(
+                    "revoked by <span class=\"revoked-by\">{}</span> <time>{}</time>",
+                    text(&r.by),
+                    r.at
+                )
+            }
+            (GrantState::Live, _) => format!(
+                "<time>{}</time>",
+                toolgate_inbox::Timestamp::from_millis(
+                    i64::try_from(g.grant.expires_at()).unwrap_or(i64::MAX)
+                )
+            ),
+            (s, _) => format!(
+                "{s} <time>{}</time>",
+                g.ended_at(now).map(|t| t.to_string()).unwrap_or_default()
+            ),
+        };
+        let action = if state == GrantState::Live && may_revoke_here(&app, &who, g).is_ok() {
+            format!(
+                "<a class=\"button\" href=\"/grants/{gid}/revoke\" id=\"revoke-{gid}\">Revoke</a>"
+            )
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            body,
+            "<tr id=\"grant-row-{gid}\" class=\"grant-{state}\"><td><code>{gid}</code></td><td class=\"state\">{state}</td><td>{}</td><td>{tool}</td><td class=\"when\"><code>{}</code></td><td>{}</td><td class=\"calls\">{calls}</td><td class=\"until\">{ending}</td><td class=\"granted-by\">{}</td><td class=\"reason\">{}</td><td>{action}</td></tr>",
+            field("agent"),
+            field("when"),
+            field("session"),
+            text(g.grant.granted_by()),
+            text(g.grant.reason()),
+        );
+    }
+    body.push_str("</tbody></table>");
+    if shown == 0 {
+        body.push_str("<p class=\"empty\" id=\"no-grants\">No grants yet. Give one with “Approve, and allow matching calls for …” on a held call, or <code>toolgate grant add</code>.</p>");
+    }
+    html::page("Grants", Some((&who, Tab::Grants)), &body).into_response()
+}
+
+async fn find(app: &App, id: &str) -> Result<StoredGrant, Response> {
+    match app.0.store.grants().await {
+        Ok(all) => all.into_iter().find(|g| g.grant.id() == id).ok_or_else(|| {
+            html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such grant",
+                &format!("no grant `{id}` in this inbox; nothing was changed"),
+            )
+        }),
+        Err(e) => Err(crate::pages::store_failed(e)),
+    }
+}
+
+/// `GET /grants/{id}/revoke`: the confirmation step.
+pub(crate) async fn confirm_revoke(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return app.sign_in_first();
+    };
+    let g = match find(&app, &id).await {
+        Ok(g) if may_see(&app, &who, &g) => g,
+        Ok(_) => {
+            return html::refusal(
+                StatusCode::NOT_FOUND,
+                "No such grant",
+                &format!("no grant `{id}` that you may revoke in this inbox"),
+            );
+        }
+        Err(r) => return r,
+    };
+    if let Err(why) = may_revoke_here(&app, &who, &g) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            &format!("{why}; nothing was changed"),
+        );
+    }
+    let gid = esc(g.grant.id());
+    let body = format!(
+        "<section class=\"panel\"><h1>Revoke grant <code>{gid}</code>?</h1>\
+         <p>Given by <strong>{}</strong> ({}); it answered {} call{} so far. From now on matching calls are asked again. A revocation cannot be undone.</p>\
+         <form method=\"post\" action=\"/grants/{gid}/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <button type=\"submit\" class=\"deny\" id=\"confirm-revoke\">Revoke</button> <a href=\"/grants\" class=\"button\" id=\"cancel-revoke\">Keep it</a></form></section>",
+        text(g.grant.granted_by()),
+        text(g.grant.reason()),
+        g.uses,
+        if g.uses == 1 { "" } else { "s" },
+        esc(&who.csrf),
+    );
+    html::page("Revoke a grant", Some((&who, Tab::Grants)), &body).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RevokeForm {
+    csrf: Option<String>,
+}
+
+/// `POST /grants/{id}/revoke`: revokes a live grant, as the signed-in person.
+pub(crate) async fn revoke(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<RevokeForm>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return unauthorized();
+    };
+    if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {
+        return r;
+    }
+    let g = match find(&app, &id).await {
+        Ok(g) => g,
+        Err(r) => return r,
+    };
+    if let Err(why) = may_revoke_here(&app, &who, &g) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            &format!("{why}; nothing was changed"),
+        );
+    }
+    match app
+        .0
+        .store
+        .revoke_grant(&id, &who.approver.name, Timestamp::now())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                grant = %toolgate::core::display::visible(&id),
+                approver = %toolgate::core::display::visible(&who.approver.name),
+                "a grant was revoked on the approval page"
+            );
+            Redirect::to(&format!(
+                "/grants?revoked={}",
+                crate::grants::query_escape(&id)
+            ))
+            .into_response()
+        }
+        Err(RevokeError::Store(e)) => crate::pages::store_failed(e),
+        Err(e @ RevokeError::UnknownId(_)) => refused(StatusCode::NOT_FOUND, &e.to_string()),
+        Err(e) => refused(StatusCode::CONFLICT, &format!("{e}; nothing was changed")),
+    }
+}
+
+/// Percent-encodes a query value.
+pub(crate) fn query_escape(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r45_the_when_built_from_an_input_is_passed_by_that_input() {
+        let input = json!({"order": "A-17", "amount": 120.5, "customer": {"tier": "gold", "vip": true},
+            "items": [1, 2], "a.b": 1, "note": null});
+        let when = when_from_input(&input).unwrap();
+        let v: Value = serde_json::from_str(&when).unwrap();
+        assert_eq!(
+            v,
+            json!({"order": {"equals": "A-17"}, "amount": {"lte": 120.5},
+                "customer.tier": {"equals": "gold"}, "customer.vip": {"equals": true},
+                "note": {"equals": null}})
+        );
+        assert_eq!(when_from_input(&json!([1])), None);
+        assert_eq!(when_from_input(&json!({})), None);
+    }
+}
