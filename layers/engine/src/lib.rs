@@ -61,6 +61,7 @@ mod error;
 mod governance;
 pub mod grant;
 pub mod json;
+pub mod jwt;
 pub mod number;
 pub mod policy;
 mod print;
