@@ -94,6 +94,10 @@ pub struct WebSettings {
     pub poll_interval: Duration,
     /// How long a sign-in lasts.
     pub session_ttl: Duration,
+    /// The identity provider's token verifier, for `approvers.auth: jwt` (issue 22): made
+    /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
+    /// request (fail closed).
+    pub verifier: Option<toolgate_idp::Verifier>,
 }
 
 impl WebSettings {
@@ -117,7 +121,26 @@ impl WebSettings {
             limits,
             poll_interval: Duration::from_secs(1),
             session_ttl: Duration::from_secs(12 * 3600),
+            verifier: None,
         }
+    }
+}
+
+impl WebSettings {
+    /// For `approvers.auth: jwt`: reads the `jwks_file` or fetches the `jwks_url`, making
+    /// the verifier every request's token is checked with. Nothing to do in other modes.
+    ///
+    /// # Errors
+    ///
+    /// Keys that cannot be had, naming the field (`approvers.jwt.jwks_file: …`).
+    pub async fn connect_identity_provider(&mut self) -> Result<(), String> {
+        if let toolgate::engine::approvers::ApproverAuth::Jwt(j) = &self.approvers.auth {
+            let v = toolgate_idp::Verifier::start(j.settings.clone(), "approvers.jwt")
+                .await
+                .map_err(|e| e.to_string())?;
+            self.verifier = Some(v);
+        }
+        Ok(())
     }
 }
 
