@@ -24,6 +24,7 @@ const ISS: &str = "https://idp.test/realms/agents";
 const GOVERNANCE: &str = r#"{
     "approval": {"channel": "elicitation"}, "AUDIT"
     "servers": {"drift": {"trust_tool_annotations": true}},
+    "behavior_gating": {"require_approval_for_non_read_only": true},
     "agents": [
         {"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare", "drift__stats", "drift__fail", "drift__set_mode"]},
         {"name": "viewer", "allowed_tools": ["drift__lookup"]}
@@ -434,4 +435,58 @@ async fn issue22_the_audit_record_names_the_callers_verified_principal() {
         records[1].get("principal").is_none(),
         "a static token names no principal"
     );
+}
+
+/// A client that declares elicitation and declines every question.
+#[derive(Clone, Default)]
+struct Declines;
+
+impl rmcp::ClientHandler for Declines {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_elicitation()
+                .build(),
+            rmcp::model::Implementation::new("declines", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Decline,
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue22_r47_an_elicitation_answer_names_the_verified_principal() {
+    let rsa = SigningKey::rsa1();
+    let idp = JwksServer::start(jwks(&[&rsa])).await;
+    let addr = free_addr();
+    let _server = serve(addr, &section(addr, json!({"jwks_url": idp.url}))).await;
+    let t = token(&rsa, addr, json!({"azp": "client-dev"}));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp")).auth_header(t),
+    );
+    let client = Declines.serve(transport).await.unwrap();
+    let Value::Object(args) = json!({"mode": "removed"}) else {
+        panic!()
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new("drift__set_mode").with_arguments(args))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert!(
+        text.contains(&format!(
+            "`alice@example.com` of `{ISS}` (client `client-dev`)"
+        )),
+        "{text}"
+    );
+    let _ = client.cancel().await;
 }
