@@ -677,8 +677,10 @@ impl Verifier {
     }
 
     /// The keys to verify with now: fetched again when the URL's cache lifetime has passed
-    /// (at most once per [`MIN_REFETCH`] while fetches fail).
-    async fn current(&self) -> Result<Arc<Keys>, Rejection> {
+    /// (at most once per [`MIN_REFETCH`] while fetches fail); and whether this call fetched
+    /// them (then a token naming an unknown `kid` does not fetch them again).
+    async fn current(&self) -> Result<(Arc<Keys>, bool), Rejection> {
+        let mut fresh = false;
         let (keys, had, tried, _) = self.snapshot();
         let is_url = matches!(self.0.settings.keys, JwksSource::Url(_));
         let expired = is_url && (keys.is_none() || had.elapsed() >= self.0.settings.cache);
@@ -687,14 +689,19 @@ impl Verifier {
             // Another request may have fetched while this one waited.
             let (_, had2, tried2, _) = self.snapshot();
             if had2 == had && self.may_fetch(tried2) {
-                if let Err(e) = self.load(false).await {
-                    tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
+                match self.load(false).await {
+                    Ok(()) => fresh = true,
+                    Err(e) => {
+                        tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
+                    }
                 }
             }
         }
         let (keys, had, _, failed) = self.snapshot();
         match keys {
-            Some(k) if !is_url || had.elapsed() < self.0.settings.cache + MIN_REFETCH => Ok(k),
+            Some(k) if !is_url || had.elapsed() < self.0.settings.cache + MIN_REFETCH => {
+                Ok((k, fresh))
+            }
             _ => Err(Rejection::Invalid(format!(
                 "the identity provider's keys are not available ({}): no token can be verified",
                 failed.unwrap_or_else(|| String::from("their cache lifetime passed"))
@@ -711,13 +718,13 @@ impl Verifier {
     /// Why the token is refused: [`Rejection::Invalid`] (401) or
     /// [`Rejection::InsufficientScope`] (403).
     pub async fn verify(&self, token: &str) -> Result<Verified, Rejection> {
-        let keys = self.current().await?;
+        let (keys, fresh) = self.current().await?;
         match verify_with(&keys, &self.0.settings, token) {
             Ok(v) => Ok(v),
             Err(Failure::Rejected(r)) => Err(r),
             Err(Failure::UnknownKid(kid)) => {
                 let (_, _, tried, _) = self.snapshot();
-                if self.may_fetch(tried) {
+                if !fresh && self.may_fetch(tried) {
                     let _one = self.0.fetching.lock().await;
                     let (now, _, tried2, _) = self.snapshot();
                     let unchanged = now.as_ref().is_some_and(|n| Arc::ptr_eq(n, &keys));

@@ -256,3 +256,30 @@ fn issue22_symmetric_and_encryption_keys_are_never_taken() {
     assert!(err.contains("two keys"), "{err}");
     assert!(parse_jwks("[]").is_err());
 }
+
+#[tokio::test]
+async fn issue22_keys_are_fetched_again_once_their_cache_lifetime_passed() {
+    let (k1, k2) = (SigningKey::rsa1(), SigningKey::rsa2());
+    let server = JwksServer::start(jwks(&[&k1, &k2])).await;
+    let v = Verifier::start(
+        settings(json!({"jwks_url": server.url, "jwks_cache_secs": 1})),
+        "mcp.jwt",
+    )
+    .await
+    .unwrap();
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    // The provider revokes key 1; within the cache lifetime it still verifies.
+    server.publish(jwks(&[&k2]));
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    assert_eq!(server.fetches(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // Past it, the next token has the keys fetched again, and key 1 is gone.
+    let why = invalid(v.verify(&k1.sign(&good(json!({})))).await);
+    assert!(why.contains("rsa-1"), "{why}");
+    assert_eq!(
+        server.fetches(),
+        2,
+        "one fetch for the lifetime, none more for the kid"
+    );
+    assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
+}
