@@ -7,7 +7,11 @@
 //! - **Downstream** over stdio ([`GovernedServer::serve_stdio`], one agent named by the
 //!   operator) or streamable HTTP ([`GovernedServer::serve_http`], loopback only): each
 //!   request names its agent by a bearer token whose SHA-256 the configuration maps to an
-//!   agent profile; a missing or unknown token is HTTP 401 and nothing is listed.
+//!   agent profile, or (`mcp.jwt`, issue 22) by an identity-provider JWT verified with
+//!   `toolgate_idp` whose agent claim the configuration maps to a profile; a missing,
+//!   unknown or unverified token, or a claim naming no profile, is HTTP 401 (with
+//!   `WWW-Authenticate: Bearer resource_metadata=…` pointing to the RFC 9728 document this
+//!   server serves), a missing scope 403, and nothing is listed.
 //! - **Upstream** the configured servers are connected with the [`McpGateway`]: discovery,
 //!   the trust rule, drift detection (R29, R35), gateway prefixes (R41).
 //! - **`tools/list`** is exactly the agent's exposure (R6–R13): qualified names,
@@ -989,8 +993,10 @@ impl GovernedServer {
 
     /// Serves streamable HTTP on a loopback address until the process ends. Each request
     /// authenticates with `Authorization: Bearer <token>`, the token's SHA-256 listed in
-    /// `mcp.tokens` with the agent it speaks for; without a known token the answer is HTTP
-    /// 401 and nothing is served. With `open_as` every request speaks for that agent with
+    /// `mcp.tokens` with the agent it speaks for, or a JWT `mcp.jwt` verifies and maps to an
+    /// agent; without one the answer is HTTP 401 (403 for a missing scope) and nothing is
+    /// served. With `mcp.jwt`, `GET /.well-known/oauth-protected-resource` (and the path
+    /// for the resource URI) is the protected-resource metadata (RFC 9728), no token needed. With `open_as` every request speaks for that agent with
     /// no token (a single-agent server on loopback: anyone on this host can use it).
     /// `ready` gets the bound address.
     ///
