@@ -113,6 +113,7 @@ fn serve_config() -> ServeConfig {
         token_names: HashMap::from([(token_hash("dev-token"), String::from("dev laptop"))]),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
+        jwt: None,
     }
 }
 
@@ -705,6 +706,7 @@ async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
+        jwt: None,
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -750,6 +752,7 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(1),
         wire_names: WireNames::Qualified,
+        jwt: None,
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -944,6 +947,7 @@ async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
+        jwt: None,
     };
     Some(GovernedServer::start(handle, &config, None).await.unwrap())
 }
@@ -1102,6 +1106,7 @@ async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_name
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
+        jwt: None,
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
