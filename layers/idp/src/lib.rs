@@ -728,10 +728,11 @@ impl Verifier {
                     let _one = self.0.fetching.lock().await;
                     let (now, _, tried2, _) = self.snapshot();
                     let unchanged = now.as_ref().is_some_and(|n| Arc::ptr_eq(n, &keys));
-                    if unchanged && self.may_fetch(tried2) {
-                        if let Err(e) = self.load(true).await {
-                            tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
-                        }
+                    if unchanged
+                        && self.may_fetch(tried2)
+                        && let Err(e) = self.load(true).await
+                    {
+                        tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
                     }
                 }
                 let (keys, _, _, failed) = self.snapshot();
