@@ -18,7 +18,8 @@ use serde_json::Value;
 use toolgate_engine::ConfigErrors;
 use toolgate_inbox::{GrantRequest, RevokeError, StoredGrant, Timestamp, grant_summary_line};
 
-use crate::inbox::{StoreArgs, load_config, print_json, runtime};
+use crate::config_file::load_config;
+use crate::inbox::{StoreArgs, print_json, runtime};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum GrantCommand {

@@ -15,15 +15,15 @@
 
 use std::fmt::Write as _;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::config_file::load_config;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use toolgate_engine::config::{self, Format};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox::{
@@ -210,15 +210,6 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start: {e}"))
-}
-
-/// The configuration given with `--config`, loaded.
-pub(crate) fn load_config(path: &Path) -> Result<toolgate_engine::Governance, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    // Relative paths (`inbox.sqlite`, `audit.file`) are the configuration's folder's.
-    config::load_str_in(&text, Format::from_path(path), &config::config_dir(path))
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))
 }
 
 impl StoreArgs {

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod call;
+mod config_file;
 mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]

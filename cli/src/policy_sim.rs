@@ -30,7 +30,7 @@ pub(crate) fn run(
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|e| format!("cannot read `{}`: {e}", p.display()))
     };
-    let limits = crate::inbox::load_config(config)?.settings().limits;
+    let limits = crate::config_file::load_config(config)?.settings().limits;
     // A proposed policy that does not load is an error here, never R22's unreadable policy
     // (which would refuse everything and report that as the change).
     let with_policy = |p: &Path| -> Result<Governance, String> {

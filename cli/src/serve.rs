@@ -17,7 +17,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::inbox::{StoreArgs, load_config, runtime};
+use crate::config_file::load_config;
+use crate::inbox::{StoreArgs, runtime};
 
 /// `toolgate serve`.
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@ mod call;
 mod decision;
 mod decl;
 pub mod display;
+pub mod id;
 mod interaction;
 pub mod names;
 mod record;

@@ -19,10 +19,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(7 + digest.len() * 2);
     out.push_str("sha256:");
-    for b in digest {
-        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-    }
+    toolgate_core::id::push_hex(&mut out, &digest);
     out
 }
 

@@ -33,19 +33,6 @@ fn split_ticket(ticket: &ResumeTicket) -> (&str, Option<&str>) {
     (ticket.interaction_id.as_str(), ticket.claim.as_deref())
 }
 
-/// A fresh 128-bit secret from the operating system's generator.
-pub(crate) fn random_token(prefix: &str) -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    let mut s = String::with_capacity(prefix.len() + 32);
-    s.push_str(prefix);
-    for b in bytes {
-        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-    }
-    Some(s)
-}
-
 /// The durable inbox channel (`approval.channel = "inbox"`, R26).
 ///
 /// - A request **without** a ticket is stored as `pending` and answered
@@ -236,7 +223,7 @@ async fn redeem(
     }
     let token = match token {
         Some(t) if !t.is_empty() => t.to_owned(),
-        _ => match random_token("claim_") {
+        _ => match toolgate::core::id::random_id("claim_") {
             Some(t) => t,
             None => {
                 return ApprovalOutcome::Unroutable(String::from("no claim token could be made"));
@@ -286,8 +273,8 @@ mod tests {
             split_ticket(&ticket("ia_1", "claim_x")),
             ("ia_1", Some("claim_x"))
         );
-        let a = random_token("claim_").unwrap();
+        let a = toolgate::core::id::random_id("claim_").unwrap();
         assert_eq!(a.len(), 6 + 32);
-        assert_ne!(a, random_token("claim_").unwrap());
+        assert_ne!(a, toolgate::core::id::random_id("claim_").unwrap());
     }
 }

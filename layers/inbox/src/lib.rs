@@ -136,6 +136,7 @@ pub mod guide {
 mod channel;
 pub mod codec;
 mod error;
+mod grant_store;
 mod grants;
 mod model;
 mod policy;
@@ -153,9 +154,10 @@ pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
+pub use grant_store::{GRANT_TIMEOUT, InboxGrants};
 pub use grants::{
-    GRANT_TIMEOUT, GrantRequest, GrantState, InboxGrants, Revocation, RevokeError, StoredGrant,
-    grant_from_text, may_revoke, new_grant_id, summary_line as grant_summary_line,
+    GrantRequest, GrantState, Revocation, RevokeError, StoredGrant, grant_from_text, may_revoke,
+    new_grant_id, summary_line as grant_summary_line,
 };
 pub use model::{
     Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use toolgate::core::{CallId, CallOutcome, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 use tower_service::Service;
 
-use crate::channel::{DEFAULT_TTL, InboxChannel, random_token, ticket};
+use crate::channel::{DEFAULT_TTL, InboxChannel, ticket};
 use crate::error::{ClaimError, CompleteError, InboxError};
 use crate::model::{CallResult, Claim, Completion, HeldRecord, Outcome, State};
 use crate::store::InboxStore;
@@ -201,7 +201,7 @@ impl Inbox {
                 state: record.state,
             });
         }
-        let Some(token) = random_token("claim_") else {
+        let Some(token) = toolgate::core::id::random_id("claim_") else {
             return Err(ResumeError::Store(InboxError::new(
                 crate::InboxErrorKind::Backend,
                 "no claim token could be made",

@@ -1747,7 +1747,7 @@ impl InboxStore for SqliteInbox {
     }
 
     fn grant_store(&self) -> Result<Arc<dyn toolgate::engine::grant::GrantStore>, InboxError> {
-        Ok(Arc::new(grants::InboxGrants::start(Arc::new(
+        Ok(Arc::new(crate::grant_store::InboxGrants::start(Arc::new(
             self.clone(),
         ))?))
     }

@@ -64,7 +64,7 @@ pub trait Fixture: Send + Sync {
 
 /// A fresh interaction id.
 pub fn new_id() -> String {
-    crate::channel::random_token("ia_").expect("the operating system has randomness")
+    toolgate::core::id::random_id("ia_").expect("the operating system has randomness")
 }
 
 /// An approval request as the gate builds it, for `refund` with `input`.

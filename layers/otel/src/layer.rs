@@ -14,9 +14,6 @@ use tower_layer::Layer;
 use crate::service::ToolSpan;
 use crate::shared::Shared;
 
-/// The instrumentation scope's name.
-pub(crate) const SCOPE_NAME: &str = "toolgate-otel";
-
 /// The name of the decisions counter (see [`ToolSpanLayer::with_metrics`]).
 pub const DECISIONS_METRIC: &str = "toolgate.decisions";
 
@@ -50,7 +47,7 @@ impl fmt::Debug for ToolSpanLayer {
 }
 
 fn scope() -> InstrumentationScope {
-    InstrumentationScope::builder(SCOPE_NAME)
+    InstrumentationScope::builder(crate::metrics::SCOPE_NAME)
         .with_version(env!("CARGO_PKG_VERSION"))
         .build()
 }

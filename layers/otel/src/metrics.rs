@@ -24,6 +24,9 @@ use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider, UpDownCou
 use opentelemetry::{InstrumentationScope, KeyValue};
 use toolgate::approval::{WaitEnded, WaitObserver, WaitStarted};
 
+/// The instrumentation scope's name, of the tracer and of the meter.
+pub(crate) const SCOPE_NAME: &str = "toolgate-otel";
+
 /// The name of the approval-wait histogram: seconds a call waited for a person, by
 /// `toolgate.approval.channel` and `toolgate.approval.outcome`.
 pub const APPROVAL_WAIT_METRIC: &str = "toolgate.approval.wait";
@@ -65,7 +68,7 @@ impl ApprovalMetrics {
     /// Both instruments from a meter of `provider`.
     pub fn new<P: MeterProvider>(provider: &P) -> Self {
         let meter = provider.meter_with_scope(
-            InstrumentationScope::builder(crate::layer::SCOPE_NAME)
+            InstrumentationScope::builder(SCOPE_NAME)
                 .with_version(env!("CARGO_PKG_VERSION"))
                 .build(),
         );

@@ -252,10 +252,7 @@ impl Permit {
     pub fn input_hash(&self) -> String {
         let mut out = String::with_capacity(7 + 64);
         out.push_str("sha256:");
-        for b in self.input_hash {
-            out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-            out.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-        }
+        toolgate_core::id::push_hex(&mut out, &self.input_hash);
         out
     }
 

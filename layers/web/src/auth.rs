@@ -150,13 +150,9 @@ pub(crate) async fn identify(
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0_u8; bytes];
-    if getrandom::fill(&mut buf).is_err() {
-        // No randomness: fail closed with a value nobody can present (tokens are compared
-        // to it, and an empty token never matches).
-        return String::new();
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    // No randomness: fail closed with a value nobody can present (tokens are compared to
+    // it, and an empty token never matches).
+    toolgate::core::id::random_hex(bytes).unwrap_or_default()
 }
 
 /// Equality that takes the same time wherever the strings differ (for equal lengths).

@@ -241,13 +241,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The lower-case hex SHA-256 of a bearer token, as `mcp.tokens[i].sha256` stores it.
 pub fn token_hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-    }
-    s
+    toolgate_core::id::hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// The tools `agent` is shown, as MCP tools: the exposure of `governance` (R6–R13), each with

@@ -215,15 +215,7 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
 /// assert_ne!(a, toolgate::approval::interaction_id().unwrap());
 /// ```
 pub fn interaction_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    let mut s = String::with_capacity(3 + 32);
-    s.push_str("ia_");
-    for b in bytes {
-        s.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        s.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
-    }
-    Some(s)
+    toolgate_core::id::random_id("ia_")
 }
 
 #[cfg(test)]
