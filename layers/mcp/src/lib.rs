@@ -166,11 +166,13 @@ pub mod prefix_gateway;
 pub mod relay;
 mod routes;
 mod schema;
+mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod service;
 
 pub use rmcp;
+pub use secret::{Secret, SecretSource};
 
 pub use config::{
     ConfigError, DEFAULT_INHERITED_ENV, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS,

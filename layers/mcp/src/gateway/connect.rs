@@ -55,7 +55,22 @@ impl McpGateway {
                 env,
                 inherit_all_env,
                 cwd,
+                env_secrets,
             } => {
+                let mut errors = toolgate_engine::ConfigErrors::default();
+                let mut secret_env = Vec::new();
+                for (k, source) in &env_secrets {
+                    match source.read() {
+                        Ok(v) => secret_env.push((k, v)),
+                        Err(e) => errors.push(format!("servers.{id}.env_secrets.{k}"), e),
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(GatewayError::Secret {
+                        server: id.clone(),
+                        errors,
+                    });
+                }
                 let mut cmd = tokio::process::Command::new(&program);
                 cmd.args(&args);
                 if !inherit_all_env {
@@ -68,6 +83,9 @@ impl McpGateway {
                 }
                 for (k, v) in &env {
                     cmd.env(k, v);
+                }
+                for (k, v) in &secret_env {
+                    cmd.env(k, v.expose());
                 }
                 if let Some(dir) = &cwd {
                     cmd.current_dir(dir);
@@ -101,9 +119,13 @@ impl McpGateway {
                 }
             }
             #[cfg(feature = "http")]
-            Transport::StreamableHttp { url } => {
-                let transport =
-                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+            Transport::StreamableHttp { url, headers } => {
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let custom = super::http::secret_headers(&id, &headers)?;
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(custom),
+                );
                 self.connect_with(config, transport).await
             }
             #[cfg(not(feature = "http"))]
