@@ -8,6 +8,7 @@ use toolgate_core::names;
 use toolgate_core::{ApprovalMode, NetworkScope};
 use toolgate_engine::{ConfigErrors, ServerSettings};
 
+use crate::oauth::OAuthClientCredentials;
 use crate::secret::SecretSource;
 
 /// A server configuration that cannot be used.
@@ -73,6 +74,8 @@ pub(crate) enum Transport {
         url: String,
         /// HTTP headers sent with every request, their values secrets read when connecting.
         headers: Vec<(String, SecretSource)>,
+        /// OAuth 2.0 client credentials: an access token fetched when connecting.
+        oauth: Option<OAuthClientCredentials>,
     },
     /// A transport handed to [`McpGateway::connect_with`](crate::McpGateway::connect_with).
     Custom,
@@ -189,6 +192,7 @@ impl McpServerConfig {
             Transport::StreamableHttp {
                 url,
                 headers: Vec::new(),
+                oauth: None,
             },
         )
     }
@@ -273,7 +277,18 @@ impl McpServerConfig {
         self
     }
 
-    /// Reads every secret of this server now (environment secrets, headers), so a secret
+    /// Authenticates to a streamable HTTP server with an access token from OAuth 2.0 client
+    /// credentials (see [`OAuthClientCredentials`]), sent as `Authorization: Bearer …`; an
+    /// `Authorization` [`header`](Self::header) besides fails connecting.
+    pub fn oauth(mut self, credentials: OAuthClientCredentials) -> Self {
+        if let Transport::StreamableHttp { oauth, .. } = &mut self.transport {
+            *oauth = Some(credentials);
+        }
+        self
+    }
+
+    /// Reads every secret of this server now (environment secrets, headers, the OAuth
+    /// client secret), so a secret
     /// that cannot be read is an error at start rather than when connecting. Already read
     /// ones are kept.
     ///
@@ -294,17 +309,26 @@ impl McpServerConfig {
     pub fn load_secrets(mut self) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let path = format!("servers.{}", self.id);
-        let mut load = |field: &str, list: &mut Vec<(String, SecretSource)>| {
-            for (name, source) in list.iter_mut() {
-                match source.loaded() {
-                    Ok(s) => *source = s,
-                    Err(e) => errs.push(format!("{path}.{field}.{name}"), e),
+        let load =
+            |field: &str, list: &mut Vec<(String, SecretSource)>, errs: &mut ConfigErrors| {
+                for (name, source) in list.iter_mut() {
+                    match source.loaded() {
+                        Ok(s) => *source = s,
+                        Err(e) => errs.push(format!("{path}.{field}.{name}"), e),
+                    }
+                }
+            };
+        match &mut self.transport {
+            Transport::Stdio { env_secrets, .. } => load("env_secrets", env_secrets, &mut errs),
+            Transport::StreamableHttp { headers, oauth, .. } => {
+                load("headers", headers, &mut errs);
+                if let Some(o) = oauth {
+                    match o.client_secret.loaded() {
+                        Ok(s) => o.client_secret = s,
+                        Err(e) => errs.push(format!("{path}.oauth.client_secret"), e),
+                    }
                 }
             }
-        };
-        match &mut self.transport {
-            Transport::Stdio { env_secrets, .. } => load("env_secrets", env_secrets),
-            Transport::StreamableHttp { headers, .. } => load("headers", headers),
             Transport::Custom => {}
         }
         if errs.is_empty() { Ok(self) } else { Err(errs) }
@@ -347,7 +371,10 @@ impl McpServerConfig {
         };
         match &mut self.transport {
             Transport::Stdio { env_secrets, .. } => resolve(env_secrets),
-            Transport::StreamableHttp { headers, .. } => resolve(headers),
+            Transport::StreamableHttp { headers, oauth, .. } => {
+                resolve(headers);
+                *oauth = oauth.take().map(|o| o.relative_to(dir));
+            }
             Transport::Custom => {}
         }
         if let Transport::Stdio { program, cwd, .. } = &mut self.transport {

@@ -161,6 +161,7 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+mod oauth;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
 pub mod relay;
@@ -171,6 +172,7 @@ mod secret;
 pub mod serve;
 mod service;
 
+pub use oauth::{ClientAuth, OAuthClientCredentials};
 pub use rmcp;
 pub use secret::{Secret, SecretSource};
 

@@ -4,7 +4,8 @@
 //! headers; stdio servers are real processes.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,11 +21,19 @@ use tower::ServiceExt;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// The value every request must carry in each header, else 401.
-type Required = Arc<Vec<(&'static str, String)>>;
+/// Whether a request's headers are let in; else 401.
+type Required = Arc<dyn Fn(&hyper::HeaderMap) -> bool + Send + Sync>;
+
+/// Requires each header to have its value.
+fn headers(want: Vec<(&'static str, String)>) -> Required {
+    Arc::new(move |h: &hyper::HeaderMap| {
+        want.iter()
+            .all(|(name, v)| h.get(*name).and_then(|x| x.to_str().ok()) == Some(v))
+    })
+}
 
 /// The drift server on loopback streamable HTTP, answering 401 (with a `WWW-Authenticate`
-/// challenge) to any request without the `required` headers. Returns its URL.
+/// challenge) to any request `required` does not let in. Returns its URL.
 async fn guarded_upstream(required: Required) -> String {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
@@ -49,10 +58,7 @@ async fn guarded_upstream(required: Required) -> String {
                         let service = service.clone();
                         let required = Arc::clone(&required);
                         async move {
-                            let ok = required.iter().all(|(name, want)| {
-                                req.headers().get(*name).and_then(|v| v.to_str().ok()) == Some(want)
-                            });
-                            if !ok {
+                            if !required(req.headers()) {
                                 let mut r = hyper::Response::new(Full::new(Bytes::new()).boxed());
                                 *r.status_mut() = hyper::StatusCode::UNAUTHORIZED;
                                 r.headers_mut().insert(
@@ -81,7 +87,7 @@ fn new_gateway() -> McpGateway {
     ))
 }
 
-async fn lookup(gateway: &McpGateway, server: &str) -> ToolResponse {
+async fn try_lookup(gateway: &McpGateway, server: &str) -> Result<ToolResponse, String> {
     gateway
         .service()
         .with_insecure_no_permit()
@@ -91,7 +97,11 @@ async fn lookup(gateway: &McpGateway, server: &str) -> ToolResponse {
             json!({"query": "with secrets"}),
         ))
         .await
-        .unwrap()
+        .map_err(|e| e.to_string())
+}
+
+async fn lookup(gateway: &McpGateway, server: &str) -> ToolResponse {
+    try_lookup(gateway, server).await.unwrap()
 }
 
 /// The one server of an `mcp` section, read, resolved against `dir` and its secrets loaded.
@@ -115,7 +125,7 @@ const ENV_VALUE: &str = env!("CARGO_PKG_NAME");
 
 #[tokio::test]
 async fn issue22_5_headers_from_a_file_and_the_environment_reach_the_upstream() {
-    let url = guarded_upstream(Arc::new(vec![
+    let url = guarded_upstream(headers(vec![
         ("authorization", String::from("Bearer file-token-1")),
         ("x-team", ENV_VALUE.to_owned()),
     ]))
@@ -233,5 +243,216 @@ async fn issue22_5_a_stdio_servers_environment_secrets_reach_it() {
     assert_eq!(
         errors.errors[0].path,
         "servers.drift.env_secrets.GITHUB_TOKEN"
+    );
+}
+
+/// A token endpoint on loopback: it issues `tok-1`, `tok-2`, … to the client `toolgate`
+/// with the secret `s3cr:et&+` (HTTP Basic, form-encoded first: RFC 6749 §2.3.1) asking
+/// `grant_type=client_credentials` and `scope=mcp:tools`, each valid `expires_in` seconds;
+/// anything else is 401 `invalid_client`. Returns its URL and how many tokens it issued.
+async fn token_endpoint(expires_in: u64) -> (String, Arc<AtomicUsize>) {
+    use base64::Engine as _;
+    let issued = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("toolgate:s3cr%3Aet%26%2B")
+    );
+    let count = Arc::clone(&issued);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (count, basic) = (Arc::clone(&count), basic.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (count, basic) = (Arc::clone(&count), basic.clone());
+                        async move {
+                            let auth_ok = req
+                                .headers()
+                                .get(hyper::header::AUTHORIZATION)
+                                .and_then(|v| v.to_str().ok())
+                                == Some(basic.as_str());
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let body = String::from_utf8_lossy(&body).into_owned();
+                            let fields: Vec<&str> = body.split('&').collect();
+                            let (status, answer) = if auth_ok
+                                && fields.contains(&"grant_type=client_credentials")
+                                && fields.contains(&"scope=mcp%3Atools")
+                            {
+                                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                                (
+                                    hyper::StatusCode::OK,
+                                    json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": expires_in}),
+                                )
+                            } else {
+                                (
+                                    hyper::StatusCode::UNAUTHORIZED,
+                                    json!({"error": "invalid_client", "error_description": "unknown client or wrong secret"}),
+                                )
+                            };
+                            let mut r =
+                                hyper::Response::new(Full::new(Bytes::from(answer.to_string())));
+                            *r.status_mut() = status;
+                            r.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static("application/json"),
+                            );
+                            Ok::<_, Infallible>(r)
+                        }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await;
+            });
+        }
+    });
+    (format!("http://{addr}/token"), issued)
+}
+
+/// An upstream that accepts the bearer tokens in `accepted` (changed by the test), and
+/// counts the requests it refused.
+async fn bearer_upstream(accepted: Arc<Mutex<Vec<String>>>) -> (String, Arc<AtomicUsize>) {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&refused);
+    let url = guarded_upstream(Arc::new(move |h: &hyper::HeaderMap| {
+        let sent = h
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_owned);
+        let ok = sent.is_some_and(|t| accepted.lock().unwrap().contains(&t));
+        if !ok {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+        ok
+    }))
+    .await;
+    (url, refused)
+}
+
+fn oauth_section(url: &str, token_url: &str, secret_file: &str) -> Value {
+    json!({"servers": {"remote": {
+        "url": url,
+        "oauth": {
+            "token_url": token_url,
+            "client_id": "toolgate",
+            "client_secret": {"file": secret_file},
+            "scope": "mcp:tools"
+        }
+    }}})
+}
+
+#[tokio::test]
+async fn issue22_5_oauth_client_credentials_fetch_a_token_and_a_new_one_on_a_401() {
+    let (token_url, issued) = token_endpoint(3600).await;
+    let accepted = Arc::new(Mutex::new(vec![String::from("tok-1")]));
+    let (url, refused) = bearer_upstream(Arc::clone(&accepted)).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "s3cr:et&+\n").unwrap();
+    let section = oauth_section(&url, &token_url, "client-secret");
+    let config = server(section.clone(), dir.path()).unwrap();
+    assert!(!format!("{config:?}").contains("s3cr:et"), "{config:?}");
+    let printed = ServeConfig::effective(&section).unwrap().to_string();
+    assert!(!printed.contains("s3cr:et"), "{printed}");
+
+    let gateway = new_gateway();
+    gateway.connect(config).await.unwrap();
+    assert!(matches!(
+        lookup(&gateway, "remote").await,
+        ToolResponse::Completed(_)
+    ));
+    assert_eq!(issued.load(Ordering::SeqCst), 1, "one token, kept");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+
+    // The server stops taking `tok-1` (revoked): the next call is refused once, a new
+    // token is fetched, and the call goes through with it.
+    *accepted.lock().unwrap() = vec![String::from("tok-2")];
+    let r = lookup(&gateway, "remote").await;
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    assert_eq!(issued.load(Ordering::SeqCst), 2);
+    assert_eq!(refused.load(Ordering::SeqCst), 1);
+
+    // A token the endpoint cannot replace with one the server takes: refused, not looped.
+    *accepted.lock().unwrap() = vec![];
+    let err = try_lookup(&gateway, "remote").await.unwrap_err();
+    assert!(err.contains("Auth required"), "{err}");
+    assert_eq!(refused.load(Ordering::SeqCst), 3, "one retry, no more");
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn issue22_5_an_expired_token_is_replaced_before_it_is_sent() {
+    let (token_url, issued) = token_endpoint(1).await;
+    let accepted = Arc::new(Mutex::new(vec![
+        String::from("tok-1"),
+        String::from("tok-2"),
+    ]));
+    let (url, refused) = bearer_upstream(accepted).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "s3cr:et&+").unwrap();
+    let config = server(oauth_section(&url, &token_url, "client-secret"), dir.path()).unwrap();
+    let gateway = new_gateway();
+    gateway.connect(config).await.unwrap();
+    assert_eq!(issued.load(Ordering::SeqCst), 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(matches!(
+        lookup(&gateway, "remote").await,
+        ToolResponse::Completed(_)
+    ));
+    assert_eq!(issued.load(Ordering::SeqCst), 2, "fetched again on expiry");
+    assert_eq!(refused.load(Ordering::SeqCst), 0, "never sent expired");
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn issue22_5_a_token_endpoint_that_refuses_is_a_connect_error_naming_the_server() {
+    let (token_url, issued) = token_endpoint(3600).await;
+    let (url, _) = bearer_upstream(Arc::new(Mutex::new(vec![]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "wrong-secret-9").unwrap();
+    let config = server(oauth_section(&url, &token_url, "client-secret"), dir.path()).unwrap();
+    let err = new_gateway().connect(config).await.unwrap_err();
+    let GatewayError::Connect {
+        server: id,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(id, "remote");
+    assert!(
+        message.contains(&format!("the token endpoint `{token_url}` refused")),
+        "{message}"
+    );
+    assert!(message.contains("`invalid_client`"), "{message}");
+    assert!(!err.to_string().contains("wrong-secret-9"), "{err}");
+    assert_eq!(issued.load(Ordering::SeqCst), 0);
+
+    // A client secret that cannot be read stops the start, naming the field.
+    let section = json!({"servers": {"remote": {
+        "url": url,
+        "oauth": {"token_url": token_url, "client_id": "toolgate", "client_secret": {"env": "TOOLGATE_TEST_UNSET_VARIABLE"}}
+    }}});
+    let err = server(section, dir.path()).unwrap_err();
+    assert!(
+        err.contains("mcp.servers.remote.oauth.client_secret: the environment variable `TOOLGATE_TEST_UNSET_VARIABLE` is not set"),
+        "{err}"
+    );
+    // `oauth` and an `Authorization` header are one too many.
+    let section = json!({"servers": {"remote": {
+        "url": "http://127.0.0.1:1/mcp",
+        "headers": {"Authorization": {"env": "X"}},
+        "oauth": {"token_url": "http://127.0.0.1:1/token", "client_id": "toolgate", "client_secret": {"env": "X"}}
+    }}});
+    let err = ServeConfig::read(&section).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "mcp.servers.remote.headers.Authorization: the server authenticates with `oauth`"
+        ),
+        "{err}"
     );
 }

@@ -119,13 +119,42 @@ impl McpGateway {
                 }
             }
             #[cfg(feature = "http")]
-            Transport::StreamableHttp { url, headers } => {
+            Transport::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let custom = super::http::secret_headers(&id, &headers)?;
-                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .custom_headers(custom),
-                );
+                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let Some(oauth) = oauth else {
+                    let transport = StreamableHttpClientTransport::from_config(transport_config);
+                    return self.connect_with(config, transport).await;
+                };
+                if headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                {
+                    return Err(GatewayError::Config(format!(
+                        "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
+                    )));
+                }
+                let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
+                // The first token now: a token endpoint that refuses fails connecting.
+                tokens.current().await.map_err(connect_err)?;
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| connect_err(format!("cannot build an HTTP client: {e}")))?;
+                let client = super::http::OAuthHttpClient {
+                    http,
+                    tokens: Arc::new(tokens),
+                };
+                let transport =
+                    StreamableHttpClientTransport::with_client(client, transport_config);
                 self.connect_with(config, transport).await
             }
             #[cfg(not(feature = "http"))]

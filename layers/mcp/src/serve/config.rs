@@ -95,6 +95,15 @@ const SERVER: &[&str] = &[
     "relist_every_secs",
     "env_secrets",
     "headers",
+    "oauth",
+];
+const OAUTH: &[&str] = &[
+    "token_url",
+    "client_id",
+    "client_secret",
+    "scope",
+    "resource",
+    "client_auth",
 ];
 
 fn unknown_fields(obj: &Map<String, Value>, path: &str, known: &[&str], errs: &mut ConfigErrors) {
@@ -446,6 +455,12 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
             {
                 c = c.current_dir(PathBuf::from(dir));
             }
+            if obj.contains_key("oauth") {
+                errs.push(
+                    format!("{path}.oauth"),
+                    "`oauth` is for a streamable HTTP server (`url`), not a `command`",
+                );
+            }
             if obj.contains_key("headers") {
                 errs.push(
                     format!("{path}.headers"),
@@ -505,6 +520,20 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
                 seen.push(name.clone());
                 c = c.header(name, source);
             }
+            if let Some(o) = obj.get("oauth")
+                && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
+            {
+                if let Some(name) = seen
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case("authorization"))
+                {
+                    errs.push(
+                        format!("{path}.headers.{name}"),
+                        "the server authenticates with `oauth`, which sends the `Authorization` header: give one of them",
+                    );
+                }
+                c = c.oauth(creds);
+            }
             c
         }
     };
@@ -515,6 +544,79 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
         config = config.relist_every(every);
     }
     Some(config)
+}
+
+/// `mcp.servers.<id>.oauth`: OAuth 2.0 client credentials.
+fn read_oauth(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<crate::OAuthClientCredentials> {
+    let Some(obj) = v.as_object() else {
+        errs.push(
+            path,
+            format!(
+                "expected an object with `token_url`, `client_id` and `client_secret`, found {}",
+                kind(v)
+            ),
+        );
+        return None;
+    };
+    unknown_fields(obj, path, OAUTH, errs);
+    let field = |name: &str, errs: &mut ConfigErrors| match obj.get(name) {
+        Some(v) => string(v, &format!("{path}.{name}"), errs).map(str::to_owned),
+        None => {
+            errs.push(format!("{path}.{name}"), "missing");
+            None
+        }
+    };
+    let token_url = field("token_url", errs);
+    let client_id = field("client_id", errs);
+    let secret = match obj.get("client_secret") {
+        Some(v) => read_secret(v, &format!("{path}.client_secret"), false, errs),
+        None => {
+            errs.push(
+                format!("{path}.client_secret"),
+                "missing: `{\"file\": …}` or `{\"env\": …}`",
+            );
+            None
+        }
+    };
+    let optional = |name: &str, errs: &mut ConfigErrors| {
+        obj.get(name)
+            .and_then(|v| string(v, &format!("{path}.{name}"), errs))
+            .map(str::to_owned)
+    };
+    let scope = optional("scope", errs);
+    let resource = optional("resource", errs);
+    let client_auth = match obj.get("client_auth") {
+        None => Some(crate::ClientAuth::Basic),
+        Some(Value::String(s)) if s == "basic" => Some(crate::ClientAuth::Basic),
+        Some(Value::String(s)) if s == "post" => Some(crate::ClientAuth::Post),
+        Some(other) => {
+            errs.push(
+                format!("{path}.client_auth"),
+                format!("expected `\"basic\"` or `\"post\"`, found {other}"),
+            );
+            None
+        }
+    };
+    let (token_url, client_id, secret, client_auth) =
+        (token_url?, client_id?, secret?, client_auth?);
+    let mut creds = crate::OAuthClientCredentials::new(token_url, client_id, secret)
+        .map_err(|e| {
+            let at = e.path.strip_prefix("oauth.").unwrap_or(&e.path);
+            errs.push(format!("{path}.{at}"), e.message.clone());
+        })
+        .ok()?
+        .client_auth(client_auth);
+    if let Some(s) = scope {
+        creds = creds.scope(s);
+    }
+    if let Some(r) = resource {
+        creds = creds.resource(r);
+    }
+    Some(creds)
 }
 
 /// The secrets of `field` (`env_secrets`, `headers`): an object of sources by name, each
