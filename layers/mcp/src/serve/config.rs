@@ -756,6 +756,55 @@ mod tests {
     }
 
     #[test]
+    fn issue22_5_every_bad_secret_field_is_named_and_no_value_is_echoed() {
+        let p = paths(json!({
+            "servers": {
+                "a": {"command": "x", "env_secrets": {"K": {"file": "f", "env": "E"}, "L": {}, "M": "plain-value-1"}, "headers": {}},
+                "b": {"url": "http://127.0.0.1:1/", "env_secrets": {}, "headers": {
+                    "Accept": {"env": "E"}, "bad name": {"env": "E"}, "X-A": {"env": "E", "prefix": 1}, "X-B": {"file": "f", "colour": 1}
+                }},
+                "c": {"url": "http://127.0.0.1:1/", "oauth": {
+                    "token_url": "https://idp/token", "client_id": " ", "client_secret": "plain-value-2", "client_auth": "jwt", "size": 1
+                }},
+                "d": {"url": "http://127.0.0.1:1/", "oauth": {"token_url": "http://idp/token", "client_id": "x"}},
+                "e": {"command": "x", "oauth": {}}
+            }
+        }));
+        for want in [
+            "mcp.servers.a.env_secrets.K",
+            "mcp.servers.a.env_secrets.L",
+            "mcp.servers.a.env_secrets.M",
+            "mcp.servers.a.headers",
+            "mcp.servers.b.env_secrets",
+            "mcp.servers.b.headers.Accept",
+            "mcp.servers.b.headers.bad name",
+            "mcp.servers.b.headers.X-A.prefix",
+            "mcp.servers.b.headers.X-B.colour",
+            "mcp.servers.c.oauth.client_id",
+            "mcp.servers.c.oauth.client_secret",
+            "mcp.servers.c.oauth.client_auth",
+            "mcp.servers.c.oauth.size",
+            "mcp.servers.d.oauth.client_secret",
+            "mcp.servers.e.oauth",
+        ] {
+            assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+        }
+        let text = ServeConfig::read(&json!({"servers": {
+            "a": {"command": "x", "env_secrets": {"M": "plain-value-1"}},
+            "c": {"url": "http://127.0.0.1:1/", "oauth": {"token_url": "https://idp/token", "client_id": "x", "client_secret": "plain-value-2"}}
+        }}))
+        .unwrap_err()
+        .to_string();
+        assert!(!text.contains("plain-value"), "{text}");
+        // A good one reads, and its secrets are only sources until loaded.
+        let good = ServeConfig::read(&json!({"servers": {"c": {"url": "http://127.0.0.1:1/", "oauth": {
+            "token_url": "http://127.0.0.1:1/token", "client_id": "x", "client_secret": {"env": "E"}, "scope": "a b", "client_auth": "post"
+        }}}}))
+        .unwrap();
+        assert!(format!("{good:?}").contains(r#"env: "E""#));
+    }
+
+    #[test]
     fn own_wire_names_need_exactly_one_server() {
         let two = ServeConfig::read(&json!({
             "servers": {"a": {"command": "x"}, "b": {"command": "y"}},
