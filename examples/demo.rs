@@ -295,10 +295,18 @@ fn open_inbox() -> Result<toolgate_inbox::Inbox, Box<dyn std::error::Error>> {
 /// Process 1: the call is held, and the process exits.
 async fn hold() -> Result<(), Box<dyn std::error::Error>> {
     let inbox = open_inbox()?;
+    // A new order each time: the same call made again after its held call was sent would be
+    // told so, not held anew (R26: an approval covers one call), and `--hold` must hold.
+    let order = format!(
+        "B-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
     let call = ToolCall::new(
         AgentRef::profile("support"),
         "refund_order",
-        json!({"order": "B-7", "amount": 80}),
+        json!({"order": order, "amount": 80}),
     );
     match inbox_stack(&inbox)?.oneshot(call).await? {
         ToolResponse::Held(h) => {

@@ -7,7 +7,8 @@
 //! `notifications/tools/list_changed`. A configuration that does not load keeps the one in
 //! force and says so on standard error. The `mcp` section's bearer tokens are re-read too
 //! (a token removed from the list is refused from the next request on, and so are the
-//! sessions opened with it); its servers, call timeout and wire names, and the inbox, are
+//! sessions opened with it), and so is `mcp.jwt`: its JWKS is read or fetched again, so a
+//! key the identity provider removed stops verifying at once; its servers, call timeout and wire names, and the inbox, are
 //! those the server started with: changing them needs a restart.
 //!
 //! Exit codes: 0 when the client went away (stdio); 2 a usage error, a configuration that
@@ -209,16 +210,20 @@ async fn reload(
     let mut serve = started.1.clone();
     serve.tokens = fresh.tokens;
     serve.token_names = fresh.token_names;
+    // `mcp.jwt` too (issue 22): its keys are read or fetched again, its claim mapping
+    // replaced.
+    serve.jwt = fresh.jwt;
     let mut rest_now = now.clone();
     let mut rest_then = started.0.clone();
     for section in [&mut rest_now, &mut rest_then].into_iter().flatten() {
         if let Some(o) = section.as_object_mut() {
             o.remove("tokens");
+            o.remove("jwt");
         }
     }
     if rest_now != rest_then {
         eprintln!(
-            "toolgate: warning: the `mcp` section of `{}` changed; servers, call_timeout_secs and wire_names take effect on restart (the ones in force are kept; tokens were re-read)",
+            "toolgate: warning: the `mcp` section of `{}` changed; servers, call_timeout_secs and wire_names take effect on restart (the ones in force are kept; tokens and `jwt` were re-read)",
             path.display()
         );
     }

@@ -80,6 +80,25 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let addr = settings.approvers.listen;
     let rt = runtime()?;
     rt.block_on(async move {
+        // `approvers.auth: jwt` (issue 22): the identity provider's keys, read or fetched
+        // now; on SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its
+        // cache lifetime and for an unknown key), so a removed key stops working at once.
+        settings.connect_identity_provider().await?;
+        #[cfg(unix)]
+        if let Some(verifier) = settings.verifier.clone() {
+            let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    match verifier.reload().await {
+                        Ok(()) => eprintln!("toolgate: the identity provider's keys were read again"),
+                        Err(e) => eprintln!(
+                            "toolgate: RELOAD FAILED: the identity provider's keys could not be read, so no token is taken until they can: {e}"
+                        ),
+                    }
+                }
+            });
+        }
         let (store, postgres) = args.store.open_shared(true).await?;
         // A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the
         // poll is only the fallback.
@@ -110,8 +129,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
                 "toolgate: warning: the approval page listens on {bound}, beyond this machine; put it behind TLS"
             );
         }
+        let groups = match settings.approvers.groups.len() {
+            0 => String::new(),
+            1 => String::from(", 1 group"),
+            n => format!(", {n} groups"),
+        };
         eprintln!(
-            "toolgate: the approval page is on http://{bound}/ ({} approver{}); Ctrl-C stops it",
+            "toolgate: the approval page is on http://{bound}/ ({} approver{}{groups}); Ctrl-C stops it",
             settings.approvers.people.len(),
             if settings.approvers.people.len() == 1 { "" } else { "s" }
         );

@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 use toolgate_core::{ToolIdentity, ToolKind};
 
 use crate::error::{ConfigErrors, Obj, index};
+use crate::jwt::JwtSettings;
 use crate::policy::Glob;
 
 /// The address the approval page binds when the configuration names none: loopback only.
@@ -59,6 +60,45 @@ pub enum ApproverAuth {
     /// name in this header; the page trusts it (bind the page where only the proxy reaches
     /// it).
     ProxyHeader(String),
+    /// Each request carries an access token of the identity provider (issue 22), verified
+    /// as the MCP server verifies its callers': the approver's name and groups come from its
+    /// claims (`auth: jwt`, the `jwt` settings).
+    Jwt(Box<JwtApprovers>),
+}
+
+/// `approvers.jwt`: how the page takes identity-provider tokens. The verification settings
+/// ([`JwtSettings`]) and:
+///
+/// - `name_claim` (default `preferred_username`): the claim naming the approver, the name
+///   recorded on every answer (falls back to nothing: a token without it is refused);
+/// - `groups_claim` (default `groups`): the claim listing the approver's groups or roles,
+///   mapped to rights by `approvers.groups`;
+/// - `header` (optional): a header a trusted proxy sets to the access token
+///   (oauth2-proxy's `X-Forwarded-Access-Token`); the token is verified all the same.
+///   `Authorization: Bearer` is always read (scripts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtApprovers {
+    /// How tokens are verified.
+    pub settings: JwtSettings,
+    /// The claim naming the approver.
+    pub name_claim: String,
+    /// The claim listing the approver's groups or roles.
+    pub groups_claim: String,
+    /// A header carrying the access token, set by a trusted proxy.
+    pub header: Option<String>,
+}
+
+/// Rights given to everyone in a group or role of the identity provider
+/// (`approvers.groups[i]`, with `auth: jwt`): the same `tools` and `edit_policy` as a
+/// named person's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproverGroup {
+    /// The group's or role's name as the groups claim lists it, compared exactly.
+    pub group: String,
+    /// The held calls its members may answer; `None`: every one.
+    pub tools: Option<Vec<ToolSelector>>,
+    /// Whether its members may replace the stored tenant policy.
+    pub edit_policy: bool,
 }
 
 /// Which held calls an approver may answer: every field it sets must match, as in a
@@ -289,6 +329,8 @@ pub struct ApproverSettings {
     /// the defaults, [`ApproverSettings::default_hosts`]. A request for another host is
     /// refused (421), so a DNS-rebinding page cannot act as a signed-in approver.
     pub allowed_hosts: Option<Vec<String>>,
+    /// `groups`: rights by the identity provider's groups or roles (`auth: jwt` only).
+    pub groups: Vec<ApproverGroup>,
 }
 
 impl ApproverSettings {
@@ -341,6 +383,60 @@ impl ApproverSettings {
         self.people.iter().find(|a| a.name == name)
     }
 
+    /// The rights of an identity-provider approver named `name` who is in `groups` (issue
+    /// 22): the union of the named person's (when `people` names them) and every listed
+    /// group's — the held calls any of them may answer, policy editing when any may.
+    /// `None` when neither names them: a token that verifies is no approver by itself.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"auth": "jwt",
+    ///     "jwt": {"issuer": "https://idp.example.com/", "audience": "toolgate-approvals", "jwks_file": "jwks.json"},
+    ///     "people": [{"name": "carol", "edit_policy": true}],
+    ///     "groups": [{"group": "payments", "tools": [{"tool": "refund_*"}]},
+    ///                {"group": "github-admins", "tools": [{"server": "github"}]}]}}"#,
+    ///     Format::Json).unwrap();
+    /// let a = gov.approver_settings().unwrap();
+    /// let dave = a.rights("dave", &["payments"]).unwrap();
+    /// assert!(dave.may_answer(&[ToolIdentity::http("refund_order")], "support"));
+    /// assert!(!dave.may_answer(&[ToolIdentity::mcp("github", "create_issue")], "support"));
+    /// assert!(!dave.edit_policy);
+    /// assert!(a.rights("carol", &[]).unwrap().edit_policy);
+    /// assert!(a.rights("mallory", &["everyone"]).is_none());
+    /// ```
+    pub fn rights(&self, name: &str, groups: &[&str]) -> Option<Approver> {
+        let person = self.approver(name);
+        let matched: Vec<&ApproverGroup> = self
+            .groups
+            .iter()
+            .filter(|g| groups.contains(&g.group.as_str()))
+            .collect();
+        if person.is_none() && matched.is_empty() {
+            return None;
+        }
+        let mut tools: Option<Vec<ToolSelector>> = Some(Vec::new());
+        let mut edit_policy = false;
+        let sources = person
+            .map(|p| (&p.tools, p.edit_policy))
+            .into_iter()
+            .chain(matched.iter().map(|g| (&g.tools, g.edit_policy)));
+        for (t, edit) in sources {
+            edit_policy |= edit;
+            match (t, &mut tools) {
+                (None, _) => tools = None,
+                (Some(sel), Some(all)) => all.extend(sel.iter().cloned()),
+                (Some(_), None) => {}
+            }
+        }
+        Some(Approver {
+            name: name.to_owned(),
+            token_sha256: None,
+            tools,
+            edit_policy,
+        })
+    }
+
     /// The section as configuration JSON (what `effective` prints).
     pub fn to_json(&self) -> Value {
         let mut o = Map::new();
@@ -351,6 +447,16 @@ impl ApproverSettings {
             ApproverAuth::ProxyHeader(h) => {
                 o.insert("auth".into(), "proxy_header".into());
                 o.insert("header".into(), h.clone().into());
+            }
+            ApproverAuth::Jwt(j) => {
+                o.insert("auth".into(), "jwt".into());
+                let mut s = j.settings.to_json();
+                s.insert("name_claim".into(), j.name_claim.clone().into());
+                s.insert("groups_claim".into(), j.groups_claim.clone().into());
+                if let Some(h) = &j.header {
+                    s.insert("header".into(), h.clone().into());
+                }
+                o.insert("jwt".into(), Value::Object(s));
             }
         }
         o.insert("listen".into(), self.listen.to_string().into());
@@ -383,6 +489,25 @@ impl ApproverSettings {
             })
             .collect();
         o.insert("people".into(), Value::Array(people));
+        if !self.groups.is_empty() {
+            let groups = self
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut p = Map::new();
+                    p.insert("group".into(), g.group.clone().into());
+                    if let Some(tools) = &g.tools {
+                        p.insert(
+                            "tools".into(),
+                            Value::Array(tools.iter().map(ToolSelector::to_json).collect()),
+                        );
+                    }
+                    p.insert("edit_policy".into(), g.edit_policy.into());
+                    Value::Object(p)
+                })
+                .collect();
+            o.insert("groups".into(), Value::Array(groups));
+        }
         json!(o)
     }
 }
@@ -390,6 +515,8 @@ impl ApproverSettings {
 const SECTION: &[&str] = &[
     "auth",
     "header",
+    "jwt",
+    "groups",
     "listen",
     "people",
     "webhook",
@@ -398,6 +525,8 @@ const SECTION: &[&str] = &[
 ];
 const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
 const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
+const GROUP: &[&str] = &["group", "tools", "edit_policy"];
+const JWT_EXTRA: &[&str] = &["name_claim", "groups_claim", "header"];
 
 fn is_header_name(s: &str) -> bool {
     !s.is_empty()
@@ -468,11 +597,16 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
     let before = errs.errors.len();
     let auth = match o.choice(
         "auth",
-        &["token", "proxy_header"],
-        |s| matches!(s, "token" | "proxy_header").then(|| s == "proxy_header"),
+        &["token", "proxy_header", "jwt"],
+        |s| match s {
+            "token" => Some(0),
+            "proxy_header" => Some(1),
+            "jwt" => Some(2),
+            _ => None,
+        },
         errs,
     ) {
-        Some(true) => match o.non_blank("header", errs) {
+        Some(1) => match o.non_blank("header", errs) {
             Some(h) if is_header_name(h) => Some(ApproverAuth::ProxyHeader(h.to_owned())),
             Some(h) => {
                 errs.push(
@@ -491,6 +625,29 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
                 None
             }
         },
+        Some(2) => {
+            if o.has("header") {
+                errs.push(
+                    o.path_of("header"),
+                    "with `auth: jwt`, a proxy header carrying the access token is `jwt.header`",
+                );
+            }
+            match o.raw("jwt", errs) {
+                None => {
+                    if !o.has("jwt") {
+                        errs.push(
+                            o.path_of("jwt"),
+                            "`auth: jwt` needs the `jwt` settings (issuer, audience, jwks_file or jwks_url)",
+                        );
+                    }
+                    None
+                }
+                Some(v) => {
+                    read_jwt(v, &o.path_of("jwt"), errs).map(|j| ApproverAuth::Jwt(Box::new(j)))
+                }
+            }
+        }
+        None if o.has("auth") => None,
         _ => {
             if o.has("header") {
                 errs.push(
@@ -499,6 +656,36 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
                 );
             }
             Some(ApproverAuth::Token)
+        }
+    };
+    let jwt_auth = matches!(auth, Some(ApproverAuth::Jwt(_)));
+    if o.has("jwt") && !jwt_auth && auth.is_some() {
+        errs.push(o.path_of("jwt"), "`jwt` applies only with `auth: jwt`");
+    }
+    let groups = match o.array("groups", errs) {
+        None => Vec::new(),
+        Some(_) if !jwt_auth => {
+            errs.push(
+                o.path_of("groups"),
+                "`groups` applies only with `auth: jwt` (groups come from the identity provider's tokens)",
+            );
+            Vec::new()
+        }
+        Some(items) => {
+            let mut groups: Vec<ApproverGroup> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let path = index(&o.path_of("groups"), i);
+                if let Some(g) = read_group(item, &path, errs) {
+                    if groups.iter().any(|x| x.group == g.group) {
+                        errs.push(
+                            format!("{path}.group"),
+                            format!("group `{}` is listed twice", g.group),
+                        );
+                    }
+                    groups.push(g);
+                }
+            }
+            groups
         }
     };
     let listen = match o.non_blank("listen", errs) {
@@ -538,17 +725,23 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
         hosts
     });
     let token_auth = matches!(auth, Some(ApproverAuth::Token));
+    // With `auth: jwt`, groups alone may name every approver.
+    let groups_suffice = jwt_auth && !groups.is_empty();
     let mut people = Vec::new();
     match o.array("people", errs) {
         None => {
-            if !o.has("people") {
+            if !o.has("people") && !groups_suffice {
                 errs.push(
                     o.path_of("people"),
-                    "`people` is required: at least one approver",
+                    if jwt_auth {
+                        "`people` or `groups` is required: at least one approver"
+                    } else {
+                        "`people` is required: at least one approver"
+                    },
                 );
             }
         }
-        Some(items) if items.is_empty() => {
+        Some(items) if items.is_empty() && !groups_suffice => {
             errs.push(o.path_of("people"), "at least one approver is required");
         }
         Some(items) => {
@@ -586,6 +779,55 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
         webhook,
         public_url,
         allowed_hosts,
+        groups,
+    })
+}
+
+fn read_jwt(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<JwtApprovers> {
+    let settings = JwtSettings::read(v, path, JWT_EXTRA, errs);
+    let o = Obj::open(v, path, &[], &mut ConfigErrors::default())?;
+    let claim = |key: &str, default: &str, errs: &mut ConfigErrors| {
+        o.non_blank(key, errs).unwrap_or(default).to_owned()
+    };
+    let name_claim = claim("name_claim", "preferred_username", errs);
+    let groups_claim = claim("groups_claim", "groups", errs);
+    let header = match o.non_blank("header", errs) {
+        Some(h) if is_header_name(h) => Some(h.to_owned()),
+        Some(h) => {
+            errs.push(
+                o.path_of("header"),
+                format!("`{h}` is not an HTTP header name"),
+            );
+            None
+        }
+        None => None,
+    };
+    Some(JwtApprovers {
+        settings: settings?,
+        name_claim,
+        groups_claim,
+        header,
+    })
+}
+
+fn read_group(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ApproverGroup> {
+    let o = Obj::open(v, path, GROUP, errs)?;
+    let group = o.non_blank("group", errs);
+    if group.is_none() && !o.has("group") {
+        errs.push(o.path_of("group"), "`group` is required");
+    }
+    let tools = o.array("tools", errs).map(|items| {
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| read_selector(item, &index(&o.path_of("tools"), i), errs))
+            .collect::<Vec<_>>()
+    });
+    let edit_policy = o.bool("edit_policy", errs).unwrap_or(false);
+    Some(ApproverGroup {
+        group: group?.to_owned(),
+        tools,
+        edit_policy,
     })
 }
 
@@ -604,7 +846,7 @@ fn read_person(
         Some(_) if !token_auth => {
             errs.push(
                 o.path_of("token_sha256"),
-                "a token applies only with `auth: token`; the proxy signs people in",
+                "a token applies only with `auth: token`; with `proxy_header` the proxy signs people in, with `jwt` the identity provider",
             );
             None
         }
@@ -754,6 +996,42 @@ mod tests {
                 "192.168.1.4:8788"
             ]
         );
+    }
+
+    #[test]
+    fn issue22_jwt_approvers_and_groups_read_print_back_and_name_their_errors() {
+        let jwt = r#""jwt": {"issuer": "https://idp.test/", "audience": "toolgate-approvals", "jwks_file": "k.json", "header": "X-Forwarded-Access-Token", "groups_claim": "roles"}"#;
+        let text = format!(
+            r#"{{"approvers": {{"auth": "jwt", {jwt}, "groups": [{{"group": "sre", "tools": [{{"server": "github"}}]}}, {{"group": "leads", "edit_policy": true}}]}}}}"#
+        );
+        let gov = load_str(&text, Format::Json).unwrap();
+        let a = gov.approver_settings().unwrap();
+        let super::ApproverAuth::Jwt(j) = &a.auth else {
+            panic!("{:?}", a.auth)
+        };
+        assert_eq!(j.name_claim, "preferred_username");
+        assert_eq!(j.groups_claim, "roles");
+        assert_eq!(j.header.as_deref(), Some("X-Forwarded-Access-Token"));
+        assert!(a.people.is_empty());
+        let both = a.rights("erin", &["sre", "leads"]).unwrap();
+        assert!(both.edit_policy, "edit from `leads`");
+        assert_eq!(both.tools, None, "`leads` answers every call");
+        let again = load_str(&crate::config::effective(&gov).to_string(), Format::Json).unwrap();
+        assert_eq!(again.approver_settings(), gov.approver_settings());
+        let cases = [
+            (r#"{"approvers": {"auth": "jwt", "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt"),
+            (format!(r#"{{"approvers": {{"auth": "jwt", {jwt}}}}}"#), "approvers.people"),
+            (format!(r#"{{"approvers": {{"auth": "jwt", {jwt}, "groups": [{{"tools": []}}]}}}}"#), "approvers.groups[0].group"),
+            (format!(r#"{{"approvers": {{"auth": "jwt", {jwt}, "groups": [{{"group": "g"}}, {{"group": "g"}}]}}}}"#), "approvers.groups[1].group"),
+            (format!(r#"{{"approvers": {{"auth": "jwt", {jwt}, "people": [{{"name": "a", "token_sha256": "{HASH}"}}]}}}}"#), "approvers.people[0].token_sha256"),
+            (format!(r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}], "groups": [{{"group": "g"}}]}}}}"#), "approvers.groups"),
+            (format!(r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}], {jwt}}}}}"#), "approvers.jwt"),
+            (r#"{"approvers": {"auth": "jwt", "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "algorithms": ["HS256"]}, "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt.algorithms[0]"),
+        ];
+        for (text, path) in cases {
+            let got = paths(&text);
+            assert!(got.iter().any(|p| p == path), "{text}: {got:?}");
+        }
     }
 
     #[test]

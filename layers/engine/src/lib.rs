@@ -62,6 +62,7 @@ mod exposure;
 mod governance;
 pub mod grant;
 pub mod json;
+pub mod jwt;
 pub mod number;
 pub mod policy;
 mod print;

@@ -120,6 +120,51 @@ impl NumberLiterals {
         Scanner::default().run(text)
     }
 
+    /// The first integer literal the value holds only rounded (one past 64 bits, read as
+    /// the nearest double), if any: what a host that can pass on only the value — an MCP
+    /// client sending `serde_json::Value`s — could not send as written (R20, R26).
+    ///
+    /// ```
+    /// use toolgate_engine::number::parse_with_literals;
+    /// let (v, l) = parse_with_literals(r#"{"a": 1e2, "b": [123456789012345678901234]}"#).unwrap();
+    /// assert_eq!(l.first_inexact_integer(&v), Some("123456789012345678901234"));
+    /// let (v, l) = parse_with_literals(r#"{"a": 1e2, "b": 18446744073709551615, "c": 1.50}"#).unwrap();
+    /// assert_eq!(l.first_inexact_integer(&v), None, "re-spelled, but the same number");
+    /// ```
+    pub fn first_inexact_integer(&self, value: &Value) -> Option<&str> {
+        let mut stack: Vec<(&Node, &Value)> = vec![(self.root.as_ref()?, value)];
+        while let Some((node, v)) = stack.pop() {
+            match (node, v) {
+                (Node::Leaf { text, read }, Value::Number(n)) if holds(n, *read) => {
+                    // An integer literal is sent as written when the value holds it as a
+                    // 64-bit integer, or as a double that is that integer exactly (`-0`).
+                    let integer = !text.contains(['.', 'e', 'E']);
+                    let as_int = n
+                        .as_i64()
+                        .map(i128::from)
+                        .or_else(|| n.as_u64().map(i128::from));
+                    let exact = match (as_int, text.parse::<i128>()) {
+                        (Some(held), Ok(written)) => held == written,
+                        _ => n.as_f64().is_some_and(|f| {
+                            f.abs() <= 9_007_199_254_740_992.0 && text.parse::<f64>() == Ok(f)
+                        }),
+                    };
+                    if integer && !exact {
+                        return Some(text);
+                    }
+                }
+                (Node::Object(m), Value::Object(o)) => {
+                    stack.extend(m.iter().filter_map(|(k, c)| o.get(k).map(|cv| (c, cv))));
+                }
+                (Node::Array(m), Value::Array(a)) => {
+                    stack.extend(m.iter().filter_map(|(i, c)| a.get(*i).map(|cv| (c, cv))));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// How many bytes the literals add to (or take from) the value's compact form.
     fn len_delta(&self, value: &Value) -> i128 {
         let mut delta = 0i128;
@@ -750,6 +795,35 @@ mod tests {
         lt("123456789012345678901234567890123456789012", "1e300");
         lt("0.5", "1");
         lt("-1", "-0.5");
+    }
+
+    #[test]
+    fn r20_only_integers_a_value_holds_rounded_are_inexact() {
+        let inexact = |text: &str| {
+            let (v, l) = parse_with_literals(text).unwrap();
+            l.first_inexact_integer(&v).map(str::to_owned)
+        };
+        assert_eq!(
+            inexact(r#"{"a": 18446744073709551616}"#).as_deref(),
+            Some("18446744073709551616")
+        );
+        assert_eq!(
+            inexact(r#"{"a": -9223372036854775809}"#).as_deref(),
+            Some("-9223372036854775809")
+        );
+        assert_eq!(
+            inexact(r#"{"a": {"b": [1, 1180591620717411303424]}}"#).as_deref(),
+            Some("1180591620717411303424")
+        );
+        for same in [
+            r#"{"a": -0}"#,
+            r#"{"a": 1e30}"#,
+            r#"{"a": 0.1000}"#,
+            r#"{"a": -9223372036854775808}"#,
+            r#"{"a": 18446744073709551615}"#,
+        ] {
+            assert_eq!(inexact(same), None, "{same}");
+        }
     }
 
     #[test]

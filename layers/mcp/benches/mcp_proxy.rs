@@ -178,6 +178,7 @@ fn bench(c: &mut Criterion) {
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
+        jwt: None,
     };
     let list_server = rt.block_on(async {
         GovernedServer::start(handle.clone(), &empty, None)
@@ -238,6 +239,7 @@ fn bench(c: &mut Criterion) {
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
+        jwt: None,
     };
     let proxy = rt.block_on(async {
         GovernedServer::start(handle, &config, None)

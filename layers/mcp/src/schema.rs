@@ -8,7 +8,9 @@ use std::task::{Context, Poll};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 use toolgate::GovernanceHandle;
-use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolIdentity, ToolRef, ToolResponse};
+use toolgate_core::{
+    Check, Refusal, RefusalCode, ToolCall, ToolIdentity, ToolKind, ToolRef, ToolResponse,
+};
 use toolgate_engine::catalog::Record;
 use toolgate_engine::number::NumberLiterals;
 use tower_layer::Layer;
@@ -138,6 +140,13 @@ impl<S> SchemaValidation<S> {
     toolgate::inner_service_accessors!(inner: S);
 }
 
+/// The refusal of an input holding an integer an MCP server cannot be sent as written.
+pub(crate) fn unsendable(written: &str) -> Refusal {
+    invalid(format!(
+        "the input holds the integer `{written}`, which is past 64 bits: an MCP server would be sent it rounded, as another number, so the call is refused (R20)"
+    ))
+}
+
 fn invalid(reason: String) -> Refusal {
     Refusal::new(RefusalCode::InvalidInput, Check::InputSchema, reason)
 }
@@ -168,6 +177,17 @@ impl<S> SchemaValidation<S> {
         let entry = governance.lookup(&call.tool)?;
         // R36: the bounds first, so the validator only ever sees a bounded input.
         governance.check_input_exact(&call.input, NumberLiterals::of(call))?;
+        // R20, R26: an MCP server is sent the JSON value, which holds an integer past 64
+        // bits only rounded: such a call would reach the server with another number than
+        // the one decided (and shown to a person), so it is refused before anyone is asked.
+        if entry
+            .records
+            .iter()
+            .any(|r| r.identity().kind() == ToolKind::Mcp)
+            && let Some(written) = NumberLiterals::of(call).first_inexact_integer(&call.input)
+        {
+            return Err(unsendable(written));
+        }
         for record in reachable(&entry.records, &call.tool) {
             let Some(schema) = &record.decl.input_schema else {
                 continue;

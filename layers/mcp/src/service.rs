@@ -429,6 +429,14 @@ impl Service<ToolCall> for McpToolService {
         ) {
             return McpFuture::refused(r);
         }
+        // R20, R26: the server is sent the value; an integer it holds only rounded would
+        // reach the server as another number than the one decided. (The schema layer
+        // refuses it before anyone is asked; this holds for stacks without that layer.)
+        if let Some(written) =
+            toolgate_engine::number::NumberLiterals::of(&call).first_inexact_integer(&call.input)
+        {
+            return McpFuture::refused(crate::schema::unsendable(written));
+        }
         let Value::Object(arguments) = call.input else {
             return McpFuture::refused(Refusal::new(
                 RefusalCode::InvalidInput,

@@ -31,6 +31,7 @@ async fn server(inbox: Inbox) -> GovernedServer {
         token_names: HashMap::new(),
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
+        jwt: None,
     };
     let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
     GovernedServer::start(handle, &config, Some(inbox))

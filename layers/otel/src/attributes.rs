@@ -43,6 +43,7 @@
 //! | [`TOOLGATE_APPROVAL_APPROVER`] | who approved or denied, when a person did |
 //! | [`TOOLGATE_AGENT_PROFILE`] | the calling agent's profile |
 //! | [`TOOLGATE_AGENT_SUBAGENT`] | the subagent's id, for a subagent |
+//! | [`TOOLGATE_PRINCIPAL_SUBJECT`], [`TOOLGATE_PRINCIPAL_ISSUER`] | `sub` and `iss` of the caller's verified identity-provider token (issue 22) |
 //! | [`TOOLGATE_TOOL_NETWORK_DECLARED`], [`TOOLGATE_TOOL_NETWORK_EFFECTIVE`] | the declared network scope of each record and the effective one (an operator's override keeps the declared value, seed 000) |
 //! | [`TOOLGATE_RUN_MODE`] | the run's approval mode (`use_agent_policy`, …) |
 //! | [`TOOLGATE_RUN_BACKGROUND`] | whether the run is a background task |
@@ -113,6 +114,11 @@ pub const TOOLGATE_APPROVAL_APPROVER: &str = "toolgate.approval.approver";
 pub const TOOLGATE_AGENT_PROFILE: &str = "toolgate.agent.profile";
 /// `toolgate.agent.subagent`: the subagent's id.
 pub const TOOLGATE_AGENT_SUBAGENT: &str = "toolgate.agent.subagent";
+/// `toolgate.principal.subject`: the `sub` of the caller's verified identity-provider token
+/// (issue 22).
+pub const TOOLGATE_PRINCIPAL_SUBJECT: &str = "toolgate.principal.subject";
+/// `toolgate.principal.issuer`: the `iss` of the caller's verified identity-provider token.
+pub const TOOLGATE_PRINCIPAL_ISSUER: &str = "toolgate.principal.issuer";
 /// `toolgate.tool.network.declared`: the network scope each record behind the name declared
 /// (seed 000: an operator's override keeps the declared value for audit), comma-separated.
 pub const TOOLGATE_TOOL_NETWORK_DECLARED: &str = "toolgate.tool.network.declared";

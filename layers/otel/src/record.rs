@@ -157,6 +157,17 @@ pub(crate) fn start(shared: &Shared, call: &ToolCall) -> Started {
     if let Some(sub) = &call.agent.subagent {
         attributes.push(KeyValue::new(attr::TOOLGATE_AGENT_SUBAGENT, sub.clone()));
     }
+    // Issue 22: the verified principal of the caller's identity-provider token.
+    if let Some(p) = call.extensions.get::<toolgate::engine::jwt::Principal>() {
+        attributes.push(KeyValue::new(
+            attr::TOOLGATE_PRINCIPAL_SUBJECT,
+            bounded(p.subject.clone(), MAX_NAME_CHARS),
+        ));
+        attributes.push(KeyValue::new(
+            attr::TOOLGATE_PRINCIPAL_ISSUER,
+            bounded(p.issuer.clone(), MAX_NAME_CHARS),
+        ));
+    }
     attributes.push(KeyValue::new(
         attr::TOOLGATE_RUN_MODE,
         call.run.mode.as_str(),

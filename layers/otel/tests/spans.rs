@@ -675,3 +675,18 @@ async fn r34_the_global_provider_can_be_used() {
     assert_eq!(spans.len(), 1);
     assert_eq!(spans[0].instrumentation_scope.name(), "toolgate-otel");
 }
+
+#[tokio::test]
+async fn issue22_a_call_with_a_verified_principal_names_it_on_its_span() {
+    let h = Harness::new();
+    let mut call = ToolCall::new(AgentRef::profile("dev"), "notes__read", json!({}));
+    call.extensions.insert(toolgate::engine::jwt::Principal {
+        subject: String::from("alice@example.com"),
+        issuer: String::from("https://idp.test/"),
+    });
+    let (_, span) = h.span_of_call(&h.stack(), call).await;
+    assert_attr(&span, attr::TOOLGATE_PRINCIPAL_SUBJECT, "alice@example.com");
+    assert_attr(&span, attr::TOOLGATE_PRINCIPAL_ISSUER, "https://idp.test/");
+    let (_, span) = h.span_of(&h.stack(), "notes__read", json!({})).await;
+    assert_no_attr(&span, attr::TOOLGATE_PRINCIPAL_SUBJECT);
+}

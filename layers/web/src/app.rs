@@ -255,6 +255,10 @@ pub fn router(app: App) -> Router {
         .route("/static/app.js", get(crate::html::script))
         .route("/static/app.css", get(crate::html::style))
         .layer(RequestBodyLimitLayer::new(crate::MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            app.clone(),
+            crate::auth::identify,
+        ))
         .layer(middleware::from_fn_with_state(app.clone(), where_from))
         .layer(middleware::from_fn(security_headers))
         .with_state(app)

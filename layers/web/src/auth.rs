@@ -25,11 +25,128 @@ pub(crate) struct Session {
     since: Instant,
 }
 
-/// The authenticated person behind a request, and the CSRF token their forms carry.
+/// The authenticated person behind a request, and the CSRF token their forms carry; for an
+/// identity-provider token, the verified principal (`sub`, `iss`) too.
 #[derive(Debug, Clone)]
 pub(crate) struct Who {
     pub(crate) approver: Approver,
     pub(crate) csrf: String,
+    pub(crate) principal: Option<toolgate::engine::jwt::Principal>,
+}
+
+/// Who an identity-provider token made this request (`auth: jwt`, issue 22): the
+/// [`identify`] middleware verifies the token once and every handler of the request reads
+/// the result through [`App::who`].
+#[derive(Debug, Clone)]
+pub(crate) struct Identified {
+    who: Option<Who>,
+    /// Why nobody was identified (no token, a refused one, no rights), and the status.
+    refused: Option<(StatusCode, String)>,
+}
+
+tokio::task_local! {
+    static IDENTIFIED: Identified;
+}
+
+/// Verifies the request's identity-provider token (`Authorization: Bearer`, or the trusted
+/// proxy's `approvers.jwt.header`) and runs the rest of the request as that approver, with
+/// the rights `approvers.people` and `approvers.groups` give their name and groups. In
+/// other modes it does nothing.
+pub(crate) async fn identify(
+    State(app): State<App>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let ApproverAuth::Jwt(jwt) = &app.0.settings.approvers.auth else {
+        return next.run(req).await;
+    };
+    let headers = req.headers();
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let proxied = jwt
+        .header
+        .as_deref()
+        .and_then(|h| headers.get(h))
+        .and_then(|v| v.to_str().ok());
+    let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
+    let identified = match (token, &app.0.settings.verifier) {
+        (None, _) => Identified {
+            who: None,
+            refused: Some((
+                StatusCode::UNAUTHORIZED,
+                String::from(
+                    "no access token came with the request (`Authorization: Bearer`, or the proxy's header)",
+                ),
+            )),
+        },
+        (Some(_), None) => Identified {
+            who: None,
+            refused: Some((
+                StatusCode::UNAUTHORIZED,
+                String::from(
+                    "the identity provider's keys were not loaded, so no token can be verified",
+                ),
+            )),
+        },
+        (Some(token), Some(verifier)) => match verifier.verify(token).await {
+            Err(why) => {
+                tracing::warn!(refused = %why, "an approver's token was refused");
+                let status = if why.status() == 403 {
+                    StatusCode::FORBIDDEN
+                } else {
+                    StatusCode::UNAUTHORIZED
+                };
+                Identified {
+                    who: None,
+                    refused: Some((status, why.to_string())),
+                }
+            }
+            Ok(v) => match v.claim_str(&jwt.name_claim) {
+                None => Identified {
+                    who: None,
+                    refused: Some((
+                        StatusCode::UNAUTHORIZED,
+                        format!(
+                            "the token has no `{}` claim naming the approver",
+                            jwt.name_claim
+                        ),
+                    )),
+                },
+                Some(name) => {
+                    let groups = v.claim_strings(&jwt.groups_claim);
+                    match app.0.settings.approvers.rights(name, &groups) {
+                        None => Identified {
+                            who: None,
+                            refused: Some((
+                                StatusCode::FORBIDDEN,
+                                format!(
+                                    "`{}` is no approver: neither `approvers.people` nor `approvers.groups` names them or a group of theirs",
+                                    toolgate::core::display::visible(name)
+                                ),
+                            )),
+                        },
+                        Some(approver) => {
+                            let csrf = crate::hash_token(&format!(
+                                "{}\0jwt\0{}\0{}",
+                                app.0.secret, v.principal.issuer, v.principal.subject
+                            ));
+                            Identified {
+                                who: Some(Who {
+                                    approver,
+                                    csrf,
+                                    principal: Some(v.principal.clone()),
+                                }),
+                                refused: None,
+                            }
+                        }
+                    }
+                }
+            },
+        },
+    };
+    IDENTIFIED.scope(identified, next.run(req)).await
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {
@@ -73,8 +190,14 @@ impl App {
                 let person = headers.get(name.as_str())?.to_str().ok()?.trim();
                 let approver = settings.approvers.approver(person)?.clone();
                 let csrf = crate::hash_token(&format!("{}\0{}", self.0.secret, approver.name));
-                Some(Who { approver, csrf })
+                Some(Who {
+                    approver,
+                    csrf,
+                    principal: None,
+                })
             }
+            // Outside a request the middleware saw (none in this mode): nobody.
+            ApproverAuth::Jwt(_) => IDENTIFIED.try_with(|i| i.who.clone()).ok().flatten(),
             _ => {
                 let id = cookie(headers, SESSION_COOKIE)?;
                 let mut sessions = self.0.sessions.lock().ok()?;
@@ -87,18 +210,46 @@ impl App {
                 Some(Who {
                     approver,
                     csrf: session.csrf,
+                    principal: None,
                 })
             }
         }
     }
 
+    /// Whether people are signed in by something in front of the page or in the request
+    /// (a proxy's header, an identity-provider token), not by the sign-in form.
     fn proxy_mode(&self) -> bool {
-        matches!(self.0.settings.approvers.auth, ApproverAuth::ProxyHeader(_))
+        matches!(
+            self.0.settings.approvers.auth,
+            ApproverAuth::ProxyHeader(_) | ApproverAuth::Jwt(_)
+        )
     }
 
     /// The response to a page request nobody signed in for: the sign-in page (tokens) or
-    /// 401 (a proxy that sent no known name).
+    /// 401 (a proxy that sent no known name; no identity-provider token, or one refused:
+    /// with why and a `WWW-Authenticate: Bearer` challenge).
     pub(crate) fn sign_in_first(&self) -> Response {
+        if let ApproverAuth::Jwt(_) = &self.0.settings.approvers.auth {
+            let (status, why) = IDENTIFIED
+                .try_with(|i| i.refused.clone())
+                .ok()
+                .flatten()
+                .unwrap_or((
+                    StatusCode::UNAUTHORIZED,
+                    String::from("no access token came with the request"),
+                ));
+            let mut res = html::refusal(status, "Not signed in", &why);
+            let challenge = if status == StatusCode::FORBIDDEN {
+                "Bearer error=\"insufficient_scope\""
+            } else {
+                "Bearer error=\"invalid_token\""
+            };
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+            return res;
+        }
         if self.proxy_mode() {
             html::refusal(
                 StatusCode::UNAUTHORIZED,

@@ -117,6 +117,10 @@ pub struct WebSettings {
     /// The configuration grants given on the page are checked against (R45: its tools and
     /// each approver's rights over them); `None`: the page gives and revokes no grant.
     pub governance: Option<Arc<Governance>>,
+    /// The identity provider's token verifier, for `approvers.auth: jwt` (issue 22): made
+    /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
+    /// request (fail closed).
+    pub verifier: Option<toolgate_idp::Verifier>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -171,7 +175,26 @@ impl WebSettings {
             session_ttl: Duration::from_secs(12 * 3600),
             preview: None,
             governance: None,
+            verifier: None,
         }
+    }
+}
+
+impl WebSettings {
+    /// For `approvers.auth: jwt`: reads the `jwks_file` or fetches the `jwks_url`, making
+    /// the verifier every request's token is checked with. Nothing to do in other modes.
+    ///
+    /// # Errors
+    ///
+    /// Keys that cannot be had, naming the field (`approvers.jwt.jwks_file: …`).
+    pub async fn connect_identity_provider(&mut self) -> Result<(), String> {
+        if let toolgate::engine::approvers::ApproverAuth::Jwt(j) = &self.approvers.auth {
+            let v = toolgate_idp::Verifier::start(j.settings.clone(), "approvers.jwt")
+                .await
+                .map_err(|e| e.to_string())?;
+            self.verifier = Some(v);
+        }
+        Ok(())
     }
 }
 

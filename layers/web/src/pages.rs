@@ -525,6 +525,10 @@ pub(crate) async fn answer(
                 interaction = %toolgate::core::display::visible(&id),
                 tool = %toolgate::core::display::visible(&record.call.tool),
                 approver = %toolgate::core::display::visible(&receipt.approver),
+                // Issue 22: the verified identity behind an identity-provider token.
+                principal = %who.principal.as_ref().map_or_else(String::new, |p| {
+                    toolgate::core::display::visible(&p.to_string()).to_string()
+                }),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
                 "a held call was answered on the approval page"

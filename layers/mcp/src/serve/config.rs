@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use toolgate_engine::jwt::JwtSettings;
 use toolgate_engine::{ConfigErrors, Governance};
 
 use crate::config::McpServerConfig;
@@ -57,6 +58,135 @@ pub struct ServeConfig {
     pub call_timeout: Duration,
     /// How the downstream client names the tools.
     pub wire_names: WireNames,
+    /// Bearer JWTs from an identity provider (`mcp.jwt`, issue 22), beside or instead of the
+    /// static tokens.
+    pub jwt: Option<McpJwt>,
+}
+
+/// `mcp.jwt`: `toolgate mcp serve --http` as an OAuth 2.1 resource server (the MCP
+/// authorization spec). The verification settings ([`JwtSettings`]: `issuer`, `audience` —
+/// this server's resource URI —, `jwks_file` or `jwks_url`, `algorithms`, `leeway_secs`,
+/// `required_scopes`) and how a verified token names its agent:
+///
+/// ```json
+/// "jwt": {
+///   "issuer": "https://idp.example.com/realms/agents",
+///   "audience": "http://127.0.0.1:8931/mcp",
+///   "jwks_url": "http://idp.internal:8080/realms/agents/protocol/openid-connect/certs",
+///   "required_scopes": ["mcp:tools"],
+///   "agent_claim": "azp",
+///   "agents": {"support-bot": "support", "ci-runner": "dev"},
+///   "subagent_claim": "act_as"
+/// }
+/// ```
+///
+/// The claim `agent_claim` (default `azp`; `client_id`, or any custom claim) must be a
+/// string that `agents` maps to a profile; a token whose claim names no profile is refused
+/// (401), never given a default agent. With `subagent_claim`, a token carrying that claim
+/// calls as that subagent of the mapped profile. `authorization_servers` (default: the
+/// issuer) is what the protected-resource metadata (RFC 9728) tells clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpJwt {
+    /// How tokens are verified.
+    pub settings: JwtSettings,
+    /// The claim naming the agent (`agent_claim`).
+    pub agent_claim: String,
+    /// The claim's value → the agent profile (`agents`).
+    pub agents: HashMap<String, String>,
+    /// The claim naming a subagent id (`subagent_claim`), when tokens carry one.
+    pub subagent_claim: Option<String>,
+    /// The authorization servers the metadata names (`authorization_servers`).
+    pub authorization_servers: Vec<String>,
+}
+
+const JWT_EXTRA: &[&str] = &[
+    "agent_claim",
+    "agents",
+    "subagent_claim",
+    "authorization_servers",
+];
+
+fn read_jwt(v: &Value, errs: &mut ConfigErrors) -> Option<McpJwt> {
+    let before = errs.errors.len();
+    let settings = JwtSettings::read(v, "mcp.jwt", JWT_EXTRA, errs);
+    let obj = v.as_object()?;
+    let agent_claim = match obj.get("agent_claim") {
+        None => String::from("azp"),
+        Some(c) => string(c, "mcp.jwt.agent_claim", errs)
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let subagent_claim = obj
+        .get("subagent_claim")
+        .and_then(|c| string(c, "mcp.jwt.subagent_claim", errs))
+        .map(str::to_owned);
+    if subagent_claim.as_deref() == Some(agent_claim.as_str()) {
+        errs.push(
+            "mcp.jwt.subagent_claim",
+            format!("`{agent_claim}` is already the `agent_claim`: the subagent comes from another claim"),
+        );
+    }
+    let mut agents = HashMap::new();
+    match obj.get("agents") {
+        None => errs.push(
+            "mcp.jwt.agents",
+            format!("missing: map each value of the `{agent_claim}` claim to an agent profile (`{{\"client-id\": \"profile\"}}`)"),
+        ),
+        Some(Value::Object(map)) if map.is_empty() => errs.push(
+            "mcp.jwt.agents",
+            "map at least one claim value to an agent profile",
+        ),
+        Some(Value::Object(map)) => {
+            for (claim, profile) in map {
+                if let Some(p) = string(profile, &format!("mcp.jwt.agents.{claim}"), errs) {
+                    agents.insert(claim.clone(), p.to_owned());
+                }
+            }
+        }
+        Some(other) => errs.push(
+            "mcp.jwt.agents",
+            format!("expected an object of claim values to agent profiles, found {other}"),
+        ),
+    }
+    let authorization_servers = match obj.get("authorization_servers") {
+        None => settings
+            .as_ref()
+            .map(|s| vec![s.issuer.clone()])
+            .unwrap_or_default(),
+        Some(Value::Array(list)) if !list.is_empty() => list
+            .iter()
+            .enumerate()
+            .filter_map(|(i, u)| {
+                let path = format!("mcp.jwt.authorization_servers[{i}]");
+                match u.as_str() {
+                    Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
+                        Some(u.to_owned())
+                    }
+                    _ => {
+                        errs.push(path, format!("expected an `https://` URL, found {u}"));
+                        None
+                    }
+                }
+            })
+            .collect(),
+        Some(other) => {
+            errs.push(
+                "mcp.jwt.authorization_servers",
+                format!("expected a non-empty list of URLs, found {other}"),
+            );
+            Vec::new()
+        }
+    };
+    if errs.errors.len() > before {
+        return None;
+    }
+    Some(McpJwt {
+        settings: settings?,
+        agent_claim,
+        agents,
+        subagent_claim,
+        authorization_servers,
+    })
 }
 
 /// How `toolgate mcp serve` names the tools on its downstream wire (`mcp.wire_names`).
@@ -85,7 +215,13 @@ impl WireNames {
     }
 }
 
-const MCP: &[&str] = &["servers", "tokens", "call_timeout_secs", "wire_names"];
+const MCP: &[&str] = &[
+    "servers",
+    "tokens",
+    "call_timeout_secs",
+    "wire_names",
+    "jwt",
+];
 const SERVER: &[&str] = &[
     "command",
     "args",
@@ -325,6 +461,7 @@ impl ServeConfig {
                 WireNames::Qualified
             }
         };
+        let jwt = obj.get("jwt").and_then(|v| read_jwt(v, &mut errs));
         if errs.is_empty() {
             Ok(Self {
                 servers,
@@ -332,6 +469,7 @@ impl ServeConfig {
                 token_names,
                 call_timeout,
                 wire_names,
+                jwt,
             })
         } else {
             Err(errs)
@@ -355,6 +493,29 @@ impl ServeConfig {
             read.call_timeout.as_secs().into(),
         );
         out.insert("wire_names".into(), read.wire_names.as_str().into());
+        if let Some(j) = &read.jwt {
+            let mut o = j.settings.to_json();
+            o.insert("agent_claim".into(), j.agent_claim.clone().into());
+            let mut agents: Vec<(&String, &String)> = j.agents.iter().collect();
+            agents.sort();
+            o.insert(
+                "agents".into(),
+                Value::Object(
+                    agents
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect(),
+                ),
+            );
+            if let Some(c) = &j.subagent_claim {
+                o.insert("subagent_claim".into(), c.clone().into());
+            }
+            o.insert(
+                "authorization_servers".into(),
+                j.authorization_servers.clone().into(),
+            );
+            out.insert("jwt".into(), Value::Object(o));
+        }
         Ok(Value::Object(out))
     }
 
@@ -385,6 +546,18 @@ impl ServeConfig {
                     "mcp.tokens",
                     format!("a token speaks for agent `{agent}`, which the configuration's `agents` do not name"),
                 );
+            }
+        }
+        if let Some(j) = &self.jwt {
+            let mut mapped: Vec<(&String, &String)> = j.agents.iter().collect();
+            mapped.sort();
+            for (claim, agent) in mapped {
+                if governance.agent(agent).is_none() {
+                    errs.push(
+                        format!("mcp.jwt.agents.{claim}"),
+                        format!("agent `{agent}` is not a profile of the configuration's `agents`"),
+                    );
+                }
             }
         }
         if errs.is_empty() { Ok(()) } else { Err(errs) }
@@ -879,6 +1052,52 @@ mod tests {
             by_id("d"),
             McpServerConfig::streamable_http("d", "http://127.0.0.1:9/mcp").unwrap()
         );
+    }
+
+    #[test]
+    fn issue22_every_mcp_jwt_error_names_its_field() {
+        let p = paths(json!({
+            "servers": {"a": {"command": "x"}},
+            "jwt": {"issuer": "i", "audience": "http://127.0.0.1:1/mcp", "jwks_file": "k",
+                "algorithms": ["none"], "agents": {"c": 7}, "agent_claim": "",
+                "authorization_servers": ["ftp://x"], "subagent_claim": "azp", "extra": 1}
+        }));
+        for want in [
+            "mcp.jwt.algorithms[0]",
+            "mcp.jwt.agents.c",
+            "mcp.jwt.agent_claim",
+            "mcp.jwt.authorization_servers[0]",
+            "mcp.jwt.extra",
+        ] {
+            assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+        }
+        assert_eq!(
+            paths(json!({"servers": {"a": {"command": "x"}},
+                "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k"}})),
+            ["mcp.jwt.agents"]
+        );
+        let ok = ServeConfig::read(&json!({"servers": {"a": {"command": "x"}},
+            "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}}}))
+        .unwrap();
+        let j = ok.jwt.unwrap();
+        assert_eq!(j.agent_claim, "azp", "the default agent claim");
+        assert_eq!(j.authorization_servers, ["i"], "the issuer by default");
+        let gov = toolgate_engine::config::load_str(
+            r#"{"agents": [{"name": "dev"}]}"#,
+            toolgate_engine::config::Format::Json,
+        )
+        .unwrap();
+        let unmapped = ServeConfig::read(&json!({"servers": {"a": {"command": "x"}},
+            "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "ops"}}}))
+        .unwrap();
+        let e = unmapped.check(&gov).unwrap_err();
+        assert_eq!(e.errors[0].path, "mcp.jwt.agents.c");
+        let printed = ServeConfig::effective(&json!({"servers": {"a": {"command": "x"}},
+            "jwt": {"issuer": "https://idp.test/", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}}}))
+        .unwrap();
+        assert_eq!(printed["jwt"]["leeway_secs"], 30);
+        assert_eq!(printed["jwt"]["algorithms"], json!(["RS256", "ES256"]));
+        ServeConfig::read(&printed).unwrap();
     }
 
     #[test]

@@ -7,7 +7,11 @@
 //! - **Downstream** over stdio ([`GovernedServer::serve_stdio`], one agent named by the
 //!   operator) or streamable HTTP ([`GovernedServer::serve_http`], loopback only): each
 //!   request names its agent by a bearer token whose SHA-256 the configuration maps to an
-//!   agent profile; a missing or unknown token is HTTP 401 and nothing is listed.
+//!   agent profile, or (`mcp.jwt`, issue 22) by an identity-provider JWT verified with
+//!   `toolgate_idp` whose agent claim the configuration maps to a profile; a missing,
+//!   unknown or unverified token, or a claim naming no profile, is HTTP 401 (with
+//!   `WWW-Authenticate: Bearer resource_metadata=…` pointing to the RFC 9728 document this
+//!   server serves), a missing scope 403, and nothing is listed.
 //! - **Upstream** the configured servers are connected with the [`McpGateway`]: discovery,
 //!   the trust rule, drift detection (R29, R35), gateway prefixes (R41).
 //! - **`tools/list`** is exactly the agent's exposure (R6–R13): qualified names,
@@ -81,7 +85,7 @@ use tower::util::BoxCloneService;
 use tower_layer::Layer;
 use tower_service::Service;
 
-pub use config::{DEFAULT_CALL_TIMEOUT, ServeConfig, WireNames};
+pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
 pub use elicit::APPROVAL_INPUT_KEY;
 
 use crate::relay::CallRelay;
@@ -542,29 +546,80 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
 }
 
 /// Who a streamable HTTP request authenticated as: its bearer token's profile, and the
-/// token's hash (none for an `open_as` server).
+/// token's hash (none for an `open_as` server); for a JWT, the binding key of its
+/// principal and client instead of a hash, and the verified principal.
 #[derive(Debug, Clone)]
 struct Authenticated {
     agent: String,
     token: Option<String>,
+    jwt: Option<JwtCaller>,
 }
 
-/// The bearer tokens in force (`mcp.tokens`): replaced whole on a reload, so a revoked token
-/// stops working for the next request.
-#[derive(Debug, Default)]
+/// The caller a verified JWT names (`mcp.jwt`, issue 22).
+#[derive(Debug, Clone)]
+struct JwtCaller {
+    principal: toolgate_idp::Principal,
+    /// The value of the agent claim.
+    client: String,
+    /// The subagent id of the subagent claim, when the token has one.
+    subagent: Option<String>,
+}
+
+/// `mcp.jwt` in force: its settings, the verifier with the provider's keys, and the paths
+/// its protected-resource metadata is served at.
+struct Jwt {
+    config: McpJwt,
+    verifier: toolgate_idp::Verifier,
+    metadata_paths: Vec<String>,
+    metadata_url: String,
+}
+
+/// The bearer tokens in force (`mcp.tokens`, `mcp.jwt`): replaced whole on a reload, so a
+/// revoked token or key stops working for the next request.
+#[derive(Default)]
 struct Tokens {
     /// Token hash → agent profile.
     agents: HashMap<String, String>,
     /// Token hash → the name records give it.
     names: HashMap<String, String>,
+    /// Identity-provider tokens, when configured.
+    jwt: Option<Jwt>,
 }
 
+impl fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tokens")
+            .field("static", &self.agents.len())
+            .field("jwt", &self.jwt.as_ref().map(|j| &j.verifier))
+            .finish()
+    }
+}
+
+/// A refused HTTP request: status, `WWW-Authenticate` challenge, body.
+type AuthRefusal = (hyper::StatusCode, String, String);
+
 impl Tokens {
-    fn of(config: &ServeConfig) -> Self {
-        Self {
+    /// The tokens of `config`, with the identity provider's keys read or fetched.
+    async fn load(config: &ServeConfig) -> Result<Self, ServeError> {
+        let jwt = match &config.jwt {
+            None => None,
+            Some(j) => {
+                let verifier = toolgate_idp::Verifier::start(j.settings.clone(), "mcp.jwt")
+                    .await
+                    .map_err(ServeError::Config)?;
+                Some(Jwt {
+                    metadata_paths: toolgate_idp::metadata_paths(&j.settings.audience),
+                    metadata_url: toolgate_idp::metadata_url(&j.settings.audience),
+                    config: j.clone(),
+                    verifier,
+                })
+            }
+        };
+        Ok(Self {
             agents: config.tokens.clone(),
             names: config.token_names.clone(),
-        }
+            jwt,
+        })
     }
 
     /// How records name the token with this hash: its configured name, else the first twelve
@@ -575,15 +630,132 @@ impl Tokens {
             None => format!("token sha256:{}", hash.get(..12).unwrap_or(hash)),
         }
     }
+
+    /// The protected-resource metadata (RFC 9728), when `path` is where it is served.
+    fn metadata(&self, path: &str) -> Option<Value> {
+        let j = self.jwt.as_ref()?;
+        j.metadata_paths.iter().any(|p| p == path).then(|| {
+            toolgate_idp::protected_resource_metadata(
+                &j.config.settings.audience,
+                &j.config.authorization_servers,
+                &j.config.settings.required_scopes,
+            )
+        })
+    }
+
+    fn refusal(&self, status: hyper::StatusCode, why: &toolgate_idp::Rejection) -> AuthRefusal {
+        let metadata = self.jwt.as_ref().map(|j| j.metadata_url.as_str());
+        (status, why.challenge(metadata), format!("{why}\n"))
+    }
+
+    /// Who the request's bearer token speaks for: a listed static token (by its hash), else
+    /// a JWT verified against the identity provider's keys whose agent claim names a
+    /// profile. Anything else is refused: 401 (no token, an unknown one, one that does not
+    /// verify, a claim naming no profile) or 403 (a missing scope).
+    async fn authenticate(&self, headers: &hyper::HeaderMap) -> Result<Authenticated, AuthRefusal> {
+        let metadata = self.jwt.as_ref().map(|j| j.metadata_url.as_str());
+        let token = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            let challenge = match metadata {
+                Some(m) => format!("Bearer resource_metadata=\"{m}\""),
+                None => String::from("Bearer"),
+            };
+            let body = if self.jwt.is_some() {
+                "a bearer token is required: a listed token, or an access token of the identity provider (see the protected-resource metadata)\n"
+            } else {
+                "a bearer token listed in the toolgate configuration is required\n"
+            };
+            return Err((hyper::StatusCode::UNAUTHORIZED, challenge, body.to_owned()));
+        };
+        let hash = token_hash(token);
+        if let Some(agent) = self.agents.get(&hash) {
+            return Ok(Authenticated {
+                agent: agent.clone(),
+                token: Some(hash),
+                jwt: None,
+            });
+        }
+        let unauthorized = hyper::StatusCode::UNAUTHORIZED;
+        let Some(j) = &self.jwt else {
+            return Err((
+                unauthorized,
+                String::from("Bearer error=\"invalid_token\""),
+                String::from("a bearer token listed in the toolgate configuration is required\n"),
+            ));
+        };
+        let verified = match j.verifier.verify(token).await {
+            Ok(v) => v,
+            Err(why) => {
+                let status = if why.status() == 403 {
+                    hyper::StatusCode::FORBIDDEN
+                } else {
+                    unauthorized
+                };
+                tracing::info!(target: "toolgate_mcp::serve", "a bearer token was refused: {why}");
+                return Err(self.refusal(status, &why));
+            }
+        };
+        let claim = &j.config.agent_claim;
+        let invalid =
+            |why: String| self.refusal(unauthorized, &toolgate_idp::Rejection::Invalid(why));
+        let Some(client) = verified.claim_str(claim) else {
+            return Err(invalid(format!(
+                "the token has no `{claim}` claim naming its agent: no agent is assumed"
+            )));
+        };
+        let Some(agent) = j.config.agents.get(client) else {
+            return Err(invalid(format!(
+                "the token's `{claim}` `{client}` names no agent profile (`mcp.jwt.agents`): no agent is assumed"
+            )));
+        };
+        let subagent = match &j.config.subagent_claim {
+            None => None,
+            Some(c) => match verified.claims.get(c) {
+                None => None,
+                Some(_) => match verified.claim_str(c) {
+                    Some(s) => Some(s.to_owned()),
+                    None => {
+                        return Err(invalid(format!(
+                            "the token's `{c}` (the subagent claim) is not a non-blank string"
+                        )));
+                    }
+                },
+            },
+        };
+        let client = client.to_owned();
+        let principal = verified.principal.clone();
+        Ok(Authenticated {
+            agent: agent.clone(),
+            token: Some(format!(
+                "jwt {}\0{}\0{client}\0{}",
+                principal.issuer,
+                principal.subject,
+                subagent.as_deref().unwrap_or_default()
+            )),
+            jwt: Some(JwtCaller {
+                principal,
+                client,
+                subagent,
+            }),
+        })
+    }
 }
 
 /// The caller of one request: the agent it speaks for, how it authenticated (for records),
-/// and the key a retry must come with (the token's hash; the session on stdio).
+/// and the key a retry must come with (the token's hash; the session on stdio); for a JWT,
+/// the subagent its claim names and the verified principal.
 #[derive(Debug, Clone)]
 struct Caller {
     agent: String,
     credential: String,
     key: String,
+    subagent: Option<String>,
+    principal: Option<toolgate_idp::Principal>,
 }
 
 /// toolgate as an MCP server in front of the configured upstream servers. Cheap to clone.
@@ -690,7 +862,7 @@ impl GovernedServer {
             lists: Mutex::default(),
             stack: Mutex::new(stack),
             inbox,
-            tokens: std::sync::RwLock::new(Arc::new(Tokens::of(config))),
+            tokens: std::sync::RwLock::new(Arc::new(Tokens::load(config).await?)),
             questions: elicit::OpenQuestions::default(),
             watched: Mutex::new(Vec::new()),
             sessions: AtomicU64::new(0),
@@ -733,6 +905,9 @@ impl GovernedServer {
         config: &ServeConfig,
     ) -> Result<(), ServeError> {
         config.check(&governance).map_err(ServeError::Config)?;
+        // The identity provider's keys read or fetched again (SIGHUP): a key removed from
+        // the JWKS stops verifying at once. Keys that cannot be had keep the ones in force.
+        let tokens = Tokens::load(config).await?;
         let mut routed = vec![(
             "approval.channel",
             String::from("asks are"),
@@ -766,7 +941,7 @@ impl GovernedServer {
             .shared
             .tokens
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Tokens::of(config));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(tokens);
         drop(guard);
         self.shared.notify_changes().await;
         Ok(())
@@ -845,8 +1020,10 @@ impl GovernedServer {
 
     /// Serves streamable HTTP on a loopback address until the process ends. Each request
     /// authenticates with `Authorization: Bearer <token>`, the token's SHA-256 listed in
-    /// `mcp.tokens` with the agent it speaks for; without a known token the answer is HTTP
-    /// 401 and nothing is served. With `open_as` every request speaks for that agent with
+    /// `mcp.tokens` with the agent it speaks for, or a JWT `mcp.jwt` verifies and maps to an
+    /// agent; without one the answer is HTTP 401 (403 for a missing scope) and nothing is
+    /// served. With `mcp.jwt`, `GET /.well-known/oauth-protected-resource` (and the path
+    /// for the resource URI) is the protected-resource metadata (RFC 9728), no token needed. With `open_as` every request speaks for that agent with
     /// no token (a single-agent server on loopback: anyone on this host can use it).
     /// `ready` gets the bound address.
     ///
@@ -872,9 +1049,9 @@ impl GovernedServer {
         }
         if let Some(agent) = open_as {
             self.check_agent(agent)?;
-        } else if self.shared.tokens().agents.is_empty() {
+        } else if self.shared.tokens().agents.is_empty() && self.shared.tokens().jwt.is_none() {
             return Err(std::io::Error::other(
-                "no bearer tokens are configured (`mcp.tokens`): every request would be refused; add tokens or name one agent with `--agent`",
+                "no bearer tokens are configured (`mcp.tokens` or `mcp.jwt`): every request would be refused; add tokens or name one agent with `--agent`",
             ));
         }
         let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -910,37 +1087,56 @@ impl GovernedServer {
                         let mut service = service.clone();
                         // The tokens in force now: a token revoked by a reload is refused.
                         let tokens = shared.tokens();
-                        let agent = match &open_as {
-                            Some(agent) => Some(Authenticated {
-                                agent: agent.clone(),
-                                token: None,
-                            }),
-                            None => req
-                                .headers()
-                                .get(hyper::header::AUTHORIZATION)
-                                .and_then(|v| v.to_str().ok())
-                                .and_then(|v| v.strip_prefix("Bearer "))
-                                .map(|t| token_hash(t.trim()))
-                                .and_then(|h| {
-                                    tokens.agents.get(&h).map(|agent| Authenticated {
-                                        agent: agent.clone(),
-                                        token: Some(h),
-                                    })
-                                }),
-                        };
+                        let open_as = open_as.clone();
                         async move {
-                            let Some(agent) = agent else {
-                                let body = Full::new(Bytes::from_static(
-                                    b"a bearer token listed in the toolgate configuration is required\n",
-                                ))
-                                .boxed();
-                                let mut resp = hyper::Response::new(body);
-                                *resp.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                            let reply = |status: hyper::StatusCode,
+                                         content_type: &'static str,
+                                         challenge: Option<String>,
+                                         body: String| {
+                                let mut resp =
+                                    hyper::Response::new(Full::new(Bytes::from(body)).boxed());
+                                *resp.status_mut() = status;
                                 resp.headers_mut().insert(
-                                    hyper::header::WWW_AUTHENTICATE,
-                                    hyper::header::HeaderValue::from_static("Bearer"),
+                                    hyper::header::CONTENT_TYPE,
+                                    hyper::header::HeaderValue::from_static(content_type),
                                 );
-                                return Ok(resp);
+                                if let Some(c) = challenge
+                                    .and_then(|c| hyper::header::HeaderValue::from_str(&c).ok())
+                                {
+                                    resp.headers_mut()
+                                        .insert(hyper::header::WWW_AUTHENTICATE, c);
+                                }
+                                resp
+                            };
+                            // RFC 9728: where clients find the authorization server.
+                            if req.method() == hyper::Method::GET
+                                && let Some(doc) = tokens.metadata(req.uri().path())
+                            {
+                                return Ok(reply(
+                                    hyper::StatusCode::OK,
+                                    "application/json",
+                                    None,
+                                    doc.to_string(),
+                                ));
+                            }
+                            let agent = match &open_as {
+                                Some(agent) => Ok(Authenticated {
+                                    agent: agent.clone(),
+                                    token: None,
+                                    jwt: None,
+                                }),
+                                None => tokens.authenticate(req.headers()).await,
+                            };
+                            let agent = match agent {
+                                Ok(a) => a,
+                                Err((status, challenge, body)) => {
+                                    return Ok(reply(
+                                        status,
+                                        "text/plain; charset=utf-8",
+                                        Some(challenge),
+                                        body,
+                                    ));
+                                }
                             };
                             // R20: the body is read here, before rmcp parses it, so each
                             // `tools/call`'s numbers are kept as written.
@@ -1130,6 +1326,8 @@ impl GovernedSession {
                 agent: a.clone(),
                 credential: String::from("the stdio client"),
                 key: format!("session {}", self.session),
+                subagent: None,
+                principal: None,
             });
         }
         let auth = ctx
@@ -1146,16 +1344,30 @@ impl GovernedSession {
                 None,
             ));
         }
-        Ok(match &auth.token {
-            Some(hash) => Caller {
+        Ok(match (&auth.jwt, &auth.token) {
+            (Some(j), Some(key)) => Caller {
+                agent: auth.agent.clone(),
+                credential: format!(
+                    "`{}` of `{}` (client `{}`)",
+                    j.principal.subject, j.principal.issuer, j.client
+                ),
+                key: key.clone(),
+                subagent: j.subagent.clone(),
+                principal: Some(j.principal.clone()),
+            },
+            (_, Some(hash)) => Caller {
                 agent: auth.agent.clone(),
                 credential: self.shared.tokens().credential(hash),
                 key: format!("token {hash}"),
+                subagent: None,
+                principal: None,
             },
-            None => Caller {
+            (_, None) => Caller {
                 agent: auth.agent.clone(),
                 credential: String::from("an unauthenticated loopback client"),
                 key: String::from("open"),
+                subagent: None,
+                principal: None,
             },
         })
     }
@@ -1268,17 +1480,21 @@ impl ServerHandler for GovernedSession {
             return Ok(self.result(response));
         }
         let turn = self.turns.fetch_add(1, Ordering::Relaxed);
-        let mut call = ToolCall::new(
-            AgentRef::profile(&caller.agent),
-            name.clone(),
-            input.clone(),
-        )
-        .in_turn(self.session.clone(), format!("call-{turn}"));
+        let agent_ref = match &caller.subagent {
+            Some(id) => AgentRef::subagent(&caller.agent, id),
+            None => AgentRef::profile(&caller.agent),
+        };
+        let mut call = ToolCall::new(agent_ref, name.clone(), input.clone())
+            .in_turn(self.session.clone(), format!("call-{turn}"));
         if !literals.is_empty() {
             call.extensions.insert(literals);
         }
         // What the upstream server sends while it serves this call comes back to this client
         // (only once the stack has let the call through: `crate::relay`).
+        // Issue 22: the verified principal behind a JWT, for the audit record and the span.
+        if let Some(p) = &caller.principal {
+            call.extensions.insert(p.clone());
+        }
         let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
         let token = ctx.meta.get_progress_token();
         call.extensions

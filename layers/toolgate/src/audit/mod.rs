@@ -20,6 +20,7 @@
 //! | `call_id`, `tool` | the call's id and the name it was called by |
 //! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
+//! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token (issue 22); absent for other callers |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
 //! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
@@ -412,6 +413,14 @@ where
                 .as_deref()
                 .map_or(Value::Null, Value::from),
         );
+        // Issue 22: the verified principal (`sub`, `iss`) the caller's token named, when it
+        // came with one (absent otherwise, so records of other callers are unchanged).
+        if let Some(p) = call.extensions.get::<toolgate_engine::jwt::Principal>() {
+            record.insert(
+                "principal".into(),
+                json!({"subject": p.subject, "issuer": p.issuer}),
+            );
+        }
         record.insert(
             "input_hash".into(),
             // Computed once per call: the gate's decision note reuses it.

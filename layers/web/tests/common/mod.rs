@@ -135,6 +135,8 @@ pub async fn start_stores(
     let mut settings =
         WebSettings::from_governance(&gov, std::path::Path::new("toolgate.json")).unwrap();
     settings.poll_interval = poll;
+    // `approvers.auth: jwt` (issue 22): the identity provider's keys.
+    settings.connect_identity_provider().await.unwrap();
     let handle = GovernanceHandle::new(gov);
     let tool = Tool::default();
     let stack = stack(&handle, &inbox, &tool);

@@ -1,0 +1,833 @@
+//! # toolgate-idp
+//!
+//! Identities from the organisation's identity provider (issue 22): bearer JWTs verified
+//! against the provider's signing keys (a JWKS, RFC 7517), for `toolgate mcp serve --http`
+//! (an OAuth 2.1 resource server, the MCP authorization spec) and the approval page
+//! (`toolgate serve`). One verifier, so both take a token alike.
+//!
+//! A token is taken only when all of these hold, else it is refused with why
+//! ([`Rejection`]):
+//!
+//! - it is a compact JWS of at most [`MAX_TOKEN_BYTES`] whose header names an algorithm of
+//!   the configured list ([`toolgate_engine::jwt::ALGORITHMS`] at most: never `none`, never
+//!   an HMAC algorithm, so a token "signed" with the public key as an HMAC secret is refused
+//!   before any key is looked at);
+//! - its `kid` names a key of the JWKS (without a `kid`, exactly one key fits its
+//!   algorithm) whose type fits the algorithm (`RSA` for `RS*`/`PS*`, `EC` on the matching
+//!   curve for `ES256`/`ES384`, `OKP` Ed25519 for `EdDSA`), whose own `alg`, when it has one,
+//!   is the token's, and whose `use`, when given, is `sig`;
+//! - the signature verifies; `iss` is the issuer; `aud` names the audience; `exp` is in the
+//!   future and `nbf` (when present) in the past, each within the leeway; `sub` is a string;
+//! - its scopes (`scope`, space-separated, or `scp`) hold every required scope — else the
+//!   refusal is [`Rejection::InsufficientScope`] (HTTP 403), not 401.
+//!
+//! **Keys.** A `jwks_file` is read at start and by [`Verifier::reload`] (SIGHUP). A
+//! `jwks_url` is fetched at start, again once its cache lifetime has passed, and when a token
+//! names a `kid` the keys in hand do not hold — at most once per [`MIN_REFETCH`], so a flood
+//! of made-up `kid`s costs the provider one request per interval. A key removed from the
+//! provider's set stops verifying once the new set is in hand. Keys that cannot be had
+//! (a file that does not read, a fetch that fails after the cache lifetime) refuse every
+//! token: fail closed.
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value, json};
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::jwt::{JwksSource, JwtSettings};
+
+pub use toolgate_engine::jwt::Principal;
+
+/// The longest bearer token looked at; a longer one is refused unread.
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// The largest JWKS read or fetched.
+pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
+
+/// The shortest time between two fetches of a `jwks_url` made for a token naming an
+/// unknown `kid` (or after a failed fetch).
+pub const MIN_REFETCH: Duration = Duration::from_secs(10);
+
+/// How long one fetch of a `jwks_url` may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One usable signing key of a JWKS.
+#[derive(Clone)]
+pub struct Key {
+    kid: Option<String>,
+    /// The algorithms this key verifies (its type's and curve's, narrowed by its `alg`).
+    algorithms: Vec<Algorithm>,
+    key: DecodingKey,
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Key")
+            .field("kid", &self.kid)
+            .field("algorithms", &self.algorithms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Key {
+    /// The key's `kid`, when it has one.
+    pub fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+}
+
+/// The signing keys of a JWKS document: every asymmetric signature key it holds (keys for
+/// encryption, symmetric `oct` keys and keys of unknown types are left out and named in
+/// `skipped`).
+///
+/// # Errors
+///
+/// Text that is not a JWKS (`{"keys": [...]}`), two keys with one `kid`, or no usable key.
+///
+/// ```
+/// let jwks = r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "h"}]}"#;
+/// let err = toolgate_idp::parse_jwks(jwks).unwrap_err();
+/// assert!(err.contains("no key"), "{err}");
+/// ```
+pub fn parse_jwks(text: &str) -> Result<Keys, String> {
+    if text.len() > MAX_JWKS_BYTES {
+        return Err(format!(
+            "the JWKS is {} bytes, more than the {MAX_JWKS_BYTES} read",
+            text.len()
+        ));
+    }
+    let doc: Value =
+        serde_json::from_str(text).map_err(|e| format!("the JWKS is not JSON: {e}"))?;
+    let Some(list) = doc.get("keys").and_then(Value::as_array) else {
+        return Err(String::from(
+            "the JWKS has no `keys` list (expected `{\"keys\": [...]}`)",
+        ));
+    };
+    let mut keys = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, raw) in list.iter().enumerate() {
+        let kid = raw.get("kid").and_then(Value::as_str).map(str::to_owned);
+        let name = kid
+            .clone()
+            .map_or_else(|| format!("keys[{i}]"), |k| format!("`{k}`"));
+        match usable(raw) {
+            Ok(k) => {
+                if let Some(kid) = &k.kid
+                    && keys.iter().any(|x: &Key| x.kid.as_ref() == Some(kid))
+                {
+                    return Err(format!("two keys of the JWKS have the `kid` `{kid}`"));
+                }
+                keys.push(k);
+            }
+            Err(why) => skipped.push(format!("{name}: {why}")),
+        }
+    }
+    if keys.is_empty() {
+        let why = if skipped.is_empty() {
+            String::from("it is empty")
+        } else {
+            skipped.join("; ")
+        };
+        return Err(format!(
+            "the JWKS holds no key for verifying signatures ({why})"
+        ));
+    }
+    Ok(Keys { keys, skipped })
+}
+
+fn usable(raw: &Value) -> Result<Key, String> {
+    let jwk: Jwk = serde_json::from_value(raw.clone()).map_err(|e| format!("unreadable: {e}"))?;
+    if let Some(u) = &jwk.common.public_key_use
+        && *u != PublicKeyUse::Signature
+    {
+        return Err(String::from("not a signature key (`use`)"));
+    }
+    let by_type: Vec<Algorithm> = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => vec![
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ],
+        AlgorithmParameters::EllipticCurve(p) => match p.curve {
+            EllipticCurve::P256 => vec![Algorithm::ES256],
+            EllipticCurve::P384 => vec![Algorithm::ES384],
+            _ => return Err(String::from("an EC curve toolgate does not verify")),
+        },
+        AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+            vec![Algorithm::EdDSA]
+        }
+        AlgorithmParameters::OctetKey(_) => {
+            return Err(String::from(
+                "a symmetric (`oct`) key, never taken: tokens must be signed with a private key",
+            ));
+        }
+        _ => return Err(String::from("a key type toolgate does not verify")),
+    };
+    let algorithms = match &jwk.common.key_algorithm {
+        None => by_type,
+        Some(alg) => {
+            let alg = Algorithm::from_str(&alg.to_string())
+                .map_err(|_| format!("its `alg` `{alg}` is not a signature algorithm"))?;
+            if !by_type.contains(&alg) {
+                return Err(format!("its `alg` `{alg:?}` does not fit its key type"));
+            }
+            vec![alg]
+        }
+    };
+    let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("unreadable key: {e}"))?;
+    Ok(Key {
+        kid: jwk.common.key_id.clone(),
+        algorithms,
+        key,
+    })
+}
+
+/// The usable keys of one JWKS ([`parse_jwks`]).
+#[derive(Debug, Clone)]
+pub struct Keys {
+    keys: Vec<Key>,
+    skipped: Vec<String>,
+}
+
+impl Keys {
+    /// The usable keys.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// The keys left out, each with why.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
+    }
+
+    fn find(&self, kid: Option<&str>, alg: Algorithm) -> Lookup<'_> {
+        match kid {
+            Some(kid) => match self.keys.iter().find(|k| k.kid.as_deref() == Some(kid)) {
+                None => Lookup::UnknownKid,
+                Some(k) if k.algorithms.contains(&alg) => Lookup::Found(k),
+                Some(_) => Lookup::Refused(format!(
+                    "the key `{kid}` is not for `{alg:?}`: a key verifies only the algorithms of its type and its own `alg`"
+                )),
+            },
+            None => {
+                let mut fitting = self.keys.iter().filter(|k| k.algorithms.contains(&alg));
+                match (fitting.next(), fitting.next()) {
+                    (Some(k), None) => Lookup::Found(k),
+                    (None, _) => Lookup::Refused(format!(
+                        "the token names no key (`kid`) and no key of the JWKS is for `{alg:?}`"
+                    )),
+                    (Some(_), Some(_)) => Lookup::Refused(String::from(
+                        "the token names no key (`kid`) and several keys of the JWKS could have signed it",
+                    )),
+                }
+            }
+        }
+    }
+}
+
+enum Lookup<'a> {
+    Found(&'a Key),
+    UnknownKid,
+    Refused(String),
+}
+
+/// A verified token: who it names and everything it claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verified {
+    /// `sub` and `iss`.
+    pub principal: Principal,
+    /// Every claim, as sent.
+    pub claims: Map<String, Value>,
+    /// Its scopes (`scope` split at spaces, or `scp`).
+    pub scopes: Vec<String>,
+}
+
+impl Verified {
+    /// The claim `name` when it is a non-blank string (`azp`, `client_id`, …).
+    pub fn claim_str(&self, name: &str) -> Option<&str> {
+        self.claims
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    /// The claim `name` as a list of strings: a list's string items, or one string.
+    /// (`groups`, `roles`; a claim of another type names none.)
+    pub fn claim_strings(&self, name: &str) -> Vec<&str> {
+        match self.claims.get(name) {
+            Some(Value::String(s)) => vec![s.as_str()],
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Why a token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// No usable token, or one that does not verify: HTTP 401 (`invalid_token`).
+    Invalid(String),
+    /// A valid token without every required scope: HTTP 403 (`insufficient_scope`).
+    InsufficientScope {
+        /// The required scopes, space-separated, as the `scope` of the challenge.
+        required: String,
+    },
+}
+
+impl Rejection {
+    /// The HTTP status to answer with: 401 or 403.
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::Invalid(_) => 401,
+            Rejection::InsufficientScope { .. } => 403,
+        }
+    }
+
+    /// The `WWW-Authenticate` challenge (RFC 6750, RFC 9728 §5.1): `Bearer` with the
+    /// `resource_metadata` address when given, the error and, for missing scopes, the scope.
+    ///
+    /// ```
+    /// use toolgate_idp::Rejection;
+    /// let r = Rejection::InsufficientScope { required: "mcp:tools".into() };
+    /// assert_eq!(
+    ///     r.challenge(Some("http://127.0.0.1:8931/.well-known/oauth-protected-resource")),
+    ///     r#"Bearer resource_metadata="http://127.0.0.1:8931/.well-known/oauth-protected-resource", error="insufficient_scope", scope="mcp:tools""#
+    /// );
+    /// ```
+    pub fn challenge(&self, metadata: Option<&str>) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = metadata {
+            parts.push(format!("resource_metadata=\"{}\"", quoted(m)));
+        }
+        match self {
+            Rejection::Invalid(_) => parts.push(String::from("error=\"invalid_token\"")),
+            Rejection::InsufficientScope { required } => {
+                parts.push(String::from("error=\"insufficient_scope\""));
+                parts.push(format!("scope=\"{}\"", quoted(required)));
+            }
+        }
+        format!("Bearer {}", parts.join(", "))
+    }
+}
+
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() && *c != '"' && *c != '\\')
+        .collect()
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Invalid(why) => f.write_str(why),
+            Rejection::InsufficientScope { required } => write!(
+                f,
+                "the token does not hold every required scope (`{required}`)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// Why a token failed [`verify_with`]: refused, or naming a `kid` the keys lack (the
+/// verifier may fetch the keys again for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Refused.
+    Rejected(Rejection),
+    /// The token's `kid` is not among the keys.
+    UnknownKid(String),
+}
+
+/// The `kid` of a compact JWS, unverified (to choose a key by), when its header reads.
+pub fn unverified_kid(token: &str) -> Option<String> {
+    jsonwebtoken::decode_header(token).ok()?.kid
+}
+
+/// Verifies `token` with `keys` under `settings` at the system clock (the checks of the
+/// crate's docs). No I/O: the [`Verifier`] brings the keys.
+///
+/// # Errors
+///
+/// [`Failure::UnknownKid`] when the token names a key `keys` lacks, else
+/// [`Failure::Rejected`] with why.
+pub fn verify_with(keys: &Keys, settings: &JwtSettings, token: &str) -> Result<Verified, Failure> {
+    let bad = |why: String| Failure::Rejected(Rejection::Invalid(why));
+    if token.is_empty() {
+        return Err(bad(String::from("the bearer token is empty")));
+    }
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(bad(format!(
+            "the bearer token is longer than {MAX_TOKEN_BYTES} bytes"
+        )));
+    }
+    let header = jsonwebtoken::decode_header(token).map_err(|e| {
+        bad(format!(
+            "the bearer token is not a signed JWT with an algorithm toolgate knows ({e}); `none` and unsigned tokens are never taken"
+        ))
+    })?;
+    let alg = header.alg;
+    let allowed = settings
+        .algorithms
+        .iter()
+        .filter_map(|a| Algorithm::from_str(a).ok())
+        .any(|a| a == alg);
+    if !allowed || matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+        return Err(bad(format!(
+            "the token's algorithm `{alg:?}` is not allowed (allowed: {})",
+            settings.algorithms.join(", ")
+        )));
+    }
+    let key = match keys.find(header.kid.as_deref(), alg) {
+        Lookup::Found(k) => k,
+        Lookup::UnknownKid => {
+            return Err(Failure::UnknownKid(header.kid.unwrap_or_default()));
+        }
+        Lookup::Refused(why) => return Err(bad(why)),
+    };
+    let mut validation = Validation::new(alg);
+    validation.set_issuer(&[settings.issuer.as_str()]);
+    validation.set_audience(&[settings.audience.as_str()]);
+    validation.leeway = settings.leeway.as_secs();
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    let data =
+        jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            bad(match e.kind() {
+                K::ExpiredSignature => String::from("the token has expired (`exp`)"),
+                K::ImmatureSignature => String::from("the token is not valid yet (`nbf`)"),
+                K::InvalidIssuer => {
+                    format!("the token's issuer (`iss`) is not `{}`", settings.issuer)
+                }
+                K::InvalidAudience => format!(
+                    "the token is not for this audience (`aud` must name `{}`)",
+                    settings.audience
+                ),
+                K::InvalidSignature => String::from("the token's signature does not verify"),
+                K::MissingRequiredClaim(c) => format!("the token has no `{c}` claim"),
+                K::InvalidAlgorithm => {
+                    format!("the token's algorithm `{alg:?}` does not fit its key")
+                }
+                other => format!("the token does not verify ({other:?})"),
+            })
+        })?;
+    let claims = data.claims;
+    let subject = match claims.get("sub") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => {
+            return Err(bad(String::from(
+                "the token's `sub` is not a non-blank string",
+            )));
+        }
+    };
+    let issuer = settings.issuer.clone();
+    let scopes: Vec<String> = match (claims.get("scope"), claims.get("scp")) {
+        (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_owned).collect(),
+        (_, Some(Value::Array(items))) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    if !settings
+        .required_scopes
+        .iter()
+        .all(|r| scopes.iter().any(|s| s == r))
+    {
+        return Err(Failure::Rejected(Rejection::InsufficientScope {
+            required: settings.required_scopes.join(" "),
+        }));
+    }
+    Ok(Verified {
+        principal: Principal { subject, issuer },
+        claims,
+        scopes,
+    })
+}
+
+/// The keys in hand and when they were had.
+struct Held {
+    keys: Option<Arc<Keys>>,
+    /// When the keys were last had (read or fetched).
+    had: Instant,
+    /// When the last fetch made for an unknown `kid`, or the last failed one, was tried
+    /// (for [`MIN_REFETCH`]).
+    tried: Option<Instant>,
+    /// Why the last read or fetch failed, when it did.
+    failed: Option<String>,
+}
+
+struct Inner {
+    settings: JwtSettings,
+    /// The configuration path of the settings (`mcp.jwt`), for messages.
+    path: String,
+    held: RwLock<Held>,
+    /// One fetch at a time.
+    fetching: tokio::sync::Mutex<()>,
+    client: reqwest::Client,
+}
+
+/// Verifies bearer JWTs against an identity provider's keys. Cheap to clone.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use serde_json::json;
+/// use toolgate_engine::ConfigErrors;
+/// use toolgate_engine::jwt::JwtSettings;
+/// let mut errs = ConfigErrors::default();
+/// let settings = JwtSettings::read(&json!({"issuer": "https://idp.example.com/",
+///     "audience": "http://127.0.0.1:8931/mcp", "jwks_file": "jwks.json"}),
+///     "mcp.jwt", &[], &mut errs).ok_or("settings")?;
+/// let verifier = toolgate_idp::Verifier::start(settings, "mcp.jwt").await?;
+/// let verified = verifier.verify("eyJ…").await?;
+/// println!("{}", verified.principal);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Verifier(Arc<Inner>);
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verifier")
+            .field("issuer", &self.0.settings.issuer)
+            .field("audience", &self.0.settings.audience)
+            .field("keys", &self.0.settings.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    /// A verifier with its keys in hand: the `jwks_file` read, or the `jwks_url` fetched.
+    /// `path` is where the settings are in the configuration (`mcp.jwt`).
+    ///
+    /// # Errors
+    ///
+    /// Keys that cannot be had, named by their field (`mcp.jwt.jwks_file`): fail closed at
+    /// start rather than refuse every token later.
+    pub async fn start(settings: JwtSettings, path: &str) -> Result<Self, ConfigErrors> {
+        let client = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| {
+                ConfigErrors::one(
+                    format!("{path}.jwks_url"),
+                    format!("cannot make an HTTP client: {e}"),
+                )
+            })?;
+        let v = Self(Arc::new(Inner {
+            settings,
+            path: path.to_owned(),
+            held: RwLock::new(Held {
+                keys: None,
+                had: Instant::now(),
+                tried: None,
+                failed: None,
+            }),
+            fetching: tokio::sync::Mutex::new(()),
+            client,
+        }));
+        v.reload()
+            .await
+            .map_err(|e| ConfigErrors::one(v.field(), e))?;
+        Ok(v)
+    }
+
+    /// The settings verified against.
+    pub fn settings(&self) -> &JwtSettings {
+        &self.0.settings
+    }
+
+    fn field(&self) -> String {
+        match &self.0.settings.keys {
+            JwksSource::File(_) => format!("{}.jwks_file", self.0.path),
+            _ => format!("{}.jwks_url", self.0.path),
+        }
+    }
+
+    /// Reads the `jwks_file` again, or fetches the `jwks_url` now (SIGHUP: a key removed
+    /// from the set stops verifying at once).
+    ///
+    /// # Errors
+    ///
+    /// Keys that cannot be had: the keys in force are dropped, and every token is refused
+    /// until keys are had again (fail closed: a file that no longer reads may be one
+    /// emptied to revoke a key).
+    pub async fn reload(&self) -> Result<(), String> {
+        let _one = self.0.fetching.lock().await;
+        self.load(false).await
+    }
+
+    /// Reads or fetches the keys; `for_unknown_kid` marks the fetch for [`MIN_REFETCH`]
+    /// (as every failed one is).
+    async fn load(&self, for_unknown_kid: bool) -> Result<(), String> {
+        let got = self.read_keys().await;
+        let mut held = self
+            .0
+            .held
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if for_unknown_kid || got.is_err() {
+            held.tried = Some(Instant::now());
+        }
+        match got {
+            Ok(keys) => {
+                for s in keys.skipped() {
+                    tracing::warn!(target: "toolgate_idp", "a key of the JWKS was left out: {s}");
+                }
+                held.keys = Some(Arc::new(keys));
+                held.had = Instant::now();
+                held.failed = None;
+                Ok(())
+            }
+            Err(e) => {
+                held.keys = None;
+                held.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    async fn read_keys(&self) -> Result<Keys, String> {
+        match &self.0.settings.keys {
+            JwksSource::File(path) => {
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| format!("cannot read the JWKS `{}`: {e}", path.display()))?;
+                parse_jwks(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+            }
+            JwksSource::Url(url) => {
+                let res = self
+                    .0
+                    .client
+                    .get(url)
+                    .header("accept", "application/json")
+                    .send()
+                    .await
+                    .map_err(|e| format!("cannot fetch the JWKS `{url}`: {e}"))?;
+                if !res.status().is_success() {
+                    return Err(format!(
+                        "fetching the JWKS `{url}` answered HTTP {}",
+                        res.status().as_u16()
+                    ));
+                }
+                if res
+                    .content_length()
+                    .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+                {
+                    return Err(format!(
+                        "the JWKS `{url}` is larger than the {MAX_JWKS_BYTES} bytes read"
+                    ));
+                }
+                let body = res
+                    .bytes()
+                    .await
+                    .map_err(|e| format!("cannot fetch the JWKS `{url}`: {e}"))?;
+                let text = std::str::from_utf8(&body)
+                    .map_err(|_| format!("the JWKS `{url}` is not UTF-8 text"))?;
+                parse_jwks(text).map_err(|e| format!("`{url}`: {e}"))
+            }
+            _ => Err(String::from("an unknown source of keys")),
+        }
+    }
+
+    fn snapshot(&self) -> (Option<Arc<Keys>>, Instant, Option<Instant>, Option<String>) {
+        let held = self
+            .0
+            .held
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (held.keys.clone(), held.had, held.tried, held.failed.clone())
+    }
+
+    /// Whether a fetch may be made now: only for a URL, and not within [`MIN_REFETCH`] of
+    /// the last one tried.
+    fn may_fetch(&self, tried: Option<Instant>) -> bool {
+        matches!(self.0.settings.keys, JwksSource::Url(_))
+            && tried.is_none_or(|t| t.elapsed() >= MIN_REFETCH)
+    }
+
+    /// The keys to verify with now: fetched again when the URL's cache lifetime has passed
+    /// (at most once per [`MIN_REFETCH`] while fetches fail); and whether this call fetched
+    /// them (then a token naming an unknown `kid` does not fetch them again).
+    async fn current(&self) -> Result<(Arc<Keys>, bool), Rejection> {
+        let mut fresh = false;
+        let (keys, had, tried, _) = self.snapshot();
+        let is_url = matches!(self.0.settings.keys, JwksSource::Url(_));
+        let expired = is_url && (keys.is_none() || had.elapsed() >= self.0.settings.cache);
+        if expired && self.may_fetch(tried) {
+            let _one = self.0.fetching.lock().await;
+            // Another request may have fetched while this one waited.
+            let (_, had2, tried2, _) = self.snapshot();
+            if had2 == had && self.may_fetch(tried2) {
+                match self.load(false).await {
+                    Ok(()) => fresh = true,
+                    Err(e) => {
+                        tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
+                    }
+                }
+            }
+        }
+        let (keys, had, _, failed) = self.snapshot();
+        match keys {
+            Some(k) if !is_url || had.elapsed() < self.0.settings.cache + MIN_REFETCH => {
+                Ok((k, fresh))
+            }
+            _ => Err(Rejection::Invalid(format!(
+                "the identity provider's keys are not available ({}): no token can be verified",
+                failed.unwrap_or_else(|| String::from("their cache lifetime passed"))
+            ))),
+        }
+    }
+
+    /// Verifies `token` (the crate's checks). A token naming a `kid` the keys lack has the
+    /// `jwks_url` fetched again first — at most once per [`MIN_REFETCH`] — so a rotated key
+    /// is taken as soon as the provider publishes it.
+    ///
+    /// # Errors
+    ///
+    /// Why the token is refused: [`Rejection::Invalid`] (401) or
+    /// [`Rejection::InsufficientScope`] (403).
+    pub async fn verify(&self, token: &str) -> Result<Verified, Rejection> {
+        let (keys, fresh) = self.current().await?;
+        match verify_with(&keys, &self.0.settings, token) {
+            Ok(v) => Ok(v),
+            Err(Failure::Rejected(r)) => Err(r),
+            Err(Failure::UnknownKid(kid)) => {
+                let (_, _, tried, _) = self.snapshot();
+                if !fresh && self.may_fetch(tried) {
+                    let _one = self.0.fetching.lock().await;
+                    let (now, _, tried2, _) = self.snapshot();
+                    let unchanged = now.as_ref().is_some_and(|n| Arc::ptr_eq(n, &keys));
+                    if unchanged
+                        && self.may_fetch(tried2)
+                        && let Err(e) = self.load(true).await
+                    {
+                        tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
+                    }
+                }
+                let (keys, _, _, failed) = self.snapshot();
+                let Some(keys) = keys else {
+                    return Err(Rejection::Invalid(format!(
+                        "the identity provider's keys are not available ({}): no token can be verified",
+                        failed.unwrap_or_default()
+                    )));
+                };
+                match verify_with(&keys, &self.0.settings, token) {
+                    Ok(v) => Ok(v),
+                    Err(Failure::Rejected(r)) => Err(r),
+                    Err(Failure::UnknownKid(_)) => Err(Rejection::Invalid(format!(
+                        "the token names the key `{kid}`, which the identity provider's keys do not hold"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// The protected-resource metadata document (RFC 9728) of a resource server: its
+/// `resource` identifier, the authorization servers that issue its tokens, the scopes it
+/// knows and that tokens come in the `Authorization` header.
+///
+/// ```
+/// let m = toolgate_idp::protected_resource_metadata(
+///     "http://127.0.0.1:8931/mcp", &["https://idp.example.com/".into()], &["mcp:tools".into()]);
+/// assert_eq!(m["authorization_servers"][0], "https://idp.example.com/");
+/// assert_eq!(m["bearer_methods_supported"][0], "header");
+/// ```
+pub fn protected_resource_metadata(
+    resource: &str,
+    authorization_servers: &[String],
+    scopes: &[String],
+) -> Value {
+    let mut m = json!({
+        "resource": resource,
+        "authorization_servers": authorization_servers,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "toolgate",
+    });
+    if !scopes.is_empty()
+        && let Some(o) = m.as_object_mut()
+    {
+        o.insert("scopes_supported".into(), json!(scopes));
+    }
+    m
+}
+
+/// The address of the metadata document for a resource URI (RFC 9728 §3.1): the
+/// well-known path inserted between the host and the resource's path.
+///
+/// ```
+/// assert_eq!(
+///     toolgate_idp::metadata_url("http://127.0.0.1:8931/mcp"),
+///     "http://127.0.0.1:8931/.well-known/oauth-protected-resource/mcp"
+/// );
+/// assert_eq!(
+///     toolgate_idp::metadata_url("https://mcp.example.com"),
+///     "https://mcp.example.com/.well-known/oauth-protected-resource"
+/// );
+/// ```
+pub fn metadata_url(resource: &str) -> String {
+    const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+    let (scheme, rest) = resource.split_once("://").unwrap_or(("http", resource));
+    let (host, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let path = path.trim_end_matches('/');
+    format!("{scheme}://{host}{WELL_KNOWN}{path}")
+}
+
+/// The well-known paths a metadata document is served at for a resource URI: the path
+/// [`metadata_url`] names and the bare well-known path.
+pub fn metadata_paths(resource: &str) -> Vec<String> {
+    const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+    let full = metadata_url(resource);
+    let after_host = full
+        .split_once("://")
+        .and_then(|(_, r)| {
+            r.find('/')
+                .map(|i| r.get(i..).unwrap_or_default().to_owned())
+        })
+        .unwrap_or_else(|| WELL_KNOWN.to_owned());
+    let mut paths = vec![after_host];
+    if !paths.iter().any(|p| p == WELL_KNOWN) {
+        paths.push(WELL_KNOWN.to_owned());
+    }
+    paths
+}
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(test)]
+mod tests;

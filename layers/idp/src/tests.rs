@@ -1,0 +1,285 @@
+//! The verifier against tokens signed by the tests' own keys (issue 22).
+
+use serde_json::{Value, json};
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::jwt::JwtSettings;
+
+use crate::testing::{JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned};
+use crate::{MIN_REFETCH, Rejection, Verifier, parse_jwks};
+
+const ISS: &str = "https://idp.test/";
+const AUD: &str = "http://127.0.0.1:8931/mcp";
+
+fn settings(keys: Value) -> JwtSettings {
+    let mut v = json!({"issuer": ISS, "audience": AUD, "algorithms": ["RS256", "ES256"],
+        "leeway_secs": 5, "required_scopes": ["mcp:tools"]});
+    if let (Some(o), Value::Object(k)) = (v.as_object_mut(), keys) {
+        o.extend(k);
+    }
+    let mut errs = ConfigErrors::default();
+    let s = JwtSettings::read(&v, "mcp.jwt", &[], &mut errs);
+    assert!(errs.is_empty(), "{errs}");
+    s.unwrap()
+}
+
+fn good(extra: Value) -> Value {
+    let mut c = claims(ISS, AUD, "alice", json!({"scope": "openid mcp:tools"}));
+    if let (Some(o), Value::Object(e)) = (c.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    c
+}
+
+async fn file_verifier(keys: &[&SigningKey]) -> (Verifier, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, jwks(keys).to_string()).unwrap();
+    let v = Verifier::start(settings(json!({"jwks_file": path})), "mcp.jwt")
+        .await
+        .unwrap();
+    (v, dir)
+}
+
+fn invalid(r: Result<crate::Verified, Rejection>) -> String {
+    match r {
+        Err(Rejection::Invalid(why)) => why,
+        other => panic!("expected a 401 refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn issue22_rs256_and_es256_tokens_verify_and_name_their_principal() {
+    let (rsa, ec) = (SigningKey::rsa1(), SigningKey::ec1());
+    let (v, _dir) = file_verifier(&[&rsa, &ec]).await;
+    for key in [&rsa, &ec] {
+        let got = v
+            .verify(&key.sign(&good(json!({"azp": "agent-a"}))))
+            .await
+            .unwrap();
+        assert_eq!(got.principal.subject, "alice");
+        assert_eq!(got.principal.issuer, ISS);
+        assert_eq!(got.claim_str("azp"), Some("agent-a"));
+        assert!(got.scopes.iter().any(|s| s == "mcp:tools"));
+    }
+    // `aud` as a list naming the audience is taken too.
+    let list = good(json!({"aud": ["other", AUD]}));
+    assert!(v.verify(&rsa.sign(&list)).await.is_ok());
+}
+
+#[tokio::test]
+async fn issue22_time_issuer_and_audience_are_checked_with_the_leeway() {
+    let rsa = SigningKey::rsa1();
+    let (v, _dir) = file_verifier(&[&rsa]).await;
+    let why = invalid(v.verify(&rsa.sign(&good(json!({"exp": now() - 60})))).await);
+    assert!(why.contains("expired"), "{why}");
+    let why = invalid(
+        v.verify(&rsa.sign(&good(json!({"nbf": now() + 600}))))
+            .await,
+    );
+    assert!(why.contains("not valid yet"), "{why}");
+    // Within the five seconds of leeway: taken.
+    assert!(
+        v.verify(&rsa.sign(&good(json!({"exp": now() - 2}))))
+            .await
+            .is_ok()
+    );
+    let why = invalid(
+        v.verify(&rsa.sign(&good(json!({"iss": "https://evil.test/"}))))
+            .await,
+    );
+    assert!(why.contains("issuer"), "{why}");
+    let why = invalid(
+        v.verify(&rsa.sign(&good(json!({"aud": "http://elsewhere/mcp"}))))
+            .await,
+    );
+    assert!(why.contains("audience"), "{why}");
+    let mut no_exp = good(json!({}));
+    no_exp.as_object_mut().unwrap().remove("exp");
+    let why = invalid(v.verify(&rsa.sign(&no_exp)).await);
+    assert!(why.contains("`exp`"), "{why}");
+    let why = invalid(v.verify(&rsa.sign(&good(json!({"sub": 7})))).await);
+    assert!(why.contains("sub"), "{why}");
+}
+
+#[tokio::test]
+async fn issue22_none_and_hmac_with_the_public_key_are_refused() {
+    let rsa = SigningKey::rsa1();
+    let (v, _dir) = file_verifier(&[&rsa]).await;
+    let why = invalid(v.verify(&unsigned("rsa-1", &good(json!({})))).await);
+    assert!(why.contains("none"), "{why}");
+    let confused = hs256(RSA1_PUBLIC_PEM.as_bytes(), "rsa-1", &good(json!({})));
+    let why = invalid(v.verify(&confused).await);
+    assert!(
+        why.contains("HS256") && why.contains("not allowed"),
+        "{why}"
+    );
+    // A signature by another key under the right `kid`.
+    let forged = SigningKey::rsa2().with_kid("rsa-1").sign(&good(json!({})));
+    let why = invalid(v.verify(&forged).await);
+    assert!(why.contains("signature"), "{why}");
+    assert!(invalid(v.verify("").await).contains("empty"));
+    assert!(invalid(v.verify("not.a.jwt").await).contains("not a signed JWT"));
+}
+
+#[tokio::test]
+async fn issue22_an_algorithm_must_fit_the_key_it_names() {
+    // The EC key published under the RSA key's kid's neighbour: an RS256 token naming the
+    // EC key's kid is refused by type, never tried.
+    let (rsa, ec) = (SigningKey::rsa1(), SigningKey::ec1());
+    let (v, _dir) = file_verifier(&[&rsa, &ec]).await;
+    let wrong = rsa.clone().with_kid("ec-1").sign(&good(json!({})));
+    let why = invalid(v.verify(&wrong).await);
+    assert!(why.contains("not for `RS256`"), "{why}");
+    // A key whose own `alg` is ES256 is not used for anything else; PS256 is not allowed.
+    let mut pinned = rsa.jwk.clone();
+    pinned["alg"] = json!("PS256");
+    let keys = parse_jwks(&json!({"keys": [pinned]}).to_string()).unwrap();
+    let r = crate::verify_with(
+        &keys,
+        &settings(json!({"jwks_file": "x"})),
+        &rsa.sign(&good(json!({}))),
+    );
+    assert!(matches!(r, Err(crate::Failure::Rejected(_))), "{r:?}");
+}
+
+#[tokio::test]
+async fn issue22_a_missing_scope_is_insufficient_not_invalid() {
+    let rsa = SigningKey::rsa1();
+    let (v, _dir) = file_verifier(&[&rsa]).await;
+    let r = v.verify(&rsa.sign(&good(json!({"scope": "openid"})))).await;
+    assert_eq!(
+        r.unwrap_err(),
+        Rejection::InsufficientScope {
+            required: "mcp:tools".into()
+        }
+    );
+    let scp = good(json!({"scope": null, "scp": ["mcp:tools"]}));
+    let mut scp = scp;
+    scp.as_object_mut().unwrap().remove("scope");
+    assert!(v.verify(&rsa.sign(&scp)).await.is_ok());
+}
+
+#[tokio::test]
+async fn issue22_an_unknown_kid_is_fetched_once_then_refused_and_rotation_is_taken() {
+    let (k1, k2) = (SigningKey::rsa1(), SigningKey::rsa2());
+    let server = JwksServer::start(jwks(&[&k1])).await;
+    let v = Verifier::start(settings(json!({"jwks_url": server.url})), "mcp.jwt")
+        .await
+        .unwrap();
+    assert_eq!(server.fetches(), 1, "fetched at start");
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    assert_eq!(server.fetches(), 1, "the cached keys serve");
+    // The provider rotates to key 2 (and drops key 1): the first token naming it fetches.
+    server.publish(jwks(&[&k2]));
+    assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
+    assert_eq!(server.fetches(), 2);
+    // The removed key stops verifying: it is unknown now, and the refetch is rate-limited.
+    let why = invalid(v.verify(&k1.sign(&good(json!({})))).await);
+    assert!(why.contains("rsa-1"), "{why}");
+    let made_up = k2.clone().with_kid("made-up");
+    for _ in 0..5 {
+        let why = invalid(v.verify(&made_up.sign(&good(json!({})))).await);
+        assert!(why.contains("made-up"), "{why}");
+    }
+    assert_eq!(
+        server.fetches(),
+        2,
+        "no fetch within {MIN_REFETCH:?} of the last"
+    );
+}
+
+#[tokio::test]
+async fn issue22_an_unknown_kid_refreshes_once_and_is_refused() {
+    let k1 = SigningKey::rsa1();
+    let server = JwksServer::start(jwks(&[&k1])).await;
+    let v = Verifier::start(settings(json!({"jwks_url": server.url})), "mcp.jwt")
+        .await
+        .unwrap();
+    let stranger = SigningKey::ec1();
+    for expected in [2, 2, 2] {
+        let why = invalid(v.verify(&stranger.sign(&good(json!({})))).await);
+        assert!(why.contains("ec-1"), "{why}");
+        assert_eq!(
+            server.fetches(),
+            expected,
+            "one fetch for the unknown kid, then none"
+        );
+    }
+}
+
+#[tokio::test]
+async fn issue22_keys_that_cannot_be_had_fail_the_start_naming_the_field() {
+    let mut errs = ConfigErrors::default();
+    let s = JwtSettings::read(
+        &json!({"issuer": ISS, "audience": AUD, "jwks_file": "/nonexistent/jwks.json"}),
+        "approvers.jwt",
+        &[],
+        &mut errs,
+    )
+    .unwrap();
+    let e = Verifier::start(s, "approvers.jwt").await.unwrap_err();
+    assert_eq!(e.errors[0].path, "approvers.jwt.jwks_file");
+    let s = settings(json!({"jwks_url": "http://127.0.0.1:9/jwks.json"}));
+    let e = Verifier::start(s, "mcp.jwt").await.unwrap_err();
+    assert_eq!(e.errors[0].path, "mcp.jwt.jwks_url");
+}
+
+#[tokio::test]
+async fn issue22_reload_drops_a_key_removed_from_the_file() {
+    let (k1, k2) = (SigningKey::rsa1(), SigningKey::rsa2());
+    let (v, dir) = file_verifier(&[&k1, &k2]).await;
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    std::fs::write(dir.path().join("jwks.json"), jwks(&[&k2]).to_string()).unwrap();
+    v.reload().await.unwrap();
+    assert!(invalid(v.verify(&k1.sign(&good(json!({})))).await).contains("rsa-1"));
+    assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
+    // A file that no longer reads refuses every token (fail closed).
+    std::fs::write(dir.path().join("jwks.json"), "{").unwrap();
+    assert!(v.reload().await.is_err());
+    assert!(invalid(v.verify(&k2.sign(&good(json!({})))).await).contains("not available"));
+}
+
+#[test]
+fn issue22_symmetric_and_encryption_keys_are_never_taken() {
+    let rsa = SigningKey::rsa1();
+    let mut enc = rsa.jwk.clone();
+    enc["use"] = json!("enc");
+    let text = json!({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "h"}, enc]}).to_string();
+    let err = parse_jwks(&text).unwrap_err();
+    assert!(
+        err.contains("symmetric") && err.contains("signature"),
+        "{err}"
+    );
+    let mut twice = rsa.jwk.clone();
+    twice["kid"] = json!("rsa-1");
+    let err = parse_jwks(&json!({"keys": [rsa.jwk, twice]}).to_string()).unwrap_err();
+    assert!(err.contains("two keys"), "{err}");
+    assert!(parse_jwks("[]").is_err());
+}
+
+#[tokio::test]
+async fn issue22_keys_are_fetched_again_once_their_cache_lifetime_passed() {
+    let (k1, k2) = (SigningKey::rsa1(), SigningKey::rsa2());
+    let server = JwksServer::start(jwks(&[&k1, &k2])).await;
+    let v = Verifier::start(
+        settings(json!({"jwks_url": server.url, "jwks_cache_secs": 1})),
+        "mcp.jwt",
+    )
+    .await
+    .unwrap();
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    // The provider revokes key 1; within the cache lifetime it still verifies.
+    server.publish(jwks(&[&k2]));
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    assert_eq!(server.fetches(), 1);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // Past it, the next token has the keys fetched again, and key 1 is gone.
+    let why = invalid(v.verify(&k1.sign(&good(json!({})))).await);
+    assert!(why.contains("rsa-1"), "{why}");
+    assert_eq!(
+        server.fetches(),
+        2,
+        "one fetch for the lifetime, none more for the kid"
+    );
+    assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
+}

@@ -1,0 +1,212 @@
+//! The approval page takes identity-provider tokens (issue 22): two approvers from two groups
+//! with different rights, signed in by JWT (one in `Authorization: Bearer`, one in the
+//! trusted proxy's `X-Forwarded-Access-Token`), tokens signed by the tests' own keys.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use toolgate::core::{AgentRef, ToolCall};
+use toolgate::engine::config::{Format, load_str};
+use toolgate_idp::testing::{RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now};
+use toolgate_inbox::{InboxStore, State};
+
+const ISS: &str = "https://idp.test/realms/people";
+const AUD: &str = "toolgate-approvals";
+
+/// The page's configuration: `carol` named (edits the policy), `payments` may answer
+/// `refund`, `github-admins` github's calls.
+fn governance(jwks_file: &std::path::Path) -> toolgate::engine::Governance {
+    let mut c = config("token");
+    c["approvers"] = json!({
+        "auth": "jwt",
+        "jwt": {"issuer": ISS, "audience": AUD, "jwks_file": jwks_file,
+                "header": "X-Forwarded-Access-Token", "leeway_secs": 5},
+        "people": [{"name": "carol", "edit_policy": true}],
+        "groups": [
+            {"group": "payments", "tools": [{"tool": "refund"}]},
+            {"group": "github-admins", "tools": [{"server": "github"}]}
+        ]
+    });
+    load_str(&c.to_string(), Format::Json).unwrap()
+}
+
+fn person(name: &str, groups: &[&str], extra: Value) -> Value {
+    let mut c = claims(
+        ISS,
+        AUD,
+        &format!("id-{name}"),
+        json!({"preferred_username": name, "groups": groups}),
+    );
+    if let (Some(o), Value::Object(e)) = (c.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    c
+}
+
+fn as_bearer(s: &Server, token: &str) -> Client {
+    let mut c = s.client();
+    c.user = Some((String::from("authorization"), format!("Bearer {token}")));
+    c
+}
+
+async fn answer(c: &Client, s: &Server, id: &str, key: &str) -> Reply {
+    let rec = s.inbox.store().get(id).await.unwrap().unwrap();
+    let csrf = c.csrf().await;
+    c.post(
+        &format!("/calls/{id}/answer"),
+        &[
+            ("csrf", &csrf),
+            ("decision", "approve"),
+            ("idempotency_key", key),
+            ("input_hash", &rec.call.input_hash),
+            ("definition_hash", &rec.call.definition_hash),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn issue22_two_approvers_from_two_groups_answer_what_their_groups_may() {
+    let key = SigningKey::rsa1();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[&key]).to_string()).unwrap();
+    let s = start_gov(governance(&file), std::time::Duration::from_millis(100)).await;
+    let refund = s.hold_refund(json!({"order": 7})).await;
+    let issue = s
+        .hold(ToolCall::new(
+            AgentRef::profile("support"),
+            "github__create_issue",
+            json!({"title": "t"}),
+        ))
+        .await;
+
+    // dave (payments) by `Authorization: Bearer`; erin (github-admins) through the proxy.
+    let dave = as_bearer(&s, &key.sign(&person("dave", &["payments"], json!({}))));
+    let mut erin = s.client();
+    erin.user = Some((
+        String::from("x-forwarded-access-token"),
+        key.sign(&person("erin", &["github-admins", "staff"], json!({}))),
+    ));
+    assert_eq!(dave.get("/").await.status, 200);
+    let r = answer(&dave, &s, &issue, "d1").await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(
+        r.body.contains("approver `dave` may not answer"),
+        "{}",
+        r.body
+    );
+    let r = answer(&erin, &s, &refund, "e1").await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(
+        s.inbox.store().get(&refund).await.unwrap().unwrap().state,
+        State::Pending
+    );
+    assert_eq!(answer(&dave, &s, &refund, "d2").await.status, 303);
+    assert_eq!(answer(&erin, &s, &issue, "e2").await.status, 303);
+    for (id, who) in [(&refund, "dave"), (&issue, "erin")] {
+        let rec = s.inbox.store().get(id).await.unwrap().unwrap();
+        assert_eq!(rec.state, State::Approved);
+        assert_eq!(
+            rec.approver.as_deref(),
+            Some(who),
+            "the claim's name is recorded"
+        );
+    }
+    // Neither group may edit the policy; carol, named in `people`, may.
+    let csrf = dave.csrf().await;
+    let r = dave
+        .post(
+            "/policy/whole",
+            &[("csrf", &csrf), ("document", "{}"), ("updated_at", "")],
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("may not edit the policy"), "{}", r.body);
+    let carol = as_bearer(&s, &key.sign(&person("carol", &[], json!({}))));
+    let policy = carol.get("/policy").await;
+    assert_eq!(policy.status, 200);
+    assert!(!policy.body.contains("may not edit"), "{}", policy.body);
+}
+
+#[tokio::test]
+async fn issue22_the_page_refuses_tokens_that_do_not_verify_or_name_no_approver() {
+    let key = SigningKey::rsa1();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[&key]).to_string()).unwrap();
+    let s = start_gov(governance(&file), std::time::Duration::from_millis(100)).await;
+    let none = s.client().get("/").await;
+    assert_eq!(none.status, 401, "{}", none.body);
+    assert!(none.header("www-authenticate").starts_with("Bearer"));
+    let cases = [
+        (
+            "expired",
+            key.sign(&person("dave", &["payments"], json!({"exp": now() - 120}))),
+            401,
+            "expired",
+        ),
+        (
+            "wrong aud",
+            key.sign(&person("dave", &["payments"], json!({"aud": "mcp"}))),
+            401,
+            "audience",
+        ),
+        (
+            "wrong iss",
+            key.sign(&person(
+                "dave",
+                &["payments"],
+                json!({"iss": "https://evil.test/"}),
+            )),
+            401,
+            "issuer",
+        ),
+        (
+            "HS256 with the public key",
+            hs256(
+                RSA1_PUBLIC_PEM.as_bytes(),
+                "rsa-1",
+                &person("dave", &["payments"], json!({})),
+            ),
+            401,
+            "HS256",
+        ),
+        (
+            "another key",
+            SigningKey::rsa2()
+                .with_kid("rsa-1")
+                .sign(&person("dave", &["payments"], json!({}))),
+            401,
+            "signature",
+        ),
+        (
+            "no approver",
+            key.sign(&person("mallory", &["everyone"], json!({}))),
+            403,
+            "is no approver",
+        ),
+        (
+            "no name claim",
+            key.sign(&claims(ISS, AUD, "x", json!({"groups": ["payments"]}))),
+            401,
+            "preferred_username",
+        ),
+    ];
+    for (what, token, status, why) in cases {
+        let r = as_bearer(&s, &token).get("/").await;
+        assert_eq!(r.status, status, "{what}: {}", r.body);
+        assert!(r.body.contains(why), "{what}: {}", r.body);
+    }
+    // A key removed from the file: still taken until the page re-reads it (the page reads
+    // its keys at start; `toolgate serve` restarts to re-read them).
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(
+        as_bearer(&s, &key.sign(&person("dave", &["payments"], json!({}))))
+            .get("/")
+            .await
+            .status,
+        200
+    );
+}
