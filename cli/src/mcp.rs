@@ -73,7 +73,11 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let (_, serve) = ServeConfig::split(document)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    let serve = serve.relative_to(&dir);
+    // The upstream servers' secrets are read once, now: one that cannot be read stops here.
+    let serve = serve
+        .relative_to(&dir)
+        .load_secrets()
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     if http.is_none() && agent.is_none() {
         return Err(String::from(
             "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",

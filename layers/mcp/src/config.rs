@@ -8,6 +8,9 @@ use toolgate_core::names;
 use toolgate_core::{ApprovalMode, NetworkScope};
 use toolgate_engine::{ConfigErrors, ServerSettings};
 
+use crate::oauth::OAuthClientCredentials;
+use crate::secret::SecretSource;
+
 /// A server configuration that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -63,9 +66,17 @@ pub(crate) enum Transport {
         env: Vec<(String, String)>,
         inherit_all_env: bool,
         cwd: Option<PathBuf>,
+        /// Environment variables whose values are secrets, read when connecting.
+        env_secrets: Vec<(String, SecretSource)>,
     },
     /// Streamable HTTP.
-    StreamableHttp { url: String },
+    StreamableHttp {
+        url: String,
+        /// HTTP headers sent with every request, their values secrets read when connecting.
+        headers: Vec<(String, SecretSource)>,
+        /// OAuth 2.0 client credentials: an access token fetched when connecting.
+        oauth: Option<OAuthClientCredentials>,
+    },
     /// A transport handed to [`McpGateway::connect_with`](crate::McpGateway::connect_with).
     Custom,
 }
@@ -157,6 +168,7 @@ impl McpServerConfig {
                 env: Vec::new(),
                 inherit_all_env: false,
                 cwd: None,
+                env_secrets: Vec::new(),
             },
         )
     }
@@ -175,7 +187,14 @@ impl McpServerConfig {
                 message: format!("`{url}` is not an `http://` URL"),
             });
         }
-        Self::new(id, Transport::StreamableHttp { url })
+        Self::new(
+            id,
+            Transport::StreamableHttp {
+                url,
+                headers: Vec::new(),
+                oauth: None,
+            },
+        )
     }
 
     /// A server whose transport is handed to
@@ -219,6 +238,102 @@ impl McpServerConfig {
         self
     }
 
+    /// Sets an environment variable of a stdio server to a secret: read from a file or the
+    /// host's environment when the server is started (never written in the configuration,
+    /// never shown). One that cannot be read fails connecting with an error naming
+    /// `servers.<id>.env_secrets.<KEY>`.
+    ///
+    /// ```
+    /// use toolgate_mcp::{McpServerConfig, SecretSource};
+    /// let gh = McpServerConfig::stdio("gh", "github-mcp-server")
+    ///     .unwrap()
+    ///     .env_secret("GITHUB_TOKEN", SecretSource::file("secrets/gh-token"));
+    /// assert!(format!("{gh:?}").contains("secrets/gh-token"));
+    /// ```
+    pub fn env_secret(mut self, key: impl Into<String>, source: SecretSource) -> Self {
+        if let Transport::Stdio { env_secrets, .. } = &mut self.transport {
+            env_secrets.push((key.into(), source));
+        }
+        self
+    }
+
+    /// Sends an HTTP header with every request to a streamable HTTP server, its value a
+    /// secret read from a file or the host's environment when connecting (never written in
+    /// the configuration, never shown). One that cannot be read, or is no valid header
+    /// value, fails connecting with an error naming `servers.<id>.headers.<Name>`.
+    ///
+    /// ```
+    /// use toolgate_mcp::{McpServerConfig, SecretSource};
+    /// let remote = McpServerConfig::streamable_http("remote", "http://127.0.0.1:8931/mcp")
+    ///     .unwrap()
+    ///     .header("Authorization", SecretSource::file("secrets/token").prefix("Bearer "))
+    ///     .header("X-Team", SecretSource::env("TEAM"));
+    /// assert_eq!(remote.id(), "remote");
+    /// ```
+    pub fn header(mut self, name: impl Into<String>, source: SecretSource) -> Self {
+        if let Transport::StreamableHttp { headers, .. } = &mut self.transport {
+            headers.push((name.into(), source));
+        }
+        self
+    }
+
+    /// Authenticates to a streamable HTTP server with an access token from OAuth 2.0 client
+    /// credentials (see [`OAuthClientCredentials`]), sent as `Authorization: Bearer …`; an
+    /// `Authorization` [`header`](Self::header) besides fails connecting.
+    pub fn oauth(mut self, credentials: OAuthClientCredentials) -> Self {
+        if let Transport::StreamableHttp { oauth, .. } = &mut self.transport {
+            *oauth = Some(credentials);
+        }
+        self
+    }
+
+    /// Reads every secret of this server now (environment secrets, headers, the OAuth
+    /// client secret), so a secret
+    /// that cannot be read is an error at start rather than when connecting. Already read
+    /// ones are kept.
+    ///
+    /// # Errors
+    ///
+    /// One error per secret that cannot be read, named by its field
+    /// (`servers.<id>.headers.Authorization`) with the problem, never the value.
+    ///
+    /// ```
+    /// use toolgate_mcp::{McpServerConfig, SecretSource};
+    /// let err = McpServerConfig::stdio("gh", "github-mcp-server")
+    ///     .unwrap()
+    ///     .env_secret("GITHUB_TOKEN", SecretSource::env("TOOLGATE_DOC_UNSET"))
+    ///     .load_secrets()
+    ///     .unwrap_err();
+    /// assert_eq!(err.errors[0].path, "servers.gh.env_secrets.GITHUB_TOKEN");
+    /// ```
+    pub fn load_secrets(mut self) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let path = format!("servers.{}", self.id);
+        let load =
+            |field: &str, list: &mut Vec<(String, SecretSource)>, errs: &mut ConfigErrors| {
+                for (name, source) in list.iter_mut() {
+                    match source.loaded() {
+                        Ok(s) => *source = s,
+                        Err(e) => errs.push(format!("{path}.{field}.{name}"), e),
+                    }
+                }
+            };
+        match &mut self.transport {
+            Transport::Stdio { env_secrets, .. } => load("env_secrets", env_secrets, &mut errs),
+            Transport::StreamableHttp { headers, oauth, .. } => {
+                load("headers", headers, &mut errs);
+                if let Some(o) = oauth {
+                    match o.client_secret.loaded() {
+                        Ok(s) => o.client_secret = s,
+                        Err(e) => errs.push(format!("{path}.oauth.client_secret"), e),
+                    }
+                }
+            }
+            Transport::Custom => {}
+        }
+        if errs.is_empty() { Ok(self) } else { Err(errs) }
+    }
+
     /// Hands a stdio server the host's whole environment, secrets included, instead of
     /// [`DEFAULT_INHERITED_ENV`].
     pub fn with_insecure_inherited_environment(mut self) -> Self {
@@ -234,7 +349,8 @@ impl McpServerConfig {
     /// Resolves a stdio server's relative paths against `dir` (the configuration file's
     /// folder): a relative `cwd`, a `command` given as a relative path (one with a `/`; a bare
     /// name is still looked up in `PATH`), and no `cwd` at all becomes `dir`, so relative
-    /// `args` read from the configuration's folder too. Other transports are unchanged.
+    /// `args` read from the configuration's folder too. The files of secrets (environment
+    /// secrets, headers) given as relative paths are resolved against `dir` too.
     ///
     /// ```
     /// use std::path::Path;
@@ -248,6 +364,19 @@ impl McpServerConfig {
     /// assert_eq!(node, McpServerConfig::stdio("fs", "node").unwrap().current_dir(dir), "`PATH`");
     /// ```
     pub fn relative_to(mut self, dir: &std::path::Path) -> Self {
+        let resolve = |list: &mut Vec<(String, SecretSource)>| {
+            for (_, source) in list.iter_mut() {
+                *source = source.clone().relative_to(dir);
+            }
+        };
+        match &mut self.transport {
+            Transport::Stdio { env_secrets, .. } => resolve(env_secrets),
+            Transport::StreamableHttp { headers, oauth, .. } => {
+                resolve(headers);
+                *oauth = oauth.take().map(|o| o.relative_to(dir));
+            }
+            Transport::Custom => {}
+        }
         if let Transport::Stdio { program, cwd, .. } = &mut self.transport {
             let is_path = program.components().count() > 1;
             if is_path && program.is_relative() {

@@ -161,16 +161,20 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+mod oauth;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
 pub mod relay;
 mod routes;
 mod schema;
+mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod service;
 
+pub use oauth::{ClientAuth, OAuthClientCredentials};
 pub use rmcp;
+pub use secret::{Secret, SecretSource};
 
 pub use config::{
     ConfigError, DEFAULT_INHERITED_ENV, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS,

@@ -55,7 +55,22 @@ impl McpGateway {
                 env,
                 inherit_all_env,
                 cwd,
+                env_secrets,
             } => {
+                let mut errors = toolgate_engine::ConfigErrors::default();
+                let mut secret_env = Vec::new();
+                for (k, source) in &env_secrets {
+                    match source.read() {
+                        Ok(v) => secret_env.push((k, v)),
+                        Err(e) => errors.push(format!("servers.{id}.env_secrets.{k}"), e),
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(GatewayError::Secret {
+                        server: id.clone(),
+                        errors,
+                    });
+                }
                 let mut cmd = tokio::process::Command::new(&program);
                 cmd.args(&args);
                 if !inherit_all_env {
@@ -68,6 +83,9 @@ impl McpGateway {
                 }
                 for (k, v) in &env {
                     cmd.env(k, v);
+                }
+                for (k, v) in &secret_env {
+                    cmd.env(k, v.expose());
                 }
                 if let Some(dir) = &cwd {
                     cmd.current_dir(dir);
@@ -101,9 +119,42 @@ impl McpGateway {
                 }
             }
             #[cfg(feature = "http")]
-            Transport::StreamableHttp { url } => {
+            Transport::StreamableHttp {
+                url,
+                headers,
+                oauth,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let custom = super::http::secret_headers(&id, &headers)?;
+                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let Some(oauth) = oauth else {
+                    let transport = StreamableHttpClientTransport::from_config(transport_config);
+                    return self.connect_with(config, transport).await;
+                };
+                if headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                {
+                    return Err(GatewayError::Config(format!(
+                        "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
+                    )));
+                }
+                let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
+                // The first token now: a token endpoint that refuses fails connecting.
+                tokens.current().await.map_err(connect_err)?;
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| connect_err(format!("cannot build an HTTP client: {e}")))?;
+                let client = super::http::OAuthHttpClient {
+                    http,
+                    tokens: Arc::new(tokens),
+                };
                 let transport =
-                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+                    StreamableHttpClientTransport::with_client(client, transport_config);
                 self.connect_with(config, transport).await
             }
             #[cfg(not(feature = "http"))]

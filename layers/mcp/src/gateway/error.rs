@@ -33,6 +33,15 @@ pub enum GatewayError {
         /// The engine's errors.
         errors: ConfigErrors,
     },
+    /// A secret of the server (an environment secret, a header) cannot be read: each error
+    /// names the field (`servers.<id>.headers.Authorization`) and the problem, never the
+    /// value.
+    Secret {
+        /// The server id.
+        server: String,
+        /// The errors, one per secret.
+        errors: ConfigErrors,
+    },
     /// No server with this id is connected.
     UnknownServer(String),
 }
@@ -54,6 +63,12 @@ impl fmt::Display for GatewayError {
                 write!(
                     f,
                     "the governance configuration refuses MCP server `{server}`: {errors}"
+                )
+            }
+            GatewayError::Secret { server, errors } => {
+                write!(
+                    f,
+                    "cannot read the secrets of MCP server `{server}`: {errors}"
                 )
             }
             GatewayError::UnknownServer(s) => write!(f, "no MCP server `{s}` is connected"),

@@ -12,6 +12,10 @@ mod conn;
 mod connect;
 mod drift;
 mod error;
+#[cfg(feature = "http")]
+mod http;
+#[cfg(feature = "http")]
+pub(crate) use http::header_name;
 mod model;
 
 use std::collections::HashMap;

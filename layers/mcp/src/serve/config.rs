@@ -10,6 +10,7 @@ use toolgate_engine::jwt::JwtSettings;
 use toolgate_engine::{ConfigErrors, Governance};
 
 use crate::config::McpServerConfig;
+use crate::secret::SecretSource;
 
 /// How long one upstream `tools/call` may take, unless `mcp.call_timeout_secs` says otherwise.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,8 +29,12 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// }
 /// ```
 ///
-/// A stdio server takes `command`, `args`, `env` (an object of strings), `cwd` and
-/// `relist_every_secs`; an HTTP one `url` (and `relist_every_secs`). Tokens are stored only
+/// A stdio server takes `command`, `args`, `env` (an object of strings), `cwd`,
+/// `env_secrets` and `relist_every_secs`; an HTTP one `url`, `headers` (and
+/// `relist_every_secs`). `env_secrets` and `headers` are objects of secrets by name, each
+/// `{"file": "<path>"}` (relative to the configuration's folder, trailing newline trimmed)
+/// or `{"env": "<VARIABLE>"}` (the host's), a header with an optional `"prefix"` such as
+/// `"Bearer "`: read once at start, never written in the configuration, never shown. Tokens are stored only
 /// as the SHA-256 (hex) of the token a client sends as `Authorization: Bearer <token>`, each
 /// mapped to an agent profile of the configuration, with an optional `name` that records
 /// show for the token (an answer given by elicitation names it, R47; without one, the first
@@ -217,7 +222,25 @@ const MCP: &[&str] = &[
     "wire_names",
     "jwt",
 ];
-const SERVER: &[&str] = &["command", "args", "env", "cwd", "url", "relist_every_secs"];
+const SERVER: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "relist_every_secs",
+    "env_secrets",
+    "headers",
+    "oauth",
+];
+const OAUTH: &[&str] = &[
+    "token_url",
+    "client_id",
+    "client_secret",
+    "scope",
+    "resource",
+    "client_auth",
+];
 
 fn unknown_fields(obj: &Map<String, Value>, path: &str, known: &[&str], errs: &mut ConfigErrors) {
     for key in obj.keys() {
@@ -291,6 +314,28 @@ impl ServeConfig {
             .map(|s| s.relative_to(dir))
             .collect();
         self
+    }
+
+    /// Reads every upstream server's secrets now ([`McpServerConfig::load_secrets`]: the
+    /// files and environment variables of `env_secrets` and `headers`), so one that cannot
+    /// be read stops the start with an error naming its field. Call it after
+    /// [`relative_to`](Self::relative_to), once at start.
+    ///
+    /// # Errors
+    ///
+    /// One per secret that cannot be read, by its path
+    /// (`mcp.servers.<id>.headers.Authorization`) and the problem, never the value.
+    pub fn load_secrets(mut self) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let mut servers = Vec::new();
+        for s in self.servers {
+            match s.load_secrets() {
+                Ok(s) => servers.push(s),
+                Err(e) => errs.errors.extend(e.prefixed("mcp").errors),
+            }
+        }
+        self.servers = servers;
+        if errs.is_empty() { Ok(self) } else { Err(errs) }
     }
 
     /// Reads the `mcp` section.
@@ -583,6 +628,36 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
             {
                 c = c.current_dir(PathBuf::from(dir));
             }
+            if obj.contains_key("oauth") {
+                errs.push(
+                    format!("{path}.oauth"),
+                    "`oauth` is for a streamable HTTP server (`url`), not a `command`",
+                );
+            }
+            if obj.contains_key("headers") {
+                errs.push(
+                    format!("{path}.headers"),
+                    "`headers` are for a streamable HTTP server (`url`), not a `command`: a stdio server takes its secrets in `env_secrets`",
+                );
+            }
+            for (key, source) in secrets(
+                obj.get("env_secrets"),
+                &format!("{path}.env_secrets"),
+                false,
+                errs,
+            ) {
+                if obj
+                    .get("env")
+                    .and_then(Value::as_object)
+                    .is_some_and(|e| e.contains_key(&key))
+                {
+                    errs.push(
+                        format!("{path}.env_secrets.{key}"),
+                        format!("`{key}` is set in `env` too: give it once"),
+                    );
+                }
+                c = c.env_secret(key, source);
+            }
             c
         }
         (None, Some(url)) => {
@@ -592,11 +667,47 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
                     "`args`, `env` and `cwd` are for a stdio server (`command`), not a `url`",
                 );
             }
+            if obj.contains_key("env_secrets") {
+                errs.push(
+                    format!("{path}.env_secrets"),
+                    "`env_secrets` are for a stdio server (`command`), not a `url`: an HTTP server takes its secrets in `headers`",
+                );
+            }
             let url = string(url, &format!("{path}.url"), errs)?;
             // The field is this section's `url`, whatever path the server config names.
-            McpServerConfig::streamable_http(id, url)
+            let mut c = McpServerConfig::streamable_http(id, url)
                 .map_err(|e| errs.push(format!("{path}.url"), e.message.clone()))
-                .ok()?
+                .ok()?;
+            let mut seen: Vec<String> = Vec::new();
+            for (name, source) in
+                secrets(obj.get("headers"), &format!("{path}.headers"), true, errs)
+            {
+                let at = format!("{path}.headers.{name}");
+                #[cfg(feature = "http")]
+                if let Err(e) = crate::gateway::header_name(&name) {
+                    errs.push(at.clone(), e);
+                }
+                if seen.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+                    errs.push(at, format!("the header `{name}` is given twice"));
+                }
+                seen.push(name.clone());
+                c = c.header(name, source);
+            }
+            if let Some(o) = obj.get("oauth")
+                && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
+            {
+                if let Some(name) = seen
+                    .iter()
+                    .find(|n| n.eq_ignore_ascii_case("authorization"))
+                {
+                    errs.push(
+                        format!("{path}.headers.{name}"),
+                        "the server authenticates with `oauth`, which sends the `Authorization` header: give one of them",
+                    );
+                }
+                c = c.oauth(creds);
+            }
+            c
         }
     };
     let mut config = config;
@@ -606,6 +717,172 @@ fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Option<McpServer
         config = config.relist_every(every);
     }
     Some(config)
+}
+
+/// `mcp.servers.<id>.oauth`: OAuth 2.0 client credentials.
+fn read_oauth(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<crate::OAuthClientCredentials> {
+    let Some(obj) = v.as_object() else {
+        errs.push(
+            path,
+            format!(
+                "expected an object with `token_url`, `client_id` and `client_secret`, found {}",
+                kind(v)
+            ),
+        );
+        return None;
+    };
+    unknown_fields(obj, path, OAUTH, errs);
+    let field = |name: &str, errs: &mut ConfigErrors| match obj.get(name) {
+        Some(v) => string(v, &format!("{path}.{name}"), errs).map(str::to_owned),
+        None => {
+            errs.push(format!("{path}.{name}"), "missing");
+            None
+        }
+    };
+    let token_url = field("token_url", errs);
+    let client_id = field("client_id", errs);
+    let secret = match obj.get("client_secret") {
+        Some(v) => read_secret(v, &format!("{path}.client_secret"), false, errs),
+        None => {
+            errs.push(
+                format!("{path}.client_secret"),
+                "missing: `{\"file\": …}` or `{\"env\": …}`",
+            );
+            None
+        }
+    };
+    let optional = |name: &str, errs: &mut ConfigErrors| {
+        obj.get(name)
+            .and_then(|v| string(v, &format!("{path}.{name}"), errs))
+            .map(str::to_owned)
+    };
+    let scope = optional("scope", errs);
+    let resource = optional("resource", errs);
+    let client_auth = match obj.get("client_auth") {
+        None => Some(crate::ClientAuth::Basic),
+        Some(Value::String(s)) if s == "basic" => Some(crate::ClientAuth::Basic),
+        Some(Value::String(s)) if s == "post" => Some(crate::ClientAuth::Post),
+        Some(other) => {
+            errs.push(
+                format!("{path}.client_auth"),
+                format!("expected `\"basic\"` or `\"post\"`, found {other}"),
+            );
+            None
+        }
+    };
+    let (token_url, client_id, secret, client_auth) =
+        (token_url?, client_id?, secret?, client_auth?);
+    let mut creds = crate::OAuthClientCredentials::new(token_url, client_id, secret)
+        .map_err(|e| {
+            let at = e.path.strip_prefix("oauth.").unwrap_or(&e.path);
+            errs.push(format!("{path}.{at}"), e.message.clone());
+        })
+        .ok()?
+        .client_auth(client_auth);
+    if let Some(s) = scope {
+        creds = creds.scope(s);
+    }
+    if let Some(r) = resource {
+        creds = creds.resource(r);
+    }
+    Some(creds)
+}
+
+/// The secrets of `field` (`env_secrets`, `headers`): an object of sources by name, each
+/// `{"file": "<path>"}` or `{"env": "<VARIABLE>"}` (with `"prefix"` where `prefix` is
+/// allowed). A value written in the configuration is refused: secrets are never in it.
+fn secrets(
+    field: Option<&Value>,
+    path: &str,
+    prefix: bool,
+    errs: &mut ConfigErrors,
+) -> Vec<(String, SecretSource)> {
+    let Some(field) = field else {
+        return Vec::new();
+    };
+    let Some(map) = field.as_object() else {
+        errs.push(
+            path,
+            format!(
+                "expected an object of secrets by name, found {}",
+                kind(field)
+            ),
+        );
+        return Vec::new();
+    };
+    map.iter()
+        .filter_map(|(name, v)| {
+            read_secret(v, &format!("{path}.{name}"), prefix, errs).map(|s| (name.clone(), s))
+        })
+        .collect()
+}
+
+/// What a value is, never what it says (it may be a secret written by mistake).
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One secret source: `{"file": "<path>"}` or `{"env": "<VARIABLE>"}`, with an optional
+/// `"prefix"` where allowed.
+pub(crate) fn read_secret(
+    v: &Value,
+    path: &str,
+    prefix: bool,
+    errs: &mut ConfigErrors,
+) -> Option<SecretSource> {
+    let Some(obj) = v.as_object() else {
+        errs.push(
+            path,
+            format!(
+                "expected {{\"file\": \"<path>\"}} or {{\"env\": \"<VARIABLE>\"}}, found {}: a secret is never written in the configuration",
+                kind(v)
+            ),
+        );
+        return None;
+    };
+    let known: &[&str] = if prefix {
+        &["file", "env", "prefix"]
+    } else {
+        &["file", "env"]
+    };
+    unknown_fields(obj, path, known, errs);
+    let source = match (obj.get("file"), obj.get("env")) {
+        (Some(_), Some(_)) => {
+            errs.push(path, "give `file` or `env`, not both");
+            return None;
+        }
+        (None, None) => {
+            errs.push(
+                path,
+                "missing: `file` (a file holding the secret) or `env` (an environment variable holding it)",
+            );
+            return None;
+        }
+        (Some(f), None) => SecretSource::file(string(f, &format!("{path}.file"), errs)?),
+        (None, Some(e)) => SecretSource::env(string(e, &format!("{path}.env"), errs)?),
+    };
+    match obj.get("prefix") {
+        None => Some(source),
+        Some(Value::String(p)) => Some(source.prefix(p.clone())),
+        Some(other) => {
+            errs.push(
+                format!("{path}.prefix"),
+                format!("expected a string, found {}", kind(other)),
+            );
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -649,6 +926,55 @@ mod tests {
             assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
         }
         assert_eq!(paths(json!({}))[0], "mcp.servers");
+    }
+
+    #[test]
+    fn issue22_5_every_bad_secret_field_is_named_and_no_value_is_echoed() {
+        let p = paths(json!({
+            "servers": {
+                "a": {"command": "x", "env_secrets": {"K": {"file": "f", "env": "E"}, "L": {}, "M": "plain-value-1"}, "headers": {}},
+                "b": {"url": "http://127.0.0.1:1/", "env_secrets": {}, "headers": {
+                    "Accept": {"env": "E"}, "bad name": {"env": "E"}, "X-A": {"env": "E", "prefix": 1}, "X-B": {"file": "f", "colour": 1}
+                }},
+                "c": {"url": "http://127.0.0.1:1/", "oauth": {
+                    "token_url": "https://idp/token", "client_id": " ", "client_secret": "plain-value-2", "client_auth": "jwt", "size": 1
+                }},
+                "d": {"url": "http://127.0.0.1:1/", "oauth": {"token_url": "http://idp/token", "client_id": "x"}},
+                "e": {"command": "x", "oauth": {}}
+            }
+        }));
+        for want in [
+            "mcp.servers.a.env_secrets.K",
+            "mcp.servers.a.env_secrets.L",
+            "mcp.servers.a.env_secrets.M",
+            "mcp.servers.a.headers",
+            "mcp.servers.b.env_secrets",
+            "mcp.servers.b.headers.Accept",
+            "mcp.servers.b.headers.bad name",
+            "mcp.servers.b.headers.X-A.prefix",
+            "mcp.servers.b.headers.X-B.colour",
+            "mcp.servers.c.oauth.client_id",
+            "mcp.servers.c.oauth.client_secret",
+            "mcp.servers.c.oauth.client_auth",
+            "mcp.servers.c.oauth.size",
+            "mcp.servers.d.oauth.client_secret",
+            "mcp.servers.e.oauth",
+        ] {
+            assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+        }
+        let text = ServeConfig::read(&json!({"servers": {
+            "a": {"command": "x", "env_secrets": {"M": "plain-value-1"}},
+            "c": {"url": "http://127.0.0.1:1/", "oauth": {"token_url": "https://idp/token", "client_id": "x", "client_secret": "plain-value-2"}}
+        }}))
+        .unwrap_err()
+        .to_string();
+        assert!(!text.contains("plain-value"), "{text}");
+        // A good one reads, and its secrets are only sources until loaded.
+        let good = ServeConfig::read(&json!({"servers": {"c": {"url": "http://127.0.0.1:1/", "oauth": {
+            "token_url": "http://127.0.0.1:1/token", "client_id": "x", "client_secret": {"env": "E"}, "scope": "a b", "client_auth": "post"
+        }}}}))
+        .unwrap();
+        assert!(format!("{good:?}").contains(r#"env: "E""#));
     }
 
     #[test]

@@ -1,0 +1,123 @@
+//! OAuth 2.0 client credentials (RFC 6749 §4.4) for streamable HTTP upstreams: what the
+//! operator configures.
+
+use std::path::Path;
+
+use crate::config::ConfigError;
+use crate::secret::SecretSource;
+
+/// How the client authenticates to the token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClientAuth {
+    /// HTTP Basic with the form-encoded id and secret (`client_secret_basic`): the method
+    /// every authorization server must support. The default.
+    #[default]
+    Basic,
+    /// `client_id` and `client_secret` in the request body (`client_secret_post`).
+    Post,
+}
+
+impl ClientAuth {
+    /// As written in the configuration (`"basic"`, `"post"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientAuth::Basic => "basic",
+            ClientAuth::Post => "post",
+        }
+    }
+}
+
+/// OAuth 2.0 client credentials for a streamable HTTP upstream: toolgate asks `token_url`
+/// for an access token (`grant_type=client_credentials`) when it connects, sends it as
+/// `Authorization: Bearer …`, keeps it until shortly before its `expires_in`, and fetches a
+/// new one when it expires and, once, when the server answers 401. A token endpoint that
+/// refuses fails connecting with an error naming the server.
+///
+/// ```
+/// use toolgate_mcp::{McpServerConfig, OAuthClientCredentials, SecretSource};
+///
+/// let creds = OAuthClientCredentials::new(
+///     "http://127.0.0.1:8080/realms/tools/protocol/openid-connect/token",
+///     "toolgate",
+///     SecretSource::file("secrets/client-secret"),
+/// )
+/// .unwrap()
+/// .scope("mcp:tools");
+/// let remote = McpServerConfig::streamable_http("remote", "http://127.0.0.1:8931/mcp")
+///     .unwrap()
+///     .oauth(creds);
+/// assert_eq!(remote.id(), "remote");
+/// assert!(OAuthClientCredentials::new("ftp://x", "id", SecretSource::env("S")).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct OAuthClientCredentials {
+    pub(crate) token_url: String,
+    pub(crate) client_id: String,
+    pub(crate) client_secret: SecretSource,
+    pub(crate) scope: Option<String>,
+    pub(crate) resource: Option<String>,
+    pub(crate) client_auth: ClientAuth,
+}
+
+impl OAuthClientCredentials {
+    /// Credentials of client `client_id` at the token endpoint `token_url` (`http://`
+    /// only: this crate carries no TLS stack), its secret from `client_secret`.
+    ///
+    /// # Errors
+    ///
+    /// `oauth.token_url` that is not an `http://` URL; `oauth.client_id` that is blank.
+    pub fn new(
+        token_url: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: SecretSource,
+    ) -> Result<Self, ConfigError> {
+        let token_url = token_url.into();
+        let client_id = client_id.into();
+        if !token_url.starts_with("http://") {
+            return Err(ConfigError {
+                path: String::from("oauth.token_url"),
+                message: format!("`{token_url}` is not an `http://` URL"),
+            });
+        }
+        if client_id.trim().is_empty() {
+            return Err(ConfigError {
+                path: String::from("oauth.client_id"),
+                message: String::from("the client id must not be blank"),
+            });
+        }
+        Ok(Self {
+            token_url,
+            client_id,
+            client_secret,
+            scope: None,
+            resource: None,
+            client_auth: ClientAuth::Basic,
+        })
+    }
+
+    /// The scope to ask for (space-separated scopes).
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// The resource indicator to send (RFC 8707 `resource`: the MCP server's URI, which the
+    /// MCP authorization spec asks clients to send).
+    pub fn resource(mut self, resource: impl Into<String>) -> Self {
+        self.resource = Some(resource.into());
+        self
+    }
+
+    /// How the client authenticates to the token endpoint (default [`ClientAuth::Basic`]).
+    pub fn client_auth(mut self, auth: ClientAuth) -> Self {
+        self.client_auth = auth;
+        self
+    }
+
+    pub(crate) fn relative_to(mut self, dir: &Path) -> Self {
+        self.client_secret = self.client_secret.relative_to(dir);
+        self
+    }
+}
