@@ -6,120 +6,18 @@
 //! Without `chromium` and `chromedriver` the test skips loudly, except under `CI=true`, where
 //! it fails.
 
+#[path = "support/browser.rs"]
+mod browser_kit;
 mod common;
 #[path = "support/recorded.rs"]
 mod recorded;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
 
+use browser_kit::*;
 use common::*;
-use fantoccini::{Client, ClientBuilder, Locator};
-use serde_json::json;
+use fantoccini::Locator;
 use toolgate_inbox::InboxStore;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-fn find_program(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    names.iter().find_map(|n| {
-        std::env::split_paths(&path)
-            .map(|d| d.join(n))
-            .find(|p| p.is_file())
-    })
-}
-
-struct Driver {
-    child: Child,
-    url: String,
-    profile: tempfile::TempDir,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn chromedriver() -> Result<(Driver, PathBuf), String> {
-    let driver = find_program(&["chromedriver", "chromium-driver"])
-        .ok_or("`chromedriver` is not on PATH (apt-get install chromium-driver)")?;
-    let browser = find_program(&["chromium", "chromium-browser"])
-        .ok_or("`chromium` is not on PATH (apt-get install chromium)")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let child = Command::new(driver)
-        .arg(format!("--port={port}"))
-        .arg("--allowed-ips=127.0.0.1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start chromedriver: {e}"))?;
-    let profile = tempfile::tempdir().map_err(|e| e.to_string())?;
-    Ok((
-        Driver {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            profile,
-        },
-        browser,
-    ))
-}
-
-async fn browser(driver: &Driver, binary: &Path) -> Client {
-    let caps = json!({
-        "browserName": "chrome",
-        "goog:chromeOptions": {
-            "binary": binary,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1280,1000",
-                format!("--user-data-dir={}", driver.profile.path().display()),
-            ]
-        }
-    });
-    let serde_json::Value::Object(caps) = caps else {
-        unreachable!()
-    };
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let mut last = String::new();
-    for _ in 0..120 {
-        match ClientBuilder::new(connector.clone())
-            .capabilities(caps.clone())
-            .connect(&driver.url)
-            .await
-        {
-            Ok(c) => return c,
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!(
-        "chromedriver at {} did not start a browser: {last}",
-        driver.url
-    );
-}
-
-async fn wait_for(c: &Client, css: &str) -> fantoccini::elements::Element {
-    c.wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("`{css}` did not appear: {e}"))
-}
-
-async fn text(c: &Client, css: &str) -> String {
-    wait_for(c, css).await.text().await.unwrap()
-}
-
-async fn click(c: &Client, css: &str) {
-    wait_for(c, css).await.click().await.unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_r46_preview_a_policy_change_then_save_it() {
