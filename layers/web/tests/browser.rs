@@ -150,7 +150,11 @@ async fn browser_approve_deny_and_edit_the_policy() {
         .click()
         .await
         .unwrap();
-    assert!(text(&c, "#banner").await.starts_with("Saved"));
+    assert!(
+        text_when(&c, "#banner", |t| t.starts_with("Saved"))
+            .await
+            .starts_with("Saved")
+    );
     wait_for(&c, "#add-rule").await.click().await.unwrap();
     wait_for(&c, "#in-effect")
         .await
@@ -181,7 +185,11 @@ async fn browser_approve_deny_and_edit_the_policy() {
         .click()
         .await
         .unwrap();
-    assert!(text(&c, "#banner").await.starts_with("Saved"));
+    assert!(
+        text_when(&c, "#banner", |t| t.starts_with("Saved"))
+            .await
+            .starts_with("Saved")
+    );
     // Strictest first: the deny rule (index 1) is listed before the ask rule (index 0).
     let rows = c.find_all(Locator::Css("#rules tbody tr")).await.unwrap();
     assert_eq!(rows[0].attr("id").await.unwrap().as_deref(), Some("rule-1"));
@@ -221,7 +229,8 @@ async fn browser_approve_deny_and_edit_the_policy() {
         .click()
         .await
         .unwrap();
-    assert!(text(&c, "#banner").await.starts_with("Saved"));
+    let banner = text_when(&c, "#banner", |t| t.starts_with("Saved")).await;
+    assert!(banner.starts_with("Saved"), "{banner}");
     shot(&c, "policy.png").await;
 
     // The edited rule decides the next call.

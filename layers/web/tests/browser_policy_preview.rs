@@ -80,7 +80,11 @@ async fn browser_r46_preview_a_policy_change_then_save_it() {
 
     // The panel still holds the rule: save it.
     click(&c, "#save-rule").await;
-    assert!(text(&c, "#banner").await.starts_with("Saved"));
+    assert!(
+        text_when(&c, "#banner", |t| t.starts_with("Saved"))
+            .await
+            .starts_with("Saved")
+    );
     let stored = s.inbox.store().get_policy().await.unwrap().unwrap();
     assert!(stored.body.contains("lookup"), "{}", stored.body);
     c.close().await.unwrap();

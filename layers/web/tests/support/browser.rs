@@ -139,6 +139,19 @@ pub(crate) async fn text(c: &Client, css: &str) -> String {
     }
 }
 
+/// The text of `css` once it satisfies `ok` (the page may still show what it showed before
+/// a form was sent), or its last text when [`WAIT`] has passed.
+pub(crate) async fn text_when(c: &Client, css: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let t = text(c, css).await;
+        if ok(&t) || std::time::Instant::now() >= deadline {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub(crate) async fn click(c: &Client, css: &str) {
     wait_for(c, css).await.click().await.unwrap();
 }
