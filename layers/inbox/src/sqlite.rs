@@ -1592,17 +1592,10 @@ impl InboxStore for SqliteInbox {
 
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.run(move |inner, conn| {
-            conn.query_row(
+            read_policy_row(
+                conn,
                 "SELECT body, updated_at FROM stored_policy WHERE id = 1",
-                [],
-                |r| {
-                    Ok(StoredPolicy {
-                        body: r.get(0)?,
-                        updated_at: r.get(1)?,
-                    })
-                },
             )
-            .optional()
             .map_err(|e| inner.err(e))
         })
     }
@@ -1633,17 +1626,10 @@ impl InboxStore for SqliteInbox {
 
     fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.run(move |inner, conn| {
-            conn.query_row(
+            read_policy_row(
+                conn,
                 "SELECT body, updated_at FROM stored_shadow_policy WHERE id = 1",
-                [],
-                |r| {
-                    Ok(StoredPolicy {
-                        body: r.get(0)?,
-                        updated_at: r.get(1)?,
-                    })
-                },
             )
-            .optional()
             .map_err(|e| inner.err(e))
         })
     }
@@ -1820,6 +1806,17 @@ fn read_grants(
             StoredGrant::from_stored(&id, &body, uses, last, created, (by, at))
         })
         .collect()
+}
+
+/// The one-row policy `select` reads (the enforced policy's table or the shadow's).
+fn read_policy_row(conn: &Connection, select: &str) -> rusqlite::Result<Option<StoredPolicy>> {
+    conn.query_row(select, [], |r| {
+        Ok(StoredPolicy {
+            body: r.get(0)?,
+            updated_at: r.get(1)?,
+        })
+    })
+    .optional()
 }
 
 #[cfg(test)]

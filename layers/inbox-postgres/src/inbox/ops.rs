@@ -632,14 +632,14 @@ impl PostgresInbox {
     }
 
     async fn get_policy_op(&self) -> Result<Option<StoredPolicy>, InboxError> {
+        self.read_policy_row("SELECT body, updated_at FROM stored_policy WHERE id = 1")
+            .await
+    }
+
+    /// The one-row policy `select` reads (the enforced policy's table or the shadow's).
+    async fn read_policy_row(&self, select: &str) -> Result<Option<StoredPolicy>, InboxError> {
         let client = self.client().await?;
-        let row = self
-            .query_opt(
-                &client,
-                "SELECT body, updated_at FROM stored_policy WHERE id = 1",
-                &[],
-            )
-            .await?;
+        let row = self.query_opt(&client, select, &[]).await?;
         match row {
             None => Ok(None),
             Some(row) => Ok(Some(StoredPolicy {
@@ -698,21 +698,8 @@ impl PostgresInbox {
 
 impl PostgresInbox {
     async fn get_shadow_op(&self) -> Result<Option<StoredPolicy>, InboxError> {
-        let client = self.client().await?;
-        let row = self
-            .query_opt(
-                &client,
-                "SELECT body, updated_at FROM stored_shadow_policy WHERE id = 1",
-                &[],
-            )
-            .await?;
-        match row {
-            None => Ok(None),
-            Some(row) => Ok(Some(StoredPolicy {
-                body: row.try_get(0).map_err(|e| self.err(&e))?,
-                updated_at: row.try_get(1).map_err(|e| self.err(&e))?,
-            })),
-        }
+        self.read_policy_row("SELECT body, updated_at FROM stored_shadow_policy WHERE id = 1")
+            .await
     }
 
     /// Replaces the stored shadow policy (R46), stamped after the previous shadow's stamp
