@@ -9,6 +9,8 @@
 
 mod call;
 mod config_file;
+#[cfg(feature = "mcp")]
+mod follow;
 mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]

@@ -137,6 +137,16 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
             _ => None,
         };
+        // Issue 23: the inbox's stored policy (`toolgate policy put`) replaces the
+        // configuration's, now and whenever it is put again (`crate::follow`).
+        let store = inbox.as_ref().map(|i| Arc::clone(i.store()));
+        let (governance, stamps) = match &store {
+            Some(store) => {
+                let (g, seen, shadow) = crate::follow::onto(&**store, governance).await?;
+                (g, Some((seen, shadow)))
+            }
+            None => (governance, None),
+        };
         let handle = GovernanceHandle::new(governance);
         if let Some(path) = quota_file {
             let counter = toolgate_inbox::SqliteQuotaCounter::open(&path)
@@ -149,6 +159,19 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                 .map_err(|e| format!("inbox: {e}"))?;
             handle.set_async_quota_counter(Arc::new(counter));
         }
+        let follower = match (&store, stamps) {
+            (Some(store), Some((seen, shadow))) => Some(
+                crate::follow::Follower::start(
+                    handle.clone(),
+                    Arc::clone(store),
+                    shared_db.as_ref(),
+                    seen,
+                    shadow,
+                )
+                .await,
+            ),
+            _ => None,
+        };
         let server = GovernedServer::start(handle, &serve, inbox)
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
@@ -161,7 +184,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             let started = (section(&text, format), serve.clone());
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    match reload(&path, &server, &started).await {
+                    match reload(&path, &server, &started, store.as_deref(), follower.as_ref()).await {
                         Ok(()) => eprintln!("toolgate: reloaded `{}`", path.display()),
                         Err(e) => eprintln!(
                             "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
@@ -195,6 +218,8 @@ async fn reload(
     path: &std::path::Path,
     server: &GovernedServer,
     started: &(Option<serde_json::Value>, ServeConfig),
+    store: Option<&dyn toolgate_inbox::InboxStore>,
+    follower: Option<&crate::follow::Follower>,
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
@@ -227,8 +252,18 @@ async fn reload(
             path.display()
         );
     }
+    // The inbox's stored policy stays in force over the configuration's (issue 23).
+    let governance = match store {
+        Some(store) => crate::follow::onto(store, governance).await?.0,
+        None => governance,
+    };
     server
         .reload(governance, &serve)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // A put made while the reload ran is looked at again.
+    if let Some(f) = follower {
+        f.again();
+    }
+    Ok(())
 }
