@@ -172,7 +172,10 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             ),
             _ => None,
         };
-        let server = GovernedServer::start(handle, &serve, inbox)
+        // Issue 23: decisions, waits, upstream latency and held calls on `/metrics`.
+        let metrics = toolgate_otel::PrometheusMetrics::new()?;
+        let observe = crate::ops::mcp_observe(&metrics, store.clone());
+        let server = GovernedServer::start_observed(handle, &serve, inbox, observe)
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
         #[cfg(unix)]
@@ -185,7 +188,14 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
                     match reload(&path, &server, &started, store.as_deref(), follower.as_ref()).await {
-                        Ok(()) => eprintln!("toolgate: reloaded `{}`", path.display()),
+                        Ok(()) => {
+                            eprintln!("toolgate: reloaded `{}`", path.display());
+                            // An added or changed server that is not connected yet says so.
+                            let (ready, body) = server.readiness().await;
+                            if !ready {
+                                eprintln!("toolgate: warning: not ready: {}", body["not_ready"]);
+                            }
+                        }
                         Err(e) => eprintln!(
                             "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
                             path.display()
@@ -229,12 +239,18 @@ async fn reload(
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format);
     // The new section must read (a broken file is never half applied). Its tokens replace the
-    // ones in force (revocation without a restart); the rest is the one the server started
-    // with.
+    // ones in force (revocation without a restart), and so do its servers (issue 23: added,
+    // removed and changed ones; the others stay connected); the call timeout and wire names
+    // are the ones the server started with.
     let (_, fresh) = ServeConfig::split(document).map_err(|e| e.to_string())?;
+    let fresh = fresh
+        .relative_to(&config::config_dir(path))
+        .load_secrets()
+        .map_err(|e| e.to_string())?;
     let mut serve = started.1.clone();
     serve.tokens = fresh.tokens;
     serve.token_names = fresh.token_names;
+    serve.servers = fresh.servers;
     // `mcp.jwt` too (issue 22): its keys are read or fetched again, its claim mapping
     // replaced.
     serve.jwt = fresh.jwt;
@@ -244,11 +260,12 @@ async fn reload(
         if let Some(o) = section.as_object_mut() {
             o.remove("tokens");
             o.remove("jwt");
+            o.remove("servers");
         }
     }
     if rest_now != rest_then {
         eprintln!(
-            "toolgate: warning: the `mcp` section of `{}` changed; servers, call_timeout_secs and wire_names take effect on restart (the ones in force are kept; tokens and `jwt` were re-read)",
+            "toolgate: warning: the `mcp` section of `{}` changed; call_timeout_secs and wire_names take effect on restart (the ones in force are kept; servers, tokens and `jwt` were re-read)",
             path.display()
         );
     }
