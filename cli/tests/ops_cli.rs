@@ -371,6 +371,8 @@ async fn issue23_mcp_serve_http_answers_healthz_readyz_and_metrics_over_loopback
         "# TYPE toolgate_upstream_duration_seconds histogram",
         r#"toolgate_upstream_duration_seconds_count{toolgate_upstream_outcome="completed",toolgate_upstream_server="alpha"} 1"#,
         r#"toolgate_approval_outcome="held""#,
+        // Waits for a person are bucketed in seconds up to a day.
+        r#"toolgate_approval_outcome="held",le="86400"}"#,
         "toolgate_inbox_pending{} 1",
     ] {
         assert!(

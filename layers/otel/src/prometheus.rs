@@ -75,6 +75,11 @@ const BOUNDS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
+/// Bucket bounds of the approval-wait histogram, in seconds: from a second to a day.
+const WAIT_BOUNDS: [f64; 13] = [
+    1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0,
+];
+
 /// A meter provider exporting to a Prometheus registry, and the instruments toolgate's
 /// servers record on it (see the module). Cheap to clone.
 #[derive(Clone)]
@@ -105,7 +110,24 @@ impl PrometheusMetrics {
             .scope_info_enabled(false)
             .build()
             .map_err(|e| format!("the Prometheus exporter cannot be made: {e}"))?;
-        let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+        // A person's answer takes seconds to hours: the wait histogram gets buckets for that.
+        let waits = |i: &opentelemetry_sdk::metrics::Instrument| {
+            (i.name() == crate::APPROVAL_WAIT_METRIC).then(|| {
+                opentelemetry_sdk::metrics::Stream::builder()
+                    .with_aggregation(
+                        opentelemetry_sdk::metrics::Aggregation::ExplicitBucketHistogram {
+                            boundaries: WAIT_BOUNDS.to_vec(),
+                            record_min_max: true,
+                        },
+                    )
+                    .build()
+                    .ok()
+            })?
+        };
+        let provider = SdkMeterProvider::builder()
+            .with_reader(exporter)
+            .with_view(waits)
+            .build();
         let meter = provider.meter_with_scope(
             InstrumentationScope::builder(crate::metrics::SCOPE_NAME)
                 .with_version(env!("CARGO_PKG_VERSION"))
