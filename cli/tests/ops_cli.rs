@@ -270,11 +270,12 @@ fn write_http_config(dir: &Path, servers: Value) -> std::path::PathBuf {
         "inbox": {"sqlite": dir.join("inbox.db")},
         "servers": {
             "alpha": {"trust_tool_annotations": true},
-            "beta": {"trust_tool_annotations": true}
+            "beta": {"trust_tool_annotations": true},
+            "gamma": {"trust_tool_annotations": true}
         },
         "behavior_gating": {"require_approval_for_non_read_only": true},
         "agents": [
-            {"name": "dev", "allowed_tools": ["alpha__lookup", "alpha__bare", "beta__lookup"]},
+            {"name": "dev", "allowed_tools": ["alpha__lookup", "alpha__bare", "beta__lookup", "gamma__lookup"]},
             {"name": "other", "allowed_tools": ["alpha__lookup"]}
         ],
         "mcp": {
@@ -541,4 +542,86 @@ fn issue23_serve_answers_healthz_readyz_and_metrics_before_the_host_check() {
     // The page itself still answers only its own hosts.
     let (status, _) = get(&page.addr, "/", "backend.invalid");
     assert_eq!(status, 421);
+}
+
+/// The pid of the process whose environment carries `TOOLGATE_TEST_MARK=<mark>`.
+fn pid_with_mark(mark: &str) -> Option<String> {
+    let want = format!("TOOLGATE_TEST_MARK={mark}");
+    for entry in std::fs::read_dir("/proc").ok()? {
+        let path = entry.ok()?.path();
+        let Ok(env) = std::fs::read(path.join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            return path.file_name().map(|p| p.to_string_lossy().to_string());
+        }
+    }
+    None
+}
+
+/// A stdio upstream server process: `toolgate mcp serve --agent dev` itself, in front of
+/// the in-process counting server, showing its tools by own name (`lookup`).
+fn stdio_upstream(dir: &Path, upstream: &str, mark: &str) -> Value {
+    let inner = json!({
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
+        "mcp": {"servers": {"drift": {"url": upstream}}, "wire_names": "own"}
+    });
+    let path = dir.join(format!("inner-{mark}.json"));
+    std::fs::write(&path, inner.to_string()).unwrap();
+    json!({
+        "command": env!("CARGO_BIN_EXE_toolgate"),
+        "args": ["mcp", "serve", "--agent", "dev", "--config", path],
+        "env": {"TOOLGATE_TEST_MARK": mark}
+    })
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue23_sighup_starts_an_added_stdio_server_process_and_ends_a_removed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alpha, alpha_url) = upstream().await;
+    let (gamma, gamma_url) = upstream().await;
+    let mark = format!("ops-gamma-{}", std::process::id());
+    let config = write_http_config(dir.path(), json!({"alpha": {"url": alpha_url}}));
+    let served = start(
+        &["mcp", "serve", "--http", "127.0.0.1:0"],
+        &config,
+        "serving MCP",
+    );
+    let dev = http_client(&served.addr, DEV_TOKEN).await;
+    assert_eq!(names(&dev).await, ["alpha__bare", "alpha__lookup"]);
+    assert!(pid_with_mark(&mark).is_none());
+
+    // Added: a stdio server, started as a process of its own.
+    let gamma_entry = stdio_upstream(dir.path(), &gamma_url, &mark);
+    write_http_config(
+        dir.path(),
+        json!({"alpha": {"url": alpha_url}, "gamma": gamma_entry}),
+    );
+    hup(&served);
+    eventually("gamma's tool is listed", || async {
+        names(&dev).await.contains(&String::from("gamma__lookup"))
+    })
+    .await;
+    assert!(
+        pid_with_mark(&mark).is_some(),
+        "the added server runs as its own process"
+    );
+    assert_eq!(call_tool(&dev, "gamma__lookup").await.is_error, Some(false));
+    assert_eq!(gamma.calls("lookup"), 1);
+
+    // Removed: its process ends; the session goes on with alpha.
+    write_http_config(dir.path(), json!({"alpha": {"url": alpha_url}}));
+    hup(&served);
+    eventually("the removed server's process ended", || async {
+        pid_with_mark(&mark).is_none()
+    })
+    .await;
+    assert_eq!(names(&dev).await, ["alpha__bare", "alpha__lookup"]);
+    assert_eq!(call_tool(&dev, "alpha__lookup").await.is_error, Some(false));
+    assert_eq!(alpha.calls("lookup"), 1);
+    let gone = call_tool(&dev, "gamma__lookup").await;
+    assert_eq!(code(&gone).as_deref(), Some("unknown_tool"), "{gone:?}");
+    dev.cancel().await.unwrap();
 }
