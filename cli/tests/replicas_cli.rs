@@ -682,3 +682,72 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
     let _ = through_lb.cancel().await;
     let _ = on_b.cancel().await;
 }
+
+fn http_get_body(addr: &str, path: &str) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    );
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    let status = resp
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        status,
+        resp.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue23_readyz_is_503_naming_the_store_once_the_database_is_gone() {
+    let Some(base_url) = std::env::var("TOOLGATE_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        let _ = needed("TOOLGATE_PG_URL is not set; run `eval \"$(bash .ci/postgres.sh)\"`");
+        return;
+    };
+    let pg = fresh_database(&base_url).await;
+    let name = pg.rsplit('/').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let (_drift, drift_addr) = upstream().await;
+    let config = write_config(dir.path(), &pg, drift_addr, free_port());
+    let (mcp_port, page_port) = (free_port(), free_port());
+    let mcp = format!("127.0.0.1:{mcp_port}");
+    let page = format!("127.0.0.1:{page_port}");
+    let _mcp = toolgate("mcp", &["mcp", "serve", "--http", &mcp], &config);
+    let _page = toolgate("page", &["serve", "--listen", &page], &config);
+    for addr in [&mcp, &page] {
+        until(&format!("{addr} is ready"), Duration::from_secs(60), || {
+            http_get(addr, "/readyz") == 200
+        })
+        .await;
+    }
+    // The database goes away under both.
+    db(&base_url)
+        .await
+        .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .await
+        .unwrap();
+    for addr in [&mcp, &page] {
+        until(
+            &format!("{addr} says the store is not ready"),
+            Duration::from_secs(10),
+            || {
+                let (status, body) = http_get_body(addr, "/readyz");
+                status == 503 && body.contains("\"not_ready\":[\"store: unreachable")
+            },
+        )
+        .await;
+        // Alive all the same.
+        assert_eq!(http_get(addr, "/healthz"), 200);
+    }
+}
