@@ -124,22 +124,6 @@ use crate::{
 /// Appended to the description of a tool wrapped for approval (R10, R12).
 pub const APPROVAL_NOTE: &str = "[toolgate: each call to this tool waits for a person's approval]";
 
-/// Where a channel kind is routed to first: the host's `approval.channel`, else the first
-/// agent whose own channel it is.
-fn routed_path(governance: &Governance, kind: ChannelKind) -> String {
-    if governance.settings().channel == kind {
-        return String::from("approval.channel");
-    }
-    governance
-        .agent_names()
-        .enumerate()
-        .find(|(_, name)| governance.agent(name).and_then(|a| a.approval_channel) == Some(kind))
-        .map_or_else(
-            || String::from("approval.channel"),
-            |(i, _)| format!("agents[{i}].approval.channel"),
-        )
-}
-
 type Stack = BoxCloneService<ToolCall, ToolResponse, McpCallError>;
 
 /// Why the server could not start.
@@ -325,12 +309,7 @@ impl GovernedServer {
                 Err(e) => tracing::warn!(error = %e, "the inbox's grants are not used"),
             }
         }
-        let mut routed = vec![governance.settings().channel];
-        for name in governance.agent_names() {
-            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
-                routed.push(k);
-            }
-        }
+        let routed: Vec<_> = governance.routed_channels().collect();
         let mut builder = ToolgateLayer::builder(handle.clone());
         if let Some(waits) = &observe.waits {
             builder = builder.wait_observer(ops::SharedWaits(Arc::clone(waits)));
@@ -343,9 +322,10 @@ impl GovernedServer {
             ChannelKind::Elicitation,
             ChannelKind::Interactive,
         ] {
-            if !routed.contains(&kind) {
+            // Where the configuration first routes asks to this kind, for its error.
+            let Some(first) = routed.iter().find(|r| r.kind == kind) else {
                 continue;
-            }
+            };
             let channel: Arc<dyn ApprovalChannel> = match kind {
                 ChannelKind::Inbox => match &inbox {
                     Some(i) => Arc::new(i.channel()),
@@ -359,7 +339,7 @@ impl GovernedServer {
                 ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
                 _ => {
                     return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                        routed_path(&governance, kind),
+                        first.path.clone(),
                         "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
                     )));
                 }
@@ -442,23 +422,17 @@ impl GovernedServer {
         // The identity provider's keys read or fetched again (SIGHUP): a key removed from
         // the JWKS stops verifying at once. Keys that cannot be had keep the ones in force.
         let tokens = Tokens::load(config).await?;
-        let mut routed = vec![(
-            "approval.channel",
-            String::from("asks are"),
-            governance.settings().channel,
-        )];
-        for name in governance.agent_names() {
-            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
-                routed.push(("agents", format!("agent `{name}`'s asks are"), k));
-            }
-        }
-        for (path, whose, kind) in routed {
-            if kind != ChannelKind::None && !self.shared.channels.contains(&kind) {
+        for r in governance.routed_channels() {
+            if r.kind != ChannelKind::None && !self.shared.channels.contains(&r.kind) {
+                let whose = match r.agent {
+                    None => String::from("asks are"),
+                    Some(name) => format!("agent `{name}`'s asks are"),
+                };
                 return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                    path,
+                    r.path,
                     format!(
                         "{whose} routed to the `{}` channel, which this server was not started with: restart `toolgate mcp serve` to change the approval channels",
-                        kind.as_str()
+                        r.kind.as_str()
                     ),
                 )));
             }
