@@ -78,6 +78,7 @@ mod auth;
 mod events;
 mod grants;
 mod html;
+mod ops;
 mod pages;
 mod policy;
 mod throttle;
@@ -93,6 +94,7 @@ use toolgate::engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::{App, router};
+pub use ops::WebMetrics;
 
 /// The largest request body the page accepts (a policy saved whole included).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -121,6 +123,8 @@ pub struct WebSettings {
     /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
     /// request (fail closed).
     pub verifier: Option<toolgate_idp::Verifier>,
+    /// What `GET /metrics` answers (issue 23); `None`: 404.
+    pub metrics: Option<WebMetrics>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -176,6 +180,7 @@ impl WebSettings {
             preview: None,
             governance: None,
             verifier: None,
+            metrics: None,
         }
     }
 }
