@@ -131,6 +131,9 @@ pub struct Governance {
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
     pub(crate) exposures: ExposureCache,
+    /// Which quotas cover each (profile, tool) pair, worked out on first use
+    /// (`quota_cover.rs`): rebuilt whenever a policy is replaced.
+    pub(crate) quota_covers: crate::quota_cover::CoverCache,
 }
 
 /// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
@@ -210,6 +213,7 @@ impl Governance {
         }
         let mut next = self.clone();
         next.policy = state;
+        next.renew_quota_covers();
         Ok(next)
     }
 
@@ -239,7 +243,18 @@ impl Governance {
         }
         let mut next = self.clone();
         next.shadow = shadow.map(std::sync::Arc::new);
+        next.renew_quota_covers();
         Ok(next)
+    }
+
+    /// A new quota cover cache for this snapshot's policies (see `quota_cover.rs`).
+    pub(crate) fn renew_quota_covers(&mut self) {
+        self.quota_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            self.shadow.as_ref(),
+            self.agents.len(),
+            self.catalog.entries().len(),
+        );
     }
 
     /// The shadow tenant policy (R46), when one is set.

@@ -194,6 +194,46 @@ impl Policy {
         covering
     }
 
+    /// The quotas that could cover calls of `subject` (R44), appended to `out` by index,
+    /// each with whether covering also depends on the call's input: `false` when the quota
+    /// has no `when` and so covers every call of this subject, `true` when its selectors
+    /// select the subject and its `when` decides per call ([`Policy::quota_covers`]).
+    pub(crate) fn quota_candidates(&self, subject: &Subject<'_>, out: &mut Vec<(usize, bool)>) {
+        if self.quotas.is_empty() {
+            return;
+        }
+        let tool = lower_key(subject.tool);
+        let server = subject.server.map(lower_key);
+        let agent = lower_key(subject.agent);
+        let lower = LowerSubject {
+            kind: subject.kind,
+            tool: &tool,
+            server: server.as_deref(),
+            agent: &agent,
+        };
+        self.quota_index
+            .for_each_candidate(&tool, lower.server, |i| {
+                if let Some(q) = self.quotas.get(i)
+                    && q.select.matches_selectors(&lower)
+                {
+                    out.push((i, q.select.has_when()));
+                }
+            });
+    }
+
+    /// Whether quota `i` covers one call of `subject` with this input (R44).
+    pub(crate) fn quota_covers(
+        &self,
+        i: usize,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> bool {
+        self.quotas
+            .get(i)
+            .is_some_and(|q| q.select.matches_call(subject, input, literals))
+    }
+
     /// The default effect for mcp/http calls no rule matches (R21).
     pub fn default_effect(&self) -> Effect {
         self.default
