@@ -440,7 +440,10 @@ impl Governance {
     }
 
     fn compute_exposure(&self, profile: &ResolvedAgent) -> Exposure {
-        let mut tools = Vec::new();
+        // Sized once: growing the lists by doubling was over half of a first exposure's
+        // instructions at 10,000 tools (issue 26), each step a reallocation and a copy.
+        // Whatever is left over is given back below (the exposure is kept per agent).
+        let mut tools = Vec::with_capacity(self.catalog.entries().len());
         let mut omitted = Vec::new();
         // Walked in name order (sealed once per snapshot): no sort, no key allocation.
         for entry in self.catalog.sorted() {
@@ -461,6 +464,7 @@ impl Governance {
                 }),
             }
         }
+        tools.shrink_to_fit();
         Exposure {
             agent: profile.name.clone(),
             tools,
