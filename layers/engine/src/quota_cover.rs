@@ -68,11 +68,25 @@ impl Cover {
 
 type Slots = Box<[OnceLock<Arc<Cover>>]>;
 
+/// At most this many (profile, entry) slots are laid out densely (16 bytes each: 4 MiB);
+/// a larger snapshot keeps its covers in a map instead.
+const DENSE_SLOTS: usize = 1 << 18;
+/// At most this many covers in the map (so a snapshot with many tools and profiles holds
+/// a bounded cache); past it, covers are worked out per call.
+const SPARSE_COVERS: usize = 1 << 16;
+
+type Sparse = std::sync::RwLock<
+    std::collections::HashMap<(usize, usize), Arc<Cover>, foldhash::fast::RandomState>,
+>;
+
 struct Table {
     policy: Arc<Policy>,
     entries: usize,
     /// Per profile, per catalog entry; a profile's row is allocated on its first call.
+    /// Empty when the snapshot is past [`DENSE_SLOTS`].
     agents: Box<[OnceLock<Slots>]>,
+    /// The covers of a snapshot past [`DENSE_SLOTS`].
+    sparse: Sparse,
 }
 
 /// The covers of one snapshot: one table for the enforced policy and one for the shadow,
@@ -87,10 +101,21 @@ impl CoverCache {
         agents: usize,
         entries: usize,
     ) -> Self {
+        Self::with_dense_slots(policy, shadow, agents, entries, DENSE_SLOTS)
+    }
+
+    fn with_dense_slots(
+        policy: &PolicyState,
+        shadow: Option<&Arc<Policy>>,
+        agents: usize,
+        entries: usize,
+        dense_slots: usize,
+    ) -> Self {
         let enforced = match policy {
             PolicyState::Readable(p) => Some(p),
             PolicyState::Unreadable(_) => None,
         };
+        let dense = agents.saturating_mul(entries) <= dense_slots;
         let tables: Vec<Table> = enforced
             .into_iter()
             .chain(shadow)
@@ -98,7 +123,12 @@ impl CoverCache {
             .map(|p| Table {
                 policy: Arc::clone(p),
                 entries,
-                agents: (0..agents).map(|_| OnceLock::new()).collect(),
+                agents: if dense {
+                    (0..agents).map(|_| OnceLock::new()).collect()
+                } else {
+                    Box::default()
+                },
+                sparse: Sparse::default(),
             })
             .collect();
         Self(tables.into())
@@ -114,6 +144,17 @@ impl CoverCache {
         build: impl FnOnce() -> Cover,
     ) -> Option<Arc<Cover>> {
         let table = self.0.iter().find(|t| Arc::ptr_eq(&t.policy, policy))?;
+        if table.agents.is_empty() {
+            if let Some(c) = table.sparse.read().ok()?.get(&(agent, entry)) {
+                return Some(Arc::clone(c));
+            }
+            let cover = Arc::new(build());
+            let mut map = table.sparse.write().ok()?;
+            if map.len() < SPARSE_COVERS {
+                map.insert((agent, entry), Arc::clone(&cover));
+            }
+            return Some(cover);
+        }
         let row = table.agents.get(agent)?.get_or_init(|| {
             (0..table.entries)
                 .map(|_| OnceLock::new())
@@ -128,5 +169,52 @@ impl CoverCache {
 impl std::fmt::Debug for CoverCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CoverCache({} tables)", self.0.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Limits;
+    use std::cell::Cell;
+
+    fn policy() -> Arc<Policy> {
+        let text = r#"{"rules": [], "quotas": [{"max": 1, "window_secs": 60}]}"#;
+        Arc::new(Policy::from_json_str(text, &Limits::default()).unwrap())
+    }
+
+    fn cover(built: &Cell<usize>) -> Cover {
+        built.set(built.get() + 1);
+        Cover::new(vec![Item::Fixed(QuotaGroup::new("k", 0, 1, 60_000))])
+    }
+
+    #[test]
+    fn r44_dense_and_sparse_tables_build_each_cover_once() {
+        let p = policy();
+        let state = PolicyState::Readable(Arc::clone(&p));
+        for dense_slots in [DENSE_SLOTS, 0] {
+            let cache = CoverCache::with_dense_slots(&state, None, 2, 3, dense_slots);
+            let built = Cell::new(0);
+            let a = cache.get(&p, 1, 2, || cover(&built)).unwrap();
+            let b = cache.get(&p, 1, 2, || cover(&built)).unwrap();
+            assert!(
+                Arc::ptr_eq(&a, &b),
+                "the second call reads the first's cover"
+            );
+            cache.get(&p, 0, 2, || cover(&built)).unwrap();
+            assert_eq!(built.get(), 2, "one build per (profile, entry)");
+            assert_eq!(a.fixed.as_deref().map(<[QuotaGroup]>::len), Some(1));
+        }
+    }
+
+    #[test]
+    fn r44_a_table_is_read_only_for_its_own_policy() {
+        let p = policy();
+        let cache = CoverCache::new(&PolicyState::Readable(Arc::clone(&p)), None, 1, 1);
+        let built = Cell::new(0);
+        // An equal policy that is another `Arc` is not this table's.
+        assert!(cache.get(&policy(), 0, 0, || cover(&built)).is_none());
+        assert_eq!(built.get(), 0);
+        assert!(cache.get(&p, 0, 0, || cover(&built)).is_some());
     }
 }
