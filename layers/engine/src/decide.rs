@@ -17,7 +17,7 @@ use crate::governance::{Governance, PolicyState, ResolvedAgent};
 use crate::grant::{GrantStore, NoGrants};
 use crate::json;
 use crate::number::{self, NumberLiterals};
-use crate::policy::{Effect, PerKey, Policy, Subject};
+use crate::policy::{Effect, PerKey, Policy, RuleCover, Subject};
 use crate::quota::{Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup, group_key};
 use crate::quota_cover::{Cover, Item};
 use std::sync::Arc;
@@ -717,7 +717,17 @@ impl Governance {
             (None, Some(a), Some(e)) => self.quota_covers.get(policy, a, e, build),
             _ => None,
         };
-        let cover = cached.unwrap_or_else(|| Arc::new(build()));
+        let (held, owned);
+        let cover: &Cover = match cached {
+            Some(h) => {
+                held = h;
+                &held
+            }
+            None => {
+                owned = build();
+                &owned
+            }
+        };
         if let Some(fixed) = &cover.fixed {
             return Groups::Shared(Arc::clone(fixed));
         }
@@ -1038,15 +1048,28 @@ impl Governance {
             }
             PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
                 let mut deny: Option<String> = None;
-                for record in &entry.records {
-                    let id = record.identity();
-                    let subject = Subject {
-                        kind: id.kind(),
-                        tool: id.name(),
-                        server: id.server(),
-                        agent: who.rule_name(),
+                // The rules that could match this profile's calls to this tool, found once
+                // per snapshot (a subagent's id is the rules' agent, R19: not cached).
+                let subject_of = |record| record_subject(record, who.rule_name());
+                let cover = match (&who.subagent, self.catalog.index_of(entry)) {
+                    (None, Some(e)) => self.agent_position(agent).and_then(|a| {
+                        self.rule_covers.get(policy, a, e, || {
+                            RuleCover(
+                                entry
+                                    .records
+                                    .iter()
+                                    .map(|r| policy.rule_candidates(&subject_of(r)))
+                                    .collect(),
+                            )
+                        })
+                    }),
+                    _ => None,
+                };
+                for (at, record) in entry.records.iter().enumerate() {
+                    let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
+                        Some(candidates) => policy.evaluate_candidates(candidates, input, literals),
+                        None => policy.evaluate_exact(&subject_of(record), input, literals),
                     };
-                    let eval = policy.evaluate_exact(&subject, input, literals);
                     for &i in &eval.matched {
                         if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
                             continue;
@@ -1256,6 +1279,17 @@ impl Governance {
 /// A grant look-up's answer: the grant that answers, none, or why the grants could not be
 /// read.
 type GrantLookup = Result<Option<toolgate_core::Granted>, String>;
+
+/// How the rules see one record of a call by `agent` (R19, R24).
+fn record_subject<'a>(record: &'a crate::catalog::Record, agent: &'a str) -> Subject<'a> {
+    let id = record.identity();
+    Subject {
+        kind: id.kind(),
+        tool: id.name(),
+        server: id.server(),
+        agent,
+    }
+}
 
 /// Quota `i`'s group for a call of `agent` (the rules' agent name) to `entry` in `session`.
 fn quota_group(

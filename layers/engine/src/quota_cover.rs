@@ -44,6 +44,16 @@ pub(crate) struct Cover {
     pub(crate) fixed: Option<Arc<[QuotaGroup]>>,
 }
 
+/// Whether a policy has quotas (what a [`Cover`] table is for).
+pub(crate) fn has_quotas(p: &Policy) -> bool {
+    !p.quotas().is_empty()
+}
+
+/// Whether a policy has rules (what the rules' cover table is for).
+pub(crate) fn has_rules(p: &Policy) -> bool {
+    !p.rules().is_empty()
+}
+
 impl Cover {
     pub(crate) fn new(items: Vec<Item>) -> Self {
         let fixed = if !items.is_empty() && items.iter().all(|i| matches!(i, Item::Fixed(_))) {
@@ -66,7 +76,7 @@ impl Cover {
     }
 }
 
-type Slots = Box<[OnceLock<Arc<Cover>>]>;
+type Slots<T> = Box<[OnceLock<Arc<T>>]>;
 
 /// At most this many (profile, entry) slots are laid out densely (16 bytes each: 4 MiB);
 /// a larger snapshot keeps its covers in a map instead.
@@ -75,33 +85,48 @@ const DENSE_SLOTS: usize = 1 << 18;
 /// a bounded cache); past it, covers are worked out per call.
 const SPARSE_COVERS: usize = 1 << 16;
 
-type Sparse = std::sync::RwLock<
-    std::collections::HashMap<(usize, usize), Arc<Cover>, foldhash::fast::RandomState>,
+type Sparse<T> = std::sync::RwLock<
+    std::collections::HashMap<(usize, usize), Arc<T>, foldhash::fast::RandomState>,
 >;
 
-struct Table {
+struct Table<T> {
     policy: Arc<Policy>,
     entries: usize,
     /// Per profile, per catalog entry; a profile's row is allocated on its first call.
     /// Empty when the snapshot is past [`DENSE_SLOTS`].
-    agents: Box<[OnceLock<Slots>]>,
+    agents: Box<[OnceLock<Slots<T>>]>,
     /// The covers of a snapshot past [`DENSE_SLOTS`].
-    sparse: Sparse,
+    sparse: Sparse<T>,
 }
 
-/// The covers of one snapshot: one table for the enforced policy and one for the shadow,
-/// each only when that policy has quotas.
-#[derive(Clone, Default)]
-pub(crate) struct CoverCache(Arc<[Table]>);
+/// What one (profile, entry) pair's calls share under one policy, worked out once per
+/// snapshot: one table for the enforced policy and one for the shadow, each only when
+/// that policy has what `T` is about (quotas for [`Cover`], rules for the rules' cover).
+pub(crate) struct CoverCache<T>(Arc<[Table<T>]>);
 
-impl CoverCache {
+impl<T> Clone for CoverCache<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Default for CoverCache<T> {
+    fn default() -> Self {
+        Self(Arc::new([]))
+    }
+}
+
+impl<T> CoverCache<T> {
+    /// Tables for the enforced policy and the shadow, those that `wanted` says have
+    /// anything to cache.
     pub(crate) fn new(
         policy: &PolicyState,
         shadow: Option<&Arc<Policy>>,
         agents: usize,
         entries: usize,
+        wanted: fn(&Policy) -> bool,
     ) -> Self {
-        Self::with_dense_slots(policy, shadow, agents, entries, DENSE_SLOTS)
+        Self::with_dense_slots(policy, shadow, agents, entries, wanted, DENSE_SLOTS)
     }
 
     fn with_dense_slots(
@@ -109,6 +134,7 @@ impl CoverCache {
         shadow: Option<&Arc<Policy>>,
         agents: usize,
         entries: usize,
+        wanted: fn(&Policy) -> bool,
         dense_slots: usize,
     ) -> Self {
         let enforced = match policy {
@@ -116,10 +142,10 @@ impl CoverCache {
             PolicyState::Unreadable(_) => None,
         };
         let dense = agents.saturating_mul(entries) <= dense_slots;
-        let tables: Vec<Table> = enforced
+        let tables: Vec<Table<T>> = enforced
             .into_iter()
             .chain(shadow)
-            .filter(|p| !p.quotas().is_empty())
+            .filter(|p| wanted(p))
             .map(|p| Table {
                 policy: Arc::clone(p),
                 entries,
@@ -141,19 +167,19 @@ impl CoverCache {
         policy: &Arc<Policy>,
         agent: usize,
         entry: usize,
-        build: impl FnOnce() -> Cover,
-    ) -> Option<Arc<Cover>> {
+        build: impl FnOnce() -> T,
+    ) -> Option<Held<'_, T>> {
         let table = self.0.iter().find(|t| Arc::ptr_eq(&t.policy, policy))?;
         if table.agents.is_empty() {
             if let Some(c) = table.sparse.read().ok()?.get(&(agent, entry)) {
-                return Some(Arc::clone(c));
+                return Some(Held::Shared(Arc::clone(c)));
             }
             let cover = Arc::new(build());
             let mut map = table.sparse.write().ok()?;
             if map.len() < SPARSE_COVERS {
                 map.insert((agent, entry), Arc::clone(&cover));
             }
-            return Some(cover);
+            return Some(Held::Shared(cover));
         }
         let row = table.agents.get(agent)?.get_or_init(|| {
             (0..table.entries)
@@ -162,11 +188,39 @@ impl CoverCache {
                 .into_boxed_slice()
         });
         let slot = row.get(entry)?;
-        Some(Arc::clone(slot.get_or_init(|| Arc::new(build()))))
+        Some(Held::Borrowed(slot.get_or_init(|| Arc::new(build()))))
     }
 }
 
-impl std::fmt::Debug for CoverCache {
+/// A cover read from a cache: borrowed from its dense row (nothing counted), or shared out
+/// of its map.
+pub(crate) enum Held<'a, T> {
+    Borrowed(&'a Arc<T>),
+    Shared(Arc<T>),
+}
+
+#[cfg(test)]
+impl<T> Held<'_, T> {
+    /// The shared cover.
+    pub(crate) fn into_arc(self) -> Arc<T> {
+        match self {
+            Held::Borrowed(a) => Arc::clone(a),
+            Held::Shared(a) => a,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Held::Borrowed(a) => a,
+            Held::Shared(a) => a,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for CoverCache<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CoverCache({} tables)", self.0.len())
     }
@@ -193,10 +247,10 @@ mod tests {
         let p = policy();
         let state = PolicyState::Readable(Arc::clone(&p));
         for dense_slots in [DENSE_SLOTS, 0] {
-            let cache = CoverCache::with_dense_slots(&state, None, 2, 3, dense_slots);
+            let cache = CoverCache::with_dense_slots(&state, None, 2, 3, has_quotas, dense_slots);
             let built = Cell::new(0);
-            let a = cache.get(&p, 1, 2, || cover(&built)).unwrap();
-            let b = cache.get(&p, 1, 2, || cover(&built)).unwrap();
+            let a = cache.get(&p, 1, 2, || cover(&built)).unwrap().into_arc();
+            let b = cache.get(&p, 1, 2, || cover(&built)).unwrap().into_arc();
             assert!(
                 Arc::ptr_eq(&a, &b),
                 "the second call reads the first's cover"
@@ -210,7 +264,13 @@ mod tests {
     #[test]
     fn r44_a_table_is_read_only_for_its_own_policy() {
         let p = policy();
-        let cache = CoverCache::new(&PolicyState::Readable(Arc::clone(&p)), None, 1, 1);
+        let cache: CoverCache<Cover> = CoverCache::new(
+            &PolicyState::Readable(Arc::clone(&p)),
+            None,
+            1,
+            1,
+            has_quotas,
+        );
         let built = Cell::new(0);
         // An equal policy that is another `Arc` is not this table's.
         assert!(cache.get(&policy(), 0, 0, || cover(&built)).is_none());

@@ -499,6 +499,7 @@ impl GovernanceBuilder {
             redaction: self.redaction,
             exposures,
             quota_covers: crate::quota_cover::CoverCache::default(),
+            rule_covers: crate::quota_cover::CoverCache::default(),
         };
         gov.renew_quota_covers();
         Ok(gov)

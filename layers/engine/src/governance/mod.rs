@@ -133,7 +133,10 @@ pub struct Governance {
     pub(crate) exposures: ExposureCache,
     /// Which quotas cover each (profile, tool) pair, worked out on first use
     /// (`quota_cover.rs`): rebuilt whenever a policy is replaced.
-    pub(crate) quota_covers: crate::quota_cover::CoverCache,
+    pub(crate) quota_covers: crate::quota_cover::CoverCache<crate::quota_cover::Cover>,
+    /// Which rules could match each (profile, tool) pair's calls, worked out on first use:
+    /// rebuilt whenever a policy is replaced.
+    pub(crate) rule_covers: crate::quota_cover::CoverCache<crate::policy::RuleCover>,
 }
 
 /// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
@@ -249,11 +252,21 @@ impl Governance {
 
     /// A new quota cover cache for this snapshot's policies (see `quota_cover.rs`).
     pub(crate) fn renew_quota_covers(&mut self) {
+        let (agents, entries) = (self.agents.len(), self.catalog.entries().len());
+        let shadow = self.shadow.as_ref();
         self.quota_covers = crate::quota_cover::CoverCache::new(
             &self.policy,
-            self.shadow.as_ref(),
-            self.agents.len(),
-            self.catalog.entries().len(),
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_quotas,
+        );
+        self.rule_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_rules,
         );
     }
 

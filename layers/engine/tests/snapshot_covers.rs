@@ -1,8 +1,13 @@
-//! R44: the quota groups a decision carries are the same whether the snapshot's cover of a
-//! (profile, tool) pair is read from its cache, built for the first time, or skipped (a
-//! subagent's call): checked against the plain reading of R44 — every quota covering any
-//! record of the call ([`Policy::covering_quotas`]), keyed by its counter id and `per`
-//! values ([`group_key`]) — over random quotas (`tool`, `agent`, `when`, `per`) and calls.
+//! What a snapshot works out once per (profile, tool) pair and caches (issues 21, 26) decides
+//! as the plain reading does, whether read from the cache, built for the first time, or
+//! skipped (a subagent's call):
+//!
+//! - R44: the quota groups a decision carries against every quota covering any record of
+//!   the call ([`Policy::covering_quotas`]), keyed by its counter id and `per` values
+//!   ([`group_key`]), over random quotas (`tool`, `agent`, `when`, `per`) and calls;
+//! - R18–R21: the rules a decision matched and its verdict against
+//!   [`Policy::evaluate_exact`] (the index walked and every selector read per call), over
+//!   random rules (`effect`, `tool`, `agent`, `kind`, `when`) and calls.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -82,7 +87,48 @@ fn call() -> impl Strategy<Value = Call> {
         })
 }
 
+fn rule() -> impl Strategy<Value = Value> {
+    (
+        prop_oneof![Just("allow"), Just("ask"), Just("deny")],
+        prop_oneof![
+            Just(None),
+            Just(Some("search")),
+            Just(Some("REFUND")),
+            Just(Some("re*")),
+            Just(Some("*_all"))
+        ],
+        prop_oneof![
+            Just(None),
+            Just(Some("support")),
+            Just(Some("sub*")),
+            Just(Some("ops"))
+        ],
+        prop_oneof![Just(None), Just(Some("http")), Just(Some("mcp"))],
+        proptest::bool::weighted(0.4),
+    )
+        .prop_map(|(effect, tool, agent, kind, when)| {
+            let mut r = json!({"effect": effect});
+            if let Some(t) = tool {
+                r["tool"] = json!(t);
+            }
+            if let Some(a) = agent {
+                r["agent"] = json!(a);
+            }
+            if let Some(k) = kind {
+                r["kind"] = json!(k);
+            }
+            if when {
+                r["when"] = json!({"amount": {"gt": 10}});
+            }
+            r
+        })
+}
+
 fn governance(quotas: &[Value]) -> Governance {
+    governance_with(quotas, &[], "allow")
+}
+
+fn governance_with(quotas: &[Value], rules: &[Value], default: &str) -> Governance {
     let tools: Vec<Value> = TOOLS
         .iter()
         .map(|t| json!({"kind": "http", "name": t}))
@@ -91,7 +137,7 @@ fn governance(quotas: &[Value]) -> Governance {
         "tools": tools,
         "agents": [{"name": "support", "allowed_tools": ["*"]},
                    {"name": "ops", "allowed_tools": ["*"]}],
-        "policy": {"rules": [], "quotas": quotas}
+        "policy": {"default": default, "rules": rules, "quotas": quotas}
     });
     load_str(&doc.to_string(), Format::Json).expect("the configuration loads")
 }
@@ -158,6 +204,53 @@ fn enforced(gov: &Governance) -> std::sync::Arc<Policy> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// R18–R21: a decision from the snapshot's cached rule candidates matches the rules,
+    /// and takes the verdict, that evaluating the policy afresh gives, call after call.
+    #[test]
+    fn r18_cached_rule_candidates_decide_as_the_policy_evaluates(
+        rules in proptest::collection::vec(rule(), 0..8),
+        default in prop_oneof![Just("allow"), Just("ask"), Just("deny")],
+        calls in proptest::collection::vec(call(), 1..12),
+    ) {
+        let gov = governance_with(&[], &rules, default);
+        let policy = enforced(&gov);
+        for c in calls.iter().chain(&calls) {
+            let input = json!({"amount": c.amount});
+            let tool_key = c.tool.to_ascii_lowercase();
+            let subject = Subject {
+                kind: toolgate_core::ToolKind::Http,
+                tool: &tool_key,
+                server: None,
+                agent: c.agent.rule_name(),
+            };
+            let want = policy.evaluate_exact(&subject, &input, toolgate_engine::number::NumberLiterals::none());
+            let tool = ToolRef::Name(c.tool.clone());
+            let d = gov.decide(CallView {
+                tool: &tool,
+                agent: &c.agent,
+                input: CallInput::Value(&input),
+                run: RunContext::default(),
+            });
+            let matched: Vec<usize> = d.matched_rules.iter().map(|m| m.index).collect();
+            prop_assert_eq!(&matched, &want.matched, "{:?}", c);
+            let verdict = match want.effect {
+                Some(toolgate_engine::policy::Effect::Deny) => "refused",
+                Some(toolgate_engine::policy::Effect::Ask) => "asked",
+                _ => "runs",
+            };
+            let got = if d.runs() {
+                "runs"
+            } else if d.verdict == toolgate_core::Verdict::Refused(toolgate_core::RefusalCode::Denied) {
+                "refused"
+            } else {
+                // No approval channel is configured: an asked call is refused for that.
+                prop_assert_eq!(d.verdict.clone(), toolgate_core::Verdict::Refused(toolgate_core::RefusalCode::NoApprovalChannel));
+                "asked"
+            };
+            prop_assert_eq!(got, verdict, "{:?}", c);
+        }
+    }
 
     /// R44: cached covers give the groups of the plain reading, call after call (the first
     /// call of a pair fills the cache, the next ones read it), for profiles and subagents.
