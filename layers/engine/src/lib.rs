@@ -67,6 +67,7 @@ pub mod number;
 pub mod policy;
 mod print;
 pub mod quota;
+mod quota_cover;
 pub mod recording;
 pub mod replay;
 pub mod simulate;

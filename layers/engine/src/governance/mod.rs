@@ -143,6 +143,12 @@ pub struct Governance {
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
     pub(crate) exposures: ExposureCache,
+    /// Which quotas cover each (profile, tool) pair, worked out on first use
+    /// (`quota_cover.rs`): rebuilt whenever a policy is replaced.
+    pub(crate) quota_covers: crate::quota_cover::CoverCache<crate::quota_cover::Cover>,
+    /// Which rules could match each (profile, tool) pair's calls, worked out on first use:
+    /// rebuilt whenever a policy is replaced.
+    pub(crate) rule_covers: crate::quota_cover::CoverCache<crate::policy::RuleCover>,
 }
 
 /// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
@@ -222,6 +228,7 @@ impl Governance {
         }
         let mut next = self.clone();
         next.policy = state;
+        next.renew_quota_covers();
         Ok(next)
     }
 
@@ -251,7 +258,28 @@ impl Governance {
         }
         let mut next = self.clone();
         next.shadow = shadow.map(std::sync::Arc::new);
+        next.renew_quota_covers();
         Ok(next)
+    }
+
+    /// A new quota cover cache for this snapshot's policies (see `quota_cover.rs`).
+    pub(crate) fn renew_quota_covers(&mut self) {
+        let (agents, entries) = (self.agents.len(), self.catalog.entries().len());
+        let shadow = self.shadow.as_ref();
+        self.quota_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_quotas,
+        );
+        self.rule_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_rules,
+        );
     }
 
     /// The shadow tenant policy (R46), when one is set.
