@@ -75,11 +75,14 @@ pub mod guide {
 
 mod app;
 mod auth;
+mod bulk;
 mod events;
 mod grants;
 mod html;
+mod listing;
 mod pages;
 mod policy;
+mod risk;
 mod throttle;
 mod webhook;
 
@@ -230,7 +233,7 @@ pub async fn serve_woken(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // The starting state is read before the first request is accepted.
-    let primed = events::fingerprint(&*store).await;
+    let primed = events::prime();
     let listen = listener.local_addr()?;
     let app = App::start_primed(store, settings, wake, Some(primed), listen);
     let router = router(app.clone());
