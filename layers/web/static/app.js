@@ -90,9 +90,9 @@
       setTimeout(function () { if (toastBox.innerHTML === shown) { toastBox.hidden = true; } }, 8000);
     }
   }
-  function later(what, send) {
+  function later(what, send, undone) {
     if (waiting) { clearTimeout(waiting.timer); waiting.go(); }
-    var w = { timer: 0, go: function () { waiting = null; send(); } };
+    var w = { timer: 0, go: function () { waiting = null; send(); }, undone: undone };
     w.timer = setTimeout(w.go, UNDO_MS);
     waiting = w;
     toast(what + " in " + Math.round(UNDO_MS / 1000) + " s…", {
@@ -102,7 +102,9 @@
   function undo(what) {
     if (!waiting) { return; }
     clearTimeout(waiting.timer);
+    var back = waiting.undone;
     waiting = null;
+    if (back) { back(); }
     toast("Undone: " + what.charAt(0).toLowerCase() + what.slice(1) + " was not sent.");
   }
   function refusalText(html) {
@@ -264,7 +266,7 @@
         removeCard(card);
         toast((approve ? "Approved “" : "Denied “") + name + "”.", { link: "/calls/" + card.getAttribute("data-id") });
       }).catch(function () { card.classList.remove("leaving"); toast("The answer could not be sent.", { error: true }); });
-    });
+    }, function () { card.classList.remove("leaving"); setCurrent(card); });
     var next = cards()[cards().indexOf(card) + 1];
     if (next) { setCurrent(next); }
   }
