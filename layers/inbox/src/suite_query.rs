@@ -32,14 +32,14 @@ pub async fn run_query(fixture: &dyn Fixture) {
 /// is its moment (several share one, so the id orders them).
 fn varied(n: usize, created: Timestamp) -> NewHeldCall {
     let mut r = request(
-        json!({"order": format!("Order-{n}"), "note": if n % 3 == 0 { "URGENT refund" } else { "routine" }}),
+        json!({"order": format!("Order-{n}"), "note": if n.is_multiple_of(3) { "URGENT refund" } else { "routine" }}),
     );
     r.agent = match n % 3 {
         0 => AgentRef::profile("support"),
         1 => AgentRef::subagent("support", "researcher"),
         _ => AgentRef::profile("ops"),
     };
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         r.tool = "github__create_issue".into();
         r.identities = vec![ToolIdentity::mcp("github", "create_issue")];
     }

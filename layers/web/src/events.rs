@@ -123,7 +123,6 @@ enum Item {
 /// whether the page counted it (a call they may see that is no longer pending), or
 /// nothing.
 fn delta_event(
-    app: &App,
     who: &Who,
     filter: &HeldQuery,
     ctx: &crate::risk::RiskContext,
@@ -132,7 +131,6 @@ fn delta_event(
     if !crate::pages::may_see(who, r) {
         return None;
     }
-    let _ = app;
     if r.state == CallState::Pending {
         if !filter.matches(r) {
             return None;
@@ -177,7 +175,7 @@ fn changes(app: App, who: Who, filter: HeldQuery) -> impl Stream<Item = Result<E
                 Item::Lagged => Some(Event::default().event("resync").data("1")),
                 Item::Delta(r) => {
                     let ctx = crate::risk::RiskContext::load(&app).await;
-                    delta_event(&app, &who, &filter, &ctx, &r)
+                    delta_event(&who, &filter, &ctx, &r)
                 }
             };
             if let Some(e) = event {
