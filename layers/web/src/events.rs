@@ -53,19 +53,36 @@ impl Feed {
     }
 
     async fn look(&mut self, store: &dyn InboxStore) -> Option<Vec<HeldRecord>> {
-        let from = self.since.saturating_sub(OVERLAP).max(self.floor);
-        let changed = store.changed_since(from, BATCH).await.ok()?;
+        let mut from = self.since.saturating_sub(OVERLAP).max(self.floor);
         let mut news = Vec::new();
-        for r in changed {
-            let stamp = r.updated_at.as_millis();
-            if self.seen.get(r.id()) == Some(&stamp) {
-                continue;
+        // A burst of more than a batch is read on, batch after batch, from the last change
+        // read (so a window full of changes already seen never hides the later ones).
+        for _ in 0..64 {
+            let changed = store.changed_since(from, BATCH).await.ok()?;
+            let full = changed.len() == BATCH;
+            let last = changed.last().map(|r| r.updated_at);
+            for r in changed {
+                let stamp = r.updated_at.as_millis();
+                if self.seen.get(r.id()) == Some(&stamp) {
+                    continue;
+                }
+                self.seen.insert(r.id().to_owned(), stamp);
+                if r.updated_at > self.since {
+                    self.since = r.updated_at;
+                }
+                news.push(r);
             }
-            self.seen.insert(r.id().to_owned(), stamp);
-            if r.updated_at > self.since {
-                self.since = r.updated_at;
+            match last {
+                Some(last) if full => {
+                    // Past a millisecond holding a whole batch, its rest is skipped.
+                    from = if last > from {
+                        last
+                    } else {
+                        last.saturating_add(Duration::from_millis(1))
+                    };
+                }
+                _ => break,
             }
-            news.push(r);
         }
         let keep = self.since.saturating_sub(OVERLAP).as_millis();
         self.seen.retain(|_, stamp| *stamp >= keep);

@@ -627,3 +627,40 @@ async fn issue24_after_an_answer_the_card_page_confirms_it() {
     assert!(after.contains("You approved this call"));
     assert!(after.contains("id=\"next-pending\""));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue24_a_burst_of_changes_never_stalls_the_live_update() {
+    let s = start_with("token", Duration::from_millis(50)).await;
+    let c = signed_in(&s, ALICE).await;
+    let first = s.hold_refund(json!({"order": "T-0", "amount": 1})).await;
+    let template = s.inbox.store().get(&first).await.unwrap().unwrap();
+    // 1,200 calls changed in one millisecond: more than the poller reads at once.
+    let at = toolgate_inbox::Timestamp::now();
+    for i in 0..1200 {
+        let mut call = template.call.clone();
+        call.interaction_id = format!("ia_burst_{i:05}");
+        call.created_at = at;
+        s.inbox.store().hold(call).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let http = reqwest::Client::new();
+    let mut res = http
+        .get(format!("{}/events", s.base))
+        .header("cookie", c.cookie.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let new = s.hold_refund(json!({"order": "T-1", "amount": 2})).await;
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let mut found = false;
+    while !found && std::time::Instant::now() < until {
+        for (_, data) in events(&mut res, 1, until).await {
+            found |= data.contains(&format!("id=\"card-{new}\""));
+        }
+    }
+    assert!(
+        found,
+        "issue 24: the call held after the burst reaches the page"
+    );
+}
