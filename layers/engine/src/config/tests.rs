@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn paths(text: &str) -> Vec<String> {
