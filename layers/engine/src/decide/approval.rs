@@ -1,0 +1,347 @@
+//! R14 step 7 and R26's routing: the approval decision (tenant rules, quotas refusing before
+//! an ask is routed, grants answering one), the extra asks of hooks, and where an ask goes.
+
+use super::*;
+
+impl Governance {
+    /// A [`Decided`] made by **this** snapshot with asks from outside the engine (a hook's,
+    /// R32) joined in: the same decision as [`Governance::decide_with`] gives with those asks,
+    /// without deciding again (no look-up, no input walk, no policy evaluation). A decision
+    /// that was refused before routing stays refused; one with no entry or agent (never a
+    /// routed one) is returned unchanged.
+    pub fn with_extra_asks(&self, decided: &Decided, run: RunContext, extra: Vec<Ask>) -> Decision {
+        self.join_asks(decided, run, extra, &mut || Ok(None))
+    }
+
+    /// As [`Governance::with_extra_asks`], with the grants of `history` (R45: a grant
+    /// answers the call's one question whatever asked it, a hook included). `call` is the
+    /// call `decided` was made for.
+    pub fn with_extra_asks_at(
+        &self,
+        decided: &Decided,
+        call: CallView<'_>,
+        extra: Vec<Ask>,
+        history: &History<'_>,
+    ) -> Decision {
+        let Some(entry) = self.decided_entry(decided) else {
+            return decided.decision.clone();
+        };
+        let parsed;
+        let (input, literals): (&Value, &NumberLiterals) = match call.input {
+            CallInput::Value(v) => (v, NumberLiterals::none()),
+            CallInput::WithLiterals(v, l) => (v, l),
+            CallInput::Text(text) => match self.parse_input(text) {
+                Ok(v) => {
+                    parsed = (v, NumberLiterals::scan(text));
+                    (&parsed.0, &parsed.1)
+                }
+                Err(_) => return self.with_extra_asks(decided, call.run, extra),
+            },
+        };
+        let mut find = || self.find_grant(entry, call.agent, (input, literals), history);
+        self.join_asks(decided, call.run, extra, &mut find)
+    }
+
+    pub(super) fn join_asks(
+        &self,
+        decided: &Decided,
+        run: RunContext,
+        extra: Vec<Ask>,
+        find_grant: &mut dyn FnMut() -> GrantLookup,
+    ) -> Decision {
+        let routed = !matches!(decided.decision.verdict, Verdict::Refused(_))
+            || decided.decision.decided_by == Check::Routing;
+        let (Some(entry), Some(agent)) = (self.decided_entry(decided), self.decided_agent(decided))
+        else {
+            return decided.decision.clone();
+        };
+        if !routed || entry.ungoverned || extra.is_empty() {
+            return decided.decision.clone();
+        }
+        let mut asks = decided.decision.asks.clone();
+        asks.extend(extra);
+        self.route_with(
+            entry,
+            agent,
+            asks,
+            decided.decision.matched_rules.clone(),
+            run,
+            find_grant,
+        )
+    }
+
+    /// R14 step 7: the approval decision for a call that passed steps 1–6.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
+    pub(super) fn approval(
+        &self,
+        state: &PolicyState,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        mode: ApprovalMode,
+        call: CallView<'_>,
+        (input, literals): (&Value, &NumberLiterals),
+        extra_asks: Vec<Ask>,
+        history: &History<'_>,
+        quotas: &mut Groups,
+    ) -> Decision {
+        let who = call.agent;
+        let run = call.run;
+        let mut asks = Vec::new();
+        let mut matched_rules = Vec::new();
+        if mode == ApprovalMode::RequireApproval {
+            asks.push(Ask {
+                source: AskSource::Agent,
+                reason: format!(
+                    "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
+                    agent.name, entry.name
+                ),
+            });
+        }
+
+        // The tenant policy (R18–R22), evaluated against every record (R24).
+        match state {
+            PolicyState::Unreadable(why) if entry.has_policy_kind() => {
+                return Decision::refused(Refusal::new(
+                    RefusalCode::PolicyUnreadable,
+                    Check::TenantPolicy,
+                    format!("the stored tenant policy cannot be read: {why}"),
+                ));
+            }
+            PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
+                let mut deny: Option<String> = None;
+                // The rules that could match this profile's calls to this tool, found once
+                // per snapshot (a subagent's id is the rules' agent, R19: not cached).
+                let subject_of = |record| record_subject(record, who.rule_name());
+                let cover = match (&who.subagent, self.catalog.index_of(entry)) {
+                    (None, Some(e)) => self.agent_position(agent).and_then(|a| {
+                        self.rule_covers.get(policy, a, e, || {
+                            RuleCover(
+                                entry
+                                    .records
+                                    .iter()
+                                    .map(|r| policy.rule_candidates(&subject_of(r)))
+                                    .collect(),
+                            )
+                        })
+                    }),
+                    _ => None,
+                };
+                for (at, record) in entry.records.iter().enumerate() {
+                    let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
+                        Some(candidates) => policy.evaluate_candidates(candidates, input, literals),
+                        None => policy.evaluate_exact(&subject_of(record), input, literals),
+                    };
+                    for &i in &eval.matched {
+                        if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
+                            continue;
+                        }
+                        if let Some(rule) = policy.rules().get(i) {
+                            matched_rules.push(MatchedRule {
+                                index: i,
+                                effect: rule.effect(),
+                                reason: rule.reason().map(str::to_owned),
+                            });
+                            if rule.effect() == Effect::Ask {
+                                push_unique(&mut asks, AskSource::PolicyRule(i), rule.describe(i));
+                            }
+                        }
+                    }
+                    match (eval.effect, eval.decided_by) {
+                        (Some(Effect::Deny), Some(i)) if deny.is_none() => {
+                            deny = policy.rules().get(i).map(|r| r.describe(i));
+                        }
+                        (Some(Effect::Deny), None) if deny.is_none() => {
+                            deny = Some(format!(
+                                "the tenant policy's default is `deny` and no rule matches `{}`",
+                                entry.name
+                            ));
+                        }
+                        (Some(Effect::Ask), None) => push_unique(
+                            &mut asks,
+                            AskSource::PolicyDefault,
+                            format!(
+                                "the tenant policy's default is `ask` and no rule matches `{}`",
+                                entry.name
+                            ),
+                        ),
+                        _ => {}
+                    }
+                }
+                if let Some(reason) = deny {
+                    matched_rules.sort_by_key(|m| m.index);
+                    let mut d = Decision::refused(Refusal::new(
+                        RefusalCode::Denied,
+                        Check::TenantPolicy,
+                        reason,
+                    ));
+                    d.matched_rules = matched_rules;
+                    return d;
+                }
+                // R44: a full quota refuses before any ask is routed, so nobody is asked
+                // about a call that could not be sent.
+                *quotas = self.quota_groups(
+                    policy,
+                    entry,
+                    agent,
+                    who,
+                    history.session,
+                    (input, literals),
+                );
+                let groups = quotas.as_slice();
+                if !groups.is_empty()
+                    && let Err(e) = history.sends.check(groups, history.now)
+                {
+                    matched_rules.sort_by_key(|m| m.index);
+                    let mut d = Decision::refused(self.quota_refusal_in(state, groups, &e));
+                    d.matched_rules = matched_rules;
+                    return d;
+                }
+            }
+            _ => {}
+        }
+        matched_rules.sort_by_key(|m| m.index);
+
+        if let Some(reason) = self.posture_ask(entry) {
+            asks.push(Ask {
+                source: AskSource::Posture,
+                reason,
+            });
+        }
+        asks.extend(extra_asks);
+        let mut find = || self.find_grant(entry, who, (input, literals), history);
+        self.route_with(entry, agent, asks, matched_rules, run, &mut find)
+    }
+
+    /// Routes a call's asks (R25–R26). With no ask, the call runs.
+    pub fn route(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        asks: Vec<Ask>,
+        matched_rules: Vec<MatchedRule>,
+        run: RunContext,
+    ) -> Decision {
+        self.route_with(entry, agent, asks, matched_rules, run, &mut || Ok(None))
+    }
+
+    /// As [`Governance::route`], with a look-up of the live grant answering the call
+    /// (R45), made only where R26's order reaches grants.
+    pub(super) fn route_with(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        asks: Vec<Ask>,
+        matched_rules: Vec<MatchedRule>,
+        run: RunContext,
+        find_grant: &mut dyn FnMut() -> GrantLookup,
+    ) -> Decision {
+        let ask_reasons: Vec<String> = asks.iter().map(|a| a.reason.clone()).collect();
+        let decision = |verdict, decided_by, reasons| Decision {
+            verdict,
+            decided_by,
+            reasons,
+            asks: asks.clone(),
+            matched_rules: matched_rules.clone(),
+            granted: None,
+            retry_after_secs: None,
+        };
+        if asks.is_empty() {
+            return decision(
+                Verdict::Run {
+                    auto_approved: false,
+                },
+                Check::Passed,
+                Vec::new(),
+            );
+        }
+        let refuse = |code, why: String| {
+            let mut reasons = vec![why];
+            reasons.extend(ask_reasons.iter().cloned());
+            decision(Verdict::Refused(code), Check::Routing, reasons)
+        };
+        if run.mode == RunMode::AutoRejectRequired {
+            return refuse(
+                RefusalCode::Rejected,
+                String::from(
+                    "the run's approval mode `auto_reject_required` rejects every asked call",
+                ),
+            );
+        }
+        let agent_only = asks.iter().all(|a| a.source == AskSource::Agent);
+        if agent_only && run.mode == RunMode::AutoApproveRequired {
+            return decision(
+                Verdict::Run {
+                    auto_approved: true,
+                },
+                Check::Routing,
+                ask_reasons.clone(),
+            );
+        }
+        if agent.as_tool {
+            return refuse(
+                RefusalCode::NoApprovalChannel,
+                as_tool_refusal(agent, entry, Check::Routing)
+                    .reasons
+                    .join("; "),
+            );
+        }
+        // A per-agent channel (inherited by subagents, R39) replaces the host's.
+        let channel = self.ask_route(agent).channel;
+        if channel == ChannelKind::None {
+            return refuse(
+                RefusalCode::NoApprovalChannel,
+                String::from(
+                    "the call needs a person's approval and no approval channel is configured",
+                ),
+            );
+        }
+        // R45: a live grant answers the one question, whatever asked it; only here, after
+        // every refusal that stands before it in R26's order.
+        let mut grant_trouble = None;
+        match find_grant() {
+            Ok(Some(granted)) => {
+                let mut d = decision(
+                    Verdict::Run {
+                        auto_approved: false,
+                    },
+                    Check::Grant,
+                    ask_reasons.clone(),
+                );
+                d.granted = Some(granted);
+                return d;
+            }
+            Ok(None) => {}
+            // A grant store that cannot be read answers nothing: the call is asked.
+            Err(why) => grant_trouble = Some(why),
+        }
+        let with_trouble = |mut d: Decision| {
+            if let Some(why) = &grant_trouble {
+                d.reasons.push(why.clone());
+            }
+            d
+        };
+        match channel {
+            channel if channel.waits() && run.background => refuse(
+                RefusalCode::Rejected,
+                format!(
+                    "a background task cannot wait for an approval on the `{}` channel",
+                    channel.as_str()
+                ),
+            ),
+            channel => with_trouble(decision(
+                Verdict::Ask { channel },
+                Check::Routing,
+                ask_reasons.clone(),
+            )),
+        }
+    }
+}
+
+pub(super) fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
+    if !asks.iter().any(|a| a.source == source) {
+        asks.push(Ask { source, reason });
+    }
+}
