@@ -49,6 +49,15 @@ fn agent_text(r: &HeldRecord) -> String {
     }
 }
 
+/// The answering person's verified principal beside their name (issue 22): ` <span
+/// class="principal">sub (iss)</span>`, or nothing for a name-only approver.
+fn principal_html(r: &HeldRecord) -> String {
+    r.approver_principal
+        .as_ref()
+        .map(|p| format!(" <span class=\"principal\">{}</span>", text(&p.to_string())))
+        .unwrap_or_default()
+}
+
 /// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
 /// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
 /// answered themselves; a call to any other tool, its input included, stays out of every
@@ -122,8 +131,9 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
         let _ = write!(
             out,
-            "<dt>{verb}</dt><dd class=\"approver\">{} <time>{when}</time></dd>",
-            text(approver)
+            "<dt>{verb}</dt><dd class=\"approver\">{}{} <time>{when}</time></dd>",
+            text(approver),
+            principal_html(r)
         );
     }
     if let Some(why) = &r.answer_reason {
@@ -316,7 +326,7 @@ pub(crate) async fn history(
     );
     for r in &records {
         let who_answered = match (&r.approver, r.state) {
-            (Some(a), _) => text(a),
+            (Some(a), _) => format!("{}{}", text(a), principal_html(r)),
             (None, CallState::Expired) => String::from("nobody: it expired"),
             (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
             (None, _) => String::new(),
@@ -518,6 +528,9 @@ pub(crate) async fn answer(
         idempotency_key: Some(key),
         approver: who.approver.name.clone(),
         reason,
+        // Issue 22: the verified identity behind an identity-provider token, kept with the
+        // answer (a static-token or header approver has none).
+        principal: who.principal.clone(),
     };
     match app.0.store.answer(&id, answer).await {
         Ok(receipt) => {

@@ -24,7 +24,8 @@ use tower_service::Service;
 
 use super::channel::new_question;
 use super::channel::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
+    interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
 use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
@@ -688,12 +689,19 @@ where
     let definition_hash = request.definition_hash.clone();
     // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
     let watch = WaitWatch::start(observer, channel.kind());
-    let outcome = match timeout {
+    let expired = VerifiedOutcome {
+        outcome: ApprovalOutcome::Expired,
+        answered_by: None,
+    };
+    let VerifiedOutcome {
+        outcome,
+        answered_by,
+    } = match timeout {
         // Nobody answered within the agent's timeout: expired, never approved.
-        Some(t) => tokio::time::timeout(t, channel.request(request))
+        Some(t) => tokio::time::timeout(t, channel.request_verified(request))
             .await
-            .unwrap_or(ApprovalOutcome::Expired),
-        None => channel.request(request).await,
+            .unwrap_or(expired),
+        None => channel.request_verified(request).await,
     };
     watch.end(WaitOutcome::of(&outcome));
     if let Some(sink) = &sink {
@@ -720,6 +728,12 @@ where
                 note.interaction_id = held_id;
             }
         });
+        // Issue 22: who answered, by their verified principal, beside their name.
+        if let (Some(p), ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. }) =
+            (answered_by, &outcome)
+        {
+            sink.record_answered_by(p);
+        }
     }
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {
