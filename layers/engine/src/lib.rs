@@ -103,5 +103,5 @@ pub use error::{ConfigError, ConfigErrors, Warning};
 pub use exposure::{ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
-    ResolvedAgent, ServerSettings,
+    ResolvedAgent, RoutedChannel, ServerSettings,
 };

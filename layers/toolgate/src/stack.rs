@@ -193,29 +193,20 @@ impl ToolgateBuilder {
         let given = |kind: ChannelKind| self.channels.iter().any(|c| c.kind() == kind);
         let needs_channel = |kind: ChannelKind| kind != ChannelKind::None;
         let configured = governance.settings().channel;
-        let mut routed = vec![configured];
-        if needs_channel(configured) && !given(configured) {
-            errors.push(
-                "approval.channel",
-                format!(
-                    "the configuration routes asks to the `{}` channel but the stack was given no `{}` channel",
-                    configured.as_str(),
-                    configured.as_str()
-                ),
-            );
-        }
-        for (i, name) in governance.agent_names().enumerate() {
-            let Some(kind) = governance.agent(name).and_then(|a| a.approval_channel) else {
-                continue;
-            };
-            routed.push(kind);
-            if needs_channel(kind) && !given(kind) {
+        let mut routed = Vec::new();
+        for r in governance.routed_channels() {
+            routed.push(r.kind);
+            if needs_channel(r.kind) && !given(r.kind) {
+                let whose = match r.agent {
+                    None => String::from("the configuration routes asks"),
+                    Some(name) => format!("agent `{name}` routes its asks"),
+                };
                 errors.push(
-                    format!("agents[{i}].approval.channel"),
+                    r.path,
                     format!(
-                        "agent `{name}` routes its asks to the `{}` channel but the stack was given no `{}` channel",
-                        kind.as_str(),
-                        kind.as_str()
+                        "{whose} to the `{}` channel but the stack was given no `{}` channel",
+                        r.kind.as_str(),
+                        r.kind.as_str()
                     ),
                 );
             }
