@@ -63,6 +63,7 @@ mod http;
 mod list;
 mod relayed;
 mod result;
+mod revoke;
 mod session;
 mod upstream;
 mod wire;
