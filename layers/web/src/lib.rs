@@ -78,6 +78,7 @@ mod auth;
 mod events;
 mod grants;
 mod html;
+mod in_force;
 mod pages;
 mod policy;
 mod throttle;
@@ -93,6 +94,7 @@ use toolgate::engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::{App, router};
+pub use in_force::ApproversInForce;
 
 /// The largest request body the page accepts (a policy saved whole included).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -121,6 +123,12 @@ pub struct WebSettings {
     /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
     /// request (fail closed).
     pub verifier: Option<toolgate_idp::Verifier>,
+    /// The people, tokens and groups in force (issue 22): made from `approvers` by
+    /// [`WebSettings::new`]; sign-ins, sessions and rights read it on every request, so
+    /// replacing it ([`ApproversInForce::replace`], `toolgate serve` on SIGHUP) revokes a
+    /// token or a person without a restart. The rest of `approvers` (listen address, hosts,
+    /// webhook, how people sign in) is read once, at start.
+    pub in_force: ApproversInForce,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -169,6 +177,7 @@ impl WebSettings {
     /// lasting 12 hours).
     pub fn new(approvers: ApproverSettings, limits: Limits) -> Self {
         Self {
+            in_force: ApproversInForce::new(approvers.clone()),
             approvers,
             limits,
             poll_interval: Duration::from_secs(1),
