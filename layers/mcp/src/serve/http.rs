@@ -127,12 +127,21 @@ impl GovernedServer {
                             let agent = match agent {
                                 Ok(a) => a,
                                 Err((status, challenge, body)) => {
-                                    return Ok(reply(
+                                    let mut resp = reply(
                                         status,
                                         "text/plain; charset=utf-8",
                                         Some(challenge),
                                         body,
-                                    ));
+                                    );
+                                    // The request's body is left unread, so the connection
+                                    // is not reused: said so, a client following the
+                                    // challenge to the metadata opens a new one rather than
+                                    // meet a connection closed under it.
+                                    resp.headers_mut().insert(
+                                        hyper::header::CONNECTION,
+                                        hyper::header::HeaderValue::from_static("close"),
+                                    );
+                                    return Ok(resp);
                                 }
                             };
                             // R20: the body is read here, before rmcp parses it, so each
