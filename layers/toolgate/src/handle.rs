@@ -174,7 +174,7 @@ struct About {
     agent: AgentRef,
     run: RunContext,
     literals: Option<NumberLiterals>,
-    /// The permit's binding of the input ([`crate::permit::binding`]: SHA-256 of its compact
+    /// The permit's binding of the input ([`toolgate_engine::canon::input_binding`]: SHA-256 of its compact
     /// serialisation), `None` when it cannot be serialised (then nothing matches it).
     input: Option<[u8; 32]>,
 }
@@ -718,7 +718,7 @@ impl GovernanceHandle {
         if seal != 0 {
             return self.decide_anew(call, None, seal);
         }
-        let input = crate::permit::binding(&call.input);
+        let input = toolgate_engine::canon::input_binding(&call.input);
         self.decide_anew(call, input, 0)
     }
 
@@ -736,7 +736,7 @@ impl GovernanceHandle {
         call: &mut ToolCall,
         seal: u64,
     ) -> (PinnedDecision, Option<[u8; 32]>) {
-        let input = crate::permit::binding(&call.input);
+        let input = toolgate_engine::canon::input_binding(&call.input);
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
             && (d.decided.about.input == input || d.decided.take_seal(seal))
