@@ -15,9 +15,9 @@ use toolgate::engine::approvers::ApproverSettings;
 /// ```
 /// use toolgate::engine::config::{Format, load_str};
 /// use toolgate_web::WebSettings;
-/// let hash = toolgate_web::hash_token("alice-token");
+/// let (hash, bobs) = (toolgate_web::hash_token("alice-token"), toolgate_web::hash_token("bob-token"));
 /// let gov = |people: &str| load_str(&format!(r#"{{"approvers": {{"people": [{people}]}}}}"#), Format::Json).unwrap();
-/// let both = gov(&format!(r#"{{"name": "alice", "token_sha256": "{hash}"}}, {{"name": "bob", "token_sha256": "{hash}"}}"#));
+/// let both = gov(&format!(r#"{{"name": "alice", "token_sha256": "{hash}"}}, {{"name": "bob", "token_sha256": "{bobs}"}}"#));
 /// let settings = WebSettings::from_governance(&both, "toolgate.json".as_ref()).unwrap();
 /// let in_force = settings.in_force.clone();
 /// assert_eq!(in_force.get().people.len(), 2);
