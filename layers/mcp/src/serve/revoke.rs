@@ -21,6 +21,10 @@ use super::auth::Tokens;
 /// How often the sweeper looks whether the tokens or keys in force changed.
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 
+/// How often, besides, the sessions the manager no longer holds (ended by their clients)
+/// are forgotten, so the map follows the open sessions without any reload.
+const FORGET_EVERY: Duration = Duration::from_secs(60);
+
 /// The token each open session's latest request came with, and the agent it spoke for.
 #[derive(Default)]
 pub(super) struct OpenSessions {
@@ -41,6 +45,18 @@ impl OpenSessions {
         self.by_id
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets the sessions `manager` no longer holds.
+    pub(super) async fn forget_ended(&self, manager: &LocalSessionManager) {
+        let open: std::collections::HashSet<String> = manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        self.lock().retain(|id, _| open.contains(id));
     }
 
     /// Session `id` was last used with `bearer`, speaking for `agent`.
@@ -121,8 +137,13 @@ pub(super) fn start(
     };
     let mut last = in_force(&shared);
     Sweeper(tokio::spawn(async move {
+        let mut forgot = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(LOOK_EVERY).await;
+            if forgot.elapsed() >= FORGET_EVERY {
+                sessions.forget_ended(&manager).await;
+                forgot = tokio::time::Instant::now();
+            }
             let Some((tokens, generation)) = in_force(&shared) else {
                 return;
             };
