@@ -261,6 +261,10 @@ pub fn router(app: App) -> Router {
         ))
         .layer(middleware::from_fn_with_state(app.clone(), where_from))
         .layer(middleware::from_fn(security_headers))
+        // Issue 23: for load balancers and monitoring, before the host check and sign-in.
+        .route("/healthz", get(crate::ops::healthz))
+        .route("/readyz", get(crate::ops::readyz))
+        .route("/metrics", get(crate::ops::metrics))
         .with_state(app)
 }
 

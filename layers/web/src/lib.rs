@@ -79,6 +79,7 @@ mod events;
 mod grants;
 mod html;
 mod in_force;
+mod ops;
 mod pages;
 mod policy;
 mod throttle;
@@ -95,6 +96,7 @@ use toolgate_inbox::InboxStore;
 
 pub use app::{App, router};
 pub use in_force::ApproversInForce;
+pub use ops::WebMetrics;
 
 /// The largest request body the page accepts (a policy saved whole included).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -129,6 +131,8 @@ pub struct WebSettings {
     /// token or a person without a restart. The rest of `approvers` (listen address, hosts,
     /// webhook, how people sign in) is read once, at start.
     pub in_force: ApproversInForce,
+    /// What `GET /metrics` answers (issue 23); `None`: 404.
+    pub metrics: Option<WebMetrics>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -185,6 +189,7 @@ impl WebSettings {
             preview: None,
             governance: None,
             verifier: None,
+            metrics: None,
         }
     }
 }

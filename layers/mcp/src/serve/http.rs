@@ -85,6 +85,7 @@ impl GovernedServer {
                         let tokens = shared.tokens();
                         let open_as = open_as.clone();
                         let open_sessions = Arc::clone(&open_sessions);
+                        let shared = Arc::clone(&shared);
                         async move {
                             let reply = |status: hyper::StatusCode,
                                          content_type: &'static str,
@@ -105,6 +106,12 @@ impl GovernedServer {
                                 }
                                 resp
                             };
+                            // Issue 23: health, readiness and metrics, no token needed.
+                            if let Some((status, content_type, body)) =
+                                ops::answer(&shared, req.method(), req.uri().path()).await
+                            {
+                                return Ok(reply(status, content_type, None, body));
+                            }
                             // RFC 9728: where clients find the authorization server.
                             if req.method() == hyper::Method::GET
                                 && let Some(doc) = tokens.metadata(req.uri().path())

@@ -61,9 +61,11 @@ mod config;
 mod elicit;
 mod http;
 mod list;
+mod ops;
 mod relayed;
 mod result;
 mod revoke;
+mod servers;
 mod session;
 mod upstream;
 mod wire;
@@ -104,6 +106,7 @@ pub use auth::token_hash;
 pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
 pub use elicit::APPROVAL_INPUT_KEY;
 pub use list::list_for;
+pub use ops::{GovernedStack, MetricsText, Observe, UpstreamObserver};
 pub use result::{approval_page_link, call_result, call_result_with_page};
 pub use session::GovernedSession;
 pub use upstream::MAX_RECONNECT_BACKOFF;
@@ -165,6 +168,12 @@ struct Shared {
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
+    /// Servers whose connection closed (their tools refused while they reconnect).
+    down: Down,
+    /// The upstream servers in force, each with its supervisor (issue 23: changed on reload).
+    servers: servers::Servers,
+    /// What the host records (issue 23): metrics, the wait observer.
+    observe: Observe,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -274,6 +283,22 @@ impl GovernedServer {
         config: &ServeConfig,
         inbox: Option<Inbox>,
     ) -> Result<Self, ServeError> {
+        Self::start_observed(handle, config, inbox, Observe::default()).await
+    }
+
+    /// [`GovernedServer::start`], with what the host records about the server (issue 23):
+    /// a layer wrapping the governed stack outermost, a wait observer, an upstream-latency
+    /// observer, and the text `GET /metrics` answers.
+    ///
+    /// # Errors
+    ///
+    /// As [`GovernedServer::start`].
+    pub async fn start_observed(
+        handle: GovernanceHandle,
+        config: &ServeConfig,
+        inbox: Option<Inbox>,
+        observe: Observe,
+    ) -> Result<Self, ServeError> {
         let governance = handle.load();
         config.check(&governance).map_err(ServeError::Config)?;
         if let Some(inbox) = &inbox {
@@ -287,6 +312,9 @@ impl GovernedServer {
         }
         let routed: Vec<_> = governance.routed_channels().collect();
         let mut builder = ToolgateLayer::builder(handle.clone());
+        if let Some(waits) = &observe.waits {
+            builder = builder.wait_observer(ops::SharedWaits(Arc::clone(waits)));
+        }
         let mut channels = Vec::new();
         // R47: each kind asks are routed to is answered by its own channel, and only by it:
         // the calling client (elicitation) never stands in for the inbox or a terminal.
@@ -337,8 +365,12 @@ impl GovernedServer {
             inner: gateway.service(),
             timeout: config.call_timeout,
             down: Arc::clone(&down),
+            upstream: observe.upstream.clone(),
         };
-        let stack: Stack = BoxCloneService::new(layer.layer(timed));
+        let mut stack: Stack = BoxCloneService::new(layer.layer(timed));
+        if let Some(wrap) = &observe.wrap {
+            stack = wrap(stack);
+        }
         let shared = Arc::new(Shared {
             gateway,
             lists: Mutex::default(),
@@ -354,14 +386,13 @@ impl GovernedServer {
             channels,
             wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
+            down,
+            servers: servers::Servers::default(),
+            observe,
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
-            tokio::spawn(supervise(
-                Arc::downgrade(&shared),
-                server.clone(),
-                Arc::clone(&down),
-            ));
+            shared.supervise(server.clone());
         }
         Ok(Self { shared })
     }
@@ -373,8 +404,10 @@ impl GovernedServer {
     /// each session whose list changed gets `notifications/tools/list_changed`. The `mcp`
     /// section's bearer tokens (`mcp.tokens`) are replaced by `config`'s: a token no longer
     /// listed is refused from the next request on, and so are the sessions opened with it.
-    /// The rest of the section (servers, call timeout, wire names) is the one the server
-    /// started with.
+    /// The servers of `config` replace those in force (issue 23): a removed server is
+    /// closed, an added one connected, a changed one connected again with its new entry,
+    /// the others left open — no downstream session is closed (see `servers`). The call
+    /// timeout and wire names are the ones the server started with.
     ///
     /// # Errors
     ///
@@ -405,14 +438,24 @@ impl GovernedServer {
                 )));
             }
         }
+        let change = self.shared.server_change(&config.servers);
+        if !change.is_empty() && matches!(self.shared.wire, wire::Wire::Own { .. }) {
+            return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                "mcp.servers",
+                "the servers changed, and with `mcp.wire_names: \"own\"` the tools' own names are those of the one server the server started with: restart `toolgate mcp serve` to change them",
+            )));
+        }
         let guard = self.shared.reload.write().await;
         let handle = self.shared.gateway.handle();
         let old = handle.load();
+        // Removed and changed servers first: their tools leave the snapshot below.
+        self.shared.close_servers(&change.close).await;
         handle.store(governance);
         if let Err(e) = self.shared.gateway.reapply().await {
             handle.store((*old).clone());
             return Err(ServeError::Gateway(e));
         }
+        self.shared.open_servers(change.open).await;
         *self
             .shared
             .tokens
@@ -421,6 +464,13 @@ impl GovernedServer {
         drop(guard);
         self.shared.notify_changes().await;
         Ok(())
+    }
+
+    /// Whether the server is ready (`/readyz`, issue 23): every upstream server connected
+    /// and the inbox's store reachable; with the JSON body saying so, and naming what is not
+    /// ready (`not_ready`).
+    pub async fn readiness(&self) -> (bool, Value) {
+        ops::readiness(&self.shared).await
     }
 
     /// The gateway connecting the upstream servers.

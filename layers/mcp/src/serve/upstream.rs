@@ -14,6 +14,8 @@ pub(super) struct Timed {
     pub(super) inner: McpToolService,
     pub(super) timeout: Duration,
     pub(super) down: Down,
+    /// Told how long each call sent upstream took (issue 23: metrics).
+    pub(super) upstream: Option<UpstreamObserver>,
 }
 
 pub(super) fn server_key(qualified: &str) -> String {
@@ -42,8 +44,20 @@ impl Service<ToolCall> for Timed {
         }
         let fut = self.inner.call(call);
         let timeout = self.timeout;
+        let observer = self.upstream.clone();
         Box::pin(async move {
-            match tokio::time::timeout(timeout, fut).await {
+            let started = tokio::time::Instant::now();
+            let answered = tokio::time::timeout(timeout, fut).await;
+            if let Some(observe) = observer {
+                let outcome = match &answered {
+                    Ok(Ok(ToolResponse::Completed(_))) => "completed",
+                    Ok(Ok(_)) => "failed",
+                    Ok(Err(_)) => "error",
+                    Err(_) => "timeout",
+                };
+                observe(&server_key(&tool), started.elapsed(), outcome);
+            }
+            match answered {
                 Ok(r) => r,
                 Err(_) => Ok(ToolResponse::Failed(ToolOutput::new(Value::String(
                     format!(
@@ -70,7 +84,9 @@ pub(super) async fn supervise(weak: Weak<Shared>, config: McpServerConfig, down:
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let Some(shared) = weak.upgrade() else { return };
-        if shared.gateway.is_open(&id) != Some(false) {
+        // Open: nothing to do. Closed, or not connected at all (an added server whose first
+        // connection failed on a reload): connect it.
+        if shared.gateway.is_open(&id) == Some(true) {
             continue;
         }
         let _ = shared.gateway.disconnect(&id).await;
