@@ -549,6 +549,15 @@ fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
             json!({"mode": r.call.run.mode.as_str(), "background": r.call.run.background}),
         );
         map.insert("approver".into(), json!(r.approver));
+        // Issue 22: the verified principal the answer was given with (`null` for a
+        // static-token, header or `--as` approver).
+        map.insert(
+            "approver_principal".into(),
+            r.approver_principal.as_ref().map_or(
+                Value::Null,
+                |p| json!({"subject": p.subject, "issuer": p.issuer}),
+            ),
+        );
         map.insert("answer_reason".into(), json!(r.answer_reason));
         map.insert(
             "answered_at".into(),
@@ -650,6 +659,14 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
         };
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
         let _ = writeln!(s, "{label:<14}{} ({when})", v(who));
+        if let Some(p) = &r.approver_principal {
+            let _ = writeln!(
+                s,
+                "principal:    {} (issuer {})",
+                v(&p.subject),
+                v(&p.issuer)
+            );
+        }
     }
     if let Some(why) = &r.answer_reason {
         let _ = writeln!(s, "reason:       {}", v(why));

@@ -85,17 +85,39 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // now; on SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its
         // cache lifetime and for an unknown key), so a removed key stops working at once.
         settings.connect_identity_provider().await?;
+        // On SIGHUP the configuration is read again too: its `approvers` people, tokens and
+        // groups replace the ones in force, so a revoked token stops signing in and the
+        // sessions signed in with it end at their next request (issue 22). A file that does
+        // not read keeps the ones in force.
         #[cfg(unix)]
-        if let Some(verifier) = settings.verifier.clone() {
+        {
+            let verifier = settings.verifier.clone();
+            let in_force = settings.in_force.clone();
+            let path = path.clone();
             let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
                 .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    match verifier.reload().await {
-                        Ok(()) => eprintln!("toolgate: the identity provider's keys were read again"),
-                        Err(e) => eprintln!(
-                            "toolgate: RELOAD FAILED: the identity provider's keys could not be read, so no token is taken until they can: {e}"
+                    let people = load_config(&path)
+                        .and_then(|gov| toolgate_web::WebSettings::from_governance(&gov, &path))
+                        .and_then(|fresh| in_force.replace(fresh.approvers));
+                    match people {
+                        Ok(()) => eprintln!(
+                            "toolgate: the approvers of `{}` were read again",
+                            path.display()
                         ),
+                        Err(e) => eprintln!(
+                            "toolgate: RELOAD FAILED: the approvers of `{}` were not applied; the ones in force are unchanged: {e}",
+                            path.display()
+                        ),
+                    }
+                    if let Some(verifier) = &verifier {
+                        match verifier.reload().await {
+                            Ok(()) => eprintln!("toolgate: the identity provider's keys were read again"),
+                            Err(e) => eprintln!(
+                                "toolgate: RELOAD FAILED: the identity provider's keys could not be read, so no token is taken until they can: {e}"
+                            ),
+                        }
                     }
                 }
             });

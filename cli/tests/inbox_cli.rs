@@ -540,3 +540,50 @@ fn r46_policy_put_shadow_is_stored_beside_the_enforced_policy_got_and_cleared() 
         enforced
     );
 }
+
+/// Issue 22, R47: `toolgate inbox show` prints the answering approver's verified subject
+/// and issuer beside the name (text and `--json`); a name-only answer has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue22_inbox_show_names_the_approvers_subject_and_issuer() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("inbox.db");
+    let dbs = db.to_str().unwrap();
+    let (id, inbox, _runs) = hold(&db, json!({"order": "P-22"})).await;
+    let p = toolgate::core::Principal {
+        subject: "00u-dave".into(),
+        issuer: "https://idp.example/realms/people".into(),
+    };
+    inbox
+        .store()
+        .answer(
+            &id,
+            toolgate_inbox::Answer::approved_by("dave").principal(Some(p)),
+        )
+        .await
+        .unwrap();
+    let o = toolgate(&["inbox", "show", &id, "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("approved by:  dave"), "{text}");
+    assert!(
+        text.contains("principal:    00u-dave (issuer https://idp.example/realms/people)"),
+        "{text}"
+    );
+    let o = toolgate(&["inbox", "show", &id, "--db", dbs, "--json"]);
+    let v = json_out(&o);
+    assert_eq!(
+        v["approver_principal"],
+        json!({"subject": "00u-dave", "issuer": "https://idp.example/realms/people"}),
+        "{v}"
+    );
+
+    // Answered by `--as` on the command line: the name only.
+    let (other, _inbox, _runs) = hold(&db, json!({"order": "P-23"})).await;
+    let o = toolgate(&["inbox", "deny", &other, "--as", "erin", "--db", dbs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = toolgate(&["inbox", "show", &other, "--db", dbs]);
+    assert!(!stdout(&o).contains("principal:"), "{}", stdout(&o));
+    let v = json_out(&toolgate(&["inbox", "show", &other, "--db", dbs, "--json"]));
+    assert_eq!(v["approver"], "erin");
+    assert_eq!(v["approver_principal"], Value::Null, "{v}");
+}

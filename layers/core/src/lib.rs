@@ -34,5 +34,5 @@ pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
 };
 pub use interaction::Interaction;
-pub use record::{DecisionNote, DecisionSink, ShadowNote, WaitEnd};
+pub use record::{DecisionNote, DecisionSink, Principal, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};

@@ -80,11 +80,36 @@ pub struct DecisionNote {
 #[derive(Debug, Clone, Default)]
 pub struct DecisionSink(Arc<Mutex<Slot>>);
 
-/// What a sink holds: the enforced decision's note and the shadow policy's decision (R46).
+/// What a sink holds: the enforced decision's note, the shadow policy's decision (R46) and
+/// the verified principal of the person who answered (issue 22).
 #[derive(Debug, Default)]
 struct Slot {
     note: Option<DecisionNote>,
     shadow: Option<ShadowNote>,
+    answered_by: Option<Principal>,
+}
+
+/// A verified principal: the `sub` and `iss` of an identity-provider token (issue 22, R47).
+/// Records name it next to the agent or approver it was mapped to; a caller or approver
+/// known only by a static token or a proxy's header has none.
+///
+/// ```
+/// use toolgate_core::Principal;
+/// let p = Principal { subject: "u-1".into(), issuer: "https://idp.example".into() };
+/// assert_eq!(p.to_string(), "u-1 (https://idp.example)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// The token's `sub`.
+    pub subject: String,
+    /// The token's `iss`.
+    pub issuer: String,
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.subject, self.issuer)
+    }
 }
 
 /// The shadow tenant policy's decision of a call (R46), recorded by the approval gate beside
@@ -202,5 +227,27 @@ impl DecisionSink {
     /// A copy of the shadow policy's decision, when one was recorded (R46).
     pub fn shadow(&self) -> Option<ShadowNote> {
         self.0.lock().ok().and_then(|slot| slot.shadow.clone())
+    }
+
+    /// Records the verified principal of the person whose answer decided the call (issue
+    /// 22): the approval gate records it when the channel knew one.
+    ///
+    /// ```
+    /// use toolgate_core::{DecisionSink, Principal};
+    /// let sink = DecisionSink::default();
+    /// assert_eq!(sink.answered_by(), None);
+    /// let p = Principal { subject: "u-1".into(), issuer: "https://idp.example".into() };
+    /// sink.record_answered_by(p.clone());
+    /// assert_eq!(sink.answered_by(), Some(p));
+    /// ```
+    pub fn record_answered_by(&self, principal: Principal) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.answered_by = Some(principal);
+        }
+    }
+
+    /// A copy of the answering person's verified principal, when one was recorded.
+    pub fn answered_by(&self) -> Option<Principal> {
+        self.0.lock().ok().and_then(|slot| slot.answered_by.clone())
     }
 }

@@ -279,20 +279,8 @@ impl JwtSettings {
 }
 
 /// The verified principal behind a request: the `sub` and `iss` of its token (issue 22,
-/// R47). Records name it next to the agent or approver it was mapped to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Principal {
-    /// The token's `sub`.
-    pub subject: String,
-    /// The token's `iss`.
-    pub issuer: String,
-}
-
-impl std::fmt::Display for Principal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({})", self.subject, self.issuer)
-    }
-}
+/// R47). Defined in `toolgate-core` (records and the decision sink carry it); named here too.
+pub use toolgate_core::Principal;
 
 #[cfg(test)]
 mod tests {

@@ -494,6 +494,9 @@ struct Inner {
     /// One fetch at a time.
     fetching: tokio::sync::Mutex<()>,
     client: reqwest::Client,
+    /// Bumped each time the keys are read or fetched (or fail to be): see
+    /// [`Verifier::keys_generation`].
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Verifies bearer JWTs against an identity provider's keys. Cheap to clone.
@@ -555,6 +558,7 @@ impl Verifier {
             }),
             fetching: tokio::sync::Mutex::new(()),
             client,
+            generation: std::sync::atomic::AtomicU64::new(0),
         }));
         v.reload()
             .await
@@ -587,9 +591,35 @@ impl Verifier {
         self.load(false).await
     }
 
+    /// How many times the keys were read or fetched (or failed to be) since start: a
+    /// holder of something verified earlier (an open MCP session) compares it to learn that
+    /// the keys may have changed — a key removed by a JWKS refresh, a reload — and verifies
+    /// again (issue 22: revocation without restart).
+    ///
+    /// ```no_run
+    /// # async fn run(v: toolgate_idp::Verifier) {
+    /// let seen = v.keys_generation();
+    /// v.reload().await.ok();
+    /// assert!(v.keys_generation() > seen);
+    /// # }
+    /// ```
+    pub fn keys_generation(&self) -> u64 {
+        self.0.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Reads or fetches the keys; `for_unknown_kid` marks the fetch for [`MIN_REFETCH`]
     /// (as every failed one is).
     async fn load(&self, for_unknown_kid: bool) -> Result<(), String> {
+        let done = self.load_keys(for_unknown_kid).await;
+        // After the keys in force were replaced: whoever sees the new generation verifies
+        // with the new keys.
+        self.0
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        done
+    }
+
+    async fn load_keys(&self, for_unknown_kid: bool) -> Result<(), String> {
         let got = self.read_keys().await;
         let mut held = self
             .0

@@ -122,6 +122,16 @@ ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS repeat_told_at BIGINT;
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
 ";
 
+/// What an answer records besides the approver's name: their verified principal, the `sub`
+/// and `iss` of the identity-provider token they answered with (issue 22). Like
+/// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under the
+/// migration lock, to an inbox that lacks them (answers recorded before have none; a
+/// program that does not know them ignores them).
+pub(crate) const APPROVER_PRINCIPAL_COLUMNS: &str = "
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_subject TEXT;
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_issuer TEXT;
+";
+
 /// The shadow tenant policy (R46), one row beside `stored_policy`, announced on the same
 /// channel (`policy <updatedAt>`, so a running gate's watch looks again). Like
 /// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds it, under the migration
@@ -365,6 +375,21 @@ pub(crate) async fn migrate(
         if !told {
             tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
         }
+        // Looked up first, like the index above: `ALTER TABLE` takes an exclusive lock.
+        let principals: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'held_calls' AND column_name = 'approver_issuer')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !principals {
+            tx.batch_execute(APPROVER_PRINCIPAL_COLUMNS)
+                .await
+                .map_err(err)?;
+        }
         if !exists("grants").await.map_err(err)? {
             tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         }
@@ -391,6 +416,9 @@ pub(crate) async fn migrate(
         tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
         tx.batch_execute(PAGE_INDEXES).await.map_err(err)?;
         tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
+        tx.batch_execute(APPROVER_PRINCIPAL_COLUMNS)
+            .await
+            .map_err(err)?;
         tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
             .await
             .map_err(err)?;

@@ -99,6 +99,7 @@ async fn r26_fifty_concurrent_approvals_with_distinct_keys_have_exactly_one_winn
                     idempotency_key: Some(rec.answer_key.clone().unwrap()),
                     approver: "someone else".into(),
                     reason: None,
+                    principal: None,
                 },
             )
             .await

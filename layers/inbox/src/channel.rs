@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate::approval::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, new_question,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
+    new_question,
 };
-use toolgate::core::ChannelKind;
+use toolgate::core::{ChannelKind, Principal};
 use toolgate::engine::canon;
 
 use crate::error::ClaimError;
@@ -84,18 +85,35 @@ impl ApprovalChannel for InboxChannel {
     }
 
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        let verified = self.request_verified(request);
+        Box::pin(async move { verified.await.outcome })
+    }
+
+    /// Issue 22: an approval or a denial read from the store comes with the verified
+    /// principal the person answered with, when they had one.
+    fn request_verified(&self, request: ApprovalRequest) -> BoxFuture<VerifiedOutcome> {
         let store = Arc::clone(&self.store);
         let ttl = self.ttl;
         Box::pin(async move {
-            match request.ticket.clone() {
-                None => hold(&*store, &request, ttl).await,
-                Some(ticket) => redeem(&*store, &request, &ticket).await,
+            let mut answered_by = None;
+            let outcome = match request.ticket.clone() {
+                None => hold(&*store, &request, ttl, &mut answered_by).await,
+                Some(ticket) => redeem(&*store, &request, &ticket, &mut answered_by).await,
+            };
+            VerifiedOutcome {
+                outcome,
+                answered_by,
             }
         })
     }
 }
 
-async fn hold(store: &dyn InboxStore, request: &ApprovalRequest, ttl: Duration) -> ApprovalOutcome {
+async fn hold(
+    store: &dyn InboxStore,
+    request: &ApprovalRequest,
+    ttl: Duration,
+    answered_by: &mut Option<Principal>,
+) -> ApprovalOutcome {
     let call = match NewHeldCall::from_request(request, Timestamp::now(), ttl) {
         Ok(c) => c,
         Err(why) => return ApprovalOutcome::Unroutable(format!("the call cannot be held: {why}")),
@@ -114,7 +132,12 @@ async fn hold(store: &dyn InboxStore, request: &ApprovalRequest, ttl: Duration) 
                 interaction_id: record.id().to_owned(),
             },
         },
-        Ok(Holding::Ended(record)) => ended(record),
+        Ok(Holding::Ended(record)) => {
+            if record.state == State::Denied {
+                answered_by.clone_from(&record.approver_principal);
+            }
+            ended(record)
+        }
         Err(e) => ApprovalOutcome::Unroutable(format!("the call cannot be held: {e}")),
     }
 }
@@ -147,6 +170,7 @@ async fn redeem(
     store: &dyn InboxStore,
     request: &ApprovalRequest,
     ticket: &ResumeTicket,
+    answered_by: &mut Option<Principal>,
 ) -> ApprovalOutcome {
     let (id, token) = split_ticket(ticket);
     let record = match store.get(id).await {
@@ -170,6 +194,7 @@ async fn redeem(
             ));
         }
         State::Denied => {
+            answered_by.clone_from(&record.approver_principal);
             return ApprovalOutcome::Denied {
                 approver: record.approver.unwrap_or_else(|| INBOX_APPROVER.to_owned()),
                 reason: record.answer_reason,
@@ -236,9 +261,12 @@ async fn redeem(
         token,
     };
     match store.claim(id, claim).await {
-        Ok(c) => ApprovalOutcome::Approved {
-            approver: c.approver,
-        },
+        Ok(c) => {
+            *answered_by = c.approver_principal;
+            ApprovalOutcome::Approved {
+                approver: c.approver,
+            }
+        }
         Err(ClaimError::UnknownId(_)) => {
             refused(format!("held call `{id}` was not issued by this inbox"))
         }

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use toolgate::approval::ApprovalRequest;
-use toolgate::core::{AgentRef, Ask, Interaction, RunContext, ToolIdentity, Turn};
+use toolgate::core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdentity, Turn};
 use toolgate::engine::canon;
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -269,6 +269,10 @@ pub struct HeldRecord {
     pub state: State,
     /// Who answered (approved or denied).
     pub approver: Option<String>,
+    /// The answering person's verified principal (`sub`, `iss`), when they answered with an
+    /// identity-provider token (issue 22); `None` for a static-token, header or
+    /// command-line approver, and for answers recorded before the store kept it.
+    pub approver_principal: Option<Principal>,
     /// The idempotency key of the answer.
     pub answer_key: Option<String>,
     /// The reason given with a denial.
@@ -391,6 +395,9 @@ pub struct Answer {
     pub approver: String,
     /// Why (kept with a denial).
     pub reason: Option<String>,
+    /// The answering person's verified principal (`sub`, `iss`), when they signed in with
+    /// an identity-provider token (issue 22): kept with the answer and shown beside the name.
+    pub principal: Option<Principal>,
 }
 
 impl Answer {
@@ -415,6 +422,7 @@ impl Answer {
             idempotency_key: None,
             approver: approver.into(),
             reason: None,
+            principal: None,
         }
     }
 
@@ -425,6 +433,7 @@ impl Answer {
             idempotency_key: None,
             approver: approver.into(),
             reason,
+            principal: None,
         }
     }
 
@@ -432,6 +441,22 @@ impl Answer {
     #[must_use]
     pub fn key(mut self, idempotency_key: impl Into<String>) -> Self {
         self.idempotency_key = Some(idempotency_key.into());
+        self
+    }
+
+    /// Sets the answering person's verified principal (issue 22).
+    ///
+    /// ```
+    /// use toolgate_inbox::Answer;
+    /// use toolgate::core::Principal;
+    /// let p = Principal { subject: "u-7".into(), issuer: "https://idp.example".into() };
+    /// let a = Answer::approved_by("alice").principal(Some(p.clone()));
+    /// assert_eq!(a.principal, Some(p));
+    /// assert!(a.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn principal(mut self, principal: Option<Principal>) -> Self {
+        self.principal = principal;
         self
     }
 
@@ -474,10 +499,12 @@ impl Answer {
             self.idempotency_key.as_deref(),
             Some(self.approver.as_str()),
             self.reason.as_deref(),
+            self.principal.as_ref().map(|p| p.subject.as_str()),
+            self.principal.as_ref().map(|p| p.issuer.as_str()),
         ];
         if texts.iter().flatten().any(|t| t.contains('\0')) {
             return Err(String::from(
-                "an answer's key, name and reason cannot contain a NUL character",
+                "an answer's key, name, reason and principal cannot contain a NUL character",
             ));
         }
         Ok(())
@@ -553,6 +580,8 @@ pub struct Claim {
 pub struct Claimed {
     /// Who approved the call.
     pub approver: String,
+    /// Their verified principal, when the approval was given with one (issue 22).
+    pub approver_principal: Option<Principal>,
 }
 
 /// How a claimed call ended.

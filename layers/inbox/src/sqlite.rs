@@ -155,6 +155,16 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 ";
 
+/// What an answer records besides the approver's name: their verified principal, the
+/// `sub` and `iss` of the identity-provider token they answered with (issue 22). Like
+/// [`OPEN_INDEX`], not a schema version of its own: added, when missing, each time a
+/// version-2 file is opened (answers recorded before have none); a program that does not
+/// know them ignores them.
+pub(crate) const APPROVER_PRINCIPAL_COLUMNS: &str = "
+ALTER TABLE held_calls ADD COLUMN approver_subject TEXT;
+ALTER TABLE held_calls ADD COLUMN approver_issuer TEXT;
+";
+
 /// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
 pub const REPEAT_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
@@ -174,7 +184,8 @@ CREATE TABLE IF NOT EXISTS stored_shadow_policy (
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
-    claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
+    claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
+    approver_issuer";
 
 /// SQLite's `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -548,6 +559,7 @@ impl Inner {
             conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
             self.add_shadow_table(conn)?;
             self.add_repeat_column(conn)?;
+            self.add_principal_columns(conn)?;
             return query::add_page_indexes(self, conn);
         }
         if version > SCHEMA_VERSION {
@@ -586,7 +598,33 @@ impl Inner {
         self.check_application_id(conn)?;
         self.add_shadow_table(conn)?;
         self.add_repeat_column(conn)?;
+        self.add_principal_columns(conn)?;
         query::add_page_indexes(self, conn)
+    }
+
+    /// Adds [`APPROVER_PRINCIPAL_COLUMNS`] to a file that lacks them (read first: a file
+    /// that has them is not written to).
+    fn add_principal_columns(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let has = |c: &Connection| -> rusqlite::Result<bool> {
+            c.query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'approver_subject'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+        };
+        if has(conn).map_err(|e| self.err(e))? {
+            return Ok(());
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        // Another process may have added them while we waited for the lock.
+        if !has(&tx).map_err(|e| self.err(e))? {
+            tx.execute_batch(APPROVER_PRINCIPAL_COLUMNS)
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Adds [`SHADOW_TABLE`] to a file that lacks it (read first: a file that has it is not
@@ -748,6 +786,10 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     let result_json: Option<String> = row.get(22)?;
     let session: Option<String> = row.get(25)?;
     let turn: Option<String> = row.get(26)?;
+    let approver_principal = match (row.get::<_, Option<String>>(27)?, row.get(28)?) {
+        (Some(subject), Some(issuer)) => Some(toolgate::core::Principal { subject, issuer }),
+        _ => None,
+    };
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
@@ -797,6 +839,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
         },
         state,
         approver: row.get(16)?,
+        approver_principal,
         answer_key: row.get(17)?,
         answer_reason: row.get(18)?,
         answered_at: ts(19)?,
@@ -1008,7 +1051,7 @@ fn hold_unless_repeated_op(
                 .map_err(|e| inner.err(e))?
                 .map_err(|why| inner.record_err("?", why))?;
             if same_input(&record, &c.input_json) {
-                let told: Option<i64> = row.get(27).map_err(|e| inner.err(e))?;
+                let told: Option<i64> = row.get(29).map_err(|e| inner.err(e))?;
                 newest = Some((record, told.is_some()));
                 break;
             }
@@ -1140,7 +1183,8 @@ fn answer_op(
     let changed = conn
         .prepare_cached(
             "UPDATE held_calls SET state = ?2, approver = ?3, answer_key = ?4, \
-             answer_approve = ?5, answer_reason = ?6, answered_at = ?7, updated_at = ?7 \
+             answer_approve = ?5, answer_reason = ?6, answered_at = ?7, updated_at = ?7, \
+             approver_subject = ?8, approver_issuer = ?9 \
              WHERE interaction_id = ?1 AND state = 'pending' AND expires_at > ?7",
         )
         .and_then(|mut s| {
@@ -1152,6 +1196,8 @@ fn answer_op(
                 bool_int(answer.approve),
                 reason,
                 now.as_millis(),
+                answer.principal.as_ref().map(|p| p.subject.as_str()),
+                answer.principal.as_ref().map(|p| p.issuer.as_str()),
             ])
         })
         .map_err(|e| inner.err(e))?;
@@ -1289,6 +1335,9 @@ fn move_all(
 /// `state, input_hash, definition_hash`.
 type ClaimRow = (String, String, String);
 
+/// `approver, approver_subject, approver_issuer` of a won claim.
+type ClaimedRow = (Option<String>, Option<String>, Option<String>);
+
 fn claim_op(
     inner: &Inner,
     conn: &mut Connection,
@@ -1299,12 +1348,12 @@ fn claim_op(
     // INVARIANT: `approved → claimed` is one conditional update that also checks both R35
     // hashes; it is committed (autocommit) before this returns, so before the tool is
     // invoked. Two senders racing: exactly one row change.
-    let won: Option<Option<String>> = conn
+    let won: Option<ClaimedRow> = conn
         .prepare_cached(
             "UPDATE held_calls SET state = 'claimed', claim_token = ?2, claimed_by = ?3, \
              claimed_at = ?4, updated_at = ?4 \
              WHERE interaction_id = ?1 AND state = 'approved' AND input_hash = ?5 \
-             AND definition_hash = ?6 RETURNING approver",
+             AND definition_hash = ?6 RETURNING approver, approver_subject, approver_issuer",
         )
         .and_then(|mut s| {
             // `query_row` steps and resets the statement before it returns: the autocommit
@@ -1318,14 +1367,20 @@ fn claim_op(
                     claim.input_hash,
                     claim.definition_hash,
                 ],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
         })
         .map_err(|e| inner.err(e))?;
-    if let Some(approver) = won {
+    if let Some((approver, subject, issuer)) = won {
         return Ok(Claimed {
             approver: approver.unwrap_or_default(),
+            approver_principal: match (subject, issuer) {
+                (Some(subject), Some(issuer)) => {
+                    Some(toolgate::core::Principal { subject, issuer })
+                }
+                _ => None,
+            },
         });
     }
     let row: Option<ClaimRow> = conn
@@ -1911,6 +1966,64 @@ mod tests {
             )
             .unwrap();
         assert_eq!(has, 1);
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
+    }
+
+    /// Issue 22: a file written before answers kept the approver's principal gains the
+    /// columns on open; its answers keep their names (with no principal), and new answers
+    /// keep theirs.
+    #[test]
+    fn issue22_an_inbox_file_without_the_principal_columns_gains_them_and_keeps_its_answers() {
+        use crate::suite::held;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        let old = held(serde_json::json!({"n": 1}), Duration::from_secs(3600));
+        let new = held(serde_json::json!({"n": 2}), Duration::from_secs(3600));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = SqliteInbox::open(&path, SqliteOptions::default()).unwrap();
+            store.hold(old.clone()).await.unwrap();
+            store
+                .answer(&old.interaction_id, Answer::approved_by("alice"))
+                .await
+                .unwrap();
+        });
+        {
+            // The file as the program before this one left it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE held_calls DROP COLUMN approver_subject; \
+                 ALTER TABLE held_calls DROP COLUMN approver_issuer;",
+            )
+            .unwrap();
+        }
+        rt.block_on(async {
+            let store = SqliteInbox::open(&path, SqliteOptions::default()).unwrap();
+            let r = store.get(&old.interaction_id).await.unwrap().unwrap();
+            assert_eq!(r.approver.as_deref(), Some("alice"));
+            assert_eq!(r.approver_principal, None);
+            store.hold(new.clone()).await.unwrap();
+            let p = toolgate::core::Principal {
+                subject: "u-2".into(),
+                issuer: "https://idp.example/".into(),
+            };
+            store
+                .answer(
+                    &new.interaction_id,
+                    Answer::approved_by("bob").principal(Some(p.clone())),
+                )
+                .await
+                .unwrap();
+            let r = store.get(&new.interaction_id).await.unwrap().unwrap();
+            assert_eq!(r.approver_principal, Some(p));
+        });
+        let conn = Connection::open(&path).unwrap();
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();

@@ -208,6 +208,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r26_concurrent_repeats_never_hold_two_cards);
     case!(r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good);
     case!(r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so);
+    case!(r47_an_answer_keeps_the_approvers_verified_principal);
     run_find_open(fixture).await;
     run_grants(fixture).await;
     crate::suite_query::run_query(fixture).await;
@@ -299,6 +300,84 @@ pub async fn r26_the_happy_path_pending_approved_claimed_done(fixture: &dyn Fixt
     assert_eq!(r.state, State::Done);
     assert_eq!(r.result.unwrap()["content"], "ok");
     assert!(r.finished_at.is_some());
+}
+
+/// R47, issue 22: an answer is kept with the verified principal (`sub`, `iss`) it was given
+/// with, read back by `get`, `list` and the claim; an answer without one (a static-token,
+/// header or command-line approver) keeps only the name.
+pub async fn r47_an_answer_keeps_the_approvers_verified_principal(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let p = toolgate::core::Principal {
+        subject: "00u-alice".into(),
+        issuer: "https://idp.example/".into(),
+    };
+    let c = held(json!({"n": 22}), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c.clone()).await.unwrap();
+    store
+        .answer(
+            &id,
+            Answer::approve("k-22", "alice").principal(Some(p.clone())),
+        )
+        .await
+        .unwrap();
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.approver.as_deref(), Some("alice"));
+    assert_eq!(
+        r.approver_principal.as_ref(),
+        Some(&p),
+        "R47: kept with the answer"
+    );
+    let listed = store.list(Some(State::Approved)).await.unwrap();
+    let row = listed.iter().find(|r| r.id() == id).unwrap();
+    assert_eq!(row.approver_principal.as_ref(), Some(&p));
+    // The same key again replays the first answer: the principal stays the first one's.
+    let other = toolgate::core::Principal {
+        subject: "00u-mallory".into(),
+        issuer: "https://idp.example/".into(),
+    };
+    let replay = store
+        .answer(&id, Answer::approve("k-22", "alice").principal(Some(other)))
+        .await
+        .unwrap();
+    assert!(replay.replayed);
+    let r = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(r.approver_principal.as_ref(), Some(&p));
+    let claimed = store.claim(&id, claim_of(&c, "t22")).await.unwrap();
+    assert_eq!(claimed.approver, "alice");
+    assert_eq!(
+        claimed.approver_principal,
+        Some(p.clone()),
+        "the sender learns it"
+    );
+
+    // A name-only approver (static token, proxy header, `--as`): no principal, never a
+    // constant or another answer's.
+    let d = held(json!({"n": 23}), HOUR);
+    let did = d.interaction_id.clone();
+    store.hold(d).await.unwrap();
+    store
+        .answer(&did, Answer::denied_by("bob", Some("no".into())))
+        .await
+        .unwrap();
+    let r = store.get(&did).await.unwrap().unwrap();
+    assert_eq!(r.approver.as_deref(), Some("bob"));
+    assert_eq!(r.approver_principal, None);
+    // A principal with a NUL character is refused like any other text of an answer.
+    let e = held(json!({"n": 24}), HOUR);
+    let eid = e.interaction_id.clone();
+    store.hold(e).await.unwrap();
+    let nul = toolgate::core::Principal {
+        subject: "a\0b".into(),
+        issuer: "i".into(),
+    };
+    assert!(matches!(
+        store
+            .answer(&eid, Answer::approved_by("carol").principal(Some(nul)))
+            .await,
+        Err(AnswerError::Invalid(_))
+    ));
+    assert_eq!(state(&*store, &eid).await, State::Pending);
 }
 
 pub async fn r26_a_failed_send_is_recorded_failed(fixture: &dyn Fixture) {

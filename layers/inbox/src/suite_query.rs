@@ -106,6 +106,7 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
                     idempotency_key: None,
                     approver: "alice".into(),
                     reason: None,
+                    principal: None,
                 },
             )
             .await
@@ -228,6 +229,7 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
                 idempotency_key: None,
                 approver: "alice".into(),
                 reason: None,
+                principal: None,
             },
         )
         .await
@@ -262,6 +264,7 @@ pub async fn issue24_the_change_feed_lists_each_change_since_a_moment(fixture: &
                 idempotency_key: None,
                 approver: "alice".into(),
                 reason: None,
+                principal: None,
             },
         )
         .await

@@ -38,6 +38,9 @@ enum From {
     File(PathBuf),
     Env(String),
     Value(Secret),
+    /// Read at start ([`SecretSource::loaded`]): the value, and where it was read from, to
+    /// read it again ([`SecretSource::read_again`]).
+    Loaded(Secret, Box<SecretSource>),
 }
 
 /// Where a secret comes from: a file (its trailing newline trimmed), an environment
@@ -65,6 +68,7 @@ impl fmt::Debug for SecretSource {
             From::File(p) => d.field("file", p),
             From::Env(v) => d.field("env", v),
             From::Value(s) => d.field("value", s),
+            From::Loaded(_, source) => d.field("loaded_from", source),
         };
         d.field("prefix", &self.prefix).finish()
     }
@@ -111,7 +115,7 @@ impl SecretSource {
     /// empty), naming the file or variable and never the value.
     pub fn read(&self) -> Result<Secret, String> {
         let value = match &self.from {
-            From::Value(s) => s.0.clone(),
+            From::Value(s) | From::Loaded(s, _) => s.0.clone(),
             From::File(path) => {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("cannot read the file `{}`: {e}", path.display()))?;
@@ -146,9 +150,19 @@ impl SecretSource {
     /// This source with its value read now (a file or variable becomes a value).
     pub(crate) fn loaded(&self) -> Result<Self, String> {
         Ok(Self {
-            from: From::Value(self.read()?),
+            from: From::Loaded(self.read()?, Box::new(self.clone())),
             prefix: String::new(),
         })
+    }
+
+    /// Reads the secret again from where it came from (issue 22: a rotated client secret
+    /// is taken without a restart): a file is read again, a variable looked up again, a
+    /// value handed over in code is that value.
+    pub(crate) fn read_again(&self) -> Result<Secret, String> {
+        match &self.from {
+            From::Loaded(_, source) => source.read_again(),
+            _ => self.read(),
+        }
     }
 
     /// A relative file resolved against `dir`.

@@ -456,3 +456,54 @@ async fn issue22_5_a_token_endpoint_that_refuses_is_a_connect_error_naming_the_s
         "{err}"
     );
 }
+
+/// Issue 22 (items 4 and 5): the OAuth client secret is read again for each token asked
+/// for, so rotating it needs no restart: the file rewritten with a secret the endpoint does
+/// not take makes the next fetch fail (the call is refused, the old secret never used
+/// instead), the good one written back is taken at the fetch after, and a file gone fails
+/// the fetch naming the field.
+#[tokio::test]
+async fn issue22_4_a_rotated_client_secret_is_read_at_the_next_token_fetch() {
+    let (token_url, issued) = token_endpoint(3600).await;
+    let accepted = Arc::new(Mutex::new(vec![String::from("tok-1")]));
+    let (url, _refused) = bearer_upstream(Arc::clone(&accepted)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("client-secret");
+    std::fs::write(&file, "s3cr:et&+\n").unwrap();
+    let config = server(oauth_section(&url, &token_url, "client-secret"), dir.path()).unwrap();
+    let gateway = new_gateway();
+    gateway.connect(config).await.unwrap();
+    assert!(matches!(
+        lookup(&gateway, "remote").await,
+        ToolResponse::Completed(_)
+    ));
+    assert_eq!(issued.load(Ordering::SeqCst), 1);
+
+    // The secret file now holds one the endpoint refuses, and the server stops taking
+    // `tok-1`: the new token is asked for with the file's secret, and refused.
+    std::fs::write(&file, "a-secret-the-endpoint-does-not-know\n").unwrap();
+    *accepted.lock().unwrap() = vec![String::from("tok-2")];
+    let err = try_lookup(&gateway, "remote").await.unwrap_err();
+    assert!(err.contains("refused the client credentials"), "{err}");
+    assert_eq!(
+        issued.load(Ordering::SeqCst),
+        1,
+        "the old secret was not used"
+    );
+
+    // The good secret back in the file: the next fetch takes it.
+    std::fs::write(&file, "s3cr:et&+\n").unwrap();
+    let r = lookup(&gateway, "remote").await;
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    assert_eq!(issued.load(Ordering::SeqCst), 2);
+
+    // A secret that can no longer be read fails the fetch, naming the field.
+    std::fs::remove_file(&file).unwrap();
+    *accepted.lock().unwrap() = vec![String::from("tok-3")];
+    let err = try_lookup(&gateway, "remote").await.unwrap_err();
+    assert!(
+        err.contains("servers.remote.oauth.client_secret` cannot be read"),
+        "{err}"
+    );
+    gateway.shutdown().await;
+}

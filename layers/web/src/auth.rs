@@ -21,6 +21,9 @@ const LOGIN_COOKIE: &str = "tg_login";
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
     approver: String,
+    /// The SHA-256 of the token signed in with: the session lasts only while that token is
+    /// the approver's in the approvers in force (issue 22: revocation without restart).
+    token_sha256: String,
     csrf: String,
     since: Instant,
 }
@@ -116,7 +119,7 @@ pub(crate) async fn identify(
                 },
                 Some(name) => {
                     let groups = v.claim_strings(&jwt.groups_claim);
-                    match app.0.settings.approvers.rights(name, &groups) {
+                    match app.0.settings.in_force.get().rights(name, &groups) {
                         None => Identified {
                             who: None,
                             refused: Some((
@@ -184,7 +187,7 @@ impl App {
         match &settings.approvers.auth {
             ApproverAuth::ProxyHeader(name) => {
                 let person = headers.get(name.as_str())?.to_str().ok()?.trim();
-                let approver = settings.approvers.approver(person)?.clone();
+                let approver = settings.in_force.get().approver(person)?.clone();
                 let csrf = crate::hash_token(&format!("{}\0{}", self.0.secret, approver.name));
                 Some(Who {
                     approver,
@@ -202,7 +205,21 @@ impl App {
                     sessions.remove(id);
                     return None;
                 }
-                let approver = settings.approvers.approver(&session.approver)?.clone();
+                // Issue 22: the token signed in with must still be this approver's.
+                let in_force = settings.in_force.get();
+                let approver = in_force.approver(&session.approver).filter(|a| {
+                    a.token_sha256
+                        .as_deref()
+                        .is_some_and(|h| same(h, &session.token_sha256))
+                });
+                let Some(approver) = approver.cloned() else {
+                    sessions.remove(id);
+                    tracing::info!(
+                        approver = %toolgate::core::display::visible(&session.approver),
+                        "a sign-in was ended: its token is no longer an approver's"
+                    );
+                    return None;
+                };
                 Some(Who {
                     approver,
                     csrf: session.csrf,
@@ -359,9 +376,10 @@ pub(crate) async fn login(
     }
     let token = form.token.unwrap_or_default();
     let hash = crate::hash_token(&token);
+    let in_force = app.0.settings.in_force.get();
     let found = (!token.is_empty())
         .then(|| {
-            app.0.settings.approvers.people.iter().find(|a| {
+            in_force.people.iter().find(|a| {
                 a.token_sha256
                     .as_deref()
                     .is_some_and(|stored| same(stored, &hash))
@@ -391,6 +409,7 @@ pub(crate) async fn login(
             id.clone(),
             Session {
                 approver: approver.name.clone(),
+                token_sha256: hash.clone(),
                 csrf,
                 since: Instant::now(),
             },

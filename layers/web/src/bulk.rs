@@ -158,6 +158,8 @@ pub(crate) async fn bulk(
             idempotency_key: Some(format!("{key}:{id}")),
             approver: who.approver.name.clone(),
             reason: reason.clone(),
+            // Issue 22: each answer of a selection keeps the approver's verified identity.
+            principal: who.principal.clone(),
         };
         match app.0.store.answer(id, answer).await {
             Ok(receipt) => {

@@ -83,6 +83,7 @@ mod bulk;
 mod events;
 mod grants;
 mod html;
+mod in_force;
 mod listing;
 mod ops;
 mod pages;
@@ -101,6 +102,7 @@ use toolgate::engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::{App, router};
+pub use in_force::ApproversInForce;
 pub use ops::WebMetrics;
 
 /// The largest request body the page accepts (a policy saved whole included).
@@ -130,6 +132,12 @@ pub struct WebSettings {
     /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
     /// request (fail closed).
     pub verifier: Option<toolgate_idp::Verifier>,
+    /// The people, tokens and groups in force (issue 22): made from `approvers` by
+    /// [`WebSettings::new`]; sign-ins, sessions and rights read it on every request, so
+    /// replacing it ([`ApproversInForce::replace`], `toolgate serve` on SIGHUP) revokes a
+    /// token or a person without a restart. The rest of `approvers` (listen address, hosts,
+    /// webhook, how people sign in) is read once, at start.
+    pub in_force: ApproversInForce,
     /// What `GET /metrics` answers (issue 23); `None`: 404.
     pub metrics: Option<WebMetrics>,
 }
@@ -180,6 +188,7 @@ impl WebSettings {
     /// lasting 12 hours).
     pub fn new(approvers: ApproverSettings, limits: Limits) -> Self {
         Self {
+            in_force: ApproversInForce::new(approvers.clone()),
             approvers,
             limits,
             poll_interval: Duration::from_secs(1),

@@ -555,7 +555,7 @@ pub(crate) async fn history(
     );
     for r in &page.records {
         let who_answered = match (&r.approver, r.state) {
-            (Some(a), _) => text(a),
+            (Some(a), _) => format!("{}{}", text(a), crate::pages::principal_html(r)),
             (None, CallState::Expired) => String::from("nobody: it expired"),
             (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
             (None, _) => String::new(),

@@ -39,6 +39,15 @@ pub(crate) fn agent_text(r: &HeldRecord) -> String {
     }
 }
 
+/// The answering person's verified principal beside their name (issue 22): ` <span
+/// class="principal">sub (iss)</span>`, or nothing for a name-only approver.
+pub(crate) fn principal_html(r: &HeldRecord) -> String {
+    r.approver_principal
+        .as_ref()
+        .map(|p| format!(" <span class=\"principal\">{}</span>", text(&p.to_string())))
+        .unwrap_or_default()
+}
+
 /// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
 /// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
 /// answered themselves; a call to any other tool, its input included, stays out of every
@@ -140,8 +149,9 @@ pub(crate) fn card_cued(
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
         let _ = write!(
             out,
-            "<dt>{verb}</dt><dd class=\"approver\">{} <time datetime=\"{when}\">{when}</time></dd>",
-            text(approver)
+            "<dt>{verb}</dt><dd class=\"approver\">{}{} <time datetime=\"{when}\">{when}</time></dd>",
+            text(approver),
+            principal_html(r)
         );
     }
     if let Some(why) = &r.answer_reason {
@@ -388,6 +398,9 @@ pub(crate) async fn answer(
         idempotency_key: Some(key),
         approver: who.approver.name.clone(),
         reason,
+        // Issue 22: the verified identity behind an identity-provider token, kept with the
+        // answer (a static-token or header approver has none).
+        principal: who.principal.clone(),
     };
     match app.0.store.answer(&id, answer).await {
         Ok(receipt) => {

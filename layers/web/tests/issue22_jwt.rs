@@ -210,3 +210,80 @@ async fn issue22_the_page_refuses_tokens_that_do_not_verify_or_name_no_approver(
         200
     );
 }
+
+/// Issue 22, R47: an answer given with an identity-provider token is kept with the
+/// approver's verified subject and issuer; the call's page and the history show them, and
+/// the audit record of the call, sent after the answer, names them under `approval`.
+#[tokio::test]
+async fn issue22_r47_an_answer_by_jwt_records_the_approvers_subject_and_issuer() {
+    use std::sync::Arc;
+    use toolgate::audit::{AuditLayer, MemorySink};
+    use tower::ServiceBuilder;
+
+    let key = SigningKey::rsa1();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[&key]).to_string()).unwrap();
+    let s = start_gov(governance(&file), std::time::Duration::from_millis(100)).await;
+    let refund = s.hold_refund(json!({"order": 22})).await;
+    let dave = as_bearer(&s, &key.sign(&person("dave", &["payments"], json!({}))));
+    assert_eq!(answer(&dave, &s, &refund, "d22").await.status, 303);
+
+    let rec = s.inbox.store().get(&refund).await.unwrap().unwrap();
+    assert_eq!(rec.approver.as_deref(), Some("dave"));
+    let p = rec
+        .approver_principal
+        .clone()
+        .expect("R47: the principal is kept");
+    assert_eq!((p.subject.as_str(), p.issuer.as_str()), ("id-dave", ISS));
+    let shown = format!("id-dave ({ISS})");
+    let one = dave.get(&format!("/calls/{refund}")).await;
+    assert!(one.body.contains(&shown), "{}", one.body);
+    let history = dave.get("/history").await;
+    assert!(history.body.contains(&shown), "{}", history.body);
+
+    // The call goes on: its audit record names who approved it, by name and principal.
+    let sink = Arc::new(MemorySink::new());
+    let audited = ServiceBuilder::new()
+        .layer(AuditLayer::shared(sink.clone()))
+        .service(s.stack.clone());
+    s.inbox.resume(&refund, audited).await.unwrap();
+    let lines = sink.lines();
+    let record: Value = serde_json::from_str(lines.last().expect("a record")).unwrap();
+    assert_eq!(record["approval"]["wait"], "approved", "{record}");
+    assert_eq!(record["approval"]["approver"], "dave", "{record}");
+    assert_eq!(
+        record["approval"]["principal"],
+        json!({"subject": "id-dave", "issuer": ISS}),
+        "{record}"
+    );
+    assert_eq!(s.tool.runs(), 1);
+}
+
+/// Issue 22: a static-token approver's answer keeps the name only: no principal is made up.
+#[tokio::test]
+async fn issue22_a_static_token_approvers_answer_keeps_the_name_and_no_principal() {
+    let s = start("token").await;
+    let id = s.hold_refund(json!({"order": 23})).await;
+    let c = signed_in(&s, ALICE).await;
+    let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
+    let csrf = c.csrf().await;
+    let r = c
+        .post(
+            &format!("/calls/{id}/answer"),
+            &[
+                ("csrf", &csrf),
+                ("decision", "approve"),
+                ("idempotency_key", "a23"),
+                ("input_hash", &rec.call.input_hash),
+                ("definition_hash", &rec.call.definition_hash),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.approver.as_deref(), Some("alice"));
+    assert_eq!(rec.approver_principal, None);
+    let one = c.get(&format!("/calls/{id}")).await;
+    assert!(!one.body.contains("class=\"principal\""), "{}", one.body);
+}

@@ -28,7 +28,8 @@ use crate::error;
 pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
-    claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
+    claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
+    approver_issuer";
 
 /// A new held call, `pending` (`$1` … `$17`).
 const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool, identities, \
@@ -322,7 +323,7 @@ impl PostgresInbox {
                 self.record_err(&id, why)
             })?;
             if state::same_input(&record, &c.input_json) {
-                let told: Option<i64> = row.try_get(27).map_err(err)?;
+                let told: Option<i64> = row.try_get(29).map_err(err)?;
                 newest = Some((record, told.is_some()));
                 break;
             }
@@ -442,7 +443,8 @@ impl PostgresInbox {
                 .query_opt(
                     &client,
                     "UPDATE held_calls SET state = $2, approver = $3, answer_key = $4, \
-                     answer_approve = $5, answer_reason = $6, answered_at = $7, updated_at = $7 \
+                     answer_approve = $5, answer_reason = $6, answered_at = $7, updated_at = $7, \
+                     approver_subject = $8, approver_issuer = $9 \
                      WHERE interaction_id = $1 AND state = 'pending' AND expires_at > $7 \
                      RETURNING interaction_id",
                     &[
@@ -453,6 +455,8 @@ impl PostgresInbox {
                         &answer.approve,
                         &reason,
                         &now.as_millis(),
+                        &answer.principal.as_ref().map(|p| p.subject.as_str()),
+                        &answer.principal.as_ref().map(|p| p.issuer.as_str()),
                     ],
                 )
                 .await?;
@@ -564,7 +568,7 @@ impl PostgresInbox {
                  claimed_at = $4, updated_at = $4 \
                  WHERE interaction_id = $1 AND state = 'approved' AND input_hash = $5 \
                  AND definition_hash = $6 \
-                 RETURNING approver",
+                 RETURNING approver, approver_subject, approver_issuer",
                 &[
                     &id,
                     &claim.token,
@@ -577,8 +581,11 @@ impl PostgresInbox {
             .await?;
         if let Some(row) = won {
             let approver: Option<String> = row.try_get(0).map_err(|e| self.err(&e))?;
+            let subject: Option<String> = row.try_get(1).map_err(|e| self.err(&e))?;
+            let issuer: Option<String> = row.try_get(2).map_err(|e| self.err(&e))?;
             return Ok(Claimed {
                 approver: approver.unwrap_or_default(),
+                approver_principal: principal(subject, issuer),
             });
         }
         let Some(row) = self
@@ -745,6 +752,14 @@ impl PostgresInbox {
     }
 }
 
+/// The answering person's verified principal, when both halves are stored (issue 22).
+fn principal(subject: Option<String>, issuer: Option<String>) -> Option<toolgate::core::Principal> {
+    match (subject, issuer) {
+        (Some(subject), Some(issuer)) => Some(toolgate::core::Principal { subject, issuer }),
+        _ => None,
+    }
+}
+
 /// Reads one row selected with [`COLUMNS`].
 pub(super) fn read_row(row: &Row) -> Result<HeldRecord, String> {
     fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
@@ -790,6 +805,7 @@ pub(super) fn read_row(row: &Row) -> Result<HeldRecord, String> {
         },
         state,
         approver: col(row, 16)?,
+        approver_principal: principal(col(row, 27)?, col(row, 28)?),
         answer_key: col(row, 17)?,
         answer_reason: col(row, 18)?,
         answered_at: ts(19)?,

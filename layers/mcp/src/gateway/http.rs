@@ -100,7 +100,6 @@ pub(crate) struct Tokens {
     server: String,
     http: reqwest::Client,
     creds: OAuthClientCredentials,
-    secret: Secret,
     timeout: Duration,
     cache: tokio::sync::Mutex<Option<Cached>>,
 }
@@ -139,13 +138,14 @@ fn bounded(s: &str, n: usize) -> String {
 }
 
 impl Tokens {
-    /// The token source of server `id`; its client secret is read now.
+    /// The token source of server `id`; its client secret is read now (a secret that cannot
+    /// be read is a start-up error naming the field), and again for each token asked for.
     pub(crate) fn new(
         id: &str,
         creds: OAuthClientCredentials,
         timeout: Duration,
     ) -> Result<Self, GatewayError> {
-        let secret = creds
+        creds
             .client_secret
             .read()
             .map_err(|e| GatewayError::Secret {
@@ -160,7 +160,6 @@ impl Tokens {
             server: id.to_owned(),
             http,
             creds,
-            secret,
             timeout,
             cache: tokio::sync::Mutex::new(None),
         })
@@ -169,6 +168,16 @@ impl Tokens {
     /// Asks the token endpoint for a new token.
     async fn fetch(&self) -> Result<Cached, String> {
         let url = &self.creds.token_url;
+        // Issue 22: the client secret is read again for each token asked for, so a rotated
+        // secret (its file rewritten) is taken at the next fetch — a token's expiry, or the
+        // server refusing it — without a restart or a reconnect. One that can no longer be
+        // read fails the fetch (the call is refused); the old one is never used instead.
+        let secret = self.creds.client_secret.read_again().map_err(|e| {
+            format!(
+                "`servers.{}.oauth.client_secret` cannot be read: {e}",
+                self.server
+            )
+        })?;
         let mut body = String::from("grant_type=client_credentials");
         let mut request = self
             .http
@@ -185,7 +194,7 @@ impl Tokens {
                 let pair = format!(
                     "{}:{}",
                     form_encode(&self.creds.client_id),
-                    form_encode(self.secret.expose())
+                    form_encode(secret.expose())
                 );
                 let mut v = HeaderValue::from_str(&format!(
                     "Basic {}",
@@ -199,7 +208,7 @@ impl Tokens {
                 body.push_str("&client_id=");
                 body.push_str(&form_encode(&self.creds.client_id));
                 body.push_str("&client_secret=");
-                body.push_str(&form_encode(self.secret.expose()));
+                body.push_str(&form_encode(secret.expose()));
             }
         }
         if let Some(scope) = &self.creds.scope {

@@ -52,14 +52,23 @@ impl GovernedServer {
             format!("http://localhost:{port}"),
             format!("http://[::1]:{port}"),
         ]);
+        let manager = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(
             move || {
                 let mut session = server.session(None);
                 session.tap = Tap::Http;
                 Ok(session)
             },
-            Arc::new(LocalSessionManager::default()),
+            Arc::clone(&manager),
             config,
+        );
+        // Issue 22: the sessions opened with a token that a reload or a change of keys
+        // revoked are closed (`revoke`).
+        let open_sessions = Arc::new(revoke::OpenSessions::default());
+        let _sweeper = revoke::start(
+            Arc::downgrade(&self.shared),
+            Arc::clone(&open_sessions),
+            manager,
         );
         let open_as = open_as.map(str::to_owned);
         loop {
@@ -67,6 +76,7 @@ impl GovernedServer {
             let service = service.clone();
             let shared = Arc::clone(&self.shared);
             let open_as = open_as.clone();
+            let open_sessions = Arc::clone(&open_sessions);
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(
                     move |req: hyper::Request<hyper::body::Incoming>| {
@@ -74,6 +84,7 @@ impl GovernedServer {
                         // The tokens in force now: a token revoked by a reload is refused.
                         let tokens = shared.tokens();
                         let open_as = open_as.clone();
+                        let open_sessions = Arc::clone(&open_sessions);
                         let shared = Arc::clone(&shared);
                         async move {
                             let reply = |status: hyper::StatusCode,
@@ -123,12 +134,21 @@ impl GovernedServer {
                             let agent = match agent {
                                 Ok(a) => a,
                                 Err((status, challenge, body)) => {
-                                    return Ok(reply(
+                                    let mut resp = reply(
                                         status,
                                         "text/plain; charset=utf-8",
                                         Some(challenge),
                                         body,
-                                    ));
+                                    );
+                                    // The request's body is left unread, so the connection
+                                    // is not reused: said so, a client following the
+                                    // challenge to the metadata opens a new one rather than
+                                    // meet a connection closed under it.
+                                    resp.headers_mut().insert(
+                                        hyper::header::CONNECTION,
+                                        hyper::header::HeaderValue::from_static("close"),
+                                    );
+                                    return Ok(resp);
                                 }
                             };
                             // R20: the body is read here, before rmcp parses it, so each
@@ -165,10 +185,34 @@ impl GovernedServer {
                                 };
                             let written = Arc::new(written::Written::default());
                             written.tap(&body);
+                            // The token this request came with, kept for its session (only
+                            // with a token: an `open_as` server has none to revoke).
+                            let bearer = agent.token.as_ref().and_then(|_| {
+                                parts
+                                    .headers
+                                    .get(hyper::header::AUTHORIZATION)
+                                    .and_then(|v| v.to_str().ok())
+                                    .and_then(|v| v.strip_prefix("Bearer "))
+                                    .map(|t| t.trim().to_owned())
+                            });
+                            let speaks_for = agent.agent.clone();
+                            let session_of = |h: &hyper::HeaderMap| {
+                                h.get("mcp-session-id")
+                                    .and_then(|v| v.to_str().ok())
+                                    .map(str::to_owned)
+                            };
+                            let asked_in = session_of(&parts.headers);
                             parts.extensions.insert(written);
                             parts.extensions.insert(agent);
                             let req = hyper::Request::from_parts(parts, Full::new(body));
-                            service.call(req).await
+                            let resp = service.call(req).await;
+                            if let (Some(bearer), Ok(r)) = (&bearer, &resp)
+                                && let Some(id) = session_of(r.headers()).or(asked_in)
+                                && r.status().is_success()
+                            {
+                                open_sessions.seen(&id, bearer, &speaks_for);
+                            }
+                            resp
                         }
                     },
                 );

@@ -64,6 +64,7 @@ mod list;
 mod ops;
 mod relayed;
 mod result;
+mod revoke;
 mod servers;
 mod session;
 mod upstream;

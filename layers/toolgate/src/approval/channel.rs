@@ -137,6 +137,38 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
 
     /// Asks the question; resolves when the wait ends.
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome>;
+
+    /// Asks the question like [`ApprovalChannel::request`], and says who answered by their
+    /// verified identity-provider principal when the channel knows it (issue 22): the
+    /// approval gate calls this one and records the principal with the call (the audit
+    /// record's `approval.principal`). The default knows no principal; a channel whose
+    /// answers come from signed-in people (the durable inbox) overrides it.
+    fn request_verified(&self, request: ApprovalRequest) -> BoxFuture<VerifiedOutcome> {
+        let outcome = self.request(request);
+        Box::pin(async move {
+            VerifiedOutcome {
+                outcome: outcome.await,
+                answered_by: None,
+            }
+        })
+    }
+}
+
+/// How a wait ended, with the verified principal of the person who answered, when known
+/// (issue 22). `answered_by` is set only beside a person's answer (approved or denied).
+///
+/// ```
+/// use toolgate::approval::{ApprovalOutcome, VerifiedOutcome};
+/// let v = VerifiedOutcome { outcome: ApprovalOutcome::Expired, answered_by: None };
+/// assert_eq!(v.outcome, ApprovalOutcome::Expired);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedOutcome {
+    /// How the wait ended.
+    pub outcome: ApprovalOutcome,
+    /// The verified principal (`sub`, `iss`) of whoever approved or denied, when the
+    /// channel knows one; `None` for a static-token, header or command-line approver.
+    pub answered_by: Option<toolgate_core::Principal>,
 }
 
 /// A channel answering every question with a closure (scripted approvers, tests).

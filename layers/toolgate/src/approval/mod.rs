@@ -56,7 +56,7 @@ mod terminal;
 
 pub use channel::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
-    interaction_id, new_question,
+    VerifiedOutcome, interaction_id, new_question,
 };
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};

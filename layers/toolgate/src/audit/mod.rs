@@ -23,7 +23,7 @@
 //! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token (issue 22); absent for other callers |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
-//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused` |
+//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused`; with `principal: {subject, issuer}` of the answering person when their answer came with a verified identity-provider token (issue 22) |
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
 //! | `input_hash` | RFC 8785 + SHA-256 of the input the decision was made on (R35) |
@@ -548,7 +548,16 @@ impl Pending {
                     }
                     _ => Value::Null,
                 };
-                json!({"wait": n.wait.as_str(), "approver": approver, "interaction_id": n.interaction_id})
+                let mut approval = json!({"wait": n.wait.as_str(), "approver": approver, "interaction_id": n.interaction_id});
+                // Issue 22: the answering person's verified principal, when their answer
+                // came with an identity-provider token (absent otherwise).
+                if let (Some(p), Value::Object(o)) = (self.sink.answered_by(), &mut approval) {
+                    o.insert(
+                        "principal".into(),
+                        json!({"subject": p.subject, "issuer": p.issuer}),
+                    );
+                }
+                approval
             }
             None => Value::Null,
         };

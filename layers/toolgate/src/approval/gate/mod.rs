@@ -33,7 +33,8 @@ use future::After;
 
 use super::channel::new_question;
 use super::channel::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, interaction_id,
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
+    interaction_id,
 };
 use super::hooks::{HookCall, ToolHooks};
 use super::observe::{WaitObserver, WaitOutcome, WaitWatch};

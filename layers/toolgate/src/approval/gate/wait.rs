@@ -208,12 +208,19 @@ where
     let definition_hash = request.definition_hash.clone();
     // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
     let watch = WaitWatch::start(observer, channel.kind());
-    let outcome = match timeout {
+    let expired = VerifiedOutcome {
+        outcome: ApprovalOutcome::Expired,
+        answered_by: None,
+    };
+    let VerifiedOutcome {
+        outcome,
+        answered_by,
+    } = match timeout {
         // Nobody answered within the agent's timeout: expired, never approved.
-        Some(t) => tokio::time::timeout(t, channel.request(request))
+        Some(t) => tokio::time::timeout(t, channel.request_verified(request))
             .await
-            .unwrap_or(ApprovalOutcome::Expired),
-        None => channel.request(request).await,
+            .unwrap_or(expired),
+        None => channel.request_verified(request).await,
     };
     watch.end(WaitOutcome::of(&outcome));
     if let Some(sink) = &sink {
@@ -240,6 +247,12 @@ where
                 note.interaction_id = held_id;
             }
         });
+        // Issue 22: who answered, by their verified principal, beside their name.
+        if let (Some(p), ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. }) =
+            (answered_by, &outcome)
+        {
+            sink.record_answered_by(p);
+        }
     }
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {

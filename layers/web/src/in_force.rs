@@ -1,0 +1,71 @@
+//! The approvers in force (issue 22, revocation without restart): the people, their
+//! sign-in tokens and the groups' rights can be replaced while the page runs — `toolgate
+//! serve` replaces them on SIGHUP — and every request reads the ones in force: a sign-in
+//! with a token no longer listed is refused, and so is every page request of a session
+//! signed in with it; a person or group removed loses their rights at once.
+
+use std::sync::{Arc, RwLock};
+
+use toolgate::engine::approvers::ApproverSettings;
+
+/// The `approvers` people and groups in force, replaceable while the page runs. Cheap to
+/// clone: clones share the one in force. Set by [`crate::WebSettings::new`] from its
+/// `approvers`; keep a clone to replace them later with [`ApproversInForce::replace`].
+///
+/// ```
+/// use toolgate::engine::config::{Format, load_str};
+/// use toolgate_web::WebSettings;
+/// let (hash, bobs) = (toolgate_web::hash_token("alice-token"), toolgate_web::hash_token("bob-token"));
+/// let gov = |people: &str| load_str(&format!(r#"{{"approvers": {{"people": [{people}]}}}}"#), Format::Json).unwrap();
+/// let both = gov(&format!(r#"{{"name": "alice", "token_sha256": "{hash}"}}, {{"name": "bob", "token_sha256": "{bobs}"}}"#));
+/// let settings = WebSettings::from_governance(&both, "toolgate.json".as_ref()).unwrap();
+/// let in_force = settings.in_force.clone();
+/// assert_eq!(in_force.get().people.len(), 2);
+/// // On SIGHUP: the configuration read again, bob removed.
+/// let alice = gov(&format!(r#"{{"name": "alice", "token_sha256": "{hash}"}}"#));
+/// in_force.replace(alice.approver_settings().unwrap().clone()).unwrap();
+/// assert_eq!(in_force.get().people.len(), 1);
+/// // A change of how people sign in needs a restart: refused, the ones in force kept.
+/// let proxied = load_str(r#"{"approvers": {"auth": "proxy_header", "header": "X-User", "people": [{"name": "alice"}]}}"#, Format::Json).unwrap();
+/// assert!(in_force.replace(proxied.approver_settings().unwrap().clone()).is_err());
+/// assert_eq!(in_force.get().people.len(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ApproversInForce(Arc<RwLock<Arc<ApproverSettings>>>);
+
+impl ApproversInForce {
+    /// `approvers` in force.
+    pub fn new(approvers: ApproverSettings) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(approvers))))
+    }
+
+    /// The approvers in force now.
+    pub fn get(&self) -> Arc<ApproverSettings> {
+        Arc::clone(
+            &self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Makes `approvers`' people and groups the ones in force, from the next request on.
+    ///
+    /// # Errors
+    ///
+    /// A change of how people sign in (`approvers.auth`, its header or its `jwt`
+    /// settings): that takes a restart, and the approvers in force are kept.
+    pub fn replace(&self, approvers: ApproverSettings) -> Result<(), String> {
+        let mut slot = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.auth != approvers.auth {
+            return Err(String::from(
+                "`approvers.auth` (or its `header` or `jwt` settings) changed: that takes a restart of `toolgate serve`; the approvers in force are kept",
+            ));
+        }
+        *slot = Arc::new(approvers);
+        Ok(())
+    }
+}
