@@ -161,11 +161,13 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+pub mod lock;
 mod oauth;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
 pub mod relay;
 mod routes;
+pub mod scan;
 mod schema;
 mod secret;
 #[cfg(feature = "serve")]

@@ -47,6 +47,10 @@ pub(crate) struct Inner {
     /// Declare sampling and elicitation to the servers: their requests during a call are
     /// relayed to the call's client (`crate::relay`).
     relay_requests: bool,
+    /// `mcp.locked`: tools whose definition is not the locked one are withheld.
+    pub(crate) lock: Option<Arc<crate::lock::Lockfile>>,
+    /// `mcp.scan`: what the description scanner's findings do.
+    pub(crate) scan: crate::scan::ScanMode,
     /// Dropped with the gateway: every watcher ends.
     _alive: watch::Sender<()>,
     alive: watch::Receiver<()>,
@@ -71,9 +75,28 @@ pub struct McpGatewayBuilder {
     audit: Option<Arc<dyn AuditSink>>,
     capacity: usize,
     relay_requests: bool,
+    lock: Option<Arc<crate::lock::Lockfile>>,
+    scan: crate::scan::ScanMode,
 }
 
 impl McpGatewayBuilder {
+    /// Withholds every tool whose definition is not the one in `lock` (`mcp.locked: true`,
+    /// issue 23): a changed tool, one the lock does not name, any tool of a server the lock
+    /// does not name. Each is reported as a [`ToolChange::Withheld`](crate::ToolChange::Withheld)
+    /// drift event (traced, audited); no agent is shown it and every call to it is refused.
+    pub fn locked(mut self, lock: crate::lock::Lockfile) -> Self {
+        self.lock = Some(Arc::new(lock));
+        self
+    }
+
+    /// What the description scanner ([`crate::scan`]) does with a tool it flags (default
+    /// [`ScanMode::Warn`](crate::scan::ScanMode::Warn): a
+    /// [`ToolChange::Flagged`](crate::ToolChange::Flagged) drift event).
+    pub fn scan(mut self, mode: crate::scan::ScanMode) -> Self {
+        self.scan = mode;
+        self
+    }
+
     /// Writes every [`DriftEvent`] to an audit sink too (its
     /// [`audit_record`](DriftEvent::audit_record)).
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
@@ -112,6 +135,8 @@ impl McpGatewayBuilder {
                 events,
                 audit: self.audit,
                 relay_requests: self.relay_requests,
+                lock: self.lock,
+                scan: self.scan,
                 _alive: tx,
                 alive: rx,
             }),
@@ -151,6 +176,8 @@ impl McpGateway {
             audit: None,
             capacity: 256,
             relay_requests: false,
+            lock: None,
+            scan: crate::scan::ScanMode::default(),
         }
     }
 
@@ -199,6 +226,19 @@ impl McpGateway {
                 .map(|t| t.decl.clone())
                 .collect()
         })
+    }
+
+    /// A definition lock ([`crate::lock`]) of every connected server's tools as last listed
+    /// (withheld ones too): what `toolgate mcp lock` writes.
+    pub fn lockfile(&self) -> crate::lock::Lockfile {
+        let mut lock = crate::lock::Lockfile::default();
+        for conn in lock_conns(&self.inner).into_iter() {
+            let listing = conn.listing.load_full();
+            let tools: Vec<rmcp::model::Tool> =
+                listing.tools.iter().map(|t| t.listed.clone()).collect();
+            lock.set_server(conn.config.id(), &tools);
+        }
+        lock
     }
 
     /// The tools `agent`'s model is shown, by the current snapshot.
@@ -269,6 +309,10 @@ impl McpGateway {
             close(&conn).await;
         }
     }
+}
+
+fn lock_conns(inner: &Inner) -> Vec<Arc<ServerConn>> {
+    lock(&inner.conns).values().cloned().collect()
 }
 
 impl Routes for Inner {
