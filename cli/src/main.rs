@@ -13,6 +13,8 @@ mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp")]
+mod mcp_lock;
 mod policy_sim;
 mod recover;
 #[cfg(feature = "serve")]

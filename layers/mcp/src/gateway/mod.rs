@@ -228,6 +228,18 @@ impl McpGateway {
         })
     }
 
+    /// A server's tools exactly as it last listed them (withheld ones too), in its order.
+    pub fn listed_tools(&self, server: &str) -> Option<Vec<rmcp::model::Tool>> {
+        self.conn(server).map(|c| {
+            c.listing
+                .load()
+                .tools
+                .iter()
+                .map(|t| t.listed.clone())
+                .collect()
+        })
+    }
+
     /// A definition lock ([`crate::lock`]) of every connected server's tools as last listed
     /// (withheld ones too): what `toolgate mcp lock` writes.
     pub fn lockfile(&self) -> crate::lock::Lockfile {

@@ -61,6 +61,7 @@ mod config;
 mod elicit;
 mod http;
 mod list;
+mod options;
 mod relayed;
 mod result;
 mod session;
@@ -103,6 +104,7 @@ pub use auth::token_hash;
 pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
 pub use elicit::APPROVAL_INPUT_KEY;
 pub use list::list_for;
+pub use options::GatewayOptions;
 pub use result::{approval_page_link, call_result, call_result_with_page};
 pub use session::GovernedSession;
 pub use upstream::MAX_RECONNECT_BACKOFF;
@@ -344,7 +346,17 @@ impl GovernedServer {
             .map_err(ServeError::Config)?
             .validate_input(SchemaValidationLayer::new(handle.clone()));
         // The servers' sampling and elicitation requests during a call go to its client.
-        let gateway = McpGateway::builder(handle.clone()).relay_requests().build();
+        let mut gateway = McpGateway::builder(handle.clone())
+            .relay_requests()
+            .scan(config.gateway.scan);
+        // Issue 23: `mcp.locked` withholds every tool that is not the locked one.
+        if let Some(lock) = config.gateway.load_lock().map_err(ServeError::Config)? {
+            gateway = gateway.locked(lock);
+        }
+        if let Some(sink) = layer.audit_sink() {
+            gateway = gateway.audit(sink);
+        }
+        let gateway = gateway.build();
         for server in &config.servers {
             gateway
                 .connect(server.clone())
