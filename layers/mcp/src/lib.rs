@@ -183,6 +183,8 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT, McpServerConfig,
 };
 pub use drift::{Aspect, DriftEvent, DriftOutcome, DriftTrigger, ToolChange};
-pub use gateway::{GatewayError, McpGateway, McpGatewayBuilder, ModelTool, model_tools};
+pub use gateway::{
+    ContentEvent, GatewayError, McpGateway, McpGatewayBuilder, ModelTool, model_tools,
+};
 pub use schema::{SchemaFuture, SchemaValidation, SchemaValidationLayer};
 pub use service::{McpCallError, McpFuture, McpToolService};

@@ -32,6 +32,24 @@ use toolgate_engine::UnknownAgent;
 use self::conn::{ServerConn, close, lock, server_key};
 pub use self::error::GatewayError;
 pub use self::model::{ModelTool, model_tools};
+
+/// A resource or prompt notification of an upstream server (issue 23), attributed to its
+/// configured id: `toolgate mcp serve` forwards it to its sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContentEvent {
+    /// `notifications/resources/list_changed`.
+    ResourcesChanged(String),
+    /// `notifications/prompts/list_changed`.
+    PromptsChanged(String),
+    /// `notifications/resources/updated` for a subscribed URI.
+    ResourceUpdated {
+        /// The configured server id.
+        server: String,
+        /// The resource's URI, as the server sent it.
+        uri: String,
+    },
+}
 use crate::drift::{DriftEvent, DriftTrigger};
 use crate::routes::{Routes, State};
 use crate::service::McpToolService;
@@ -43,6 +61,8 @@ pub(crate) struct Inner {
     /// Serialises registrations into the governance snapshot.
     register: tokio::sync::Mutex<()>,
     events: broadcast::Sender<DriftEvent>,
+    /// The servers' resource and prompt notifications (issue 23).
+    pub(crate) content: broadcast::Sender<ContentEvent>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Declare sampling and elicitation to the servers: their requests during a call are
     /// relayed to the call's client (`crate::relay`).
@@ -125,6 +145,7 @@ impl McpGatewayBuilder {
     /// The gateway.
     pub fn build(self) -> McpGateway {
         let (events, _) = broadcast::channel(self.capacity);
+        let (content, _) = broadcast::channel(self.capacity);
         let (tx, rx) = watch::channel(());
         McpGateway {
             inner: Arc::new(Inner {
@@ -133,6 +154,7 @@ impl McpGatewayBuilder {
                 conns: Mutex::new(HashMap::new()),
                 register: tokio::sync::Mutex::new(()),
                 events,
+                content,
                 audit: self.audit,
                 relay_requests: self.relay_requests,
                 lock: self.lock,
@@ -189,6 +211,49 @@ impl McpGateway {
     /// Receives every drift event from now on: discoveries, changes and failed listings.
     pub fn subscribe(&self) -> broadcast::Receiver<DriftEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Receives the servers' resource and prompt notifications from now on
+    /// (`notifications/resources/list_changed`, `…/prompts/list_changed`,
+    /// `…/resources/updated`), each attributed to its configured server id.
+    pub fn subscribe_content(&self) -> broadcast::Receiver<ContentEvent> {
+        self.inner.content.subscribe()
+    }
+
+    /// The connection to one server, for what is not a tool call (its resources, prompts and
+    /// completions), and what it declared in its handshake. `None`: no such server, or its
+    /// connection closed.
+    pub fn upstream(
+        &self,
+        server: &str,
+    ) -> Option<(
+        rmcp::Peer<rmcp::RoleClient>,
+        Option<rmcp::model::ServerCapabilities>,
+    )> {
+        self.conn(server)
+            .filter(|c| !c.peer.is_transport_closed())
+            .map(|c| {
+                let caps = c.peer.peer_info().map(|i| i.capabilities.clone());
+                (c.peer.clone(), caps)
+            })
+    }
+
+    /// A connected server's configuration (issue 23: what it withholds from confidential
+    /// work, its operator's network scope).
+    pub(crate) fn server_config(&self, server: &str) -> Option<crate::McpServerConfig> {
+        self.conn(server).map(|c| c.config.clone())
+    }
+
+    /// Whether a server is open-world (issue 23: its resources are egress): one of its tools
+    /// as listed is open-world (`openWorldHint` true or absent, R8), or it lists none.
+    pub(crate) fn open_world(&self, server: &str) -> bool {
+        self.conn(server).is_none_or(|c| {
+            let listing = c.listing.load();
+            listing.tools.is_empty()
+                || listing.tools.iter().any(|t| {
+                    t.decl.annotations.as_ref().and_then(|a| a.open_world_hint) != Some(false)
+                })
+        })
     }
 
     /// The service sending governed calls to the servers' tools.

@@ -58,6 +58,7 @@
 
 mod auth;
 mod config;
+mod content;
 mod elicit;
 mod http;
 mod list;
@@ -182,6 +183,8 @@ struct Shared {
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
+    /// Resources, prompts and completion (issue 23).
+    content: content::Content,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -357,6 +360,7 @@ impl GovernedServer {
             gateway = gateway.audit(sink);
         }
         let gateway = gateway.build();
+        let content = content::Content::new(layer.audit_sink(), layer.redactor().clone());
         for server in &config.servers {
             gateway
                 .connect(server.clone())
@@ -385,7 +389,9 @@ impl GovernedServer {
             channels,
             wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
+            content,
         });
+        content::spawn_content_watcher(Arc::downgrade(&shared), &shared.gateway);
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
             tokio::spawn(supervise(

@@ -120,7 +120,7 @@ impl GovernedSession {
         }
     }
 
-    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    pub(super) fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         self.caller(ctx).map(|c| c.agent)
     }
 }
@@ -128,17 +128,101 @@ impl GovernedSession {
 impl ServerHandler for GovernedSession {
     #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        // Issue 23: resources, prompts and completion when an upstream has them.
+        let (resources, subscribe, prompts, completions) = content::declared(&self.shared.gateway);
+        if resources {
+            let mut r = rmcp::model::ResourcesCapability::default();
+            r.subscribe = subscribe.then_some(true);
+            r.list_changed = Some(true);
+            capabilities.resources = Some(r);
+        }
+        if prompts {
+            let mut p = rmcp::model::PromptsCapability::default();
+            p.list_changed = Some(true);
+            capabilities.prompts = Some(p);
+        }
+        if completions {
+            capabilities.completions = Some(Map::new());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools, resources and prompts governed by toolgate: a refused or held call returns a tool result with isError and the reasons; a refused resource read or prompt get is an error whose data.toolgate says why.",
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        self.content_list_resources(&ctx).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        self.content_list_templates(&ctx).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        self.content_read(request, &ctx).await.map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.content_subscribe(request, &ctx, true).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.content_subscribe(
+            rmcp::model::SubscribeRequestParams::new(request.uri),
+            &ctx,
+            false,
         )
-        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Tools governed by toolgate: a refused or held call returns a tool result with isError and the reasons. Resources and prompts are not offered.",
-        )
+        .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        self.content_list_prompts(&ctx).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        self.content_get_prompt(request, &ctx).await.map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        self.content_complete(request, &ctx).await
     }
 
     async fn list_tools(
