@@ -156,6 +156,15 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
 }
 
 impl Shared {
+    /// How the client sees the name of a resource, template or prompt: qualified
+    /// (`server__name`), or its own name with `mcp.wire_names: "own"`.
+    fn wire_name(&self, server: &str, name: &str) -> String {
+        match &self.wire {
+            wire::Wire::Own { .. } => name.to_owned(),
+            wire::Wire::Qualified => format!("{server}__{name}"),
+        }
+    }
+
     /// The connected servers offering what `has` says, with their connections.
     fn offering(
         &self,
@@ -367,7 +376,11 @@ impl Shared {
                 format!("no upstream server lists the prompt `{qualified}`"),
             )
         };
-        let (server, own) = qualified.split_once("__").ok_or_else(unknown)?;
+        // `mcp.wire_names: "own"`: the one server's prompts by their own names.
+        let (server, own) = match &self.wire {
+            wire::Wire::Own { server } => (server.as_str(), qualified),
+            wire::Wire::Qualified => qualified.split_once("__").ok_or_else(unknown)?,
+        };
         for (id, peer, _) in self.offering(|c| c.prompts.is_some()) {
             if !id.eq_ignore_ascii_case(server) {
                 continue;
@@ -556,7 +569,7 @@ impl GovernedSession {
                     .is_ok()
                 {
                     let mut r = r.clone();
-                    r.name = format!("{id}__{}", r.name);
+                    r.name = self.shared.wire_name(&id, &r.name);
                     out.push(r);
                 }
             }
@@ -580,7 +593,7 @@ impl GovernedSession {
                     .is_ok()
                 {
                     let mut t = t.clone();
-                    t.name = format!("{id}__{}", t.name);
+                    t.name = self.shared.wire_name(&id, &t.name);
                     out.push(t);
                 }
             }
@@ -723,7 +736,7 @@ impl GovernedSession {
                     .is_ok()
                 {
                     let mut p = p.clone();
-                    p.name = format!("{id}__{}", p.name);
+                    p.name = self.shared.wire_name(&id, &p.name);
                     out.push(p);
                 }
             }

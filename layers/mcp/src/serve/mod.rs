@@ -37,9 +37,14 @@
 //! - **Relays**: while the upstream serves a call the stack let through, its progress
 //!   notifications, log messages and sampling/elicitation requests go to the client that made
 //!   the call (`crate::relay`, `relayed`); `logging/setLevel` sets that session's floor.
-//! - **Resources, prompts, tool search**: not offered. `initialize` declares `tools` (with
-//!   `listChanged`) and `logging` (relayed messages); a client that asks for anything else
-//!   gets the protocol's "method not found".
+//! - **Resources, prompts, completion** (issue 23, `content`): offered when an upstream has
+//!   them, named like tools, under each agent's `allowed_resources` / `allowed_prompts`, the
+//!   confidentiality filter and the air gap; every read and get audited and traced.
+//!   `initialize` declares `tools` (with `listChanged`), `logging` (relayed messages) and
+//!   what the upstreams offer of resources, prompts and completions. Tool search
+//!   (`mcp.deferred_tools`) is not offered yet.
+//! - **The lock and the scanner** (`mcp.locked`, `mcp.scan`): a tool whose definition is not
+//!   the locked one, or that the description scanner flags under `"withhold"`, is withheld.
 //! - **Upstream faults**: when a server's connection closes (it exited, its transport
 //!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
 //!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
