@@ -41,8 +41,9 @@
 //!   them, named like tools, under each agent's `allowed_resources` / `allowed_prompts`, the
 //!   confidentiality filter and the air gap; every read and get audited and traced.
 //!   `initialize` declares `tools` (with `listChanged`), `logging` (relayed messages) and
-//!   what the upstreams offer of resources, prompts and completions. Tool search
-//!   (`mcp.deferred_tools`) is not offered yet.
+//!   what the upstreams offer of resources, prompts and completions.
+//! - **Deferred tools** (`mcp.deferred_tools`, `deferred`): `tool_search` over the agent's
+//!   exposure and `tool_call`, unwrapped into the inner call before the governed stack.
 //! - **The lock and the scanner** (`mcp.locked`, `mcp.scan`): a tool whose definition is not
 //!   the locked one, or that the description scanner flags under `"withhold"`, is withheld.
 //! - **Upstream faults**: when a server's connection closes (it exited, its transport
@@ -64,6 +65,7 @@
 mod auth;
 mod config;
 mod content;
+mod deferred;
 mod elicit;
 mod http;
 mod list;
@@ -108,6 +110,7 @@ use tower_service::Service;
 
 pub use auth::token_hash;
 pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
+pub use deferred::{MAX_SEARCH_RESULTS, TOOL_CALL, TOOL_SEARCH, ToolIndex};
 pub use elicit::APPROVAL_INPUT_KEY;
 pub use list::list_for;
 pub use options::GatewayOptions;
@@ -190,6 +193,8 @@ struct Shared {
     reload: tokio::sync::RwLock<()>,
     /// Resources, prompts and completion (issue 23).
     content: content::Content,
+    /// `mcp.deferred_tools`: `tool_search` and `tool_call` instead of the list.
+    deferred: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -395,6 +400,7 @@ impl GovernedServer {
             wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
             content,
+            deferred: config.gateway.deferred_tools,
         });
         content::spawn_content_watcher(Arc::downgrade(&shared), &shared.gateway);
         spawn_watcher(Arc::downgrade(&shared), handle);

@@ -239,6 +239,10 @@ impl ServerHandler for GovernedSession {
         drop(reloading);
         self.shared
             .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
+        // Issue 23: with `mcp.deferred_tools`, the search and call tools instead of the list.
+        if self.shared.deferred {
+            return Ok(ListToolsResult::with_all_items(deferred::meta_tools()));
+        }
         Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
             listed.tools,
         )))
@@ -246,16 +250,40 @@ impl ServerHandler for GovernedSession {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // R20: the arguments' numbers as written, taken (so cleaned up) before anything else.
         let literals = self.written(&ctx);
         let caller = self.caller(&ctx)?;
-        let literals = match literals {
+        let mut literals = match literals {
             Ok(l) => l,
             Err(why) => return Ok(self.result(refused(why.to_owned()))),
         };
+        // Issue 23, `mcp.deferred_tools`: a search answers from the agent's exposure (R13); a
+        // `tool_call` is unwrapped here and is, from now on, the inner call (R38).
+        if self.shared.deferred {
+            if request.name == deferred::TOOL_SEARCH {
+                drop(self.shared.reload.read().await);
+                let listed = self
+                    .shared
+                    .listed(&caller.agent)
+                    .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+                let index = listed
+                    .search
+                    .get_or_init(|| deferred::ToolIndex::new(Arc::clone(&listed.tools)));
+                return Ok(deferred::search_result(index, request.arguments.as_ref()).into());
+            }
+            if request.name == deferred::TOOL_CALL {
+                match deferred::unwrap_call(request, &literals) {
+                    Ok((inner, l)) => {
+                        request = inner;
+                        literals = l;
+                    }
+                    Err(result) => return Ok(result.into()),
+                }
+            }
+        }
         // A call made while a reload swaps the snapshot waits for the new one, whole.
         drop(self.shared.reload.read().await);
         // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
