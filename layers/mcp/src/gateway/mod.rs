@@ -109,9 +109,11 @@ impl McpGatewayBuilder {
         self
     }
 
-    /// What the description scanner ([`crate::scan`]) does with a tool it flags (default
-    /// [`ScanMode::Warn`](crate::scan::ScanMode::Warn): a
-    /// [`ToolChange::Flagged`](crate::ToolChange::Flagged) drift event).
+    /// What the description scanner ([`crate::scan`]) does with a tool it flags: with
+    /// [`ScanMode::Warn`](crate::scan::ScanMode::Warn) a
+    /// [`ToolChange::Flagged`](crate::ToolChange::Flagged) drift event, with `Withhold` that
+    /// and the tool withheld. Off unless set (`toolgate mcp serve`'s `mcp.scan` defaults to
+    /// `"warn"`).
     pub fn scan(mut self, mode: crate::scan::ScanMode) -> Self {
         self.scan = mode;
         self
@@ -199,7 +201,8 @@ impl McpGateway {
             capacity: 256,
             relay_requests: false,
             lock: None,
-            scan: crate::scan::ScanMode::default(),
+            // Off for code that builds a gateway itself; `toolgate mcp serve` warns by default.
+            scan: crate::scan::ScanMode::Off,
         }
     }
 
