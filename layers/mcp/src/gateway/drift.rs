@@ -112,7 +112,7 @@ impl Inner {
                 ));
             }
             let added = matches!(change, ToolChange::Added { .. });
-            if !(added && !reasons.is_empty()) {
+            if !added || reasons.is_empty() {
                 out.push(change);
             }
             if !findings.is_empty() {
