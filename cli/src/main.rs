@@ -15,6 +15,8 @@ mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp")]
+mod mcp_lock;
 #[cfg(any(feature = "mcp", feature = "serve"))]
 mod ops;
 mod policy_sim;

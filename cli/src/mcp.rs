@@ -45,6 +45,18 @@ pub(crate) enum McpCommand {
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
     },
+    /// Write the definition lock (`toolgate.lock`, or `mcp.lock_file`): every upstream
+    /// tool's definition hash, description hash and annotations, as the servers list them
+    /// now. Findings of the description scanner are printed as warnings.
+    Lock {
+        /// The configuration (its `mcp` section names the upstream servers).
+        #[arg(long)]
+        config: PathBuf,
+        /// Compare instead of writing: exit 1 on any difference between the lock file and
+        /// what the servers list now (for CI).
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 /// The `mcp` section of a configuration text, when it parses and has one (`toolgate check`
@@ -57,11 +69,14 @@ pub(crate) fn section(text: &str, format: Format) -> Option<serde_json::Value> {
 }
 
 pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
-    let McpCommand::Serve {
-        config: path,
-        agent,
-        http,
-    } = command;
+    let (path, agent, http) = match command {
+        McpCommand::Serve {
+            config,
+            agent,
+            http,
+        } => (config, agent, http),
+        McpCommand::Lock { config, check } => return crate::mcp_lock::run(&config, check),
+    };
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     let format = Format::from_path(&path);

@@ -311,6 +311,24 @@ const TOOL_CALLS_MUST_PASS: &[&str] = &[
     "elicitation-sep1330-enums",
 ];
 
+/// The resource, prompt and completion scenarios (issue 23): through toolgate in front of the
+/// conformance upstream, which implements the suite's `test://` resources and `test_*`
+/// prompts as its scenario texts describe them.
+const CONTENT_MUST_PASS: &[&str] = &[
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "resources-subscribe",
+    "resources-unsubscribe",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "completion-complete",
+];
+
 /// Runs the suite against `served`: each scenario with whether it passed and whether its
 /// result was toolgate's own refusal (a structural pass on a refusal is not counted).
 fn run_suite(served: &Served, cli: &Path, node: &Path) -> Vec<(String, bool, bool)> {
@@ -387,6 +405,9 @@ fn conformance_suite_against_toolgate_mcp_serve() {
     let served = serve(&["--agent", "assistant"]);
     let outcome = run_suite(&served, &cli, &node);
     assert_pass(&outcome, MUST_PASS);
+    // Issue 23: server-everything's resources and prompts are listed (the suite's reads and
+    // gets name `test://` resources and `test_*` prompts it does not have).
+    assert_pass(&outcome, &["resources-list", "prompts-list"]);
 }
 
 /// The suite's tool-call scenarios for real: `toolgate mcp serve` with
@@ -421,6 +442,7 @@ fn conformance_tool_call_scenarios_pass_through_toolgate_with_own_wire_names() {
     let outcome = run_suite(&served, &cli, &node);
     assert_pass(&outcome, MUST_PASS);
     assert_pass(&outcome, TOOL_CALLS_MUST_PASS);
+    assert_pass(&outcome, CONTENT_MUST_PASS);
 }
 
 // ---- The durable inbox through `toolgate mcp serve` and `toolgate inbox approve` ----

@@ -106,6 +106,8 @@ const ANNOTATIONS: &[&str] = &[
 const AGENT: &[&str] = &[
     "name",
     "allowed_tools",
+    "allowed_resources",
+    "allowed_prompts",
     "confidential",
     "as_tool",
     "overrides",
@@ -493,6 +495,25 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
                     index(&o.path_of("allowed_tools"), i),
                     format!("expected a qualified tool name, found {}", type_name(other)),
                 ),
+            }
+        }
+    }
+    for (key, what) in [
+        ("allowed_resources", "a qualified resource name"),
+        ("allowed_prompts", "a qualified prompt name"),
+    ] {
+        if let Some(items) = o.array(key, errs) {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(s) if key == "allowed_resources" => {
+                        a.allowed_resources.push(s.clone());
+                    }
+                    Value::String(s) => a.allowed_prompts.push(s.clone()),
+                    other => errs.push(
+                        index(&o.path_of(key), i),
+                        format!("expected {what}, found {}", type_name(other)),
+                    ),
+                }
             }
         }
     }

@@ -229,6 +229,12 @@ fn agent(a: &AgentProfile) -> Value {
     let mut o = Map::new();
     o.insert("name".into(), a.name.clone().into());
     o.insert("allowed_tools".into(), json!(a.allowed_tools));
+    if !a.allowed_resources.is_empty() {
+        o.insert("allowed_resources".into(), json!(a.allowed_resources));
+    }
+    if !a.allowed_prompts.is_empty() {
+        o.insert("allowed_prompts".into(), json!(a.allowed_prompts));
+    }
     if a.confidential {
         o.insert("confidential".into(), true.into());
     }

@@ -179,6 +179,7 @@ fn bench(c: &mut Criterion) {
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     };
     let list_server = rt.block_on(async {
         GovernedServer::start(handle.clone(), &empty, None)
@@ -240,6 +241,7 @@ fn bench(c: &mut Criterion) {
         call_timeout: Duration::from_secs(30),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     };
     let proxy = rt.block_on(async {
         GovernedServer::start(handle, &config, None)

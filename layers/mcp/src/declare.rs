@@ -25,8 +25,11 @@ pub(crate) struct Listed {
     pub(crate) decl: ToolDeclaration,
     /// [`canon::definition_hash`] of `decl`.
     pub(crate) hash: String,
-    /// Why the governance snapshot would not take it, if it would not: calls are refused.
+    /// Why the governance snapshot would not take it, if it would not (or the gateway
+    /// withholds it, issue 23): calls are refused.
     pub(crate) unregistered: Option<String>,
+    /// The tool as the server listed it (what `toolgate.lock` hashes).
+    pub(crate) listed: Tool,
 }
 
 /// One server's tool list, in the server's order.
@@ -153,6 +156,7 @@ pub(crate) fn listing(
             decl,
             hash,
             unregistered: None,
+            listed: tool.clone(),
         }));
     }
     out

@@ -97,6 +97,30 @@ pub enum ToolChange {
         /// What the posture says about the new definition.
         posture: Option<PostureStatus>,
     },
+    /// A tool the gateway withholds (issue 23): its definition is not the locked one
+    /// (`mcp.locked`), or the description scanner flagged it under `mcp.scan: "withhold"`.
+    /// No agent is shown it and every call to it is refused, until it is listed with a
+    /// definition that passes.
+    Withheld {
+        /// The qualified name.
+        tool: String,
+        /// The identity.
+        identity: ToolIdentity,
+        /// The hash of the definition withheld.
+        hash: String,
+        /// Why, one reason each (the lock's, the scanner's).
+        reasons: Vec<String>,
+    },
+    /// A tool the description scanner flagged ([`crate::scan`]): reported, and kept unless
+    /// `mcp.scan` is `"withhold"` (then a [`ToolChange::Withheld`] follows).
+    Flagged {
+        /// The qualified name.
+        tool: String,
+        /// The identity.
+        identity: ToolIdentity,
+        /// What the scanner found, each as `kind in `field`: found`.
+        findings: Vec<String>,
+    },
     /// A tool the gateway would not register; calls to it are refused.
     Rejected {
         /// The tool's name as the server listed it (behind a prefixing gateway, with the
@@ -113,17 +137,21 @@ impl ToolChange {
         match self {
             ToolChange::Added { tool, .. }
             | ToolChange::Removed { tool, .. }
-            | ToolChange::Changed { tool, .. } => tool,
+            | ToolChange::Changed { tool, .. }
+            | ToolChange::Withheld { tool, .. }
+            | ToolChange::Flagged { tool, .. } => tool,
             ToolChange::Rejected { name, .. } => name,
         }
     }
 
-    /// `added`, `removed`, `changed` or `rejected`.
+    /// `added`, `removed`, `changed`, `withheld`, `flagged` or `rejected`.
     pub fn kind(&self) -> &'static str {
         match self {
             ToolChange::Added { .. } => "added",
             ToolChange::Removed { .. } => "removed",
             ToolChange::Changed { .. } => "changed",
+            ToolChange::Withheld { .. } => "withheld",
+            ToolChange::Flagged { .. } => "flagged",
             ToolChange::Rejected { .. } => "rejected",
         }
     }
@@ -159,6 +187,19 @@ impl ToolChange {
                         "old_hash": old_hash, "new_hash": new_hash,
                         "aspects": aspects.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
                         "posture": posture(p)}),
+            ToolChange::Withheld {
+                tool,
+                identity,
+                hash,
+                reasons,
+            } => json!({"change": "withheld", "tool": tool, "name": identity.name(),
+                        "new_hash": hash, "reasons": reasons}),
+            ToolChange::Flagged {
+                tool,
+                identity,
+                findings,
+            } => json!({"change": "flagged", "tool": tool, "name": identity.name(),
+                        "findings": findings}),
             ToolChange::Rejected { name, reason } => {
                 json!({"change": "rejected", "name": name, "reason": reason})
             }
@@ -290,6 +331,23 @@ impl DriftEvent {
                                 parts.join(", ")
                             );
                         }
+                        ToolChange::Withheld {
+                            tool,
+                            hash,
+                            reasons,
+                            ..
+                        } => tracing::warn!(
+                            target: "toolgate_mcp::drift",
+                            server, trigger, change = "withheld", tool = tool.as_str(),
+                            new_hash = hash.as_str(), reasons = reasons.join(" | ").as_str(),
+                            "MCP tool `{tool}` is withheld: {}", reasons.join("; ")
+                        ),
+                        ToolChange::Flagged { tool, findings, .. } => tracing::warn!(
+                            target: "toolgate_mcp::drift",
+                            server, trigger, change = "flagged", tool = tool.as_str(),
+                            findings = findings.join(" | ").as_str(),
+                            "MCP tool `{tool}` has text aimed at the model or hidden from people: {}", findings.join("; ")
+                        ),
                         ToolChange::Rejected { name, reason } => tracing::warn!(
                             target: "toolgate_mcp::drift",
                             server, trigger, change = "rejected", tool = name.as_str(),

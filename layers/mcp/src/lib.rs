@@ -162,11 +162,13 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+pub mod lock;
 mod oauth;
 #[cfg(feature = "prefix-gateway")]
 pub mod prefix_gateway;
 pub mod relay;
 mod routes;
+pub mod scan;
 mod schema;
 mod secret;
 #[cfg(feature = "serve")]
@@ -182,6 +184,8 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT, McpServerConfig,
 };
 pub use drift::{Aspect, DriftEvent, DriftOutcome, DriftTrigger, ToolChange};
-pub use gateway::{GatewayError, McpGateway, McpGatewayBuilder, ModelTool, model_tools};
+pub use gateway::{
+    ContentEvent, GatewayError, McpGateway, McpGatewayBuilder, ModelTool, model_tools,
+};
 pub use schema::{SchemaFuture, SchemaValidation, SchemaValidationLayer};
 pub use service::{McpCallError, McpFuture, McpToolService};

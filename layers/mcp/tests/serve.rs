@@ -114,6 +114,7 @@ fn serve_config() -> ServeConfig {
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     }
 }
 
@@ -748,6 +749,7 @@ async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -794,6 +796,7 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
         call_timeout: Duration::from_secs(1),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -989,6 +992,7 @@ async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
         jwt: None,
+        gateway: Default::default(),
     };
     Some(GovernedServer::start(handle, &config, None).await.unwrap())
 }
@@ -1148,6 +1152,7 @@ async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_name
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Own,
         jwt: None,
+        gateway: Default::default(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;

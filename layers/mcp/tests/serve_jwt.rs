@@ -423,7 +423,9 @@ async fn issue22_the_audit_record_names_the_callers_verified_principal() {
     let records: Vec<Value> = std::fs::read_to_string(&audit)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        // The calls' records (the trail also holds the gateway's drift events, issue 23).
+        .filter(|r| r.get("event").is_none())
         .collect();
     assert_eq!(records.len(), 2);
     assert_eq!(

@@ -32,6 +32,7 @@ async fn server(inbox: Inbox) -> GovernedServer {
         call_timeout: Duration::from_secs(20),
         wire_names: WireNames::Qualified,
         jwt: None,
+        gateway: Default::default(),
     };
     let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
     GovernedServer::start(handle, &config, Some(inbox))

@@ -389,6 +389,13 @@ impl<L, O> ToolgateLayer<L, O> {
         self.parts.audit.is_some()
     }
 
+    /// The sink the audit layer writes to, when the stack records an audit trail: for the
+    /// records of what reaches the tools other than calls (an MCP gateway's drift events,
+    /// its resource reads and prompt gets), in the same trail.
+    pub fn audit_sink(&self) -> Option<Arc<dyn AuditSink>> {
+        self.parts.audit.as_ref().map(AuditLayer::sink)
+    }
+
     /// Whether the stack scrubs what the model receives (`redaction.scrub_output`).
     pub fn scrubs_output(&self) -> bool {
         self.parts.scrub.is_some()

@@ -149,3 +149,37 @@ fn toml_reads_the_same_model() {
     let err = load_str("colour = 1", Format::Toml).unwrap_err();
     assert_eq!(err.errors[0].path, "colour");
 }
+
+#[test]
+fn issue23_allowed_resources_and_prompts_are_patterns_intersected_with_the_parent() {
+    let g = load_str(
+            r#"{"agents": [
+                {"name": "a", "allowed_resources": ["kb__*", "Docs__Readme"], "allowed_prompts": ["kb__summarise"]},
+                {"name": "sub", "parent": "a", "allowed_resources": ["*"], "allowed_prompts": ["kb__*"]},
+                {"name": "none"}
+            ]}"#,
+            Format::Json,
+        )
+        .unwrap();
+    let a = g.agent("a").unwrap();
+    assert!(a.allows_resource("KB__page") && a.allows_resource("docs__readme"));
+    assert!(!a.allows_resource("docs__other") && !a.allows_resource("kbx__page"));
+    assert!(a.allows_prompt("kb__summarise") && !a.allows_prompt("kb__other"));
+    // R39: the subagent's `*` allows only what its parent's lists allow.
+    let sub = g.agent("sub").unwrap();
+    assert!(sub.allows_resource("kb__page") && !sub.allows_resource("web__page"));
+    assert!(sub.allows_prompt("kb__summarise") && !sub.allows_prompt("kb__other"));
+    // Nothing by default.
+    let none = g.agent("none").unwrap();
+    assert!(!none.allows_resource("kb__page") && !none.allows_prompt("kb__summarise"));
+    let p =
+        paths(r#"{"agents": [{"name": "a", "allowed_resources": [1], "allowed_prompts": "x"}]}"#);
+    assert!(
+        p.contains(&String::from("agents[0].allowed_resources[0]")),
+        "{p:?}"
+    );
+    assert!(
+        p.contains(&String::from("agents[0].allowed_prompts")),
+        "{p:?}"
+    );
+}

@@ -33,6 +33,11 @@ pub struct AgentProfile {
     /// (`agents[i].audit`), instead of the `audit` section's; a subagent records at least
     /// what its parent records.
     pub audit_content: (Option<bool>, Option<bool>),
+    /// The qualified names (`server__name`) of the MCP resources and resource templates the
+    /// agent may list and read through `toolgate mcp serve` (issue 23); patterns as R48.
+    pub allowed_resources: Vec<String>,
+    /// The qualified names of the MCP prompts the agent may list and get; patterns as R48.
+    pub allowed_prompts: Vec<String>,
 }
 
 impl AgentProfile {
@@ -52,6 +57,30 @@ impl AgentProfile {
         S: Into<String>,
     {
         self.allowed_tools.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Allows these MCP resources (qualified names or R48 patterns, issue 23).
+    #[must_use]
+    pub fn allow_resources<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_resources
+            .extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Allows these MCP prompts (qualified names or R48 patterns, issue 23).
+    #[must_use]
+    pub fn allow_prompts<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.allowed_prompts
+            .extend(names.into_iter().map(Into::into));
         self
     }
 
@@ -149,6 +178,10 @@ pub struct ResolvedAgent {
     /// Audit input/output: its own setting, else its parent's; `true` from an ancestor
     /// cannot be turned off (R39: never looser).
     pub audit_content: (Option<bool>, Option<bool>),
+    /// Its own `allowed_resources`, then each ancestor's: every one must allow (R39).
+    pub(super) resources: Vec<AllowList>,
+    /// Its own `allowed_prompts`, then each ancestor's.
+    pub(super) prompts: Vec<AllowList>,
 }
 
 impl ResolvedAgent {
@@ -157,6 +190,41 @@ impl ResolvedAgent {
     pub fn allows(&self, key: &str) -> bool {
         self.allowed.allows(key) && self.within.iter().all(|l| l.allows(key))
     }
+
+    /// Whether the MCP resource or resource template of this qualified name (`server__name`,
+    /// any case) is allowed by the agent's `allowed_resources` and every ancestor's (R39,
+    /// R48 patterns; issue 23).
+    pub fn allows_resource(&self, qualified: &str) -> bool {
+        let key = name_key(qualified);
+        !self.resources.is_empty() && self.resources.iter().all(|l| l.allows(&key))
+    }
+
+    /// Whether the MCP prompt of this qualified name is allowed by `allowed_prompts` and
+    /// every ancestor's.
+    pub fn allows_prompt(&self, qualified: &str) -> bool {
+        let key = name_key(qualified);
+        !self.prompts.is_empty() && self.prompts.iter().all(|l| l.allows(&key))
+    }
+}
+
+fn allow_list(entries: &[String]) -> AllowList {
+    let mut list = AllowList::default();
+    for n in entries.iter().filter(|n| !n.trim().is_empty()) {
+        if is_pattern(n) {
+            list.patterns.push(Glob::new(n));
+        } else {
+            list.exact.insert(name_key(n));
+        }
+    }
+    list
+}
+
+fn chained(own: &[String], parent: Option<&Vec<AllowList>>) -> Vec<AllowList> {
+    let mut out = vec![allow_list(own)];
+    if let Some(p) = parent {
+        out.extend(p.iter().cloned());
+    }
+    out
 }
 
 /// A subagent's audit flag: its own, else its parent's; an ancestor's `true` stays.
@@ -242,6 +310,14 @@ pub(super) fn resolve_agents(
                 as_tool: profile.as_tool || parent_resolved.is_some_and(|p| p.as_tool),
                 overrides,
                 parent,
+                resources: chained(
+                    &profile.allowed_resources,
+                    parent_resolved.map(|p| &p.resources),
+                ),
+                prompts: chained(
+                    &profile.allowed_prompts,
+                    parent_resolved.map(|p| &p.prompts),
+                ),
                 approval_channel: profile
                     .approval_channel
                     .or(parent_resolved.and_then(|p| p.approval_channel)),

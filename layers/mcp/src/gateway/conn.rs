@@ -34,12 +34,37 @@ pub(super) struct GatewayClient {
     pub(super) relay_requests: bool,
     /// The server's configured id: a relayed elicitation names it (`crate::relay`).
     pub(super) server: Arc<str>,
+    /// Where the server's resource and prompt notifications go (issue 23).
+    pub(super) content: tokio::sync::broadcast::Sender<crate::ContentEvent>,
 }
 
 #[allow(deprecated)] // sampling and logging (SEP-2577), relayed
 impl ClientHandler for GatewayClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.content.send(crate::ContentEvent::ResourcesChanged(
+            self.server.to_string(),
+        ));
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self
+            .content
+            .send(crate::ContentEvent::PromptsChanged(self.server.to_string()));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.content.send(crate::ContentEvent::ResourceUpdated {
+            server: self.server.to_string(),
+            uri: params.uri,
+        });
     }
 
     async fn on_progress(

@@ -193,6 +193,7 @@ impl McpGateway {
             inflight: Arc::clone(&inflight),
             relay_requests: self.inner.relay_requests,
             server: Arc::from(id.as_str()),
+            content: self.inner.content.clone(),
         };
         let running =
             match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {

@@ -14,6 +14,7 @@ use super::error::GatewayError;
 use crate::declare;
 use crate::drift::{DriftEvent, DriftOutcome, DriftTrigger, ToolChange};
 use crate::routes::{ServerView, State};
+use crate::scan::{ScanMode, scan_tool};
 
 /// Waits for `list_changed` (or the period) and re-lists, until the gateway is gone.
 pub(super) async fn watch_server(
@@ -61,6 +62,83 @@ fn retire(builder: GovernanceBuilder, decl: &ToolDeclaration) -> GovernanceBuild
 }
 
 impl Inner {
+    /// Issue 23: the lock (`mcp.locked`) and the description scanner (`mcp.scan`) on each
+    /// tool `changes` adds or changes. Findings become [`ToolChange::Flagged`]; a tool to
+    /// withhold becomes [`ToolChange::Withheld`] (replacing its `Added`, after its
+    /// `Changed`). Returns the own names withheld, each with the reason its calls are
+    /// refused with.
+    fn screen(
+        &self,
+        conn: &ServerConn,
+        tools: &[Tool],
+        new: &crate::declare::Listing,
+        changes: &mut Vec<ToolChange>,
+    ) -> Vec<(String, String)> {
+        if self.lock.is_none() && self.scan == ScanMode::Off {
+            return Vec::new();
+        }
+        let server = conn.config.id();
+        let mut withheld = Vec::new();
+        let mut out = Vec::with_capacity(changes.len());
+        for change in changes.drain(..) {
+            let (ToolChange::Added { tool, identity, .. }
+            | ToolChange::Changed { tool, identity, .. }) = &change
+            else {
+                out.push(change);
+                continue;
+            };
+            let Some(listed) = new.get_own(identity.name()) else {
+                out.push(change);
+                continue;
+            };
+            let Some(raw) = tools.iter().find(|t| t.name.as_ref() == listed.raw) else {
+                out.push(change);
+                continue;
+            };
+            let (tool, identity) = (tool.clone(), identity.clone());
+            let mut reasons = Vec::new();
+            if let Some(why) = self.lock.as_ref().and_then(|l| l.verdict(server, raw)) {
+                reasons.push(format!("the lock (`mcp.locked`): {why}"));
+            }
+            let findings: Vec<String> = if self.scan == ScanMode::Off {
+                Vec::new()
+            } else {
+                scan_tool(raw).iter().map(ToString::to_string).collect()
+            };
+            if self.scan == ScanMode::Withhold && !findings.is_empty() {
+                reasons.push(format!(
+                    "the description scan (`mcp.scan: \"withhold\"`) flagged it: {}",
+                    findings.join("; ")
+                ));
+            }
+            let added = matches!(change, ToolChange::Added { .. });
+            if !added || reasons.is_empty() {
+                out.push(change);
+            }
+            if !findings.is_empty() {
+                out.push(ToolChange::Flagged {
+                    tool: tool.clone(),
+                    identity: identity.clone(),
+                    findings,
+                });
+            }
+            if !reasons.is_empty() {
+                withheld.push((
+                    identity.name().to_owned(),
+                    format!("the MCP tool `{tool}` is withheld: {}", reasons.join("; ")),
+                ));
+                out.push(ToolChange::Withheld {
+                    tool,
+                    identity,
+                    hash: listed.hash.clone(),
+                    reasons,
+                });
+            }
+        }
+        *changes = out;
+        withheld
+    }
+
     pub(super) fn emit(&self, event: &DriftEvent) {
         event.trace();
         if let Some(sink) = &self.audit
@@ -170,6 +248,8 @@ impl Inner {
                 Arc::make_mut(t).unregistered.clone_from(&o.unregistered);
             }
         }
+        // Issue 23: the lock and the description scanner, on every tool added or changed.
+        let withheld = self.screen(conn, tools, &new, &mut changes);
         let register: Vec<ToolDeclaration> = changes
             .iter()
             .filter_map(|c| match c {
@@ -178,8 +258,9 @@ impl Inner {
                 }
                 _ => None,
             })
+            .filter(|d| !withheld.iter().any(|(own, _)| own == d.identity.name()))
             .collect();
-        let retired: Vec<ToolDeclaration> = changes
+        let mut retired: Vec<ToolDeclaration> = changes
             .iter()
             .filter_map(|c| match c {
                 ToolChange::Removed { identity, .. } => {
@@ -188,6 +269,19 @@ impl Inner {
                 _ => None,
             })
             .collect();
+        // A withheld tool that was registered before is denied from now on.
+        for (own, _) in &withheld {
+            if let Some(t) = old.get_own(own)
+                && t.unregistered.is_none()
+            {
+                retired.push(t.decl.clone());
+            }
+        }
+        for (own, reason) in &withheld {
+            if let Some(t) = new.by_own.get(own).and_then(|&i| new.tools.get_mut(i)) {
+                Arc::make_mut(t).unregistered = Some(reason.clone());
+            }
+        }
         let (governance, rejected) = if register.is_empty() && retired.is_empty() && !first {
             (self.handle.load(), Vec::new())
         } else {

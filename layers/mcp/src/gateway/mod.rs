@@ -32,6 +32,24 @@ use toolgate_engine::UnknownAgent;
 use self::conn::{ServerConn, close, lock, server_key};
 pub use self::error::GatewayError;
 pub use self::model::{ModelTool, model_tools};
+
+/// A resource or prompt notification of an upstream server (issue 23), attributed to its
+/// configured id: `toolgate mcp serve` forwards it to its sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContentEvent {
+    /// `notifications/resources/list_changed`.
+    ResourcesChanged(String),
+    /// `notifications/prompts/list_changed`.
+    PromptsChanged(String),
+    /// `notifications/resources/updated` for a subscribed URI.
+    ResourceUpdated {
+        /// The configured server id.
+        server: String,
+        /// The resource's URI, as the server sent it.
+        uri: String,
+    },
+}
 use crate::drift::{DriftEvent, DriftTrigger};
 use crate::routes::{Routes, State};
 use crate::service::McpToolService;
@@ -43,10 +61,16 @@ pub(crate) struct Inner {
     /// Serialises registrations into the governance snapshot.
     register: tokio::sync::Mutex<()>,
     events: broadcast::Sender<DriftEvent>,
+    /// The servers' resource and prompt notifications (issue 23).
+    pub(crate) content: broadcast::Sender<ContentEvent>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Declare sampling and elicitation to the servers: their requests during a call are
     /// relayed to the call's client (`crate::relay`).
     relay_requests: bool,
+    /// `mcp.locked`: tools whose definition is not the locked one are withheld.
+    pub(crate) lock: Option<Arc<crate::lock::Lockfile>>,
+    /// `mcp.scan`: what the description scanner's findings do.
+    pub(crate) scan: crate::scan::ScanMode,
     /// Dropped with the gateway: every watcher ends.
     _alive: watch::Sender<()>,
     alive: watch::Receiver<()>,
@@ -71,9 +95,30 @@ pub struct McpGatewayBuilder {
     audit: Option<Arc<dyn AuditSink>>,
     capacity: usize,
     relay_requests: bool,
+    lock: Option<Arc<crate::lock::Lockfile>>,
+    scan: crate::scan::ScanMode,
 }
 
 impl McpGatewayBuilder {
+    /// Withholds every tool whose definition is not the one in `lock` (`mcp.locked: true`,
+    /// issue 23): a changed tool, one the lock does not name, any tool of a server the lock
+    /// does not name. Each is reported as a [`ToolChange::Withheld`](crate::ToolChange::Withheld)
+    /// drift event (traced, audited); no agent is shown it and every call to it is refused.
+    pub fn locked(mut self, lock: crate::lock::Lockfile) -> Self {
+        self.lock = Some(Arc::new(lock));
+        self
+    }
+
+    /// What the description scanner ([`crate::scan`]) does with a tool it flags: with
+    /// [`ScanMode::Warn`](crate::scan::ScanMode::Warn) a
+    /// [`ToolChange::Flagged`](crate::ToolChange::Flagged) drift event, with `Withhold` that
+    /// and the tool withheld. Off unless set (`toolgate mcp serve`'s `mcp.scan` defaults to
+    /// `"warn"`).
+    pub fn scan(mut self, mode: crate::scan::ScanMode) -> Self {
+        self.scan = mode;
+        self
+    }
+
     /// Writes every [`DriftEvent`] to an audit sink too (its
     /// [`audit_record`](DriftEvent::audit_record)).
     pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
@@ -102,6 +147,7 @@ impl McpGatewayBuilder {
     /// The gateway.
     pub fn build(self) -> McpGateway {
         let (events, _) = broadcast::channel(self.capacity);
+        let (content, _) = broadcast::channel(self.capacity);
         let (tx, rx) = watch::channel(());
         McpGateway {
             inner: Arc::new(Inner {
@@ -110,8 +156,11 @@ impl McpGatewayBuilder {
                 conns: Mutex::new(HashMap::new()),
                 register: tokio::sync::Mutex::new(()),
                 events,
+                content,
                 audit: self.audit,
                 relay_requests: self.relay_requests,
+                lock: self.lock,
+                scan: self.scan,
                 _alive: tx,
                 alive: rx,
             }),
@@ -151,6 +200,9 @@ impl McpGateway {
             audit: None,
             capacity: 256,
             relay_requests: false,
+            lock: None,
+            // Off for code that builds a gateway itself; `toolgate mcp serve` warns by default.
+            scan: crate::scan::ScanMode::Off,
         }
     }
 
@@ -162,6 +214,49 @@ impl McpGateway {
     /// Receives every drift event from now on: discoveries, changes and failed listings.
     pub fn subscribe(&self) -> broadcast::Receiver<DriftEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Receives the servers' resource and prompt notifications from now on
+    /// (`notifications/resources/list_changed`, `…/prompts/list_changed`,
+    /// `…/resources/updated`), each attributed to its configured server id.
+    pub fn subscribe_content(&self) -> broadcast::Receiver<ContentEvent> {
+        self.inner.content.subscribe()
+    }
+
+    /// The connection to one server, for what is not a tool call (its resources, prompts and
+    /// completions), and what it declared in its handshake. `None`: no such server, or its
+    /// connection closed.
+    pub fn upstream(
+        &self,
+        server: &str,
+    ) -> Option<(
+        rmcp::Peer<rmcp::RoleClient>,
+        Option<rmcp::model::ServerCapabilities>,
+    )> {
+        self.conn(server)
+            .filter(|c| !c.peer.is_transport_closed())
+            .map(|c| {
+                let caps = c.peer.peer_info().map(|i| i.capabilities.clone());
+                (c.peer.clone(), caps)
+            })
+    }
+
+    /// A connected server's configuration (issue 23: what it withholds from confidential
+    /// work, its operator's network scope).
+    pub(crate) fn server_config(&self, server: &str) -> Option<crate::McpServerConfig> {
+        self.conn(server).map(|c| c.config.clone())
+    }
+
+    /// Whether a server is open-world (issue 23: its resources are egress): one of its tools
+    /// as listed is open-world (`openWorldHint` true or absent, R8), or it lists none.
+    pub(crate) fn open_world(&self, server: &str) -> bool {
+        self.conn(server).is_none_or(|c| {
+            let listing = c.listing.load();
+            listing.tools.is_empty()
+                || listing.tools.iter().any(|t| {
+                    t.decl.annotations.as_ref().and_then(|a| a.open_world_hint) != Some(false)
+                })
+        })
     }
 
     /// The service sending governed calls to the servers' tools.
@@ -199,6 +294,31 @@ impl McpGateway {
                 .map(|t| t.decl.clone())
                 .collect()
         })
+    }
+
+    /// A server's tools exactly as it last listed them (withheld ones too), in its order.
+    pub fn listed_tools(&self, server: &str) -> Option<Vec<rmcp::model::Tool>> {
+        self.conn(server).map(|c| {
+            c.listing
+                .load()
+                .tools
+                .iter()
+                .map(|t| t.listed.clone())
+                .collect()
+        })
+    }
+
+    /// A definition lock ([`crate::lock`]) of every connected server's tools as last listed
+    /// (withheld ones too): what `toolgate mcp lock` writes.
+    pub fn lockfile(&self) -> crate::lock::Lockfile {
+        let mut lock = crate::lock::Lockfile::default();
+        for conn in lock_conns(&self.inner).into_iter() {
+            let listing = conn.listing.load_full();
+            let tools: Vec<rmcp::model::Tool> =
+                listing.tools.iter().map(|t| t.listed.clone()).collect();
+            lock.set_server(conn.config.id(), &tools);
+        }
+        lock
     }
 
     /// The tools `agent`'s model is shown, by the current snapshot.
@@ -269,6 +389,10 @@ impl McpGateway {
             close(&conn).await;
         }
     }
+}
+
+fn lock_conns(inner: &Inner) -> Vec<Arc<ServerConn>> {
+    lock(&inner.conns).values().cloned().collect()
 }
 
 impl Routes for Inner {

@@ -61,6 +61,9 @@ pub struct ServeConfig {
     /// Bearer JWTs from an identity provider (`mcp.jwt`, issue 22), beside or instead of the
     /// static tokens.
     pub jwt: Option<McpJwt>,
+    /// The gateway's own settings (issue 23): the definition lock, the description scanner,
+    /// deferred tools.
+    pub gateway: super::options::GatewayOptions,
 }
 
 /// `mcp.jwt`: `toolgate mcp serve --http` as an OAuth 2.1 resource server (the MCP
@@ -221,6 +224,10 @@ const MCP: &[&str] = &[
     "call_timeout_secs",
     "wire_names",
     "jwt",
+    "locked",
+    "lock_file",
+    "scan",
+    "deferred_tools",
 ];
 const SERVER: &[&str] = &[
     "command",
@@ -313,6 +320,7 @@ impl ServeConfig {
             .into_iter()
             .map(|s| s.relative_to(dir))
             .collect();
+        self.gateway = self.gateway.relative_to(dir);
         self
     }
 
@@ -462,6 +470,7 @@ impl ServeConfig {
             }
         };
         let jwt = obj.get("jwt").and_then(|v| read_jwt(v, &mut errs));
+        let gateway = super::options::GatewayOptions::read(obj, &mut errs);
         if errs.is_empty() {
             Ok(Self {
                 servers,
@@ -470,6 +479,7 @@ impl ServeConfig {
                 call_timeout,
                 wire_names,
                 jwt,
+                gateway,
             })
         } else {
             Err(errs)
@@ -493,6 +503,7 @@ impl ServeConfig {
             read.call_timeout.as_secs().into(),
         );
         out.insert("wire_names".into(), read.wire_names.as_str().into());
+        read.gateway.effective(&mut out);
         if let Some(j) = &read.jwt {
             let mut o = j.settings.to_json();
             o.insert("agent_claim".into(), j.agent_claim.clone().into());

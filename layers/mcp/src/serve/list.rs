@@ -15,6 +15,8 @@ pub(super) struct Watched {
 pub(super) struct Listed {
     pub(super) tools: Arc<Vec<Tool>>,
     pub(super) fingerprint: u64,
+    /// The `tool_search` index of these tools (`mcp.deferred_tools`), built on first use.
+    pub(super) search: Arc<std::sync::OnceLock<deferred::ToolIndex>>,
 }
 
 /// Each agent's projected list for one governance snapshot: a repeated `tools/list` on an
@@ -111,6 +113,7 @@ impl Shared {
         let listed = Listed {
             fingerprint: fingerprint(&tools),
             tools: Arc::new(tools),
+            search: Arc::default(),
         };
         let mut cache = lock(&self.lists);
         if !current(&cache) {

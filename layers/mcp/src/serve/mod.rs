@@ -37,9 +37,15 @@
 //! - **Relays**: while the upstream serves a call the stack let through, its progress
 //!   notifications, log messages and sampling/elicitation requests go to the client that made
 //!   the call (`crate::relay`, `relayed`); `logging/setLevel` sets that session's floor.
-//! - **Resources, prompts, tool search**: not offered. `initialize` declares `tools` (with
-//!   `listChanged`) and `logging` (relayed messages); a client that asks for anything else
-//!   gets the protocol's "method not found".
+//! - **Resources, prompts, completion** (issue 23, `content`): offered when an upstream has
+//!   them, named like tools, under each agent's `allowed_resources` / `allowed_prompts`, the
+//!   confidentiality filter and the air gap; every read and get audited and traced.
+//!   `initialize` declares `tools` (with `listChanged`), `logging` (relayed messages) and
+//!   what the upstreams offer of resources, prompts and completions.
+//! - **Deferred tools** (`mcp.deferred_tools`, `deferred`): `tool_search` over the agent's
+//!   exposure and `tool_call`, unwrapped into the inner call before the governed stack.
+//! - **The lock and the scanner** (`mcp.locked`, `mcp.scan`): a tool whose definition is not
+//!   the locked one, or that the description scanner flags under `"withhold"`, is withheld.
 //! - **Upstream faults**: when a server's connection closes (it exited, its transport
 //!   failed) its tools are refused (`rejected`, with the reason) while toolgate connects it
 //!   again with exponential backoff; a call that gets no answer ends at the call timeout as a
@@ -58,10 +64,13 @@
 
 mod auth;
 mod config;
+mod content;
+mod deferred;
 mod elicit;
 mod http;
 mod list;
 mod ops;
+mod options;
 mod relayed;
 mod result;
 mod revoke;
@@ -104,9 +113,11 @@ use tower_service::Service;
 
 pub use auth::token_hash;
 pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
+pub use deferred::{MAX_SEARCH_RESULTS, TOOL_CALL, TOOL_SEARCH, ToolIndex};
 pub use elicit::APPROVAL_INPUT_KEY;
 pub use list::list_for;
 pub use ops::{GovernedStack, MetricsText, Observe, UpstreamObserver};
+pub use options::GatewayOptions;
 pub use result::{approval_page_link, call_result, call_result_with_page};
 pub use session::GovernedSession;
 pub use upstream::MAX_RECONNECT_BACKOFF;
@@ -174,6 +185,10 @@ struct Shared {
     servers: servers::Servers,
     /// What the host records (issue 23): metrics, the wait observer.
     observe: Observe,
+    /// Resources, prompts and completion (issue 23).
+    content: content::Content,
+    /// `mcp.deferred_tools`: `tool_search` and `tool_call` instead of the list.
+    deferred: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -353,7 +368,18 @@ impl GovernedServer {
             .map_err(ServeError::Config)?
             .validate_input(SchemaValidationLayer::new(handle.clone()));
         // The servers' sampling and elicitation requests during a call go to its client.
-        let gateway = McpGateway::builder(handle.clone()).relay_requests().build();
+        let mut gateway = McpGateway::builder(handle.clone())
+            .relay_requests()
+            .scan(config.gateway.scan);
+        // Issue 23: `mcp.locked` withholds every tool that is not the locked one.
+        if let Some(lock) = config.gateway.load_lock().map_err(ServeError::Config)? {
+            gateway = gateway.locked(lock);
+        }
+        if let Some(sink) = layer.audit_sink() {
+            gateway = gateway.audit(sink);
+        }
+        let gateway = gateway.build();
+        let content = content::Content::new(layer.audit_sink(), layer.redactor().clone());
         for server in &config.servers {
             gateway
                 .connect(server.clone())
@@ -389,7 +415,10 @@ impl GovernedServer {
             down,
             servers: servers::Servers::default(),
             observe,
+            content,
+            deferred: config.gateway.deferred_tools,
         });
+        content::spawn_content_watcher(Arc::downgrade(&shared), &shared.gateway);
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
             shared.supervise(server.clone());

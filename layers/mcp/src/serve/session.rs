@@ -120,7 +120,7 @@ impl GovernedSession {
         }
     }
 
-    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    pub(super) fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         self.caller(ctx).map(|c| c.agent)
     }
 }
@@ -128,17 +128,101 @@ impl GovernedSession {
 impl ServerHandler for GovernedSession {
     #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        // Issue 23: resources, prompts and completion when an upstream has them.
+        let (resources, subscribe, prompts, completions) = content::declared(&self.shared.gateway);
+        if resources {
+            let mut r = rmcp::model::ResourcesCapability::default();
+            r.subscribe = subscribe.then_some(true);
+            r.list_changed = Some(true);
+            capabilities.resources = Some(r);
+        }
+        if prompts {
+            let mut p = rmcp::model::PromptsCapability::default();
+            p.list_changed = Some(true);
+            capabilities.prompts = Some(p);
+        }
+        if completions {
+            capabilities.completions = Some(Map::new());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools, resources and prompts governed by toolgate: a refused or held call returns a tool result with isError and the reasons; a refused resource read or prompt get is an error whose data.toolgate says why.",
+            )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        self.content_list_resources(&ctx).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        self.content_list_templates(&ctx).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        self.content_read(request, &ctx).await.map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.content_subscribe(request, &ctx, true).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.content_subscribe(
+            rmcp::model::SubscribeRequestParams::new(request.uri),
+            &ctx,
+            false,
         )
-        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Tools governed by toolgate: a refused or held call returns a tool result with isError and the reasons. Resources and prompts are not offered.",
-        )
+        .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        self.content_list_prompts(&ctx).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        self.content_get_prompt(request, &ctx).await.map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        self.content_complete(request, &ctx).await
     }
 
     async fn list_tools(
@@ -155,6 +239,10 @@ impl ServerHandler for GovernedSession {
         drop(reloading);
         self.shared
             .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
+        // Issue 23: with `mcp.deferred_tools`, the search and call tools instead of the list.
+        if self.shared.deferred {
+            return Ok(ListToolsResult::with_all_items(deferred::meta_tools()));
+        }
         Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
             listed.tools,
         )))
@@ -162,16 +250,40 @@ impl ServerHandler for GovernedSession {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // R20: the arguments' numbers as written, taken (so cleaned up) before anything else.
         let literals = self.written(&ctx);
         let caller = self.caller(&ctx)?;
-        let literals = match literals {
+        let mut literals = match literals {
             Ok(l) => l,
             Err(why) => return Ok(self.result(refused(why.to_owned()))),
         };
+        // Issue 23, `mcp.deferred_tools`: a search answers from the agent's exposure (R13); a
+        // `tool_call` is unwrapped here and is, from now on, the inner call (R38).
+        if self.shared.deferred {
+            if request.name == deferred::TOOL_SEARCH {
+                drop(self.shared.reload.read().await);
+                let listed = self
+                    .shared
+                    .listed(&caller.agent)
+                    .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+                let index = listed
+                    .search
+                    .get_or_init(|| deferred::ToolIndex::new(Arc::clone(&listed.tools)));
+                return Ok(deferred::search_result(index, request.arguments.as_ref()).into());
+            }
+            if request.name == deferred::TOOL_CALL {
+                match deferred::unwrap_call(request, &literals) {
+                    Ok((inner, l)) => {
+                        request = inner;
+                        literals = l;
+                    }
+                    Err(result) => return Ok(result.into()),
+                }
+            }
+        }
         // A call made while a reload swaps the snapshot waits for the new one, whole.
         drop(self.shared.reload.read().await);
         // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and

@@ -1,12 +1,15 @@
-// An upstream MCP server for the official conformance suite's tool-call scenarios, written
-// with the official TypeScript SDK (McpServer over stdio): the `test_*` tools exactly as the
-// suite's own scenario texts require (grep the suite's dist/index.js for "Implement tool").
+// An upstream MCP server for the official conformance suite's tool-call, resource, prompt and
+// completion scenarios, written with the official TypeScript SDK (McpServer over stdio): the
+// `test_*` tools, the `test://` resources and the `test_*` prompts exactly as the suite's own
+// scenario texts require (grep the suite's dist/index.js for "Implement").
 // `cli/tests/mcp_serve.rs` copies it next to the installed SDK and puts `toolgate mcp serve`
 // (with `mcp.wire_names: "own"`) in front of it.
 //
 //   node conformance_upstream.mjs
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { completable } from "@modelcontextprotocol/sdk/server/completable.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { SubscribeRequestSchema, UnsubscribeRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 
 const server = new McpServer(
@@ -269,5 +272,111 @@ server.registerTool(
     };
   },
 );
+
+// ---- Resources (resources-* scenarios) ----
+
+server.registerResource(
+  "static-text",
+  "test://static-text",
+  { description: "A static text resource", mimeType: "text/plain" },
+  async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: "text/plain", text: "This is the content of the static text resource." }],
+  }),
+);
+
+server.registerResource(
+  "static-binary",
+  "test://static-binary",
+  { description: "A static binary resource", mimeType: "image/png" },
+  async (uri) => ({ contents: [{ uri: uri.href, mimeType: "image/png", blob: PNG }] }),
+);
+
+server.registerResource(
+  "watched-resource",
+  "test://watched-resource",
+  { description: "A resource to subscribe to", mimeType: "text/plain" },
+  async (uri) => ({ contents: [{ uri: uri.href, mimeType: "text/plain", text: "watched" }] }),
+);
+
+server.registerResource(
+  "template",
+  new ResourceTemplate("test://template/{id}/data", { list: undefined }),
+  { description: "A resource template", mimeType: "application/json" },
+  async (uri, { id }) => ({
+    contents: [
+      {
+        uri: uri.href,
+        mimeType: "application/json",
+        text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }),
+      },
+    ],
+  }),
+);
+
+const subscribed = new Set();
+server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
+server.server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+  subscribed.add(req.params.uri);
+  return {};
+});
+server.server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+  subscribed.delete(req.params.uri);
+  return {};
+});
+
+// ---- Prompts and completion (prompts-*, completion-complete) ----
+
+server.registerPrompt(
+  "test_simple_prompt",
+  { description: "A simple prompt without arguments" },
+  async () => ({
+    messages: [{ role: "user", content: { type: "text", text: "This is a simple prompt for testing." } }],
+  }),
+);
+
+server.registerPrompt(
+  "test_prompt_with_arguments",
+  {
+    description: "A prompt with two arguments",
+    argsSchema: {
+      arg1: completable(z.string().describe("First test argument"), (value) =>
+        ["paris", "park", "party", "test", "testing"].filter((v) => v.startsWith(value)),
+      ),
+      arg2: z.string().describe("Second test argument"),
+    },
+  },
+  async ({ arg1, arg2 }) => ({
+    messages: [
+      { role: "user", content: { type: "text", text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } },
+    ],
+  }),
+);
+
+server.registerPrompt(
+  "test_prompt_with_embedded_resource",
+  {
+    description: "A prompt embedding a resource",
+    argsSchema: { resourceUri: z.string().describe("URI of the resource to embed") },
+  },
+  async ({ resourceUri }) => ({
+    messages: [
+      {
+        role: "user",
+        content: {
+          type: "resource",
+          resource: { uri: resourceUri, mimeType: "text/plain", text: "Embedded resource content for testing." },
+        },
+      },
+      { role: "user", content: { type: "text", text: "Please process the embedded resource above." } },
+    ],
+  }),
+);
+
+server.registerPrompt("test_prompt_with_image", { description: "A prompt with an image" }, async () => ({
+  messages: [
+    { role: "user", content: { type: "image", data: PNG, mimeType: "image/png" } },
+    { role: "user", content: { type: "text", text: "Please analyze the image above." } },
+  ],
+}));
 
 await server.connect(new StdioServerTransport());

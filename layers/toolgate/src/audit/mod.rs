@@ -140,6 +140,11 @@ impl AuditLayer {
         Self::shared(Arc::new(sink))
     }
 
+    /// The sink this layer writes to (shared).
+    pub fn sink(&self) -> Arc<dyn AuditSink> {
+        Arc::clone(&self.sink)
+    }
+
     /// As [`AuditLayer::new`] for a sink already shared.
     pub fn shared(sink: Arc<dyn AuditSink>) -> Self {
         Self {

@@ -1,0 +1,895 @@
+//! Resources, prompts and completion, governed (issue 23).
+//!
+//! Offered downstream when an upstream server has them. Each is named like a tool: a
+//! resource, resource template or prompt of server `kb` named `page` is `kb__page`; a
+//! resource's URI is kept as the server gave it, attributed to the server that listed it.
+//! What an agent sees and may read, subscribe to, get or complete:
+//!
+//! 1. **allowed**: its qualified name is matched by the agent's `allowed_resources` /
+//!    `allowed_prompts` (names or R48 patterns, ASCII case-insensitive), and by every
+//!    ancestor's (R39); nothing is allowed by default;
+//! 2. **confidentiality** (R7): a confidential agent is not shown what the server's
+//!    `confidential` setting withholds (every name, or these names);
+//! 3. **air gap** (R8, resources only): on an air-gapped host, a resource of an open-world
+//!    server is egress — one of whose tools is open-world (`openWorldHint` true or absent),
+//!    or that lists no tools — unless the operator's `network` for the server says otherwise.
+//!
+//! A read, subscription, get or completion of what the agent may not see is refused before
+//! anything is sent, with a JSON-RPC error whose `data.toolgate` carries the outcome, the
+//! code (`not_allowed`, `confidential`, `air_gapped`, `unknown_tool`) and the reasons, as a
+//! refused tool call's `structuredContent.toolgate` does. Every read, subscription, get and
+//! completion is audited (`event`: `mcp_resource_read`, `mcp_resource_subscribe`,
+//! `mcp_prompt_get`, `mcp_completion`; URIs and arguments redacted) before it is sent — an
+//! audit record that cannot be written refuses it — and traced in a span
+//! (`toolgate.mcp.content`). `notifications/resources/list_changed` and
+//! `…/prompts/list_changed` of any upstream go to every session that listed; a
+//! `notifications/resources/updated` goes to the sessions subscribed to that URI whose agent
+//! may still read it.
+
+use std::collections::HashMap;
+
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
+    ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate,
+    ResourceUpdatedNotificationParam, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::{Peer, RoleClient};
+use toolgate::audit::AuditSink;
+use toolgate::redact::Redactor;
+use toolgate_core::{NetworkScope, RefusalCode};
+
+use super::*;
+use crate::ContentEvent;
+
+/// What one upstream server offers, as last listed (dropped on its `list_changed`).
+#[derive(Default)]
+struct Catalog {
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+}
+
+struct Subscription {
+    session: String,
+    agent: String,
+    peer: Peer<RoleServer>,
+    server: String,
+    name: String,
+    uri: String,
+}
+
+/// The content state of one `toolgate mcp serve`.
+pub(super) struct Content {
+    audit: Option<Arc<dyn AuditSink>>,
+    redactor: Redactor,
+    catalogs: tokio::sync::Mutex<HashMap<String, Arc<Catalog>>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    /// Sessions that listed resources or prompts: told when a list changes.
+    listeners: Mutex<Vec<(String, Peer<RoleServer>)>>,
+}
+
+impl Content {
+    pub(super) fn new(audit: Option<Arc<dyn AuditSink>>, redactor: Redactor) -> Self {
+        Content {
+            audit,
+            redactor,
+            catalogs: tokio::sync::Mutex::default(),
+            subscriptions: Mutex::default(),
+            listeners: Mutex::default(),
+        }
+    }
+}
+
+/// A refusal: (code, reason).
+type Refused = (RefusalCode, String);
+
+fn refusal_error(what: &str, (code, reason): &Refused) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("toolgate refused {what} ({code}): {reason}"),
+        Some(
+            json!({"toolgate": {"outcome": "refused", "code": code.to_string(), "reasons": [reason]}}),
+        ),
+    )
+}
+
+/// Whether an RFC 6570 URI template matches a URI: `{x}` stands for a non-empty run without
+/// `/`, `{+x}` and `{#x}` for any run, `{?x}` / `{&x}` for an optional query.
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
+    enum Part<'a> {
+        Lit(&'a str),
+        Var(char),
+    }
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        if open > 0 {
+            parts.push(Part::Lit(&rest[..open]));
+        }
+        let expr = &rest[open + 1..open + close];
+        parts.push(Part::Var(expr.chars().next().unwrap_or('x')));
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Lit(rest));
+    }
+    fn go(parts: &[Part<'_>], uri: &str, depth: usize) -> bool {
+        if depth > 64 {
+            return false;
+        }
+        let Some((first, more)) = parts.split_first() else {
+            return uri.is_empty();
+        };
+        match first {
+            Part::Lit(l) => uri.strip_prefix(l).is_some_and(|u| go(more, u, depth + 1)),
+            Part::Var(op) => {
+                let (min, slash) = match op {
+                    '+' | '#' => (0, true),
+                    '?' | '&' => (0, true),
+                    _ => (1, false),
+                };
+                let ends: Vec<usize> = uri
+                    .char_indices()
+                    .map(|(i, _)| i)
+                    .chain(std::iter::once(uri.len()))
+                    .collect();
+                for &end in &ends {
+                    if end < min {
+                        continue;
+                    }
+                    let taken = uri.get(..end).unwrap_or_default();
+                    if !slash && taken.contains('/') {
+                        break;
+                    }
+                    if go(more, uri.get(end..).unwrap_or_default(), depth + 1) {
+                        return true;
+                    }
+                }
+                false
+            }
+        }
+    }
+    go(&parts, uri, 0)
+}
+
+impl Shared {
+    /// How the client sees the name of a resource, template or prompt: qualified
+    /// (`server__name`), or its own name with `mcp.wire_names: "own"`.
+    fn wire_name(&self, server: &str, name: &str) -> String {
+        match &self.wire {
+            wire::Wire::Own { .. } => name.to_owned(),
+            wire::Wire::Qualified => format!("{server}__{name}"),
+        }
+    }
+
+    /// The connected servers offering what `has` says, with their connections.
+    fn offering(
+        &self,
+        has: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
+    ) -> Vec<(String, Peer<RoleClient>, rmcp::model::ServerCapabilities)> {
+        self.gateway
+            .servers()
+            .into_iter()
+            .filter_map(|id| {
+                let (peer, caps) = self.gateway.upstream(&id)?;
+                let caps = caps?;
+                has(&caps).then_some((id, peer, caps))
+            })
+            .collect()
+    }
+
+    /// One server's catalog, listed now when it is not cached. A listing that fails is
+    /// empty (nothing of that server is offered), and not cached.
+    async fn catalog(&self, server: &str, peer: &Peer<RoleClient>) -> Arc<Catalog> {
+        if let Some(c) = self.content.catalogs.lock().await.get(server) {
+            return Arc::clone(c);
+        }
+        let caps = peer.peer_info().map(|i| i.capabilities.clone());
+        let mut cat = Catalog::default();
+        let mut ok = true;
+        if caps.as_ref().is_some_and(|c| c.resources.is_some()) {
+            match peer.list_all_resources().await {
+                Ok(r) => cat.resources = r,
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!(target: "toolgate_mcp::content", server, "the resources of MCP server `{server}` could not be listed: {e}");
+                }
+            }
+            match peer.list_all_resource_templates().await {
+                Ok(t) => cat.templates = t,
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!(target: "toolgate_mcp::content", server, "the resource templates of MCP server `{server}` could not be listed: {e}");
+                }
+            }
+        }
+        if caps.as_ref().is_some_and(|c| c.prompts.is_some()) {
+            match peer.list_all_prompts().await {
+                Ok(p) => cat.prompts = p,
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!(target: "toolgate_mcp::content", server, "the prompts of MCP server `{server}` could not be listed: {e}");
+                }
+            }
+        }
+        let cat = Arc::new(cat);
+        if ok {
+            self.content
+                .catalogs
+                .lock()
+                .await
+                .insert(server.to_owned(), Arc::clone(&cat));
+        }
+        cat
+    }
+
+    /// Why `agent` may not see the resource (or prompt) `name` of `server`, if it may not.
+    fn content_verdict(
+        &self,
+        agent: &str,
+        server: &str,
+        name: &str,
+        resource: bool,
+    ) -> Result<(), Refused> {
+        let governance = self.gateway.handle().load();
+        let qualified = format!("{server}__{name}");
+        let Some(profile) = governance.agent(agent) else {
+            return Err((
+                RefusalCode::NotAllowed,
+                format!("no agent profile `{agent}`"),
+            ));
+        };
+        let (allowed, field) = if resource {
+            (profile.allows_resource(&qualified), "allowed_resources")
+        } else {
+            (profile.allows_prompt(&qualified), "allowed_prompts")
+        };
+        if !allowed {
+            return Err((
+                RefusalCode::NotAllowed,
+                format!("`{qualified}` is not in agent `{agent}`'s `{field}`"),
+            ));
+        }
+        let config = self.gateway.server_config(server);
+        if profile.confidential && config.as_ref().is_some_and(|c| c.withholds(name)) {
+            return Err((
+                RefusalCode::Confidential,
+                format!(
+                    "agent `{agent}` does confidential work and server `{server}` withholds `{name}` from it"
+                ),
+            ));
+        }
+        if resource && governance.settings().air_gapped {
+            let scope = config
+                .as_ref()
+                .and_then(|c| c.network())
+                .unwrap_or_else(|| {
+                    if self.gateway.open_world(server) {
+                        NetworkScope::Egress
+                    } else {
+                        NetworkScope::None
+                    }
+                });
+            if scope == NetworkScope::Egress {
+                return Err((
+                    RefusalCode::AirGapped,
+                    format!(
+                        "the host is air-gapped and `{qualified}` is a resource of an open-world server (egress; set the server's `network` to say otherwise)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one audit record (and traces it); `false` when the record could not be
+    /// written (the request is then refused, R33).
+    fn content_record(&self, fields: Map<String, Value>) -> bool {
+        let mut m = Map::new();
+        m.insert(
+            "time".into(),
+            Value::from(humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()),
+        );
+        m.extend(fields);
+        tracing::info!(
+            target: "toolgate_mcp::content",
+            event = m.get("event").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            agent = m.get("agent").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            name = m.get("name").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            outcome = m.get("outcome").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            "MCP content request"
+        );
+        match &self.content.audit {
+            None => true,
+            Some(sink) => match sink.write(m) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(target: "toolgate_mcp::content", "the audit record could not be written: {e}");
+                    false
+                }
+            },
+        }
+    }
+
+    fn listen(&self, session: &str, peer: &Peer<RoleServer>) {
+        let mut l = lock(&self.content.listeners);
+        l.retain(|(_, p)| !p.is_transport_closed());
+        if !l.iter().any(|(s, _)| s == session) {
+            l.push((session.to_owned(), peer.clone()));
+        }
+    }
+
+    /// The server and name of what `uri` is: a listed resource (exact URI), else a
+    /// template that matches it. Several servers: refused (`unknown_tool`, ambiguous).
+    async fn owner_of(&self, uri: &str) -> Result<(String, String, Peer<RoleClient>), Refused> {
+        let mut found: Vec<(String, String, Peer<RoleClient>)> = Vec::new();
+        let servers = self.offering(|c| c.resources.is_some());
+        for (id, peer, _) in &servers {
+            let cat = self.catalog(id, peer).await;
+            if let Some(r) = cat.resources.iter().find(|r| r.uri == uri) {
+                found.push((id.clone(), r.name.clone(), peer.clone()));
+            }
+        }
+        if found.is_empty() {
+            for (id, peer, _) in &servers {
+                let cat = self.catalog(id, peer).await;
+                if let Some(t) = cat
+                    .templates
+                    .iter()
+                    .find(|t| template_matches(&t.uri_template, uri))
+                {
+                    found.push((id.clone(), t.name.clone(), peer.clone()));
+                }
+            }
+        }
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err((
+                RefusalCode::UnknownTool,
+                format!("no upstream server lists the resource `{uri}` or a template matching it"),
+            )),
+            _ => Err((
+                RefusalCode::UnknownTool,
+                format!(
+                    "the resource `{uri}` is listed by several upstream servers ({}); toolgate does not guess which",
+                    found
+                        .iter()
+                        .map(|(s, _, _)| format!("`{s}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// The server and the listed name of a qualified prompt name (`server__name`, R2).
+    async fn prompt_owner(
+        &self,
+        qualified: &str,
+    ) -> Result<(String, String, Peer<RoleClient>), Refused> {
+        let unknown = || {
+            (
+                RefusalCode::UnknownTool,
+                format!("no upstream server lists the prompt `{qualified}`"),
+            )
+        };
+        // `mcp.wire_names: "own"`: the one server's prompts by their own names.
+        let (server, own) = match &self.wire {
+            wire::Wire::Own { server } => (server.as_str(), qualified),
+            wire::Wire::Qualified => qualified.split_once("__").ok_or_else(unknown)?,
+        };
+        for (id, peer, _) in self.offering(|c| c.prompts.is_some()) {
+            if !id.eq_ignore_ascii_case(server) {
+                continue;
+            }
+            let cat = self.catalog(&id, &peer).await;
+            let exact = cat.prompts.iter().find(|p| p.name == own);
+            let folded: Vec<&Prompt> = cat
+                .prompts
+                .iter()
+                .filter(|p| p.name.eq_ignore_ascii_case(own))
+                .collect();
+            let p = exact.or(match folded.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            });
+            return p
+                .map(|p| (id.clone(), p.name.clone(), peer.clone()))
+                .ok_or_else(unknown);
+        }
+        Err(unknown())
+    }
+
+    /// Drops the catalog of a server whose list changed and tells the listening sessions.
+    pub(super) async fn content_changed(&self, event: ContentEvent) {
+        match event {
+            ContentEvent::ResourcesChanged(server) => {
+                self.content.catalogs.lock().await.remove(&server);
+                for peer in self.listeners() {
+                    let _ = peer.notify_resource_list_changed().await;
+                }
+            }
+            ContentEvent::PromptsChanged(server) => {
+                self.content.catalogs.lock().await.remove(&server);
+                for peer in self.listeners() {
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+            }
+            ContentEvent::ResourceUpdated { server, uri } => {
+                let due: Vec<(Peer<RoleServer>, String, String)> = {
+                    let mut subs = lock(&self.content.subscriptions);
+                    subs.retain(|s| !s.peer.is_transport_closed());
+                    subs.iter()
+                        .filter(|s| s.server == server && s.uri == uri)
+                        .map(|s| (s.peer.clone(), s.agent.clone(), s.name.clone()))
+                        .collect()
+                };
+                for (peer, agent, name) in due {
+                    // Only while the agent may still read it (a reload may have changed that).
+                    if self.content_verdict(&agent, &server, &name, true).is_ok() {
+                        let _ = peer
+                            .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                                uri.clone(),
+                            ))
+                            .await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn listeners(&self) -> Vec<Peer<RoleServer>> {
+        let mut l = lock(&self.content.listeners);
+        l.retain(|(_, p)| !p.is_transport_closed());
+        l.iter().map(|(_, p)| p.clone()).collect()
+    }
+}
+
+/// Forwards the gateway's content notifications to the sessions, until the server is gone.
+pub(super) fn spawn_content_watcher(weak: Weak<Shared>, gateway: &McpGateway) {
+    let mut events = gateway.subscribe_content();
+    tokio::spawn(async move {
+        loop {
+            let event = match events.recv().await {
+                Ok(e) => e,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            let Some(shared) = weak.upgrade() else { break };
+            shared.content_changed(event).await;
+        }
+    });
+}
+
+/// The capabilities the session declares for content: what any upstream has.
+pub(super) fn declared(gateway: &McpGateway) -> (bool, bool, bool, bool) {
+    let (mut resources, mut subscribe, mut prompts, mut completions) = (false, false, false, false);
+    for id in gateway.servers() {
+        if let Some((_, Some(c))) = gateway.upstream(&id) {
+            resources |= c.resources.is_some();
+            subscribe |= c
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true));
+            prompts |= c.prompts.is_some();
+            completions |= c.completions.is_some();
+        }
+    }
+    (resources, subscribe, prompts, completions)
+}
+
+impl GovernedSession {
+    fn record(
+        &self,
+        agent: &str,
+        event: &str,
+        server: &str,
+        name: &str,
+        extra: Map<String, Value>,
+        verdict: &Result<(), Refused>,
+    ) -> bool {
+        let mut m = Map::new();
+        m.insert("event".into(), event.into());
+        m.insert("agent".into(), agent.into());
+        m.insert("session".into(), self.session.clone().into());
+        m.insert("server".into(), server.into());
+        m.insert("name".into(), format!("{server}__{name}").into());
+        m.extend(extra);
+        match verdict {
+            Ok(()) => {
+                m.insert("outcome".into(), "allowed".into());
+            }
+            Err((code, reason)) => {
+                m.insert("outcome".into(), "refused".into());
+                m.insert("code".into(), code.to_string().into());
+                m.insert("reasons".into(), json!([reason]));
+            }
+        }
+        self.shared.content_record(m)
+    }
+
+    /// Decides, audits and traces one request about `name` of `server`; `Ok` to send it.
+    fn decide(
+        &self,
+        agent: &str,
+        event: &str,
+        what: &str,
+        (server, name): (&str, &str),
+        resource: bool,
+        extra: Map<String, Value>,
+    ) -> Result<(), ErrorData> {
+        let span = tracing::info_span!(
+            target: "toolgate_mcp::content",
+            "toolgate.mcp.content",
+            event,
+            agent,
+            server,
+            name = format!("{server}__{name}").as_str(),
+            outcome = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let verdict = self.shared.content_verdict(agent, server, name, resource);
+        span.record(
+            "outcome",
+            if verdict.is_ok() {
+                "allowed"
+            } else {
+                "refused"
+            },
+        );
+        if !self.record(agent, event, server, name, extra, &verdict) {
+            return Err(ErrorData::internal_error(
+                format!("toolgate refused {what}: the audit record could not be written"),
+                None,
+            ));
+        }
+        verdict.map_err(|r| refusal_error(what, &r))
+    }
+
+    fn redacted_uri(&self, uri: &str) -> Value {
+        Value::String(self.shared.content.redactor.redact_text(uri))
+    }
+
+    pub(super) async fn content_list_resources(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for r in &cat.resources {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &r.name, true)
+                    .is_ok()
+                {
+                    let mut r = r.clone();
+                    r.name = self.shared.wire_name(&id, &r.name);
+                    out.push(r);
+                }
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(out))
+    }
+
+    pub(super) async fn content_list_templates(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for t in &cat.templates {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &t.name, true)
+                    .is_ok()
+                {
+                    let mut t = t.clone();
+                    t.name = self.shared.wire_name(&id, &t.name);
+                    out.push(t);
+                }
+            }
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(out))
+    }
+
+    pub(super) async fn content_read(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let uri = request.uri.clone();
+        let what = "the resource read";
+        let mut extra = Map::new();
+        extra.insert("uri".into(), self.redacted_uri(&uri));
+        let (server, name, peer) = match self.shared.owner_of(&uri).await {
+            Ok(o) => o,
+            Err(r) => {
+                let verdict = Err(r.clone());
+                if !self.record(&agent, "mcp_resource_read", "", "", extra, &verdict) {
+                    return Err(ErrorData::internal_error(
+                        "toolgate refused the resource read: the audit record could not be written",
+                        None,
+                    ));
+                }
+                return Err(ErrorData::resource_not_found(
+                    format!("toolgate refused {what} ({}): {}", r.0, r.1),
+                    Some(
+                        json!({"toolgate": {"outcome": "refused", "code": r.0.to_string(), "reasons": [r.1]}}),
+                    ),
+                ));
+            }
+        };
+        self.decide(
+            &agent,
+            "mcp_resource_read",
+            what,
+            (&server, &name),
+            true,
+            extra,
+        )?;
+        peer.read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+
+    pub(super) async fn content_subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: &RequestContext<RoleServer>,
+        subscribe: bool,
+    ) -> Result<(), ErrorData> {
+        let agent = self.agent(ctx)?;
+        let uri = request.uri;
+        let what = if subscribe {
+            "the subscription"
+        } else {
+            "the unsubscription"
+        };
+        if !subscribe {
+            // Leaving is always allowed; the upstream is told when nobody else listens.
+            let (server, last) = {
+                let mut subs = lock(&self.shared.content.subscriptions);
+                let Some(i) = subs
+                    .iter()
+                    .position(|s| s.session == self.session && s.uri == uri)
+                else {
+                    return Ok(());
+                };
+                let gone = subs.remove(i);
+                let last = !subs.iter().any(|s| s.server == gone.server && s.uri == uri);
+                (gone.server, last)
+            };
+            if last && let Some((peer, _)) = self.shared.gateway.upstream(&server) {
+                #[allow(deprecated)] // resources/unsubscribe: what today's servers take
+                let _ = peer
+                    .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
+                    .await;
+            }
+            return Ok(());
+        }
+        let mut extra = Map::new();
+        extra.insert("uri".into(), self.redacted_uri(&uri));
+        let (server, name, peer) = self
+            .shared
+            .owner_of(&uri)
+            .await
+            .map_err(|r| refusal_error(what, &r))?;
+        self.decide(
+            &agent,
+            "mcp_resource_subscribe",
+            what,
+            (&server, &name),
+            true,
+            extra,
+        )?;
+        let first = {
+            let mut subs = lock(&self.shared.content.subscriptions);
+            subs.retain(|s| !s.peer.is_transport_closed());
+            let first = !subs.iter().any(|s| s.server == server && s.uri == uri);
+            if !subs
+                .iter()
+                .any(|s| s.session == self.session && s.uri == uri)
+            {
+                subs.push(Subscription {
+                    session: self.session.clone(),
+                    agent: agent.clone(),
+                    peer: ctx.peer.clone(),
+                    server: server.clone(),
+                    name: name.clone(),
+                    uri: uri.clone(),
+                });
+            }
+            first
+        };
+        if first {
+            #[allow(deprecated)] // resources/subscribe: what today's servers take
+            peer.subscribe(SubscribeRequestParams::new(uri))
+                .await
+                .map_err(|e| upstream_error(&server, e))?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn content_list_prompts(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.prompts.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for p in &cat.prompts {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &p.name, false)
+                    .is_ok()
+                {
+                    let mut p = p.clone();
+                    p.name = self.shared.wire_name(&id, &p.name);
+                    out.push(p);
+                }
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(out))
+    }
+
+    pub(super) async fn content_get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let what = "the prompt";
+        let (server, name, peer) = self
+            .shared
+            .prompt_owner(&request.name)
+            .await
+            .map_err(|r| refusal_error(what, &r))?;
+        let mut extra = Map::new();
+        if let Some(args) = &request.arguments {
+            extra.insert(
+                "arguments".into(),
+                self.shared
+                    .content
+                    .redactor
+                    .redact_value(&format!("{server}__{name}"), &Value::Object(args.clone())),
+            );
+        }
+        self.decide(
+            &agent,
+            "mcp_prompt_get",
+            what,
+            (&server, &name),
+            false,
+            extra,
+        )?;
+        let mut upstream = GetPromptRequestParams::new(name);
+        upstream.arguments = request.arguments;
+        peer.get_prompt(upstream)
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+
+    pub(super) async fn content_complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let what = "the completion";
+        let mut extra = Map::new();
+        extra.insert(
+            "argument".into(),
+            json!({"name": request.argument.name,
+                   "value": self.shared.content.redactor.redact_text(&request.argument.value)}),
+        );
+        let mut upstream = request.clone();
+        let (server, name, peer, resource) = match &request.r#ref {
+            Reference::Prompt(p) => {
+                let (server, name, peer) = self
+                    .shared
+                    .prompt_owner(&p.name)
+                    .await
+                    .map_err(|r| refusal_error(what, &r))?;
+                upstream.r#ref = Reference::for_prompt(name.clone());
+                (server, name, peer, false)
+            }
+            Reference::Resource(r) => {
+                let mut found = None;
+                for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+                    let cat = self.shared.catalog(&id, &peer).await;
+                    if let Some(t) = cat.templates.iter().find(|t| t.uri_template == r.uri) {
+                        found = Some((id.clone(), t.name.clone(), peer.clone(), true));
+                        break;
+                    }
+                }
+                extra.insert("uri".into(), self.redacted_uri(&r.uri));
+                found.ok_or_else(|| {
+                    refusal_error(
+                        what,
+                        &(
+                            RefusalCode::UnknownTool,
+                            format!("no upstream server lists the resource template `{}`", r.uri),
+                        ),
+                    )
+                })?
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "toolgate refused the completion: its reference is neither a prompt nor a resource template",
+                    None,
+                ));
+            }
+        };
+        self.decide(
+            &agent,
+            "mcp_completion",
+            what,
+            (&server, &name),
+            resource,
+            extra,
+        )?;
+        let offers = self
+            .shared
+            .gateway
+            .upstream(&server)
+            .and_then(|(_, c)| c)
+            .is_some_and(|c| c.completions.is_some());
+        if !offers {
+            return Ok(CompleteResult::default());
+        }
+        peer.complete(upstream)
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+}
+
+fn upstream_error(server: &str, e: rmcp::ServiceError) -> ErrorData {
+    match e {
+        rmcp::ServiceError::McpError(mut data) => {
+            data.message = format!("MCP server `{server}`: {}", data.message).into();
+            data
+        }
+        other => ErrorData::internal_error(
+            format!("MCP server `{server}` did not answer: {other}"),
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_matches;
+
+    #[test]
+    fn uri_templates_match_as_rfc_6570_level_one_and_two() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/123/data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template//data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/1/2/data"
+        ));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(template_matches("demo://r/{id}{?q}", "demo://r/7?q=1"));
+        assert!(template_matches("demo://r/{id}{?q}", "demo://r/7"));
+        assert!(!template_matches("demo://r/{id}", "other://r/7"));
+        assert!(!template_matches("demo://r/{id", "demo://r/7"));
+    }
+}
