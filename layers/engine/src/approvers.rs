@@ -163,6 +163,9 @@ pub struct Approver {
     pub tools: Option<Vec<ToolSelector>>,
     /// Whether this person may replace the stored tenant policy.
     pub edit_policy: bool,
+    /// `may_edit` (issue 24): whether this person may change a held call's input before
+    /// approving it (the edited call is decided again in full, R38). Off by default.
+    pub may_edit: bool,
 }
 
 impl Approver {
@@ -331,6 +334,10 @@ pub struct ApproverSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// `groups`: rights by the identity provider's groups or roles (`auth: jwt` only).
     pub groups: Vec<ApproverGroup>,
+    /// `api_keys` (issue 24): the management keys of the HTTP API, by their SHA-256.
+    pub api_keys: Vec<crate::api_access::ApiKey>,
+    /// `slack` (issue 24): answering from Slack.
+    pub slack: Option<crate::api_access::SlackSettings>,
 }
 
 impl ApproverSettings {
@@ -434,6 +441,7 @@ impl ApproverSettings {
             token_sha256: None,
             tools,
             edit_policy,
+            may_edit: person.is_some_and(|p| p.may_edit),
         })
     }
 
@@ -485,6 +493,9 @@ impl ApproverSettings {
                     );
                 }
                 p.insert("edit_policy".into(), a.edit_policy.into());
+                if a.may_edit {
+                    p.insert("may_edit".into(), true.into());
+                }
                 Value::Object(p)
             })
             .collect();
@@ -508,6 +519,15 @@ impl ApproverSettings {
                 .collect();
             o.insert("groups".into(), Value::Array(groups));
         }
+        if !self.api_keys.is_empty() {
+            o.insert(
+                "api_keys".into(),
+                crate::api_access::keys_to_json(&self.api_keys),
+            );
+        }
+        if let Some(s) = &self.slack {
+            o.insert("slack".into(), s.to_json());
+        }
         json!(o)
     }
 }
@@ -522,8 +542,10 @@ const SECTION: &[&str] = &[
     "webhook",
     "public_url",
     "allowed_hosts",
+    "api_keys",
+    "slack",
 ];
-const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
+const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy", "may_edit"];
 const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
 const GROUP: &[&str] = &["group", "tools", "edit_policy"];
 const JWT_EXTRA: &[&str] = &["name_claim", "groups_claim", "header"];
@@ -769,10 +791,20 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
             }
         }
     }
+    let names: Vec<&str> = people.iter().map(|p| p.name.as_str()).collect();
+    let api_keys = o
+        .array("api_keys", errs)
+        .map(|items| crate::api_access::read_api_keys(items, &o.path_of("api_keys"), &names, errs))
+        .unwrap_or_default();
+    let slack = o
+        .raw("slack", errs)
+        .and_then(|v| crate::api_access::read_slack(v, &o.path_of("slack"), &names, errs));
     if errs.errors.len() > before {
         return None;
     }
     Some(ApproverSettings {
+        api_keys,
+        slack,
         auth: auth?,
         listen: listen?,
         people,
@@ -880,11 +912,13 @@ fn read_person(
             .collect::<Vec<_>>()
     });
     let edit_policy = o.bool("edit_policy", errs).unwrap_or(false);
+    let may_edit = o.bool("may_edit", errs).unwrap_or(false);
     Some(Approver {
         name: name?.to_owned(),
         token_sha256: token,
         tools,
         edit_policy,
+        may_edit,
     })
 }
 

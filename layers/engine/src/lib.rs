@@ -50,6 +50,7 @@
     )
 )]
 
+pub mod api_access;
 pub mod approvers;
 pub mod ask;
 pub mod canon;

@@ -254,6 +254,7 @@ pub fn router(app: App) -> Router {
         .route("/logout", post(crate::auth::logout))
         .route("/static/app.js", get(crate::html::script))
         .route("/static/app.css", get(crate::html::style))
+        .merge(crate::api::router())
         .layer(RequestBodyLimitLayer::new(crate::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             app.clone(),

@@ -73,6 +73,7 @@ pub mod guide {
     pub mod approval_page {}
 }
 
+mod api;
 mod app;
 mod auth;
 mod events;
