@@ -19,6 +19,7 @@ mod call;
 mod decision;
 mod decl;
 pub mod display;
+mod edit;
 pub mod id;
 mod interaction;
 pub mod names;
@@ -33,6 +34,7 @@ pub use decision::{
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
 };
+pub use edit::InputEdit;
 pub use interaction::Interaction;
 pub use record::{DecisionNote, DecisionSink, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};

@@ -135,6 +135,7 @@ pub mod guide {
 
 mod channel;
 pub mod codec;
+mod edit;
 mod error;
 mod grant_store;
 mod grants;
@@ -151,6 +152,7 @@ mod store;
 pub mod suite;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
+pub use edit::{EditedInput, StoredEdit};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };

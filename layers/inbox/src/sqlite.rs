@@ -57,6 +57,8 @@ use crate::model::{
 use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
+mod edit;
+
 /// The schema version this code writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 2;
 
@@ -1521,6 +1523,26 @@ impl InboxStore for SqliteInbox {
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         let id = id.to_owned();
         self.run(move |inner, conn| answer_op(inner, conn, &id, &answer, Timestamp::now()))
+    }
+
+    fn answer_edited<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+        edit: crate::edit::EditedInput,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| {
+            edit::answer_edited_op(inner, conn, &id, &answer, &edit, Timestamp::now())
+        })
+    }
+
+    fn edit_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| edit::edit_of_op(inner, conn, &id))
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {

@@ -237,6 +237,10 @@ pub fn router(app: App) -> Router {
         .route("/calls/{id}", get(crate::pages::one))
         .route("/calls/{id}/answer", post(crate::pages::answer))
         .route("/calls/{id}/grant", post(crate::grants::approve_and_grant))
+        .route(
+            "/calls/{id}/approve-edited",
+            post(crate::api::edit::approve_edited_form),
+        )
         .route("/grants", get(crate::grants::page))
         .route(
             "/grants/{id}/revoke",

@@ -160,6 +160,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         {
             answer_forms(out, r, who);
             crate::grants::grant_form(out, r, who);
+            crate::api::edit::edit_form(out, r, who);
         } else {
             out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
         }

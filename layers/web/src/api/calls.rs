@@ -265,8 +265,18 @@ pub(crate) async fn answer(
                 missing.join(" and ")
             ));
         }
+        // A retry of an edited approval carries the hash of the input it was shown, which
+        // the edit replaced: compare with the one kept beside the edit.
+        let mut shown_hash = record.call.input_hash.clone();
+        if a.input.is_some() && record.state != CallState::Pending {
+            match app.0.store.edit_of(&id).await {
+                Ok(Some(e)) => shown_hash = e.original_input_hash,
+                Ok(None) => {}
+                Err(e) => return unavailable(e),
+            }
+        }
         let mut changed = Vec::new();
-        if a.input_hash.as_deref() != Some(record.call.input_hash.as_str()) {
+        if a.input_hash.as_deref() != Some(shown_hash.as_str()) {
             changed.push("its input");
         }
         if a.definition_hash.as_deref() != Some(record.call.definition_hash.as_str()) {
