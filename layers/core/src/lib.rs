@@ -25,6 +25,7 @@ mod interaction;
 pub mod names;
 mod record;
 mod response;
+mod target;
 
 pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef, Turn};
 pub use decision::{
@@ -38,3 +39,4 @@ pub use edit::InputEdit;
 pub use interaction::Interaction;
 pub use record::{DecisionNote, DecisionSink, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};
+pub use target::{ExecutionTarget, TargetSource, TargetSpec};

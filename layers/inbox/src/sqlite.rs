@@ -172,7 +172,7 @@ CREATE TABLE IF NOT EXISTS stored_shadow_policy (
 const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
-    claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
+    claimed_at, result_json, finished_at, updated_at, session_id, turn_id, target_json";
 
 /// SQLite's `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -604,6 +604,7 @@ impl Inner {
     /// Adds [`REPEAT_COLUMN`] and [`REPEAT_INDEX`] to a file that lacks them (read first: a
     /// file that has them is not written to).
     fn add_repeat_column(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        edit::add_target_column(self, conn)?;
         let has = |c: &Connection| -> rusqlite::Result<bool> {
             c.query_row(
                 "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
@@ -744,6 +745,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
     let result_json: Option<String> = row.get(22)?;
     let session: Option<String> = row.get(25)?;
     let turn: Option<String> = row.get(26)?;
+    let target: Option<String> = row.get(27)?;
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
@@ -790,6 +792,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
             },
             created_at: Timestamp::from_millis(row.get(13)?),
             expires_at: Timestamp::from_millis(row.get(14)?),
+            target: target.as_deref().and_then(edit::target_from_json),
         },
         state,
         approver: row.get(16)?,
@@ -810,8 +813,8 @@ fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), Inbo
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
              agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
              run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-             turn_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
-             'pending', ?14, ?16, ?17)",
+             turn_id, target_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
+             ?13, ?14, ?15, 'pending', ?14, ?16, ?17, ?18)",
         )
         .map_err(|e| inner.err(e))?;
     let inserted = stmt.execute(params![
@@ -832,6 +835,7 @@ fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), Inbo
         c.expires_at.as_millis(),
         c.turn.as_ref().map(|t| t.session.as_str()),
         c.turn.as_ref().map(|t| t.turn.as_str()),
+        c.target.as_ref().map(|t| t.to_json().to_string()),
     ]);
     match inserted {
         Ok(_) => Ok(()),
@@ -1004,7 +1008,8 @@ fn hold_unless_repeated_op(
                 .map_err(|e| inner.err(e))?
                 .map_err(|why| inner.record_err("?", why))?;
             if same_input(&record, &c.input_json) {
-                let told: Option<i64> = row.get(27).map_err(|e| inner.err(e))?;
+                // After every [`COLUMNS`] one (`target_json` is the last, 27).
+                let told: Option<i64> = row.get(28).map_err(|e| inner.err(e))?;
                 newest = Some((record, told.is_some()));
                 break;
             }

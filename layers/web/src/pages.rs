@@ -66,9 +66,12 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
     let id = esc(r.id());
     let _ = write!(
         out,
-        "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\"><h3 class=\"prompt\">",
+        "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\">",
         r.state.as_str()
     );
+    // The execution target first (seed 000, issue 24).
+    crate::api::target::card_line(out, &shown);
+    out.push_str("<h3 class=\"prompt\">");
     if link {
         let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", text(&shown.prompt));
     } else {

@@ -142,3 +142,47 @@ pub(super) fn edit_of_op(
     .optional()
     .map_err(|e| inner.err(e))
 }
+
+/// The execution target each call was held with (issue 24, seed 000), as JSON. Like
+/// `REPEAT_COLUMN`, not a schema version of its own: added, when missing, each time a
+/// version-2 file is opened; a program that does not know it ignores it.
+pub(crate) const TARGET_COLUMN: &str = "ALTER TABLE held_calls ADD COLUMN target_json TEXT;";
+
+pub(super) fn add_target_column(inner: &Inner, conn: &mut Connection) -> Result<(), InboxError> {
+    let has = |c: &Connection| -> rusqlite::Result<bool> {
+        c.query_row(
+            "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'target_json'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+    };
+    if has(conn).map_err(|e| inner.err(e))? {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    // Another process may have added it while we waited for the lock.
+    if !has(&tx).map_err(|e| inner.err(e))? {
+        tx.execute_batch(TARGET_COLUMN).map_err(|e| inner.err(e))?;
+    }
+    tx.commit().map_err(|e| inner.err(e))
+}
+
+/// A stored target; one that does not read is shown as none (it is display only: the
+/// call itself is decided on its input).
+pub(super) fn target_from_json(text: &str) -> Option<toolgate::core::ExecutionTarget> {
+    let v: serde_json::Value = crate::codec::parse_json(text).ok()?;
+    let part = |k: &str| {
+        v.get(k)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let t = toolgate::core::ExecutionTarget {
+        host: part("host"),
+        working_directory: part("workingDirectory"),
+        sandbox: part("sandbox"),
+    };
+    (!t.is_empty()).then_some(t)
+}

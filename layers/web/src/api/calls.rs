@@ -78,6 +78,13 @@ pub(crate) fn interaction_json(r: &HeldRecord) -> Value {
             .as_ref()
             .map_or(Value::Null, |t| t.turn.clone().into()),
     );
+    o.insert(
+        "target".into(),
+        r.call
+            .target
+            .as_ref()
+            .map_or(Value::Null, toolgate::core::ExecutionTarget::to_json),
+    );
     o.insert("createdAt".into(), r.call.created_at.to_string().into());
     o.insert("expiresAt".into(), r.call.expires_at.to_string().into());
     Value::Object(o)

@@ -26,6 +26,7 @@ pub(crate) mod calls;
 pub(crate) mod edit;
 pub(crate) mod openapi;
 pub(crate) mod policy;
+pub(crate) mod target;
 
 /// The API's routes: method, path (axum's `{param}` syntax, as OpenAPI writes it), handler.
 /// The router is built from this table, and a test checks the OpenAPI document against it.
