@@ -71,6 +71,7 @@ pub mod quota;
 pub mod recording;
 pub mod replay;
 pub mod simulate;
+pub mod slack;
 
 /// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
 /// code written against it still compiles.

@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub(crate) hosts: Vec<String>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
+    /// Slack callbacks already taken (issue 24): signature → when it stops being fresh.
+    pub(crate) slack_seen: Mutex<HashMap<String, i64>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -101,6 +103,7 @@ impl App {
             sessions: Mutex::new(HashMap::new()),
             throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
+            slack_seen: Mutex::new(HashMap::new()),
             tasks: Mutex::new(tasks),
         }))
     }

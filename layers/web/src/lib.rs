@@ -122,6 +122,9 @@ pub struct WebSettings {
     /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
     /// request (fail closed).
     pub verifier: Option<toolgate_idp::Verifier>,
+    /// The Slack app's signing secret (issue 24), read from `approvers.slack`'s
+    /// `signing_secret_file`; without one, `POST /v1/callbacks/slack` refuses every request.
+    pub slack_secret: Option<String>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -163,6 +166,27 @@ impl WebSettings {
                 last: DEFAULT_PREVIEW_RECORDS,
             });
         settings.governance = Some(shared);
+        if let Some(slack) = &approvers.slack {
+            let file = &slack.signing_secret_file;
+            let file = match path.parent() {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file.clone(),
+            };
+            let secret = std::fs::read_to_string(&file).map_err(|e| {
+                format!(
+                    "approvers.slack.signing_secret_file: cannot read `{}`: {e}",
+                    file.display()
+                )
+            })?;
+            let secret = secret.trim_end_matches(['\r', '\n']).to_owned();
+            if secret.trim().is_empty() {
+                return Err(format!(
+                    "approvers.slack.signing_secret_file: `{}` is empty",
+                    file.display()
+                ));
+            }
+            settings.slack_secret = Some(secret);
+        }
         Ok(settings)
     }
 
@@ -177,6 +201,7 @@ impl WebSettings {
             preview: None,
             governance: None,
             verifier: None,
+            slack_secret: None,
         }
     }
 }

@@ -26,6 +26,7 @@ pub(crate) mod calls;
 pub(crate) mod edit;
 pub(crate) mod openapi;
 pub(crate) mod policy;
+pub(crate) mod slack;
 pub(crate) mod target;
 
 /// The API's routes: method, path (axum's `{param}` syntax, as OpenAPI writes it), handler.
@@ -38,6 +39,7 @@ pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<App>)> {
         ("get", "/v1/sessions/{id}/pending", get(calls::pending)),
         ("post", "/v1/interactions/{id}/answer", post(calls::answer)),
         ("get", "/v1/calls/{id}", get(calls::call)),
+        ("post", "/v1/callbacks/slack", post(slack::callback)),
     ]
 }
 

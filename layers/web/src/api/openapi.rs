@@ -128,6 +128,18 @@ pub(crate) fn openapi() -> Value {
                     "responses": {"200": ok("Recorded (or replayed for the same key)", "AnswerReceipt"), "400": error("A malformed answer, or an approval without its hashes"), "401": error("No or an unknown credential"), "403": error("Without the scope, or no rights over the tool"), "404": error("No such held call"), "409": error("Already answered, expired, or not the call shown (`not_as_shown`)"), "503": error("The store failed")}
                 }
             },
+            "/v1/callbacks/slack": {
+                "post": {
+                    "operationId": "slackCallback", "summary": "Slack's interactive callback: Approve or Deny pressed on a held call's message", "security": [],
+                    "description": "Signed by Slack (`X-Slack-Signature`, v0 HMAC-SHA256 over `v0:<timestamp>:<body>` with `approvers.slack`'s signing secret) with `X-Slack-Request-Timestamp` within five minutes; a replayed request is refused; the Slack user answers as the approver `approvers.slack.users` maps them to.",
+                    "parameters": [
+                        {"name": "X-Slack-Signature", "in": "header", "required": true, "schema": {"type": "string"}},
+                        {"name": "X-Slack-Request-Timestamp", "in": "header", "required": true, "schema": {"type": "string"}}
+                    ],
+                    "requestBody": {"required": true, "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object", "required": ["payload"], "properties": {"payload": {"type": "string", "description": "Slack's `block_actions` JSON"}}}}}},
+                    "responses": {"200": {"description": "Answered; the message Slack shows", "content": {"application/json": {}}}, "400": error("A body that is not one button press"), "401": error("A missing, stale or forged signature"), "403": {"description": "A Slack user mapped to no approver, or without rights over the tool"}, "404": error("Slack is not configured, or no such held call"), "409": error("A replayed request, a call already answered, or not the call shown")}
+                }
+            },
             "/v1/calls/{id}": {
                 "get": {
                     "operationId": "getCall", "summary": "One held call: its state, who answered, the recorded response (`approvals`)", "security": auth,
@@ -167,7 +179,7 @@ mod tests {
             for (method, op) in ops.as_object().unwrap() {
                 assert!(op["operationId"].is_string(), "{method} {path}");
                 assert!(op["responses"]["200"].is_object(), "{method} {path}");
-                if path != "/v1/openapi.json" {
+                if path != "/v1/openapi.json" && path != "/v1/callbacks/slack" {
                     assert!(op["responses"]["401"].is_object(), "{method} {path}");
                 }
             }
