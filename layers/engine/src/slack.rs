@@ -26,10 +26,15 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 fn hmac_sha256(key: &[u8], message: &[&[u8]]) -> [u8; 32] {
     const BLOCK: usize = 64;
     let mut k = [0_u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
+    let hashed;
+    let key = if key.len() > BLOCK {
+        hashed = Sha256::digest(key);
+        hashed.as_slice()
     } else {
-        k[..key.len()].copy_from_slice(key);
+        key
+    };
+    for (slot, b) in k.iter_mut().zip(key) {
+        *slot = *b;
     }
     let mut inner = Sha256::new();
     inner.update(k.map(|b| b ^ 0x36));

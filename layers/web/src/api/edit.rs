@@ -276,7 +276,7 @@ pub(crate) async fn approve_edited_form(
                 .unwrap_or_default();
             let message = serde_json::from_slice::<Value>(&body)
                 .ok()
-                .and_then(|v| v["message"].as_str().map(str::to_owned))
+                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_default();
             html::refusal(status, "The edit was refused", &message)
         }
