@@ -9,10 +9,14 @@
 
 mod call;
 mod config_file;
+#[cfg(feature = "mcp")]
+mod follow;
 mod grant;
 mod inbox;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(any(feature = "mcp", feature = "serve"))]
+mod ops;
 mod policy_sim;
 mod recover;
 #[cfg(feature = "serve")]

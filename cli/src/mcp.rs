@@ -137,6 +137,16 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
             _ => None,
         };
+        // Issue 23: the inbox's stored policy (`toolgate policy put`) replaces the
+        // configuration's, now and whenever it is put again (`crate::follow`).
+        let store = inbox.as_ref().map(|i| Arc::clone(i.store()));
+        let (governance, stamps) = match &store {
+            Some(store) => {
+                let (g, seen, shadow) = crate::follow::onto(&**store, governance).await?;
+                (g, Some((seen, shadow)))
+            }
+            None => (governance, None),
+        };
         let handle = GovernanceHandle::new(governance);
         if let Some(path) = quota_file {
             let counter = toolgate_inbox::SqliteQuotaCounter::open(&path)
@@ -149,7 +159,23 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                 .map_err(|e| format!("inbox: {e}"))?;
             handle.set_async_quota_counter(Arc::new(counter));
         }
-        let server = GovernedServer::start(handle, &serve, inbox)
+        let follower = match (&store, stamps) {
+            (Some(store), Some((seen, shadow))) => Some(
+                crate::follow::Follower::start(
+                    handle.clone(),
+                    Arc::clone(store),
+                    shared_db.as_ref(),
+                    seen,
+                    shadow,
+                )
+                .await,
+            ),
+            _ => None,
+        };
+        // Issue 23: decisions, waits, upstream latency and held calls on `/metrics`.
+        let metrics = toolgate_otel::PrometheusMetrics::new()?;
+        let observe = crate::ops::mcp_observe(&metrics, store.clone());
+        let server = GovernedServer::start_observed(handle, &serve, inbox, observe)
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
         #[cfg(unix)]
@@ -161,8 +187,15 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             let started = (section(&text, format), serve.clone());
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    match reload(&path, &server, &started).await {
-                        Ok(()) => eprintln!("toolgate: reloaded `{}`", path.display()),
+                    match reload(&path, &server, &started, store.as_deref(), follower.as_ref()).await {
+                        Ok(()) => {
+                            eprintln!("toolgate: reloaded `{}`", path.display());
+                            // An added or changed server that is not connected yet says so.
+                            let (ready, body) = server.readiness().await;
+                            if !ready {
+                                eprintln!("toolgate: warning: not ready: {}", body["not_ready"]);
+                            }
+                        }
                         Err(e) => eprintln!(
                             "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
                             path.display()
@@ -195,6 +228,8 @@ async fn reload(
     path: &std::path::Path,
     server: &GovernedServer,
     started: &(Option<serde_json::Value>, ServeConfig),
+    store: Option<&dyn toolgate_inbox::InboxStore>,
+    follower: Option<&crate::follow::Follower>,
 ) -> Result<(), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
@@ -204,12 +239,18 @@ async fn reload(
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format);
     // The new section must read (a broken file is never half applied). Its tokens replace the
-    // ones in force (revocation without a restart); the rest is the one the server started
-    // with.
+    // ones in force (revocation without a restart), and so do its servers (issue 23: added,
+    // removed and changed ones; the others stay connected); the call timeout and wire names
+    // are the ones the server started with.
     let (_, fresh) = ServeConfig::split(document).map_err(|e| e.to_string())?;
+    let fresh = fresh
+        .relative_to(&config::config_dir(path))
+        .load_secrets()
+        .map_err(|e| e.to_string())?;
     let mut serve = started.1.clone();
     serve.tokens = fresh.tokens;
     serve.token_names = fresh.token_names;
+    serve.servers = fresh.servers;
     // `mcp.jwt` too (issue 22): its keys are read or fetched again, its claim mapping
     // replaced.
     serve.jwt = fresh.jwt;
@@ -219,16 +260,27 @@ async fn reload(
         if let Some(o) = section.as_object_mut() {
             o.remove("tokens");
             o.remove("jwt");
+            o.remove("servers");
         }
     }
     if rest_now != rest_then {
         eprintln!(
-            "toolgate: warning: the `mcp` section of `{}` changed; servers, call_timeout_secs and wire_names take effect on restart (the ones in force are kept; tokens and `jwt` were re-read)",
+            "toolgate: warning: the `mcp` section of `{}` changed; call_timeout_secs and wire_names take effect on restart (the ones in force are kept; servers, tokens and `jwt` were re-read)",
             path.display()
         );
     }
+    // The inbox's stored policy stays in force over the configuration's (issue 23).
+    let governance = match store {
+        Some(store) => crate::follow::onto(store, governance).await?.0,
+        None => governance,
+    };
     server
         .reload(governance, &serve)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    // A put made while the reload ran is looked at again.
+    if let Some(f) = follower {
+        f.again();
+    }
+    Ok(())
 }

@@ -101,6 +101,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
             });
         }
         let (store, postgres) = args.store.open_shared(true).await?;
+        // Issue 23: `/metrics` (the held calls pending, counted for each scrape).
+        let metrics = toolgate_otel::PrometheusMetrics::new()?;
+        settings.metrics = Some(toolgate_web::WebMetrics::new(crate::ops::text(
+            metrics,
+            Some(std::sync::Arc::clone(&store)),
+        )));
         // A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the
         // poll is only the fallback.
         let wake = match postgres {

@@ -17,8 +17,10 @@ use crate::governance::{Governance, PolicyState, ResolvedAgent};
 use crate::grant::{GrantStore, NoGrants};
 use crate::json;
 use crate::number::{self, NumberLiterals};
-use crate::policy::{Effect, PerKey, Policy, Subject};
+use crate::policy::{Effect, PerKey, Policy, RuleCover, Subject};
 use crate::quota::{Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup, group_key};
+use crate::quota_cover::{Cover, Item};
+use std::sync::Arc;
 use toolgate_core::names::lower_key;
 
 /// One call's [`Decision`] with where it was made: the tool's entry and the agent's
@@ -32,13 +34,33 @@ pub struct Decided {
     entry: Option<usize>,
     agent: Option<usize>,
     /// The quota groups the call falls in (R44), for [`Governance::record_send`].
-    quotas: Vec<QuotaGroup>,
+    quotas: Groups,
 }
 
 impl Decided {
     /// The groups of every quota covering the call (R44): what a send of it counts in.
     pub fn quota_groups(&self) -> &[QuotaGroup] {
-        &self.quotas
+        self.quotas.as_slice()
+    }
+}
+
+/// A call's quota groups: none, a slice the snapshot shares between every call of one
+/// profile to one tool (`quota_cover.rs`: nothing allocated per call), or the call's own.
+#[derive(Debug, Clone, Default)]
+enum Groups {
+    #[default]
+    None,
+    Shared(Arc<[QuotaGroup]>),
+    Owned(Vec<QuotaGroup>),
+}
+
+impl Groups {
+    fn as_slice(&self) -> &[QuotaGroup] {
+        match self {
+            Groups::None => &[],
+            Groups::Shared(g) => g,
+            Groups::Owned(g) => g,
+        }
     }
 }
 
@@ -418,7 +440,10 @@ impl Governance {
     }
 
     fn compute_exposure(&self, profile: &ResolvedAgent) -> Exposure {
-        let mut tools = Vec::new();
+        // Sized once: growing the lists by doubling was over half of a first exposure's
+        // instructions at 10,000 tools (issue 26), each step a reallocation and a copy.
+        // Whatever is left over is given back below (the exposure is kept per agent).
+        let mut tools = Vec::with_capacity(self.catalog.entries().len());
         let mut omitted = Vec::new();
         // Walked in name order (sealed once per snapshot): no sort, no key allocation.
         for entry in self.catalog.sorted() {
@@ -439,6 +464,7 @@ impl Governance {
                 }),
             }
         }
+        tools.shrink_to_fit();
         Exposure {
             agent: profile.name.clone(),
             tools,
@@ -552,12 +578,12 @@ impl Governance {
                     decision: Decision::refused(r),
                     entry: None,
                     agent: None,
-                    quotas: Vec::new(),
+                    quotas: Groups::None,
                 };
             }
         };
         let mut agent = None;
-        let mut quotas = Vec::new();
+        let mut quotas = Groups::None;
         let decision = self.decide_entry(
             policy,
             entry,
@@ -588,8 +614,9 @@ impl Governance {
     /// decision (spent by a concurrent call, revoked, expired) refuses `rejected`; the quota
     /// send already recorded then stays counted (strict: never more than `max` sends).
     pub fn record_send(&self, decided: &Decided, history: &History<'_>) -> Result<(), Refusal> {
-        if let Err(e) = history.sends.reserve(&decided.quotas, history.now) {
-            return Err(self.quota_refusal_in(&self.policy, &decided.quotas, &e));
+        let groups = decided.quotas.as_slice();
+        if let Err(e) = history.sends.reserve(groups, history.now) {
+            return Err(self.quota_refusal_in(&self.policy, groups, &e));
         }
         if let Some(g) = &decided.decision.granted {
             let used = history.grants.record_use(&g.id, history.now);
@@ -665,53 +692,106 @@ impl Governance {
     }
 
     /// The groups of every quota covering a call (R44): a quota covers the call when it
-    /// covers any of its records (R24).
+    /// covers any of its records (R24). Read from the snapshot's cover of the (profile,
+    /// tool) pair (`quota_cover.rs`): only quotas with a `when` or a session key are looked
+    /// at per call, and a call with neither allocates nothing.
     fn quota_groups(
         &self,
-        policy: &Policy,
+        policy: &Arc<Policy>,
         entry: &Entry,
+        agent: &ResolvedAgent,
         who: &AgentRef,
         session: Option<&str>,
         (input, literals): (&Value, &NumberLiterals),
-    ) -> Vec<QuotaGroup> {
+    ) -> Groups {
         if policy.quotas().is_empty() {
-            return Vec::new();
+            return Groups::None;
         }
-        let mut covering: Vec<usize> = Vec::new();
+        let build = || self.quota_cover(policy, entry, who.rule_name());
+        // A subagent's id is the rules' agent (R19): such calls are not cached.
+        let cached = match (
+            &who.subagent,
+            self.agent_position(agent),
+            self.catalog.index_of(entry),
+        ) {
+            (None, Some(a), Some(e)) => self.quota_covers.get(policy, a, e, build),
+            _ => None,
+        };
+        let (held, owned);
+        let cover: &Cover = match cached {
+            Some(h) => {
+                held = h;
+                &held
+            }
+            None => {
+                owned = build();
+                &owned
+            }
+        };
+        if let Some(fixed) = &cover.fixed {
+            return Groups::Shared(Arc::clone(fixed));
+        }
+        let mut out = Vec::new();
+        for item in &cover.items {
+            match item {
+                Item::Fixed(g) => out.push(g.clone()),
+                Item::PerCall { quota, by_input } => {
+                    if *by_input
+                        && !entry.records.iter().any(|r| {
+                            let id = r.identity();
+                            let subject = Subject {
+                                kind: id.kind(),
+                                tool: id.name(),
+                                server: id.server(),
+                                agent: who.rule_name(),
+                            };
+                            policy.quota_covers(*quota, &subject, input, literals)
+                        })
+                    {
+                        continue;
+                    }
+                    out.extend(quota_group(policy, *quota, entry, who.rule_name(), session));
+                }
+            }
+        }
+        if out.is_empty() {
+            Groups::None
+        } else {
+            Groups::Owned(out)
+        }
+    }
+
+    /// Which quotas could cover the calls of `agent` (the rules' agent name) to `entry`,
+    /// and the groups of those that cover every such call the same way.
+    fn quota_cover(&self, policy: &Policy, entry: &Entry, agent: &str) -> Cover {
+        let mut candidates: Vec<(usize, bool)> = Vec::new();
         for record in &entry.records {
             let id = record.identity();
             let subject = Subject {
                 kind: id.kind(),
                 tool: id.name(),
                 server: id.server(),
-                agent: who.rule_name(),
+                agent,
             };
-            for i in policy.covering_quotas(&subject, input, literals) {
-                if !covering.contains(&i) {
-                    covering.push(i);
-                }
-            }
+            policy.quota_candidates(&subject, &mut candidates);
         }
-        covering.sort_unstable();
-        let agent = lower_key(who.rule_name());
-        covering
+        // A quota that covers one record whatever the input covers the call (R24): sorted,
+        // its `false` comes first and is the one kept.
+        candidates.sort_unstable();
+        candidates.dedup_by_key(|c| c.0);
+        let items = candidates
             .into_iter()
-            .filter_map(|i| {
+            .filter_map(|(i, by_input)| {
                 let q = policy.quotas().get(i)?;
-                // `per` names each of its three keys at most once (validated).
-                let mut parts: [Option<&str>; 3] = [None; 3];
-                for (part, k) in parts.iter_mut().zip(q.per()) {
-                    *part = match k {
-                        PerKey::Agent => Some(agent.as_ref()),
-                        PerKey::Session => session,
-                        PerKey::Tool => Some(entry.key.as_str()),
-                    };
-                }
-                let parts = parts.get(..q.per().len()).unwrap_or(&parts);
-                let key = group_key(q.counter_id(), parts);
-                Some(QuotaGroup::new(key, i, q.max(), q.window_ms()))
+                let per_session = q.per().contains(&PerKey::Session);
+                Some(if by_input || per_session {
+                    Item::PerCall { quota: i, by_input }
+                } else {
+                    Item::Fixed(quota_group(policy, i, entry, agent, None)?)
+                })
             })
-            .collect()
+            .collect();
+        Cover::new(items)
     }
 
     /// The steps after the look-up, recording the agent's index when it is resolved.
@@ -727,7 +807,7 @@ impl Governance {
         extra_asks: Vec<Ask>,
         history: &History<'_>,
         agent_at: &mut Option<usize>,
-        quotas: &mut Vec<QuotaGroup>,
+        quotas: &mut Groups,
     ) -> Decision {
         let parsed;
         let (input, literals): (&Value, &NumberLiterals) = match call.input {
@@ -941,7 +1021,7 @@ impl Governance {
         (input, literals): (&Value, &NumberLiterals),
         extra_asks: Vec<Ask>,
         history: &History<'_>,
-        quotas: &mut Vec<QuotaGroup>,
+        quotas: &mut Groups,
     ) -> Decision {
         let who = call.agent;
         let run = call.run;
@@ -968,15 +1048,28 @@ impl Governance {
             }
             PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
                 let mut deny: Option<String> = None;
-                for record in &entry.records {
-                    let id = record.identity();
-                    let subject = Subject {
-                        kind: id.kind(),
-                        tool: id.name(),
-                        server: id.server(),
-                        agent: who.rule_name(),
+                // The rules that could match this profile's calls to this tool, found once
+                // per snapshot (a subagent's id is the rules' agent, R19: not cached).
+                let subject_of = |record| record_subject(record, who.rule_name());
+                let cover = match (&who.subagent, self.catalog.index_of(entry)) {
+                    (None, Some(e)) => self.agent_position(agent).and_then(|a| {
+                        self.rule_covers.get(policy, a, e, || {
+                            RuleCover(
+                                entry
+                                    .records
+                                    .iter()
+                                    .map(|r| policy.rule_candidates(&subject_of(r)))
+                                    .collect(),
+                            )
+                        })
+                    }),
+                    _ => None,
+                };
+                for (at, record) in entry.records.iter().enumerate() {
+                    let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
+                        Some(candidates) => policy.evaluate_candidates(candidates, input, literals),
+                        None => policy.evaluate_exact(&subject_of(record), input, literals),
                     };
-                    let eval = policy.evaluate_exact(&subject, input, literals);
                     for &i in &eval.matched {
                         if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
                             continue;
@@ -1025,12 +1118,20 @@ impl Governance {
                 }
                 // R44: a full quota refuses before any ask is routed, so nobody is asked
                 // about a call that could not be sent.
-                *quotas = self.quota_groups(policy, entry, who, history.session, (input, literals));
-                if !quotas.is_empty()
-                    && let Err(e) = history.sends.check(quotas, history.now)
+                *quotas = self.quota_groups(
+                    policy,
+                    entry,
+                    agent,
+                    who,
+                    history.session,
+                    (input, literals),
+                );
+                let groups = quotas.as_slice();
+                if !groups.is_empty()
+                    && let Err(e) = history.sends.check(groups, history.now)
                 {
                     matched_rules.sort_by_key(|m| m.index);
-                    let mut d = Decision::refused(self.quota_refusal_in(state, quotas, &e));
+                    let mut d = Decision::refused(self.quota_refusal_in(state, groups, &e));
                     d.matched_rules = matched_rules;
                     return d;
                 }
@@ -1178,6 +1279,41 @@ impl Governance {
 /// A grant look-up's answer: the grant that answers, none, or why the grants could not be
 /// read.
 type GrantLookup = Result<Option<toolgate_core::Granted>, String>;
+
+/// How the rules see one record of a call by `agent` (R19, R24).
+fn record_subject<'a>(record: &'a crate::catalog::Record, agent: &'a str) -> Subject<'a> {
+    let id = record.identity();
+    Subject {
+        kind: id.kind(),
+        tool: id.name(),
+        server: id.server(),
+        agent,
+    }
+}
+
+/// Quota `i`'s group for a call of `agent` (the rules' agent name) to `entry` in `session`.
+fn quota_group(
+    policy: &Policy,
+    i: usize,
+    entry: &Entry,
+    agent: &str,
+    session: Option<&str>,
+) -> Option<QuotaGroup> {
+    let q = policy.quotas().get(i)?;
+    let agent = lower_key(agent);
+    // `per` names each of its three keys at most once (validated).
+    let mut parts: [Option<&str>; 3] = [None; 3];
+    for (part, k) in parts.iter_mut().zip(q.per()) {
+        *part = match k {
+            PerKey::Agent => Some(agent.as_ref()),
+            PerKey::Session => session,
+            PerKey::Tool => Some(entry.key.as_str()),
+        };
+    }
+    let parts = parts.get(..q.per().len()).unwrap_or(&parts);
+    let key = group_key(q.counter_id(), parts);
+    Some(QuotaGroup::new(key, i, q.max(), q.window_ms()))
+}
 
 fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
     if !asks.iter().any(|a| a.source == source) {

@@ -68,6 +68,7 @@ pub mod number;
 pub mod policy;
 mod print;
 pub mod quota;
+mod quota_cover;
 pub mod recording;
 pub mod replay;
 pub mod simulate;
@@ -105,5 +106,5 @@ pub use error::{ConfigError, ConfigErrors, Warning};
 pub use exposure::{ExposedTool, Exposure, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
-    ResolvedAgent, ServerSettings,
+    ResolvedAgent, RoutedChannel, ServerSettings,
 };

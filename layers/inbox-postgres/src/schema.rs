@@ -104,6 +104,15 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
     WHERE state IN ('pending', 'approved');
 ";
 
+/// The indexes the approval page's pages and change feed read (issue 24): the calls of one
+/// state in the order they were held, and every call by its last change. Like
+/// [`OPEN_INDEX`], not a schema version of its own: `migrate` creates them, under the
+/// migration lock, in an inbox that lacks them.
+pub const PAGE_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS held_calls_by_state_created ON held_calls (state, created_at, interaction_id);
+CREATE INDEX IF NOT EXISTS held_calls_by_updated ON held_calls (updated_at, interaction_id);
+";
+
 /// What `hold_unless_repeated` adds: when the ending of a call was told to a repeat of it
 /// (R26), and the index it finds a call's repeats by. Like [`OPEN_INDEX`], not a schema
 /// version of its own: `migrate` adds them, under the migration lock, to an inbox that
@@ -330,6 +339,18 @@ pub(crate) async fn migrate(
         if !indexed {
             tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
         }
+        let paged: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'held_calls' \
+                 AND indexname IN ('held_calls_by_state_created', 'held_calls_by_updated')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if paged < 2 {
+            tx.batch_execute(PAGE_INDEXES).await.map_err(err)?;
+        }
         let told: bool = tx
             .query_one(
                 "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
@@ -368,6 +389,7 @@ pub(crate) async fn migrate(
             .map_err(err)?;
         tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
         tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
+        tx.batch_execute(PAGE_INDEXES).await.map_err(err)?;
         tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
         tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
             .await

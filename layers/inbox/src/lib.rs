@@ -141,6 +141,7 @@ mod grant_store;
 mod grants;
 mod model;
 mod policy;
+mod query;
 #[cfg(feature = "sqlite")]
 mod quota;
 mod resume;
@@ -150,6 +151,8 @@ pub mod state;
 mod store;
 #[cfg(feature = "suite")]
 pub mod suite;
+#[cfg(feature = "suite")]
+pub mod suite_query;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use edit::{EditedInput, StoredEdit};
@@ -170,12 +173,13 @@ pub use policy::{
     log_shadow_poll, policy_state_of, poll_policy, put_policy_text, put_policy_text_if_unchanged,
     put_shadow_policy_text,
 };
+pub use query::{HeldCursor, HeldPage, HeldQuery, Listing, MAX_PAGE, Order};
 #[cfg(feature = "sqlite")]
 pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
-    APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1, SCHEMA_V2,
-    SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
+    APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, PAGE_INDEXES, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1,
+    SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
 pub use store::{BoxFuture, InboxStore};

@@ -58,6 +58,9 @@ use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
 mod edit;
+#[path = "sqlite_query.rs"]
+mod query;
+pub use query::PAGE_INDEXES;
 
 /// The schema version this code writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 2;
@@ -545,7 +548,8 @@ impl Inner {
             self.check_application_id(conn)?;
             conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
             self.add_shadow_table(conn)?;
-            return self.add_repeat_column(conn);
+            self.add_repeat_column(conn)?;
+            return query::add_page_indexes(self, conn);
         }
         if version > SCHEMA_VERSION {
             return Err(self.newer(version));
@@ -582,7 +586,8 @@ impl Inner {
         tx.commit().map_err(|e| self.err(e))?;
         self.check_application_id(conn)?;
         self.add_shadow_table(conn)?;
-        self.add_repeat_column(conn)
+        self.add_repeat_column(conn)?;
+        query::add_page_indexes(self, conn)
     }
 
     /// Adds [`SHADOW_TABLE`] to a file that lacks it (read first: a file that has it is not
@@ -1468,6 +1473,27 @@ impl InboxStore for SqliteInbox {
 
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         self.run(move |inner, conn| list_op(inner, conn, state))
+    }
+
+    fn query_held<'a>(
+        &'a self,
+        q: &'a crate::HeldQuery,
+    ) -> BoxFuture<'a, Result<crate::HeldPage, InboxError>> {
+        let q = q.clone();
+        self.run(move |inner, conn| query::query_op(inner, conn, &q))
+    }
+
+    fn count_held<'a>(&'a self, q: &'a crate::HeldQuery) -> BoxFuture<'a, Result<u64, InboxError>> {
+        let q = q.clone();
+        self.run(move |inner, conn| query::count_op(inner, conn, &q))
+    }
+
+    fn changed_since(
+        &self,
+        since: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        self.run(move |inner, conn| query::changed_since_op(inner, conn, since, limit))
     }
 
     fn session_calls<'a>(

@@ -18,6 +18,7 @@ use crate::model::{
     Answer, AnswerReceipt, Claim, Claimed, Completion, HeldRecord, Holding, NewHeldCall, State,
     StoredPolicy, Timestamp, TurnState,
 };
+use crate::query::{HeldPage, HeldQuery};
 
 /// A boxed, sendable future borrowing from its store.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -74,6 +75,57 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
 
     /// Held calls, oldest first, optionally only those in `state`.
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>>;
+
+    /// One page of the held calls `query` selects, in its order, after its cursor (issue
+    /// 24): the pending or the answered calls, filtered by agent, tool, server, session,
+    /// reason source, age and input text ([`HeldQuery::matches`] says what each means).
+    ///
+    /// The backends answer with one statement over an index; this provided method lists
+    /// every call and filters in memory (correct, but linear in the inbox).
+    fn query_held<'a>(
+        &'a self,
+        query: &'a HeldQuery,
+    ) -> BoxFuture<'a, Result<HeldPage, InboxError>> {
+        Box::pin(async move { Ok(query.page_of(self.list(None).await?)) })
+    }
+
+    /// How many held calls `query`'s filters select (its cursor and limit aside).
+    ///
+    /// The backends count with one statement; this provided method lists and counts.
+    fn count_held<'a>(&'a self, query: &'a HeldQuery) -> BoxFuture<'a, Result<u64, InboxError>> {
+        Box::pin(async move {
+            let n = self
+                .list(None)
+                .await?
+                .iter()
+                .filter(|r| query.matches(r))
+                .count();
+            Ok(u64::try_from(n).unwrap_or(u64::MAX))
+        })
+    }
+
+    /// The held calls whose last change (`updated_at`) is at or after `since`, in the order
+    /// of their change (then id), at most `limit` (the change feed of the page's live
+    /// update: a call held, answered, expired, cancelled or sent).
+    ///
+    /// The backends read an index of `updated_at`; this provided method lists and filters.
+    fn changed_since(
+        &self,
+        since: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(async move {
+            let mut all: Vec<HeldRecord> = self
+                .list(None)
+                .await?
+                .into_iter()
+                .filter(|r| r.updated_at >= since)
+                .collect();
+            all.sort_by(|a, b| (a.updated_at, a.id()).cmp(&(b.updated_at, b.id())));
+            all.truncate(limit);
+            Ok(all)
+        })
+    }
 
     /// The calls held in `session` (only those of turn `turn`, when given), oldest first
     /// (R43).
@@ -421,6 +473,22 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         turn: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
         (**self).session_calls(session, turn)
+    }
+    fn query_held<'a>(
+        &'a self,
+        query: &'a HeldQuery,
+    ) -> BoxFuture<'a, Result<HeldPage, InboxError>> {
+        (**self).query_held(query)
+    }
+    fn count_held<'a>(&'a self, query: &'a HeldQuery) -> BoxFuture<'a, Result<u64, InboxError>> {
+        (**self).count_held(query)
+    }
+    fn changed_since(
+        &self,
+        since: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        (**self).changed_since(since, limit)
     }
     fn cancel_turn<'a>(
         &'a self,

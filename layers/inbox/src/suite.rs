@@ -211,6 +211,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so);
     run_find_open(fixture).await;
     run_grants(fixture).await;
+    crate::suite_query::run_query(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).

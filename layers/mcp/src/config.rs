@@ -1,6 +1,5 @@
 //! What the operator configures about one MCP server.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,25 +7,9 @@ use toolgate_core::names;
 use toolgate_core::{ApprovalMode, NetworkScope};
 use toolgate_engine::{ConfigErrors, ServerSettings};
 
+pub use crate::config_error::ConfigError;
 use crate::oauth::OAuthClientCredentials;
 use crate::secret::SecretSource;
-
-/// A server configuration that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Where the problem is (`servers.<id>.url`, …).
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// The environment variables a stdio server inherits from the host by default: enough to
 /// start a program, none of the host's secrets (the MCP TypeScript SDK's default set).

@@ -156,6 +156,7 @@ pub mod guide {
 }
 
 mod config;
+mod config_error;
 mod declare;
 mod drift;
 #[cfg(feature = "drift-server")]

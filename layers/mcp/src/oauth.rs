@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 use crate::secret::SecretSource;
 
 /// How the client authenticates to the token endpoint (RFC 6749 §2.3.1).

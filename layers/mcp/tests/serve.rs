@@ -562,6 +562,47 @@ async fn r6_r23_a_reload_serves_the_new_list_and_tells_only_the_sessions_whose_l
     );
 }
 
+/// R47: a reload may not route asks to a channel the server was not started with; the error
+/// names the path that routes them, `agents[i].approval.channel` for an agent's own (it once
+/// said `agents`), and the snapshot in force stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r47_a_reload_routing_asks_to_a_channel_not_started_with_names_its_path_and_keeps_the_snapshot()
+ {
+    let server = server("elicitation", None, "").await;
+    let agents = AGENTS.replace(
+        r#"{"name": "viewer", "allowed_tools": ["drift__lookup"]}"#,
+        r#"{"name": "viewer", "allowed_tools": ["drift__lookup", "drift__bare"], "approval": {"channel": "inbox"}}"#,
+    );
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {agents}}}"#);
+    let Err(e) = server
+        .reload(load_str(&text, Format::Json).unwrap(), &serve_config())
+        .await
+    else {
+        panic!("a reload routing asks to `inbox` was taken by a server started without it");
+    };
+    let text = e.to_string();
+    assert!(text.contains("agents[1].approval.channel"), "{text}");
+    assert!(
+        text.contains("agent `viewer`'s asks are routed to the `inbox` channel"),
+        "{text}"
+    );
+    assert_eq!(
+        names(&server.tools_for("viewer").unwrap()),
+        ["drift__lookup"]
+    );
+
+    let host = format!(r#"{{"approval": {{"channel": "inbox"}}, {AGENTS}}}"#);
+    let e = server
+        .reload(load_str(&host, Format::Json).unwrap(), &serve_config())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("approval.channel") && e.contains("asks are routed to the `inbox` channel"),
+        "{e}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r35_drift_sends_list_changed_and_the_new_list() {
     let server = server("elicitation", None, "").await;

@@ -123,6 +123,8 @@ pub mod attributes;
 mod future;
 mod layer;
 mod metrics;
+#[cfg(feature = "prometheus")]
+mod prometheus;
 mod record;
 mod service;
 mod shared;
@@ -132,6 +134,10 @@ pub use future::ResponseFuture;
 pub use layer::{DECISIONS_METRIC, ToolSpanLayer};
 pub use metrics::{
     APPROVAL_WAIT_METRIC, APPROVALS_WAITING_METRIC, ApprovalMetrics, SHADOW_DISAGREEMENTS_METRIC,
+};
+#[cfg(feature = "prometheus")]
+pub use prometheus::{
+    INBOX_PENDING_METRIC, PROMETHEUS_TEXT, PrometheusMetrics, UPSTREAM_DURATION_METRIC,
 };
 pub use service::ToolSpan;
 pub use stack::ToolgateLayerExt;

@@ -49,7 +49,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use sha2::{Digest, Sha256};
 use toolgate_core::{AgentRef, CallId, Check, Refusal, RefusalCode, ToolCall, ToolResponse};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::{Governance, canon};
@@ -118,71 +117,6 @@ fn refused(why: String) -> Refusal {
     Refusal::new(RefusalCode::Rejected, Check::Permit, why)
 }
 
-/// What a permit binds the input by: SHA-256 of its compact serialisation as the gate passed
-/// it. Not RFC 8785: a permit checks that the very value the gate passed reaches the tool
-/// unchanged, and one value always serialises to the same bytes — so any change, even one
-/// canonicalisation would forgive (a key reordered, `1` rewritten as `1.0`), is refused.
-/// About ten times cheaper than canonicalising (`benches/benches/permit.rs`), and it is
-/// paid on every call the gate sends.
-pub(crate) fn binding(input: &serde_json::Value) -> Option<[u8; 32]> {
-    // Serialised into the hasher through a small buffer on the stack: no heap buffer, and
-    // one hasher update per 256 bytes rather than one per token.
-    let mut hasher = HashWriter {
-        sha: Sha256::new(),
-        buf: [0; HASH_CHUNK],
-        len: 0,
-    };
-    serde_json::to_writer(&mut hasher, input).ok()?;
-    Some(hasher.finish())
-}
-
-const HASH_CHUNK: usize = 256;
-
-/// `io::Write` into a SHA-256, in chunks.
-struct HashWriter {
-    sha: Sha256,
-    buf: [u8; HASH_CHUNK],
-    len: usize,
-}
-
-impl HashWriter {
-    /// Hashes what the buffer holds and empties it.
-    fn drain(&mut self) {
-        self.sha
-            .update(self.buf.get(..self.len).unwrap_or_default());
-        self.len = 0;
-    }
-
-    fn finish(mut self) -> [u8; 32] {
-        self.drain();
-        self.sha.finalize().into()
-    }
-}
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.len + bytes.len() > HASH_CHUNK {
-            self.drain();
-        }
-        match self.buf.get_mut(self.len..self.len + bytes.len()) {
-            Some(room) if bytes.len() < HASH_CHUNK => {
-                room.copy_from_slice(bytes);
-                self.len += bytes.len();
-            }
-            // A write as long as a chunk (the buffer was drained above): hashed as it is.
-            _ => {
-                self.drain();
-                self.sha.update(bytes);
-            }
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 impl Permit {
     /// Marks `call` as passed by the gate of `handle` for `tool` as `snapshot` defines it;
     /// `Err` when the input cannot be canonicalised (nothing can be bound to it, so the call
@@ -193,7 +127,7 @@ impl Permit {
         snapshot: &Arc<Governance>,
         entry: &Entry,
     ) -> Result<(), Refusal> {
-        let input_hash = binding(&call.input);
+        let input_hash = canon::input_binding(&call.input);
         let snapshot = Snapshot::Own(Arc::clone(snapshot), call.agent.clone());
         Self::mint(call, handle, snapshot, entry, input_hash)
     }
@@ -312,7 +246,7 @@ impl Permit {
                 name()
             )));
         }
-        if binding(&call.input) != Some(permit.input_hash) {
+        if canon::input_binding(&call.input) != Some(permit.input_hash) {
             return Err(refused(format!(
                 "the input of the call to `{}` differs from the input the approval gate passed",
                 name()
@@ -588,26 +522,5 @@ mod tests {
         );
         assert_eq!(r.refusal().unwrap().decided_by, Check::DefinitionChanged);
         assert_eq!(hits.load(Ordering::SeqCst), 0);
-    }
-}
-
-#[cfg(test)]
-mod binding_tests {
-    use serde_json::json;
-    use sha2::{Digest, Sha256};
-
-    use super::binding;
-
-    /// R38: the chunked writer hashes exactly the bytes serde_json writes, across every
-    /// chunk boundary (short tokens, a string longer than a chunk, one ending on a boundary).
-    #[test]
-    fn r38_the_binding_is_sha256_of_the_compact_serialisation() {
-        for n in [
-            0usize, 1, 200, 240, 250, 255, 256, 257, 511, 512, 1000, 5000,
-        ] {
-            let v = json!({"a": "x".repeat(n), "b": [1, 2.5, null, true], "c": {"d": "y".repeat(n / 3)}});
-            let want: [u8; 32] = Sha256::digest(serde_json::to_vec(&v).unwrap()).into();
-            assert_eq!(binding(&v), Some(want), "string of {n} bytes");
-        }
     }
 }

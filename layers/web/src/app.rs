@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) changes: watch::Receiver<u64>,
     /// Slack callbacks already taken (issue 24): signature → when it stops being fresh.
     pub(crate) slack_seen: Mutex<HashMap<String, i64>>,
+    /// Each held call the poller saw change (issue 24: the live update sends only these).
+    pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -75,17 +77,19 @@ impl App {
         store: Arc<dyn InboxStore>,
         settings: WebSettings,
         wake: Option<Arc<tokio::sync::Notify>>,
-        primed: Option<Option<u64>>,
+        primed: Option<toolgate_inbox::Timestamp>,
         listen: std::net::SocketAddr,
     ) -> Self {
         let hosts = settings.approvers.hosts(listen);
         let (tx, rx) = watch::channel(0_u64);
+        let (deltas, _) = tokio::sync::broadcast::channel(1024);
         let mut tasks = vec![crate::events::spawn_poller(
             Arc::clone(&store),
             settings.poll_interval,
             wake,
             primed,
             tx,
+            deltas.clone(),
         )];
         if let Some(url) = settings.approvers.webhook.clone() {
             tasks.push(crate::webhook::spawn(
@@ -104,6 +108,7 @@ impl App {
             throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
             slack_seen: Mutex::new(HashMap::new()),
+            deltas,
             tasks: Mutex::new(tasks),
         }))
     }
@@ -235,8 +240,9 @@ async fn where_from(
 /// The page's routes, with the security headers and the body limit.
 pub fn router(app: App) -> Router {
     Router::new()
-        .route("/", get(crate::pages::pending))
-        .route("/history", get(crate::pages::history))
+        .route("/", get(crate::listing::pending))
+        .route("/history", get(crate::listing::history))
+        .route("/bulk", post(crate::bulk::bulk))
         .route("/calls/{id}", get(crate::pages::one))
         .route("/calls/{id}/answer", post(crate::pages::answer))
         .route("/calls/{id}/grant", post(crate::grants::approve_and_grant))
@@ -269,6 +275,10 @@ pub fn router(app: App) -> Router {
         ))
         .layer(middleware::from_fn_with_state(app.clone(), where_from))
         .layer(middleware::from_fn(security_headers))
+        // Issue 23: for load balancers and monitoring, before the host check and sign-in.
+        .route("/healthz", get(crate::ops::healthz))
+        .route("/readyz", get(crate::ops::readyz))
+        .route("/metrics", get(crate::ops::metrics))
         .with_state(app)
 }
 

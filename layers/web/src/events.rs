@@ -1,50 +1,105 @@
-//! Server-sent events: one poller looks at the store and bumps a counter when the held calls
-//! change; every open page gets a `changed` event and refreshes its live part.
+//! Server-sent events: one poller reads the store's change feed
+//! ([`InboxStore::changed_since`]) and passes on each call that changed; every open page
+//! gets only what changed (issue 24) — `added` (the new card, rendered for that person and
+//! only when it passes the page's filters), `ended` (the id and state of a call answered,
+//! expired or cancelled) — and a `changed` event for the pages that refresh themselves
+//! (history, grants).
 
-use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio::task::JoinHandle;
-use toolgate_inbox::{InboxStore, State as CallState};
+use toolgate_inbox::{HeldQuery, HeldRecord, InboxStore, Listing, State as CallState, Timestamp};
 
 use crate::app::App;
+use crate::auth::Who;
+use crate::listing::PageQuery;
 
-/// A fingerprint of the pending held calls (ids and last change): a new held call, and
-/// every answer, expiry or cancellation (which ends a pending call), changes it. Only the
-/// pending calls are read, so a long history costs nothing here.
-pub(crate) async fn fingerprint(store: &dyn InboxStore) -> Option<u64> {
-    let records = store.list(Some(CallState::Pending)).await.ok()?;
-    let mut h = DefaultHasher::new();
-    records.len().hash(&mut h);
-    for r in &records {
-        r.id().hash(&mut h);
-        r.state.as_str().hash(&mut h);
-        r.updated_at.as_millis().hash(&mut h);
+/// How far back each look at the change feed reaches before the last change it saw: a
+/// change stamped a little earlier (another writer's clock, a commit that took its time)
+/// is still seen, once.
+const OVERLAP: Duration = Duration::from_secs(2);
+
+/// How many changes one look reads; more are read at the next look.
+const BATCH: usize = 1_000;
+
+/// The moment the page starts from: changes at or after it are news.
+pub(crate) fn prime() -> Timestamp {
+    Timestamp::now()
+}
+
+/// One look at the change feed after `since` (each change once, by id and `updated_at`).
+struct Feed {
+    since: Timestamp,
+    floor: Timestamp,
+    seen: HashMap<String, i64>,
+}
+
+impl Feed {
+    fn new(start: Timestamp) -> Self {
+        Self {
+            since: start,
+            floor: start,
+            seen: HashMap::new(),
+        }
     }
-    Some(h.finish())
+
+    async fn look(&mut self, store: &dyn InboxStore) -> Option<Vec<HeldRecord>> {
+        let mut from = self.since.saturating_sub(OVERLAP).max(self.floor);
+        let mut news = Vec::new();
+        // A burst of more than a batch is read on, batch after batch, from the last change
+        // read (so a window full of changes already seen never hides the later ones).
+        for _ in 0..64 {
+            let changed = store.changed_since(from, BATCH).await.ok()?;
+            let full = changed.len() == BATCH;
+            let last = changed.last().map(|r| r.updated_at);
+            for r in changed {
+                let stamp = r.updated_at.as_millis();
+                if self.seen.get(r.id()) == Some(&stamp) {
+                    continue;
+                }
+                self.seen.insert(r.id().to_owned(), stamp);
+                if r.updated_at > self.since {
+                    self.since = r.updated_at;
+                }
+                news.push(r);
+            }
+            match last {
+                Some(last) if full => {
+                    // Past a millisecond holding a whole batch, its rest is skipped.
+                    from = if last > from {
+                        last
+                    } else {
+                        last.saturating_add(Duration::from_millis(1))
+                    };
+                }
+                _ => break,
+            }
+        }
+        let keep = self.since.saturating_sub(OVERLAP).as_millis();
+        self.seen.retain(|_, stamp| *stamp >= keep);
+        Some(news)
+    }
 }
 
 pub(crate) fn spawn_poller(
     store: Arc<dyn InboxStore>,
     every: Duration,
     wake: Option<Arc<Notify>>,
-    primed: Option<Option<u64>>,
+    primed: Option<Timestamp>,
     tx: watch::Sender<u64>,
+    deltas: broadcast::Sender<Arc<HeldRecord>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = match primed {
-            Some(seen) => seen,
-            None => fingerprint(&*store).await,
-        };
+        let mut feed = Feed::new(primed.unwrap_or_else(prime));
         loop {
             // A wake-up (a store's change notice, e.g. PostgreSQL's LISTEN) looks at once;
             // the interval is the fallback.
@@ -57,32 +112,114 @@ pub(crate) fn spawn_poller(
                 }
                 None => tokio::time::sleep(every).await,
             }
-            let now = fingerprint(&*store).await;
-            if now.is_some() && now != last {
-                last = now;
-                tx.send_modify(|v| *v = v.wrapping_add(1));
+            let Some(news) = feed.look(&*store).await else {
+                continue;
+            };
+            if news.is_empty() {
+                continue;
+            }
+            for r in news {
+                // No receiver (no page open) is not an error.
+                let _ = deltas.send(Arc::new(r));
+            }
+            tx.send_modify(|v| *v = v.wrapping_add(1));
+        }
+    })
+}
+
+/// What one page's stream is made of.
+enum Item {
+    Changed(u64),
+    Delta(Arc<HeldRecord>),
+    /// Changes were missed (a slow page): it reloads its list.
+    Lagged,
+}
+
+/// The event a change is for `who` on a page filtered by `filter`: `added` with the card
+/// (a pending call they may see and the filter passes), `ended` with its id, state and
+/// whether the page counted it (a call they may see that is no longer pending), or
+/// nothing.
+fn delta_event(
+    who: &Who,
+    filter: &HeldQuery,
+    ctx: &crate::risk::RiskContext,
+    r: &HeldRecord,
+) -> Option<Event> {
+    if !crate::pages::may_see(who, r) {
+        return None;
+    }
+    if r.state == CallState::Pending {
+        if !filter.matches(r) {
+            return None;
+        }
+        let mut html = String::new();
+        let cues = crate::risk::cues(ctx, r);
+        crate::listing::grouped_card(&mut html, r, who, Timestamp::now(), &cues);
+        return Some(Event::default().event("added").data(html));
+    }
+    let mut as_pending = r.clone();
+    as_pending.state = CallState::Pending;
+    let counted = filter.matches(&as_pending);
+    let data = serde_json::json!({
+        "id": r.id(),
+        "state": r.state.as_str(),
+        "approver": r.approver,
+        "counted": counted,
+    });
+    Some(Event::default().event("ended").data(data.to_string()))
+}
+
+fn changes(app: App, who: Who, filter: HeldQuery) -> impl Stream<Item = Result<Event, Infallible>> {
+    let mut rx = app.0.changes.clone();
+    rx.mark_unchanged();
+    let deltas = app.0.deltas.subscribe();
+    let state = (app, who, filter, rx, deltas);
+    stream::unfold(state, |(app, who, filter, mut rx, mut deltas)| async move {
+        loop {
+            let item = tokio::select! {
+                changed = rx.changed() => match changed {
+                    Ok(()) => Item::Changed(*rx.borrow_and_update()),
+                    Err(_) => return None,
+                },
+                delta = deltas.recv() => match delta {
+                    Ok(r) => Item::Delta(r),
+                    Err(broadcast::error::RecvError::Lagged(_)) => Item::Lagged,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+            };
+            let event = match item {
+                Item::Changed(v) => Some(Event::default().event("changed").data(v.to_string())),
+                Item::Lagged => Some(Event::default().event("resync").data("1")),
+                Item::Delta(r) => {
+                    let ctx = crate::risk::RiskContext::load(&app).await;
+                    delta_event(&who, &filter, &ctx, &r)
+                }
+            };
+            if let Some(e) = event {
+                return Some((Ok(e), (app, who, filter, rx, deltas)));
             }
         }
     })
 }
 
-fn changes(mut rx: watch::Receiver<u64>) -> impl Stream<Item = Result<Event, Infallible>> {
-    rx.mark_unchanged();
-    stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        let v = *rx.borrow_and_update();
-        Some((
-            Ok(Event::default().event("changed").data(v.to_string())),
-            rx,
-        ))
-    })
-}
-
-pub(crate) async fn sse(State(app): State<App>, headers: HeaderMap) -> Response {
-    if app.who(&headers).is_none() {
+pub(crate) async fn sse(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(pq): Query<PageQuery>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
         return crate::auth::unauthorized();
-    }
-    Sse::new(changes(app.0.changes.clone()))
+    };
+    // The page's own filters (its ages from now on); a filter that cannot be read gets
+    // the refusal, as the page did.
+    let mut filter = match pq.held_query(Listing::Pending, Timestamp::now()) {
+        Ok(q) => q,
+        Err(r) => return r,
+    };
+    // Newer-than is relative to the page's load; a call held from now on is newer still.
+    filter.held_after = None;
+    filter.after = None;
+    Sse::new(changes(app, who, filter))
         .keep_alive(KeepAlive::default())
         .into_response()
 }

@@ -62,7 +62,7 @@ pub(crate) fn page(title: &str, nav: Option<(&Who, Tab)>, body: &str) -> Html<St
          <script src=\"/static/app.js\" defer></script></head>\
          <body><header><span class=\"brand\">toolgate</span>{nav}</header>\
          <div id=\"stale\" class=\"stale\" hidden>Something changed. <a href=\"\">Reload</a></div>\
-         <main>{body}</main></body></html>",
+         <main>{body}</main><div id=\"toast\" class=\"toast\" role=\"status\" aria-live=\"polite\" hidden></div></body></html>",
         text(title)
     ))
 }

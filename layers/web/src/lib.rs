@@ -4,12 +4,16 @@
 //! browser (`toolgate serve --config toolgate.json`). Server-rendered HTML over any
 //! [`InboxStore`] (SQLite or PostgreSQL), one small static script, no build step.
 //!
-//! - **Pending approvals** (`/`): one card per held call, oldest first, grouped by session
-//!   and turn (SPEC R43): the prompt (`Approve server / tool?`), the model's name, every
-//!   reason with its source, the agent or subagent, the input exactly as it will be sent
-//!   (pretty-printed, escaped), age and expiry, and **Approve** / **Deny** with an optional
-//!   reason. New held calls and answers appear without a reload (server-sent events on
-//!   `/events`, fed by one poller over the store).
+//! - **Pending approvals** (`/`): one card per held call, a page at a time from the store
+//!   (oldest or newest first, filtered by agent, tool, server, session, reason source and
+//!   age, searched by input text: [`toolgate_inbox::HeldQuery`]), grouped by session and
+//!   turn (SPEC R43): the prompt (`Approve server / tool?`), the model's name, every
+//!   reason with its source and the risk cues, the agent or subagent, the input exactly as
+//!   it will be sent (pretty-printed, escaped), age and expiry, and **Approve** / **Deny**
+//!   with an optional reason, or a selection answered in bulk (refused whole when one of it
+//!   may not be answered). New held calls and answers appear without a reload (server-sent
+//!   events on `/events`, fed by one poller over the store's change feed), each change
+//!   alone: the card added or the call ended, never the whole list.
 //!   Beside Approve, **Approve, and allow matching calls for …** approves the call and gives
 //!   a grant (R45), pre-filled from the card (agent, tool, session, a `when` the input
 //!   passes, 30 minutes, 5 calls) and editable, bound to the card's hashes like Approve.
@@ -76,11 +80,15 @@ pub mod guide {
 mod api;
 mod app;
 mod auth;
+mod bulk;
 mod events;
 mod grants;
 mod html;
+mod listing;
+mod ops;
 mod pages;
 mod policy;
+mod risk;
 mod throttle;
 mod webhook;
 
@@ -94,6 +102,7 @@ use toolgate::engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::{App, router};
+pub use ops::WebMetrics;
 
 /// The largest request body the page accepts (a policy saved whole included).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -125,6 +134,8 @@ pub struct WebSettings {
     /// The Slack app's signing secret (issue 24), read from `approvers.slack`'s
     /// `signing_secret_file`; without one, `POST /v1/callbacks/slack` refuses every request.
     pub slack_secret: Option<String>,
+    /// What `GET /metrics` answers (issue 23); `None`: 404.
+    pub metrics: Option<WebMetrics>,
 }
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
@@ -202,6 +213,7 @@ impl WebSettings {
             governance: None,
             verifier: None,
             slack_secret: None,
+            metrics: None,
         }
     }
 }
@@ -256,7 +268,7 @@ pub async fn serve_woken(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // The starting state is read before the first request is accepted.
-    let primed = events::fingerprint(&*store).await;
+    let primed = events::prime();
     let listen = listener.local_addr()?;
     let app = App::start_primed(store, settings, wake, Some(primed), listen);
     let router = router(app.clone());

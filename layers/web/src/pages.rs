@@ -1,13 +1,12 @@
 //! Pending approvals, one held call, the history, and answering.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::Form;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use toolgate_inbox::{
     Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp,
@@ -18,16 +17,7 @@ use crate::auth::{Who, check_csrf, random_hex, unauthorized};
 use crate::html::{self, Tab, esc, text};
 use toolgate::core::display::visible_json;
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListQuery {
-    /// `1`: only the live part (for the script's refresh).
-    fragment: Option<String>,
-}
-
-/// How many answered calls the history shows (newest first).
-const HISTORY_ROWS: usize = 500;
-
-fn age(d: Duration) -> String {
+pub(crate) fn age(d: Duration) -> String {
     if d.as_secs() == 0 {
         return String::from("0s");
     }
@@ -42,7 +32,7 @@ pub(crate) fn store_failed(e: impl std::fmt::Display) -> Response {
     )
 }
 
-fn agent_text(r: &HeldRecord) -> String {
+pub(crate) fn agent_text(r: &HeldRecord) -> String {
     match &r.call.agent.subagent {
         Some(sub) => format!("{} (subagent of {})", sub, r.call.agent.profile),
         None => r.call.agent.profile.clone(),
@@ -53,7 +43,7 @@ fn agent_text(r: &HeldRecord) -> String {
 /// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
 /// answered themselves; a call to any other tool, its input included, stays out of every
 /// list, card and history row they are sent.
-fn may_see(who: &Who, r: &HeldRecord) -> bool {
+pub(crate) fn may_see(who: &Who, r: &HeldRecord) -> bool {
     who.approver
         .may_answer(&r.call.identities, r.call.agent.rule_name())
         || r.approver.as_deref() == Some(who.approver.name.as_str())
@@ -61,7 +51,17 @@ fn may_see(who: &Who, r: &HeldRecord) -> bool {
 
 /// One card: the prompt, the model's name, every reason with its source, the agent, the
 /// input as it will be sent, age and expiry, and (pending, answerable) the two forms.
-fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool) {
+/// One card with its risk cues (issue 24, [`crate::risk`]); on a list (`link`), a pending
+/// call the person may answer also gets the checkbox that selects it for a bulk answer,
+/// carrying the hashes the card shows (R35).
+pub(crate) fn card_cued(
+    out: &mut String,
+    r: &HeldRecord,
+    who: &Who,
+    now: Timestamp,
+    link: bool,
+    cues: &[(&'static str, String)],
+) {
     let shown = r.interaction();
     let id = esc(r.id());
     let _ = write!(
@@ -77,9 +77,23 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
     } else {
         out.push_str(&text(&shown.prompt));
     }
+    out.push_str("</h3>");
+    let answerable = r.state == CallState::Pending
+        && who
+            .approver
+            .may_answer(&r.call.identities, r.call.agent.rule_name());
+    if link && answerable {
+        let _ = write!(
+            out,
+            "<label class=\"pick\"><input type=\"checkbox\" class=\"pick\" name=\"item\" form=\"bulk\" id=\"pick-{id}\" value=\"{id} {} {}\"> Select</label>",
+            esc(&r.call.input_hash),
+            esc(&r.call.definition_hash)
+        );
+    }
+    crate::risk::render(out, cues);
     let _ = write!(
         out,
-        "</h3><p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
+        "<p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
         text(&shown.model_name),
         r.state.as_str()
     );
@@ -100,8 +114,10 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
     out.push_str("</ul></dd>");
     let _ = write!(
         out,
-        "<dt>Held</dt><dd>{} ago <time>{}</time></dd>",
+        "<dt>Held</dt><dd><span class=\"ago\" data-since=\"{}\">{} ago</span> <time datetime=\"{}\">{}</time></dd>",
+        r.call.created_at.as_millis(),
         age(r.call.created_at.age(now)),
+        r.call.created_at,
         r.call.created_at
     );
     if r.state == CallState::Pending {
@@ -112,7 +128,9 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         };
         let _ = write!(
             out,
-            "<dt>Expires</dt><dd>{left} <time>{}</time></dd>",
+            "<dt>Expires</dt><dd><span class=\"left\" data-until=\"{}\">{left}</span> <time datetime=\"{}\">{}</time></dd>",
+            r.call.expires_at.as_millis(),
+            r.call.expires_at,
             r.call.expires_at
         );
     }
@@ -125,7 +143,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
         let _ = write!(
             out,
-            "<dt>{verb}</dt><dd class=\"approver\">{} <time>{when}</time></dd>",
+            "<dt>{verb}</dt><dd class=\"approver\">{} <time datetime=\"{when}\">{when}</time></dd>",
             text(approver)
         );
     }
@@ -157,10 +175,7 @@ fn card(out: &mut String, r: &HeldRecord, who: &Who, now: Timestamp, link: bool)
         );
     }
     if r.state == CallState::Pending {
-        if who
-            .approver
-            .may_answer(&r.call.identities, r.call.agent.rule_name())
-        {
+        if answerable {
             answer_forms(out, r, who);
             crate::grants::grant_form(out, r, who);
             crate::api::edit::edit_form(out, r, who);
@@ -195,159 +210,11 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
          <form method=\"post\" action=\"/calls/{id}/answer\" class=\"deny\">{hidden}\
          <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
          <input type=\"hidden\" name=\"decision\" value=\"deny\">\
-         <input type=\"text\" name=\"reason\" maxlength=\"{MAX_REASON_CHARS}\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
+         <label class=\"sr\" for=\"reason-{id}\">Deny reason</label><input type=\"text\" name=\"reason\" maxlength=\"{MAX_REASON_CHARS}\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
          <button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form></div>",
         random_hex(16),
         random_hex(16),
     );
-}
-
-/// The pending cards grouped by session, then turn, each group in the order of its oldest
-/// call (R43); calls outside any session last.
-pub(crate) fn pending_html(records: &[HeldRecord], who: &Who, now: Timestamp) -> String {
-    type Turns<'a> = Vec<(Option<&'a str>, Vec<&'a HeldRecord>)>;
-    let mut sessions: Vec<(Option<&str>, Turns<'_>)> = Vec::new();
-    let mut where_session: HashMap<Option<&str>, usize> = HashMap::new();
-    for r in records {
-        let session = r.call.turn.as_ref().map(|t| t.session.as_str());
-        let turn = r.call.turn.as_ref().map(|t| t.turn.as_str());
-        let si = *where_session.entry(session).or_insert_with(|| {
-            sessions.push((session, Vec::new()));
-            sessions.len() - 1
-        });
-        let Some((_, turns)) = sessions.get_mut(si) else {
-            continue;
-        };
-        match turns.iter_mut().find(|(t, _)| *t == turn) {
-            Some((_, calls)) => calls.push(r),
-            None => turns.push((turn, vec![r])),
-        }
-    }
-    sessions.sort_by_key(|(s, _)| s.is_none());
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<h1>Pending approvals <span class=\"count\" id=\"pending-count\">{}</span></h1>",
-        records.len()
-    );
-    if records.is_empty() {
-        out.push_str("<p class=\"empty\" id=\"empty\">No held call is waiting for an answer.</p>");
-    }
-    for (session, turns) in &sessions {
-        match session {
-            Some(s) => {
-                let _ = write!(
-                    out,
-                    "<section class=\"session\"><h2>Session <code>{}</code></h2>",
-                    text(s)
-                );
-            }
-            None => out.push_str("<section class=\"session\"><h2>Outside any session</h2>"),
-        }
-        for (turn, calls) in turns {
-            if let Some(t) = turn {
-                let _ = write!(
-                    out,
-                    "<section class=\"turn\"><h3 class=\"turn-title\">Turn <code>{}</code> · paused by {} held call{}</h3>",
-                    text(t),
-                    calls.len(),
-                    if calls.len() == 1 { "" } else { "s" }
-                );
-            } else {
-                out.push_str("<section class=\"turn\">");
-            }
-            for r in calls {
-                card(&mut out, r, who, now, true);
-            }
-            out.push_str("</section>");
-        }
-        out.push_str("</section>");
-    }
-    out
-}
-
-fn live(who: &Who, tab: Tab, title: &str, inner: &str, fragment: bool) -> Response {
-    if fragment {
-        return Html(inner.to_owned()).into_response();
-    }
-    let body = format!("<div id=\"live\" data-live=\"1\">{inner}</div>");
-    html::page(title, Some((who, tab)), &body).into_response()
-}
-
-pub(crate) async fn pending(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
-    };
-    let mut records = match app.0.store.list(Some(CallState::Pending)).await {
-        Ok(r) => r,
-        Err(e) => return store_failed(e),
-    };
-    records.retain(|r| may_see(&who, r));
-    let inner = pending_html(&records, &who, Timestamp::now());
-    live(
-        &who,
-        Tab::Pending,
-        "Pending approvals",
-        &inner,
-        q.fragment.is_some(),
-    )
-}
-
-pub(crate) async fn history(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
-    };
-    let mut records = match app.0.store.list(None).await {
-        Ok(r) => r,
-        Err(e) => return store_failed(e),
-    };
-    records.retain(|r| r.state != CallState::Pending && may_see(&who, r));
-    // Newest change first; the latest HISTORY_ROWS.
-    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
-    let total = records.len();
-    records.truncate(HISTORY_ROWS);
-    let now = Timestamp::now();
-    let mut inner = String::from(
-        "<h1>History</h1><table class=\"history\"><thead><tr><th>Held</th><th>Call</th><th>Agent</th><th>State</th><th>Who answered</th><th>Reason</th></tr></thead><tbody>",
-    );
-    for r in &records {
-        let who_answered = match (&r.approver, r.state) {
-            (Some(a), _) => text(a),
-            (None, CallState::Expired) => String::from("nobody: it expired"),
-            (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
-            (None, _) => String::new(),
-        };
-        let _ = write!(
-            inner,
-            "<tr class=\"state-{state}\" id=\"row-{id}\"><td>{} ago</td><td><a href=\"/calls/{id}\">{}</a></td><td>{}</td><td class=\"state\">{state}</td><td class=\"approver\">{who_answered}</td><td>{}</td></tr>",
-            age(r.call.created_at.age(now)),
-            text(&r.interaction().prompt),
-            text(&agent_text(r)),
-            text(r.answer_reason.as_deref().unwrap_or("")),
-            id = esc(r.id()),
-            state = r.state.as_str(),
-        );
-    }
-    inner.push_str("</tbody></table>");
-    if total > records.len() {
-        let _ = write!(
-            inner,
-            "<p class=\"note\">The latest {} of {total} are shown; `toolgate inbox list` lists every one.</p>",
-            records.len()
-        );
-    }
-    if records.is_empty() {
-        inner.push_str("<p class=\"empty\">Nothing answered yet.</p>");
-    }
-    live(&who, Tab::History, "History", &inner, q.fragment.is_some())
 }
 
 pub(crate) async fn one(
@@ -380,7 +247,10 @@ pub(crate) async fn one(
             text(&t.turn)
         );
     }
-    card(&mut body, &r, &who, Timestamp::now(), false);
+    crate::listing::answered_banner(&mut body, &r, &who);
+    let ctx = crate::risk::RiskContext::load(&app).await;
+    let cues = crate::risk::cues(&ctx, &r);
+    card_cued(&mut body, &r, &who, Timestamp::now(), false, &cues);
     html::page(&r.interaction().prompt, Some((&who, Tab::Pending)), &body).into_response()
 }
 

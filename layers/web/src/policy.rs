@@ -218,13 +218,7 @@ fn render(
             let _ = write!(
                 out,
                 "<a href=\"/policy?edit={i}\" id=\"edit-{i}\">Edit</a> \
-                 <form method=\"post\" action=\"/policy/delete\" class=\"inline\">\
-                 <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-                 <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
-                 <input type=\"hidden\" name=\"index\" value=\"{i}\">\
-                 <button type=\"submit\" id=\"delete-{i}\">Delete</button></form>",
-                esc(&who.csrf),
-                esc(&loaded.updated_at)
+                 <a href=\"/policy?delete={i}\" class=\"button\" id=\"delete-{i}\" aria-label=\"Delete rule {i}\">Delete</a>"
             );
         }
         out.push_str("</td></tr>");
@@ -399,6 +393,29 @@ fn preview_response(
 pub(crate) struct PageQuery {
     edit: Option<String>,
     saved: Option<String>,
+    /// A rule to delete, after the confirmation this shows (issue 24).
+    delete: Option<String>,
+}
+
+/// The confirmation before a rule is deleted (issue 24): the rule as written, and the form
+/// that deletes it (on the `updatedAt` the page was read at, so a change in between is a
+/// conflict).
+fn confirm_delete(who: &Who, loaded: &Loaded, i: usize, rule: &Value) -> Response {
+    let body = format!(
+        "<section class=\"panel\" id=\"confirm\"><h1>Delete rule {i}?</h1>\
+         <p>This rule is removed from the stored policy, and the next call is decided without it:</p>\
+         <pre class=\"input\">{}</pre>\
+         <form method=\"post\" action=\"/policy/delete\" class=\"inline\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
+         <input type=\"hidden\" name=\"index\" value=\"{i}\">\
+         <button type=\"submit\" class=\"deny\" id=\"confirm-delete\">Delete rule {i}</button></form> \
+         <a href=\"/policy\" class=\"button\" id=\"cancel-delete\">Cancel</a></section>",
+        esc(&serde_json::to_string_pretty(rule).unwrap_or_default()),
+        esc(&who.csrf),
+        esc(&loaded.updated_at)
+    );
+    html::page("Delete a rule", Some((who, Tab::Policy)), &body).into_response()
 }
 
 pub(crate) async fn page(
@@ -413,6 +430,12 @@ pub(crate) async fn page(
         Ok(l) => l,
         Err(r) => return r,
     };
+    if let Some(i) = q.delete.as_deref().and_then(|d| d.parse::<usize>().ok())
+        && who.approver.edit_policy
+        && let Some(rule) = rules(&loaded.doc).get(i)
+    {
+        return confirm_delete(&who, &loaded, i, rule);
+    }
     let panel = q.edit.as_deref().and_then(|e| {
         if e == "new" {
             let mut values = Map::new();

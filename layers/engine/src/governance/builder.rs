@@ -481,7 +481,7 @@ impl GovernanceBuilder {
         }
         catalog.seal();
         let exposures = ExposureCache::new(agents.len());
-        Ok(Governance {
+        let mut gov = Governance {
             settings: s,
             exemptions: self.exemptions,
             servers,
@@ -498,7 +498,11 @@ impl GovernanceBuilder {
             approvers: self.approvers,
             redaction: self.redaction,
             exposures,
-        })
+            quota_covers: crate::quota_cover::CoverCache::default(),
+            rule_covers: crate::quota_cover::CoverCache::default(),
+        };
+        gov.renew_quota_covers();
+        Ok(gov)
     }
 }
 

@@ -15,6 +15,18 @@ pub use builder::GovernanceBuilder;
 pub use posture::{Exemption, ServerSettings};
 pub use profile::{AgentProfile, ResolvedAgent};
 
+/// Where asks are routed: one entry of [`Governance::routed_channels`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedChannel<'a> {
+    /// The channel kind asks go to.
+    pub kind: ChannelKind,
+    /// The configuration path that routes them (`approval.channel`,
+    /// `agents[i].approval.channel`).
+    pub path: String,
+    /// The agent whose own channel it is; `None` for the host's.
+    pub agent: Option<&'a str>,
+}
+
 use crate::catalog::{Catalog, Entry};
 use crate::error::ConfigErrors;
 use crate::exposure::Exposure;
@@ -131,6 +143,12 @@ pub struct Governance {
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
     pub(crate) exposures: ExposureCache,
+    /// Which quotas cover each (profile, tool) pair, worked out on first use
+    /// (`quota_cover.rs`): rebuilt whenever a policy is replaced.
+    pub(crate) quota_covers: crate::quota_cover::CoverCache<crate::quota_cover::Cover>,
+    /// Which rules could match each (profile, tool) pair's calls, worked out on first use:
+    /// rebuilt whenever a policy is replaced.
+    pub(crate) rule_covers: crate::quota_cover::CoverCache<crate::policy::RuleCover>,
 }
 
 /// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
@@ -210,6 +228,7 @@ impl Governance {
         }
         let mut next = self.clone();
         next.policy = state;
+        next.renew_quota_covers();
         Ok(next)
     }
 
@@ -239,7 +258,28 @@ impl Governance {
         }
         let mut next = self.clone();
         next.shadow = shadow.map(std::sync::Arc::new);
+        next.renew_quota_covers();
         Ok(next)
+    }
+
+    /// A new quota cover cache for this snapshot's policies (see `quota_cover.rs`).
+    pub(crate) fn renew_quota_covers(&mut self) {
+        let (agents, entries) = (self.agents.len(), self.catalog.entries().len());
+        let shadow = self.shadow.as_ref();
+        self.quota_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_quotas,
+        );
+        self.rule_covers = crate::quota_cover::CoverCache::new(
+            &self.policy,
+            shadow,
+            agents,
+            entries,
+            crate::quota_cover::has_rules,
+        );
     }
 
     /// The shadow tenant policy (R46), when one is set.
@@ -299,6 +339,44 @@ impl Governance {
     /// The names of every agent profile, in configuration order.
     pub fn agent_names(&self) -> impl Iterator<Item = &str> {
         self.agents.iter().map(|a| a.name.as_str())
+    }
+
+    /// Every approval channel asks can be routed to, with where the configuration routes
+    /// them: the host's `approval.channel` first, then each agent's own
+    /// (`agents[i].approval.channel`), in configuration order. A kind may appear more than
+    /// once; `none` appears when the configuration names it. The one answer to "which
+    /// channels must a stack or server have" (R26, R47).
+    ///
+    /// ```
+    /// use toolgate_core::ChannelKind;
+    /// use toolgate_engine::config::{self, Format};
+    ///
+    /// let g = config::load_str(r#"{
+    ///     "approval": {"channel": "inbox"},
+    ///     "agents": [{"name": "a", "approval": {"channel": "elicitation"}}],
+    ///     "tools": []
+    /// }"#, Format::Json)?;
+    /// let routed: Vec<_> = g.routed_channels().map(|r| (r.kind, r.path)).collect();
+    /// assert_eq!(routed, [
+    ///     (ChannelKind::Inbox, String::from("approval.channel")),
+    ///     (ChannelKind::Elicitation, String::from("agents[0].approval.channel")),
+    /// ]);
+    /// # Ok::<(), toolgate_engine::ConfigErrors>(())
+    /// ```
+    pub fn routed_channels(&self) -> impl Iterator<Item = RoutedChannel<'_>> {
+        let host = RoutedChannel {
+            kind: self.settings.channel,
+            path: String::from("approval.channel"),
+            agent: None,
+        };
+        let agents = self.agents.iter().enumerate().filter_map(|(i, a)| {
+            a.approval_channel.map(|kind| RoutedChannel {
+                kind,
+                path: format!("agents[{i}].approval.channel"),
+                agent: Some(a.name.as_str()),
+            })
+        });
+        std::iter::once(host).chain(agents)
     }
 
     /// The agent's effective approval mode for a tool (R9, R39): its own non-default

@@ -81,6 +81,22 @@ pub struct Evaluation {
     pub by_default: bool,
 }
 
+/// The rules that could match the calls of one tool record by one agent, found once
+/// ([`Policy::rule_candidates`]): those matching every such call (no `when`), and those
+/// whose `when` decides per call. [`Policy::evaluate_candidates`] then decides a call as
+/// [`Policy::evaluate_exact`] does, without the index walk or the selectors.
+#[derive(Debug, Clone)]
+pub(crate) struct RuleCandidates {
+    kind: ToolKind,
+    always: Box<[usize]>,
+    by_input: Box<[usize]>,
+}
+
+/// The rule candidates of every record of one catalog entry, for one agent, in record
+/// order (what the snapshot caches per profile and tool).
+#[derive(Debug, Clone)]
+pub(crate) struct RuleCover(pub(crate) Box<[RuleCandidates]>);
+
 /// A compiled, validated tenant policy. Immutable: replacing a policy builds a new one.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -192,6 +208,46 @@ impl Policy {
         // The index hands candidates over in no order; callers read them in policy order.
         covering.sort_unstable();
         covering
+    }
+
+    /// The quotas that could cover calls of `subject` (R44), appended to `out` by index,
+    /// each with whether covering also depends on the call's input: `false` when the quota
+    /// has no `when` and so covers every call of this subject, `true` when its selectors
+    /// select the subject and its `when` decides per call ([`Policy::quota_covers`]).
+    pub(crate) fn quota_candidates(&self, subject: &Subject<'_>, out: &mut Vec<(usize, bool)>) {
+        if self.quotas.is_empty() {
+            return;
+        }
+        let tool = lower_key(subject.tool);
+        let server = subject.server.map(lower_key);
+        let agent = lower_key(subject.agent);
+        let lower = LowerSubject {
+            kind: subject.kind,
+            tool: &tool,
+            server: server.as_deref(),
+            agent: &agent,
+        };
+        self.quota_index
+            .for_each_candidate(&tool, lower.server, |i| {
+                if let Some(q) = self.quotas.get(i)
+                    && q.select.matches_selectors(&lower)
+                {
+                    out.push((i, q.select.has_when()));
+                }
+            });
+    }
+
+    /// Whether quota `i` covers one call of `subject` with this input (R44).
+    pub(crate) fn quota_covers(
+        &self,
+        i: usize,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> bool {
+        self.quotas
+            .get(i)
+            .is_some_and(|q| q.select.matches_call(subject, input, literals))
     }
 
     /// The default effect for mcp/http calls no rule matches (R21).
@@ -326,6 +382,81 @@ impl Policy {
         });
         eval.matched.sort_unstable();
         if eval.effect.is_none() && matches!(subject.kind, ToolKind::Mcp | ToolKind::Http) {
+            // R21: the default applies to mcp and http calls that no rule matches.
+            if self.default != Effect::Allow {
+                eval.effect = Some(self.default);
+                eval.by_default = true;
+            }
+        }
+        eval
+    }
+
+    /// The rules that could match calls of `subject`, whatever their input (see
+    /// [`RuleCandidates`]).
+    pub(crate) fn rule_candidates(&self, subject: &Subject<'_>) -> RuleCandidates {
+        let (mut always, mut by_input) = (Vec::new(), Vec::new());
+        if !self.rules.is_empty() {
+            let tool = lower_key(subject.tool);
+            let server = subject.server.map(lower_key);
+            let agent = lower_key(subject.agent);
+            let lower = LowerSubject {
+                kind: subject.kind,
+                tool: &tool,
+                server: server.as_deref(),
+                agent: &agent,
+            };
+            self.index.for_each_candidate(&tool, lower.server, |i| {
+                if let Some(rule) = self.rules.get(i)
+                    && rule.matches_selectors(&lower)
+                {
+                    if rule.has_when() {
+                        by_input.push(i);
+                    } else {
+                        always.push(i);
+                    }
+                }
+            });
+        }
+        RuleCandidates {
+            kind: subject.kind,
+            always: always.into_boxed_slice(),
+            by_input: by_input.into_boxed_slice(),
+        }
+    }
+
+    /// [`Policy::evaluate_exact`] for a call of the subject `candidates` were found for
+    /// (by this policy): the same evaluation, reading only those rules' `when`.
+    pub(crate) fn evaluate_candidates(
+        &self,
+        candidates: &RuleCandidates,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> Evaluation {
+        if self.rules.is_empty() {
+            return self.default_only(candidates.kind);
+        }
+        let mut eval = Evaluation::default();
+        let passing = candidates.by_input.iter().copied().filter(|&i| {
+            self.rules
+                .get(i)
+                .is_some_and(|r| r.when_holds(input, literals.root()))
+        });
+        for i in candidates.always.iter().copied().chain(passing) {
+            let Some(rule) = self.rules.get(i) else {
+                continue;
+            };
+            eval.matched.push(i);
+            let decides = match (eval.effect, eval.decided_by) {
+                (Some(e), Some(d)) => rule.effect > e || (rule.effect == e && i < d),
+                _ => true,
+            };
+            if decides {
+                eval.effect = Some(rule.effect);
+                eval.decided_by = Some(i);
+            }
+        }
+        eval.matched.sort_unstable();
+        if eval.effect.is_none() && matches!(candidates.kind, ToolKind::Mcp | ToolKind::Http) {
             // R21: the default applies to mcp and http calls that no rule matches.
             if self.default != Effect::Allow {
                 eval.effect = Some(self.default);

@@ -221,6 +221,19 @@ impl Rule {
     }
 
     pub(super) fn matches(&self, s: &LowerSubject<'_>, input: &Value, lits: Lit<'_>) -> bool {
+        self.matches_selectors(s) && self.when_holds(input, lits)
+    }
+
+    /// Whether every `when` test holds on the input (true with no `when`).
+    pub(super) fn when_holds(&self, input: &Value, lits: Lit<'_>) -> bool {
+        self.when
+            .iter()
+            .all(|(_, path, test)| test.holds(lookup(input, lits, path)))
+    }
+
+    /// Whether `kind`, `server`, `tool` and `agent` select the call, leaving `when` aside:
+    /// with no `when` this is [`Rule::matches`] for every input.
+    pub(super) fn matches_selectors(&self, s: &LowerSubject<'_>) -> bool {
         if !self.kind_applies(s.kind) {
             return false;
         }
@@ -245,9 +258,7 @@ impl Rule {
         {
             return false;
         }
-        self.when
-            .iter()
-            .all(|(_, path, test)| test.holds(lookup(input, lits, path)))
+        true
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod grants;
 mod ops;
+mod query;
 mod wait;
 
 pub use wait::WaitError;

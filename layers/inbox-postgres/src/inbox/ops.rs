@@ -25,7 +25,7 @@ use toolgate_inbox::{RevokeError, StoredGrant};
 use super::PostgresInbox;
 use crate::error;
 
-const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
+pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_hash, agent_profile, \
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id";
@@ -60,11 +60,11 @@ const ATTEMPTS: usize = 3;
 impl PostgresInbox {
     // ----- plumbing -----
 
-    fn err(&self, e: &tokio_postgres::Error) -> InboxError {
+    pub(super) fn err(&self, e: &tokio_postgres::Error) -> InboxError {
         error::db(&self.inner.server, e)
     }
 
-    fn record_err(&self, id: &str, why: impl fmt::Display) -> InboxError {
+    pub(super) fn record_err(&self, id: &str, why: impl fmt::Display) -> InboxError {
         InboxError::new(
             Kind::Record,
             format!(
@@ -74,7 +74,7 @@ impl PostgresInbox {
         )
     }
 
-    async fn client(&self) -> Result<Object, InboxError> {
+    pub(super) async fn client(&self) -> Result<Object, InboxError> {
         self.inner
             .pool
             .get()
@@ -95,7 +95,7 @@ impl PostgresInbox {
             .map_err(|e| self.err(&e))
     }
 
-    async fn query(
+    pub(super) async fn query(
         &self,
         client: &Object,
         sql: &str,
@@ -746,7 +746,7 @@ impl PostgresInbox {
 }
 
 /// Reads one row selected with [`COLUMNS`].
-fn read_row(row: &Row) -> Result<HeldRecord, String> {
+pub(super) fn read_row(row: &Row) -> Result<HeldRecord, String> {
     fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
         row.try_get(i).map_err(|e| error::describe(&e))
     }
@@ -821,6 +821,28 @@ impl InboxStore for PostgresInbox {
 
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         Box::pin(self.list_op(state))
+    }
+
+    fn query_held<'a>(
+        &'a self,
+        q: &'a toolgate_inbox::HeldQuery,
+    ) -> BoxFuture<'a, Result<toolgate_inbox::HeldPage, InboxError>> {
+        Box::pin(self.query_held_op(q))
+    }
+
+    fn count_held<'a>(
+        &'a self,
+        q: &'a toolgate_inbox::HeldQuery,
+    ) -> BoxFuture<'a, Result<u64, InboxError>> {
+        Box::pin(self.count_held_op(q))
+    }
+
+    fn changed_since(
+        &self,
+        since: Timestamp,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
+        Box::pin(self.changed_since_op(since, limit))
     }
 
     fn session_calls<'a>(

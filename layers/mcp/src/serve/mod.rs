@@ -47,10 +47,26 @@
 //!
 //! Calls carry the session (one per downstream connection) and a turn per call (R43), so
 //! `toolgate inbox list --session` shows what a client's session holds.
+//!
+//! The rooms: this file holds the server (start, reload, the governed run of a call);
+//! `session` the handler of one downstream session; `http` the streamable HTTP transport;
+//! `auth` who a request speaks for; `list` the projected, cached lists; `result` how a
+//! response reads to the client; `upstream` the innermost service, supervision and the
+//! change watcher; `elicit` the elicitation channel; `relayed` what the upstream sends
+//! during a call; `wire` own wire names; `written` the numbers as written (R20); `config`
+//! the `mcp` section.
 
+mod auth;
 mod config;
 mod elicit;
+mod http;
+mod list;
+mod ops;
 mod relayed;
+mod result;
+mod servers;
+mod session;
+mod upstream;
 mod wire;
 mod written;
 
@@ -85,8 +101,20 @@ use tower::util::BoxCloneService;
 use tower_layer::Layer;
 use tower_service::Service;
 
+pub use auth::token_hash;
 pub use config::{DEFAULT_CALL_TIMEOUT, McpJwt, ServeConfig, WireNames};
 pub use elicit::APPROVAL_INPUT_KEY;
+pub use list::list_for;
+pub use ops::{GovernedStack, MetricsText, Observe, UpstreamObserver};
+pub use result::{approval_page_link, call_result, call_result_with_page};
+pub use session::GovernedSession;
+pub use upstream::MAX_RECONNECT_BACKOFF;
+
+use auth::{Authenticated, Caller, Tokens};
+use list::{ListCache, Watched};
+use result::refused;
+use session::Tap;
+use upstream::{Down, Timed, spawn_watcher, supervise};
 
 use crate::relay::CallRelay;
 use crate::{
@@ -95,74 +123,6 @@ use crate::{
 
 /// Appended to the description of a tool wrapped for approval (R10, R12).
 pub const APPROVAL_NOTE: &str = "[toolgate: each call to this tool waits for a person's approval]";
-
-/// Where a channel kind is routed to first: the host's `approval.channel`, else the first
-/// agent whose own channel it is.
-fn routed_path(governance: &Governance, kind: ChannelKind) -> String {
-    if governance.settings().channel == kind {
-        return String::from("approval.channel");
-    }
-    governance
-        .agent_names()
-        .enumerate()
-        .find(|(_, name)| governance.agent(name).and_then(|a| a.approval_channel) == Some(kind))
-        .map_or_else(
-            || String::from("approval.channel"),
-            |(i, _)| format!("agents[{i}].approval.channel"),
-        )
-}
-
-/// Servers whose connection closed, by server key, with why their tools are refused.
-type Down = Arc<Mutex<HashMap<String, String>>>;
-
-/// The innermost service: refuses the tools of a server that is reconnecting, and sends
-/// the rest to the upstream within the call timeout.
-#[derive(Clone)]
-struct Timed {
-    inner: McpToolService,
-    timeout: Duration,
-    down: Down,
-}
-
-fn server_key(qualified: &str) -> String {
-    qualified
-        .split("__")
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-}
-
-type CallFuture = Pin<Box<dyn Future<Output = Result<ToolResponse, McpCallError>> + Send>>;
-
-impl Service<ToolCall> for Timed {
-    type Response = ToolResponse;
-    type Error = McpCallError;
-    type Future = CallFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: ToolCall) -> Self::Future {
-        let tool = call.tool.display_name();
-        if let Some(why) = lock(&self.down).get(&server_key(&tool)) {
-            return Box::pin(std::future::ready(Ok(refused(why.clone()))));
-        }
-        let fut = self.inner.call(call);
-        let timeout = self.timeout;
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, fut).await {
-                Ok(r) => r,
-                Err(_) => Ok(ToolResponse::Failed(ToolOutput::new(Value::String(
-                    format!(
-                        "the MCP server did not answer the call to `{tool}` within {}; the call was abandoned (the server may still have run it)",
-                        humantime::format_duration(timeout)
-                    ),
-                )))),
-            }
-        })
-    }
-}
 
 type Stack = BoxCloneService<ToolCall, ToolResponse, McpCallError>;
 
@@ -187,32 +147,6 @@ impl fmt::Display for ServeError {
 
 impl std::error::Error for ServeError {}
 
-struct Watched {
-    session: String,
-    peer: Peer<RoleServer>,
-    agent: String,
-    seen: u64,
-}
-
-/// One agent's projected list and its fingerprint.
-#[derive(Clone)]
-struct Listed {
-    tools: Arc<Vec<Tool>>,
-    fingerprint: u64,
-}
-
-/// Each agent's projected list for one governance snapshot: a repeated `tools/list` on an
-/// unchanged snapshot is a map look-up, not a projection. The projection reads the snapshot
-/// only ([`list_for`]), and every change — a reload, a policy put, drift re-registering an
-/// upstream's tools — stores a new snapshot, so a new snapshot is the whole invalidation.
-/// Holding the snapshot keeps its address from being reused, so `Arc::ptr_eq` cannot take
-/// a newer snapshot for it.
-#[derive(Default)]
-struct ListCache {
-    snapshot: Option<Arc<Governance>>,
-    agents: HashMap<String, Listed>,
-}
-
 struct Shared {
     gateway: McpGateway,
     lists: Mutex<ListCache>,
@@ -233,70 +167,16 @@ struct Shared {
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
+    /// Servers whose connection closed (their tools refused while they reconnect).
+    down: Down,
+    /// The upstream servers in force, each with its supervisor (issue 23: changed on reload).
+    servers: servers::Servers,
+    /// What the host records (issue 23): metrics, the wait observer.
+    observe: Observe,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The lower-case hex SHA-256 of a bearer token, as `mcp.tokens[i].sha256` stores it.
-pub fn token_hash(token: &str) -> String {
-    toolgate_core::id::hex(&Sha256::digest(token.as_bytes()))
-}
-
-/// The tools `agent` is shown, as MCP tools: the exposure of `governance` (R6–R13), each with
-/// its description (and [`APPROVAL_NOTE`] when wrapped), input schema and annotations as
-/// recorded at discovery.
-pub fn list_for(governance: &Governance, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
-    let exposure = governance.expose(agent)?;
-    Ok(exposure
-        .tools
-        .into_iter()
-        .map(|t| {
-            let decl = governance
-                .catalog()
-                .get(&t.name)
-                .and_then(|e| e.records.first())
-                .map(|r| &r.decl);
-            let schema = decl
-                .and_then(|d| d.input_schema.clone())
-                .and_then(|s| match s {
-                    Value::Object(m) => Some(m),
-                    _ => None,
-                })
-                .unwrap_or_else(|| {
-                    let mut m = Map::new();
-                    m.insert("type".into(), Value::String("object".into()));
-                    m
-                });
-            let mut description = t.description.unwrap_or_default();
-            if t.wrapped {
-                if !description.is_empty() {
-                    description.push(' ');
-                }
-                description.push_str(APPROVAL_NOTE);
-            }
-            let mut tool = Tool::new(t.name, description, Arc::new(schema));
-            if let Some(a) = decl.and_then(|d| d.annotations.as_ref()) {
-                tool = tool.with_annotations(ToolAnnotations::from_raw(
-                    a.title.clone(),
-                    a.read_only_hint,
-                    a.destructive_hint,
-                    a.idempotent_hint,
-                    a.open_world_hint,
-                ));
-            }
-            tool
-        })
-        .collect())
-}
-
-fn fingerprint(tools: &[Tool]) -> u64 {
-    let mut h = DefaultHasher::new();
-    serde_json::to_string(tools)
-        .unwrap_or_default()
-        .hash(&mut h);
-    h.finish()
 }
 
 impl Shared {
@@ -311,86 +191,6 @@ impl Shared {
 
     fn stack(&self) -> Stack {
         lock(&self.stack).clone()
-    }
-
-    fn tools_for(&self, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
-        self.listed(agent).map(|l| l.tools.as_ref().clone())
-    }
-
-    /// The tools `agent` is shown by the current snapshot, from [`ListCache`] or projected
-    /// (and cached) now.
-    fn listed(&self, agent: &str) -> Result<Listed, UnknownAgent> {
-        let governance = self.gateway.handle().load();
-        let current = |c: &ListCache| {
-            c.snapshot
-                .as_ref()
-                .is_some_and(|s| Arc::ptr_eq(s, &governance))
-        };
-        {
-            let cache = lock(&self.lists);
-            if current(&cache)
-                && let Some(listed) = cache.agents.get(agent)
-            {
-                return Ok(listed.clone());
-            }
-        }
-        // `mcp.wire_names`: what the client is shown, by own names in `"own"` mode.
-        let tools = self.wire.list(&governance, list_for(&governance, agent)?);
-        let listed = Listed {
-            fingerprint: fingerprint(&tools),
-            tools: Arc::new(tools),
-        };
-        let mut cache = lock(&self.lists);
-        if !current(&cache) {
-            // Only for the snapshot in force: one projected from a snapshot replaced in the
-            // meantime is served to this request but not kept.
-            if !Arc::ptr_eq(&self.gateway.handle().load(), &governance) {
-                return Ok(listed);
-            }
-            cache.snapshot = Some(Arc::clone(&governance));
-            cache.agents.clear();
-        }
-        cache.agents.insert(agent.to_owned(), listed.clone());
-        Ok(listed)
-    }
-
-    fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
-        let mut w = lock(&self.watched);
-        w.retain(|x| !x.peer.is_transport_closed());
-        if let Some(x) = w
-            .iter_mut()
-            .find(|x| x.session == session && x.agent == agent)
-        {
-            x.seen = seen;
-        } else {
-            w.push(Watched {
-                session: session.to_owned(),
-                peer: peer.clone(),
-                agent: agent.to_owned(),
-                seen,
-            });
-        }
-    }
-
-    /// Sends `notifications/tools/list_changed` to each session whose agent's list changed
-    /// since it last listed or was told.
-    async fn notify_changes(&self) {
-        let due: Vec<Peer<RoleServer>> = {
-            let mut w = lock(&self.watched);
-            w.retain(|x| !x.peer.is_transport_closed());
-            let mut due = Vec::new();
-            for x in w.iter_mut() {
-                let now = self.listed(&x.agent).map_or(0, |l| l.fingerprint);
-                if now != x.seen {
-                    x.seen = now;
-                    due.push(x.peer.clone());
-                }
-            }
-            due
-        };
-        for peer in due {
-            let _ = peer.notify_tool_list_changed().await;
-        }
     }
 
     /// A held call of this agent for this tool and input: approved (to redeem) or still
@@ -452,306 +252,6 @@ impl Shared {
     }
 }
 
-fn refused(reason: String) -> ToolResponse {
-    ToolResponse::Refused(toolgate_core::Refusal::new(
-        toolgate_core::RefusalCode::Rejected,
-        toolgate_core::Check::Routing,
-        reason,
-    ))
-}
-
-/// A tool result as the downstream client receives it. Refusals and held calls are
-/// results with `isError: true`, their text the model-facing explanation and their
-/// `structuredContent.toolgate` the outcome, code and reasons.
-pub fn call_result(response: ToolResponse) -> CallToolResult {
-    call_result_with_page(response, None)
-}
-
-/// The address of a held call's card on the approval page (`toolgate serve`, issue 15):
-/// `approvers.public_url`, else `http://` + `approvers.listen`, then `/calls/<id>`; `None`
-/// when the configuration has no `approvers` section (no page).
-pub fn approval_page_link(governance: &Governance, interaction_id: &str) -> Option<String> {
-    let a = governance.approver_settings()?;
-    let base = match &a.public_url {
-        Some(u) => u.trim_end_matches('/').to_owned(),
-        None => format!("http://{}", a.listen),
-    };
-    Some(format!("{base}/calls/{interaction_id}"))
-}
-
-/// [`call_result`], with a held call's text and `structuredContent.toolgate.approval_url`
-/// naming `page`, the address of its card on the approval page, when there is one.
-pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> CallToolResult {
-    fn blocks(content: Value) -> Vec<ContentBlock> {
-        match serde_json::from_value::<Vec<ContentBlock>>(content.clone()) {
-            Ok(b) => b,
-            Err(_) => vec![ContentBlock::text(match content {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })],
-        }
-    }
-    match response {
-        ToolResponse::Completed(o) => {
-            let mut r = CallToolResult::success(blocks(o.content));
-            r.structured_content = o.structured;
-            r
-        }
-        ToolResponse::Failed(o) => {
-            let mut r = CallToolResult::error(blocks(o.content));
-            r.structured_content = o.structured;
-            r
-        }
-        ToolResponse::Refused(ref refusal) => {
-            let mut r = CallToolResult::error(vec![ContentBlock::text(response.model_text())]);
-            let mut meta = Map::new();
-            meta.insert("outcome".into(), json!("refused"));
-            meta.insert("code".into(), json!(refusal.code.to_string()));
-            meta.insert("reasons".into(), json!(refusal.reasons));
-            // R44: when a full quota refused the call, when it could run again.
-            if let Some(secs) = refusal.retry_after_secs {
-                meta.insert("retry_after_secs".into(), json!(secs));
-            }
-            r.structured_content = Some(json!({ "toolgate": meta }));
-            r
-        }
-        ToolResponse::Held(ref held) => {
-            let at = match page {
-                Some(url) => format!("approve it at {url} or with "),
-                None => String::new(),
-            };
-            let text = format!(
-                "{} Do not retry now: once a person has approved it ({at}toolgate inbox approve {}), call this tool again with exactly the same input and the approved call runs once.",
-                response.model_text(),
-                held.interaction_id
-            );
-            let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-            let mut meta = Map::new();
-            meta.insert("outcome".into(), json!("held"));
-            meta.insert("interaction_id".into(), json!(held.interaction_id));
-            meta.insert("reasons".into(), json!(held.reasons));
-            if let Some(url) = page {
-                meta.insert("approval_url".into(), Value::String(url.to_owned()));
-            }
-            r.structured_content = Some(json!({ "toolgate": meta }));
-            r
-        }
-    }
-}
-
-/// Who a streamable HTTP request authenticated as: its bearer token's profile, and the
-/// token's hash (none for an `open_as` server); for a JWT, the binding key of its
-/// principal and client instead of a hash, and the verified principal.
-#[derive(Debug, Clone)]
-struct Authenticated {
-    agent: String,
-    token: Option<String>,
-    jwt: Option<JwtCaller>,
-}
-
-/// The caller a verified JWT names (`mcp.jwt`, issue 22).
-#[derive(Debug, Clone)]
-struct JwtCaller {
-    principal: toolgate_idp::Principal,
-    /// The value of the agent claim.
-    client: String,
-    /// The subagent id of the subagent claim, when the token has one.
-    subagent: Option<String>,
-}
-
-/// `mcp.jwt` in force: its settings, the verifier with the provider's keys, and the paths
-/// its protected-resource metadata is served at.
-struct Jwt {
-    config: McpJwt,
-    verifier: toolgate_idp::Verifier,
-    metadata_paths: Vec<String>,
-    metadata_url: String,
-}
-
-/// The bearer tokens in force (`mcp.tokens`, `mcp.jwt`): replaced whole on a reload, so a
-/// revoked token or key stops working for the next request.
-#[derive(Default)]
-struct Tokens {
-    /// Token hash → agent profile.
-    agents: HashMap<String, String>,
-    /// Token hash → the name records give it.
-    names: HashMap<String, String>,
-    /// Identity-provider tokens, when configured.
-    jwt: Option<Jwt>,
-}
-
-impl fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tokens")
-            .field("static", &self.agents.len())
-            .field("jwt", &self.jwt.as_ref().map(|j| &j.verifier))
-            .finish()
-    }
-}
-
-/// A refused HTTP request: status, `WWW-Authenticate` challenge, body.
-type AuthRefusal = (hyper::StatusCode, String, String);
-
-impl Tokens {
-    /// The tokens of `config`, with the identity provider's keys read or fetched.
-    async fn load(config: &ServeConfig) -> Result<Self, ServeError> {
-        let jwt = match &config.jwt {
-            None => None,
-            Some(j) => {
-                let verifier = toolgate_idp::Verifier::start(j.settings.clone(), "mcp.jwt")
-                    .await
-                    .map_err(ServeError::Config)?;
-                Some(Jwt {
-                    metadata_paths: toolgate_idp::metadata_paths(&j.settings.audience),
-                    metadata_url: toolgate_idp::metadata_url(&j.settings.audience),
-                    config: j.clone(),
-                    verifier,
-                })
-            }
-        };
-        Ok(Self {
-            agents: config.tokens.clone(),
-            names: config.token_names.clone(),
-            jwt,
-        })
-    }
-
-    /// How records name the token with this hash: its configured name, else the first twelve
-    /// hex digits of its hash (never the token).
-    fn credential(&self, hash: &str) -> String {
-        match self.names.get(hash) {
-            Some(name) => format!("token `{name}`"),
-            None => format!("token sha256:{}", hash.get(..12).unwrap_or(hash)),
-        }
-    }
-
-    /// The protected-resource metadata (RFC 9728), when `path` is where it is served.
-    fn metadata(&self, path: &str) -> Option<Value> {
-        let j = self.jwt.as_ref()?;
-        j.metadata_paths.iter().any(|p| p == path).then(|| {
-            toolgate_idp::protected_resource_metadata(
-                &j.config.settings.audience,
-                &j.config.authorization_servers,
-                &j.config.settings.required_scopes,
-            )
-        })
-    }
-
-    fn refusal(&self, status: hyper::StatusCode, why: &toolgate_idp::Rejection) -> AuthRefusal {
-        let metadata = self.jwt.as_ref().map(|j| j.metadata_url.as_str());
-        (status, why.challenge(metadata), format!("{why}\n"))
-    }
-
-    /// Who the request's bearer token speaks for: a listed static token (by its hash), else
-    /// a JWT verified against the identity provider's keys whose agent claim names a
-    /// profile. Anything else is refused: 401 (no token, an unknown one, one that does not
-    /// verify, a claim naming no profile) or 403 (a missing scope).
-    async fn authenticate(&self, headers: &hyper::HeaderMap) -> Result<Authenticated, AuthRefusal> {
-        let metadata = self.jwt.as_ref().map(|j| j.metadata_url.as_str());
-        let token = headers
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            let challenge = match metadata {
-                Some(m) => format!("Bearer resource_metadata=\"{m}\""),
-                None => String::from("Bearer"),
-            };
-            let body = if self.jwt.is_some() {
-                "a bearer token is required: a listed token, or an access token of the identity provider (see the protected-resource metadata)\n"
-            } else {
-                "a bearer token listed in the toolgate configuration is required\n"
-            };
-            return Err((hyper::StatusCode::UNAUTHORIZED, challenge, body.to_owned()));
-        };
-        let hash = token_hash(token);
-        if let Some(agent) = self.agents.get(&hash) {
-            return Ok(Authenticated {
-                agent: agent.clone(),
-                token: Some(hash),
-                jwt: None,
-            });
-        }
-        let unauthorized = hyper::StatusCode::UNAUTHORIZED;
-        let Some(j) = &self.jwt else {
-            return Err((
-                unauthorized,
-                String::from("Bearer error=\"invalid_token\""),
-                String::from("a bearer token listed in the toolgate configuration is required\n"),
-            ));
-        };
-        let verified = match j.verifier.verify(token).await {
-            Ok(v) => v,
-            Err(why) => {
-                let status = if why.status() == 403 {
-                    hyper::StatusCode::FORBIDDEN
-                } else {
-                    unauthorized
-                };
-                tracing::info!(target: "toolgate_mcp::serve", "a bearer token was refused: {why}");
-                return Err(self.refusal(status, &why));
-            }
-        };
-        let claim = &j.config.agent_claim;
-        let invalid =
-            |why: String| self.refusal(unauthorized, &toolgate_idp::Rejection::Invalid(why));
-        let Some(client) = verified.claim_str(claim) else {
-            return Err(invalid(format!(
-                "the token has no `{claim}` claim naming its agent: no agent is assumed"
-            )));
-        };
-        let Some(agent) = j.config.agents.get(client) else {
-            return Err(invalid(format!(
-                "the token's `{claim}` `{client}` names no agent profile (`mcp.jwt.agents`): no agent is assumed"
-            )));
-        };
-        let subagent = match &j.config.subagent_claim {
-            None => None,
-            Some(c) => match verified.claims.get(c) {
-                None => None,
-                Some(_) => match verified.claim_str(c) {
-                    Some(s) => Some(s.to_owned()),
-                    None => {
-                        return Err(invalid(format!(
-                            "the token's `{c}` (the subagent claim) is not a non-blank string"
-                        )));
-                    }
-                },
-            },
-        };
-        let client = client.to_owned();
-        let principal = verified.principal.clone();
-        Ok(Authenticated {
-            agent: agent.clone(),
-            token: Some(format!(
-                "jwt {}\0{}\0{client}\0{}",
-                principal.issuer,
-                principal.subject,
-                subagent.as_deref().unwrap_or_default()
-            )),
-            jwt: Some(JwtCaller {
-                principal,
-                client,
-                subagent,
-            }),
-        })
-    }
-}
-
-/// The caller of one request: the agent it speaks for, how it authenticated (for records),
-/// and the key a retry must come with (the token's hash; the session on stdio); for a JWT,
-/// the subagent its claim names and the verified principal.
-#[derive(Debug, Clone)]
-struct Caller {
-    agent: String,
-    credential: String,
-    key: String,
-    subagent: Option<String>,
-    principal: Option<toolgate_idp::Principal>,
-}
-
 /// toolgate as an MCP server in front of the configured upstream servers. Cheap to clone.
 #[derive(Clone)]
 pub struct GovernedServer {
@@ -782,6 +282,22 @@ impl GovernedServer {
         config: &ServeConfig,
         inbox: Option<Inbox>,
     ) -> Result<Self, ServeError> {
+        Self::start_observed(handle, config, inbox, Observe::default()).await
+    }
+
+    /// [`GovernedServer::start`], with what the host records about the server (issue 23):
+    /// a layer wrapping the governed stack outermost, a wait observer, an upstream-latency
+    /// observer, and the text `GET /metrics` answers.
+    ///
+    /// # Errors
+    ///
+    /// As [`GovernedServer::start`].
+    pub async fn start_observed(
+        handle: GovernanceHandle,
+        config: &ServeConfig,
+        inbox: Option<Inbox>,
+        observe: Observe,
+    ) -> Result<Self, ServeError> {
         let governance = handle.load();
         config.check(&governance).map_err(ServeError::Config)?;
         if let Some(inbox) = &inbox {
@@ -793,13 +309,11 @@ impl GovernedServer {
                 Err(e) => tracing::warn!(error = %e, "the inbox's grants are not used"),
             }
         }
-        let mut routed = vec![governance.settings().channel];
-        for name in governance.agent_names() {
-            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
-                routed.push(k);
-            }
-        }
+        let routed: Vec<_> = governance.routed_channels().collect();
         let mut builder = ToolgateLayer::builder(handle.clone());
+        if let Some(waits) = &observe.waits {
+            builder = builder.wait_observer(ops::SharedWaits(Arc::clone(waits)));
+        }
         let mut channels = Vec::new();
         // R47: each kind asks are routed to is answered by its own channel, and only by it:
         // the calling client (elicitation) never stands in for the inbox or a terminal.
@@ -808,9 +322,10 @@ impl GovernedServer {
             ChannelKind::Elicitation,
             ChannelKind::Interactive,
         ] {
-            if !routed.contains(&kind) {
+            // Where the configuration first routes asks to this kind, for its error.
+            let Some(first) = routed.iter().find(|r| r.kind == kind) else {
                 continue;
-            }
+            };
             let channel: Arc<dyn ApprovalChannel> = match kind {
                 ChannelKind::Inbox => match &inbox {
                     Some(i) => Arc::new(i.channel()),
@@ -824,7 +339,7 @@ impl GovernedServer {
                 ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
                 _ => {
                     return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                        routed_path(&governance, kind),
+                        first.path.clone(),
                         "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
                     )));
                 }
@@ -849,8 +364,12 @@ impl GovernedServer {
             inner: gateway.service(),
             timeout: config.call_timeout,
             down: Arc::clone(&down),
+            upstream: observe.upstream.clone(),
         };
-        let stack: Stack = BoxCloneService::new(layer.layer(timed));
+        let mut stack: Stack = BoxCloneService::new(layer.layer(timed));
+        if let Some(wrap) = &observe.wrap {
+            stack = wrap(stack);
+        }
         let shared = Arc::new(Shared {
             gateway,
             lists: Mutex::default(),
@@ -866,14 +385,13 @@ impl GovernedServer {
             channels,
             wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
+            down,
+            servers: servers::Servers::default(),
+            observe,
         });
         spawn_watcher(Arc::downgrade(&shared), handle);
         for server in &config.servers {
-            tokio::spawn(supervise(
-                Arc::downgrade(&shared),
-                server.clone(),
-                Arc::clone(&down),
-            ));
+            shared.supervise(server.clone());
         }
         Ok(Self { shared })
     }
@@ -885,8 +403,10 @@ impl GovernedServer {
     /// each session whose list changed gets `notifications/tools/list_changed`. The `mcp`
     /// section's bearer tokens (`mcp.tokens`) are replaced by `config`'s: a token no longer
     /// listed is refused from the next request on, and so are the sessions opened with it.
-    /// The rest of the section (servers, call timeout, wire names) is the one the server
-    /// started with.
+    /// The servers of `config` replace those in force (issue 23): a removed server is
+    /// closed, an added one connected, a changed one connected again with its new entry,
+    /// the others left open — no downstream session is closed (see `servers`). The call
+    /// timeout and wire names are the ones the server started with.
     ///
     /// # Errors
     ///
@@ -902,35 +422,39 @@ impl GovernedServer {
         // The identity provider's keys read or fetched again (SIGHUP): a key removed from
         // the JWKS stops verifying at once. Keys that cannot be had keep the ones in force.
         let tokens = Tokens::load(config).await?;
-        let mut routed = vec![(
-            "approval.channel",
-            String::from("asks are"),
-            governance.settings().channel,
-        )];
-        for name in governance.agent_names() {
-            if let Some(k) = governance.agent(name).and_then(|a| a.approval_channel) {
-                routed.push(("agents", format!("agent `{name}`'s asks are"), k));
-            }
-        }
-        for (path, whose, kind) in routed {
-            if kind != ChannelKind::None && !self.shared.channels.contains(&kind) {
+        for r in governance.routed_channels() {
+            if r.kind != ChannelKind::None && !self.shared.channels.contains(&r.kind) {
+                let whose = match r.agent {
+                    None => String::from("asks are"),
+                    Some(name) => format!("agent `{name}`'s asks are"),
+                };
                 return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                    path,
+                    r.path,
                     format!(
                         "{whose} routed to the `{}` channel, which this server was not started with: restart `toolgate mcp serve` to change the approval channels",
-                        kind.as_str()
+                        r.kind.as_str()
                     ),
                 )));
             }
         }
+        let change = self.shared.server_change(&config.servers);
+        if !change.is_empty() && matches!(self.shared.wire, wire::Wire::Own { .. }) {
+            return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                "mcp.servers",
+                "the servers changed, and with `mcp.wire_names: \"own\"` the tools' own names are those of the one server the server started with: restart `toolgate mcp serve` to change them",
+            )));
+        }
         let guard = self.shared.reload.write().await;
         let handle = self.shared.gateway.handle();
         let old = handle.load();
+        // Removed and changed servers first: their tools leave the snapshot below.
+        self.shared.close_servers(&change.close).await;
         handle.store(governance);
         if let Err(e) = self.shared.gateway.reapply().await {
             handle.store((*old).clone());
             return Err(ServeError::Gateway(e));
         }
+        self.shared.open_servers(change.open).await;
         *self
             .shared
             .tokens
@@ -939,6 +463,13 @@ impl GovernedServer {
         drop(guard);
         self.shared.notify_changes().await;
         Ok(())
+    }
+
+    /// Whether the server is ready (`/readyz`, issue 23): every upstream server connected
+    /// and the inbox's store reachable; with the JSON body saying so, and naming what is not
+    /// ready (`not_ready`).
+    pub async fn readiness(&self) -> (bool, Value) {
+        ops::readiness(&self.shared).await
     }
 
     /// The gateway connecting the upstream servers.
@@ -1010,587 +541,5 @@ impl GovernedServer {
             self.tapped_session(agent, written),
             (stdin, tokio::io::stdout())
         )
-    }
-
-    /// Serves streamable HTTP on a loopback address until the process ends. Each request
-    /// authenticates with `Authorization: Bearer <token>`, the token's SHA-256 listed in
-    /// `mcp.tokens` with the agent it speaks for, or a JWT `mcp.jwt` verifies and maps to an
-    /// agent; without one the answer is HTTP 401 (403 for a missing scope) and nothing is
-    /// served. With `mcp.jwt`, `GET /.well-known/oauth-protected-resource` (and the path
-    /// for the resource URI) is the protected-resource metadata (RFC 9728), no token needed. With `open_as` every request speaks for that agent with
-    /// no token (a single-agent server on loopback: anyone on this host can use it).
-    /// `ready` gets the bound address.
-    ///
-    /// # Errors
-    ///
-    /// A non-loopback address, no tokens and no `open_as`, or the socket failing.
-    pub async fn serve_http(
-        &self,
-        addr: SocketAddr,
-        open_as: Option<&str>,
-        ready: impl FnOnce(SocketAddr),
-    ) -> Result<(), std::io::Error> {
-        use bytes::Bytes;
-        use http_body_util::{BodyExt, Full};
-        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-        use rmcp::transport::streamable_http_server::{
-            StreamableHttpServerConfig, StreamableHttpService,
-        };
-        if !addr.ip().is_loopback() {
-            return Err(std::io::Error::other(format!(
-                "`{addr}` is not a loopback address: toolgate serves MCP over plain HTTP on loopback only"
-            )));
-        }
-        if let Some(agent) = open_as {
-            self.check_agent(agent)?;
-        } else if self.shared.tokens().agents.is_empty() && self.shared.tokens().jwt.is_none() {
-            return Err(std::io::Error::other(
-                "no bearer tokens are configured (`mcp.tokens` or `mcp.jwt`): every request would be refused; add tokens or name one agent with `--agent`",
-            ));
-        }
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let bound = listener.local_addr()?;
-        ready(bound);
-        let server = self.clone();
-        // `Host` is a loopback name (rmcp's default), and a browser's `Origin`, when sent, is
-        // this server's own loopback origin: a page of another site (DNS rebinding) gets 403.
-        let port = bound.port();
-        let config = StreamableHttpServerConfig::default().with_allowed_origins([
-            format!("http://127.0.0.1:{port}"),
-            format!("http://localhost:{port}"),
-            format!("http://[::1]:{port}"),
-        ]);
-        let service = StreamableHttpService::new(
-            move || {
-                let mut session = server.session(None);
-                session.tap = Tap::Http;
-                Ok(session)
-            },
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let open_as = open_as.map(str::to_owned);
-        loop {
-            let (stream, _) = listener.accept().await?;
-            let service = service.clone();
-            let shared = Arc::clone(&self.shared);
-            let open_as = open_as.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let mut service = service.clone();
-                        // The tokens in force now: a token revoked by a reload is refused.
-                        let tokens = shared.tokens();
-                        let open_as = open_as.clone();
-                        async move {
-                            let reply = |status: hyper::StatusCode,
-                                         content_type: &'static str,
-                                         challenge: Option<String>,
-                                         body: String| {
-                                let mut resp =
-                                    hyper::Response::new(Full::new(Bytes::from(body)).boxed());
-                                *resp.status_mut() = status;
-                                resp.headers_mut().insert(
-                                    hyper::header::CONTENT_TYPE,
-                                    hyper::header::HeaderValue::from_static(content_type),
-                                );
-                                if let Some(c) = challenge
-                                    .and_then(|c| hyper::header::HeaderValue::from_str(&c).ok())
-                                {
-                                    resp.headers_mut()
-                                        .insert(hyper::header::WWW_AUTHENTICATE, c);
-                                }
-                                resp
-                            };
-                            // RFC 9728: where clients find the authorization server.
-                            if req.method() == hyper::Method::GET
-                                && let Some(doc) = tokens.metadata(req.uri().path())
-                            {
-                                return Ok(reply(
-                                    hyper::StatusCode::OK,
-                                    "application/json",
-                                    None,
-                                    doc.to_string(),
-                                ));
-                            }
-                            let agent = match &open_as {
-                                Some(agent) => Ok(Authenticated {
-                                    agent: agent.clone(),
-                                    token: None,
-                                    jwt: None,
-                                }),
-                                None => tokens.authenticate(req.headers()).await,
-                            };
-                            let agent = match agent {
-                                Ok(a) => a,
-                                Err((status, challenge, body)) => {
-                                    return Ok(reply(
-                                        status,
-                                        "text/plain; charset=utf-8",
-                                        Some(challenge),
-                                        body,
-                                    ));
-                                }
-                            };
-                            // R20: the body is read here, before rmcp parses it, so each
-                            // `tools/call`'s numbers are kept as written.
-                            let (mut parts, body) = req.into_parts();
-                            let body =
-                                match http_body_util::Limited::new(body, written::MAX_MESSAGE)
-                                    .collect()
-                                    .await
-                                {
-                                    Ok(b) => b.to_bytes(),
-                                    Err(e) => {
-                                        let too_large = e
-                                            .downcast_ref::<http_body_util::LengthLimitError>()
-                                            .is_some();
-                                        let text = if too_large {
-                                            format!(
-                                                "the request body is larger than {} bytes\n",
-                                                written::MAX_MESSAGE
-                                            )
-                                        } else {
-                                            format!("the request body could not be read: {e}\n")
-                                        };
-                                        let mut resp = hyper::Response::new(
-                                            Full::new(Bytes::from(text)).boxed(),
-                                        );
-                                        *resp.status_mut() = if too_large {
-                                            hyper::StatusCode::PAYLOAD_TOO_LARGE
-                                        } else {
-                                            hyper::StatusCode::BAD_REQUEST
-                                        };
-                                        return Ok(resp);
-                                    }
-                                };
-                            let written = Arc::new(written::Written::default());
-                            written.tap(&body);
-                            parts.extensions.insert(written);
-                            parts.extensions.insert(agent);
-                            let req = hyper::Request::from_parts(parts, Full::new(body));
-                            service.call(req).await
-                        }
-                    },
-                );
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, svc)
-                    .await;
-            });
-        }
-    }
-}
-
-/// The longest wait between two reconnection attempts.
-pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Watches one upstream server: when its connection closes (the process exited, the
-/// transport failed), its tools are refused with the reason while it is connected again,
-/// with exponential backoff (0.5 s doubling to [`MAX_RECONNECT_BACKOFF`]). Ends with the server.
-async fn supervise(weak: Weak<Shared>, config: McpServerConfig, down: Down) {
-    let id = config.id().to_owned();
-    let key = toolgate_core::names::normalize_segment(&id)
-        .map(|s| s.to_ascii_lowercase())
-        .unwrap_or_else(|_| id.to_ascii_lowercase());
-    loop {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let Some(shared) = weak.upgrade() else { return };
-        if shared.gateway.is_open(&id) != Some(false) {
-            continue;
-        }
-        let _ = shared.gateway.disconnect(&id).await;
-        drop(shared);
-        let mut delay = Duration::from_millis(500);
-        let mut attempt = 1u32;
-        let mut last = String::from("its connection closed");
-        loop {
-            lock(&down).insert(
-                key.clone(),
-                format!(
-                    "MCP server `{id}` is not reachable ({last}); toolgate is reconnecting (attempt {attempt}), and its tools are refused until it answers again"
-                ),
-            );
-            let Some(shared) = weak.upgrade() else { return };
-            match shared.gateway.connect(config.clone()).await {
-                Ok(_) => {
-                    lock(&down).remove(&key);
-                    tracing::info!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnected");
-                    break;
-                }
-                Err(e) => {
-                    last = e.to_string();
-                    tracing::warn!(target: "toolgate_mcp::serve", server = id.as_str(), attempt, "reconnecting failed: {last}");
-                }
-            }
-            drop(shared);
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(MAX_RECONNECT_BACKOFF);
-            attempt = attempt.saturating_add(1);
-        }
-    }
-}
-
-/// Re-checks every session's list on drift events and on a new governance snapshot (a
-/// configuration or policy reload), until the server is gone.
-fn spawn_watcher(weak: Weak<Shared>, handle: GovernanceHandle) {
-    let Some(shared) = weak.upgrade() else { return };
-    let mut events = shared.gateway.subscribe();
-    drop(shared);
-    tokio::spawn(async move {
-        let mut last = Arc::as_ptr(&handle.load()) as usize;
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                e = events.recv() => {
-                    if matches!(e, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
-                        break;
-                    }
-                }
-                _ = tick.tick() => {
-                    let now = Arc::as_ptr(&handle.load()) as usize;
-                    if now == last {
-                        continue;
-                    }
-                    last = now;
-                }
-            }
-            let Some(shared) = weak.upgrade() else { break };
-            let reloading = shared.reload.read().await;
-            shared.notify_changes().await;
-            drop(reloading);
-        }
-    });
-}
-
-/// The handler of one downstream MCP session.
-pub struct GovernedSession {
-    shared: Arc<Shared>,
-    agent: Option<String>,
-    session: String,
-    turns: AtomicU64,
-    /// The level the client set with `logging/setLevel`: relayed log messages below it are
-    /// not sent.
-    log_level: Arc<relayed::LogFloor>,
-    /// The token hash of the first request of an HTTP session (`None` for an `open_as`
-    /// server): the session is bound to it, and a request with another token is refused.
-    opened_by: std::sync::OnceLock<Option<String>>,
-    /// Where the `tools/call` arguments' numbers as written come from (R20).
-    tap: Tap,
-}
-
-/// Where a session's transport keeps each `tools/call`'s numbers as written (R20).
-enum Tap {
-    /// A transport the host brought ([`GovernedServer::session`]): the arguments' values
-    /// are all there is (an integer past 64 bits is the nearest double).
-    None,
-    /// The stdio or byte-stream reader's tap.
-    Stream(Arc<written::Written>),
-    /// The streamable HTTP route's tap, in each request's extensions.
-    Http,
-}
-
-impl fmt::Debug for GovernedSession {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GovernedSession")
-            .field("agent", &self.agent)
-            .field("session", &self.session)
-            .finish()
-    }
-}
-
-impl GovernedSession {
-    /// A call's response as the client receives it, a held call's with its page link.
-    fn result(&self, response: ToolResponse) -> CallToolResponse {
-        let page = match &response {
-            ToolResponse::Held(h) => {
-                approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
-            }
-            _ => None,
-        };
-        call_result_with_page(response, page.as_deref()).into()
-    }
-
-    /// The caller of this request: the operator's agent on stdio, else the request's bearer
-    /// token's. An HTTP session is bound to the token that opened it.
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
-        if let Some(a) = &self.agent {
-            return Ok(Caller {
-                agent: a.clone(),
-                credential: String::from("the stdio client"),
-                key: format!("session {}", self.session),
-                subagent: None,
-                principal: None,
-            });
-        }
-        let auth = ctx
-            .extensions
-            .get::<hyper::http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Authenticated>())
-            .ok_or_else(|| {
-                ErrorData::invalid_request("the request names no agent (no bearer token)", None)
-            })?;
-        let opened_by = self.opened_by.get_or_init(|| auth.token.clone());
-        if opened_by != &auth.token {
-            return Err(ErrorData::invalid_request(
-                "this MCP session was opened with another bearer token: a session answers to the token that opened it (open a new session)",
-                None,
-            ));
-        }
-        Ok(match (&auth.jwt, &auth.token) {
-            (Some(j), Some(key)) => Caller {
-                agent: auth.agent.clone(),
-                credential: format!(
-                    "`{}` of `{}` (client `{}`)",
-                    j.principal.subject, j.principal.issuer, j.client
-                ),
-                key: key.clone(),
-                subagent: j.subagent.clone(),
-                principal: Some(j.principal.clone()),
-            },
-            (_, Some(hash)) => Caller {
-                agent: auth.agent.clone(),
-                credential: self.shared.tokens().credential(hash),
-                key: format!("token {hash}"),
-                subagent: None,
-                principal: None,
-            },
-            (_, None) => Caller {
-                agent: auth.agent.clone(),
-                credential: String::from("an unauthenticated loopback client"),
-                key: String::from("open"),
-                subagent: None,
-                principal: None,
-            },
-        })
-    }
-
-    /// The numbers as written of the `tools/call` `ctx` is (R20), taken from the tap; the
-    /// reason to refuse the call when the tap lost them.
-    fn written(&self, ctx: &RequestContext<RoleServer>) -> Result<NumberLiterals, &'static str> {
-        match &self.tap {
-            Tap::None => Ok(NumberLiterals::default()),
-            Tap::Stream(w) => w.take(&ctx.id).literals(),
-            Tap::Http => ctx
-                .extensions
-                .get::<hyper::http::request::Parts>()
-                .and_then(|p| p.extensions.get::<Arc<written::Written>>())
-                .map_or(written::Found::Missing, |w| w.take(&ctx.id))
-                .literals(),
-        }
-    }
-
-    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
-        self.caller(ctx).map(|c| c.agent)
-    }
-}
-
-impl ServerHandler for GovernedSession {
-    #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Tools governed by toolgate: a refused or held call returns a tool result with isError and the reasons. Resources and prompts are not offered.",
-        )
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let agent = self.agent(&ctx)?;
-        let reloading = self.shared.reload.read().await;
-        let listed = self
-            .shared
-            .listed(&agent)
-            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
-        drop(reloading);
-        self.shared
-            .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
-        Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
-            listed.tools,
-        )))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        // R20: the arguments' numbers as written, taken (so cleaned up) before anything else.
-        let literals = self.written(&ctx);
-        let caller = self.caller(&ctx)?;
-        let literals = match literals {
-            Ok(l) => l,
-            Err(why) => return Ok(self.result(refused(why.to_owned()))),
-        };
-        // A call made while a reload swaps the snapshot waits for the new one, whole.
-        drop(self.shared.reload.read().await);
-        // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
-        // everything after decides by it.
-        let name = match self
-            .shared
-            .wire
-            .qualified(&self.shared.gateway, &request.name)
-        {
-            Ok(name) => name,
-            Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
-        };
-        let input = Value::Object(request.arguments.unwrap_or_default());
-        // A 2026-07-28 client's retry, carrying its user's answer to toolgate's question.
-        if let Some(state) = &request.request_state {
-            let retry = (
-                caller.key.as_str(),
-                caller.agent.as_str(),
-                name.as_str(),
-                &input,
-            );
-            let response = match self.shared.questions.answer(
-                state,
-                retry,
-                request.input_responses.as_ref(),
-            ) {
-                Ok(done) => done.await.unwrap_or_else(|_| {
-                    refused(String::from(
-                        "the call ended before its result could be given (the server is stopping)",
-                    ))
-                }),
-                Err(elicit::RetryRefused::Unknown) => refused(String::from(
-                    "no approval question of toolgate's is open under this `requestState`: it was answered already, its wait ended, or it was never asked",
-                )),
-                Err(elicit::RetryRefused::Mismatch) => refused(String::from(
-                    "this retry is not the call toolgate's approval question was about (another tool, input or caller): nothing was answered",
-                )),
-            };
-            return Ok(self.result(response));
-        }
-        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
-        let agent_ref = match &caller.subagent {
-            Some(id) => AgentRef::subagent(&caller.agent, id),
-            None => AgentRef::profile(&caller.agent),
-        };
-        let mut call = ToolCall::new(agent_ref, name.clone(), input.clone())
-            .in_turn(self.session.clone(), format!("call-{turn}"));
-        if !literals.is_empty() {
-            call.extensions.insert(literals);
-        }
-        // What the upstream server sends while it serves this call comes back to this client
-        // (only once the stack has let the call through: `crate::relay`).
-        // Issue 22: the verified principal behind a JWT, for the audit record and the span.
-        if let Some(p) = &caller.principal {
-            call.extensions.insert(p.clone());
-        }
-        let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
-        let token = ctx.meta.get_progress_token();
-        call.extensions
-            .insert(CallRelay::new(relay, token.is_some()));
-        let principal = elicit::Principal {
-            credential: caller.credential.clone(),
-            agent: caller.agent.clone(),
-            session: self.session.clone(),
-        };
-        // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
-        // version says it can be: its own declaration, per request from 2026-07-28.
-        let form = elicit::declares_form(ctx.client_capabilities().as_ref());
-        let shared = Arc::clone(&self.shared);
-        if !(form && elicit::input_required_era(&ctx)) {
-            let way = if form {
-                elicit::Way::Request(ctx.peer.clone())
-            } else {
-                elicit::Way::Cannot
-            };
-            let asker = Arc::new(elicit::Asker { way, principal });
-            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
-            let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
-            return Ok(self.result(response));
-        }
-        // 2026-07-28 and later: no server-to-client request. The call runs on its own task; a
-        // question comes back as this request's `InputRequiredResult`, and the client's retry
-        // brings the answer to the gate still waiting for it.
-        let (ask, asked) = tokio::sync::oneshot::channel();
-        let asker = Arc::new(elicit::Asker {
-            way: elicit::Way::InputRequired(Mutex::new(Some(ask))),
-            principal,
-        });
-        let (done, mut ended) = tokio::sync::oneshot::channel();
-        let peer = ctx.peer.clone();
-        let floor = Arc::clone(&self.log_level);
-        tokio::spawn(async move {
-            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
-            let _ = done.send(relayed::drive(run, relayed, &peer, token, &floor).await);
-        });
-        enum First {
-            Ended(Result<ToolResponse, tokio::sync::oneshot::error::RecvError>),
-            Asked(Result<elicit::Question, tokio::sync::oneshot::error::RecvError>),
-        }
-        let first = tokio::select! {
-            biased;
-            r = &mut ended => First::Ended(r),
-            q = asked => First::Asked(q),
-        };
-        let ended = match first {
-            First::Ended(r) => r,
-            // The call ended without asking.
-            First::Asked(Err(_)) => ended.await,
-            First::Asked(Ok(question)) => {
-                let open = elicit::Open {
-                    caller: caller.key,
-                    agent: caller.agent,
-                    tool: name,
-                    input,
-                    answer: question.answer,
-                    done: ended,
-                };
-                match self.shared.questions.open(open) {
-                    Ok(state) => {
-                        let weak = Arc::downgrade(&self.shared);
-                        let closing = state.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(elicit::QUESTION_OPEN_AT_MOST).await;
-                            if let Some(shared) = weak.upgrade() {
-                                shared.questions.close(&closing);
-                            }
-                        });
-                        return Ok(CallToolResponse::InputRequired(elicit::input_required(
-                            question.params,
-                            state,
-                        )));
-                    }
-                    Err(open) => {
-                        let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
-                            "too many approval questions are open for their clients' answers; try again later",
-                        )));
-                        open.done.await
-                    }
-                }
-            }
-        };
-        let response = ended.unwrap_or_else(|_| {
-            refused(String::from(
-                "the call ended before its result could be given (the server is stopping)",
-            ))
-        });
-        Ok(self.result(response))
-    }
-
-    /// `logging/setLevel`: the floor of the log messages relayed to this session from the
-    /// upstream servers during its calls (the servers themselves are shared, never told).
-    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        relayed::set_floor(&self.log_level, request);
-        Ok(())
     }
 }

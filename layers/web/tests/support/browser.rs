@@ -64,7 +64,12 @@ pub(crate) fn chromedriver() -> Result<(Driver, PathBuf), String> {
 }
 
 pub(crate) async fn browser(driver: &Driver, binary: &Path) -> Client {
-    let caps = json!({
+    browser_with(driver, binary, &[]).await
+}
+
+/// As [`browser`], with `extra` command-line flags for the browser.
+pub(crate) async fn browser_with(driver: &Driver, binary: &Path, extra: &[&str]) -> Client {
+    let mut caps = json!({
         "browserName": "chrome",
         "goog:chromeOptions": {
             "binary": binary,
@@ -76,6 +81,9 @@ pub(crate) async fn browser(driver: &Driver, binary: &Path) -> Client {
             ]
         }
     });
+    if let Some(args) = caps["goog:chromeOptions"]["args"].as_array_mut() {
+        args.extend(extra.iter().map(|a| json!(a)));
+    }
     let serde_json::Value::Object(caps) = caps else {
         unreachable!()
     };

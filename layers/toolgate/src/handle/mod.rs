@@ -16,119 +16,17 @@ use toolgate_engine::{
     CallView, ConfigErrors, Decided, Governance, History, PolicyState, ResolvedAgent,
 };
 
+mod ledger;
+mod pin;
+
+use ledger::CheckOnly;
+pub use ledger::{AsyncQuotaCounter, Ledger, ReserveFuture};
+pub(crate) use pin::new_seal;
+use pin::{About, PinState};
+pub use pin::{Pinned, PinnedDecision};
+
 /// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
-
-/// The snapshot a call was pinned to by the first toolgate layer of a handle it met, and —
-/// once one of them decided it — that decision ([`PinnedDecision`]). Every later layer of
-/// the same handle decides by the same snapshot and reads the same decision, so a
-/// replacement mid-call never splits a decision (R23) and a call is decided once.
-///
-/// Only toolgate makes one, and each is bound to the handle that made it, to the call it
-/// was made for and to its snapshot's generation ([`GovernanceHandle::generation`]): a
-/// layer of another handle (a second stack nested inside the first) ignores it and pins its
-/// own, and a pin put on another call — kept by a layer from an earlier call, say — is not
-/// about the call at hand, so the layers of the handle ignore it and decide that call by
-/// the snapshot in force (R23, R38). A pin is read only on the call with its id, and only
-/// while that call still has the tool, agent, run settings and number literals it was
-/// pinned with (at the gate also the input a decision was made for). The call it was made
-/// for keeps it across a replacement (R23: decided wholly by the snapshot it was pinned
-/// to); the generation it records tells which snapshot that was.
-///
-/// Nothing outside toolgate can make one:
-///
-/// ```compile_fail,E0451
-/// # use toolgate::Pinned;
-/// let forged = Pinned { handle: 1, call: todo!(), generation: 0, state: todo!() }; // private fields
-/// ```
-///
-/// nor copy one (it is not `Clone`):
-///
-/// ```compile_fail,E0277
-/// fn copyable<T: Clone>() {}
-/// copyable::<toolgate::Pinned>(); // `Pinned: Clone` is not satisfied
-/// ```
-pub struct Pinned {
-    handle: u64,
-    /// The call it was made for.
-    call: CallId,
-    /// The handle's generation when its snapshot was loaded (see [`Pinned::generation`]).
-    generation: u64,
-    state: PinState,
-}
-
-/// A pin holds its snapshot once: a decided pin through its decision (so that the layers
-/// reading it clone only the call's own `Arc`, never the snapshot's shared count).
-// The pin lives boxed in the call's extensions already: boxing `About` apart would cost an
-// allocation per pin for nothing.
-#[allow(clippy::large_enum_variant)]
-enum PinState {
-    /// Pinned with no decision yet, about the call as it looked then (no input hash: the
-    /// decision pinned later takes this over, so a call allocates one `About`).
-    Snapshot(Arc<Governance>, About),
-    Decided(PinnedDecision),
-}
-
-impl fmt::Debug for Pinned {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pinned")
-            .field("handle", &self.handle)
-            .field("call", &self.call)
-            .field("generation", &self.generation)
-            .field("decided", &self.decided())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Pinned {
-    /// The snapshot the call is decided by.
-    pub fn governance(&self) -> &Arc<Governance> {
-        match &self.state {
-            PinState::Snapshot(g, _) => g,
-            PinState::Decided(d) => d.governance(),
-        }
-    }
-
-    /// The decision, once a deciding layer of the handle made it.
-    pub fn decided(&self) -> Option<&PinnedDecision> {
-        match &self.state {
-            PinState::Snapshot(..) => None,
-            PinState::Decided(d) => Some(d),
-        }
-    }
-
-    /// Whether `handle` (or a clone of it) made this pin.
-    pub fn is_from(&self, handle: &GovernanceHandle) -> bool {
-        self.handle == handle.id
-    }
-
-    /// The id of the call the pin was made for: on any other call it is ignored.
-    pub fn call_id(&self) -> &CallId {
-        &self.call
-    }
-
-    /// The handle's [generation](GovernanceHandle::generation) when the pinned snapshot
-    /// was loaded (a lower bound: a replacement stored meanwhile may be the one pinned).
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-}
-
-/// One call's decision, made once by the first deciding toolgate layer of a handle and read
-/// by every later one ([`GovernanceHandle::decide`]): the engine's [`Decision`] with the
-/// snapshot that made it, the tool's entry and the agent's profile (one look-up of each per
-/// call). Cheap to clone: one `Arc`, the call's own (the snapshot's count is not touched).
-///
-/// Only toolgate makes one:
-///
-/// ```compile_fail,E0451
-/// # use toolgate::PinnedDecision;
-/// let forged = PinnedDecision { decided: todo!() }; // private fields
-/// ```
-#[derive(Clone)]
-pub struct PinnedDecision {
-    decided: Arc<Shared>,
-}
 
 /// What the layers of one handle share about one call.
 struct Shared {
@@ -162,101 +60,6 @@ impl Shared {
     }
 }
 
-/// A fresh seal for one composite stack ([`Shared::seal`]): never 0.
-pub(crate) fn new_seal() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// What a decision was made about: everything of the call the engine decides by.
-struct About {
-    tool: ToolRef,
-    agent: AgentRef,
-    run: RunContext,
-    literals: Option<NumberLiterals>,
-    /// The permit's binding of the input ([`crate::permit::binding`]: SHA-256 of its compact
-    /// serialisation), `None` when it cannot be serialised (then nothing matches it).
-    input: Option<[u8; 32]>,
-}
-
-impl About {
-    fn of(call: &ToolCall, input: Option<[u8; 32]>) -> Self {
-        Self {
-            tool: call.tool.clone(),
-            agent: call.agent.clone(),
-            run: call.run,
-            literals: call.extensions.get::<NumberLiterals>().cloned(),
-            input,
-        }
-    }
-
-    /// Whether `call` has the tool, agent (and subagent), run settings and number literals
-    /// this decision was made about. The input is checked apart ([`About::input`]).
-    fn names(&self, call: &ToolCall) -> bool {
-        self.tool == call.tool
-            && self.agent == call.agent
-            && self.run == call.run
-            && self.literals.as_ref() == call.extensions.get::<NumberLiterals>()
-    }
-}
-
-impl fmt::Debug for PinnedDecision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PinnedDecision")
-            .field("decision", &self.decided.decided.decision)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PinnedDecision {
-    /// The decision.
-    pub fn decision(&self) -> &Decision {
-        &self.decided.decided.decision
-    }
-
-    /// The snapshot that made it.
-    pub fn governance(&self) -> &Arc<Governance> {
-        &self.decided.governance
-    }
-
-    /// The tool's entry in that snapshot (none when the look-up refused the call).
-    pub fn entry(&self) -> Option<&Entry> {
-        self.decided.governance.decided_entry(&self.decided.decided)
-    }
-
-    /// The agent's profile in that snapshot (none when the call was refused before it was
-    /// resolved).
-    pub fn agent(&self) -> Option<&ResolvedAgent> {
-        self.decided.governance.decided_agent(&self.decided.decided)
-    }
-
-    /// The agent (and subagent) of the call the decision was made about.
-    pub(crate) fn agent_ref(&self) -> &AgentRef {
-        &self.decided.about.agent
-    }
-
-    /// The engine's record of the decision, for [`Governance`] methods taking one.
-    pub fn decided(&self) -> &Decided {
-        &self.decided.decided
-    }
-
-    /// The shadow tenant policy's decision of the call (R46), made beside the enforced one
-    /// by the same snapshot, on the same input, history and grants; `None` when the
-    /// snapshot has no shadow policy. It is recorded, never enforced.
-    pub fn shadow(&self) -> Option<&Decided> {
-        self.decided.shadow.as_ref()
-    }
-
-    /// The canonical hash of `input` — the input of the call this decision was pinned on —
-    /// computed once per call and shared by the layers of the handle.
-    pub(crate) fn canonical_input_hash(&self, input: &serde_json::Value) -> Option<String> {
-        self.decided
-            .input_hash
-            .get_or_init(|| toolgate_engine::canon::input_hash(input))
-            .clone()
-    }
-}
-
 /// A shared, atomically replaceable [`Governance`] snapshot (`arc-swap`).
 ///
 /// ```
@@ -286,128 +89,6 @@ impl fmt::Debug for GovernanceHandle {
             .field("id", &self.id)
             .field("tools", &self.inner.load().catalog().len())
             .finish()
-    }
-}
-
-/// A boxed, sendable future borrowing for `'a`.
-pub type ReserveFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), QuotaError>> + Send + 'a>>;
-
-/// A quota counter whose authoritative reservation is asynchronous (R44): a database reached
-/// over the network, such as the PostgreSQL counter of `toolgate-inbox-postgres`, which no
-/// runtime thread should block on. Set with [`GovernanceHandle::set_async_quota_counter`]:
-/// the stack then awaits [`AsyncQuotaCounter::reserve`] right before each send (at once, or
-/// after a person approved), and refuses the call when it says no — full (`rate_limited`),
-/// or unreachable (fail closed).
-///
-/// [`AsyncQuotaCounter::check`] is what a decision reads at R14 step 7, synchronously and
-/// without I/O: advisory (say, what the counter saw at its last reservation, so a quota
-/// known to be full refuses early instead of asking a person); a call it lets through is
-/// still checked and counted by `reserve`, atomically, before it is sent.
-pub trait AsyncQuotaCounter: Send + Sync {
-    /// Whether every group seems to have room at `now`, recording nothing (no I/O).
-    ///
-    /// # Errors
-    ///
-    /// A group known to be full, or a counter known to be unusable.
-    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
-
-    /// Checks every group and, when each has room, records one send at `now` in each, as
-    /// one atomic step in the shared store. A refusal records nothing.
-    fn reserve<'a>(&'a self, groups: &'a [QuotaGroup], now: Millis) -> ReserveFuture<'a>;
-}
-
-/// The synchronous view of an [`AsyncQuotaCounter`]: its advisory check; a synchronous
-/// reservation (which nothing in the stack makes once the counter is asynchronous) is
-/// refused, never let through.
-struct CheckOnly(Arc<dyn AsyncQuotaCounter>);
-
-impl QuotaCounter for CheckOnly {
-    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
-        self.0.check(groups, now)
-    }
-
-    fn reserve(&self, groups: &[QuotaGroup], _now: Millis) -> Result<(), QuotaError> {
-        if groups.is_empty() {
-            return Ok(());
-        }
-        Err(QuotaError::Unavailable(String::from(
-            "the quota counter is reserved asynchronously and this path cannot wait for it",
-        )))
-    }
-}
-
-/// What a handle's calls are decided against over time (R44, R45): the sends its quotas
-/// count, the grants people gave, and the clock. By default an in-memory counter (exact
-/// under concurrency, this process only), no grants, and the system clock; replace them with
-/// [`GovernanceHandle::set_quota_counter`], [`GovernanceHandle::set_grants`] and
-/// [`GovernanceHandle::set_clock`] (a store shared by replicas, a grant store, a test
-/// clock). Every layer of the handle, and every clone of it, sees the same ones.
-///
-/// ```
-/// use std::sync::Arc;
-/// use serde_json::json;
-/// use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-/// use toolgate::engine::config::{load_str, Format};
-/// use toolgate::engine::quota::ManualClock;
-/// use toolgate::{GovernanceHandle, ToolgateLayer};
-/// use tower::{Layer, ServiceExt, service_fn};
-/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-/// let handle = GovernanceHandle::new(load_str(r#"{"tools": [{"kind": "http", "name": "search"}],
-///     "agents": [{"name": "a", "allowed_tools": ["search"]}],
-///     "policy": {"rules": [], "quotas": [{"max": 1, "window_secs": 60, "reason": "one a minute"}]}}"#,
-///     Format::Json).unwrap());
-/// let clock = Arc::new(ManualClock::new(0));
-/// handle.set_clock(clock.clone());
-/// let stack = ToolgateLayer::builder(handle).build().unwrap().layer(service_fn(|_c: ToolCall| async {
-///     Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!("found"))))
-/// }));
-/// let search = || ToolCall::new(AgentRef::profile("a"), "search", json!({}));
-/// assert!(matches!(stack.clone().oneshot(search()).await.unwrap(), ToolResponse::Completed(_)));
-/// let ToolResponse::Refused(r) = stack.clone().oneshot(search()).await.unwrap() else { panic!() };
-/// assert_eq!((r.code, r.retry_after_secs), (RefusalCode::RateLimited, Some(60)));
-/// clock.advance_ms(60_000); // the window slides past the first send
-/// assert!(matches!(stack.oneshot(search()).await.unwrap(), ToolResponse::Completed(_)));
-/// # });
-/// ```
-#[derive(Clone)]
-pub struct Ledger {
-    /// The sends counted for the tenant policy's quotas (with an asynchronous counter, its
-    /// advisory check: [`AsyncQuotaCounter`]).
-    pub sends: Arc<dyn QuotaCounter>,
-    /// An asynchronous counter whose reservation the stack awaits before each send, when
-    /// one is set ([`GovernanceHandle::set_async_quota_counter`]).
-    pub reserving: Option<Arc<dyn AsyncQuotaCounter>>,
-    /// The grants that answer asks in advance.
-    pub grants: Arc<dyn GrantStore>,
-    /// The time calls are made at.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for Ledger {
-    fn default() -> Self {
-        Self {
-            sends: Arc::new(MemoryQuotaCounter::new()),
-            reserving: None,
-            grants: Arc::new(NoGrants),
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
-
-impl fmt::Debug for Ledger {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ledger")
-            .field("clock", &self.clock)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Ledger {
-    /// The history a call made now is decided against (R44, R45).
-    pub fn history<'a>(&'a self, call: &'a ToolCall) -> History<'a> {
-        History::new(self.clock.now_ms(), &*self.sends, &*self.grants)
-            .in_session(call.turn.as_ref().map(|t| t.session.as_str()))
     }
 }
 
@@ -718,7 +399,7 @@ impl GovernanceHandle {
         if seal != 0 {
             return self.decide_anew(call, None, seal);
         }
-        let input = crate::permit::binding(&call.input);
+        let input = toolgate_engine::canon::input_binding(&call.input);
         self.decide_anew(call, input, 0)
     }
 
@@ -736,7 +417,7 @@ impl GovernanceHandle {
         call: &mut ToolCall,
         seal: u64,
     ) -> (PinnedDecision, Option<[u8; 32]>) {
-        let input = crate::permit::binding(&call.input);
+        let input = toolgate_engine::canon::input_binding(&call.input);
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
             && (d.decided.about.input == input || d.decided.take_seal(seal))

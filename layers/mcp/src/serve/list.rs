@@ -1,0 +1,167 @@
+//! `tools/list`: each agent's projected list, cached per governance snapshot, and the
+//! sessions told when it changes.
+
+use super::*;
+
+pub(super) struct Watched {
+    pub(super) session: String,
+    pub(super) peer: Peer<RoleServer>,
+    pub(super) agent: String,
+    pub(super) seen: u64,
+}
+
+/// One agent's projected list and its fingerprint.
+#[derive(Clone)]
+pub(super) struct Listed {
+    pub(super) tools: Arc<Vec<Tool>>,
+    pub(super) fingerprint: u64,
+}
+
+/// Each agent's projected list for one governance snapshot: a repeated `tools/list` on an
+/// unchanged snapshot is a map look-up, not a projection. The projection reads the snapshot
+/// only ([`list_for`]), and every change — a reload, a policy put, drift re-registering an
+/// upstream's tools — stores a new snapshot, so a new snapshot is the whole invalidation.
+/// Holding the snapshot keeps its address from being reused, so `Arc::ptr_eq` cannot take
+/// a newer snapshot for it.
+#[derive(Default)]
+pub(super) struct ListCache {
+    pub(super) snapshot: Option<Arc<Governance>>,
+    pub(super) agents: HashMap<String, Listed>,
+}
+
+/// The tools `agent` is shown, as MCP tools: the exposure of `governance` (R6–R13), each with
+/// its description (and [`APPROVAL_NOTE`] when wrapped), input schema and annotations as
+/// recorded at discovery.
+pub fn list_for(governance: &Governance, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
+    let exposure = governance.expose(agent)?;
+    Ok(exposure
+        .tools
+        .into_iter()
+        .map(|t| {
+            let decl = governance
+                .catalog()
+                .get(&t.name)
+                .and_then(|e| e.records.first())
+                .map(|r| &r.decl);
+            let schema = decl
+                .and_then(|d| d.input_schema.clone())
+                .and_then(|s| match s {
+                    Value::Object(m) => Some(m),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    let mut m = Map::new();
+                    m.insert("type".into(), Value::String("object".into()));
+                    m
+                });
+            let mut description = t.description.unwrap_or_default();
+            if t.wrapped {
+                if !description.is_empty() {
+                    description.push(' ');
+                }
+                description.push_str(APPROVAL_NOTE);
+            }
+            let mut tool = Tool::new(t.name, description, Arc::new(schema));
+            if let Some(a) = decl.and_then(|d| d.annotations.as_ref()) {
+                tool = tool.with_annotations(ToolAnnotations::from_raw(
+                    a.title.clone(),
+                    a.read_only_hint,
+                    a.destructive_hint,
+                    a.idempotent_hint,
+                    a.open_world_hint,
+                ));
+            }
+            tool
+        })
+        .collect())
+}
+
+fn fingerprint(tools: &[Tool]) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_string(tools)
+        .unwrap_or_default()
+        .hash(&mut h);
+    h.finish()
+}
+
+impl Shared {
+    pub(super) fn tools_for(&self, agent: &str) -> Result<Vec<Tool>, UnknownAgent> {
+        self.listed(agent).map(|l| l.tools.as_ref().clone())
+    }
+
+    /// The tools `agent` is shown by the current snapshot, from [`ListCache`] or projected
+    /// (and cached) now.
+    pub(super) fn listed(&self, agent: &str) -> Result<Listed, UnknownAgent> {
+        let governance = self.gateway.handle().load();
+        let current = |c: &ListCache| {
+            c.snapshot
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, &governance))
+        };
+        {
+            let cache = lock(&self.lists);
+            if current(&cache)
+                && let Some(listed) = cache.agents.get(agent)
+            {
+                return Ok(listed.clone());
+            }
+        }
+        // `mcp.wire_names`: what the client is shown, by own names in `"own"` mode.
+        let tools = self.wire.list(&governance, list_for(&governance, agent)?);
+        let listed = Listed {
+            fingerprint: fingerprint(&tools),
+            tools: Arc::new(tools),
+        };
+        let mut cache = lock(&self.lists);
+        if !current(&cache) {
+            // Only for the snapshot in force: one projected from a snapshot replaced in the
+            // meantime is served to this request but not kept.
+            if !Arc::ptr_eq(&self.gateway.handle().load(), &governance) {
+                return Ok(listed);
+            }
+            cache.snapshot = Some(Arc::clone(&governance));
+            cache.agents.clear();
+        }
+        cache.agents.insert(agent.to_owned(), listed.clone());
+        Ok(listed)
+    }
+
+    pub(super) fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
+        let mut w = lock(&self.watched);
+        w.retain(|x| !x.peer.is_transport_closed());
+        if let Some(x) = w
+            .iter_mut()
+            .find(|x| x.session == session && x.agent == agent)
+        {
+            x.seen = seen;
+        } else {
+            w.push(Watched {
+                session: session.to_owned(),
+                peer: peer.clone(),
+                agent: agent.to_owned(),
+                seen,
+            });
+        }
+    }
+
+    /// Sends `notifications/tools/list_changed` to each session whose agent's list changed
+    /// since it last listed or was told.
+    pub(super) async fn notify_changes(&self) {
+        let due: Vec<Peer<RoleServer>> = {
+            let mut w = lock(&self.watched);
+            w.retain(|x| !x.peer.is_transport_closed());
+            let mut due = Vec::new();
+            for x in w.iter_mut() {
+                let now = self.listed(&x.agent).map_or(0, |l| l.fingerprint);
+                if now != x.seen {
+                    x.seen = now;
+                    due.push(x.peer.clone());
+                }
+            }
+            due
+        };
+        for peer in due {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+}

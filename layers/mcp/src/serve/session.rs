@@ -1,0 +1,335 @@
+//! The handler of one downstream MCP session: the caller of each request, `tools/list`,
+//! `tools/call` (elicitation, held calls, 2026-07-28 retries) and `logging/setLevel`.
+
+use super::*;
+
+/// The handler of one downstream MCP session.
+pub struct GovernedSession {
+    pub(super) shared: Arc<Shared>,
+    pub(super) agent: Option<String>,
+    pub(super) session: String,
+    pub(super) turns: AtomicU64,
+    /// The level the client set with `logging/setLevel`: relayed log messages below it are
+    /// not sent.
+    pub(super) log_level: Arc<relayed::LogFloor>,
+    /// The token hash of the first request of an HTTP session (`None` for an `open_as`
+    /// server): the session is bound to it, and a request with another token is refused.
+    pub(super) opened_by: std::sync::OnceLock<Option<String>>,
+    /// Where the `tools/call` arguments' numbers as written come from (R20).
+    pub(super) tap: Tap,
+}
+
+/// Where a session's transport keeps each `tools/call`'s numbers as written (R20).
+pub(super) enum Tap {
+    /// A transport the host brought ([`GovernedServer::session`]): the arguments' values
+    /// are all there is (an integer past 64 bits is the nearest double).
+    None,
+    /// The stdio or byte-stream reader's tap.
+    Stream(Arc<written::Written>),
+    /// The streamable HTTP route's tap, in each request's extensions.
+    Http,
+}
+
+impl fmt::Debug for GovernedSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GovernedSession")
+            .field("agent", &self.agent)
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl GovernedSession {
+    /// A call's response as the client receives it, a held call's with its page link.
+    fn result(&self, response: ToolResponse) -> CallToolResponse {
+        let page = match &response {
+            ToolResponse::Held(h) => {
+                approval_page_link(&self.shared.gateway.handle().load(), &h.interaction_id)
+            }
+            _ => None,
+        };
+        call_result_with_page(response, page.as_deref()).into()
+    }
+
+    /// The caller of this request: the operator's agent on stdio, else the request's bearer
+    /// token's. An HTTP session is bound to the token that opened it.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        if let Some(a) = &self.agent {
+            return Ok(Caller {
+                agent: a.clone(),
+                credential: String::from("the stdio client"),
+                key: format!("session {}", self.session),
+                subagent: None,
+                principal: None,
+            });
+        }
+        let auth = ctx
+            .extensions
+            .get::<hyper::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Authenticated>())
+            .ok_or_else(|| {
+                ErrorData::invalid_request("the request names no agent (no bearer token)", None)
+            })?;
+        let opened_by = self.opened_by.get_or_init(|| auth.token.clone());
+        if opened_by != &auth.token {
+            return Err(ErrorData::invalid_request(
+                "this MCP session was opened with another bearer token: a session answers to the token that opened it (open a new session)",
+                None,
+            ));
+        }
+        Ok(match (&auth.jwt, &auth.token) {
+            (Some(j), Some(key)) => Caller {
+                agent: auth.agent.clone(),
+                credential: format!(
+                    "`{}` of `{}` (client `{}`)",
+                    j.principal.subject, j.principal.issuer, j.client
+                ),
+                key: key.clone(),
+                subagent: j.subagent.clone(),
+                principal: Some(j.principal.clone()),
+            },
+            (_, Some(hash)) => Caller {
+                agent: auth.agent.clone(),
+                credential: self.shared.tokens().credential(hash),
+                key: format!("token {hash}"),
+                subagent: None,
+                principal: None,
+            },
+            (_, None) => Caller {
+                agent: auth.agent.clone(),
+                credential: String::from("an unauthenticated loopback client"),
+                key: String::from("open"),
+                subagent: None,
+                principal: None,
+            },
+        })
+    }
+
+    /// The numbers as written of the `tools/call` `ctx` is (R20), taken from the tap; the
+    /// reason to refuse the call when the tap lost them.
+    fn written(&self, ctx: &RequestContext<RoleServer>) -> Result<NumberLiterals, &'static str> {
+        match &self.tap {
+            Tap::None => Ok(NumberLiterals::default()),
+            Tap::Stream(w) => w.take(&ctx.id).literals(),
+            Tap::Http => ctx
+                .extensions
+                .get::<hyper::http::request::Parts>()
+                .and_then(|p| p.extensions.get::<Arc<written::Written>>())
+                .map_or(written::Found::Missing, |w| w.take(&ctx.id))
+                .literals(),
+        }
+    }
+
+    fn agent(&self, ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        self.caller(ctx).map(|c| c.agent)
+    }
+}
+
+impl ServerHandler for GovernedSession {
+    #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools governed by toolgate: a refused or held call returns a tool result with isError and the reasons. Resources and prompts are not offered.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let agent = self.agent(&ctx)?;
+        let reloading = self.shared.reload.read().await;
+        let listed = self
+            .shared
+            .listed(&agent)
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        drop(reloading);
+        self.shared
+            .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
+        Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
+            listed.tools,
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // R20: the arguments' numbers as written, taken (so cleaned up) before anything else.
+        let literals = self.written(&ctx);
+        let caller = self.caller(&ctx)?;
+        let literals = match literals {
+            Ok(l) => l,
+            Err(why) => return Ok(self.result(refused(why.to_owned()))),
+        };
+        // A call made while a reload swaps the snapshot waits for the new one, whole.
+        drop(self.shared.reload.read().await);
+        // `mcp.wire_names: "own"`: the own name is mapped to the qualified one here, and
+        // everything after decides by it.
+        let name = match self
+            .shared
+            .wire
+            .qualified(&self.shared.gateway, &request.name)
+        {
+            Ok(name) => name,
+            Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
+        };
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        // A 2026-07-28 client's retry, carrying its user's answer to toolgate's question.
+        if let Some(state) = &request.request_state {
+            let retry = (
+                caller.key.as_str(),
+                caller.agent.as_str(),
+                name.as_str(),
+                &input,
+            );
+            let response = match self.shared.questions.answer(
+                state,
+                retry,
+                request.input_responses.as_ref(),
+            ) {
+                Ok(done) => done.await.unwrap_or_else(|_| {
+                    refused(String::from(
+                        "the call ended before its result could be given (the server is stopping)",
+                    ))
+                }),
+                Err(elicit::RetryRefused::Unknown) => refused(String::from(
+                    "no approval question of toolgate's is open under this `requestState`: it was answered already, its wait ended, or it was never asked",
+                )),
+                Err(elicit::RetryRefused::Mismatch) => refused(String::from(
+                    "this retry is not the call toolgate's approval question was about (another tool, input or caller): nothing was answered",
+                )),
+            };
+            return Ok(self.result(response));
+        }
+        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+        let agent_ref = match &caller.subagent {
+            Some(id) => AgentRef::subagent(&caller.agent, id),
+            None => AgentRef::profile(&caller.agent),
+        };
+        let mut call = ToolCall::new(agent_ref, name.clone(), input.clone())
+            .in_turn(self.session.clone(), format!("call-{turn}"));
+        if !literals.is_empty() {
+            call.extensions.insert(literals);
+        }
+        // What the upstream server sends while it serves this call comes back to this client
+        // (only once the stack has let the call through: `crate::relay`).
+        // Issue 22: the verified principal behind a JWT, for the audit record and the span.
+        if let Some(p) = &caller.principal {
+            call.extensions.insert(p.clone());
+        }
+        let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
+        let token = ctx.meta.get_progress_token();
+        call.extensions
+            .insert(CallRelay::new(relay, token.is_some()));
+        let principal = elicit::Principal {
+            credential: caller.credential.clone(),
+            agent: caller.agent.clone(),
+            session: self.session.clone(),
+        };
+        // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
+        // version says it can be: its own declaration, per request from 2026-07-28.
+        let form = elicit::declares_form(ctx.client_capabilities().as_ref());
+        let shared = Arc::clone(&self.shared);
+        if !(form && elicit::input_required_era(&ctx)) {
+            let way = if form {
+                elicit::Way::Request(ctx.peer.clone())
+            } else {
+                elicit::Way::Cannot
+            };
+            let asker = Arc::new(elicit::Asker { way, principal });
+            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
+            let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
+            return Ok(self.result(response));
+        }
+        // 2026-07-28 and later: no server-to-client request. The call runs on its own task; a
+        // question comes back as this request's `InputRequiredResult`, and the client's retry
+        // brings the answer to the gate still waiting for it.
+        let (ask, asked) = tokio::sync::oneshot::channel();
+        let asker = Arc::new(elicit::Asker {
+            way: elicit::Way::InputRequired(Mutex::new(Some(ask))),
+            principal,
+        });
+        let (done, mut ended) = tokio::sync::oneshot::channel();
+        let peer = ctx.peer.clone();
+        let floor = Arc::clone(&self.log_level);
+        tokio::spawn(async move {
+            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
+            let _ = done.send(relayed::drive(run, relayed, &peer, token, &floor).await);
+        });
+        enum First {
+            Ended(Result<ToolResponse, tokio::sync::oneshot::error::RecvError>),
+            Asked(Result<elicit::Question, tokio::sync::oneshot::error::RecvError>),
+        }
+        let first = tokio::select! {
+            biased;
+            r = &mut ended => First::Ended(r),
+            q = asked => First::Asked(q),
+        };
+        let ended = match first {
+            First::Ended(r) => r,
+            // The call ended without asking.
+            First::Asked(Err(_)) => ended.await,
+            First::Asked(Ok(question)) => {
+                let open = elicit::Open {
+                    caller: caller.key,
+                    agent: caller.agent,
+                    tool: name,
+                    input,
+                    answer: question.answer,
+                    done: ended,
+                };
+                match self.shared.questions.open(open) {
+                    Ok(state) => {
+                        let weak = Arc::downgrade(&self.shared);
+                        let closing = state.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(elicit::QUESTION_OPEN_AT_MOST).await;
+                            if let Some(shared) = weak.upgrade() {
+                                shared.questions.close(&closing);
+                            }
+                        });
+                        return Ok(CallToolResponse::InputRequired(elicit::input_required(
+                            question.params,
+                            state,
+                        )));
+                    }
+                    Err(open) => {
+                        let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
+                            "too many approval questions are open for their clients' answers; try again later",
+                        )));
+                        open.done.await
+                    }
+                }
+            }
+        };
+        let response = ended.unwrap_or_else(|_| {
+            refused(String::from(
+                "the call ended before its result could be given (the server is stopping)",
+            ))
+        });
+        Ok(self.result(response))
+    }
+
+    /// `logging/setLevel`: the floor of the log messages relayed to this session from the
+    /// upstream servers during its calls (the servers themselves are shared, never told).
+    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        relayed::set_floor(&self.log_level, request);
+        Ok(())
+    }
+}

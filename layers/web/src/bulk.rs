@@ -1,0 +1,220 @@
+//! Bulk answers (issue 24): approve or deny a selection of held calls in one form. Each
+//! selected card sends its id with the input and definition hashes it showed; the whole
+//! selection is checked before anything is answered — a call the person may not answer, a
+//! call not in the inbox, or (approving) one that is not the call shown (R35) refuses the
+//! selection whole, naming it — and then each call is answered with its own idempotency key
+//! (the form's key and the call's id), as one answer each on the store.
+
+use std::fmt::Write as _;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS};
+
+use crate::app::App;
+use crate::auth::{check_csrf, unauthorized};
+use crate::html::{self, Tab, esc, text};
+
+/// The most calls one bulk answer takes.
+pub(crate) const MAX_BULK: usize = 500;
+
+fn refused(status: StatusCode, why: &str) -> Response {
+    html::refusal(status, "The selection was refused", why)
+}
+
+pub(crate) async fn bulk(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    let Some(who) = app.who(&headers) else {
+        return unauthorized();
+    };
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Err(r) = check_csrf(&who, field("csrf")) {
+        return r;
+    }
+    let approve = match field("decision") {
+        Some("approve") => true,
+        Some("deny") => false,
+        _ => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "the form says neither approve nor deny; nothing was answered",
+            );
+        }
+    };
+    let Some(key) = field("idempotency_key").filter(|k| !k.trim().is_empty()) else {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "the form has no idempotency key; reload the page and answer again",
+        );
+    };
+    let reason = field("reason")
+        .map(str::trim)
+        .filter(|r| !r.is_empty() && !approve)
+        .map(str::to_owned);
+    if let Some(n) = reason
+        .as_deref()
+        .map(|r| r.chars().count())
+        .filter(|&n| n > MAX_REASON_CHARS)
+    {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept; nothing was answered"
+            ),
+        );
+    }
+    let mut items: Vec<(&str, &str, &str)> = Vec::new();
+    for (i, (_, v)) in fields.iter().filter(|(k, _)| k == "item").enumerate() {
+        let mut parts = v.split(' ');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(id), Some(ih), Some(dh), None) if !id.is_empty() => {
+                if !items.iter().any(|(seen, _, _)| *seen == id) {
+                    items.push((id, ih, dh));
+                }
+            }
+            _ => {
+                return refused(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "`item[{i}]` is `{v}`, not a held call's id and hashes; nothing was answered"
+                    ),
+                );
+            }
+        }
+    }
+    if items.is_empty() {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "no held call was selected; nothing was answered",
+        );
+    }
+    if items.len() > MAX_BULK {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "{} held calls were selected; one bulk answer takes at most {MAX_BULK}; nothing was answered",
+                items.len()
+            ),
+        );
+    }
+    // Every call is checked before any is answered: the selection is refused whole.
+    let mut records: Vec<HeldRecord> = Vec::with_capacity(items.len());
+    for (id, input_hash, definition_hash) in &items {
+        let record = match crate::pages::answerable(&app, &who, id).await {
+            Ok(r) => r,
+            Err(_) => {
+                let why = match app.0.store.get(id).await {
+                    Ok(Some(r)) => format!(
+                        "approver `{}` may not answer `{id}` (a call to `{}`); nothing in the selection was answered",
+                        who.approver.name, r.call.tool
+                    ),
+                    Ok(None) => format!(
+                        "no held call `{id}` in this inbox; nothing in the selection was answered"
+                    ),
+                    Err(e) => return crate::pages::store_failed(e),
+                };
+                let status = if why.starts_with("no held call") {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::FORBIDDEN
+                };
+                tracing::info!(
+                    approver = %toolgate::core::display::visible(&who.approver.name),
+                    interaction = %toolgate::core::display::visible(id),
+                    "a bulk answer on the approval page was refused whole"
+                );
+                return refused(status, &why);
+            }
+        };
+        if approve
+            && (record.call.input_hash != *input_hash
+                || record.call.definition_hash != *definition_hash)
+        {
+            return refused(
+                StatusCode::CONFLICT,
+                &format!(
+                    "`{id}` is not the call its card showed: its input or its tool's definition differs (R35); reload and look again; nothing in the selection was approved"
+                ),
+            );
+        }
+        records.push(record);
+    }
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for record in &records {
+        let id = record.id();
+        let answer = Answer {
+            approve,
+            idempotency_key: Some(format!("{key}:{id}")),
+            approver: who.approver.name.clone(),
+            reason: reason.clone(),
+        };
+        match app.0.store.answer(id, answer).await {
+            Ok(receipt) => {
+                tracing::info!(
+                    interaction = %toolgate::core::display::visible(id),
+                    tool = %toolgate::core::display::visible(&record.call.tool),
+                    approver = %toolgate::core::display::visible(&receipt.approver),
+                    approved = receipt.approved,
+                    replayed = receipt.replayed,
+                    "a held call was answered on the approval page (bulk)"
+                );
+                done.push(record);
+            }
+            Err(e) => failed.push((record, e.to_string())),
+        }
+    }
+    let verb = if approve { "Approved" } else { "Denied" };
+    let mut body = format!(
+        "<section id=\"bulk-result\" class=\"bulk-result\"><h1>{verb} {} of {} selected held call{}</h1><p class=\"banner ok\" role=\"status\" id=\"bulk-done\">{verb} {}.</p><ul class=\"answered\">",
+        done.len(),
+        records.len(),
+        if records.len() == 1 { "" } else { "s" },
+        done.len()
+    );
+    for r in &done {
+        let _ = write!(
+            body,
+            "<li id=\"done-{id}\"><a href=\"/calls/{id}\">{}</a></li>",
+            text(&r.interaction().prompt),
+            id = esc(r.id())
+        );
+    }
+    body.push_str("</ul>");
+    if !failed.is_empty() {
+        body.push_str("<h2>Not answered</h2><ul class=\"failed\">");
+        for (r, why) in &failed {
+            let _ = write!(
+                body,
+                "<li id=\"failed-{id}\"><a href=\"/calls/{id}\">{}</a>: <span class=\"error\">{}</span></li>",
+                text(&r.interaction().prompt),
+                text(why),
+                id = esc(r.id())
+            );
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str(
+        "<p><a href=\"/\" id=\"back-pending\">Back to pending approvals</a></p></section>",
+    );
+    let status = if failed.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    (
+        status,
+        html::page("Bulk answer", Some((&who, Tab::Pending)), &body),
+    )
+        .into_response()
+}
