@@ -583,6 +583,10 @@ fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
+    // The execution target first (seed 000, issue 24): where the call would run.
+    if let Some(t) = &c.target {
+        let _ = writeln!(s, "runs on:      {}", t.describe());
+    }
     let _ = writeln!(s, "{}", v(&shown.prompt));
     let _ = writeln!(s, "interaction:  {}", v(r.id()));
     let _ = writeln!(s, "state:        {}", r.state);

@@ -226,6 +226,7 @@ fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
         },
         turn: None,
         ticket: None,
+        target: None,
     };
     toolgate_inbox::NewHeldCall::from_request(
         &request,

@@ -45,6 +45,9 @@ pub struct Interaction {
     pub input: Value,
     /// The session and turn the call belongs to, if any.
     pub turn: Option<Turn>,
+    /// The execution target (seed 000, issue 24), when the tool's declaration names its
+    /// fields: shown first.
+    pub target: Option<crate::target::ExecutionTarget>,
 }
 
 impl Interaction {
@@ -64,6 +67,7 @@ impl Interaction {
             agent: String::new(),
             input: Value::Null,
             turn: None,
+            target: None,
         }
     }
 
@@ -95,11 +99,21 @@ impl Interaction {
         self
     }
 
+    /// Sets the execution target.
+    #[must_use]
+    pub fn target(mut self, target: Option<crate::target::ExecutionTarget>) -> Self {
+        self.target = target;
+        self
+    }
+
     /// The interaction as JSON: `id`, `prompt`, `reasons`, `kind`, `server` (MCP tools
     /// only), `tool` (the own name), `toolName` (the model's name), `agent`, `input`, and
-    /// `session`/`turn` when the call has them.
+    /// `session`/`turn` when the call has them; `target` (first) when it has one.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
+        if let Some(t) = &self.target {
+            m.insert("target".into(), t.to_json());
+        }
         m.insert("id".into(), Value::from(self.id.clone()));
         m.insert("prompt".into(), Value::from(self.prompt.clone()));
         m.insert(
@@ -136,7 +150,13 @@ impl Interaction {
     pub fn render(&self) -> String {
         use crate::display::{visible, visible_json};
         let input = visible_json(&self.input);
-        let mut s = format!(
+        // The execution target comes first (seed 000): where the call would run.
+        let mut s = self
+            .target
+            .as_ref()
+            .map(|t| format!("Runs on: {}\n", t.describe()))
+            .unwrap_or_default();
+        s += &format!(
             "{}\n  interaction: {}\n  as: `{}`\n  agent: {}\n",
             visible(&self.prompt),
             visible(&self.id),

@@ -19,11 +19,13 @@ mod call;
 mod decision;
 mod decl;
 pub mod display;
+mod edit;
 pub mod id;
 mod interaction;
 pub mod names;
 mod record;
 mod response;
+mod target;
 
 pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef, Turn};
 pub use decision::{
@@ -33,6 +35,8 @@ pub use decision::{
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,
 };
+pub use edit::InputEdit;
 pub use interaction::Interaction;
 pub use record::{DecisionNote, DecisionSink, Principal, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};
+pub use target::{ExecutionTarget, TargetSource, TargetSpec};

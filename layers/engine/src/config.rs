@@ -95,6 +95,7 @@ const TOOL: &[&str] = &[
     "annotations",
     "governed",
     "ungoverned_reason",
+    "target",
 ];
 const ANNOTATIONS: &[&str] = &[
     "title",
@@ -434,10 +435,50 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
             decl.ungoverned_reason = Some(r.to_owned());
         }
     }
+    if let Some(t) = o.raw("target", errs) {
+        decl.target = read_target(t, &o.path_of("target"), errs);
+    }
     if errs.errors.len() > before {
         return None;
     }
     identity.map(|_| decl)
+}
+
+/// A declaration's `target` (issue 24): `host`, `working_directory`, `sandbox`, each
+/// `input.<dotted path>` or `extension`; at least one.
+fn read_target(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<toolgate_core::TargetSpec> {
+    let o = Obj::open(v, path, &["host", "working_directory", "sandbox"], errs)?;
+    let mut one = |key: &str| {
+        let s = o.non_blank(key, errs)?;
+        match toolgate_core::TargetSource::parse(s) {
+            Ok(src) => Some(src),
+            Err(why) => {
+                errs.push(o.path_of(key), why);
+                None
+            }
+        }
+    };
+    let spec = toolgate_core::TargetSpec {
+        host: one("host"),
+        working_directory: one("working_directory"),
+        sandbox: one("sandbox"),
+    };
+    if spec.is_empty()
+        && !["host", "working_directory", "sandbox"]
+            .iter()
+            .any(|k| o.has(k))
+    {
+        errs.push(
+            path,
+            "a `target` names at least one of `host`, `working_directory`, `sandbox`",
+        );
+        return None;
+    }
+    Some(spec)
 }
 
 fn read_annotations(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<McpAnnotations> {

@@ -50,6 +50,7 @@
     )
 )]
 
+pub mod api_access;
 pub mod approvers;
 pub mod ask;
 pub mod canon;
@@ -71,6 +72,7 @@ mod quota_cover;
 pub mod recording;
 pub mod replay;
 pub mod simulate;
+pub mod slack;
 
 /// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
 /// code written against it still compiles.

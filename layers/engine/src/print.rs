@@ -222,6 +222,19 @@ fn tool(d: &ToolDeclaration) -> Value {
     if let Some(r) = &d.ungoverned_reason {
         o.insert("ungoverned_reason".into(), r.clone().into());
     }
+    if let Some(t) = &d.target {
+        let mut m = Map::new();
+        for (k, v) in [
+            ("host", &t.host),
+            ("working_directory", &t.working_directory),
+            ("sandbox", &t.sandbox),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.into(), v.spelling().into());
+            }
+        }
+        o.insert("target".into(), Value::Object(m));
+    }
     Value::Object(o)
 }
 

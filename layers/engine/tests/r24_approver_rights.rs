@@ -111,6 +111,7 @@ mod props {
                 token_sha256: None,
                 tools: Some(selectors),
                 edit_policy: false,
+                may_edit: false,
             };
             let each = ids.iter().all(|id| who.may_answer(std::slice::from_ref(id), agent));
             prop_assert_eq!(who.may_answer(&ids, agent), !ids.is_empty() && each);

@@ -78,6 +78,7 @@ proptest! {
             token_sha256: None,
             tools: Some(selectors),
             edit_policy: false,
+            may_edit: false,
         };
         if who.may_grant(&g, catalog.iter().map(Vec::as_slice)).is_ok() {
             let pattern = g.agent().unwrap();
@@ -107,6 +108,7 @@ fn r45_an_approver_without_selectors_may_give_any_grant() {
         token_sha256: None,
         tools: None,
         edit_policy: false,
+        may_edit: false,
     };
     let g = parse_grants(
         r#"[{"id": "g", "agent": "*", "tool": "*", "expires_at": 1, "granted_by": "alice", "reason": "r"}]"#,

@@ -135,6 +135,7 @@ pub mod guide {
 
 mod channel;
 pub mod codec;
+mod edit;
 mod error;
 mod grant_store;
 mod grants;
@@ -154,6 +155,7 @@ pub mod suite;
 pub mod suite_query;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
+pub use edit::{EditedInput, StoredEdit};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };

@@ -200,6 +200,9 @@ pub struct NewHeldCall {
     pub created_at: Timestamp,
     /// When an unanswered call expires.
     pub expires_at: Timestamp,
+    /// The execution target the gate captured (seed 000, issue 24), shown first; `None`
+    /// when the tool's declaration names none (or the store keeps none).
+    pub target: Option<toolgate::core::ExecutionTarget>,
 }
 
 impl NewHeldCall {
@@ -241,6 +244,7 @@ impl NewHeldCall {
             turn: request.turn.clone(),
             created_at: now,
             expires_at: now.saturating_add(ttl),
+            target: request.target.clone(),
         })
     }
 }
@@ -356,6 +360,7 @@ impl HeldRecord {
         .agent(self.call.agent.rule_name())
         .input(input)
         .turn(self.call.turn.clone())
+        .target(self.call.target.clone())
     }
 
     /// Whether an unanswered call is past its expiry at `now`.

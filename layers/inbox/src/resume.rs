@@ -207,7 +207,26 @@ impl Inbox {
                 "no claim token could be made",
             )));
         };
-        let call = rebuild(&record, &token).map_err(ResumeError::Store)?;
+        let mut call = rebuild(&record, &token).map_err(ResumeError::Store)?;
+        // Approved with edits (issue 24): the input the agent sent goes with the call, for
+        // the audit record; the call itself carries the edited input.
+        match self.store.edit_of(id).await {
+            Ok(None) => {}
+            Ok(Some(edit)) => {
+                let original = edit.original_input().map_err(|why| {
+                    ResumeError::Store(InboxError::new(
+                        crate::InboxErrorKind::Record,
+                        format!("the original input of held call `{id}` cannot be read: {why}"),
+                    ))
+                })?;
+                call.extensions.insert(toolgate::core::InputEdit {
+                    original_input: original,
+                    original_input_hash: edit.original_input_hash,
+                    edited_by: edit.edited_by,
+                });
+            }
+            Err(e) => return Err(ResumeError::Store(e)),
+        }
         let sent = async {
             std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
             service.call(call).await

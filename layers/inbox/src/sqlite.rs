@@ -57,6 +57,7 @@ use crate::model::{
 use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
+mod edit;
 #[path = "sqlite_query.rs"]
 mod query;
 pub use query::PAGE_INDEXES;
@@ -185,7 +186,7 @@ const COLUMNS: &str = "interaction_id, call_id, tool, identities, definition_has
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer";
+    approver_issuer, target_json";
 
 /// SQLite's `synchronous` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -646,6 +647,7 @@ impl Inner {
     /// Adds [`REPEAT_COLUMN`] and [`REPEAT_INDEX`] to a file that lacks them (read first: a
     /// file that has them is not written to).
     fn add_repeat_column(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        edit::add_target_column(self, conn)?;
         let has = |c: &Connection| -> rusqlite::Result<bool> {
             c.query_row(
                 "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'repeat_told_at'",
@@ -790,6 +792,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
         (Some(subject), Some(issuer)) => Some(toolgate::core::Principal { subject, issuer }),
         _ => None,
     };
+    let target: Option<String> = row.get(29)?;
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
@@ -836,6 +839,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
             },
             created_at: Timestamp::from_millis(row.get(13)?),
             expires_at: Timestamp::from_millis(row.get(14)?),
+            target: target.as_deref().and_then(edit::target_from_json),
         },
         state,
         approver: row.get(16)?,
@@ -857,8 +861,8 @@ fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), Inbo
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
              agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
              run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-             turn_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
-             'pending', ?14, ?16, ?17)",
+             turn_id, target_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
+             ?13, ?14, ?15, 'pending', ?14, ?16, ?17, ?18)",
         )
         .map_err(|e| inner.err(e))?;
     let inserted = stmt.execute(params![
@@ -879,6 +883,7 @@ fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Result<(), Inbo
         c.expires_at.as_millis(),
         c.turn.as_ref().map(|t| t.session.as_str()),
         c.turn.as_ref().map(|t| t.turn.as_str()),
+        c.target.as_ref().map(|t| t.to_json().to_string()),
     ]);
     match inserted {
         Ok(_) => Ok(()),
@@ -1051,7 +1056,8 @@ fn hold_unless_repeated_op(
                 .map_err(|e| inner.err(e))?
                 .map_err(|why| inner.record_err("?", why))?;
             if same_input(&record, &c.input_json) {
-                let told: Option<i64> = row.get(29).map_err(|e| inner.err(e))?;
+                // After every [`COLUMNS`] one (`target_json` is the last, 29).
+                let told: Option<i64> = row.get(30).map_err(|e| inner.err(e))?;
                 newest = Some((record, told.is_some()));
                 break;
             }
@@ -1603,6 +1609,26 @@ impl InboxStore for SqliteInbox {
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         let id = id.to_owned();
         self.run(move |inner, conn| answer_op(inner, conn, &id, &answer, Timestamp::now()))
+    }
+
+    fn answer_edited<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+        edit: crate::edit::EditedInput,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| {
+            edit::answer_edited_op(inner, conn, &id, &answer, &edit, Timestamp::now())
+        })
+    }
+
+    fn edit_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
+        let id = id.to_owned();
+        self.run(move |inner, conn| edit::edit_of_op(inner, conn, &id))
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {

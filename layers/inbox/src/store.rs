@@ -266,6 +266,37 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         answer: Answer,
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>>;
 
+    /// Records an approval with an edited input (issue 24): `pending → approved`, the held
+    /// call's input replaced by `edit` (so its claim is bound to the edited input's hash,
+    /// R35) and the input the agent sent kept beside it with who edited
+    /// ([`InboxStore::edit_of`]), in one transaction. A retry with the same key and the same
+    /// edit is replayed; anything else on a call no longer pending is refused as
+    /// [`InboxStore::answer`] refuses it.
+    ///
+    /// This provided method refuses: a store that records edits overrides it (SQLite does).
+    fn answer_edited<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+        edit: crate::edit::EditedInput,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        let _ = (id, answer, edit);
+        Box::pin(async {
+            Err(AnswerError::Invalid(String::from(
+                "this inbox cannot record an approval with an edited input",
+            )))
+        })
+    }
+
+    /// What an edited approval of held call `id` recorded, if it was approved with edits.
+    fn edit_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
+        let _ = id;
+        Box::pin(async { Ok(None) })
+    }
+
     /// Cancels a pending call: `pending → cancelled`.
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>>;
 
@@ -507,6 +538,20 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         answer: Answer,
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         (**self).answer(id, answer)
+    }
+    fn answer_edited<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+        edit: crate::edit::EditedInput,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        (**self).answer_edited(id, answer, edit)
+    }
+    fn edit_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
+        (**self).edit_of(id)
     }
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         (**self).cancel(id)

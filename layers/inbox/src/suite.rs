@@ -96,6 +96,7 @@ pub fn request(input: Value) -> ApprovalRequest {
         },
         turn: Some(Turn::new("session-suite", "turn-1")),
         ticket: None,
+        target: None,
     }
 }
 

@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub(crate) hosts: Vec<String>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
+    /// Slack callbacks already taken (issue 24): signature → when it stops being fresh.
+    pub(crate) slack_seen: Mutex<HashMap<String, i64>>,
     /// Each held call the poller saw change (issue 24: the live update sends only these).
     pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -105,6 +107,7 @@ impl App {
             sessions: Mutex::new(HashMap::new()),
             throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
+            slack_seen: Mutex::new(HashMap::new()),
             deltas,
             tasks: Mutex::new(tasks),
         }))
@@ -243,6 +246,10 @@ pub fn router(app: App) -> Router {
         .route("/calls/{id}", get(crate::pages::one))
         .route("/calls/{id}/answer", post(crate::pages::answer))
         .route("/calls/{id}/grant", post(crate::grants::approve_and_grant))
+        .route(
+            "/calls/{id}/approve-edited",
+            post(crate::api::edit::approve_edited_form),
+        )
         .route("/grants", get(crate::grants::page))
         .route(
             "/grants/{id}/revoke",
@@ -260,6 +267,7 @@ pub fn router(app: App) -> Router {
         .route("/logout", post(crate::auth::logout))
         .route("/static/app.js", get(crate::html::script))
         .route("/static/app.css", get(crate::html::style))
+        .merge(crate::api::router())
         .layer(RequestBodyLimitLayer::new(crate::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             app.clone(),

@@ -74,6 +74,10 @@ pub(crate) async fn identify(
         .and_then(|h| headers.get(h))
         .and_then(|v| v.to_str().ok());
     let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
+    // A management key of the HTTP API (issue 24) is no identity-provider token.
+    if bearer.is_some_and(|t| crate::api::key_of(&app, t.trim()).is_some()) {
+        return next.run(req).await;
+    }
     let identified = match (token, &app.0.settings.verifier) {
         (None, _) => Identified {
             who: None,
@@ -150,6 +154,12 @@ pub(crate) async fn identify(
         },
     };
     IDENTIFIED.scope(identified, next.run(req)).await
+}
+
+/// Why the request's identity-provider token identified nobody (`auth: jwt`), and the
+/// status, inside a request the [`identify`] middleware saw.
+pub(crate) fn jwt_refusal() -> Option<(StatusCode, String)> {
+    IDENTIFIED.try_with(|i| i.refused.clone()).ok().flatten()
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {

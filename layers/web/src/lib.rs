@@ -77,6 +77,7 @@ pub mod guide {
     pub mod approval_page {}
 }
 
+mod api;
 mod app;
 mod auth;
 mod bulk;
@@ -138,6 +139,9 @@ pub struct WebSettings {
     /// token or a person without a restart. The rest of `approvers` (listen address, hosts,
     /// webhook, how people sign in) is read once, at start.
     pub in_force: ApproversInForce,
+    /// The Slack app's signing secret (issue 24), read from `approvers.slack`'s
+    /// `signing_secret_file`; without one, `POST /v1/callbacks/slack` refuses every request.
+    pub slack_secret: Option<String>,
     /// What `GET /metrics` answers (issue 23); `None`: 404.
     pub metrics: Option<WebMetrics>,
 }
@@ -181,6 +185,27 @@ impl WebSettings {
                 last: DEFAULT_PREVIEW_RECORDS,
             });
         settings.governance = Some(shared);
+        if let Some(slack) = &approvers.slack {
+            let file = &slack.signing_secret_file;
+            let file = match path.parent() {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file.clone(),
+            };
+            let secret = std::fs::read_to_string(&file).map_err(|e| {
+                format!(
+                    "approvers.slack.signing_secret_file: cannot read `{}`: {e}",
+                    file.display()
+                )
+            })?;
+            let secret = secret.trim_end_matches(['\r', '\n']).to_owned();
+            if secret.trim().is_empty() {
+                return Err(format!(
+                    "approvers.slack.signing_secret_file: `{}` is empty",
+                    file.display()
+                ));
+            }
+            settings.slack_secret = Some(secret);
+        }
         Ok(settings)
     }
 
@@ -196,6 +221,7 @@ impl WebSettings {
             preview: None,
             governance: None,
             verifier: None,
+            slack_secret: None,
             metrics: None,
         }
     }

@@ -75,9 +75,12 @@ pub(crate) fn card_cued(
     let id = esc(r.id());
     let _ = write!(
         out,
-        "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\"><h3 class=\"prompt\">",
+        "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\">",
         r.state.as_str()
     );
+    // The execution target first (seed 000, issue 24).
+    crate::api::target::card_line(out, &shown);
+    out.push_str("<h3 class=\"prompt\">");
     if link {
         let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", text(&shown.prompt));
     } else {
@@ -185,6 +188,7 @@ pub(crate) fn card_cued(
         if answerable {
             answer_forms(out, r, who);
             crate::grants::grant_form(out, r, who);
+            crate::api::edit::edit_form(out, r, who);
         } else {
             out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
         }

@@ -35,6 +35,11 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "created_at": r.call.created_at.to_string(),
         "expires_at": r.call.expires_at.to_string(),
         "link": format!("{base}/calls/{}", r.id()),
+        "target": r.call.target.as_ref().map(toolgate::core::ExecutionTarget::to_json),
+        // Issue 24: the same post is a Slack message (incoming webhook) with Approve and
+        // Deny buttons, answered through `POST /v1/callbacks/slack`.
+        "text": crate::api::slack::fallback_text(r),
+        "blocks": crate::api::slack::blocks(r, public_url),
     })
 }
 

@@ -168,6 +168,9 @@ pub struct Approver {
     pub tools: Option<Vec<ToolSelector>>,
     /// Whether this person may replace the stored tenant policy.
     pub edit_policy: bool,
+    /// `may_edit` (issue 24): whether this person may change a held call's input before
+    /// approving it (the edited call is decided again in full, R38). Off by default.
+    pub may_edit: bool,
 }
 
 impl Approver {
@@ -336,6 +339,10 @@ pub struct ApproverSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// `groups`: rights by the identity provider's groups or roles (`auth: jwt` only).
     pub groups: Vec<ApproverGroup>,
+    /// `api_keys` (issue 24): the management keys of the HTTP API, by their SHA-256.
+    pub api_keys: Vec<crate::api_access::ApiKey>,
+    /// `slack` (issue 24): answering from Slack.
+    pub slack: Option<crate::api_access::SlackSettings>,
 }
 
 impl ApproverSettings {
@@ -439,6 +446,7 @@ impl ApproverSettings {
             token_sha256: None,
             tools,
             edit_policy,
+            may_edit: person.is_some_and(|p| p.may_edit),
         })
     }
 
@@ -490,6 +498,9 @@ impl ApproverSettings {
                     );
                 }
                 p.insert("edit_policy".into(), a.edit_policy.into());
+                if a.may_edit {
+                    p.insert("may_edit".into(), true.into());
+                }
                 Value::Object(p)
             })
             .collect();
@@ -512,6 +523,15 @@ impl ApproverSettings {
                 })
                 .collect();
             o.insert("groups".into(), Value::Array(groups));
+        }
+        if !self.api_keys.is_empty() {
+            o.insert(
+                "api_keys".into(),
+                crate::api_access::keys_to_json(&self.api_keys),
+            );
+        }
+        if let Some(s) = &self.slack {
+            o.insert("slack".into(), s.to_json());
         }
         json!(o)
     }

@@ -13,9 +13,11 @@ pub(super) const SECTION: &[&str] = &[
     "webhook",
     "public_url",
     "allowed_hosts",
+    "api_keys",
+    "slack",
 ];
 
-pub(super) const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy"];
+pub(super) const PERSON: &[&str] = &["name", "token_sha256", "tools", "edit_policy", "may_edit"];
 
 pub(super) const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
 
@@ -264,10 +266,20 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
             }
         }
     }
+    let names: Vec<&str> = people.iter().map(|p| p.name.as_str()).collect();
+    let api_keys = o
+        .array("api_keys", errs)
+        .map(|items| crate::api_access::read_api_keys(items, &o.path_of("api_keys"), &names, errs))
+        .unwrap_or_default();
+    let slack = o
+        .raw("slack", errs)
+        .and_then(|v| crate::api_access::read_slack(v, &o.path_of("slack"), &names, errs));
     if errs.errors.len() > before {
         return None;
     }
     Some(ApproverSettings {
+        api_keys,
+        slack,
         auth: auth?,
         listen: listen?,
         people,
@@ -375,11 +387,13 @@ pub(super) fn read_person(
             .collect::<Vec<_>>()
     });
     let edit_policy = o.bool("edit_policy", errs).unwrap_or(false);
+    let may_edit = o.bool("may_edit", errs).unwrap_or(false);
     Some(Approver {
         name: name?.to_owned(),
         token_sha256: token,
         tools,
         edit_policy,
+        may_edit,
     })
 }
 

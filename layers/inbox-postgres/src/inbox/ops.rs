@@ -802,6 +802,8 @@ pub(super) fn read_row(row: &Row) -> Result<HeldRecord, String> {
             },
             created_at: Timestamp::from_millis(col(row, 13)?),
             expires_at: Timestamp::from_millis(col(row, 14)?),
+            // Not kept by this backend yet (issue 24): shown only where the gate asks live.
+            target: None,
         },
         state,
         approver: col(row, 16)?,

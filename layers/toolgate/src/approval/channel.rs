@@ -46,6 +46,9 @@ pub struct ApprovalRequest {
     /// ([`ResumeTicket`]): a durable channel then redeems that answer instead of asking
     /// again (R26, R38).
     pub ticket: Option<ResumeTicket>,
+    /// The call's execution target (seed 000, issue 24), when its declaration names the
+    /// fields: shown first on every channel.
+    pub target: Option<toolgate_core::ExecutionTarget>,
 }
 
 /// Marks a call as the execution of a held call (put it in the call's extensions). The
@@ -81,6 +84,7 @@ impl ApprovalRequest {
             .agent(self.agent.rule_name())
             .input((*self.input).clone())
             .turn(self.turn.clone())
+            .target(self.target.clone())
     }
 
     /// The prompt (R43): `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise.

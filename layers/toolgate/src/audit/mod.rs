@@ -443,6 +443,23 @@ where
                 layer.redactor.redact_value(&tool, &call.input),
             );
         }
+        // Approved with edits (issue 24): the input the agent sent, beside the edited one
+        // the call carries, and who edited.
+        if let Some(edit) = call.extensions.get::<toolgate_core::InputEdit>() {
+            let mut e = serde_json::Map::new();
+            e.insert("edited_by".into(), Value::from(edit.edited_by.as_str()));
+            e.insert(
+                "original_input_hash".into(),
+                Value::from(edit.original_input_hash.as_str()),
+            );
+            if include.0 {
+                e.insert(
+                    "original_input".into(),
+                    layer.redactor.redact_value(&tool, &edit.original_input),
+                );
+            }
+            record.insert("edit".into(), Value::Object(e));
+        }
         AuditFuture {
             kind: Kind::Inner {
                 future: self.inner.call(call),

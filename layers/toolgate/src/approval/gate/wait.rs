@@ -137,6 +137,18 @@ where
             run: call.run,
             turn: call.turn.clone(),
             ticket,
+            // Issue 24: the first record's declaration names the fields (R24: as the rule
+            // matched it); the host's values come from the call's extensions.
+            target: entry
+                .records
+                .first()
+                .and_then(|r| r.decl.target.as_ref())
+                .and_then(|spec| {
+                    spec.resolve(
+                        &call.input,
+                        call.extensions.get::<toolgate_core::ExecutionTarget>(),
+                    )
+                }),
         };
         // Release the capacity our `poll_ready` reserved: a person may take minutes.
         // The future gets a fresh handle and polls it ready only once approved; the

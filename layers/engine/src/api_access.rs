@@ -1,0 +1,450 @@
+//! Who may use the approval page's HTTP API and its chat callbacks (issue 24): the
+//! `approvers.api_keys` (management keys, kept as their SHA-256, each with scopes) and the
+//! `approvers.slack` settings (the signing secret's file and which Slack user is which
+//! approver).
+//!
+//! ```
+//! use toolgate_engine::config::{load_str, Format};
+//! use toolgate_engine::api_access::ApiScope;
+//! let gov = load_str(r#"{"approvers": {
+//!     "people": [{"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}],
+//!     "api_keys": [
+//!         {"name": "ci", "key_sha256": "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9",
+//!          "scopes": ["policy:read", "policy:write"]},
+//!         {"name": "bot", "key_sha256": "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3",
+//!          "scopes": ["approvals"], "approver": "alice"}
+//!     ]}}"#, Format::Json).unwrap();
+//! let keys = &gov.approver_settings().unwrap().api_keys;
+//! assert!(keys[0].has(ApiScope::PolicyWrite) && !keys[0].has(ApiScope::Approvals));
+//! assert_eq!(keys[1].approver.as_deref(), Some("alice"));
+//!
+//! // An `approvals` key answers as a named approver, with that person's rights.
+//! let err = load_str(r#"{"approvers": {
+//!     "people": [{"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}],
+//!     "api_keys": [{"name": "bot", "key_sha256": "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3",
+//!                   "scopes": ["approvals"]}]}}"#, Format::Json).unwrap_err();
+//! assert_eq!(err.errors[0].path, "approvers.api_keys[0].approver");
+//! ```
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::error::{ConfigErrors, Obj, index};
+
+/// What a management key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiScope {
+    /// `policy:read`: read the stored tenant policy.
+    PolicyRead,
+    /// `policy:write`: replace the stored tenant policy.
+    PolicyWrite,
+    /// `approvals`: list and answer held calls, as the key's approver.
+    Approvals,
+}
+
+impl ApiScope {
+    /// Every scope, in the order they are documented.
+    pub const ALL: [ApiScope; 3] = [
+        ApiScope::PolicyRead,
+        ApiScope::PolicyWrite,
+        ApiScope::Approvals,
+    ];
+
+    /// The scope's name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiScope::PolicyRead => "policy:read",
+            ApiScope::PolicyWrite => "policy:write",
+            ApiScope::Approvals => "approvals",
+        }
+    }
+
+    /// The scope spelled `s`, exactly.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+/// One management key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// The key's name (in the log and on answers it gives: `approver (key name)`).
+    pub name: String,
+    /// The SHA-256 of the key, 64 lower-case hex digits.
+    pub key_sha256: String,
+    /// What it may do; at least one.
+    pub scopes: Vec<ApiScope>,
+    /// The approver (one of `people`) whose rights an `approvals` key answers with and
+    /// whose name its answers are recorded under; required with that scope.
+    pub approver: Option<String>,
+}
+
+impl ApiKey {
+    /// Whether the key has `scope`.
+    pub fn has(&self, scope: ApiScope) -> bool {
+        self.scopes.contains(&scope)
+    }
+
+    fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("name".into(), self.name.clone().into());
+        o.insert("key_sha256".into(), self.key_sha256.clone().into());
+        o.insert(
+            "scopes".into(),
+            Value::Array(self.scopes.iter().map(|s| s.as_str().into()).collect()),
+        );
+        if let Some(a) = &self.approver {
+            o.insert("approver".into(), a.clone().into());
+        }
+        Value::Object(o)
+    }
+}
+
+/// `approvers.slack`: answering held calls from Slack (Block Kit cards with Approve and
+/// Deny, and the signed interactive callback `POST /v1/callbacks/slack`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackSettings {
+    /// The file holding the Slack app's signing secret (never the secret itself in the
+    /// configuration).
+    pub signing_secret_file: PathBuf,
+    /// Which Slack user (their id, such as `U012ABCDEF`) answers as which approver.
+    pub users: Vec<SlackUser>,
+}
+
+/// One Slack user mapped to an approver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackUser {
+    /// The Slack user id (`user.id` in the callback), compared exactly.
+    pub slack_user: String,
+    /// The approver (one of `people`) they answer as.
+    pub approver: String,
+}
+
+impl SlackSettings {
+    /// The approver Slack user `id` answers as, if the configuration maps them.
+    pub fn approver_of(&self, id: &str) -> Option<&str> {
+        self.users
+            .iter()
+            .find(|u| u.slack_user == id)
+            .map(|u| u.approver.as_str())
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert(
+            "signing_secret_file".into(),
+            self.signing_secret_file.display().to_string().into(),
+        );
+        o.insert(
+            "users".into(),
+            Value::Array(
+                self.users
+                    .iter()
+                    .map(|u| {
+                        let mut m = Map::new();
+                        m.insert("slack_user".into(), u.slack_user.clone().into());
+                        m.insert("approver".into(), u.approver.clone().into());
+                        Value::Object(m)
+                    })
+                    .collect(),
+            ),
+        );
+        Value::Object(o)
+    }
+}
+
+pub(crate) fn keys_to_json(keys: &[ApiKey]) -> Value {
+    Value::Array(keys.iter().map(ApiKey::to_json).collect())
+}
+
+const KEY: &[&str] = &["name", "key_sha256", "scopes", "approver"];
+const SLACK: &[&str] = &["signing_secret_file", "users"];
+const SLACK_USER: &[&str] = &["slack_user", "approver"];
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Reads `approvers.api_keys` (at `path`); `people` are the approvers' names an
+/// `approvals` key may name.
+pub(crate) fn read_api_keys(
+    items: &[Value],
+    path: &str,
+    people: &[&str],
+    errs: &mut ConfigErrors,
+) -> Vec<ApiKey> {
+    let mut keys: Vec<ApiKey> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = index(path, i);
+        let Some(o) = Obj::open(item, &at, KEY, errs) else {
+            continue;
+        };
+        let name = o.non_blank("name", errs);
+        if !o.has("name") {
+            errs.push(o.path_of("name"), "`name` is required");
+        }
+        let hash = match o.str("key_sha256", errs) {
+            Some(h) if h == crate::approvers::EMPTY_TOKEN_SHA256 => {
+                errs.push(
+                    o.path_of("key_sha256"),
+                    crate::approvers::EMPTY_TOKEN_MESSAGE,
+                );
+                None
+            }
+            Some(h) if is_sha256_hex(h) => Some(h.to_owned()),
+            Some(_) => {
+                errs.push(
+                    o.path_of("key_sha256"),
+                    "expected the key's SHA-256 as 64 lower-case hex digits (`toolgate serve hash-token` prints it)",
+                );
+                None
+            }
+            None => {
+                if !o.has("key_sha256") {
+                    errs.push(o.path_of("key_sha256"), "`key_sha256` is required");
+                }
+                None
+            }
+        };
+        let mut scopes = Vec::new();
+        match o.array("scopes", errs) {
+            None => {
+                if !o.has("scopes") {
+                    errs.push(
+                        o.path_of("scopes"),
+                        "`scopes` is required: one or more of `policy:read`, `policy:write`, `approvals`",
+                    );
+                }
+            }
+            Some(list) if list.is_empty() => errs.push(
+                o.path_of("scopes"),
+                "at least one scope is required: `policy:read`, `policy:write` or `approvals`",
+            ),
+            Some(list) => {
+                for (j, s) in list.iter().enumerate() {
+                    let sp = index(&o.path_of("scopes"), j);
+                    match s.as_str().map(|t| (t, ApiScope::parse(t))) {
+                        Some((_, Some(scope))) if scopes.contains(&scope) => {
+                            errs.push(sp, format!("scope `{}` is listed twice", scope.as_str()));
+                        }
+                        Some((_, Some(scope))) => scopes.push(scope),
+                        Some((t, None)) => errs.push(
+                            sp,
+                            format!(
+                                "unknown scope `{t}`; expected one of `policy:read`, `policy:write`, `approvals`"
+                            ),
+                        ),
+                        None => errs.push(sp, "expected a scope name, like `policy:read`"),
+                    }
+                }
+            }
+        }
+        let approver = o.non_blank("approver", errs).map(str::to_owned);
+        match &approver {
+            Some(a) if !people.contains(&a.as_str()) => errs.push(
+                o.path_of("approver"),
+                format!("`{a}` is not one of `approvers.people`"),
+            ),
+            Some(_) if !scopes.contains(&ApiScope::Approvals) => errs.push(
+                o.path_of("approver"),
+                "`approver` applies only to a key with the `approvals` scope",
+            ),
+            None if scopes.contains(&ApiScope::Approvals) && !o.has("approver") => errs.push(
+                o.path_of("approver"),
+                "a key with the `approvals` scope needs the `approver` (one of `approvers.people`) whose rights it answers with",
+            ),
+            _ => {}
+        }
+        if let (Some(name), Some(hash)) = (name, hash) {
+            if keys.iter().any(|k| k.name == name) {
+                errs.push(o.path_of("name"), format!("key `{name}` is named twice"));
+            }
+            if keys.iter().any(|k| k.key_sha256 == hash) {
+                errs.push(
+                    o.path_of("key_sha256"),
+                    "two keys share this hash; each needs its own",
+                );
+            }
+            keys.push(ApiKey {
+                name: name.to_owned(),
+                key_sha256: hash,
+                scopes,
+                approver,
+            });
+        }
+    }
+    keys
+}
+
+/// Reads `approvers.slack` (at `path`).
+pub(crate) fn read_slack(
+    v: &Value,
+    path: &str,
+    people: &[&str],
+    errs: &mut ConfigErrors,
+) -> Option<SlackSettings> {
+    let o = Obj::open(v, path, SLACK, errs)?;
+    let file = o.non_blank("signing_secret_file", errs).map(PathBuf::from);
+    if !o.has("signing_secret_file") {
+        errs.push(
+            o.path_of("signing_secret_file"),
+            "`signing_secret_file` is required: the file holding the Slack app's signing secret",
+        );
+    }
+    let mut users: Vec<SlackUser> = Vec::new();
+    match o.array("users", errs) {
+        None => {
+            if !o.has("users") {
+                errs.push(
+                    o.path_of("users"),
+                    "`users` is required: which Slack user answers as which approver",
+                );
+            }
+        }
+        Some(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let at = index(&o.path_of("users"), i);
+                let Some(u) = Obj::open(item, &at, SLACK_USER, errs) else {
+                    continue;
+                };
+                let id = u.non_blank("slack_user", errs);
+                if !u.has("slack_user") {
+                    errs.push(u.path_of("slack_user"), "`slack_user` is required");
+                }
+                let approver = u.non_blank("approver", errs);
+                if !u.has("approver") {
+                    errs.push(u.path_of("approver"), "`approver` is required");
+                }
+                if let Some(a) = approver.filter(|a| !people.contains(a)) {
+                    errs.push(
+                        u.path_of("approver"),
+                        format!("`{a}` is not one of `approvers.people`"),
+                    );
+                    continue;
+                }
+                if let (Some(id), Some(approver)) = (id, approver) {
+                    if users.iter().any(|x| x.slack_user == id) {
+                        errs.push(
+                            u.path_of("slack_user"),
+                            format!("Slack user `{id}` is mapped twice"),
+                        );
+                    }
+                    users.push(SlackUser {
+                        slack_user: id.to_owned(),
+                        approver: approver.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    Some(SlackSettings {
+        signing_secret_file: file?,
+        users,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Format, load_str};
+
+    const HASH: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+    const OTHER: &str = "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9";
+
+    fn paths(approvers_extra: &str) -> Vec<String> {
+        let text = format!(
+            r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}], {approvers_extra}}}}}"#
+        );
+        match load_str(&text, Format::Json) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(|e| e.path.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn issue24_api_keys_errors_name_their_field() {
+        assert_eq!(
+            paths(
+                r#""api_keys": [{"name": "ci", "key_sha256": "nope", "scopes": ["policy:read"]}]"#
+            ),
+            ["approvers.api_keys[0].key_sha256"]
+        );
+        assert_eq!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "ci", "key_sha256": "{OTHER}", "scopes": ["policy:read", "admin", "policy:read"]}}]"#
+            )),
+            [
+                "approvers.api_keys[0].scopes[1]",
+                "approvers.api_keys[0].scopes[2]"
+            ]
+        );
+        assert_eq!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "ci", "key_sha256": "{OTHER}", "scopes": []}}]"#
+            )),
+            ["approvers.api_keys[0].scopes"]
+        );
+        assert_eq!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "ci", "key_sha256": "{OTHER}", "scopes": ["approvals"], "approver": "mallory"}}]"#
+            )),
+            ["approvers.api_keys[0].approver"]
+        );
+        assert_eq!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "ci", "key_sha256": "{OTHER}", "scopes": ["policy:read"], "approver": "alice"}}]"#
+            )),
+            ["approvers.api_keys[0].approver"]
+        );
+        assert_eq!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "a", "key_sha256": "{OTHER}", "scopes": ["policy:read"]}}, {{"name": "a", "key_sha256": "{OTHER}", "scopes": ["policy:read"], "extra": 1}}]"#
+            )),
+            [
+                "approvers.api_keys[1].extra",
+                "approvers.api_keys[1].name",
+                "approvers.api_keys[1].key_sha256"
+            ]
+        );
+        assert!(
+            paths(&format!(
+                r#""api_keys": [{{"name": "a", "key_sha256": "{OTHER}", "scopes": ["approvals"], "approver": "alice"}}]"#
+            ))
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn issue24_slack_settings_are_read_and_name_their_errors() {
+        assert_eq!(
+            paths(r#""slack": {"users": [{"slack_user": "U1", "approver": "bob"}]}"#),
+            [
+                "approvers.slack.signing_secret_file",
+                "approvers.slack.users[0].approver"
+            ]
+        );
+        assert_eq!(
+            paths(
+                r#""slack": {"signing_secret_file": "s", "users": [{"slack_user": "U1", "approver": "alice"}, {"slack_user": "U1", "approver": "alice"}]}"#
+            ),
+            ["approvers.slack.users[1].slack_user"]
+        );
+        let text = format!(
+            r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}], "slack": {{"signing_secret_file": "slack.secret", "users": [{{"slack_user": "U1", "approver": "alice"}}]}}}}}}"#
+        );
+        let gov = load_str(&text, Format::Json).unwrap();
+        let a = gov.approver_settings().unwrap();
+        let slack = a.slack.as_ref().unwrap();
+        assert_eq!(slack.approver_of("U1"), Some("alice"));
+        assert_eq!(slack.approver_of("u1"), None);
+        // What `effective` prints loads back the same.
+        let again = load_str(
+            &serde_json::json!({"approvers": a.to_json()}).to_string(),
+            Format::Json,
+        )
+        .unwrap();
+        assert_eq!(again.approver_settings(), Some(a));
+    }
+}

@@ -1,0 +1,237 @@
+//! The HTTP API on `toolgate serve` (issue 24, seed 002): the stored tenant policy read and
+//! written as JSON, a session's held calls listed and answered, one call's state, and the
+//! OpenAPI document describing it all (`/v1/openapi.json`).
+//!
+//! Who may call it: a management key (`Authorization: Bearer <key>`, its SHA-256 in
+//! `approvers.api_keys`, with scopes `policy:read`, `policy:write`, `approvals`), or, with
+//! `approvers.auth: jwt`, an identity-provider token of an approver (who may read the
+//! policy and answer what their rights cover, and write the policy with `edit_policy`).
+//! An answer is checked as the page checks one: the approver's rights over the tool, the
+//! hashes of the input and definition they saw (R35), the idempotency key.
+//!
+//! Every answer is JSON; every refusal is `{"code", "message"}` (with `errors`, each a
+//! `path` and a `message`, for an invalid policy), and changes nothing.
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post, put};
+use serde_json::{Value, json};
+use toolgate::engine::api_access::ApiScope;
+use toolgate::engine::approvers::{Approver, ApproverAuth};
+
+use crate::app::App;
+
+pub(crate) mod calls;
+pub(crate) mod edit;
+pub(crate) mod openapi;
+pub(crate) mod policy;
+pub(crate) mod slack;
+pub(crate) mod target;
+
+/// The API's routes: method, path (axum's `{param}` syntax, as OpenAPI writes it), handler.
+/// The router is built from this table, and a test checks the OpenAPI document against it.
+pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<App>)> {
+    vec![
+        ("get", "/v1/openapi.json", get(openapi::document)),
+        ("get", "/v1/tenant/tool-policy", get(policy::get_policy)),
+        ("put", "/v1/tenant/tool-policy", put(policy::put_policy)),
+        ("get", "/v1/sessions/{id}/pending", get(calls::pending)),
+        ("post", "/v1/interactions/{id}/answer", post(calls::answer)),
+        ("get", "/v1/calls/{id}", get(calls::call)),
+        ("post", "/v1/callbacks/slack", post(slack::callback)),
+    ]
+}
+
+/// The API's routes as a router (merged into the page's).
+pub(crate) fn router() -> Router<App> {
+    let mut by_path: Vec<(&'static str, MethodRouter<App>)> = Vec::new();
+    for (_, path, mr) in routes() {
+        match by_path.iter().position(|(p, _)| *p == path) {
+            Some(i) => {
+                let (p, old) = by_path.swap_remove(i);
+                by_path.push((p, old.merge(mr)));
+            }
+            None => by_path.push((path, mr)),
+        }
+    }
+    by_path
+        .into_iter()
+        .fold(Router::new(), |r, (path, mr)| r.route(path, mr))
+}
+
+/// A refusal: `status`, `{"code", "message"}`.
+pub(crate) fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let message = message.into();
+    (
+        status,
+        json_headers(),
+        json!({"code": code, "message": message}).to_string(),
+    )
+        .into_response()
+}
+
+/// A JSON answer.
+pub(crate) fn reply(status: StatusCode, body: &Value) -> Response {
+    (status, json_headers(), body.to_string()).into_response()
+}
+
+fn json_headers() -> [(header::HeaderName, HeaderValue); 1] {
+    [(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    )]
+}
+
+/// Who is calling the API, and what they may do.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    /// What the log names: `key `ci``, or the approver's name.
+    pub(crate) label: String,
+    /// The scopes.
+    pub(crate) scopes: Vec<ApiScope>,
+    /// The approver whose rights answers are checked with, and whose name they are
+    /// recorded under (`approvals`).
+    pub(crate) approver: Option<Approver>,
+    /// The verified principal of an identity-provider caller (issue 22), kept with its
+    /// answers; a management key has none.
+    pub(crate) principal: Option<toolgate::engine::jwt::Principal>,
+}
+
+impl Caller {
+    /// The caller's approver if they have `scope`, else the refusal (403).
+    pub(crate) fn require(&self, scope: ApiScope) -> Result<(), Response> {
+        if self.scopes.contains(&scope) {
+            Ok(())
+        } else {
+            Err(refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "{} does not have the `{}` scope; nothing was changed",
+                    self.label,
+                    scope.as_str()
+                ),
+            ))
+        }
+    }
+
+    /// The approver an `approvals` caller answers as.
+    pub(crate) fn approver(&self) -> Result<&Approver, Response> {
+        self.require(ApiScope::Approvals)?;
+        self.approver.as_ref().ok_or_else(|| {
+            refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("{} answers as no approver", self.label),
+            )
+        })
+    }
+}
+
+/// The bearer token of a request, if any.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// The management key whose SHA-256 `token` has, if any (compared in constant time).
+pub(crate) fn key_of<'a>(
+    app: &'a App,
+    token: &str,
+) -> Option<&'a toolgate::engine::api_access::ApiKey> {
+    let hash = crate::hash_token(token);
+    app.0
+        .settings
+        .approvers
+        .api_keys
+        .iter()
+        .find(|k| crate::auth::same(&k.key_sha256, &hash))
+}
+
+/// Who is calling: a management key, else (with `auth: jwt`) the identity-provider
+/// approver the request's token names; else 401 (403 for a verified token of no
+/// approver).
+pub(crate) fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+    let approvers = &app.0.settings.approvers;
+    if let Some(key) = bearer(headers).and_then(|t| key_of(app, t)) {
+        return Ok(Caller {
+            label: format!("key `{}`", key.name),
+            scopes: key.scopes.clone(),
+            approver: key
+                .approver
+                .as_deref()
+                .and_then(|a| approvers.approver(a))
+                .cloned(),
+            principal: None,
+        });
+    }
+    if let ApproverAuth::Jwt(_) = &approvers.auth {
+        if let Some(who) = app.who(headers) {
+            let mut scopes = vec![ApiScope::PolicyRead, ApiScope::Approvals];
+            if who.approver.edit_policy {
+                scopes.push(ApiScope::PolicyWrite);
+            }
+            return Ok(Caller {
+                label: format!("approver `{}`", who.approver.name),
+                scopes,
+                principal: who.principal.clone(),
+                approver: Some(who.approver),
+            });
+        }
+        let (status, why) = crate::auth::jwt_refusal().unwrap_or((
+            StatusCode::UNAUTHORIZED,
+            String::from("no access token came with the request"),
+        ));
+        let code = if status == StatusCode::FORBIDDEN {
+            "forbidden"
+        } else {
+            "unauthorized"
+        };
+        return Err(challenge(refuse(status, code, why)));
+    }
+    let why = if bearer(headers).is_some() {
+        "the bearer token is not a management key of this configuration (`approvers.api_keys`)"
+    } else {
+        "no management key came with the request (`Authorization: Bearer <key>`)"
+    };
+    Err(challenge(refuse(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        why,
+    )))
+}
+
+fn challenge(mut res: Response) -> Response {
+    res.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    res
+}
+
+/// The request body as a JSON object, parsed with the inbox's bounded reader; else 400.
+pub(crate) fn body_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, Response> {
+    let text = std::str::from_utf8(body).map_err(|_| {
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the request body is not UTF-8",
+        )
+    })?;
+    match toolgate_inbox::codec::parse_json(text) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the request body is not a JSON object",
+        )),
+        Err(e) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("the request body is not JSON: {e}"),
+        )),
+    }
+}

@@ -1,0 +1,260 @@
+//! Answering from Slack (issue 24): the webhook post as Block Kit (the execution target
+//! first, the prompt, the reasons, the input, Approve and Deny buttons whose value binds the
+//! card's hashes, R35), and `POST /v1/callbacks/slack`, Slack's interactive callback.
+//!
+//! A callback is taken only with a valid v0 signature of its body under the configured
+//! signing secret, a timestamp within five minutes, and a signature not seen before (a
+//! replay is refused); its Slack user must be mapped to an approver in `approvers.slack.users`,
+//! and the answer is checked as the page checks one — that approver's rights, the hashes —
+//! and recorded under the approver's name. The same press retried by Slack (same
+//! `action_ts`) is the same answer.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+use toolgate::engine::slack::{self, SlackDecision};
+use toolgate_inbox::{Answer, AnswerError, HeldRecord};
+
+use super::{refuse, reply};
+use crate::app::App;
+
+/// Slack limits a section's text to 3,000 characters.
+const SECTION_CHARS: usize = 2_800;
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Slack's mrkdwn escaping (`&`, `<`, `>`), with hidden characters marked.
+fn mrkdwn(s: &str) -> String {
+    toolgate::core::display::visible(s)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The message's plain text (notifications, and clients without blocks).
+pub(crate) fn fallback_text(r: &HeldRecord) -> String {
+    let shown = r.interaction();
+    match &r.call.target {
+        Some(t) => format!("{} — {}", mrkdwn(&shown.prompt), mrkdwn(&t.describe())),
+        None => mrkdwn(&shown.prompt),
+    }
+}
+
+/// The held call as Block Kit blocks: the execution target first, the prompt, who asks and
+/// why, the input, and Approve / Deny (their `value`: `<id>|<input hash>|<definition hash>`).
+pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
+    let shown = r.interaction();
+    let mut blocks = Vec::new();
+    if let Some(t) = &r.call.target {
+        let parts: Vec<String> = t
+            .parts()
+            .into_iter()
+            .map(|(k, v)| format!("{k} `{}`", mrkdwn(v).replace('`', "'")))
+            .collect();
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*Runs on* {}", parts.join(" · "))}}));
+    }
+    blocks.push(json!({"type": "header", "text": {"type": "plain_text", "text": clip(&toolgate::core::display::visible(&shown.prompt), 140)}}));
+    let reasons: Vec<String> = r
+        .call
+        .reasons
+        .iter()
+        .map(|a| format!("• {} ({})", mrkdwn(&a.reason), mrkdwn(&a.source.describe())))
+        .collect();
+    blocks.push(
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(&format!(
+        "*Agent* {} · *as* `{}`\n{}",
+        mrkdwn(&shown.agent),
+        mrkdwn(&shown.model_name).replace('`', "'"),
+        reasons.join("\n")
+    ), SECTION_CHARS)}}),
+    );
+    let input = toolgate::core::display::visible_json(&shown.input).replace("```", "'''");
+    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&mrkdwn(&input), SECTION_CHARS))}}));
+    let value = format!(
+        "{}|{}|{}",
+        r.id(),
+        r.call.input_hash,
+        r.call.definition_hash
+    );
+    let mut elements = vec![
+        json!({"type": "button", "action_id": "approve", "style": "primary", "text": {"type": "plain_text", "text": "Approve"}, "value": value}),
+        json!({"type": "button", "action_id": "deny", "style": "danger", "text": {"type": "plain_text", "text": "Deny"}, "value": value}),
+    ];
+    if let Some(base) = public_url {
+        elements.push(json!({"type": "button", "action_id": "open", "text": {"type": "plain_text", "text": "Open the card"},
+            "url": format!("{}/calls/{}", base.trim_end_matches('/'), r.id())}));
+    }
+    blocks.push(json!({"type": "actions", "block_id": format!("toolgate:{}", r.id()), "elements": elements}));
+    Value::Array(blocks)
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The message Slack shows the person who pressed (`ephemeral`), with `status`.
+fn tell(status: StatusCode, text: &str) -> Response {
+    reply(
+        status,
+        &json!({"response_type": "ephemeral", "replace_original": false, "text": text}),
+    )
+}
+
+/// `POST /v1/callbacks/slack`.
+pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let (Some(secret), Some(settings)) = (
+        app.0.settings.slack_secret.as_deref(),
+        app.0.settings.approvers.slack.as_ref(),
+    ) else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "answering from Slack is not configured (`approvers.slack`)",
+        );
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let now = now_secs();
+    let sig = header("x-slack-signature");
+    if let Err(why) = slack::verify(
+        secret.as_bytes(),
+        header("x-slack-request-timestamp"),
+        sig,
+        &body,
+        now,
+    ) {
+        tracing::warn!(refused = %why, "a Slack callback was refused");
+        return refuse(StatusCode::UNAUTHORIZED, "unauthorized", why.to_string());
+    }
+    // A signature is taken once while its timestamp is fresh (after that, `verify` refuses
+    // it as stale): a replayed request is refused.
+    let sig = sig.unwrap_or_default().to_owned();
+    {
+        let Ok(mut seen) = app.0.slack_seen.lock() else {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the replay guard is unavailable",
+            );
+        };
+        seen.retain(|_, until| *until >= now);
+        if seen.contains_key(&sig) {
+            tracing::warn!("a replayed Slack callback was refused");
+            return refuse(
+                StatusCode::CONFLICT,
+                "replayed",
+                "this signed request was already taken; a replay is refused",
+            );
+        }
+        seen.insert(sig, now + 2 * slack::MAX_SKEW_SECS);
+    }
+    let action = match slack::parse_callback(&body) {
+        Ok(a) => a,
+        Err(why) => {
+            return refuse(StatusCode::BAD_REQUEST, "invalid_request", why);
+        }
+    };
+    let Some(approver) = settings
+        .approver_of(&action.user)
+        .and_then(|name| app.0.settings.approvers.approver(name))
+        .cloned()
+    else {
+        tracing::warn!(slack_user = %toolgate::core::display::visible(&action.user), "a Slack user no approver is mapped to pressed a button");
+        return tell(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "Slack user `{}` is not mapped to an approver (`approvers.slack.users`); nothing was changed",
+                mrkdwn(&action.user)
+            ),
+        );
+    };
+    let id = &action.interaction_id;
+    let record = match app.0.store.get(id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return tell(
+                StatusCode::NOT_FOUND,
+                &format!("no held call `{}` in this inbox", mrkdwn(id)),
+            );
+        }
+        Err(e) => {
+            return tell(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the inbox cannot be read: {e}"),
+            );
+        }
+    };
+    if !approver.may_answer(&record.call.identities, record.call.agent.rule_name()) {
+        return tell(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "approver `{}` may not answer calls to `{}`; nothing was changed",
+                mrkdwn(&approver.name),
+                mrkdwn(&record.call.tool)
+            ),
+        );
+    }
+    let approve = action.decision == SlackDecision::Approve;
+    if approve
+        && (action.input_hash != record.call.input_hash
+            || action.definition_hash != record.call.definition_hash)
+    {
+        return tell(
+            StatusCode::CONFLICT,
+            "the call differs from the one the message showed (R35); nothing was approved",
+        );
+    }
+    let answer = Answer {
+        approve,
+        idempotency_key: Some(format!("slack:{}:{}", action.user, action.action_ts)),
+        approver: approver.name.clone(),
+        reason: (!approve).then(|| String::from("denied from Slack")),
+        principal: None,
+    };
+    match app.0.store.answer(id, answer).await {
+        Ok(receipt) => {
+            tracing::info!(
+                interaction = %toolgate::core::display::visible(id),
+                approver = %toolgate::core::display::visible(&receipt.approver),
+                slack_user = %toolgate::core::display::visible(&action.user),
+                approved = receipt.approved,
+                replayed = receipt.replayed,
+                "a held call was answered from Slack"
+            );
+            reply(
+                StatusCode::OK,
+                &json!({
+                    "replace_original": true,
+                    "text": format!(
+                        "{} {} by {}",
+                        mrkdwn(&record.interaction().prompt),
+                        if receipt.approved { "Approved" } else { "Denied" },
+                        mrkdwn(&receipt.approver)
+                    ),
+                }),
+            )
+        }
+        Err(e) => {
+            let status = match &e {
+                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
+                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
+                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::CONFLICT,
+            };
+            tell(status, &mrkdwn(&e.to_string()))
+        }
+    }
+}
