@@ -33,6 +33,12 @@ use toolgate_inbox::{
 };
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
+mod policy;
+mod show;
+
+pub(crate) use policy::{PolicyCommand, run_policy};
+use show::{age, agent_text, receipt_json, record_json, show_text, summary_json};
+
 /// Where the inbox is: `--db PATH` (SQLite), `--pg-url URL` (PostgreSQL), or the `inbox`
 /// section of `--config FILE`; with none of them, the URL in `TOOLGATE_PG_URL`.
 #[derive(Debug, Clone, Args)]
@@ -146,63 +152,6 @@ pub(crate) enum InboxCommand {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub(crate) enum PolicyCommand {
-    /// Print the stored tenant policy with its `updatedAt` (what `put` takes back). A stored
-    /// policy that cannot be read is not printed (exit 1): `put` a corrected one.
-    Get {
-        #[command(flatten)]
-        store: StoreArgs,
-        /// Print the stored shadow policy instead (R46): decided beside the enforced one on
-        /// every call and recorded, never enforced.
-        #[arg(long)]
-        shadow: bool,
-    },
-    /// Validate a policy and replace the stored one whole; a refused policy changes nothing.
-    Put {
-        #[command(flatten)]
-        store: StoreArgs,
-        /// The policy file (`-` or nothing for standard input).
-        file: Option<String>,
-        /// Save only if the stored policy's `updatedAt` is STAMP (what `policy get` printed),
-        /// or, with `none`, only if no policy is stored; otherwise the put is refused as a
-        /// conflict (exit 1) and nothing is saved.
-        #[arg(long = "if-updated-at", value_name = "STAMP")]
-        if_updated_at: Option<String>,
-        /// Store it as the shadow policy (R46), beside the enforced one: decided on every call
-        /// and recorded (audit, span, metric), never enforced.
-        #[arg(long, conflicts_with = "if_updated_at")]
-        shadow: bool,
-    },
-    /// Remove the stored shadow policy (R46); the enforced policy is untouched.
-    ClearShadow {
-        #[command(flatten)]
-        store: StoreArgs,
-    },
-    /// Replay the calls an audit log recorded (those whose input it holds) under the policy
-    /// in force and a proposed one, and print every call that would be decided otherwise,
-    /// with the rule that decided each way, and the totals (R46).
-    Simulate {
-        /// The configuration the calls were decided under (its `policy` is the one in force
-        /// unless `--current` names another).
-        #[arg(long, value_name = "CONFIG")]
-        config: PathBuf,
-        /// The audit log (JSON lines, as `audit.file` writes them).
-        #[arg(long, value_name = "FILE")]
-        audit: PathBuf,
-        /// The proposed policy.
-        #[arg(long, value_name = "POLICY")]
-        policy: PathBuf,
-        /// The policy in force, when it is not the configuration's (`toolgate policy get`'s
-        /// output, say).
-        #[arg(long, value_name = "POLICY")]
-        current: Option<PathBuf>,
-        /// Print the report as JSON (for CI).
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 type Outcome = Result<ExitCode, String>;
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -311,21 +260,6 @@ pub(crate) fn print_json(v: &Value) {
     );
 }
 
-/// Prints a stored policy's document: pretty, or compact when a number must keep its
-/// literal (an integer past 64 bits, R20), so that `put` takes back what `get` prints.
-fn print_policy(stored: &toolgate_inbox::StoredPolicy) -> Result<(), String> {
-    match stored.document_literals()? {
-        Some(text) => println!("{text}"),
-        None => print_json(&stored.document()?),
-    }
-    Ok(())
-}
-
-/// An age in whole seconds, like `3m 12s`.
-fn age(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-}
-
 pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
     let rt = runtime()?;
     rt.block_on(async move {
@@ -428,23 +362,6 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
     })
 }
 
-fn summary_json(r: &HeldRecord, now: Timestamp) -> Value {
-    json!({
-        "interaction_id": r.id(),
-        "state": r.state.as_str(),
-        "tool": r.call.tool,
-        "agent": r.call.agent.profile,
-        "subagent": r.call.agent.subagent,
-        "created_at": r.call.created_at.to_string(),
-        "expires_at": r.call.expires_at.to_string(),
-        "age_seconds": r.call.created_at.age(now).as_secs(),
-        "reasons": r.call.reasons.iter().map(|a| a.reason.clone()).collect::<Vec<_>>(),
-        "session": r.call.turn.as_ref().map(|t| t.session.clone()),
-        "turn": r.call.turn.as_ref().map(|t| t.turn.clone()),
-        "prompt": r.interaction().prompt,
-    })
-}
-
 async fn list(
     store: &dyn InboxStore,
     state: Option<String>,
@@ -501,186 +418,6 @@ async fn list(
     Ok(ExitCode::SUCCESS)
 }
 
-fn agent_text(r: &HeldRecord) -> String {
-    match &r.call.agent.subagent {
-        Some(sub) => format!("{}/{sub}", r.call.agent.profile),
-        None => r.call.agent.profile.clone(),
-    }
-}
-
-fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
-    let mut v = summary_json(r, now);
-    if let Some(map) = v.as_object_mut() {
-        map.insert("call_id".into(), json!(r.call.call_id));
-        map.insert("interaction".into(), r.interaction().to_json());
-        map.insert(
-            "identities".into(),
-            Value::Array(
-                r.call
-                    .identities
-                    .iter()
-                    .map(|i| json!({"kind": i.kind().as_str(), "source": i.source(), "name": i.name()}))
-                    .collect(),
-            ),
-        );
-        map.insert(
-            "input".into(),
-            r.input().unwrap_or_else(|e| json!({"unreadable": e})),
-        );
-        // R20: a number `input` cannot hold as written (an integer past 64 bits) is in the
-        // compact text as held.
-        if !r.literals().is_empty() {
-            map.insert("input_as_written".into(), json!(r.call.input_json));
-        }
-        map.insert("input_hash".into(), json!(r.call.input_hash));
-        map.insert("definition_hash".into(), json!(r.call.definition_hash));
-        map.insert(
-            "reasons".into(),
-            Value::Array(
-                r.call
-                    .reasons
-                    .iter()
-                    .map(|a| json!({"source": a.source.describe(), "reason": a.reason}))
-                    .collect(),
-            ),
-        );
-        map.insert(
-            "run".into(),
-            json!({"mode": r.call.run.mode.as_str(), "background": r.call.run.background}),
-        );
-        map.insert("approver".into(), json!(r.approver));
-        // Issue 22: the verified principal the answer was given with (`null` for a
-        // static-token, header or `--as` approver).
-        map.insert(
-            "approver_principal".into(),
-            r.approver_principal.as_ref().map_or(
-                Value::Null,
-                |p| json!({"subject": p.subject, "issuer": p.issuer}),
-            ),
-        );
-        map.insert("answer_reason".into(), json!(r.answer_reason));
-        map.insert(
-            "answered_at".into(),
-            json!(r.answered_at.map(|t| t.to_string())),
-        );
-        map.insert(
-            "claimed_at".into(),
-            json!(r.claimed_at.map(|t| t.to_string())),
-        );
-        map.insert("result".into(), r.result.clone().unwrap_or(Value::Null));
-        map.insert(
-            "finished_at".into(),
-            json!(r.finished_at.map(|t| t.to_string())),
-        );
-    }
-    v
-}
-
-/// The held call as text a person reads; every value with its hidden characters shown
-/// marked (issue 20: a right-to-left override never makes the reader see another value).
-fn show_text(r: &HeldRecord, now: Timestamp) -> String {
-    use toolgate_core::display::{visible as v, visible_layout};
-    let mut s = String::new();
-    let c = &r.call;
-    let shown = r.interaction();
-    // The execution target first (seed 000, issue 24): where the call would run.
-    if let Some(t) = &c.target {
-        let _ = writeln!(s, "runs on:      {}", t.describe());
-    }
-    let _ = writeln!(s, "{}", v(&shown.prompt));
-    let _ = writeln!(s, "interaction:  {}", v(r.id()));
-    let _ = writeln!(s, "state:        {}", r.state);
-    let _ = writeln!(
-        s,
-        "as:           {} (the model's name)",
-        v(&shown.model_name)
-    );
-    if let Some(t) = &c.turn {
-        let _ = writeln!(s, "session:      {}", v(&t.session));
-        let _ = writeln!(s, "turn:         {}", v(&t.turn));
-    }
-    let ids = c
-        .identities
-        .iter()
-        .map(|i| v(&i.to_string()).into_owned())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let _ = writeln!(s, "tool:         {} ({ids})", v(&c.tool));
-    match &c.agent.subagent {
-        Some(sub) => {
-            let _ = writeln!(
-                s,
-                "agent:        {} (subagent `{}`)",
-                v(&c.agent.profile),
-                v(sub)
-            );
-        }
-        None => {
-            let _ = writeln!(s, "agent:        {}", v(&c.agent.profile));
-        }
-    }
-    let _ = writeln!(s, "call id:      {}", v(c.call_id.as_str()));
-    let _ = writeln!(
-        s,
-        "age:          {} (held {})",
-        age(c.created_at.age(now)),
-        c.created_at
-    );
-    if r.state == State::Pending {
-        let left = if now < c.expires_at {
-            format!("in {}", age(now.age(c.expires_at)))
-        } else {
-            String::from("past; an answer will be refused")
-        };
-        let _ = writeln!(s, "expires:      {} ({left})", c.expires_at);
-    }
-    let _ = writeln!(
-        s,
-        "run:          {}{}",
-        c.run.mode.as_str(),
-        if c.run.background { ", background" } else { "" }
-    );
-    let _ = writeln!(s, "input:");
-    // R20: every number as written (an integer past 64 bits keeps its digits).
-    let input = match r.input_pretty() {
-        Ok(text) => visible_layout(text),
-        Err(e) => format!("(unreadable: {e})"),
-    };
-    for line in input.lines() {
-        let _ = writeln!(s, "    {line}");
-    }
-    let _ = writeln!(s, "because:");
-    for a in &c.reasons {
-        let _ = writeln!(s, "  - {}: {}", v(&a.source.describe()), v(&a.reason));
-    }
-    let _ = writeln!(s, "input hash:   {}", c.input_hash);
-    let _ = writeln!(s, "definition:   {}", c.definition_hash);
-    if let Some(who) = &r.approver {
-        let label = if r.state == State::Denied {
-            "denied by:"
-        } else {
-            "approved by:"
-        };
-        let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
-        let _ = writeln!(s, "{label:<14}{} ({when})", v(who));
-        if let Some(p) = &r.approver_principal {
-            let _ = writeln!(
-                s,
-                "principal:    {} (issuer {})",
-                v(&p.subject),
-                v(&p.issuer)
-            );
-        }
-    }
-    if let Some(why) = &r.answer_reason {
-        let _ = writeln!(s, "reason:       {}", v(why));
-    }
-    if let Some(result) = &r.result {
-        let _ = writeln!(s, "result:       {}", v(&result.to_string()));
-    }
-    s
-}
-
 async fn show(store: &dyn InboxStore, id: &str, json: bool) -> Outcome {
     let Some(r) = store.get(id).await.map_err(|e| e.to_string())? else {
         return Err(format!("no held call `{id}` in this inbox"));
@@ -692,17 +429,6 @@ async fn show(store: &dyn InboxStore, id: &str, json: bool) -> Outcome {
         print!("{}", show_text(&r, now));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn receipt_json(r: &AnswerReceipt) -> Value {
-    json!({
-        "interaction_id": r.interaction_id,
-        "state": if r.approved { "approved" } else { "denied" },
-        "approver": r.approver,
-        "reason": r.reason,
-        "answered_at": r.answered_at.to_string(),
-        "replayed": r.replayed,
-    })
 }
 
 /// Whether `name` may answer held call `id` (R24, R47): when `--config` names a
@@ -766,149 +492,4 @@ async fn answer_cmd(store: &dyn InboxStore, id: &str, answer: Answer, json: bool
             Ok(ExitCode::from(1))
         }
     }
-}
-
-pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
-    let rt = runtime()?;
-    rt.block_on(async move {
-        match command {
-            // Reads files only: no store.
-            PolicyCommand::Simulate {
-                config,
-                audit,
-                policy,
-                current,
-                json,
-            } => crate::policy_sim::run(&config, current.as_deref(), &policy, &audit, json),
-            PolicyCommand::Get {
-                store,
-                shadow: true,
-            } => {
-                let limits = store.limits()?;
-                let store = store.open(false).await?;
-                match store.get_shadow_policy().await.map_err(|e| e.to_string())? {
-                    None => {
-                        eprintln!("toolgate: no shadow policy is stored");
-                        Ok(ExitCode::from(1))
-                    }
-                    Some(stored) => {
-                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
-                            eprintln!(
-                                "toolgate: the stored shadow policy (updated {}) cannot be read, so it is not printed; put a corrected one with `toolgate policy put --shadow` or remove it with `toolgate policy clear-shadow`:",
-                                stored.updated_at
-                            );
-                            for e in &errs.errors {
-                                eprintln!("error: {e}");
-                            }
-                            return Ok(ExitCode::from(1));
-                        }
-                        print_policy(&stored)
-                            .map_err(|e| format!("the stored shadow policy cannot be read: {e}"))?;
-                        Ok(ExitCode::SUCCESS)
-                    }
-                }
-            }
-            PolicyCommand::ClearShadow { store } => {
-                let store = store.open(true).await?;
-                if store
-                    .clear_shadow_policy()
-                    .await
-                    .map_err(|e| e.to_string())?
-                {
-                    eprintln!("toolgate: the stored shadow policy was removed");
-                } else {
-                    eprintln!("toolgate: no shadow policy was stored");
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            PolicyCommand::Get {
-                store,
-                shadow: false,
-            } => {
-                let limits = store.limits()?;
-                let store = store.open(false).await?;
-                match store.get_policy().await.map_err(|e| e.to_string())? {
-                    None => {
-                        eprintln!("toolgate: no policy is stored; this is the empty policy");
-                        print_json(&json!({"default": "allow", "rules": []}));
-                    }
-                    Some(stored) => {
-                        // A stored policy that cannot be read is not printed: what `get`
-                        // prints, `put` must take back (seed 002 answers 409 here).
-                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
-                            eprintln!(
-                                "toolgate: the stored policy (updated {}) cannot be read, so it is not printed; every mcp and http call is refused `policy_unreadable` until a corrected policy is stored with `toolgate policy put`:",
-                                stored.updated_at
-                            );
-                            for e in &errs.errors {
-                                eprintln!("error: {e}");
-                            }
-                            return Ok(ExitCode::from(1));
-                        }
-                        print_policy(&stored)
-                            .map_err(|e| format!("the stored policy cannot be read: {e}"))?;
-                    }
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            PolicyCommand::Put {
-                store,
-                file,
-                if_updated_at,
-                shadow,
-            } => {
-                let text = match file.as_deref() {
-                    None | Some("-") => {
-                        let mut s = String::new();
-                        std::io::stdin().read_to_string(&mut s).map_err(|e| {
-                            format!("cannot read the policy from standard input: {e}")
-                        })?;
-                        s
-                    }
-                    Some(path) => std::fs::read_to_string(path)
-                        .map_err(|e| format!("cannot read `{path}`: {e}"))?,
-                };
-                let limits = store.limits()?;
-                let store = store.open(true).await?;
-                let put = match if_updated_at.as_deref() {
-                    None if shadow => {
-                        toolgate_inbox::put_shadow_policy_text(&*store, &text, &limits).await
-                    }
-                    None => put_policy_text(&*store, &text, &limits).await,
-                    Some(stamp) => {
-                        let expected = Some(stamp).filter(|s| *s != "none");
-                        put_policy_text_if_unchanged(&*store, &text, &limits, expected).await
-                    }
-                };
-                match put {
-                    Ok(stored) => {
-                        print_policy(&stored)?;
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(PutPolicyError::Invalid(errs)) => {
-                        eprintln!(
-                            "toolgate: the policy is refused; the stored {}policy is unchanged",
-                            if shadow { "shadow " } else { "" }
-                        );
-                        for e in &errs.errors {
-                            eprintln!("error: {e}");
-                        }
-                        Ok(ExitCode::from(1))
-                    }
-                    Err(PutPolicyError::Conflict { expected, stored }) => {
-                        eprintln!(
-                            "toolgate: the policy is refused; the stored policy is unchanged"
-                        );
-                        eprintln!(
-                            "error: conflict: `--if-updated-at` is `{}` but the stored policy's updatedAt is `{}`: it was saved since; get it again and redo the change",
-                            expected.as_deref().unwrap_or("none"),
-                            stored.as_deref().unwrap_or("none"),
-                        );
-                        Ok(ExitCode::from(1))
-                    }
-                    Err(PutPolicyError::Store(e)) => Err(e.to_string()),
-                }
-            }
-        }
-    })
 }

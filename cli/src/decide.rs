@@ -1,0 +1,468 @@
+//! `toolgate check`, `decide`, `explain` and `simulate`: a configuration's warnings, and one
+//! call decided and explained as the conformance interface prints it (SPEC §7).
+
+use super::*;
+
+pub(super) fn check(
+    config_path: &Path,
+    policy: Option<&Path>,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let text = read_file(config_path)?;
+    let policy_text = match policy {
+        Some(p) => Some(read_file(p)?),
+        None => None,
+    };
+    let mut errs = ConfigErrors::default();
+    let builder = match config::builder_from_str_in(
+        &text,
+        Format::from_path(config_path),
+        &config::config_dir(config_path),
+    ) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            errs.errors.extend(e.errors);
+            None
+        }
+    };
+    let limits = builder
+        .as_ref()
+        .map(GovernanceBuilder::current_limits)
+        .unwrap_or_default();
+    let stored = match policy_text {
+        Some(t) => match Policy::from_json_str(&t, &limits) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errs.errors.extend(e.prefixed("policy").errors);
+                None
+            }
+        },
+        None => None,
+    };
+    let mut warnings = Vec::new();
+    let mut built: Option<Governance> = None;
+    if let Some(mut b) = builder
+        && errs.is_empty()
+    {
+        if let Some(p) = stored {
+            b = b.policy(p);
+        }
+        match b.build() {
+            Ok(gov) => {
+                warnings = gov.warnings();
+                built = Some(gov);
+            }
+            Err(e) => errs.errors.extend(e.errors),
+        }
+    }
+    // The `mcp` section (`toolgate mcp serve`): each error named by its path, and every
+    // token's agent a profile of the configuration.
+    #[cfg(feature = "mcp")]
+    if let Some(section) = mcp::section(&text, Format::from_path(config_path)) {
+        match toolgate_mcp::serve::ServeConfig::read(&section) {
+            Ok(serve) => {
+                if let Some(gov) = &built {
+                    if let Err(e) = serve.check(gov) {
+                        errs.errors.extend(e.errors);
+                    }
+                    // The upstream servers' tools are listed when they are connected: their
+                    // unseen names are one warning per agent and server (issue 23).
+                    let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();
+                    warnings = gov.warnings_discovering(&ids);
+                }
+            }
+            Err(e) => errs.errors.extend(e.errors),
+        }
+    }
+    #[cfg(not(feature = "mcp"))]
+    let _ = &built;
+    let valid = errs.is_empty();
+    if json {
+        if valid {
+            print_json(&json!({
+                "valid": true,
+                "warnings": warnings.iter().map(|w| json!({"path": w.path, "message": w.message})).collect::<Vec<_>>(),
+            }));
+        } else {
+            print_json(&json!({"valid": false, "errors": errors_json(&errs)}));
+        }
+    } else if valid {
+        println!("valid");
+        for w in &warnings {
+            println!("warning: {}: {}", w.path, w.message);
+        }
+    } else {
+        println!("invalid");
+        for e in &errs.errors {
+            println!("error: {e}");
+        }
+    }
+    Ok(if valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What `decide` and `explain` print from.
+pub(super) struct Decided {
+    pub(super) decision: Decision,
+    pub(super) name: String,
+    pub(super) facts: Option<Value>,
+    pub(super) route: Option<AskRoute>,
+    /// The quotas covering the call (R44), as `explain` shows them.
+    pub(super) quotas: Vec<Value>,
+}
+
+/// A GRANTS file (R45, SPEC §7): one that does not fit exits 2 with every error.
+pub(super) fn read_grants(path: &Path) -> Result<Vec<Grant>, String> {
+    let text = read_file(path)?;
+    parse_grants(&text).map_err(|e| format!("the grants do not load:\n{e}"))
+}
+
+/// A file's text, `-` for standard input.
+pub(super) fn read_arg(arg: &str, what: &str) -> Result<String, String> {
+    if arg == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read {what} from standard input: {e}"))?;
+        Ok(s)
+    } else {
+        read_file(Path::new(arg))
+    }
+}
+
+pub(super) fn decide(
+    config_path: &Path,
+    policy: Option<&Path>,
+    call_arg: &str,
+    grants: Option<&Path>,
+) -> Result<Decided, String> {
+    let gov = governance(config_path, policy)?;
+    let grants = match grants {
+        Some(p) => read_grants(p)?,
+        None => Vec::new(),
+    };
+    let text = read_arg(call_arg, "the call")?;
+    let call = call::parse(&text).map_err(|e| format!("malformed call: {e}"))?;
+    let view = CallView {
+        tool: &call.tool,
+        agent: &call.agent,
+        input: CallInput::Text(&call.input),
+        run: call.run,
+    };
+    let name = call.tool.display_name();
+    let facts = gov.lookup(&call.tool).ok().map(tool_facts);
+    // SPEC §7: `decide` sees no history of sends (no quota is ever full for it); grants
+    // are judged at the call's `at`, by default now.
+    let store = MemoryGrants::new(grants);
+    let now = call.at.unwrap_or_else(|| SystemClock.now_ms());
+    let history = History::new(now, &NoSends, &store).in_session(call.session.as_deref());
+    let decided = gov.decide_call_at(view, Vec::new(), &history);
+    let quotas = covering_quotas(&gov, &decided);
+    let decision = decided.decision;
+    // For an ask: the channel kind and the timeout that will answer it (the engine's
+    // routing, the one the approval gate applies).
+    let route = match decision.verdict {
+        Verdict::Ask { .. } => gov.agent(&call.agent.profile).map(|a| gov.ask_route(a)),
+        _ => None,
+    };
+    Ok(Decided {
+        decision,
+        name,
+        facts,
+        route,
+        quotas,
+    })
+}
+
+/// The quotas covering a decided call, as `explain` shows them.
+pub(super) fn covering_quotas(gov: &Governance, decided: &toolgate_engine::Decided) -> Vec<Value> {
+    let PolicyState::Readable(policy) = gov.policy() else {
+        return Vec::new();
+    };
+    decided
+        .quota_groups()
+        .iter()
+        .filter_map(|g| {
+            let q = policy.quotas().get(g.quota)?;
+            Some(json!({
+                "quota": g.quota,
+                "max": q.max(),
+                "window_secs": q.window_secs(),
+                "per": q.per().iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+                "reason": q.describe(g.quota),
+            }))
+        })
+        .collect()
+}
+
+pub(super) fn quotas_text(quotas: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if quotas.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "quotas:");
+    for q in quotas {
+        let _ = writeln!(
+            s,
+            "  - quotas[{}]: at most {} sent in {} s{}: {}",
+            q["quota"],
+            q["max"],
+            q["window_secs"],
+            match q["per"].as_array() {
+                Some(per) if !per.is_empty() => format!(
+                    " per {}",
+                    per.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            },
+            q["reason"].as_str().unwrap_or("")
+        );
+    }
+    s
+}
+
+/// `simulate` (SPEC §7, R44–R46): every call decided in order on the engine's own code,
+/// over the in-memory counter and grant store.
+pub(super) fn simulate(
+    config_path: &Path,
+    policy: Option<&Path>,
+    grants: Option<&Path>,
+    calls_arg: &str,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let gov = governance(config_path, policy)?;
+    let grants = match grants {
+        Some(p) => read_grants(p)?,
+        None => Vec::new(),
+    };
+    let text = read_arg(calls_arg, "the calls")?;
+    let raw = call::split_list(&text)?;
+    let mut calls = Vec::with_capacity(raw.len());
+    let mut previous = None;
+    for (i, item) in raw.iter().enumerate() {
+        let c = call::parse_simulated(item.get()).map_err(|e| format!("calls[{i}]: {e}"))?;
+        let at = c.at.unwrap_or(0);
+        if previous.is_some_and(|p| at < p) {
+            return Err(format!(
+                "calls[{i}]: `at` {at} is earlier than the call before it: calls come in non-decreasing `at` order"
+            ));
+        }
+        previous = Some(at);
+        calls.push(c);
+    }
+    let mut sim = Simulation::new(grants);
+    let mut steps = Vec::with_capacity(calls.len());
+    for (i, c) in calls.iter().enumerate() {
+        let view = CallView {
+            tool: &c.tool,
+            agent: &c.agent,
+            input: CallInput::Text(&c.input),
+            run: c.run,
+        };
+        let step = sim
+            .step(
+                &gov,
+                view,
+                c.session.as_deref(),
+                c.at.unwrap_or(0),
+                c.answer,
+            )
+            .map_err(|e| format!("calls[{i}]: {e}"))?;
+        steps.push(step);
+    }
+    let summary = Summary::of(&steps);
+    if json {
+        print_json(&json!({
+            "results": steps.iter().map(|s| json!({
+                "outcome": s.decision.verdict.as_str(),
+                "refusal": s.decision.refusal().map(|r| r.code.as_str()),
+                "auto_approved": matches!(s.decision.verdict, Verdict::Run { auto_approved: true }),
+                "granted": s.decision.granted.as_ref().map(|g| g.id.as_str()),
+                "sent": s.sent,
+                "retry_after_secs": s.decision.retry_after_secs,
+                "reasons": s.decision.reasons,
+            })).collect::<Vec<_>>(),
+            "summary": {"sent": summary.sent, "asked": summary.asked, "refused": summary.refused},
+        }));
+    } else {
+        for (i, (c, s)) in calls.iter().zip(&steps).enumerate() {
+            let d = &s.decision;
+            let mut line = format!(
+                "[{i}] at {} {} {}: {}",
+                c.at.unwrap_or(0),
+                c.agent.rule_name(),
+                c.tool.display_name(),
+                d.verdict
+            );
+            if let Some(r) = d.refusal() {
+                line.push_str(&format!(" ({})", r.code));
+            }
+            if let Some(g) = &d.granted {
+                line.push_str(&format!(", granted by `{}` ({})", g.id, g.granted_by));
+            }
+            if let Some(secs) = d.retry_after_secs {
+                line.push_str(&format!(", retry after {secs} s"));
+            }
+            line.push_str(if s.sent { ", sent" } else { ", not sent" });
+            println!("{line}");
+            for r in &d.reasons {
+                println!("      - {r}");
+            }
+        }
+        println!(
+            "\n{} sent, {} asked, {} refused",
+            summary.sent, summary.asked, summary.refused
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `explain` says about the tool a call resolved to: each record's identity, its
+/// declared and effective network scope (seed 000: an operator's override keeps the
+/// declared value for audit), the name it is sent under (R41) and whether it is governed
+/// (R42).
+pub(super) fn tool_facts(entry: &toolgate_engine::catalog::Entry) -> Value {
+    json!({
+        "name": entry.name,
+        "governed": !entry.ungoverned,
+        "effective_network": entry.network.as_str(),
+        "records": entry.records.iter().map(|r| json!({
+            "identity": r.identity().to_string(),
+            "sent_as": r.decl.sent_name(),
+            "declared_network": r.decl.network.as_str(),
+            "network_override": r.decl.network_override.map(|n| n.as_str()),
+            "effective_network": r.decl.effective_network().as_str(),
+            "governed": r.decl.governed,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub(super) fn explain_json(d: &Decision) -> Value {
+    json!({
+        "outcome": d.verdict.as_str(),
+        "refusal": d.refusal().map(|r| r.code.as_str()),
+        "auto_approved": matches!(d.verdict, Verdict::Run { auto_approved: true }),
+        "channel": match d.verdict { Verdict::Ask { channel } => Some(channel.as_str()), _ => None },
+        "decided_by": d.decided_by.as_str(),
+        "reasons": d.reasons,
+        "asks": d.asks.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
+        "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str(), "reason": m.reason})).collect::<Vec<_>>(),
+    })
+}
+
+/// Where an ask goes: the channel kind, whose setting it is, and the timeout.
+pub(super) fn route_json(r: &AskRoute) -> Value {
+    json!({
+        "channel": r.channel.as_str(),
+        "channel_from": if r.agent_channel { "agent" } else { "host" },
+        "timeout_secs": r.timeout.map(|t| t.as_secs()),
+    })
+}
+
+pub(super) fn route_text(r: &AskRoute) -> String {
+    let whose = if r.agent_channel {
+        "the agent's own setting"
+    } else {
+        "the host's `approval.channel`"
+    };
+    let wait = match r.timeout {
+        Some(t) => format!("expires after {} s unanswered", t.as_secs()),
+        None => String::from("waits as long as the channel takes"),
+    };
+    format!(
+        "answered by: the `{}` channel ({whose}); {wait}\n",
+        r.channel.as_str()
+    )
+}
+
+pub(super) fn facts_text(f: &Value) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if f["governed"] == Value::Bool(false) {
+        let _ = writeln!(
+            s,
+            "governed:    no (R42: the approval decision never applies)"
+        );
+    }
+    let _ = writeln!(s, "records:");
+    for r in f["records"].as_array().into_iter().flatten() {
+        let s_ = |k: &str| r[k].as_str().unwrap_or("-").to_owned();
+        let _ = writeln!(
+            s,
+            "  - {} (sent as `{}`): network declared `{}`, override `{}`, effective `{}`",
+            s_("identity"),
+            s_("sent_as"),
+            s_("declared_network"),
+            s_("network_override"),
+            s_("effective_network"),
+        );
+    }
+    s
+}
+
+pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    if let Some(n) = name {
+        let _ = writeln!(s, "tool:        {n}");
+    }
+    let verdict = match d.verdict {
+        Verdict::Run {
+            auto_approved: true,
+        } => format!("{} (auto-approved by the run mode)", d.verdict),
+        Verdict::Run { .. } => d.verdict.to_string(),
+        Verdict::Ask { channel } => format!(
+            "{} (waits for a person on the `{}` channel)",
+            d.verdict,
+            channel.as_str()
+        ),
+        Verdict::Refused(code) => format!("{} ({code})", d.verdict),
+    };
+    let _ = writeln!(s, "outcome:     {verdict}");
+    let _ = writeln!(s, "decided by:  {}", d.decided_by);
+    if let Some(g) = &d.granted {
+        let _ = writeln!(
+            s,
+            "granted:     grant `{}` given by `{}` answered the ask (R45)",
+            g.id, g.granted_by
+        );
+    }
+    if let Some(secs) = d.retry_after_secs {
+        let _ = writeln!(s, "retry after: {secs} s (R44)");
+    }
+    if !d.reasons.is_empty() {
+        let _ = writeln!(s, "reasons:");
+        for r in &d.reasons {
+            let _ = writeln!(s, "  - {r}");
+        }
+    }
+    if !d.asks.is_empty() {
+        let _ = writeln!(s, "asked by:");
+        for a in &d.asks {
+            let _ = writeln!(s, "  - {}: {}", a.source.describe(), a.reason);
+        }
+    }
+    if !d.matched_rules.is_empty() {
+        let _ = writeln!(s, "matched tenant rules:");
+        for m in &d.matched_rules {
+            let _ = writeln!(
+                s,
+                "  - rules[{}] ({}){}",
+                m.index,
+                m.effect,
+                m.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    s
+}

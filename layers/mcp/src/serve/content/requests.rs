@@ -1,0 +1,391 @@
+//! The session's resource, prompt and completion requests, each decided for its agent
+//! before anything is sent upstream, audited and traced (issue 23).
+
+use super::*;
+
+impl GovernedSession {
+    pub(crate) fn record(
+        &self,
+        agent: &str,
+        event: &str,
+        server: &str,
+        name: &str,
+        extra: Map<String, Value>,
+        verdict: &Result<(), Refused>,
+    ) -> bool {
+        let mut m = Map::new();
+        m.insert("event".into(), event.into());
+        m.insert("agent".into(), agent.into());
+        m.insert("session".into(), self.session.clone().into());
+        m.insert("server".into(), server.into());
+        m.insert("name".into(), format!("{server}__{name}").into());
+        m.extend(extra);
+        match verdict {
+            Ok(()) => {
+                m.insert("outcome".into(), "allowed".into());
+            }
+            Err((code, reason)) => {
+                m.insert("outcome".into(), "refused".into());
+                m.insert("code".into(), code.to_string().into());
+                m.insert("reasons".into(), json!([reason]));
+            }
+        }
+        self.shared.content_record(m)
+    }
+
+    /// Decides, audits and traces one request about `name` of `server`; `Ok` to send it.
+    pub(crate) fn decide(
+        &self,
+        agent: &str,
+        event: &str,
+        what: &str,
+        (server, name): (&str, &str),
+        resource: bool,
+        extra: Map<String, Value>,
+    ) -> Result<(), ErrorData> {
+        let span = tracing::info_span!(
+            target: "toolgate_mcp::content",
+            "toolgate.mcp.content",
+            event,
+            agent,
+            server,
+            name = format!("{server}__{name}").as_str(),
+            outcome = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let verdict = self.shared.content_verdict(agent, server, name, resource);
+        span.record(
+            "outcome",
+            if verdict.is_ok() {
+                "allowed"
+            } else {
+                "refused"
+            },
+        );
+        if !self.record(agent, event, server, name, extra, &verdict) {
+            return Err(ErrorData::internal_error(
+                format!("toolgate refused {what}: the audit record could not be written"),
+                None,
+            ));
+        }
+        verdict.map_err(|r| refusal_error(what, &r))
+    }
+
+    pub(crate) fn redacted_uri(&self, uri: &str) -> Value {
+        Value::String(self.shared.content.redactor.redact_text(uri))
+    }
+
+    pub(crate) async fn content_list_resources(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for r in &cat.resources {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &r.name, true)
+                    .is_ok()
+                {
+                    let mut r = r.clone();
+                    r.name = self.shared.wire_name(&id, &r.name);
+                    out.push(r);
+                }
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(out))
+    }
+
+    pub(crate) async fn content_list_templates(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for t in &cat.templates {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &t.name, true)
+                    .is_ok()
+                {
+                    let mut t = t.clone();
+                    t.name = self.shared.wire_name(&id, &t.name);
+                    out.push(t);
+                }
+            }
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(out))
+    }
+
+    pub(crate) async fn content_read(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let uri = request.uri.clone();
+        let what = "the resource read";
+        let mut extra = Map::new();
+        extra.insert("uri".into(), self.redacted_uri(&uri));
+        let (server, name, peer) = match self.shared.owner_of(&uri).await {
+            Ok(o) => o,
+            Err(r) => {
+                let verdict = Err(r.clone());
+                if !self.record(&agent, "mcp_resource_read", "", "", extra, &verdict) {
+                    return Err(ErrorData::internal_error(
+                        "toolgate refused the resource read: the audit record could not be written",
+                        None,
+                    ));
+                }
+                return Err(ErrorData::resource_not_found(
+                    format!("toolgate refused {what} ({}): {}", r.0, r.1),
+                    Some(
+                        json!({"toolgate": {"outcome": "refused", "code": r.0.to_string(), "reasons": [r.1]}}),
+                    ),
+                ));
+            }
+        };
+        self.decide(
+            &agent,
+            "mcp_resource_read",
+            what,
+            (&server, &name),
+            true,
+            extra,
+        )?;
+        peer.read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+
+    pub(crate) async fn content_subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: &RequestContext<RoleServer>,
+        subscribe: bool,
+    ) -> Result<(), ErrorData> {
+        let agent = self.agent(ctx)?;
+        let uri = request.uri;
+        let what = if subscribe {
+            "the subscription"
+        } else {
+            "the unsubscription"
+        };
+        if !subscribe {
+            // Leaving is always allowed; the upstream is told when nobody else listens.
+            let (server, last) = {
+                let mut subs = lock(&self.shared.content.subscriptions);
+                let Some(i) = subs
+                    .iter()
+                    .position(|s| s.session == self.session && s.uri == uri)
+                else {
+                    return Ok(());
+                };
+                let gone = subs.remove(i);
+                let last = !subs.iter().any(|s| s.server == gone.server && s.uri == uri);
+                (gone.server, last)
+            };
+            if last && let Some((peer, _)) = self.shared.gateway.upstream(&server) {
+                #[allow(deprecated)] // resources/unsubscribe: what today's servers take
+                let _ = peer
+                    .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
+                    .await;
+            }
+            return Ok(());
+        }
+        let mut extra = Map::new();
+        extra.insert("uri".into(), self.redacted_uri(&uri));
+        let (server, name, peer) = self
+            .shared
+            .owner_of(&uri)
+            .await
+            .map_err(|r| refusal_error(what, &r))?;
+        self.decide(
+            &agent,
+            "mcp_resource_subscribe",
+            what,
+            (&server, &name),
+            true,
+            extra,
+        )?;
+        let first = {
+            let mut subs = lock(&self.shared.content.subscriptions);
+            subs.retain(|s| !s.peer.is_transport_closed());
+            let first = !subs.iter().any(|s| s.server == server && s.uri == uri);
+            if !subs
+                .iter()
+                .any(|s| s.session == self.session && s.uri == uri)
+            {
+                subs.push(Subscription {
+                    session: self.session.clone(),
+                    agent: agent.clone(),
+                    peer: ctx.peer.clone(),
+                    server: server.clone(),
+                    name: name.clone(),
+                    uri: uri.clone(),
+                });
+            }
+            first
+        };
+        if first {
+            #[allow(deprecated)] // resources/subscribe: what today's servers take
+            peer.subscribe(SubscribeRequestParams::new(uri))
+                .await
+                .map_err(|e| upstream_error(&server, e))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn content_list_prompts(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        self.shared.listen(&self.session, &ctx.peer);
+        let mut out = Vec::new();
+        for (id, peer, _) in self.shared.offering(|c| c.prompts.is_some()) {
+            let cat = self.shared.catalog(&id, &peer).await;
+            for p in &cat.prompts {
+                if self
+                    .shared
+                    .content_verdict(&agent, &id, &p.name, false)
+                    .is_ok()
+                {
+                    let mut p = p.clone();
+                    p.name = self.shared.wire_name(&id, &p.name);
+                    out.push(p);
+                }
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(out))
+    }
+
+    pub(crate) async fn content_get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let what = "the prompt";
+        let (server, name, peer) = self
+            .shared
+            .prompt_owner(&request.name)
+            .await
+            .map_err(|r| refusal_error(what, &r))?;
+        let mut extra = Map::new();
+        if let Some(args) = &request.arguments {
+            extra.insert(
+                "arguments".into(),
+                self.shared
+                    .content
+                    .redactor
+                    .redact_value(&format!("{server}__{name}"), &Value::Object(args.clone())),
+            );
+        }
+        self.decide(
+            &agent,
+            "mcp_prompt_get",
+            what,
+            (&server, &name),
+            false,
+            extra,
+        )?;
+        let mut upstream = GetPromptRequestParams::new(name);
+        upstream.arguments = request.arguments;
+        peer.get_prompt(upstream)
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+
+    pub(crate) async fn content_complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let agent = self.agent(ctx)?;
+        let what = "the completion";
+        let mut extra = Map::new();
+        extra.insert(
+            "argument".into(),
+            json!({"name": request.argument.name,
+                   "value": self.shared.content.redactor.redact_text(&request.argument.value)}),
+        );
+        let mut upstream = request.clone();
+        let (server, name, peer, resource) = match &request.r#ref {
+            Reference::Prompt(p) => {
+                let (server, name, peer) = self
+                    .shared
+                    .prompt_owner(&p.name)
+                    .await
+                    .map_err(|r| refusal_error(what, &r))?;
+                upstream.r#ref = Reference::for_prompt(name.clone());
+                (server, name, peer, false)
+            }
+            Reference::Resource(r) => {
+                let mut found = None;
+                for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
+                    let cat = self.shared.catalog(&id, &peer).await;
+                    if let Some(t) = cat.templates.iter().find(|t| t.uri_template == r.uri) {
+                        found = Some((id.clone(), t.name.clone(), peer.clone(), true));
+                        break;
+                    }
+                }
+                extra.insert("uri".into(), self.redacted_uri(&r.uri));
+                found.ok_or_else(|| {
+                    refusal_error(
+                        what,
+                        &(
+                            RefusalCode::UnknownTool,
+                            format!("no upstream server lists the resource template `{}`", r.uri),
+                        ),
+                    )
+                })?
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "toolgate refused the completion: its reference is neither a prompt nor a resource template",
+                    None,
+                ));
+            }
+        };
+        self.decide(
+            &agent,
+            "mcp_completion",
+            what,
+            (&server, &name),
+            resource,
+            extra,
+        )?;
+        let offers = self
+            .shared
+            .gateway
+            .upstream(&server)
+            .and_then(|(_, c)| c)
+            .is_some_and(|c| c.completions.is_some());
+        if !offers {
+            return Ok(CompleteResult::default());
+        }
+        peer.complete(upstream)
+            .await
+            .map_err(|e| upstream_error(&server, e))
+    }
+}
+
+pub(crate) fn upstream_error(server: &str, e: rmcp::ServiceError) -> ErrorData {
+    match e {
+        rmcp::ServiceError::McpError(mut data) => {
+            data.message = format!("MCP server `{server}`: {}", data.message).into();
+            data
+        }
+        other => ErrorData::internal_error(
+            format!("MCP server `{server}` did not answer: {other}"),
+            None,
+        ),
+    }
+}
