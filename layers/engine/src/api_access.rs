@@ -187,10 +187,10 @@ pub(crate) fn read_api_keys(
             errs.push(o.path_of("name"), "`name` is required");
         }
         let hash = match o.str("key_sha256", errs) {
-            Some(h) if h == crate::approvers::EMPTY_TOKEN_SHA256 => {
+            Some(h) if h == crate::approvers::empty::EMPTY_TOKEN_SHA256 => {
                 errs.push(
                     o.path_of("key_sha256"),
-                    crate::approvers::EMPTY_TOKEN_MESSAGE,
+                    crate::approvers::empty::EMPTY_TOKEN_MESSAGE,
                 );
                 None
             }

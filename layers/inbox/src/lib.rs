@@ -151,8 +151,6 @@ pub mod state;
 mod store;
 #[cfg(feature = "suite")]
 pub mod suite;
-#[cfg(feature = "suite")]
-pub mod suite_query;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use edit::{EditedInput, StoredEdit};

@@ -1,7 +1,7 @@
 //! The conformance cases of the paged, filtered reads (issue 24): every backend's
 //! [`InboxStore::query_held`], [`InboxStore::count_held`] and
 //! [`InboxStore::changed_since`] give what [`HeldQuery::matches`] says, in order, page by
-//! page. Run by [`crate::suite::run_all`].
+//! page. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,12 +15,12 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate::core::{AgentRef, Ask, AskSource, ToolIdentity, Turn};
 
+use super::{Fixture, request};
 use crate::model::{Answer, HeldRecord, NewHeldCall, Timestamp};
 use crate::query::{HeldCursor, HeldQuery, Listing, Order};
 use crate::store::InboxStore;
-use crate::suite::{Fixture, request};
 
-/// The cases of this file (also run by [`crate::suite::run_all`]).
+/// The cases of this file (also run by [`super::run_all`]).
 pub async fn run_query(fixture: &dyn Fixture) {
     eprintln!("suite: issue24_pages_filter_and_order_as_matches_says");
     issue24_pages_filter_and_order_as_matches_says(fixture).await;

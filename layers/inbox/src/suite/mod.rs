@@ -20,6 +20,8 @@
     missing_docs
 )]
 
+pub mod query;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -212,7 +214,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r47_an_answer_keeps_the_approvers_verified_principal);
     run_find_open(fixture).await;
     run_grants(fixture).await;
-    crate::suite_query::run_query(fixture).await;
+    query::run_query(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).
