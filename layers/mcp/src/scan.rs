@@ -7,7 +7,7 @@
 //!   characters (U+E0000–U+E007F, text a person cannot see but a model reads), the bidi
 //!   embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks;
 //! - **instructions aimed at the model**: "ignore previous instructions", "do not tell the
-//!   user", "<important>", "before using this tool, read …" and their kin (case and
+//!   user", `<important>`, "before using this tool, read …" and their kin (case and
 //!   spacing ignored);
 //! - **credential paths**: `~/.ssh`, `id_rsa`, `.aws/credentials`, `.netrc`, `.pgpass`,
 //!   `.kube/config`, `.docker/config.json`, `.gnupg`, `/etc/shadow`, a `.env` file.
