@@ -1,127 +1,14 @@
 //! The shared state and the router.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use toolgate_inbox::InboxStore;
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::WebSettings;
-use crate::auth::Session;
-
-/// The page's state: the store, the settings, the signed-in sessions and the change feed.
-/// Cheap to clone.
-#[derive(Clone)]
-pub struct App(pub(crate) Arc<Inner>);
-
-pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn InboxStore>,
-    pub(crate) settings: WebSettings,
-    /// A per-process secret: CSRF tokens for proxy-authenticated people derive from it.
-    pub(crate) secret: String,
-    pub(crate) sessions: Mutex<HashMap<String, Session>>,
-    /// Sign-in attempts by client address (issue 20).
-    pub(crate) throttle: Mutex<crate::throttle::Throttle>,
-    /// The `Host` values the page answers, and the origins it takes a form from (issue 20):
-    /// `approvers.allowed_hosts`, or the defaults for the address it listens on.
-    pub(crate) hosts: Vec<String>,
-    /// Bumped whenever the poller sees the held calls change.
-    pub(crate) changes: watch::Receiver<u64>,
-    /// Slack callbacks already taken (issue 24): signature → when it stops being fresh.
-    pub(crate) slack_seen: Mutex<HashMap<String, i64>>,
-    /// Each held call the poller saw change (issue 24: the live update sends only these).
-    pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl std::fmt::Debug for App {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("App")
-            .field("store", &self.0.store)
-            .field("approvers", &self.0.settings.approvers.people.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl App {
-    /// The page's state over `store`, with its store poller (and webhook sender) started
-    /// on the current Tokio runtime.
-    pub fn start(store: Arc<dyn InboxStore>, settings: WebSettings) -> Self {
-        Self::start_woken(store, settings, None)
-    }
-
-    /// As [`App::start`]; `wake`, when given, makes the poller look at the store at once
-    /// (notified by a store's change feed, such as `PostgresInbox::subscribe`), the poll
-    /// interval staying as the fallback.
-    pub fn start_woken(
-        store: Arc<dyn InboxStore>,
-        settings: WebSettings,
-        wake: Option<Arc<tokio::sync::Notify>>,
-    ) -> Self {
-        let listen = settings.approvers.listen;
-        Self::start_primed(store, settings, wake, None, listen)
-    }
-
-    /// As [`App::start_woken`], with the store's state already looked at (`primed`), so a
-    /// change right after the start is never taken for the starting state; `listen` is the
-    /// address the page is bound to (for the default allowed hosts).
-    pub(crate) fn start_primed(
-        store: Arc<dyn InboxStore>,
-        settings: WebSettings,
-        wake: Option<Arc<tokio::sync::Notify>>,
-        primed: Option<toolgate_inbox::Timestamp>,
-        listen: std::net::SocketAddr,
-    ) -> Self {
-        let hosts = settings.approvers.hosts(listen);
-        let (tx, rx) = watch::channel(0_u64);
-        let (deltas, _) = tokio::sync::broadcast::channel(1024);
-        let mut tasks = vec![crate::events::spawn_poller(
-            Arc::clone(&store),
-            settings.poll_interval,
-            wake,
-            primed,
-            tx,
-            deltas.clone(),
-        )];
-        if let Some(url) = settings.approvers.webhook.clone() {
-            tasks.push(crate::webhook::spawn(
-                Arc::clone(&store),
-                url,
-                settings.approvers.public_url.clone(),
-                settings.poll_interval,
-            ));
-        }
-        Self(Arc::new(Inner {
-            store,
-            settings,
-            secret: crate::auth::random_hex(32),
-            hosts,
-            sessions: Mutex::new(HashMap::new()),
-            throttle: Mutex::new(crate::throttle::Throttle::default()),
-            changes: rx,
-            slack_seen: Mutex::new(HashMap::new()),
-            deltas,
-            tasks: Mutex::new(tasks),
-        }))
-    }
-
-    /// Stops the background tasks.
-    pub fn stop(&self) {
-        if let Ok(mut tasks) = self.0.tasks.lock() {
-            for t in tasks.drain(..) {
-                t.abort();
-            }
-        }
-    }
-}
+use crate::state::App;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -267,7 +154,7 @@ pub fn router(app: App) -> Router {
         .route("/logout", post(crate::auth::logout))
         .route("/static/app.js", get(crate::html::script))
         .route("/static/app.css", get(crate::html::style))
-        .merge(crate::api::router())
+        .merge(crate::api::routes::router())
         .layer(RequestBodyLimitLayer::new(crate::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             app.clone(),

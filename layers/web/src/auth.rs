@@ -9,33 +9,17 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
 use serde::Deserialize;
-use toolgate::engine::approvers::{Approver, ApproverAuth};
+use toolgate::engine::approvers::ApproverAuth;
 
-use crate::app::App;
 use crate::html::{self, esc};
+use crate::state::App;
+use crate::state::Session;
+use crate::state::Who;
+use crate::token::random_hex;
+use crate::token::same;
 
 pub(crate) const SESSION_COOKIE: &str = "tg_session";
 const LOGIN_COOKIE: &str = "tg_login";
-
-/// One signed-in person.
-#[derive(Debug, Clone)]
-pub(crate) struct Session {
-    approver: String,
-    /// The SHA-256 of the token signed in with: the session lasts only while that token is
-    /// the approver's in the approvers in force (issue 22: revocation without restart).
-    token_sha256: String,
-    csrf: String,
-    since: Instant,
-}
-
-/// The authenticated person behind a request, and the CSRF token their forms carry; for an
-/// identity-provider token, the verified principal (`sub`, `iss`) too.
-#[derive(Debug, Clone)]
-pub(crate) struct Who {
-    pub(crate) approver: Approver,
-    pub(crate) csrf: String,
-    pub(crate) principal: Option<toolgate::engine::jwt::Principal>,
-}
 
 /// Who an identity-provider token made this request (`auth: jwt`, issue 22): the
 /// [`identify`] middleware verifies the token once and every handler of the request reads
@@ -75,7 +59,7 @@ pub(crate) async fn identify(
         .and_then(|v| v.to_str().ok());
     let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
     // A management key of the HTTP API (issue 24) is no identity-provider token.
-    if bearer.is_some_and(|t| crate::api::key_of(&app, t.trim()).is_some()) {
+    if bearer.is_some_and(|t| crate::auth::key_of(&app, t.trim()).is_some()) {
         return next.run(req).await;
     }
     let identified = match (token, &app.0.settings.verifier) {
@@ -160,23 +144,6 @@ pub(crate) async fn identify(
 /// status, inside a request the [`identify`] middleware saw.
 pub(crate) fn jwt_refusal() -> Option<(StatusCode, String)> {
     IDENTIFIED.try_with(|i| i.refused.clone()).ok().flatten()
-}
-
-pub(crate) fn random_hex(bytes: usize) -> String {
-    // No randomness: fail closed with a value nobody can present (tokens are compared to
-    // it, and an empty token never matches).
-    toolgate::core::id::random_hex(bytes).unwrap_or_default()
-}
-
-/// Equality that takes the same time wherever the strings differ (for equal lengths).
-pub(crate) fn same(a: &str, b: &str) -> bool {
-    if a.is_empty() || a.len() != b.len() {
-        return false;
-    }
-    a.bytes()
-        .zip(b.bytes())
-        .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
 }
 
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -480,6 +447,20 @@ pub(crate) async fn logout(
         HeaderValue::from_static("tg_session=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
     );
     res
+}
+
+/// The management key whose SHA-256 `token` has, if any (compared in constant time).
+pub(crate) fn key_of<'a>(
+    app: &'a App,
+    token: &str,
+) -> Option<&'a toolgate::engine::api_access::ApiKey> {
+    let hash = crate::hash_token(token);
+    app.0
+        .settings
+        .approvers
+        .api_keys
+        .iter()
+        .find(|k| crate::token::same(&k.key_sha256, &hash))
 }
 
 #[cfg(test)]

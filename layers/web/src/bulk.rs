@@ -13,9 +13,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS};
 
-use crate::app::App;
 use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
+use crate::state::App;
 
 /// The most calls one bulk answer takes.
 pub(crate) const MAX_BULK: usize = 500;
@@ -110,7 +110,7 @@ pub(crate) async fn bulk(
     // Every call is checked before any is answered: the selection is refused whole.
     let mut records: Vec<HeldRecord> = Vec::with_capacity(items.len());
     for (id, input_hash, definition_hash) in &items {
-        let record = match crate::pages::answerable(&app, &who, id).await {
+        let record = match crate::rights::answerable(&app, &who, id).await {
             Ok(r) => r,
             Err(_) => {
                 let why = match app.0.store.get(id).await {
@@ -121,7 +121,7 @@ pub(crate) async fn bulk(
                     Ok(None) => format!(
                         "no held call `{id}` in this inbox; nothing in the selection was answered"
                     ),
-                    Err(e) => return crate::pages::store_failed(e),
+                    Err(e) => return crate::rights::store_failed(e),
                 };
                 let status = if why.starts_with("no held call") {
                     StatusCode::NOT_FOUND

@@ -27,9 +27,11 @@ use toolgate_inbox::{
     may_revoke,
 };
 
-use crate::app::App;
-use crate::auth::{Who, check_csrf, random_hex, unauthorized};
+use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
+use crate::state::App;
+use crate::state::Who;
+use crate::token::random_hex;
 
 /// How long a grant from a card lasts unless the person says otherwise.
 const DEFAULT_FOR: &str = "30m";
@@ -244,12 +246,12 @@ pub(crate) async fn approve_and_grant(
             "this page was started without the configuration's tools, so a grant's rights cannot be checked; nothing was changed",
         );
     };
-    let record = match crate::pages::answerable(&app, &who, &id).await {
+    let record = match crate::rights::answerable(&app, &who, &id).await {
         Ok(r) => r,
         Err(r) => return r,
     };
     // R35: the approval and the grant answer exactly what the page showed.
-    if let Some(r) = crate::pages::not_as_shown(
+    if let Some(r) = crate::rights::not_as_shown(
         form.input_hash.as_deref(),
         form.definition_hash.as_deref(),
         &record,
@@ -369,7 +371,7 @@ pub(crate) async fn page(
     };
     let grants = match app.0.store.grants().await {
         Ok(g) => g,
-        Err(e) => return crate::pages::store_failed(e),
+        Err(e) => return crate::rights::store_failed(e),
     };
     let now = Timestamp::now();
     let mut body = String::from("<h1>Grants</h1>");
@@ -453,7 +455,7 @@ async fn find(app: &App, id: &str) -> Result<StoredGrant, Response> {
                 &format!("no grant `{id}` in this inbox; nothing was changed"),
             )
         }),
-        Err(e) => Err(crate::pages::store_failed(e)),
+        Err(e) => Err(crate::rights::store_failed(e)),
     }
 }
 
@@ -544,7 +546,7 @@ pub(crate) async fn revoke(
             ))
             .into_response()
         }
-        Err(RevokeError::Store(e)) => crate::pages::store_failed(e),
+        Err(RevokeError::Store(e)) => crate::rights::store_failed(e),
         Err(e @ RevokeError::UnknownId(_)) => refused(StatusCode::NOT_FOUND, &e.to_string()),
         Err(e) => refused(StatusCode::CONFLICT, &format!("{e}; nothing was changed")),
     }

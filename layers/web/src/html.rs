@@ -3,7 +3,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::auth::Who;
+use crate::state::Who;
 
 /// Escapes text for HTML element content and quoted attribute values.
 pub(crate) fn esc(s: &str) -> String {

@@ -89,8 +89,12 @@ mod listing;
 mod ops;
 mod pages;
 mod policy;
+mod poller;
+mod rights;
 mod risk;
+mod state;
 mod throttle;
+mod token;
 mod webhook;
 
 use std::path::Path;
@@ -102,9 +106,10 @@ use toolgate::engine::approvers::ApproverSettings;
 use toolgate::engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
-pub use app::{App, router};
+pub use app::router;
 pub use in_force::ApproversInForce;
 pub use ops::WebMetrics;
+pub use state::App;
 
 /// The largest request body the page accepts (a policy saved whole included).
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -277,7 +282,7 @@ pub async fn serve_woken(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // The starting state is read before the first request is accepted.
-    let primed = events::prime();
+    let primed = poller::prime();
     let listen = listener.local_addr()?;
     let app = App::start_primed(store, settings, wake, Some(primed), listen);
     let router = router(app.clone());

@@ -16,10 +16,13 @@ use toolgate_inbox::{
     State as CallState, Timestamp,
 };
 
-use crate::app::App;
-use crate::auth::{Who, random_hex};
 use crate::html::{self, Tab, esc, text};
-use crate::pages::{age, agent_text, card_cued, may_see, store_failed};
+use crate::pages::{age, agent_text, card_cued};
+use crate::rights::may_see;
+use crate::rights::store_failed;
+use crate::state::App;
+use crate::state::Who;
+use crate::token::random_hex;
 
 /// How many cards or rows a page shows unless `size` says otherwise: a card with its forms is about 6 KB, so a page stays under 100 KB (issue 24).
 pub(crate) const PAGE_SIZE: usize = 15;
@@ -592,22 +595,4 @@ pub(crate) async fn history(
         "",
         pq.fragment.is_some(),
     )
-}
-
-/// The confirmation on a call's page after the person answered it: what they answered and
-/// when, and the way on to the next pending call.
-pub(crate) fn answered_banner(out: &mut String, r: &HeldRecord, who: &Who) {
-    if r.state == CallState::Pending || r.approver.as_deref() != Some(who.approver.name.as_str()) {
-        return;
-    }
-    let verb = if r.state == CallState::Denied {
-        "denied"
-    } else {
-        "approved"
-    };
-    let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
-    let _ = write!(
-        out,
-        "<p class=\"banner ok\" id=\"answered\" role=\"status\">You {verb} this call <time datetime=\"{when}\">{when}</time>. <a href=\"/\" id=\"next-pending\">Next pending call</a></p>"
-    );
 }

@@ -12,9 +12,15 @@ use toolgate_inbox::{
     Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp,
 };
 
-use crate::app::App;
-use crate::auth::{Who, check_csrf, random_hex, unauthorized};
+use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
+use crate::rights::answerable;
+use crate::rights::may_see;
+use crate::rights::not_as_shown;
+use crate::rights::store_failed;
+use crate::state::App;
+use crate::state::Who;
+use crate::token::random_hex;
 use toolgate::core::display::visible_json;
 
 pub(crate) fn age(d: Duration) -> String {
@@ -22,14 +28,6 @@ pub(crate) fn age(d: Duration) -> String {
         return String::from("0s");
     }
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
-}
-
-pub(crate) fn store_failed(e: impl std::fmt::Display) -> Response {
-    html::refusal(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "The inbox cannot be read",
-        &e.to_string(),
-    )
 }
 
 pub(crate) fn agent_text(r: &HeldRecord) -> String {
@@ -46,16 +44,6 @@ pub(crate) fn principal_html(r: &HeldRecord) -> String {
         .as_ref()
         .map(|p| format!(" <span class=\"principal\">{}</span>", text(&p.to_string())))
         .unwrap_or_default()
-}
-
-/// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
-/// answer ([`toolgate::engine::approvers::Approver::may_answer`]), and the ones they
-/// answered themselves; a call to any other tool, its input included, stays out of every
-/// list, card and history row they are sent.
-pub(crate) fn may_see(who: &Who, r: &HeldRecord) -> bool {
-    who.approver
-        .may_answer(&r.call.identities, r.call.agent.rule_name())
-        || r.approver.as_deref() == Some(who.approver.name.as_str())
 }
 
 /// One card: the prompt, the model's name, every reason with its source, the agent, the
@@ -257,7 +245,7 @@ pub(crate) async fn one(
             text(&t.turn)
         );
     }
-    crate::listing::answered_banner(&mut body, &r, &who);
+    answered_banner(&mut body, &r, &who);
     let ctx = crate::risk::RiskContext::load(&app).await;
     let cues = crate::risk::cues(&ctx, &r);
     card_cued(&mut body, &r, &who, Timestamp::now(), false, &cues);
@@ -272,68 +260,6 @@ pub(crate) struct AnswerForm {
     input_hash: Option<String>,
     definition_hash: Option<String>,
     idempotency_key: Option<String>,
-}
-
-/// The held call `id` if `who` may answer it, else the refusal (404 for an id the inbox
-/// did not issue, 403 for a call to a tool beyond their selectors).
-pub(crate) async fn answerable(app: &App, who: &Who, id: &str) -> Result<HeldRecord, Response> {
-    let record = match app.0.store.get(id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return Err(html::refusal(
-                StatusCode::NOT_FOUND,
-                "No such held call",
-                &format!("no held call `{id}` in this inbox; nothing was changed"),
-            ));
-        }
-        Err(e) => return Err(store_failed(e)),
-    };
-    if !who
-        .approver
-        .may_answer(&record.call.identities, record.call.agent.rule_name())
-    {
-        return Err(html::refusal(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            &format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                who.approver.name, record.call.tool
-            ),
-        ));
-    }
-    Ok(record)
-}
-
-/// R35: the refusal of an approval whose form's hashes are not the held call's (its input
-/// or its tool's definition differs from what the page showed), `None` when they are.
-pub(crate) fn not_as_shown(
-    input_hash: Option<&str>,
-    definition_hash: Option<&str>,
-    record: &HeldRecord,
-) -> Option<Response> {
-    let mut changed = Vec::new();
-    if input_hash != Some(record.call.input_hash.as_str()) {
-        changed.push("its input");
-    }
-    if definition_hash != Some(record.call.definition_hash.as_str()) {
-        changed.push("the tool's definition");
-    }
-    if changed.is_empty() {
-        return None;
-    }
-    Some(html::refusal(
-        StatusCode::CONFLICT,
-        "Refused: the call is not the one shown",
-        &format!(
-            "{} {} from what the page showed (R35); reload and look again; nothing was approved",
-            changed.join(" and "),
-            if changed.len() == 1 {
-                "differs"
-            } else {
-                "differ"
-            }
-        ),
-    ))
 }
 
 pub(crate) async fn answer(
@@ -438,4 +364,22 @@ pub(crate) async fn answer(
             html::refusal(status, "The answer was refused", &e.to_string())
         }
     }
+}
+
+/// The confirmation on a call's page after the person answered it: what they answered and
+/// when, and the way on to the next pending call.
+pub(crate) fn answered_banner(out: &mut String, r: &HeldRecord, who: &Who) {
+    if r.state == CallState::Pending || r.approver.as_deref() != Some(who.approver.name.as_str()) {
+        return;
+    }
+    let verb = if r.state == CallState::Denied {
+        "denied"
+    } else {
+        "approved"
+    };
+    let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
+    let _ = write!(
+        out,
+        "<p class=\"banner ok\" id=\"answered\" role=\"status\">You {verb} this call <time datetime=\"{when}\">{when}</time>. <a href=\"/\" id=\"next-pending\">Next pending call</a></p>"
+    );
 }

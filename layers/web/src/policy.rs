@@ -21,9 +21,10 @@ use toolgate::engine::policy::Policy;
 use toolgate::engine::{ConfigErrors, PolicyState};
 use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
-use crate::app::App;
-use crate::auth::{Who, check_csrf, unauthorized};
+use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
+use crate::state::App;
+use crate::state::Who;
 
 mod preview;
 mod save;

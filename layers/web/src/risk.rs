@@ -23,7 +23,7 @@ pub(crate) struct RiskContext {
 impl RiskContext {
     /// The context for one page: the configuration the page was started with and the
     /// stored policy as it is now (an unreadable or absent one gives no rule cue).
-    pub(crate) async fn load(app: &crate::app::App) -> Self {
+    pub(crate) async fn load(app: &crate::state::App) -> Self {
         let policy = match app.0.store.get_policy().await {
             Ok(Some(stored)) => Policy::from_json_str(&stored.body, &app.0.settings.limits).ok(),
             _ => None,

@@ -300,6 +300,9 @@ async fn issue24_r43_pending_lists_a_sessions_open_interactions_within_the_appro
     let refund = s
         .hold(in_session("refund", json!({"order": 1}), "s1"))
         .await;
+    // Held a few milliseconds apart: two calls of one millisecond tie on age, and a tie is
+    // ordered by id, not by which was held first.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let issue = s
         .hold(in_session(
             "github__create_issue",

@@ -14,7 +14,8 @@ use toolgate::engine::approvers::Approver;
 use toolgate_inbox::{Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState};
 
 use super::{body_object, caller, refuse, reply};
-use crate::app::App;
+use crate::api::edit::EditRefusal;
+use crate::state::App;
 
 /// Whether `approver` is shown `r`: the calls they may answer, and those they answered.
 fn may_see(approver: &Approver, r: &HeldRecord) -> bool {
@@ -308,7 +309,7 @@ pub(crate) async fn answer(
     let key = a
         .key
         .clone()
-        .unwrap_or_else(|| format!("api-{}", crate::auth::random_hex(16)));
+        .unwrap_or_else(|| format!("api-{}", crate::token::random_hex(16)));
     let answer = Answer {
         approve: a.approved,
         idempotency_key: Some(key),
@@ -360,12 +361,6 @@ pub(crate) async fn answer(
             refuse(status, code, e.to_string())
         }
     }
-}
-
-/// Why an edited approval was not recorded: a refusal already made, or the store's.
-pub(crate) enum EditRefusal {
-    Response(Response),
-    Answer(AnswerError),
 }
 
 /// `GET /v1/calls/{id}`: one held call, its state, who answered, and (once sent) the

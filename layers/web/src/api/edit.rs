@@ -22,11 +22,12 @@ use serde_json::{Map, Value, json};
 use toolgate::engine::approvers::Approver;
 use toolgate_inbox::{Answer, AnswerError, AnswerReceipt, EditedInput, HeldRecord};
 
-use super::calls::EditRefusal;
 use super::refuse;
-use crate::app::App;
-use crate::auth::{Who, check_csrf, random_hex, unauthorized};
+use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, esc};
+use crate::state::App;
+use crate::state::Who;
+use crate::token::random_hex;
 
 /// The input schema the configuration declares for the held call's tool, if any.
 fn schema_of(app: &App, record: &HeldRecord) -> Option<Value> {
@@ -239,11 +240,11 @@ pub(crate) async fn approve_edited_form(
     let Some(key) = form.idempotency_key.filter(|k| !k.trim().is_empty()) else {
         return bad("the form has no idempotency key; reload the page and answer again");
     };
-    let record = match crate::pages::answerable(&app, &who, &id).await {
+    let record = match crate::rights::answerable(&app, &who, &id).await {
         Ok(r) => r,
         Err(r) => return r,
     };
-    if let Some(r) = crate::pages::not_as_shown(
+    if let Some(r) = crate::rights::not_as_shown(
         form.input_hash.as_deref(),
         form.definition_hash.as_deref(),
         &record,
@@ -291,6 +292,12 @@ pub(crate) async fn approve_edited_form(
             html::refusal(status, "The answer was refused", &e.to_string())
         }
     }
+}
+
+/// Why an edited approval was not recorded: a refusal already made, or the store's.
+pub(crate) enum EditRefusal {
+    Response(Response),
+    Answer(AnswerError),
 }
 
 #[cfg(test)]

@@ -12,53 +12,22 @@
 //! Every answer is JSON; every refusal is `{"code", "message"}` (with `errors`, each a
 //! `path` and a `message`, for an invalid policy), and changes nothing.
 
-use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post, put};
 use serde_json::{Value, json};
 use toolgate::engine::api_access::ApiScope;
 use toolgate::engine::approvers::{Approver, ApproverAuth};
 
-use crate::app::App;
+use crate::auth::key_of;
+use crate::state::App;
 
 pub(crate) mod calls;
 pub(crate) mod edit;
 pub(crate) mod openapi;
 pub(crate) mod policy;
+pub(crate) mod routes;
 pub(crate) mod slack;
 pub(crate) mod target;
-
-/// The API's routes: method, path (axum's `{param}` syntax, as OpenAPI writes it), handler.
-/// The router is built from this table, and a test checks the OpenAPI document against it.
-pub(crate) fn routes() -> Vec<(&'static str, &'static str, MethodRouter<App>)> {
-    vec![
-        ("get", "/v1/openapi.json", get(openapi::document)),
-        ("get", "/v1/tenant/tool-policy", get(policy::get_policy)),
-        ("put", "/v1/tenant/tool-policy", put(policy::put_policy)),
-        ("get", "/v1/sessions/{id}/pending", get(calls::pending)),
-        ("post", "/v1/interactions/{id}/answer", post(calls::answer)),
-        ("get", "/v1/calls/{id}", get(calls::call)),
-        ("post", "/v1/callbacks/slack", post(slack::callback)),
-    ]
-}
-
-/// The API's routes as a router (merged into the page's).
-pub(crate) fn router() -> Router<App> {
-    let mut by_path: Vec<(&'static str, MethodRouter<App>)> = Vec::new();
-    for (_, path, mr) in routes() {
-        match by_path.iter().position(|(p, _)| *p == path) {
-            Some(i) => {
-                let (p, old) = by_path.swap_remove(i);
-                by_path.push((p, old.merge(mr)));
-            }
-            None => by_path.push((path, mr)),
-        }
-    }
-    by_path
-        .into_iter()
-        .fold(Router::new(), |r, (path, mr)| r.route(path, mr))
-}
 
 /// A refusal: `status`, `{"code", "message"}`.
 pub(crate) fn refuse(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -137,20 +106,6 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-}
-
-/// The management key whose SHA-256 `token` has, if any (compared in constant time).
-pub(crate) fn key_of<'a>(
-    app: &'a App,
-    token: &str,
-) -> Option<&'a toolgate::engine::api_access::ApiKey> {
-    let hash = crate::hash_token(token);
-    app.0
-        .settings
-        .approvers
-        .api_keys
-        .iter()
-        .find(|k| crate::auth::same(&k.key_sha256, &hash))
 }
 
 /// Who is calling: a management key, else (with `auth: jwt`) the identity-provider

@@ -169,7 +169,7 @@ mod tests {
                 documented.insert((method.clone(), path.clone()));
             }
         }
-        let served: BTreeSet<(String, String)> = crate::api::routes()
+        let served: BTreeSet<(String, String)> = crate::api::routes::routes()
             .into_iter()
             .map(|(m, p, _)| (m.to_owned(), p.to_owned()))
             .collect();

@@ -20,7 +20,7 @@ use toolgate::engine::api_access::ApiScope;
 use toolgate_inbox::{PutPolicyError, StoredPolicy, put_policy_text, put_policy_text_if_unchanged};
 
 use super::{caller, refuse, reply};
-use crate::app::App;
+use crate::state::App;
 
 fn etag(res: &mut Response, updated_at: &str) {
     if let Ok(v) = HeaderValue::from_str(&format!("\"{updated_at}\"")) {

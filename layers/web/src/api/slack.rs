@@ -15,90 +15,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde_json::json;
 use toolgate::engine::slack::{self, SlackDecision};
-use toolgate_inbox::{Answer, AnswerError, HeldRecord};
+use toolgate_inbox::{Answer, AnswerError};
 
 use super::{refuse, reply};
-use crate::app::App;
-
-/// Slack limits a section's text to 3,000 characters.
-const SECTION_CHARS: usize = 2_800;
-
-fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(n).collect();
-        t.push('…');
-        t
-    }
-}
-
-/// Slack's mrkdwn escaping (`&`, `<`, `>`), with hidden characters marked.
-fn mrkdwn(s: &str) -> String {
-    toolgate::core::display::visible(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// The message's plain text (notifications, and clients without blocks).
-pub(crate) fn fallback_text(r: &HeldRecord) -> String {
-    let shown = r.interaction();
-    match &r.call.target {
-        Some(t) => format!("{} — {}", mrkdwn(&shown.prompt), mrkdwn(&t.describe())),
-        None => mrkdwn(&shown.prompt),
-    }
-}
-
-/// The held call as Block Kit blocks: the execution target first, the prompt, who asks and
-/// why, the input, and Approve / Deny (their `value`: `<id>|<input hash>|<definition hash>`).
-pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
-    let shown = r.interaction();
-    let mut blocks = Vec::new();
-    if let Some(t) = &r.call.target {
-        let parts: Vec<String> = t
-            .parts()
-            .into_iter()
-            .map(|(k, v)| format!("{k} `{}`", mrkdwn(v).replace('`', "'")))
-            .collect();
-        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*Runs on* {}", parts.join(" · "))}}));
-    }
-    blocks.push(json!({"type": "header", "text": {"type": "plain_text", "text": clip(&toolgate::core::display::visible(&shown.prompt), 140)}}));
-    let reasons: Vec<String> = r
-        .call
-        .reasons
-        .iter()
-        .map(|a| format!("• {} ({})", mrkdwn(&a.reason), mrkdwn(&a.source.describe())))
-        .collect();
-    blocks.push(
-        json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(&format!(
-        "*Agent* {} · *as* `{}`\n{}",
-        mrkdwn(&shown.agent),
-        mrkdwn(&shown.model_name).replace('`', "'"),
-        reasons.join("\n")
-    ), SECTION_CHARS)}}),
-    );
-    let input = toolgate::core::display::visible_json(&shown.input).replace("```", "'''");
-    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&mrkdwn(&input), SECTION_CHARS))}}));
-    let value = format!(
-        "{}|{}|{}",
-        r.id(),
-        r.call.input_hash,
-        r.call.definition_hash
-    );
-    let mut elements = vec![
-        json!({"type": "button", "action_id": "approve", "style": "primary", "text": {"type": "plain_text", "text": "Approve"}, "value": value}),
-        json!({"type": "button", "action_id": "deny", "style": "danger", "text": {"type": "plain_text", "text": "Deny"}, "value": value}),
-    ];
-    if let Some(base) = public_url {
-        elements.push(json!({"type": "button", "action_id": "open", "text": {"type": "plain_text", "text": "Open the card"},
-            "url": format!("{}/calls/{}", base.trim_end_matches('/'), r.id())}));
-    }
-    blocks.push(json!({"type": "actions", "block_id": format!("toolgate:{}", r.id()), "elements": elements}));
-    Value::Array(blocks)
-}
+use crate::state::App;
+use crate::webhook::mrkdwn;
 
 fn now_secs() -> i64 {
     SystemTime::now()
