@@ -155,8 +155,11 @@ async fn fresh_database(url: &str) -> String {
         .await
         .unwrap();
     tokio::spawn(conn);
+    // Two tests of this binary may ask in one millisecond: a counter keeps the names apart.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = format!(
-        "toolgate_replicas_{}_{}",
+        "toolgate_replicas_{}_{n}_{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
