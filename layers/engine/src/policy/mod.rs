@@ -81,6 +81,36 @@ pub struct Evaluation {
     pub by_default: bool,
 }
 
+impl Evaluation {
+    /// Rule `i` (of `effect`) matched. Rules come in any order: the strictest effect wins
+    /// and, among rules of that effect, the first in policy order (R18).
+    fn take(&mut self, i: usize, effect: Effect) {
+        self.matched.push(i);
+        let decides = match (self.effect, self.decided_by) {
+            (Some(e), Some(d)) => effect > e || (effect == e && i < d),
+            _ => true,
+        };
+        if decides {
+            self.effect = Some(effect);
+            self.decided_by = Some(i);
+        }
+    }
+
+    /// The matched rules in policy order, and R21: the default applies to mcp and http
+    /// calls that no rule matches.
+    fn finish(mut self, kind: ToolKind, default: Effect) -> Self {
+        self.matched.sort_unstable();
+        if self.effect.is_none()
+            && matches!(kind, ToolKind::Mcp | ToolKind::Http)
+            && default != Effect::Allow
+        {
+            self.effect = Some(default);
+            self.by_default = true;
+        }
+        self
+    }
+}
+
 /// The rules that could match the calls of one tool record by one agent, found once
 /// ([`Policy::rule_candidates`]): those matching every such call (no `when`), and those
 /// whose `when` decides per call. [`Policy::evaluate_candidates`] then decides a call as
@@ -369,26 +399,10 @@ impl Policy {
                 return;
             };
             if rule.matches(&lower, input, literals.root()) {
-                eval.matched.push(i);
-                let decides = match (eval.effect, eval.decided_by) {
-                    (Some(e), Some(d)) => rule.effect > e || (rule.effect == e && i < d),
-                    _ => true,
-                };
-                if decides {
-                    eval.effect = Some(rule.effect);
-                    eval.decided_by = Some(i);
-                }
+                eval.take(i, rule.effect);
             }
         });
-        eval.matched.sort_unstable();
-        if eval.effect.is_none() && matches!(subject.kind, ToolKind::Mcp | ToolKind::Http) {
-            // R21: the default applies to mcp and http calls that no rule matches.
-            if self.default != Effect::Allow {
-                eval.effect = Some(self.default);
-                eval.by_default = true;
-            }
-        }
-        eval
+        eval.finish(subject.kind, self.default)
     }
 
     /// The rules that could match calls of `subject`, whatever their input (see
@@ -445,34 +459,13 @@ impl Policy {
             let Some(rule) = self.rules.get(i) else {
                 continue;
             };
-            eval.matched.push(i);
-            let decides = match (eval.effect, eval.decided_by) {
-                (Some(e), Some(d)) => rule.effect > e || (rule.effect == e && i < d),
-                _ => true,
-            };
-            if decides {
-                eval.effect = Some(rule.effect);
-                eval.decided_by = Some(i);
-            }
+            eval.take(i, rule.effect);
         }
-        eval.matched.sort_unstable();
-        if eval.effect.is_none() && matches!(candidates.kind, ToolKind::Mcp | ToolKind::Http) {
-            // R21: the default applies to mcp and http calls that no rule matches.
-            if self.default != Effect::Allow {
-                eval.effect = Some(self.default);
-                eval.by_default = true;
-            }
-        }
-        eval
+        eval.finish(candidates.kind, self.default)
     }
 
     fn default_only(&self, kind: ToolKind) -> Evaluation {
-        let mut eval = Evaluation::default();
-        if matches!(kind, ToolKind::Mcp | ToolKind::Http) && self.default != Effect::Allow {
-            eval.effect = Some(self.default);
-            eval.by_default = true;
-        }
-        eval
+        Evaluation::default().finish(kind, self.default)
     }
 
     /// The reference evaluation: a loop over every rule with no index, straight from the
