@@ -56,7 +56,7 @@ async fn resumed_span(answer: Answer) -> SpanData {
         .with_simple_exporter(exporter.clone())
         .build();
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteInbox::open(&dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
+    let store = SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
     let inbox = Inbox::new(store);
     let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
     let s = stack(&provider, &handle, &inbox);
