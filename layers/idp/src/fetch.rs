@@ -133,7 +133,16 @@ impl FetchClient {
             .body(Full::new(body))
             .map_err(|e| format!("`{url}` makes no HTTP request: {e}"))?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| chain(&e))?;
+            let response = self.client.request(request).await.map_err(|e| {
+                let why = chain(&e);
+                if why.contains("invalid peer certificate") {
+                    format!(
+                        "{why} (the server's certificate did not pass: it must be signed by a CA of `ca_file`, or of the system's roots without one, be for the URL's host and within its dates)"
+                    )
+                } else {
+                    why
+                }
+            })?;
             let status = response.status().as_u16();
             let too_large = || format!("the answer is larger than the {limit} bytes read");
             if response
