@@ -28,6 +28,15 @@
 //! provider's set stops verifying once the new set is in hand. Keys that cannot be had
 //! (a file that does not read, a fetch that fails after the cache lifetime) refuse every
 //! token: fail closed.
+//!
+//! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
+//! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
+//! certificates of that PEM file) — or plain `http://` to a loopback host only
+//! ([`toolgate_engine::jwt::fetch_url_problem`]). A certificate of an unknown CA, for another
+//! name, or expired fails the fetch with why, so there are no keys and every token is
+//! refused. [`FetchClient`] is that client, also used by `toolgate-mcp` for the OAuth token
+//! endpoints of its upstreams. Without `tls` an `https://` URL is a start error naming the
+//! field.
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
