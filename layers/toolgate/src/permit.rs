@@ -623,7 +623,7 @@ mod tests {
             apply(&mut rewritten);
             let changed = rewritten.tool != toolgate_core::ToolRef::Name("lookup".into())
                 || rewritten.input != input
-                || rewritten.input.to_string() != input.to_string();
+                || serde_json::to_vec(&rewritten.input).ok() != serde_json::to_vec(&input).ok();
             let h = handle();
             let hits = Arc::new(AtomicUsize::new(0));
             let stack = ApprovalGateLayer::new(h.clone()).layer(Change {
