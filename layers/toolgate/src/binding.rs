@@ -272,4 +272,27 @@ mod tests {
         assert_ne!(input(&json!({})), input(&json!([])));
         assert_ne!(input(&json!(null)), input(&json!(false)));
     }
+
+    /// Lengths past one LEB128 byte (128, 16,384) and strings longer than the buffer.
+    #[test]
+    fn r38_the_binding_sees_long_strings_and_containers() {
+        for n in [
+            127usize, 128, 129, 255, 256, 257, 300, 16_383, 16_384, 16_385,
+        ] {
+            let s = json!("x".repeat(n));
+            assert_eq!(input(&s), input(&s.clone()), "{n}");
+            assert_ne!(input(&s), input(&json!("x".repeat(n + 1))), "{n}");
+            let mut longer = "x".repeat(n);
+            longer.push('y');
+            assert_ne!(
+                input(&json!([longer, 1])),
+                input(&json!(["x".repeat(n), 1])),
+                "{n}"
+            );
+            let a: Vec<u64> = (0..n as u64).collect();
+            let mut b = a.clone();
+            b.push(0);
+            assert_ne!(input(&json!(a)), input(&json!(b)), "{n}");
+        }
+    }
 }
