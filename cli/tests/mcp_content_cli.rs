@@ -269,23 +269,32 @@ fn issue23_python_sdk_lists_and_reads_resources_and_gets_prompts_as_two_agents()
     ) else {
         return;
     };
-    let served = serve();
-    let out = Command::new(python)
-        .arg(repo().join("layers/mcp/tests/python/sdk_content.py"))
-        .args([
-            &served.url,
-            "example-assistant-token",
-            "example-reader-token",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the SDK client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_two_agents(&seen);
-    assert_audited(&served.audit);
+    // `legacy`: the initialize handshake (2025-11-25); `auto`, the SDK's default: protocol
+    // 2026-07-28, whose results must carry `resultType` (server-everything, speaking the
+    // older version upstream, sends none: toolgate adds it).
+    for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let served = serve();
+        let out = Command::new(&python)
+            .arg(repo().join("layers/mcp/tests/python/sdk_content.py"))
+            .args([
+                served.url.as_str(),
+                "example-assistant-token",
+                "example-reader-token",
+                mode,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the SDK client ({mode}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for agent in ["assistant", "reader"] {
+            assert_eq!(seen[agent]["protocol"], protocol, "{mode}: {seen}");
+        }
+        assert_two_agents(&seen);
+        assert_audited(&served.audit);
+    }
 }
