@@ -10,52 +10,9 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn servers_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_MCP_SERVERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/mcp-servers"),
-    }
-}
-
-fn missing(what: &str, install: &str) {
-    let why = format!("{what} is not installed; run {install}");
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so a missing package fails the test)");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-fn installed(rel: &str) -> Option<PathBuf> {
-    let path = servers_dir().join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    missing(
-        &path.display().to_string(),
-        "layers/mcp/scripts/install-npm-servers.sh",
-    );
-    None
-}
-
-fn python_sdk() -> Option<PathBuf> {
-    let dir = match std::env::var_os("TOOLGATE_PYTHON_SDK") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/python-sdk"),
-    };
-    let python = dir.join("bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    missing(
-        &python.display().to_string(),
-        "layers/mcp/scripts/install-python-sdk.sh",
-    );
-    None
-}
+use common::{installed, python_sdk, repo, servers_dir};
 
 struct Served {
     child: Child,
