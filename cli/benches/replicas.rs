@@ -125,7 +125,10 @@ fn haproxy_config(lb: u16, mcp: [u16; 2], page_lb: u16) -> String {
 async fn ready(addr: &str) {
     let t0 = Instant::now();
     while http_get(addr, "/readyz") != 200 {
-        assert!(t0.elapsed() < Duration::from_secs(60), "{addr} is not ready");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{addr} is not ready"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -24,10 +24,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceExt;
 use rmcp::model::ReadResourceRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
 use serde_json::Value;
 
 const URI: &str = "demo://resource/static/document/architecture.md";

@@ -182,7 +182,10 @@ fn assert_withheld_as(handle: &GovernanceHandle, tool: &str, what: &str) {
         description.contains(&format!("`{tool}` is withheld")) && description.contains(what),
         "{description}"
     );
-    assert!(!description.contains("removed by its server"), "{description}");
+    assert!(
+        !description.contains("removed by its server"),
+        "{description}"
+    );
 }
 
 #[tokio::test]
@@ -239,7 +242,11 @@ async fn issue23_the_scanner_flags_an_instruction_to_the_model_and_withholds_it_
         assert_eq!(withheld, mode == ScanMode::Withhold, "{mode:?}: {e:?}");
         if mode == ScanMode::Withhold {
             // Registered at discovery, withheld now: described by the finding.
-            assert_withheld_as(&handle, "drift__lookup", "model_instruction in `description`");
+            assert_withheld_as(
+                &handle,
+                "drift__lookup",
+                "model_instruction in `description`",
+            );
         }
         assert_eq!(
             shown(&gateway).contains(&String::from("drift__lookup")),
