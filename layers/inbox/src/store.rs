@@ -273,7 +273,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// edit is replayed; anything else on a call no longer pending is refused as
     /// [`InboxStore::answer`] refuses it.
     ///
-    /// This provided method refuses: a store that records edits overrides it (SQLite does).
+    /// This provided method refuses: a store that records edits overrides it (both backends do).
     fn answer_edited<'a>(
         &'a self,
         id: &'a str,

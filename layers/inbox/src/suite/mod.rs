@@ -20,6 +20,7 @@
     missing_docs
 )]
 
+pub mod edit;
 pub mod query;
 
 use std::sync::Arc;
@@ -215,6 +216,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     run_find_open(fixture).await;
     run_grants(fixture).await;
     query::run_query(fixture).await;
+    edit::run_edit(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).
