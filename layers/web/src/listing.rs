@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use toolgate_inbox::{
-    HeldCursor, HeldPage, HeldQuery, HeldRecord, InboxError, Listing, MAX_PAGE, Order,
-    State as CallState, Timestamp,
+    HeldCursor, HeldPage, HeldQuery, HeldRecord, InboxError, Listing, Order, State as CallState,
+    Timestamp,
 };
 
 use crate::html::{self, Tab, esc, text};
@@ -223,49 +223,42 @@ impl PageQuery {
     }
 }
 
-/// One page of what `who` may see of `q`, and how many of those match in all. For a person
-/// with rights over every tool, one page query and one count; with selectors, the store's
-/// pages are read on until the page is full, and the count reads every match (linear in the
-/// matches: narrow with a filter).
+/// One page of what `who` may see of `q`, and how many of those match in all: one page
+/// query and one count, with a person's `tools` selectors put into the store's statement
+/// ([`toolgate_inbox::VisibleTo`], the same rule as [`crate::rights::may_see`]).
 pub(crate) async fn visible_page(
     app: &App,
     who: &Who,
     q: &HeldQuery,
 ) -> Result<(HeldPage, u64), InboxError> {
     let store = &app.0.store;
-    if who.approver.tools.is_none() {
-        let page = store.query_held(q).await?;
-        let count = store.count_held(q).await?;
-        return Ok((page, count));
-    }
-    let size = q.page_size();
-    let mut batch = q.clone().limit((size * 4).clamp(100, MAX_PAGE));
-    let mut got = Vec::new();
-    loop {
-        let page = store.query_held(&batch).await?;
-        got.extend(page.records.into_iter().filter(|r| may_see(who, r)));
-        match page.next {
-            Some(c) if got.len() <= size => {
-                batch.after = Some(c);
-                // Read on in larger steps while the person's calls are rare.
-                batch.limit = (batch.limit * 2).min(MAX_PAGE);
-            }
-            _ => break,
-        }
-    }
-    let page = HeldPage::cut(got, size);
-    let mut all = q.clone().limit(MAX_PAGE);
-    all.after = None;
-    let mut count = 0_u64;
-    loop {
-        let p = store.query_held(&all).await?;
-        count += p.records.iter().filter(|r| may_see(who, r)).count() as u64;
-        match p.next {
-            Some(c) => all.after = Some(c),
-            None => break,
-        }
+    let q = visible_query(who, q);
+    let page = store.query_held(&q).await?;
+    let count = store.count_held(&q).await?;
+    // The store's filter is `may_see`'s; checked again on what is shown, failing closed.
+    let shown = page.records.len();
+    let mut page = page;
+    page.records.retain(|r| may_see(who, r));
+    if page.records.len() != shown {
+        return Err(InboxError::new(
+            toolgate_inbox::InboxErrorKind::Backend,
+            "the inbox listed a call beyond the approver's rights",
+        ));
     }
     Ok((page, count))
+}
+
+/// `q` narrowed to what `who` may see (nothing added for a person with rights over every
+/// tool).
+pub(crate) fn visible_query(who: &Who, q: &HeldQuery) -> HeldQuery {
+    let mut q = q.clone();
+    if let Some(selectors) = &who.approver.tools {
+        q.visible_to = Some(toolgate_inbox::VisibleTo {
+            selectors: selectors.clone(),
+            approver: who.approver.name.clone(),
+        });
+    }
+    q
 }
 
 /// The filter form (a `GET` of the same list), every field labelled.

@@ -7,7 +7,7 @@ use rusqlite::{Connection, ErrorCode, types::Value as Sql};
 use super::{COLUMNS, Inner, read_row};
 use crate::error::InboxError;
 use crate::model::{HeldRecord, Timestamp};
-use crate::query::{HeldPage, HeldQuery, Listing, Order};
+use crate::query::{HeldPage, HeldQuery, Listing, Order, SqlDialect};
 
 /// The indexes the pages and the change feed read: the calls of one state in the order
 /// they were held, and every call by its last change. Not a schema version of their own:
@@ -86,6 +86,13 @@ fn filters(q: &HeldQuery) -> (Vec<String>, Vec<Sql>) {
     if let Some(t) = q.text_lower() {
         // SQLite's `lower` folds ASCII only, as `HeldQuery::matches` does.
         push("instr(lower(input_json), ?) > 0", Sql::Text(t), &mut params);
+    }
+    if let Some(v) = &q.visible_to {
+        let clause = v.sql(SqlDialect::Sqlite, &mut |text| {
+            params.push(Sql::Text(text));
+            format!("?{}", params.len())
+        });
+        clauses.push(clause);
     }
     (clauses, params)
 }

@@ -22,6 +22,7 @@
 
 pub mod edit;
 pub mod query;
+pub mod visible;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -217,6 +218,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     run_grants(fixture).await;
     query::run_query(fixture).await;
     edit::run_edit(fixture).await;
+    visible::run_visible(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).
