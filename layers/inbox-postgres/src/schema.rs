@@ -186,6 +186,17 @@ CREATE TABLE IF NOT EXISTS held_edits (
 );
 ";
 
+/// The nonces of signed callbacks taken (issue 24, the Slack replay guard), each until when
+/// it is kept. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates it,
+/// under the migration lock, in an inbox that lacks it.
+pub(crate) const NONCES_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS seen_nonces (
+    nonce    TEXT PRIMARY KEY,
+    until_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS seen_nonces_by_until ON seen_nonces (until_ms);
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -426,6 +437,9 @@ pub(crate) async fn migrate(
         if !edits {
             tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
         }
+        if !exists("seen_nonces").await.map_err(err)? {
+            tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         if !exists("stored_shadow_policy").await.map_err(err)? {
             tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
@@ -457,6 +471,7 @@ pub(crate) async fn migrate(
             .map_err(err)?;
         tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
+        tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

@@ -1,6 +1,7 @@
-//! Issue 24: an inbox created before the PostgreSQL store kept edited approvals and
-//! execution targets gains `held_edits` and `target_json` on connect, its calls intact; the
-//! calls held after keep their target, and an edited approval is recorded.
+//! Issue 24: an inbox created before the PostgreSQL store kept edited approvals, execution
+//! targets and the nonces of signed callbacks gains `held_edits`, `target_json` and
+//! `seen_nonces` on connect, its calls intact; the calls held after keep their target, an
+//! edited approval is recorded and a nonce is taken once.
 
 mod common;
 
@@ -24,7 +25,10 @@ async fn issue24_an_inbox_without_edits_and_targets_gains_them_and_keeps_its_cal
     // The inbox as the program before this one left it.
     let client = raw(&url, &schema).await;
     client
-        .batch_execute("DROP TABLE held_edits; ALTER TABLE held_calls DROP COLUMN target_json;")
+        .batch_execute(
+            "DROP TABLE held_edits; DROP TABLE seen_nonces; \
+             ALTER TABLE held_calls DROP COLUMN target_json;",
+        )
         .await
         .unwrap();
     let store = connect(&url, &schema, "gate").await;
@@ -77,13 +81,18 @@ async fn issue24_an_inbox_without_edits_and_targets_gains_them_and_keeps_its_cal
         .query_one(
             "SELECT (SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 \
              AND table_name = 'held_calls' AND column_name = 'target_json') \
-             + (SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = 'held_edits')",
+             + (SELECT count(*) FROM pg_tables WHERE schemaname = $1 \
+             AND tablename IN ('held_edits', 'seen_nonces'))",
             &[&schema],
         )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(n, 2);
+    assert_eq!(n, 3);
+    let now = toolgate_inbox::Timestamp::now();
+    let until = now.saturating_add(Duration::from_secs(600));
+    assert!(store.take_nonce("slack:n", until, now).await.unwrap());
+    assert!(!store.take_nonce("slack:n", until, now).await.unwrap());
     let version: String = client
         .query_one(
             "SELECT value FROM toolgate_inbox_meta WHERE key = 'schema_version'",

@@ -21,6 +21,7 @@
 )]
 
 pub mod edit;
+pub mod nonce;
 pub mod query;
 pub mod visible;
 
@@ -219,6 +220,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     query::run_query(fixture).await;
     edit::run_edit(fixture).await;
     visible::run_visible(fixture).await;
+    nonce::run_nonce(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).

@@ -173,6 +173,15 @@ impl InboxStore for PostgresInbox {
         Box::pin(self.edit_of_op(id))
     }
 
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(self.take_nonce_op(nonce, until, now))
+    }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         Box::pin(self.cancel_op(id))
     }
