@@ -26,6 +26,7 @@ use super::PostgresInbox;
 use crate::error;
 
 mod edit;
+mod nonce;
 mod store;
 
 pub(crate) use store::read_row;
