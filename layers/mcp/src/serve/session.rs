@@ -280,7 +280,7 @@ impl ServerHandler for GovernedSession {
                         request = inner;
                         literals = l;
                     }
-                    Err(result) => return Ok(result.into()),
+                    Err(malformed) => return Ok(malformed.into_result().into()),
                 }
             }
         }
@@ -417,6 +417,7 @@ impl ServerHandler for GovernedSession {
                         )));
                     }
                     Err(open) => {
+                        let open = *open;
                         let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
                             "too many approval questions are open for their clients' answers; try again later",
                         )));
