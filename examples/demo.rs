@@ -148,9 +148,7 @@ async fn tour() -> Result<(), Box<dyn std::error::Error>> {
     for t in &seen.omitted {
         println!(
             "  omitted  {:<14} {} — {}",
-            t.name,
-            t.refusal.code,
-            t.refusal.reasons.join("; ")
+            t.name, t.refusal.code, t.refusal
         );
     }
 

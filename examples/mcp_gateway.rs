@@ -244,7 +244,10 @@ async fn demo(
         );
     }
     let omitted = handle.load().expose("analyst")?.omitted;
-    if let Some(o) = omitted.iter().find(|o| o.name == "memory__create_entities") {
+    if let Some(o) = omitted
+        .iter()
+        .find(|o| &*o.name == "memory__create_entities")
+    {
         println!("  {:<26} omitted ({})", o.name, o.refusal.code);
     }
 

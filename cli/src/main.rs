@@ -308,7 +308,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                         "{:width$}  {:<19}  {}",
                         t.name,
                         t.refusal.code.as_str(),
-                        t.refusal.reasons.join("; ")
+                        t.refusal
                     );
                 }
             }

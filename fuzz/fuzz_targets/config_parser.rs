@@ -30,8 +30,8 @@ fn exercise(gov: &Governance) {
         let names = exposure
             .tools
             .iter()
-            .map(|t| t.name.clone())
-            .chain(exposure.omitted.iter().map(|t| t.name.clone()));
+            .map(|t| t.name.to_string())
+            .chain(exposure.omitted.iter().map(|t| t.name.to_string()));
         for name in names.take(16) {
             let tool = ToolRef::Name(name);
             for input in [r#"{}"#, r#"{"amount": 100, "customer": {"tier": "free"}}"#] {

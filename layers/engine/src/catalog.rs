@@ -6,6 +6,7 @@
 //! a different identity with an equal name is a collision (R24).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use toolgate_core::names::{NameError, lower_key, name_key};
 use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind};
@@ -64,6 +65,15 @@ pub struct Entry {
     pub confidential: bool,
     /// Not governed (R42): only when every record behind the name says `governed: false`.
     pub ungoverned: bool,
+    /// The name and description as shared text, so an exposure copies no string (issue 26).
+    pub(crate) shared: SharedText,
+}
+
+/// An entry's name and description shared with every exposure that lists it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedText {
+    pub(crate) name: Arc<str>,
+    pub(crate) description: Option<Arc<str>>,
 }
 
 impl Entry {
@@ -109,6 +119,14 @@ impl Entry {
             .unwrap_or(NetworkScope::None);
         self.confidential = self.records.iter().any(|r| r.decl.confidential);
         self.ungoverned = self.records.iter().all(|r| !r.decl.governed);
+        // A revision may change the description: written again, once per registration.
+        let description = self.description();
+        if self.shared.description.as_deref() != description {
+            self.shared.description = description.map(Arc::from);
+        }
+        if *self.shared.name != *self.name {
+            self.shared.name = Arc::from(self.name.as_str());
+        }
     }
 }
 
@@ -160,6 +178,7 @@ impl Catalog {
                 network: NetworkScope::None,
                 confidential: false,
                 ungoverned: false,
+                shared: SharedText::default(),
             };
             entry.recombine();
             self.by_key.insert(key, self.entries.len());

@@ -103,7 +103,7 @@ pub mod walk_count {
 
 pub use decide::{CallInput, CallView, Decided, History};
 pub use error::{ConfigError, ConfigErrors, Warning};
-pub use exposure::{ExposedTool, Exposure, OmittedTool, UnknownAgent};
+pub use exposure::{ExposedTool, Exposure, Omission, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
     ResolvedAgent, RoutedChannel, ServerSettings,

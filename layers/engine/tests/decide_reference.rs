@@ -2128,3 +2128,137 @@ fn the_generator_reaches_every_outcome() {
     }
     eprintln!("{seen:#?}");
 }
+
+/// The exposure as it was read before issue 26 shared its strings: every entry in
+/// lower-cased name order, names and descriptions copied, each omission's reason written by
+/// the `format!` the engine used then (the texts are copied here verbatim, not shared with
+/// the engine's).
+type OldReading = (
+    Vec<(String, bool, Option<String>)>,
+    Vec<(String, toolgate_core::Refusal)>,
+);
+
+fn old_reading(gov: &Governance, agent: &toolgate_engine::ResolvedAgent) -> OldReading {
+    use toolgate_core::{ApprovalMode, Check, Refusal, RefusalCode};
+    let mut entries: Vec<_> = gov.catalog().entries().iter().collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    let (mut tools, mut omitted) = (Vec::new(), Vec::new());
+    for entry in entries {
+        let (tool, who) = (&entry.name, &agent.name);
+        let refused = if !agent.allows(&entry.key) {
+            Some(Refusal::new(
+                RefusalCode::NotAllowed,
+                Check::Allowed,
+                format!("`{tool}` is not among the allowed tools of agent `{who}`"),
+            ))
+        } else if agent.confidential && entry.confidential {
+            Some(Refusal::new(
+                RefusalCode::Confidential,
+                Check::Confidentiality,
+                format!(
+                    "agent `{who}` does confidential work and `{tool}` is withheld from confidential work"
+                ),
+            ))
+        } else if gov.check_air_gap(entry).is_err() {
+            Some(Refusal::new(
+                RefusalCode::AirGapped,
+                Check::AirGap,
+                format!("the host is air-gapped and `{tool}` has effective network scope `egress`"),
+            ))
+        } else {
+            let mode = gov.effective_mode(agent, entry);
+            let as_tool = |check| {
+                Refusal::new(
+                    RefusalCode::NoApprovalChannel,
+                    check,
+                    format!(
+                        "`{tool}` needs approval and agent `{who}` runs as a tool of another agent, with no approval channel"
+                    ),
+                )
+            };
+            if mode == ApprovalMode::Deny {
+                Some(Refusal::new(
+                    RefusalCode::Denied,
+                    Check::AgentMode,
+                    format!("the effective approval mode of `{tool}` for agent `{who}` is `deny`"),
+                ))
+            } else if mode == ApprovalMode::RequireApproval && agent.as_tool {
+                Some(as_tool(Check::AgentMode))
+            } else if entry.ungoverned {
+                tools.push((tool.clone(), false, entry.description().map(str::to_owned)));
+                None
+            } else if mode == ApprovalMode::RequireApproval || gov.posture_ask(entry).is_some() {
+                if agent.as_tool {
+                    Some(as_tool(Check::Routing))
+                } else {
+                    tools.push((tool.clone(), true, entry.description().map(str::to_owned)));
+                    None
+                }
+            } else {
+                tools.push((tool.clone(), false, entry.description().map(str::to_owned)));
+                None
+            }
+        };
+        if let Some(r) = refused {
+            omitted.push((tool.clone(), r));
+        }
+    }
+    (tools, omitted)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Issue 26 (R6–R13, R16): the exposure built from shared names and reasons written on
+    /// demand reads exactly as the copied one did — every name as spelled, in order, the
+    /// descriptions, and each omission's code, check and reason text; and invocation's own
+    /// checks (steps 3–6) still give those very refusals.
+    #[test]
+    fn issue26_r16_the_shared_exposure_reads_as_the_copied_one(cfg in cfg()) {
+        if let Some(gov) = load(&cfg)? {
+            for a in &cfg.agents {
+                let Some(agent) = gov.agent(&a.name) else {
+                    return Err(TestCaseError::fail(format!("no profile `{}`", a.name)));
+                };
+                let e = gov
+                    .expose(&a.name)
+                    .map_err(|e| TestCaseError::fail(format!("expose: {e}")))?;
+                let tools: Vec<_> = e
+                    .tools
+                    .iter()
+                    .map(|t| (t.name.to_string(), t.wrapped, t.description.as_deref().map(str::to_owned)))
+                    .collect();
+                let mut omitted = Vec::new();
+                for o in &e.omitted {
+                    let r = o.refusal.to_refusal();
+                    prop_assert_eq!((r.code, r.decided_by), (o.refusal.code, o.refusal.decided_by));
+                    prop_assert_eq!(&r.reasons, &vec![o.refusal.to_string()]);
+                    prop_assert_eq!(o.refusal.reason(), o.refusal.to_string());
+                    omitted.push((o.name.to_string(), r));
+                }
+                let (want_tools, want_omitted) = old_reading(&gov, agent);
+                prop_assert_eq!(&tools, &want_tools, "tools of `{}`", a.name);
+                prop_assert_eq!(&omitted, &want_omitted, "omitted of `{}`", a.name);
+                for (name, want) in &want_omitted {
+                    if want.decided_by == toolgate_core::Check::Allowed
+                        || want.decided_by == toolgate_core::Check::Routing
+                    {
+                        continue;
+                    }
+                    let Some(entry) = gov.catalog().get(name) else {
+                        return Err(TestCaseError::fail(format!("no entry `{name}`")));
+                    };
+                    let invoked = gov
+                        .check_confidential(agent, entry)
+                        .and_then(|()| gov.check_air_gap(entry))
+                        .and_then(|()| gov.check_agent_mode(agent, entry));
+                    prop_assert_eq!(invoked.as_ref().err(), Some(want), "invocation of `{}`", name);
+                }
+            }
+        }
+    }
+}

@@ -296,7 +296,7 @@ fn r42_ungoverned_tool_bypasses_rules_posture_and_agent_asks() {
     let read = seen
         .tools
         .iter()
-        .find(|t| t.name == "skills__read_skill")
+        .find(|t| &*t.name == "skills__read_skill")
         .unwrap();
     assert!(!read.wrapped, "exposed raw under the posture");
     let d = decide(&gov, AgentRef::profile("dev"), name("skills__read_skill"));
@@ -369,7 +369,7 @@ fn r42_ungoverned_tool_still_meets_the_other_checks() {
     assert!(
         seen.tools
             .iter()
-            .any(|t| t.name == "skills__read_skill" && !t.wrapped)
+            .any(|t| &*t.name == "skills__read_skill" && !t.wrapped)
     );
     // Input bounds apply.
     let tool = name("skills__read_skill");
@@ -758,7 +758,12 @@ fn r13_exposure_is_computed_once_per_snapshot_and_never_outlives_it() {
         .unwrap();
     let after = changed.exposure("dev").unwrap();
     assert!(!std::sync::Arc::ptr_eq(&first, &after));
-    assert!(after.omitted.iter().any(|o| o.name == "coding__write_file"));
-    assert!(first.tools.iter().any(|t| t.name == "coding__write_file"));
+    assert!(
+        after
+            .omitted
+            .iter()
+            .any(|o| &*o.name == "coding__write_file")
+    );
+    assert!(first.tools.iter().any(|t| &*t.name == "coding__write_file"));
     assert!(gov.exposure("nobody").is_err());
 }

@@ -798,7 +798,7 @@ fn exposed(g: &Governance, agent: &str) -> Vec<String> {
         .unwrap()
         .tools
         .into_iter()
-        .map(|t| t.name)
+        .map(|t| t.name.to_string())
         .collect()
 }
 

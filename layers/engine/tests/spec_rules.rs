@@ -138,11 +138,16 @@ fn exposure(
     (
         e.tools
             .iter()
-            .map(|t| (t.name.clone(), if t.wrapped { "wrapped" } else { "raw" }))
+            .map(|t| {
+                (
+                    t.name.to_string(),
+                    if t.wrapped { "wrapped" } else { "raw" },
+                )
+            })
             .collect(),
         e.omitted
             .iter()
-            .map(|o| (o.name.clone(), o.refusal.code))
+            .map(|o| (o.name.to_string(), o.refusal.code))
             .collect(),
     )
 }
@@ -723,7 +728,7 @@ fn r13_search_and_load_draw_from_the_exposed_set_only() {
         "agents": [{"name": "dev", "allowed_tools": ["refund_order", "refund_all", "lookup_order"]}]
     }));
     let e = gov.expose("dev").unwrap();
-    let found = |q: &str| e.search(q).map(|t| t.name.clone()).collect::<Vec<_>>();
+    let found = |q: &str| e.search(q).map(|t| t.name.to_string()).collect::<Vec<_>>();
     assert_eq!(found("refund"), ["refund_order"]);
     assert_eq!(found("ORDER"), ["lookup_order", "refund_order"]);
     assert_eq!(

@@ -167,7 +167,7 @@ async fn r45_a_stored_grant_never_changes_what_an_agent_is_shown() {
         let mut names: Vec<(String, bool)> = e
             .tools
             .iter()
-            .map(|t| (t.name.clone(), t.wrapped))
+            .map(|t| (t.name.to_string(), t.wrapped))
             .collect();
         names.sort();
         (names, e.omitted.len())

@@ -270,11 +270,11 @@ async fn a_tool_with_no_annotations_is_gated_and_omitted_when_air_gapped() {
     let omitted = exposure
         .omitted
         .iter()
-        .find(|t| t.name == "drift__bare")
+        .find(|t| &*t.name == "drift__bare")
         .unwrap();
     assert_eq!(omitted.refusal.code, RefusalCode::AirGapped);
     assert!(
-        exposure.tools.iter().any(|t| t.name == "drift__lookup"),
+        exposure.tools.iter().any(|t| &*t.name == "drift__lookup"),
         "openWorldHint false keeps the closed-world tool"
     );
     let r = governed(&handle, &gateway, None)

@@ -457,10 +457,10 @@ async fn air_gapped_omits_the_open_world_gzip_tool() {
     let gzip = exposure
         .omitted
         .iter()
-        .find(|t| t.name == "everything__gzip-file-as-resource")
+        .find(|t| &*t.name == "everything__gzip-file-as-resource")
         .unwrap();
     assert_eq!(gzip.refusal.code, RefusalCode::AirGapped);
-    let names: Vec<&str> = exposure.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = exposure.tools.iter().map(|t| &*t.name).collect();
     assert_eq!(names, ["everything__echo"]);
     let stack = governed(&handle, &gateway, None);
     let r = stack
@@ -574,14 +574,14 @@ async fn a_memory_write_from_a_confidential_agent_is_refused() {
     let create = exposure
         .omitted
         .iter()
-        .find(|t| t.name == "memory__create_entities")
+        .find(|t| &*t.name == "memory__create_entities")
         .unwrap();
     assert_eq!(create.refusal.code, RefusalCode::Confidential);
     assert!(
         exposure
             .tools
             .iter()
-            .any(|t| t.name == "memory__read_graph")
+            .any(|t| &*t.name == "memory__read_graph")
     );
     let entities = json!({"entities": [{"name": "acme", "entityType": "customer", "observations": ["secret deal"]}]});
     let stack = governed(&handle, &gateway, None);
@@ -689,7 +689,7 @@ async fn per_agent_stacks_over_several_servers() {
     );
     // Tool search draws from the exposed set only (R13).
     let exposure = handle.load().expose("reader").unwrap();
-    let found: Vec<&str> = exposure.search("file").map(|t| t.name.as_str()).collect();
+    let found: Vec<&str> = exposure.search("file").map(|t| &*t.name).collect();
     assert_eq!(found, ["fs__list_directory", "fs__read_text_file"]);
     assert!(exposure.search("write").next().is_none());
 

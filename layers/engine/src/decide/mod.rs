@@ -12,7 +12,9 @@ use toolgate_core::{
 };
 
 use crate::catalog::Entry;
-use crate::exposure::{ExposedTool, Exposure, OmittedTool, UnknownAgent};
+use crate::exposure::{
+    ExposedTool, Exposure, Omission, OmissionKind, OmittedTool, Reason, UnknownAgent,
+};
 use crate::governance::{Governance, PolicyState, ResolvedAgent};
 use crate::grant::{GrantStore, NoGrants};
 use crate::json;
@@ -179,7 +181,8 @@ impl<'a> CallView<'a> {
 enum Standing {
     Raw,
     Wrapped,
-    Omitted(Refusal),
+    /// Omitted, by this kind of omission found by this check (its text written when read).
+    Omitted(OmissionKind, Check),
 }
 
 impl Governance {

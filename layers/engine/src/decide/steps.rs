@@ -115,31 +115,28 @@ impl Governance {
     /// R14 step 3: confidential work (R7).
     pub fn check_confidential(&self, agent: &ResolvedAgent, entry: &Entry) -> Result<(), Refusal> {
         if agent.confidential && entry.confidential {
-            return Err(Refusal::new(
-                RefusalCode::Confidential,
-                Check::Confidentiality,
-                format!(
-                    "agent `{}` does confidential work and `{}` is withheld from confidential work",
-                    agent.name, entry.name
-                ),
-            ));
+            return Err(
+                reason(OmissionKind::Confidential, agent, entry).refusal(Check::Confidentiality)
+            );
         }
         Ok(())
     }
 
     /// R14 step 4: the air gap (R8).
     pub fn check_air_gap(&self, entry: &Entry) -> Result<(), Refusal> {
-        if self.settings.air_gapped && entry.network == NetworkScope::Egress {
-            return Err(Refusal::new(
-                RefusalCode::AirGapped,
-                Check::AirGap,
-                format!(
-                    "the host is air-gapped and `{}` has effective network scope `egress`",
-                    entry.name
-                ),
-            ));
+        if self.air_gap_holds_back(entry) {
+            let why = Reason {
+                kind: OmissionKind::AirGapped,
+                tool: &entry.name,
+                agent: "",
+            };
+            return Err(why.refusal(Check::AirGap));
         }
         Ok(())
+    }
+
+    fn air_gap_holds_back(&self, entry: &Entry) -> bool {
+        self.settings.air_gapped && entry.network == NetworkScope::Egress
     }
 
     /// R14 steps 5–6: the effective mode denies (R10), or wraps a tool for an agent with no
@@ -149,19 +146,22 @@ impl Governance {
         agent: &ResolvedAgent,
         entry: &Entry,
     ) -> Result<ApprovalMode, Refusal> {
+        self.agent_mode(agent, entry)
+            .map_err(|kind| reason(kind, agent, entry).refusal(Check::AgentMode))
+    }
+
+    /// [`Governance::check_agent_mode`] without writing its reason.
+    fn agent_mode(
+        &self,
+        agent: &ResolvedAgent,
+        entry: &Entry,
+    ) -> Result<ApprovalMode, OmissionKind> {
         let mode = self.effective_mode(agent, entry);
         if mode == ApprovalMode::Deny {
-            return Err(Refusal::new(
-                RefusalCode::Denied,
-                Check::AgentMode,
-                format!(
-                    "the effective approval mode of `{}` for agent `{}` is `deny`",
-                    entry.name, agent.name
-                ),
-            ));
+            return Err(OmissionKind::Denied);
         }
         if mode == ApprovalMode::RequireApproval && agent.as_tool {
-            return Err(as_tool_refusal(agent, entry, Check::AgentMode));
+            return Err(OmissionKind::NoApprovalChannel);
         }
         Ok(mode)
     }
@@ -181,17 +181,21 @@ impl Governance {
         })
     }
 
+    /// Steps 2–6 and the routing of an exposure, with no text written: the omission's kind
+    /// and check are those of the invocation refusals above, in their order (R16).
     pub(super) fn standing(&self, agent: &ResolvedAgent, entry: &Entry) -> Standing {
         if !agent.allows(&entry.key) {
-            return Standing::Omitted(not_allowed(agent, entry));
+            return Standing::Omitted(OmissionKind::NotAllowed, Check::Allowed);
         }
-        let mode = self
-            .check_confidential(agent, entry)
-            .and_then(|()| self.check_air_gap(entry))
-            .and_then(|()| self.check_agent_mode(agent, entry));
-        let mode = match mode {
+        if agent.confidential && entry.confidential {
+            return Standing::Omitted(OmissionKind::Confidential, Check::Confidentiality);
+        }
+        if self.air_gap_holds_back(entry) {
+            return Standing::Omitted(OmissionKind::AirGapped, Check::AirGap);
+        }
+        let mode = match self.agent_mode(agent, entry) {
             Ok(m) => m,
-            Err(r) => return Standing::Omitted(r),
+            Err(kind) => return Standing::Omitted(kind, Check::AgentMode),
         };
         if entry.ungoverned {
             // R42: the approval decision never applies, so the tool is never wrapped.
@@ -204,7 +208,7 @@ impl Governance {
         if mode == ApprovalMode::RequireApproval || posture {
             if agent.as_tool {
                 // R11: a tool the posture would wrap is omitted too.
-                return Standing::Omitted(as_tool_refusal(agent, entry, Check::Routing));
+                return Standing::Omitted(OmissionKind::NoApprovalChannel, Check::Routing);
             }
             return Standing::Wrapped;
         }
@@ -230,7 +234,7 @@ impl Governance {
     /// let first = gov.exposure("support").unwrap();
     /// let again = gov.exposure("SUPPORT").unwrap();
     /// assert!(std::sync::Arc::ptr_eq(&first, &again));
-    /// assert_eq!(first.tools[0].name, "refund_order");
+    /// assert_eq!(&*first.tools[0].name, "refund_order");
     /// ```
     pub fn exposure(&self, agent: &str) -> Result<std::sync::Arc<Exposure>, UnknownAgent> {
         let unknown = || UnknownAgent(agent.to_owned());
@@ -250,22 +254,27 @@ impl Governance {
         // Whatever is left over is given back below (the exposure is kept per agent).
         let mut tools = Vec::with_capacity(self.catalog.entries().len());
         let mut omitted = Vec::new();
-        // Walked in name order (sealed once per snapshot): no sort, no key allocation.
+        // One shared copy of the agent's name for every omission's reason.
+        let agent: Arc<str> = Arc::from(profile.name.as_str());
+        // Walked in name order (sealed once per snapshot): no sort, no key allocation. Names
+        // and descriptions are the catalog's shared text and reasons are written when read,
+        // so nothing here copies a string (issue 26).
         for entry in self.catalog.sorted() {
+            let text = &entry.shared;
             match self.standing(profile, entry) {
                 Standing::Raw => tools.push(ExposedTool {
-                    name: entry.name.clone(),
+                    name: Arc::clone(&text.name),
                     wrapped: false,
-                    description: entry.description().map(str::to_owned),
+                    description: text.description.clone(),
                 }),
                 Standing::Wrapped => tools.push(ExposedTool {
-                    name: entry.name.clone(),
+                    name: Arc::clone(&text.name),
                     wrapped: true,
-                    description: entry.description().map(str::to_owned),
+                    description: text.description.clone(),
                 }),
-                Standing::Omitted(refusal) => omitted.push(OmittedTool {
-                    name: entry.name.clone(),
-                    refusal,
+                Standing::Omitted(kind, check) => omitted.push(OmittedTool {
+                    name: Arc::clone(&text.name),
+                    refusal: Omission::new(kind, check, Arc::clone(&text.name), Arc::clone(&agent)),
                 }),
             }
         }
@@ -305,26 +314,21 @@ impl Governance {
     }
 }
 
+/// The reason of one omission kind for this agent and tool (the text is written when read).
+fn reason<'a>(kind: OmissionKind, agent: &'a ResolvedAgent, entry: &'a Entry) -> Reason<'a> {
+    Reason {
+        kind,
+        tool: &entry.name,
+        agent: &agent.name,
+    }
+}
+
 pub(super) fn not_allowed(agent: &ResolvedAgent, entry: &Entry) -> Refusal {
-    Refusal::new(
-        RefusalCode::NotAllowed,
-        Check::Allowed,
-        format!(
-            "`{}` is not among the allowed tools of agent `{}`",
-            entry.name, agent.name
-        ),
-    )
+    reason(OmissionKind::NotAllowed, agent, entry).refusal(Check::Allowed)
 }
 
 pub(super) fn as_tool_refusal(agent: &ResolvedAgent, entry: &Entry, check: Check) -> Refusal {
-    Refusal::new(
-        RefusalCode::NoApprovalChannel,
-        check,
-        format!(
-            "`{}` needs approval and agent `{}` runs as a tool of another agent, with no approval channel",
-            entry.name, agent.name
-        ),
-    )
+    reason(OmissionKind::NoApprovalChannel, agent, entry).refusal(check)
 }
 
 pub(super) fn too_deep(limit: usize) -> Refusal {

@@ -29,7 +29,7 @@ use crate::recording::{AuditSettings, RedactionSettings};
 ///     .build()
 ///     .unwrap();
 /// let seen = gov.expose("support").unwrap();
-/// assert_eq!(seen.tools[0].name, "refund_order");
+/// assert_eq!(&*seen.tools[0].name, "refund_order");
 /// assert!(seen.tools[0].wrapped);
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -138,7 +138,7 @@ impl GovernanceBuilder {
     ///     .set_override("support", "refund_order", ApprovalMode::Deny)
     ///     .build()
     ///     .unwrap();
-    /// assert_eq!(gov.expose("support").unwrap().omitted[0].name, "refund_order");
+    /// assert_eq!(&*gov.expose("support").unwrap().omitted[0].name, "refund_order");
     /// ```
     pub fn set_override(mut self, agent: &str, tool: &str, mode: ApprovalMode) -> Self {
         let key = name_key(tool);

@@ -30,8 +30,8 @@ pub fn model_tools(governance: &Governance, agent: &str) -> Result<Vec<ModelTool
                 .get(&t.name)
                 .and_then(|e| e.records.iter().find_map(|r| r.decl.input_schema.clone()));
             ModelTool {
-                name: t.name,
-                description: t.description,
+                name: t.name.to_string(),
+                description: t.description.as_deref().map(str::to_owned),
                 input_schema,
                 wrapped: t.wrapped,
             }

@@ -56,14 +56,14 @@ pub fn list_for(governance: &Governance, agent: &str) -> Result<Vec<Tool>, Unkno
                     m.insert("type".into(), Value::String("object".into()));
                     m
                 });
-            let mut description = t.description.unwrap_or_default();
+            let mut description = t.description.as_deref().unwrap_or_default().to_owned();
             if t.wrapped {
                 if !description.is_empty() {
                     description.push(' ');
                 }
                 description.push_str(APPROVAL_NOTE);
             }
-            let mut tool = Tool::new(t.name, description, Arc::new(schema));
+            let mut tool = Tool::new(t.name.to_string(), description, Arc::new(schema));
             if let Some(a) = decl.and_then(|d| d.annotations.as_ref()) {
                 tool = tool.with_annotations(ToolAnnotations::from_raw(
                     a.title.clone(),
