@@ -1,16 +1,13 @@
 //! The `toolgate` command end to end (SPEC §7): exit codes, JSON shapes, formats.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+
+use common::toolgate;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);

@@ -4,24 +4,20 @@
 #![cfg(feature = "mcp")]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::DriftServer;
+
+mod common;
+
+use common::{toolgate, upstream};
 
 const ALICE: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
 const BOB: &str = "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9";
-
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -255,21 +251,6 @@ fn r45_an_approver_grants_and_revokes_only_what_their_selectors_cover() {
 }
 
 // ---- A grant from the CLI answers a running `toolgate mcp serve` ----
-
-async fn upstream() -> (DriftServer, String) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    let addr = rx.await.unwrap();
-    (drift, format!("http://{addr}/mcp"))
-}
 
 async fn call(client: &RunningService<RoleClient, ()>, input: Value) -> CallToolResult {
     let Value::Object(args) = input else { panic!() };

@@ -15,12 +15,9 @@ use toolgate::engine::config::{Format, load_str};
 use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+
+use common::toolgate;
 
 fn toolgate_stdin(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))

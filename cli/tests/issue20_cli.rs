@@ -13,12 +13,9 @@ use toolgate::engine::config::{Format, load_str};
 use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
+mod common;
+
+use common::toolgate;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

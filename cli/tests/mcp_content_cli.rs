@@ -10,52 +10,9 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn servers_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_MCP_SERVERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/mcp-servers"),
-    }
-}
-
-fn missing(what: &str, install: &str) {
-    let why = format!("{what} is not installed; run {install}");
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so a missing package fails the test)");
-    }
-    eprintln!("SKIPPED: {why}");
-}
-
-fn installed(rel: &str) -> Option<PathBuf> {
-    let path = servers_dir().join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    missing(
-        &path.display().to_string(),
-        "layers/mcp/scripts/install-npm-servers.sh",
-    );
-    None
-}
-
-fn python_sdk() -> Option<PathBuf> {
-    let dir = match std::env::var_os("TOOLGATE_PYTHON_SDK") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/python-sdk"),
-    };
-    let python = dir.join("bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    missing(
-        &python.display().to_string(),
-        "layers/mcp/scripts/install-python-sdk.sh",
-    );
-    None
-}
+use common::{installed, python_sdk, repo, servers_dir};
 
 struct Served {
     child: Child,
@@ -269,23 +226,32 @@ fn issue23_python_sdk_lists_and_reads_resources_and_gets_prompts_as_two_agents()
     ) else {
         return;
     };
-    let served = serve();
-    let out = Command::new(python)
-        .arg(repo().join("layers/mcp/tests/python/sdk_content.py"))
-        .args([
-            &served.url,
-            "example-assistant-token",
-            "example-reader-token",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the SDK client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_two_agents(&seen);
-    assert_audited(&served.audit);
+    // `legacy`: the initialize handshake (2025-11-25); `auto`, the SDK's default: protocol
+    // 2026-07-28, whose results must carry `resultType` (server-everything, speaking the
+    // older version upstream, sends none: toolgate adds it).
+    for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let served = serve();
+        let out = Command::new(&python)
+            .arg(repo().join("layers/mcp/tests/python/sdk_content.py"))
+            .args([
+                served.url.as_str(),
+                "example-assistant-token",
+                "example-reader-token",
+                mode,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the SDK client ({mode}) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for agent in ["assistant", "reader"] {
+            assert_eq!(seen[agent]["protocol"], protocol, "{mode}: {seen}");
+        }
+        assert_two_agents(&seen);
+        assert_audited(&served.audit);
+    }
 }

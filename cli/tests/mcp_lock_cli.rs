@@ -9,22 +9,11 @@ use std::process::Command;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::{DriftServer, Mode};
+use toolgate_mcp::drift_server::Mode;
 
-async fn upstream() -> (DriftServer, String) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    let addr = rx.await.unwrap();
-    (drift, format!("http://{addr}/mcp"))
-}
+mod common;
+
+use common::upstream;
 
 fn write_config(dir: &Path, upstream: &str, mcp_extra: Value) -> std::path::PathBuf {
     let mut mcp = json!({"servers": {"drift": {"url": upstream}}});

@@ -13,7 +13,7 @@
 #![cfg(feature = "mcp")]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use rmcp::ServiceExt;
@@ -21,35 +21,10 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::DriftServer;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
-fn servers_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_MCP_SERVERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/mcp-servers"),
-    }
-}
-
-/// `rel` under the npm folder, or `None` (skip) when it is missing and `CI` is unset.
-fn installed(rel: &str) -> Option<PathBuf> {
-    let path = servers_dir().join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    let why = format!(
-        "{} is not installed; run layers/mcp/scripts/install-npm-servers.sh",
-        path.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so a missing package fails the test)");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
-}
+use common::{installed, python_sdk, repo, servers_dir, upstream};
 
 /// `toolgate mcp serve` over streamable HTTP on a free loopback port; killed on drop.
 struct Served {
@@ -170,28 +145,6 @@ fn typescript_sdk_client_lists_as_two_agents_and_calls_allowed_asked_and_refused
             .unwrap()
             .contains("declined")
     );
-}
-
-/// The Python SDK's interpreter (its virtual environment), or `None` (skip) when it is
-/// missing and `CI` is unset.
-fn python_sdk() -> Option<PathBuf> {
-    let dir = match std::env::var_os("TOOLGATE_PYTHON_SDK") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/python-sdk"),
-    };
-    let python = dir.join("bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    let why = format!(
-        "{} is not installed; run layers/mcp/scripts/install-python-sdk.sh",
-        python.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so a missing package fails the test)");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
 }
 
 #[test]
@@ -446,22 +399,6 @@ fn conformance_tool_call_scenarios_pass_through_toolgate_with_own_wire_names() {
 }
 
 // ---- The durable inbox through `toolgate mcp serve` and `toolgate inbox approve` ----
-
-/// Starts the counting upstream server on a free loopback port; returns it and its URL.
-async fn upstream() -> (DriftServer, String) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    let addr = rx.await.unwrap();
-    (drift, format!("http://{addr}/mcp"))
-}
 
 fn write_config(dir: &Path, upstream: &str) -> std::path::PathBuf {
     write_config_allowing(dir, upstream, &["drift__lookup", "drift__bare"])

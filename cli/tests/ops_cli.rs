@@ -12,23 +12,10 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::DriftServer;
 
-/// Starts the counting upstream server on a free loopback port; returns it and its URL.
-async fn upstream() -> (DriftServer, String) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    let addr = rx.await.unwrap();
-    (drift, format!("http://{addr}/mcp"))
-}
+mod common;
+
+use common::upstream;
 
 fn write_config(dir: &Path, upstream: &str) -> std::path::PathBuf {
     let config = json!({

@@ -2,16 +2,12 @@
 //! force and a proposed one, with what would change.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
-fn toolgate(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+
+use common::toolgate;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);

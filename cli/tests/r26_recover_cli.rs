@@ -5,8 +5,6 @@
 #![cfg(feature = "mcp")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -19,58 +17,10 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use toolgate_inbox::{Answer, InboxStore, SqliteInbox, SqliteOptions, State};
-use toolgate_mcp::drift_server::DriftServer;
 
-/// The counting upstream on a free loopback port.
-async fn upstream() -> (DriftServer, SocketAddr) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    (drift, rx.await.unwrap())
-}
+mod common;
 
-/// A loopback TCP relay to `to`: once `hang` is set, what the client sends is read and
-/// dropped, so a request made from then on never reaches the upstream and is never answered.
-fn hanging_relay(to: SocketAddr, hang: Arc<AtomicBool>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(mut client) = client else { return };
-            let Ok(mut server) = TcpStream::connect(to) else {
-                continue;
-            };
-            let (mut client_r, mut server_r) =
-                (client.try_clone().unwrap(), server.try_clone().unwrap());
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut server_r, &mut client);
-            });
-            let hang = Arc::clone(&hang);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    match client_r.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => {
-                            if !hang.load(Ordering::SeqCst) && server.write_all(&buf[..n]).is_err()
-                            {
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
+use common::{hanging_relay, upstream_at};
 
 fn write_config(dir: &Path, upstream: &str) -> std::path::PathBuf {
     let config = json!({
@@ -116,7 +66,7 @@ async fn state_of(store: &SqliteInbox, id: &str) -> State {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r26_a_killed_mcp_serve_leaves_its_call_unknown_at_the_next_start_and_a_repeat_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let (drift, upstream_addr) = upstream().await;
+    let (drift, upstream_addr) = upstream_at().await;
     let hang = Arc::new(AtomicBool::new(false));
     let relay = hanging_relay(upstream_addr, Arc::clone(&hang));
     let config = write_config(dir.path(), &format!("http://{relay}/mcp"));

@@ -1,16 +1,11 @@
 //! R46 on the command line: `policy_shadow` in a configuration is checked like `policy`
 //! (every error at its path) and written back by `config print`.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn toolgate(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+
+use common::toolgate;
 
 const BASE: &str = r#""tools": [{"kind": "http", "name": "lookup"}],
     "agents": [{"name": "support", "allowed_tools": ["lookup"]}]"#;

@@ -13,9 +13,9 @@
 #![cfg(all(feature = "mcp", feature = "serve"))]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -24,7 +24,10 @@ use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::DriftServer;
+
+mod common;
+
+use common::{Proc, free_port, hanging_relay, http_get, upstream_at};
 
 const DEV_TOKEN: &str = "replica-dev-token";
 /// `correct horse`, alice's sign-in token on the page.
@@ -53,30 +56,6 @@ fn haproxy() -> Option<PathBuf> {
     None
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
 /// `toolgate ARGS --config CONFIG`, its standard error echoed (prefixed with `name`).
 fn toolgate(name: &str, args: &[&str], config: &Path) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
@@ -97,56 +76,6 @@ fn toolgate(name: &str, args: &[&str], config: &Path) -> Proc {
         }
     });
     Proc(child)
-}
-
-/// A loopback TCP relay to `to`: once `hang` is set, what the client sends is read and
-/// dropped, so a request made from then on never reaches the upstream and is never answered.
-fn hanging_relay(to: SocketAddr, hang: Arc<AtomicBool>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(mut client) = client else { return };
-            let Ok(mut server) = TcpStream::connect(to) else {
-                continue;
-            };
-            let (mut client_r, mut server_r) =
-                (client.try_clone().unwrap(), server.try_clone().unwrap());
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut server_r, &mut client);
-            });
-            let hang = Arc::clone(&hang);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    match client_r.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => {
-                            if !hang.load(Ordering::SeqCst) && server.write_all(&buf[..n]).is_err()
-                            {
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
-async fn upstream() -> (DriftServer, SocketAddr) {
-    let drift = DriftServer::new();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let served = drift.clone();
-    tokio::spawn(async move {
-        served
-            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
-                let _ = tx.send(addr);
-            })
-            .await
-    });
-    (drift, rx.await.unwrap())
 }
 
 /// A fresh database on the test server, for this test alone.
@@ -268,22 +197,6 @@ fn meta(r: &CallToolResult) -> Value {
         .as_ref()
         .map(|s| s["toolgate"].clone())
         .unwrap_or(Value::Null)
-}
-
-fn http_get(addr: &str, path: &str) -> u16 {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return 0;
-    };
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    );
-    let mut resp = String::new();
-    let _ = s.read_to_string(&mut resp);
-    resp.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
 }
 
 async fn until(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> Duration {
@@ -417,7 +330,7 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
     let pg = fresh_database(&base_url).await;
     let db = db(&pg).await;
     let dir = tempfile::tempdir().unwrap();
-    let (drift, drift_addr) = upstream().await;
+    let (drift, drift_addr) = upstream_at().await;
     let hang = Arc::new(AtomicBool::new(false));
     let relay = hanging_relay(drift_addr, Arc::clone(&hang));
     let (lb_mcp, lb_page) = (free_port(), free_port());
@@ -721,7 +634,7 @@ async fn issue23_readyz_is_503_naming_the_store_once_the_database_is_gone() {
     let pg = fresh_database(&base_url).await;
     let name = pg.rsplit('/').next().unwrap().to_owned();
     let dir = tempfile::tempdir().unwrap();
-    let (_drift, drift_addr) = upstream().await;
+    let (_drift, drift_addr) = upstream_at().await;
     let config = write_config(dir.path(), &pg, drift_addr, free_port());
     let (mcp_port, page_port) = (free_port(), free_port());
     let mcp = format!("127.0.0.1:{mcp_port}");

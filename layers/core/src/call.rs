@@ -1,7 +1,6 @@
 //! The tool-call request every layer speaks.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -182,9 +181,24 @@ impl fmt::Display for CallId {
 }
 
 /// A type map carried by a call, for layers to pass data inward (like `http::Extensions`).
+///
+/// A call carries a handful of entries (the pin, the permit, a layer's note), so they are
+/// kept in a small vector searched by type id: no hashing per look-up, one allocation for the
+/// vector when the first entry is put in (and one per entry for its box).
+///
+/// ```
+/// use toolgate_core::Extensions;
+/// let mut ext = Extensions::new();
+/// assert_eq!(ext.insert(1u8), None);
+/// assert_eq!(ext.insert(2u8), Some(1));
+/// ext.insert("note");
+/// assert_eq!(ext.get::<u8>(), Some(&2));
+/// assert_eq!(ext.remove::<&str>(), Some("note"));
+/// assert!(ext.get::<&str>().is_none() && !ext.is_empty());
+/// ```
 #[derive(Default)]
 pub struct Extensions {
-    map: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    entries: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
 }
 
 impl Extensions {
@@ -193,37 +207,66 @@ impl Extensions {
         Self::default()
     }
 
+    fn position<T: 'static>(&self) -> Option<usize> {
+        let id = TypeId::of::<T>();
+        self.entries.iter().position(|(t, _)| *t == id)
+    }
+
     /// Inserts a value, returning the previous one of that type.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> Option<T> {
-        self.map
-            .insert(TypeId::of::<T>(), Box::new(value))
-            .and_then(|old| old.downcast::<T>().ok().map(|b| *b))
+        match self.position::<T>() {
+            Some(i) => {
+                let slot = self.entries.get_mut(i)?;
+                match slot.1.downcast_mut::<T>() {
+                    Some(old) => Some(std::mem::replace(old, value)),
+                    // Never: an entry is stored under its own type's id.
+                    None => {
+                        slot.1 = Box::new(value);
+                        None
+                    }
+                }
+            }
+            None => {
+                if self.entries.capacity() == 0 {
+                    self.entries.reserve_exact(4);
+                }
+                self.entries.push((TypeId::of::<T>(), Box::new(value)));
+                None
+            }
+        }
     }
 
     /// The value of type `T`, if any.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
-        self.map
-            .get(&TypeId::of::<T>())
-            .and_then(|b| b.downcast_ref::<T>())
+        let i = self.position::<T>()?;
+        self.entries.get(i).and_then(|(_, b)| b.downcast_ref::<T>())
+    }
+
+    /// The value of type `T`, mutably, if any.
+    pub fn get_mut<T: Send + Sync + 'static>(&mut self) -> Option<&mut T> {
+        let i = self.position::<T>()?;
+        self.entries
+            .get_mut(i)
+            .and_then(|(_, b)| b.downcast_mut::<T>())
     }
 
     /// Removes and returns the value of type `T`.
     pub fn remove<T: Send + Sync + 'static>(&mut self) -> Option<T> {
-        self.map
-            .remove(&TypeId::of::<T>())
-            .and_then(|b| b.downcast::<T>().ok().map(|b| *b))
+        let i = self.position::<T>()?;
+        let (_, b) = self.entries.swap_remove(i);
+        b.downcast::<T>().ok().map(|b| *b)
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 }
 
 impl fmt::Debug for Extensions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Extensions")
-            .field("len", &self.map.len())
+            .field("len", &self.entries.len())
             .finish()
     }
 }

@@ -35,12 +35,13 @@ pub fn input_hash(value: &Value) -> Option<String> {
     canonical_json(value).map(|c| sha256_hex(c.as_bytes()))
 }
 
-/// What a permit binds the input by (R38): SHA-256 of its compact serialisation as the gate
-/// passed it, `None` only when serde_json cannot write the value. Not RFC 8785: a permit checks that the very value the gate passed reaches the tool
-/// unchanged, and one value always serialises to the same bytes — so any change, even one
-/// canonicalisation would forgive (a key reordered, `1` rewritten as `1.0`), is refused.
-/// About ten times cheaper than canonicalising (`benches/benches/permit.rs`), and it is
-/// paid on every call the gate sends.
+/// SHA-256 of an input's compact serialisation, `None` only when serde_json cannot write the
+/// value. (It was the permit's binding of the input, R38, before toolgate's permits moved to
+/// an in-process keyed hash that needs no serialisation; it is kept for what must bind the
+/// very bytes across processes.) Not RFC 8785: one value always serialises to the same
+/// bytes, so any change, even one canonicalisation would forgive (a key reordered, `1`
+/// rewritten as `1.0`), gives another hash. About ten times cheaper than canonicalising
+/// (`benches/benches/permit.rs`).
 ///
 /// ```
 /// use serde_json::json;

@@ -88,7 +88,14 @@ impl Clock for ManualClock {
 
 /// One group of one quota that a call falls in (R44): the counter's key, and the quota's
 /// `max` and window.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// The key is hashed once, when the group is made ([`QuotaGroup::new`]): the in-memory
+/// counter's check probes its map by that hash (a policy replacement makes new groups, so
+/// new hashes). Its `reserve` — the exact, atomic step that records a send — hashes the
+/// key's text afresh, so a group whose `key` was changed after it was made can make a check
+/// miss its log (the check is advisory) but can never let a quota be exceeded; groups whose
+/// hashes are equal but whose keys differ are counted apart.
+#[derive(Debug, Clone)]
 pub struct QuotaGroup {
     /// The counter key: the quota's [`counter_id`](crate::policy::Quota::counter_id) and
     /// the group's `per` values. Stable across processes and policy versions that keep the
@@ -100,18 +107,90 @@ pub struct QuotaGroup {
     pub max: u64,
     /// The window, in milliseconds.
     pub window_ms: u64,
+    /// [`key_hash`] of `key` when the group was made.
+    hash: u64,
+}
+
+impl PartialEq for QuotaGroup {
+    fn eq(&self, other: &Self) -> bool {
+        // The cached hash is not part of what a group is.
+        self.key == other.key
+            && self.quota == other.quota
+            && self.max == other.max
+            && self.window_ms == other.window_ms
+    }
+}
+
+impl Eq for QuotaGroup {}
+
+impl std::hash::Hash for QuotaGroup {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key.hash(state);
+        self.quota.hash(state);
+        self.max.hash(state);
+        self.window_ms.hash(state);
+    }
 }
 
 impl QuotaGroup {
-    /// A group.
+    /// A group (its key hashed once, here).
     pub fn new(key: impl Into<String>, quota: usize, max: u64, window_ms: u64) -> Self {
+        let key = key.into();
         Self {
-            key: key.into(),
+            hash: key_hash(&key),
+            key,
             quota,
             max,
             window_ms,
         }
     }
+
+    /// A group whose cached hash is `hash`, whatever its key: for tests of what a stale or
+    /// colliding hash can do.
+    #[cfg(test)]
+    pub(crate) fn with_hash(mut self, hash: u64) -> Self {
+        self.hash = hash;
+        self
+    }
+}
+
+/// The hash the in-memory counter files a group key under: foldhash with one random seed
+/// per process (group keys hold `per` values a caller may choose, so the hash is seeded).
+fn key_hash(key: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static STATE: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
+    STATE.get_or_init(Default::default).hash_one(key)
+}
+
+/// A map keyed by a [`key_hash`] already computed: the hash is the map's hash.
+#[derive(Debug, Default, Clone, Copy)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached: the map's keys are `u64`s (`write_u64`). Folded all the same.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
+
+/// The groups filed under one hash: almost always one; more only when two keys' hashes are
+/// equal, and then each keeps its own log.
+type Bucket = Vec<(Box<str>, SharedLog)>;
+
+fn in_bucket<'b>(bucket: &'b Bucket, key: &str) -> Option<&'b SharedLog> {
+    bucket.iter().find(|(k, _)| &**k == key).map(|(_, log)| log)
 }
 
 /// Some covering quotas are full.
@@ -342,9 +421,10 @@ type SharedLog = Arc<Group>;
 /// already seen is taken as that one, so a pruned send is never needed again.
 #[derive(Debug, Default)]
 pub struct MemoryQuotaCounter {
-    /// Keyed by group key, hashed with foldhash (randomly seeded per map): a check hashes
-    /// one key per covering quota, and SipHash was a fifth of `decide_at` (issue 21).
-    logs: RwLock<HashMap<String, SharedLog, foldhash::fast::RandomState>>,
+    /// Keyed by group key, filed under its [`key_hash`] (foldhash, seeded once per process):
+    /// a check probes by the hash each group carries from when it was made, then compares
+    /// the key's text; `reserve` hashes the text afresh (see [`QuotaGroup`]).
+    logs: RwLock<HashMap<u64, Bucket, PrehashedState>>,
     reserves: AtomicU64,
 }
 
@@ -359,7 +439,11 @@ impl MemoryQuotaCounter {
 
     /// How many sends of the group `key` are in a window of `window_ms` at `now`.
     pub fn sends_in_window(&self, key: &str, window_ms: u64, now: Millis) -> usize {
-        let log = self.logs.read().ok().and_then(|m| m.get(key).cloned());
+        let log = self.logs.read().ok().and_then(|m| {
+            m.get(&key_hash(key))
+                .and_then(|b| in_bucket(b, key))
+                .cloned()
+        });
         match log {
             Some(group) => match group.lock() {
                 Ok(mut l) => {
@@ -383,18 +467,38 @@ impl MemoryQuotaCounter {
         keys.sort_unstable();
         keys.dedup();
         let poisoned = || QuotaError::Unavailable(String::from("the counter's lock is poisoned"));
+        // The exact step: each key hashed from its text, never by a hash cached with it.
+        let hashes: Vec<u64> = keys.iter().map(|k| key_hash(k)).collect();
         {
             let map = self.logs.read().map_err(|_| poisoned())?;
-            if keys.iter().all(|k| map.contains_key(*k)) {
-                return Ok(keys.iter().map(|k| (*k, map.get(*k).cloned())).collect());
+            let found: Vec<Option<&SharedLog>> = keys
+                .iter()
+                .zip(&hashes)
+                .map(|(k, h)| map.get(h).and_then(|b| in_bucket(b, k)))
+                .collect();
+            if found.iter().all(Option::is_some) {
+                return Ok(keys
+                    .iter()
+                    .zip(found)
+                    .map(|(k, log)| (*k, log.cloned()))
+                    .collect());
             }
         }
         let mut map = self.logs.write().map_err(|_| poisoned())?;
         Ok(keys
             .iter()
-            .map(|k| {
-                let log = map.entry((*k).to_owned()).or_default();
-                (*k, Some(Arc::clone(log)))
+            .zip(&hashes)
+            .map(|(k, h)| {
+                let bucket = map.entry(*h).or_default();
+                let log = match bucket.iter().position(|(key, _)| &**key == *k) {
+                    Some(i) => bucket.get(i).map(|(_, log)| Arc::clone(log)),
+                    None => {
+                        let log = SharedLog::default();
+                        bucket.push(((*k).into(), Arc::clone(&log)));
+                        Some(log)
+                    }
+                };
+                (*k, log)
             })
             .collect())
     }
@@ -458,8 +562,11 @@ impl MemoryQuotaCounter {
     /// Forgets groups whose logs are empty (their sends all left their windows).
     fn sweep(&self) {
         if let Ok(mut map) = self.logs.write() {
-            map.retain(|_, log| {
-                Arc::strong_count(log) > 1 || log.lock().map_or(true, |l| !l.sends.is_empty())
+            map.retain(|_, bucket| {
+                bucket.retain(|(_, log)| {
+                    Arc::strong_count(log) > 1 || log.lock().map_or(true, |l| !l.sends.is_empty())
+                });
+                !bucket.is_empty()
             });
         }
     }
@@ -478,7 +585,8 @@ impl QuotaCounter for MemoryQuotaCounter {
         let mut full = Vec::new();
         let mut retry = 0u64;
         for (i, g) in groups.iter().enumerate() {
-            let Some(group) = map.get(g.key.as_str()) else {
+            // The hash the group was made with: no key hashed per check.
+            let Some(group) = map.get(&g.hash).and_then(|b| in_bucket(b, &g.key)) else {
                 continue;
             };
             if group.stored.load(Ordering::Acquire) < g.max {
@@ -542,6 +650,116 @@ mod tests {
                 format!("id{}", serde_json::Value::Array(json))
             );
         }
+    }
+
+    /// One step of the stale-hash property: a reservation or a check of some groups (by
+    /// key index), each maybe carrying a forged hash, at a time.
+    #[derive(Debug, Clone)]
+    struct Step {
+        reserve: bool,
+        groups: Vec<(usize, Option<u64>)>,
+        dt: u64,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        (
+            any::<bool>(),
+            proptest::collection::vec((0..4usize, proptest::option::of(0..3u64)), 1..4),
+            0..400u64,
+        )
+            .prop_map(|(reserve, groups, dt)| Step {
+                reserve,
+                groups,
+                dt,
+            })
+    }
+
+    proptest::proptest! {
+        /// R44, issue 26: the hash a group carries from when it was made never lets a quota
+        /// be exceeded. Groups carry forged hashes (stale, as if their key changed after
+        /// they were made, or equal for different keys): every reservation is exactly what a
+        /// model counting by key text says, no key ever holds more than `max` sends in a
+        /// window, and a check refuses only a group the model says is full (with true
+        /// hashes, exactly those).
+        #[test]
+        fn r44_a_stale_or_colliding_group_hash_never_lets_a_quota_be_exceeded(
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            const KEYS: [&str; 4] = ["a", "b", "a[\"x\"]", "b[\"x\"]"];
+            const MAX: u64 = 3;
+            const WINDOW: u64 = 1_000;
+            let c = MemoryQuotaCounter::new();
+            let mut model: Vec<Vec<Millis>> = vec![Vec::new(); KEYS.len()];
+            let mut now = 0;
+            for st in &steps {
+                now += st.dt;
+                let groups: Vec<QuotaGroup> = st
+                    .groups
+                    .iter()
+                    .map(|&(k, forged)| {
+                        let g = QuotaGroup::new(KEYS[k], k, MAX, WINDOW);
+                        match forged {
+                            Some(h) => g.with_hash(h),
+                            None => g,
+                        }
+                    })
+                    .collect();
+                let in_window = |m: &Vec<Millis>| m.iter().filter(|&&t| t + WINDOW > now).count() as u64;
+                let full: Vec<bool> = st.groups.iter().map(|&(k, _)| in_window(&model[k]) >= MAX).collect();
+                if st.reserve {
+                    let got = c.reserve(&groups, now);
+                    proptest::prop_assert_eq!(got.is_ok(), !full.contains(&true), "{:?}", got);
+                    if got.is_ok() {
+                        let mut keys: Vec<usize> = st.groups.iter().map(|&(k, _)| k).collect();
+                        keys.sort_unstable();
+                        keys.dedup();
+                        for k in keys {
+                            model[k].push(now);
+                        }
+                    }
+                } else {
+                    let refused: Vec<usize> = match c.check(&groups, now) {
+                        Ok(()) => Vec::new(),
+                        Err(QuotaError::Full(f)) => f.full,
+                        Err(e) => return Err(proptest::test_runner::TestCaseError::fail(format!("{e:?}"))),
+                    };
+                    for (i, &(_, forged)) in st.groups.iter().enumerate() {
+                        let is_refused = refused.contains(&i);
+                        if forged.is_none() {
+                            proptest::prop_assert_eq!(is_refused, full[i], "group {}", i);
+                        } else {
+                            proptest::prop_assert!(!is_refused || full[i], "group {} refused with room", i);
+                        }
+                    }
+                }
+                for (k, key) in KEYS.iter().enumerate() {
+                    let n = c.sends_in_window(key, WINDOW, now) as u64;
+                    proptest::prop_assert!(n <= MAX, "{} holds {} sends", key, n);
+                    proptest::prop_assert_eq!(n, in_window(&model[k]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn r44_a_group_made_anew_hashes_its_key_anew() {
+        let a = QuotaGroup::new("refunds[\"support\"]", 0, 1, 1_000);
+        let mut b = a.clone();
+        b.key = String::from("refunds[\"ops\"]");
+        // `b` carries `a`'s hash: its check misses (advisory), its reserve counts `b`.
+        let c = MemoryQuotaCounter::new();
+        c.reserve(std::slice::from_ref(&a), 0).unwrap();
+        c.reserve(std::slice::from_ref(&b), 0).unwrap();
+        assert!(
+            c.reserve(std::slice::from_ref(&b), 1).is_err(),
+            "b is full by its own text"
+        );
+        assert_eq!(c.sends_in_window("refunds[\"ops\"]", 1_000, 1), 1);
+        let remade = QuotaGroup::new(b.key.clone(), 0, 1, 1_000);
+        assert_eq!(remade.hash, key_hash(&b.key));
+        assert_ne!(remade.hash, a.hash);
+        assert!(c.check(std::slice::from_ref(&remade), 1).is_err());
     }
 
     #[test]

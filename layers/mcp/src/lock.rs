@@ -253,19 +253,29 @@ impl Lockfile {
         if now.definition == locked.definition {
             return None;
         }
+        // Name the hash that differs: the description's and the annotations' are kept apart
+        // in the lock, everything else (name, title, schemas) only in the definition's.
         let mut parts = Vec::new();
         if now.description != locked.description {
-            parts.push("description");
+            parts.push(format!(
+                "the description hash differs (locked `{}`, listed `{}`)",
+                locked.description, now.description
+            ));
         }
         if now.annotations != locked.annotations {
-            parts.push("annotations");
+            parts.push(format!(
+                "the annotations differ (locked `{}`, listed `{}`)",
+                locked.annotations, now.annotations
+            ));
         }
         if parts.is_empty() {
-            parts.push("name, title or schemas");
+            parts.push(String::from(
+                "the name, title or schemas differ (only the definition hash covers them)",
+            ));
         }
         Some(format!(
-            "its definition is not the locked one (changed: {}; locked {}, listed {})",
-            parts.join(", "),
+            "the definition of `{name}` differs from `toolgate.lock`: {}; the definition hash is `{}` in the lock, `{}` as listed",
+            parts.join("; "),
             locked.definition,
             now.definition
         ))
@@ -413,7 +423,11 @@ mod tests {
         assert_eq!(read, lock);
         assert_eq!(read.verdict("kb", &tool("Look up.")), None);
         let why = read.verdict("kb", &tool("Look up!")).unwrap();
-        assert!(why.contains("changed: description"), "{why}");
+        assert!(
+            why.contains("`lookup` differs from `toolgate.lock`")
+                && why.contains("the description hash differs"),
+            "{why}"
+        );
         assert!(read.verdict("other", &tool("Look up.")).is_some());
         let mut now = Lockfile::default();
         now.insert("kb", &tool("Look up!"));

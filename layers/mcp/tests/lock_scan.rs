@@ -126,9 +126,9 @@ async fn issue23_a_locked_server_that_changes_a_description_is_withheld() {
     };
     assert_eq!(tool, "drift__lookup");
     assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("mcp.locked") && r.contains("description")),
+        reasons.iter().any(|r| r.contains("mcp.locked")
+            && r.contains("`lookup` differs from `toolgate.lock`")
+            && r.contains("the description hash differs")),
         "{reasons:?}"
     );
     // `toolgate mcp lock --check` would fail: the lock differs from the listing.
@@ -149,6 +149,9 @@ async fn issue23_a_locked_server_that_changes_a_description_is_withheld() {
         0,
         "the withheld tool was never called"
     );
+    // What the snapshot says of it (spans, `explain`): withheld by the lock, naming the
+    // tool and the hash that differs — not "removed by its server", which it was not.
+    assert_withheld_as(&handle, "drift__lookup", "the description hash differs");
 
     // Audited.
     let lines = sink.lines();
@@ -167,6 +170,22 @@ async fn issue23_a_locked_server_that_changes_a_description_is_withheld() {
     .await;
     assert!(shown(&gateway).contains(&String::from("drift__lookup")));
     gateway.shutdown().await;
+}
+
+/// The snapshot's description of a withheld tool that was registered before: what happened
+/// to it (`what`), not that its server removed it.
+fn assert_withheld_as(handle: &GovernanceHandle, tool: &str, what: &str) {
+    let governance = handle.load();
+    let entry = governance.catalog().get(tool).unwrap();
+    let description = entry.description().unwrap_or_default();
+    assert!(
+        description.contains(&format!("`{tool}` is withheld")) && description.contains(what),
+        "{description}"
+    );
+    assert!(
+        !description.contains("removed by its server"),
+        "{description}"
+    );
 }
 
 #[tokio::test]
@@ -221,6 +240,14 @@ async fn issue23_the_scanner_flags_an_instruction_to_the_model_and_withholds_it_
             .iter()
             .any(|c| matches!(c, ToolChange::Withheld { .. }));
         assert_eq!(withheld, mode == ScanMode::Withhold, "{mode:?}: {e:?}");
+        if mode == ScanMode::Withhold {
+            // Registered at discovery, withheld now: described by the finding.
+            assert_withheld_as(
+                &handle,
+                "drift__lookup",
+                "model_instruction in `description`",
+            );
+        }
         assert_eq!(
             shown(&gateway).contains(&String::from("drift__lookup")),
             mode == ScanMode::Warn

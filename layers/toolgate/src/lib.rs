@@ -103,6 +103,7 @@ pub mod guide {
 pub mod airgap;
 pub mod approval;
 pub mod audit;
+mod binding;
 pub mod confidentiality;
 pub mod exposure;
 mod filter;

@@ -14,6 +14,27 @@
 //! it is not a cryptographic token against code in the same process, which could always
 //! call the tool directly.
 //!
+//! # The input binding
+//!
+//! The permit binds the input by a keyed 128-bit hash (SipHash-1-3-128 of the input's JSON
+//! tree, walked with no serialisation, under a key drawn at random once per process), not by
+//! SHA-256: it is computed on every call the gate sends and again in front of the tool, so it
+//! must cost far less than the decision it guards. That is enough against what a permit
+//! guards against. The adversary is a layer between the gate and the tool rewriting the call;
+//! it never sees the key (drawn from the operating system, kept in this process's memory
+//! only, never written, logged or sent), and no hash made with it leaves the process: a
+//! permit lives in the extensions of one in-process call. To pass a rewritten input it would
+//! have to hit an unknown 128-bit value of a keyed pseudo-random function, online, with one
+//! try per call — the use SipHash is designed for (Rust's `HashMap` keys are hashed with it
+//! for the same reason). The offline collision search that SHA-256's collision resistance
+//! answers needs the key, and code able to read the key could call the tool directly. The
+//! encoding hashed is prefix-free, with numbers tagged by kind, so any change of the input —
+//! even one RFC 8785 forgives (`1` written as `1.0`, a key reordered where the map keeps
+//! order) — gives another binding.
+//!
+//! Hashes that leave the process stay SHA-256: the RFC 8785 input hash of the inbox and of
+//! audit records and the R35 hashes shown to approvers ([`toolgate_engine::canon`]).
+//!
 //! # Example
 //!
 //! ```
@@ -55,6 +76,7 @@ use toolgate_engine::{Governance, canon};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::binding::{self, Binding};
 use crate::future::ResponseFuture;
 use crate::handle::{GovernanceHandle, PinnedDecision};
 
@@ -66,7 +88,7 @@ use crate::handle::{GovernanceHandle, PinnedDecision};
 /// ```compile_fail,E0451
 /// // A permit cannot be made outside toolgate.
 /// let forged = toolgate::permit::Permit {
-///     handle: 1, call_id: todo!(), input_hash: [0; 32], snapshot: todo!(), entry: 0,
+///     handle: 1, call_id: todo!(), input_hash: todo!(), snapshot: todo!(), entry: 0,
 /// };
 /// ```
 #[derive(Debug)]
@@ -74,8 +96,8 @@ pub struct Permit {
     /// The id of the handle whose gate minted it ([`GovernanceHandle`]).
     handle: u64,
     call_id: CallId,
-    /// SHA-256 of the input's compact serialisation (see [`binding`]).
-    input_hash: [u8; 32],
+    /// The keyed binding of the input the gate passed (see the module's notes).
+    input_hash: Binding,
     /// The snapshot the gate passed the call by, and the tool's entry in it (its position in
     /// the catalog: no name copied): the definition is hashed only when a verifier holds
     /// another snapshot (cheap on the common path).
@@ -127,13 +149,13 @@ impl Permit {
         snapshot: &Arc<Governance>,
         entry: &Entry,
     ) -> Result<(), Refusal> {
-        let input_hash = canon::input_binding(&call.input);
+        let input_hash = Some(binding::input(&call.input));
         let snapshot = Snapshot::Own(Arc::clone(snapshot), call.agent.clone());
         Self::mint(call, handle, snapshot, entry, input_hash)
     }
 
     /// [`Permit::attach`] for the gate's pinned decision (made about this call: its agent
-    /// is the call's), with the input's [`binding`] the caller has just computed of
+    /// is the call's), with the input's binding the caller has just computed of
     /// `call.input` itself (the gate's pin check): the input is hashed once per call, and
     /// the snapshot and agent are held through the decision.
     pub(crate) fn attach_bound(
@@ -141,7 +163,7 @@ impl Permit {
         handle: &GovernanceHandle,
         pinned: &PinnedDecision,
         entry: &Entry,
-        input_hash: Option<[u8; 32]>,
+        input_hash: Option<Binding>,
     ) -> Result<(), Refusal> {
         Self::mint(
             call,
@@ -157,7 +179,7 @@ impl Permit {
         handle: &GovernanceHandle,
         snapshot: Snapshot,
         entry: &Entry,
-        input_hash: Option<[u8; 32]>,
+        input_hash: Option<Binding>,
     ) -> Result<(), Refusal> {
         let Some(input_hash) = input_hash else {
             return Err(refused(String::from(
@@ -181,13 +203,11 @@ impl Permit {
         Ok(())
     }
 
-    /// The SHA-256 of the compact serialisation of the input the gate passed (see the
-    /// module's notes: not the RFC 8785 hash audit records carry).
+    /// The binding of the input the gate passed, as `siphash13-128:<hex>`: the keyed hash of
+    /// the module's notes, comparable only within this process (its key is drawn per
+    /// process) and not the RFC 8785 SHA-256 that audit records and the inbox carry.
     pub fn input_hash(&self) -> String {
-        let mut out = String::with_capacity(7 + 64);
-        out.push_str("sha256:");
-        toolgate_core::id::push_hex(&mut out, &self.input_hash);
-        out
+        self.input_hash.to_text()
     }
 
     /// The definition hash of the tool the gate decided the call for (R35), or `None` if
@@ -246,7 +266,7 @@ impl Permit {
                 name()
             )));
         }
-        if canon::input_binding(&call.input) != Some(permit.input_hash) {
+        if binding::input(&call.input) != permit.input_hash {
             return Err(refused(format!(
                 "the input of the call to `{}` differs from the input the approval gate passed",
                 name()
@@ -495,6 +515,129 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(hits.load(Ordering::SeqCst), 0);
+    }
+
+    /// Changes the call after the gate passed it, as `change` says.
+    #[derive(Clone)]
+    struct Change<S> {
+        inner: S,
+        change: Arc<dyn Fn(&mut ToolCall) + Send + Sync>,
+    }
+
+    impl<S: Service<ToolCall>> Service<ToolCall> for Change<S> {
+        type Response = S::Response;
+        type Error = S::Error;
+        type Future = S::Future;
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.inner.poll_ready(cx)
+        }
+        fn call(&mut self, mut call: ToolCall) -> S::Future {
+            (self.change)(&mut call);
+            self.inner.call(call)
+        }
+    }
+
+    use proptest::prelude::Strategy as _;
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<i64>().prop_map(|n| json!(n)),
+            (-1e9f64..1e9).prop_map(|f| json!(f)),
+            "[a-z0-9 ]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map("[a-d]{0,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// One change a layer between the gate and the tool could make.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Nothing,
+        /// The input replaced by another value.
+        Input(serde_json::Value),
+        /// One more member in the input object.
+        Member(String, serde_json::Value),
+        /// Every number of the input written as a float (`1` → `1.0`).
+        Floats,
+        /// The tool renamed (to the other tool of the catalog, or to an unknown one).
+        Tool(String),
+    }
+
+    fn floats(v: &mut serde_json::Value) {
+        use serde_json::Value;
+        match v {
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|_| !n.is_f64()) {
+                    *v = json!(f);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(floats),
+            Value::Object(m) => m.values_mut().for_each(floats),
+            _ => {}
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// R38: any change of the call's input or tool name made between the gate and the
+        /// tool is refused in front of the tool (the keyed input binding and the permit's
+        /// entry); the call reaches the tool only when nothing changed.
+        #[test]
+        fn r38_any_rewrite_between_gate_and_tool_is_refused(
+            base in proptest::collection::btree_map("[a-d]{1,3}", json_value(), 0..5),
+            rewrite in proptest::prop_oneof![
+                proptest::strategy::Just(Edit::Nothing),
+                json_value().prop_map(Edit::Input),
+                ("[e-h]{1,3}", json_value()).prop_map(|(k, v)| Edit::Member(k, v)),
+                proptest::strategy::Just(Edit::Floats),
+                proptest::prop_oneof![
+                    proptest::strategy::Just("refund".to_owned()),
+                    "[a-z]{1,8}",
+                ].prop_map(Edit::Tool),
+            ],
+        ) {
+            let input = serde_json::Value::Object(base.into_iter().collect());
+            let mut rewritten = ToolCall::new(AgentRef::profile("dev"), "lookup", input.clone());
+            let change = rewrite.clone();
+            let apply = move |call: &mut ToolCall| match &change {
+                Edit::Nothing => {}
+                Edit::Input(v) => call.input = v.clone(),
+                Edit::Member(k, v) => {
+                    if let Some(m) = call.input.as_object_mut() {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+                Edit::Floats => floats(&mut call.input),
+                Edit::Tool(name) => call.tool = toolgate_core::ToolRef::Name(name.clone()),
+            };
+            apply(&mut rewritten);
+            let changed = rewritten.tool != toolgate_core::ToolRef::Name("lookup".into())
+                || rewritten.input != input
+                || serde_json::to_vec(&rewritten.input).ok() != serde_json::to_vec(&input).ok();
+            let h = handle();
+            let hits = Arc::new(AtomicUsize::new(0));
+            let stack = ApprovalGateLayer::new(h.clone()).layer(Change {
+                inner: RequirePermitLayer::new(h).layer(counted(&hits)),
+                change: Arc::new(apply),
+            });
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let r = rt
+                .block_on(stack.oneshot(ToolCall::new(AgentRef::profile("dev"), "lookup", input)))
+                .unwrap();
+            let ran = hits.load(Ordering::SeqCst) == 1;
+            proptest::prop_assert_eq!(ran, !changed, "{:?}: {:?}", rewrite, r);
+            proptest::prop_assert_eq!(matches!(r, ToolResponse::Completed(_)), !changed);
+        }
     }
 
     #[tokio::test]

@@ -50,15 +50,15 @@ pub(super) async fn watch_server(
 /// Declarations the snapshot refused: (the tool's listed name, why).
 type Rejections = Vec<(String, String)>;
 
-/// A removed tool stays in the snapshot (the builder cannot drop a declaration), revised
-/// so that it is denied: no agent is shown it, every call is refused; the service refuses
-/// it too, since the server no longer lists it.
-fn retire(builder: GovernanceBuilder, decl: &ToolDeclaration) -> GovernanceBuilder {
-    builder.tool(
-        decl.clone().approval(ApprovalMode::Deny).description(
-            "removed by its server: calls are refused until the server lists it again",
-        ),
-    )
+/// Why a tool its server no longer lists is denied: the description it is retired with.
+const REMOVED: &str = "removed by its server: calls are refused until the server lists it again";
+
+/// A removed or withheld tool stays in the snapshot (the builder cannot drop a
+/// declaration), revised so that it is denied: no agent is shown it, every call is refused;
+/// the service refuses it too. Its description becomes `why` (what happened to it), which
+/// is what spans, `explain` and the catalog show for it from now on.
+fn retire(builder: GovernanceBuilder, decl: &ToolDeclaration, why: &str) -> GovernanceBuilder {
+    builder.tool(decl.clone().approval(ApprovalMode::Deny).description(why))
 }
 
 impl Inner {
@@ -260,21 +260,23 @@ impl Inner {
             })
             .filter(|d| !withheld.iter().any(|(own, _)| own == d.identity.name()))
             .collect();
-        let mut retired: Vec<ToolDeclaration> = changes
+        let mut retired: Vec<(ToolDeclaration, String)> = changes
             .iter()
             .filter_map(|c| match c {
-                ToolChange::Removed { identity, .. } => {
-                    old.get_own(identity.name()).map(|t| t.decl.clone())
-                }
+                ToolChange::Removed { identity, .. } => old
+                    .get_own(identity.name())
+                    .map(|t| (t.decl.clone(), String::from(REMOVED))),
                 _ => None,
             })
             .collect();
-        // A withheld tool that was registered before is denied from now on.
-        for (own, _) in &withheld {
+        // A withheld tool that was registered before is denied from now on, described as
+        // withheld (the lock's or the scanner's word), not as removed: its server still
+        // lists it.
+        for (own, why) in &withheld {
             if let Some(t) = old.get_own(own)
                 && t.unregistered.is_none()
             {
-                retired.push(t.decl.clone());
+                retired.push((t.decl.clone(), why.clone()));
             }
         }
         for (own, reason) in &withheld {
@@ -331,7 +333,7 @@ impl Inner {
         &self,
         conn: &ServerConn,
         decls: &[ToolDeclaration],
-        retired: &[ToolDeclaration],
+        retired: &[(ToolDeclaration, String)],
     ) -> Result<(Arc<Governance>, Rejections), ConfigErrors> {
         // Read-copy-update: another writer (a policy replacement, a configuration reload)
         // that stores first makes this run again on its snapshot, and nothing is lost.
@@ -348,8 +350,8 @@ impl Inner {
             {
                 builder = builder.server(conn.config.id(), settings);
             }
-            for d in retired {
-                builder = retire(builder, d);
+            for (d, why) in retired {
+                builder = retire(builder, d, why);
             }
             let mut all = builder.clone();
             for d in decls {

@@ -202,32 +202,45 @@ pub(super) fn search_result(
     r
 }
 
+/// Why a `tool_call` wrapper is malformed: answered as a refused tool result
+/// ([`Malformed::into_result`]), never a protocol error. Only the reason is carried, so the
+/// `Result` of [`unwrap_call`] stays small (the tool result is built on the rare error).
+#[derive(Debug)]
+pub(super) struct Malformed(String);
+
+impl Malformed {
+    /// The refused tool result (`invalid_input`) the client is answered with.
+    pub(super) fn into_result(self) -> CallToolResult {
+        super::call_result(toolgate_core::ToolResponse::Refused(Refusal::new(
+            RefusalCode::InvalidInput,
+            toolgate_core::Check::InputBounds,
+            self.0,
+        )))
+    }
+}
+
 fn refused_result(reason: String) -> CallToolResult {
-    super::call_result(toolgate_core::ToolResponse::Refused(Refusal::new(
-        RefusalCode::InvalidInput,
-        toolgate_core::Check::InputBounds,
-        reason,
-    )))
+    Malformed(reason).into_result()
 }
 
 /// Unwraps a `tool_call`: the inner request and the inner arguments' numbers as written
-/// (R20), or the refusal of a malformed wrapper (a tool result, never a protocol error).
+/// (R20), or why the wrapper is malformed.
 pub(super) fn unwrap_call(
     mut request: CallToolRequestParams,
     literals: &NumberLiterals,
-) -> Result<(CallToolRequestParams, NumberLiterals), CallToolResult> {
+) -> Result<(CallToolRequestParams, NumberLiterals), Malformed> {
     let mut outer = request.arguments.take().unwrap_or_default();
     let name = match outer.remove("name") {
         Some(Value::String(n)) if !n.trim().is_empty() => n,
         other => {
-            return Err(refused_result(format!(
+            return Err(Malformed(format!(
                 "`{TOOL_CALL}` needs `name`, the tool's name as `{TOOL_SEARCH}` gave it, found {}",
                 other.map_or_else(|| String::from("nothing"), |v| v.to_string())
             )));
         }
     };
     if name == TOOL_CALL || name == TOOL_SEARCH {
-        return Err(refused_result(format!(
+        return Err(Malformed(format!(
             "`{TOOL_CALL}` calls a tool found with `{TOOL_SEARCH}`, not `{name}`"
         )));
     }
@@ -235,13 +248,13 @@ pub(super) fn unwrap_call(
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(other) => {
-            return Err(refused_result(format!(
+            return Err(Malformed(format!(
                 "`{TOOL_CALL}`'s `arguments` must be an object (the tool's input), found {other}"
             )));
         }
     };
     if let Some(extra) = outer.keys().find(|k| k.as_str() != "arguments") {
-        return Err(refused_result(format!(
+        return Err(Malformed(format!(
             "`{TOOL_CALL}` takes `name` and `arguments`, not `{extra}`"
         )));
     }
@@ -260,7 +273,7 @@ pub(super) fn unwrap_call(
             Some(t) => match toolgate_engine::number::parse_with_literals(&t) {
                 Ok((_, l)) => l,
                 Err(_) => {
-                    return Err(refused_result(String::from(
+                    return Err(Malformed(String::from(
                         "toolgate could not keep this call's arguments as written (R20); it is refused rather than decided on rounded numbers",
                     )));
                 }

@@ -260,17 +260,18 @@ pub(super) enum RetryRefused {
 
 impl OpenQuestions {
     /// Keeps a question open under a new unguessable state. Given back when it cannot be:
-    /// too many are open, or no randomness could be had for the state.
-    pub(super) fn open(&self, question: Open) -> Result<String, Open> {
+    /// too many are open, or no randomness could be had for the state (boxed: the rare
+    /// path, and it keeps the `Result` small).
+    pub(super) fn open(&self, question: Open) -> Result<String, Box<Open>> {
         let mut open = lock(&self.open);
         // A question whose call has ended (the gate's wait expired) is gone.
         open.retain(|_, q| !q.answer.is_closed());
         if open.len() >= MAX_OPEN_QUESTIONS {
-            return Err(question);
+            return Err(Box::new(question));
         }
         // Fail closed: with no randomness there is no unguessable state, so no question.
         let Some(state) = toolgate::approval::interaction_id() else {
-            return Err(question);
+            return Err(Box::new(question));
         };
         open.insert(state.clone(), question);
         Ok(state)

@@ -310,7 +310,7 @@ impl GovernedSession {
                         request = inner;
                         literals = l;
                     }
-                    Err(result) => return Ok(result.into()),
+                    Err(malformed) => return Ok(malformed.into_result().into()),
                 }
             }
         }
@@ -447,6 +447,7 @@ impl GovernedSession {
                         )));
                     }
                     Err(open) => {
+                        let open = *open;
                         let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
                             "too many approval questions are open for their clients' answers; try again later",
                         )));

@@ -2,10 +2,13 @@
 asks for a completion through `toolgate mcp serve` (streamable HTTP) as two agents with
 different rights (run by cli/tests/mcp_content_cli.rs).
 
-    python sdk_content.py URL ASSISTANT_TOKEN READER_TOKEN
+    python sdk_content.py URL ASSISTANT_TOKEN READER_TOKEN MODE
 
-Prints one JSON object in the shape of tests/node/sdk_content.mjs's. The Rust test asserts
-on it.
+MODE is the SDK's own `mode`: `legacy` (the initialize handshake, protocol 2025-11-25) or
+`auto` (the SDK's default: `server/discover`, protocol 2026-07-28, whose results carry a
+`resultType` the SDK requires). Prints one JSON object in the shape of
+tests/node/sdk_content.mjs's, with the protocol each agent's session spoke. The Rust test
+asserts on it.
 """
 
 import asyncio
@@ -18,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-url, assistant_token, reader_token = sys.argv[1:4]
+url, assistant_token, reader_token, mode = sys.argv[1:5]
 
 
 async def attempt(f):
@@ -75,8 +78,10 @@ async def run(token):
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
     transport = streamable_http_client(url, http_client=http)
     async with http:
-        async with Client(transport, mode="legacy") as client:
-            return await seen(client)
+        async with Client(transport, mode=mode) as client:
+            out = await seen(client)
+            out["protocol"] = client.protocol_version
+            return out
 
 
 async def main():

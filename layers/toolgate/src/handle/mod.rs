@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
+
+use crate::binding::Binding;
 use toolgate_core::{AgentRef, CallId, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::grant::{GrantStore, NoGrants};
@@ -383,8 +385,8 @@ impl GovernanceHandle {
     /// approval gate also checks the input (`GovernanceHandle::decide_to_send`): no call
     /// runs on a decision made for another input (R14, R38).
     ///
-    /// Pinning a new decision hashes the input once (SHA-256 of its compact serialisation,
-    /// streamed), so that the gate can tell a changed input.
+    /// Pinning a new decision hashes the input once (the in-process keyed binding of
+    /// `binding.rs`, no serialisation), so that the gate can tell a changed input.
     pub fn decide(&self, call: &mut ToolCall) -> PinnedDecision {
         self.decide_sealing(call, 0)
     }
@@ -399,7 +401,7 @@ impl GovernanceHandle {
         if seal != 0 {
             return self.decide_anew(call, None, seal);
         }
-        let input = toolgate_engine::canon::input_binding(&call.input);
+        let input = Some(crate::binding::input(&call.input));
         self.decide_anew(call, input, 0)
     }
 
@@ -416,8 +418,8 @@ impl GovernanceHandle {
         &self,
         call: &mut ToolCall,
         seal: u64,
-    ) -> (PinnedDecision, Option<[u8; 32]>) {
-        let input = toolgate_engine::canon::input_binding(&call.input);
+    ) -> (PinnedDecision, Option<Binding>) {
+        let input = Some(crate::binding::input(&call.input));
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
             && (d.decided.about.input == input || d.decided.take_seal(seal))
@@ -442,7 +444,7 @@ impl GovernanceHandle {
     fn decide_anew(
         &self,
         call: &mut ToolCall,
-        input: Option<[u8; 32]>,
+        input: Option<Binding>,
         seal: u64,
     ) -> PinnedDecision {
         // The pin is replaced below: its snapshot is moved out, not cloned, where it can be.

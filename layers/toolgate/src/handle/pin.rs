@@ -126,13 +126,13 @@ pub(super) struct About {
     pub(super) agent: AgentRef,
     pub(super) run: RunContext,
     pub(super) literals: Option<NumberLiterals>,
-    /// The permit's binding of the input ([`toolgate_engine::canon::input_binding`]: SHA-256 of its compact
-    /// serialisation), `None` when it cannot be serialised (then nothing matches it).
-    pub(super) input: Option<[u8; 32]>,
+    /// The binding of the input the decision was made for (`binding.rs`: a keyed hash, the
+    /// permit's), `None` when the pin records none (an undecided pin, a sealed decision).
+    pub(super) input: Option<crate::binding::Binding>,
 }
 
 impl About {
-    pub(super) fn of(call: &ToolCall, input: Option<[u8; 32]>) -> Self {
+    pub(super) fn of(call: &ToolCall, input: Option<crate::binding::Binding>) -> Self {
         Self {
             tool: call.tool.clone(),
             agent: call.agent.clone(),

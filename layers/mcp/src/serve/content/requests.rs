@@ -161,6 +161,10 @@ impl GovernedSession {
         )?;
         peer.read_resource(ReadResourceRequestParams::new(uri))
             .await
+            .map(|mut r| {
+                complete(&mut r.result_type);
+                r
+            })
             .map_err(|e| upstream_error(&server, e))
     }
 
@@ -300,6 +304,10 @@ impl GovernedSession {
         upstream.arguments = request.arguments;
         peer.get_prompt(upstream)
             .await
+            .map(|mut r| {
+                complete(&mut r.result_type);
+                r
+            })
             .map_err(|e| upstream_error(&server, e))
     }
 
@@ -373,7 +381,21 @@ impl GovernedSession {
         }
         peer.complete(upstream)
             .await
+            .map(|mut r| {
+                complete(&mut r.result_type);
+                r
+            })
             .map_err(|e| upstream_error(&server, e))
+    }
+}
+
+/// An upstream result is answered downstream as `toolgate`'s own: an upstream that spoke an
+/// older protocol sends no `resultType`, which a client of protocol 2026-07-28 requires
+/// (SEP-2322; the official Python SDK refuses the result without it). rmcp's server side
+/// clears it again for a client of an older version.
+fn complete(result_type: &mut Option<rmcp::model::ResultType>) {
+    if result_type.is_none() {
+        *result_type = Some(rmcp::model::ResultType::COMPLETE);
     }
 }
 

@@ -44,7 +44,7 @@ where
         &mut self,
         mut call: ToolCall,
         pinned: PinnedDecision,
-        input_binding: Option<[u8; 32]>,
+        input_binding: Option<crate::binding::Binding>,
         sink: Option<DecisionSink>,
         hooks: Option<Arc<dyn ToolHooks>>,
     ) -> GateFuture<S::Future, S::Error> {
