@@ -58,8 +58,9 @@ pub const MAX_LEEWAY_SECS: u64 = 300;
 pub enum JwksSource {
     /// A file holding the JWKS, read at start and on SIGHUP (`jwks_file`).
     File(PathBuf),
-    /// An `http://` URL the JWKS is fetched from at start, again when the cache lifetime
-    /// has passed, and (bounded) when a token names a key it does not hold (`jwks_url`).
+    /// A URL the JWKS is fetched from at start, again when the cache lifetime has passed,
+    /// and (bounded) when a token names a key it does not hold (`jwks_url`): `https://`, or
+    /// `http://` to a loopback host only ([`fetch_url_problem`]).
     Url(String),
 }
 
@@ -70,6 +71,7 @@ const FIELDS: &[&str] = &[
     "jwks_file",
     "jwks_url",
     "jwks_cache_secs",
+    "ca_file",
     "algorithms",
     "leeway_secs",
     "required_scopes",
@@ -89,6 +91,9 @@ pub struct JwtSettings {
     pub keys: JwksSource,
     /// How long fetched keys are used (`jwks_cache_secs`).
     pub cache: Duration,
+    /// The CA certificates (a PEM file) trusted for an `https://` `jwks_url` instead of the
+    /// system's roots (`ca_file`: a private identity provider's CA).
+    pub ca_file: Option<PathBuf>,
     /// The allowed algorithms, a subset of [`ALGORITHMS`].
     pub algorithms: Vec<String>,
     /// The clock skew allowed on `exp` and `nbf` (`leeway_secs`, 0 to [`MAX_LEEWAY_SECS`]).
@@ -134,24 +139,27 @@ impl JwtSettings {
                 .non_blank("jwks_file", errs)
                 .map(|p| JwksSource::File(PathBuf::from(p))),
             (false, true) => match o.non_blank("jwks_url", errs) {
-                Some(u) if u.starts_with("http://") && u.len() > "http://".len() => {
-                    Some(JwksSource::Url(u.to_owned()))
-                }
-                Some(u) if u.starts_with("https://") => {
-                    errs.push(
-                        o.path_of("jwks_url"),
-                        format!("`{u}`: this build of toolgate has no TLS stack, so it fetches keys over `http://` only; fetch the JWKS to a file and give `jwks_file` (re-read on SIGHUP), or serve it over `http://` on a trusted network"),
-                    );
-                    None
-                }
-                Some(u) => {
-                    errs.push(
-                        o.path_of("jwks_url"),
-                        format!("`{u}` is not an `http://` URL"),
-                    );
-                    None
-                }
+                Some(u) => match fetch_url_problem(u) {
+                    None => Some(JwksSource::Url(u.to_owned())),
+                    Some(why) => {
+                        errs.push(o.path_of("jwks_url"), why);
+                        None
+                    }
+                },
                 None => None,
+            },
+        };
+        let ca_file = match o.non_blank("ca_file", errs) {
+            None => None,
+            Some(p) => match &keys {
+                Some(JwksSource::Url(u)) if is_https(u) => Some(PathBuf::from(p)),
+                _ => {
+                    errs.push(
+                        o.path_of("ca_file"),
+                        "`ca_file` applies only with an `https://` `jwks_url` (the CA that signed its server's certificate)",
+                    );
+                    None
+                }
             },
         };
         if o.has("jwks_cache_secs") && !o.has("jwks_url") {
@@ -248,6 +256,7 @@ impl JwtSettings {
             audience: audience?,
             keys: keys?,
             cache,
+            ca_file,
             algorithms,
             leeway,
             required_scopes,
@@ -266,6 +275,9 @@ impl JwtSettings {
             JwksSource::Url(u) => {
                 o.insert("jwks_url".into(), u.clone().into());
                 o.insert("jwks_cache_secs".into(), self.cache.as_secs().into());
+                if let Some(ca) = &self.ca_file {
+                    o.insert("ca_file".into(), ca.display().to_string().into());
+                }
             }
         }
         o.insert("algorithms".into(), self.algorithms.clone().into());
@@ -275,6 +287,65 @@ impl JwtSettings {
             self.required_scopes.clone().into(),
         );
         o
+    }
+}
+
+/// Whether `url` is an `https://` URL (the scheme in any case).
+pub fn is_https(url: &str) -> bool {
+    url.get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("https://"))
+}
+
+/// What is wrong with `url` as an address toolgate fetches credentials from (a `jwks_url`,
+/// an upstream's OAuth `token_url`), or `None` when it may be fetched: an `https://` URL
+/// with a host, or an `http://` URL whose host is a loopback address (`127.0.0.0/8`,
+/// `[::1]`, `localhost`). Plain `http://` to any other host is refused: keys or tokens read
+/// off the network unprotected could be replaced by anyone on the path.
+///
+/// ```
+/// use toolgate_engine::jwt::fetch_url_problem;
+/// assert_eq!(fetch_url_problem("https://idp.example.com/jwks"), None);
+/// assert_eq!(fetch_url_problem("http://127.0.0.1:9000/jwks"), None);
+/// assert_eq!(fetch_url_problem("http://localhost/jwks"), None);
+/// assert_eq!(fetch_url_problem("http://[::1]:80/jwks"), None);
+/// let why = fetch_url_problem("http://idp.internal/jwks").unwrap();
+/// assert!(why.contains("loopback"), "{why}");
+/// assert!(fetch_url_problem("ftp://idp/jwks").is_some());
+/// assert!(fetch_url_problem("https:///jwks").is_some());
+/// ```
+pub fn fetch_url_problem(url: &str) -> Option<String> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("http") => {
+            (s.to_ascii_lowercase(), r)
+        }
+        _ => return Some(format!("`{url}` is not an `https://` URL")),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some(format!(
+            "`{url}` carries credentials in its address; give them in their own fields"
+        ));
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    if host.is_empty() {
+        return Some(format!("`{url}` names no host"));
+    }
+    if scheme == "https" {
+        return None;
+    }
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        None
+    } else {
+        Some(format!(
+            "`{url}` is plain `http://` to `{host}`, which is not a loopback address: credentials are fetched over `https://` (plain `http://` only from this machine, `127.0.0.1`, `[::1]` or `localhost`)"
+        ))
     }
 }
 
@@ -342,8 +413,32 @@ mod tests {
             errors(with("required_scopes", json!(["a b"]))),
             ["mcp.jwt.required_scopes[0]"]
         );
-        let url = json!({"issuer": "i", "audience": "a", "jwks_url": "https://idp/jwks"});
+        // Stricter reading of `http://` (issue 22): loopback only.
+        let url = json!({"issuer": "i", "audience": "a", "jwks_url": "http://idp/jwks"});
         assert_eq!(errors(url), ["mcp.jwt.jwks_url"]);
+        assert_eq!(
+            errors(with("ca_file", json!("ca.pem"))),
+            ["mcp.jwt.ca_file"],
+            "`ca_file` with a `jwks_file`"
+        );
+        let plain = json!({"issuer": "i", "audience": "a", "jwks_url": "http://127.0.0.1:1/k", "ca_file": "ca.pem"});
+        assert_eq!(errors(plain), ["mcp.jwt.ca_file"]);
+    }
+
+    #[test]
+    fn issue22_an_https_jwks_url_is_taken_with_its_ca_file() {
+        let mut errs = ConfigErrors::default();
+        let v = json!({"issuer": "i", "audience": "a", "jwks_url": "https://idp.example.com/jwks",
+            "ca_file": "ca.pem"});
+        let s = JwtSettings::read(&v, "p", &[], &mut errs).unwrap();
+        assert_eq!(
+            s.keys,
+            JwksSource::Url("https://idp.example.com/jwks".into())
+        );
+        assert_eq!(s.ca_file, Some(PathBuf::from("ca.pem")));
+        let again = JwtSettings::read(&Value::Object(s.to_json()), "p", &[], &mut errs).unwrap();
+        assert_eq!(again, s);
+        assert!(errs.is_empty(), "{errs}");
     }
 
     #[test]

@@ -28,6 +28,15 @@
 //! provider's set stops verifying once the new set is in hand. Keys that cannot be had
 //! (a file that does not read, a fetch that fails after the cache lifetime) refuse every
 //! token: fail closed.
+//!
+//! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
+//! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
+//! certificates of that PEM file) — or plain `http://` to a loopback host only
+//! ([`toolgate_engine::jwt::fetch_url_problem`]). A certificate of an unknown CA, for another
+//! name, or expired fails the fetch with why, so there are no keys and every token is
+//! refused. [`FetchClient`] is that client, also used by `toolgate-mcp` for the OAuth token
+//! endpoints of its upstreams. Without `tls` an `https://` URL is a start error naming the
+//! field.
 #![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
@@ -58,9 +67,11 @@ use toolgate_engine::jwt::{JwksSource, JwtSettings};
 
 pub use toolgate_engine::jwt::Principal;
 
+mod fetch;
 mod jwks;
 mod metadata;
 
+pub use fetch::{FetchClient, Fetched, TLS, check_fetch_url};
 use jwks::Lookup;
 pub use jwks::{Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};
@@ -314,7 +325,7 @@ struct Inner {
     held: RwLock<Held>,
     /// One fetch at a time.
     fetching: tokio::sync::Mutex<()>,
-    client: reqwest::Client,
+    client: FetchClient,
     /// Bumped each time the keys are read or fetched (or fail to be): see
     /// [`Verifier::keys_generation`].
     generation: std::sync::atomic::AtomicU64,
@@ -358,16 +369,11 @@ impl Verifier {
     /// Keys that cannot be had, named by their field (`mcp.jwt.jwks_file`): fail closed at
     /// start rather than refuse every token later.
     pub async fn start(settings: JwtSettings, path: &str) -> Result<Self, ConfigErrors> {
-        let client = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| {
-                ConfigErrors::one(
-                    format!("{path}.jwks_url"),
-                    format!("cannot make an HTTP client: {e}"),
-                )
-            })?;
+        if let JwksSource::Url(url) = &settings.keys {
+            check_fetch_url(url).map_err(|e| ConfigErrors::one(format!("{path}.jwks_url"), e))?;
+        }
+        let client = FetchClient::new(settings.ca_file.as_deref())
+            .map_err(|e| ConfigErrors::one(format!("{path}.ca_file"), e))?;
         let v = Self(Arc::new(Inner {
             settings,
             path: path.to_owned(),
@@ -477,33 +483,23 @@ impl Verifier {
                 parse_jwks(&text).map_err(|e| format!("`{}`: {e}", path.display()))
             }
             JwksSource::Url(url) => {
+                let accept = (
+                    hyper::header::ACCEPT,
+                    hyper::http::HeaderValue::from_static("application/json"),
+                );
                 let res = self
                     .0
                     .client
-                    .get(url)
-                    .header("accept", "application/json")
-                    .send()
+                    .get(url, &[accept], MAX_JWKS_BYTES, FETCH_TIMEOUT)
                     .await
                     .map_err(|e| format!("cannot fetch the JWKS `{url}`: {e}"))?;
-                if !res.status().is_success() {
+                if !(200..300).contains(&res.status) {
                     return Err(format!(
                         "fetching the JWKS `{url}` answered HTTP {}",
-                        res.status().as_u16()
+                        res.status
                     ));
                 }
-                if res
-                    .content_length()
-                    .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
-                {
-                    return Err(format!(
-                        "the JWKS `{url}` is larger than the {MAX_JWKS_BYTES} bytes read"
-                    ));
-                }
-                let body = res
-                    .bytes()
-                    .await
-                    .map_err(|e| format!("cannot fetch the JWKS `{url}`: {e}"))?;
-                let text = std::str::from_utf8(&body)
+                let text = std::str::from_utf8(&res.body)
                     .map_err(|_| format!("the JWKS `{url}` is not UTF-8 text"))?;
                 parse_jwks(text).map_err(|e| format!("`{url}`: {e}"))
             }
@@ -607,6 +603,9 @@ impl Verifier {
 
 #[cfg(feature = "testing")]
 pub mod testing;
+
+#[cfg(feature = "testing-tls")]
+pub mod testing_tls;
 
 #[cfg(test)]
 mod tests;

@@ -283,3 +283,113 @@ async fn issue22_keys_are_fetched_again_once_their_cache_lifetime_passed() {
     );
     assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
 }
+
+/// Issue 22: `https://` JWKS over real TLS on loopback, with a test CA.
+mod tls {
+    use super::*;
+    use crate::testing_tls::{TestCa, TlsServer};
+
+    async fn https_verifier(url: &str, ca: Option<&std::path::Path>) -> Result<Verifier, String> {
+        let mut keys = json!({"jwks_url": url, "jwks_cache_secs": 1});
+        if let Some(ca) = ca {
+            keys["ca_file"] = json!(ca);
+        }
+        Verifier::start(settings(keys), "mcp.jwt")
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn issue22_an_https_jwks_signed_by_the_configured_ca_verifies_tokens() {
+        let rsa = SigningKey::rsa1();
+        let ca = TestCa::new();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = ca.write(dir.path());
+        let server =
+            TlsServer::start(ca.server_cert(&["127.0.0.1", "localhost"]), jwks(&[&rsa])).await;
+        for url in [
+            server.url("/jwks.json"),
+            server.url_as("localhost", "/jwks.json"),
+        ] {
+            let v = https_verifier(&url, Some(&ca_file)).await.unwrap();
+            let got = v.verify(&rsa.sign(&good(json!({})))).await.unwrap();
+            assert_eq!(got.principal.subject, "alice");
+        }
+        assert_eq!(server.served(), 2);
+        assert!(server.last_request().starts_with("GET /jwks.json HTTP/1.1"));
+    }
+
+    #[tokio::test]
+    async fn issue22_an_https_jwks_the_trust_does_not_cover_is_refused_at_start_naming_the_field() {
+        let rsa = SigningKey::rsa1();
+        let (ca, other) = (TestCa::new(), TestCa::new());
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = ca.write(dir.path());
+        let other_dir = tempfile::tempdir().unwrap();
+        let other_file = other.write(other_dir.path());
+        let server = TlsServer::start(ca.server_cert(&["127.0.0.1"]), jwks(&[&rsa])).await;
+        let url = server.url("/jwks.json");
+        // No `ca_file`: the system's roots do not hold the test CA.
+        let err = https_verifier(&url, None).await.unwrap_err();
+        assert!(err.contains("mcp.jwt.jwks_url"), "{err}");
+        assert!(err.contains("UnknownIssuer"), "{err}");
+        // Another CA's file.
+        let err = https_verifier(&url, Some(&other_file)).await.unwrap_err();
+        assert!(err.contains("UnknownIssuer"), "{err}");
+        // The right CA, a name the certificate is not for.
+        let err = https_verifier(&server.url_as("localhost", "/jwks.json"), Some(&ca_file))
+            .await
+            .unwrap_err();
+        assert!(err.contains("not valid for name \"localhost\""), "{err}");
+        // Expired.
+        server.serve_cert(ca.expired_server_cert(&["127.0.0.1"]));
+        let err = https_verifier(&url, Some(&ca_file)).await.unwrap_err();
+        assert!(err.contains("certificate expired"), "{err}");
+        assert_eq!(
+            server.served(),
+            0,
+            "no request went over a refused handshake"
+        );
+    }
+
+    #[tokio::test]
+    async fn issue22_a_jwks_refetch_over_a_certificate_the_trust_does_not_cover_refuses_every_token()
+     {
+        let rsa = SigningKey::rsa1();
+        let (ca, other) = (TestCa::new(), TestCa::new());
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = ca.write(dir.path());
+        let server = TlsServer::start(ca.server_cert(&["127.0.0.1"]), jwks(&[&rsa])).await;
+        let v = https_verifier(&server.url("/jwks.json"), Some(&ca_file))
+            .await
+            .unwrap();
+        let token = rsa.sign(&good(json!({})));
+        assert!(v.verify(&token).await.is_ok());
+        // The server now shows a certificate of another CA (an impostor on the path): once
+        // the cache lifetime passes, the refetch fails and no token verifies (fail closed).
+        server.serve_cert(other.server_cert(&["127.0.0.1"]));
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let why = invalid(v.verify(&token).await);
+        assert!(why.contains("keys are not available"), "{why}");
+        assert!(why.contains("UnknownIssuer"), "{why}");
+        assert_eq!(server.served(), 1);
+    }
+
+    #[tokio::test]
+    async fn issue22_a_ca_file_that_does_not_read_is_a_start_error_naming_ca_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let err = https_verifier("https://127.0.0.1:1/jwks.json", Some(&missing))
+            .await
+            .unwrap_err();
+        assert!(err.contains("mcp.jwt.ca_file"), "{err}");
+        assert!(err.contains("cannot read the CA file"), "{err}");
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate\n").unwrap();
+        let err = https_verifier("https://127.0.0.1:1/jwks.json", Some(&junk))
+            .await
+            .unwrap_err();
+        assert!(err.contains("mcp.jwt.ca_file"), "{err}");
+        assert!(err.contains("holds no certificate"), "{err}");
+    }
+}

@@ -168,6 +168,35 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 ";
 
+/// Approve with edits and the execution target (issue 24): the target each call was held
+/// with, as JSON, and beside `held_calls` the input each edited approval replaced and who
+/// edited. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under
+/// the migration lock, to an inbox that lacks them (calls held before have no target; a
+/// program that does not know them ignores them).
+pub(crate) const EDIT_AND_TARGET: &str = "
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS target_json TEXT;
+CREATE TABLE IF NOT EXISTS held_edits (
+    interaction_id           TEXT PRIMARY KEY,
+    original_input_json      TEXT NOT NULL,
+    original_input_canonical TEXT NOT NULL,
+    original_input_hash      TEXT NOT NULL,
+    edited_by                TEXT NOT NULL,
+    edited_at                BIGINT NOT NULL,
+    answer_key               TEXT
+);
+";
+
+/// The nonces of signed callbacks taken (issue 24, the Slack replay guard), each until when
+/// it is kept. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates it,
+/// under the migration lock, in an inbox that lacks it.
+pub(crate) const NONCES_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS seen_nonces (
+    nonce    TEXT PRIMARY KEY,
+    until_ms BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS seen_nonces_by_until ON seen_nonces (until_ms);
+";
+
 /// Where the inbox lives, as found or made by [`migrate`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Located {
@@ -393,6 +422,24 @@ pub(crate) async fn migrate(
         if !exists("grants").await.map_err(err)? {
             tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         }
+        // Looked up first, like the columns above.
+        let edits: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'held_calls' AND column_name = 'target_json') \
+                 AND EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 \
+                 AND tablename = 'held_edits')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !edits {
+            tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
+        }
+        if !exists("seen_nonces").await.map_err(err)? {
+            tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         if !exists("stored_shadow_policy").await.map_err(err)? {
             tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
@@ -423,6 +470,8 @@ pub(crate) async fn migrate(
             .await
             .map_err(err)?;
         tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
+        tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
+        tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

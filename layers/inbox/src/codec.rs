@@ -143,6 +143,34 @@ pub fn next_updated_at(previous: Option<&str>, now: SystemTime) -> String {
     humantime::format_rfc3339_micros(at).to_string()
 }
 
+/// The stored text of a held call's execution target (issue 24, seed 000): its JSON form
+/// (`{"host", "workingDirectory", "sandbox"}`, the parts it has), or none.
+///
+/// ```
+/// use toolgate::core::ExecutionTarget;
+/// let t = ExecutionTarget { host: Some("build-7".into()), ..Default::default() };
+/// let text = toolgate_inbox::codec::target_json(Some(&t)).unwrap();
+/// assert_eq!(text, r#"{"host":"build-7"}"#);
+/// assert_eq!(toolgate_inbox::codec::target_from_json(&text), Some(t));
+/// assert_eq!(toolgate_inbox::codec::target_json(None), None);
+/// ```
+pub fn target_json(target: Option<&toolgate::core::ExecutionTarget>) -> Option<String> {
+    target.map(|t| t.to_json().to_string())
+}
+
+/// A stored execution target read back; one that does not read, or has no part, is none
+/// (it is display only: the call itself is decided on its input).
+pub fn target_from_json(text: &str) -> Option<toolgate::core::ExecutionTarget> {
+    let v: Value = parse_json(text).ok()?;
+    let part = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let t = toolgate::core::ExecutionTarget {
+        host: part("host"),
+        working_directory: part("workingDirectory"),
+        sandbox: part("sandbox"),
+    };
+    (!t.is_empty()).then_some(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

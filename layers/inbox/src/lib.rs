@@ -171,7 +171,7 @@ pub use policy::{
     log_shadow_poll, policy_state_of, poll_policy, put_policy_text, put_policy_text_if_unchanged,
     put_shadow_policy_text,
 };
-pub use query::{HeldCursor, HeldPage, HeldQuery, Listing, MAX_PAGE, Order};
+pub use query::{HeldCursor, HeldPage, HeldQuery, Listing, MAX_PAGE, Order, SqlDialect, VisibleTo};
 #[cfg(feature = "sqlite")]
 pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};

@@ -117,6 +117,179 @@ pub struct HeldQuery {
     pub after: Option<HeldCursor>,
     /// At most this many calls (at most [`MAX_PAGE`]; 0 is taken as 1).
     pub limit: usize,
+    /// Only the calls one approver may see ([`VisibleTo`]); `None`: every call.
+    pub visible_to: Option<VisibleTo>,
+}
+
+/// Only the held calls an approver with `tools` selectors may see (issue 20, issue 24): the
+/// calls they may answer — every identity behind the call's tool matched by one of the
+/// selectors, for the call's agent ([`Approver::may_answer`]) — and the calls they answered
+/// themselves. The backends put this into their one statement, so that a person whose
+/// rights cover few of many calls reads one page, not every call.
+///
+/// ```
+/// use toolgate::engine::approvers::ToolSelector;
+/// use toolgate::engine::policy::Glob;
+/// use toolgate_inbox::{HeldQuery, VisibleTo};
+/// let bob = VisibleTo {
+///     selectors: vec![ToolSelector { server: Some(Glob::new("github")), ..Default::default() }],
+///     approver: "bob".into(),
+/// };
+/// let q = HeldQuery { visible_to: Some(bob), ..HeldQuery::pending() };
+/// assert!(q.visible_to.is_some());
+/// ```
+///
+/// [`Approver::may_answer`]: toolgate::engine::approvers::Approver::may_answer
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VisibleTo {
+    /// The approver's `tools` selectors (an empty list covers no call).
+    pub selectors: Vec<toolgate::engine::approvers::ToolSelector>,
+    /// The approver's name: the calls they answered are theirs to see.
+    pub approver: String,
+}
+
+impl VisibleTo {
+    /// Whether the approver sees `r`: what the backends' SQL implements.
+    pub fn sees(&self, r: &HeldRecord) -> bool {
+        let agent = r.call.agent.rule_name();
+        let covered = !r.call.identities.is_empty()
+            && r.call
+                .identities
+                .iter()
+                .all(|id| self.selectors.iter().any(|s| s.matches(id, agent)));
+        covered || r.approver.as_deref() == Some(self.approver.as_str())
+    }
+
+    /// The SQL condition (over the backends' `held_calls` table) that says
+    /// [`VisibleTo::sees`], in `dialect`; each value is handed to `param`, which returns its
+    /// placeholder (`?3`, `$3`). For a backend's statement builder.
+    pub fn sql(&self, dialect: SqlDialect, param: &mut dyn FnMut(String) -> String) -> String {
+        let (length, first, elems, each): (&str, Field, &str, Field) = match dialect {
+            SqlDialect::Sqlite => (
+                "json_array_length(held_calls.identities)",
+                |k| format!("json_extract(held_calls.identities, '$[0].{k}')"),
+                "json_each(held_calls.identities) AS i",
+                |k| format!("json_extract(i.value, '$.{k}')"),
+            ),
+            SqlDialect::Postgres => (
+                "jsonb_array_length(held_calls.identities::jsonb)",
+                |k| format!("(held_calls.identities::jsonb -> 0 ->> '{k}')"),
+                "jsonb_array_elements(held_calls.identities::jsonb) AS i(value)",
+                |k| format!("(i.value ->> '{k}')"),
+            ),
+        };
+        let f = match dialect {
+            SqlDialect::Sqlite => "0",
+            SqlDialect::Postgres => "FALSE",
+        };
+        // INVARIANT: fail closed — an identity a selector cannot be read against (a missing
+        // field, NULL) counts as not covered; so does a call with no identity.
+        let covered = if self.selectors.is_empty() {
+            f.to_owned()
+        } else {
+            // One identity (nearly every call) is read in place; several, one by one.
+            let one = self.any_selector(dialect, first, param);
+            let every = self.any_selector(dialect, each, param);
+            format!(
+                "(CASE WHEN {length} = 1 THEN COALESCE({one}, {f}) WHEN {length} > 1 THEN \
+                 NOT EXISTS (SELECT 1 FROM {elems} WHERE NOT COALESCE({every}, {f})) ELSE {f} END)"
+            )
+        };
+        format!(
+            "({covered} OR held_calls.approver = {})",
+            param(self.approver.clone())
+        )
+    }
+
+    /// The condition that one identity (its fields read by `field`) is matched by one of the
+    /// selectors, for the call's agent.
+    fn any_selector(
+        &self,
+        dialect: SqlDialect,
+        field: Field,
+        param: &mut dyn FnMut(String) -> String,
+    ) -> String {
+        let t = match dialect {
+            SqlDialect::Sqlite => "1",
+            SqlDialect::Postgres => "TRUE",
+        };
+        // ASCII letters only, as `Glob` folds (PostgreSQL's `lower` folds every letter).
+        let fold = |x: &str| match dialect {
+            SqlDialect::Sqlite => format!("lower({x})"),
+            SqlDialect::Postgres => format!(
+                "translate({x}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
+            ),
+        };
+        let mut any = Vec::with_capacity(self.selectors.len());
+        for s in &self.selectors {
+            let mut all = Vec::new();
+            if let Some(k) = s.kind {
+                all.push(format!(
+                    "{} = {}",
+                    field("kind"),
+                    param(k.as_str().to_owned())
+                ));
+            }
+            if let Some(g) = &s.server {
+                all.push(format!(
+                    "{} = 'mcp' AND {} LIKE {} ESCAPE '\\'",
+                    field("kind"),
+                    fold(&field("source")),
+                    param(like_pattern(g.as_str()))
+                ));
+            }
+            if let Some(g) = &s.tool {
+                all.push(format!(
+                    "{} LIKE {} ESCAPE '\\'",
+                    fold(&field("name")),
+                    param(like_pattern(g.as_str()))
+                ));
+            }
+            if let Some(g) = &s.agent {
+                all.push(format!(
+                    "{} LIKE {} ESCAPE '\\'",
+                    fold("COALESCE(held_calls.agent_subagent, held_calls.agent_profile)"),
+                    param(like_pattern(g.as_str()))
+                ));
+            }
+            any.push(if all.is_empty() {
+                t.to_owned()
+            } else {
+                format!("({})", all.join(" AND "))
+            });
+        }
+        format!("({})", any.join(" OR "))
+    }
+}
+
+/// How a statement reads one field (`kind`, `source`, `name`) of an identity.
+type Field = fn(&str) -> String;
+
+/// The SQL dialect a statement is built for ([`VisibleTo::sql`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqlDialect {
+    /// SQLite (its JSON1 functions).
+    Sqlite,
+    /// PostgreSQL (`jsonb`).
+    Postgres,
+}
+
+/// A `Glob` pattern as a `LIKE` pattern (escape `\`): ASCII-lower-cased, `*` as `%`, and
+/// `%`, `_` and `\` taken literally.
+pub(crate) fn like_pattern(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len() + 4);
+    for c in glob.chars() {
+        match c {
+            '*' => out.push('%'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c.to_ascii_lowercase()),
+        }
+    }
+    out
 }
 
 impl HeldQuery {
@@ -209,6 +382,7 @@ impl HeldQuery {
             && self
                 .text_lower()
                 .is_none_or(|t| r.call.input_json.to_ascii_lowercase().contains(t.as_str()))
+            && self.visible_to.as_ref().is_none_or(|v| v.sees(r))
     }
 
     /// Whether `r` comes after the cursor in this query's order (always, without one).

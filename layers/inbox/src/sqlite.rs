@@ -58,6 +58,7 @@ use crate::state::{self, PendingLost, Repeat, same_input};
 use crate::store::{BoxFuture, InboxStore};
 
 mod edit;
+mod nonce;
 mod query;
 pub use query::PAGE_INDEXES;
 

@@ -273,7 +273,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// edit is replayed; anything else on a call no longer pending is refused as
     /// [`InboxStore::answer`] refuses it.
     ///
-    /// This provided method refuses: a store that records edits overrides it (SQLite does).
+    /// This provided method refuses: a store that records edits overrides it (both backends do).
     fn answer_edited<'a>(
         &'a self,
         id: &'a str,
@@ -295,6 +295,30 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
         let _ = id;
         Box::pin(async { Ok(None) })
+    }
+
+    /// Takes `nonce` once (issue 24: the replay guard of signed callbacks such as Slack's):
+    /// records it as seen until `until` and answers `true`, or answers `false` when it was
+    /// taken before and its `until` is not yet past at `now` — by any handle or process
+    /// sharing the inbox, so replicas behind a load balancer and a restarted process refuse
+    /// the same replay. One conditional insert: of racing takes of one nonce exactly one is
+    /// `true`. Nonces whose `until` is past at `now` are pruned.
+    ///
+    /// This provided method refuses: a store that keeps nonces overrides it (both backends
+    /// do).
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let _ = (nonce, until, now);
+        Box::pin(async {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                "this inbox cannot keep the nonces of signed callbacks",
+            ))
+        })
     }
 
     /// Cancels a pending call: `pending → cancelled`.
@@ -552,6 +576,14 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
         (**self).edit_of(id)
+    }
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        (**self).take_nonce(nonce, until, now)
     }
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         (**self).cancel(id)

@@ -1,7 +1,7 @@
 //! OAuth 2.0 client credentials (RFC 6749 §4.4) for streamable HTTP upstreams: what the
 //! operator configures.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::config_error::ConfigError;
 use crate::secret::SecretSource;
@@ -49,6 +49,8 @@ impl ClientAuth {
 ///     .oauth(creds);
 /// assert_eq!(remote.id(), "remote");
 /// assert!(OAuthClientCredentials::new("ftp://x", "id", SecretSource::env("S")).is_err());
+/// // Plain `http://` only to this machine: a secret is never sent in the clear.
+/// assert!(OAuthClientCredentials::new("http://idp.internal/token", "id", SecretSource::env("S")).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
@@ -59,15 +61,20 @@ pub struct OAuthClientCredentials {
     pub(crate) scope: Option<String>,
     pub(crate) resource: Option<String>,
     pub(crate) client_auth: ClientAuth,
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 impl OAuthClientCredentials {
-    /// Credentials of client `client_id` at the token endpoint `token_url` (`http://`
-    /// only: this crate carries no TLS stack), its secret from `client_secret`.
+    /// Credentials of client `client_id` at the token endpoint `token_url`, its secret from
+    /// `client_secret`. The endpoint is `https://` (fetched over TLS when `toolgate-idp`'s
+    /// `tls` feature is on, as in the `toolgate` command), or plain `http://` to a loopback
+    /// host only (`toolgate_engine::jwt::fetch_url_problem`): a client secret is never sent
+    /// in the clear over a network.
     ///
     /// # Errors
     ///
-    /// `oauth.token_url` that is not an `http://` URL; `oauth.client_id` that is blank.
+    /// `oauth.token_url` that is not an `https://` URL or a loopback `http://` one;
+    /// `oauth.client_id` that is blank.
     pub fn new(
         token_url: impl Into<String>,
         client_id: impl Into<String>,
@@ -75,10 +82,10 @@ impl OAuthClientCredentials {
     ) -> Result<Self, ConfigError> {
         let token_url = token_url.into();
         let client_id = client_id.into();
-        if !token_url.starts_with("http://") {
+        if let Some(message) = toolgate_engine::jwt::fetch_url_problem(&token_url) {
             return Err(ConfigError {
                 path: String::from("oauth.token_url"),
-                message: format!("`{token_url}` is not an `http://` URL"),
+                message,
             });
         }
         if client_id.trim().is_empty() {
@@ -94,7 +101,25 @@ impl OAuthClientCredentials {
             scope: None,
             resource: None,
             client_auth: ClientAuth::Basic,
+            ca_file: None,
         })
+    }
+
+    /// The CA certificates (a PEM file) trusted for an `https://` token endpoint instead of
+    /// the system's roots (a private authorization server's CA; `oauth.ca_file`). Read when
+    /// the gateway starts: one that cannot be read, or holds no certificate, is a start-up
+    /// error naming the field.
+    ///
+    /// ```
+    /// use toolgate_mcp::{OAuthClientCredentials, SecretSource};
+    /// let creds = OAuthClientCredentials::new("https://idp.example.com/token", "toolgate", SecretSource::env("S"))
+    ///     .unwrap()
+    ///     .ca_file("/etc/toolgate/idp-ca.pem");
+    /// # let _ = creds;
+    /// ```
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
     }
 
     /// The scope to ask for (space-separated scopes).
@@ -118,6 +143,11 @@ impl OAuthClientCredentials {
 
     pub(crate) fn relative_to(mut self, dir: &Path) -> Self {
         self.client_secret = self.client_secret.relative_to(dir);
+        if let Some(ca) = &self.ca_file
+            && ca.is_relative()
+        {
+            self.ca_file = Some(dir.join(ca));
+        }
         self
     }
 }

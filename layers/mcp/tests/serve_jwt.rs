@@ -492,3 +492,93 @@ async fn issue22_r47_an_elicitation_answer_names_the_verified_principal() {
     );
     let _ = client.cancel().await;
 }
+
+/// A client that declares elicitation and accepts every question.
+#[derive(Clone, Default)]
+struct Accepts;
+
+impl rmcp::ClientHandler for Accepts {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_elicitation()
+                .build(),
+            rmcp::model::Implementation::new("accepts", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Accept,
+        ))
+    }
+}
+
+/// Issue 22: an answer given by elicitation in a session authenticated by JWT records that
+/// session's verified `sub` and `iss` as the answering principal (the audit record's
+/// `approval.principal`, through `request_verified`); a static token's answer records the
+/// name only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue22_r47_an_elicitation_answer_in_a_jwt_session_records_its_verified_principal() {
+    let rsa = SigningKey::rsa1();
+    let idp = JwksServer::start(jwks(&[&rsa])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let addr = free_addr();
+    let _server = serve_with(
+        addr,
+        &section(addr, json!({"jwks_url": idp.url})),
+        Some(&audit),
+    )
+    .await;
+    for bearer in [
+        token(&rsa, addr, json!({"azp": "client-dev"})),
+        String::from("static-dev"),
+    ] {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+                .auth_header(bearer),
+        );
+        let client = Accepts.serve(transport).await.unwrap();
+        let Value::Object(args) = json!({"mode": "clean"}) else {
+            panic!()
+        };
+        let r = client
+            .call_tool(CallToolRequestParams::new("drift__set_mode").with_arguments(args))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(false), "approved by elicitation: {r:?}");
+        let _ = client.cancel().await;
+    }
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r.get("event").is_none())
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let jwt = &records[0]["approval"];
+    assert_eq!(jwt["wait"], "approved", "{jwt}");
+    assert!(
+        jwt["approver"]
+            .as_str()
+            .unwrap()
+            .starts_with("elicitation: `alice@example.com`"),
+        "{jwt}"
+    );
+    assert_eq!(
+        jwt["principal"],
+        json!({"subject": "alice@example.com", "issuer": ISS}),
+        "{jwt}"
+    );
+    let static_token = &records[1]["approval"];
+    assert_eq!(static_token["wait"], "approved", "{static_token}");
+    assert!(
+        static_token.get("principal").is_none(),
+        "a static token's answer names no principal: {static_token}"
+    );
+}

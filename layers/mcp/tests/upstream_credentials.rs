@@ -507,3 +507,106 @@ async fn issue22_4_a_rotated_client_secret_is_read_at_the_next_token_fetch() {
     );
     gateway.shutdown().await;
 }
+
+/// Issue 22: an `https://` token endpoint over real TLS on loopback (a test CA): its
+/// configured `ca_file` is trusted, and the token it gives reaches the upstream.
+#[tokio::test]
+async fn issue22_5_an_https_token_endpoint_signed_by_the_configured_ca_gives_the_token() {
+    use toolgate_idp::testing_tls::{TestCa, TlsServer};
+    let ca = TestCa::new();
+    let endpoint = TlsServer::start(
+        ca.server_cert(&["127.0.0.1"]),
+        json!({"access_token": "tok-tls", "token_type": "Bearer", "expires_in": 3600}),
+    )
+    .await;
+    let (url, refused) = bearer_upstream(Arc::new(Mutex::new(vec![String::from("tok-tls")]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "s3cr:et&+").unwrap();
+    ca.write(dir.path());
+    let mut section = oauth_section(&url, &endpoint.url("/token"), "client-secret");
+    section["servers"]["remote"]["oauth"]["ca_file"] = json!("ca.pem");
+    let gateway = new_gateway();
+    gateway
+        .connect(server(section, dir.path()).unwrap())
+        .await
+        .unwrap();
+    assert!(matches!(
+        lookup(&gateway, "remote").await,
+        ToolResponse::Completed(_)
+    ));
+    assert_eq!(endpoint.served(), 1);
+    let asked = endpoint.last_request();
+    assert!(asked.starts_with("POST /token HTTP/1.1"), "{asked}");
+    assert!(asked.contains("grant_type=client_credentials"), "{asked}");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+    gateway.shutdown().await;
+}
+
+/// Issue 22: a token endpoint whose certificate the trust does not cover (no `ca_file`, so
+/// the system's roots; another name) gives no token: connecting fails with why, and no
+/// request went to the endpoint. Plain `http://` off this machine is refused when read.
+#[tokio::test]
+async fn issue22_5_an_https_token_endpoint_the_trust_does_not_cover_gives_no_token() {
+    use toolgate_idp::testing_tls::{TestCa, TlsServer};
+    let ca = TestCa::new();
+    let endpoint = TlsServer::start(
+        ca.server_cert(&["127.0.0.1"]),
+        json!({"access_token": "tok-tls", "token_type": "Bearer"}),
+    )
+    .await;
+    let (url, _) = bearer_upstream(Arc::new(Mutex::new(vec![String::from("tok-tls")]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "s3cr:et&+").unwrap();
+    ca.write(dir.path());
+    let connect_error = |section: Value| {
+        let dir = dir.path().to_owned();
+        async move {
+            match new_gateway()
+                .connect(server(section, &dir).unwrap())
+                .await
+                .unwrap_err()
+            {
+                GatewayError::Connect { server, message } => {
+                    assert_eq!(server, "remote");
+                    message
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let section = oauth_section(&url, &endpoint.url("/token"), "client-secret");
+    let message = connect_error(section).await;
+    assert!(
+        message.contains("cannot reach the token endpoint"),
+        "{message}"
+    );
+    assert!(message.contains("UnknownIssuer"), "{message}");
+    let mut section = oauth_section(
+        &url,
+        &endpoint.url_as("localhost", "/token"),
+        "client-secret",
+    );
+    section["servers"]["remote"]["oauth"]["ca_file"] = json!("ca.pem");
+    let message = connect_error(section).await;
+    assert!(message.contains("not valid for name"), "{message}");
+    assert_eq!(endpoint.served(), 0, "no request over a refused handshake");
+
+    // A CA file that does not read: a start error naming the field.
+    let mut section = oauth_section(&url, &endpoint.url("/token"), "client-secret");
+    section["servers"]["remote"]["oauth"]["ca_file"] = json!("missing.pem");
+    let err = new_gateway()
+        .connect(server(section, dir.path()).unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("servers.remote.oauth.ca_file"), "{err}");
+    // Plain `http://` to another machine; a `ca_file` with `http://`.
+    let section = oauth_section(&url, "http://idp.internal/token", "client-secret");
+    let err = ServeConfig::read(&section).unwrap_err().to_string();
+    assert!(err.contains("mcp.servers.remote.oauth.token_url"), "{err}");
+    assert!(err.contains("not a loopback address"), "{err}");
+    let mut section = oauth_section(&url, "http://127.0.0.1:1/token", "client-secret");
+    section["servers"]["remote"]["oauth"]["ca_file"] = json!("ca.pem");
+    let err = ServeConfig::read(&section).unwrap_err().to_string();
+    assert!(err.contains("mcp.servers.remote.oauth.ca_file"), "{err}");
+}

@@ -41,6 +41,7 @@
 //! | [`TOOLGATE_DECISION_REASONS`] | every reason of the refusal or of the asks, each redacted and truncated |
 //! | [`TOOLGATE_APPROVAL_SOURCE`] | how the approval gate's wait ended (`WaitEnd::as_str`): `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held`, `refused` |
 //! | [`TOOLGATE_APPROVAL_APPROVER`] | who approved or denied, when a person did |
+//! | [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`], [`TOOLGATE_APPROVAL_PRINCIPAL_ISSUER`] | `sub` and `iss` of the answering person's verified identity-provider token, beside the approver, only when their answer came with one (issue 22: a JWT approver of the page, a session authenticated by JWT answering by elicitation); absent for a static-token, header or `--as` approver |
 //! | [`TOOLGATE_AGENT_PROFILE`] | the calling agent's profile |
 //! | [`TOOLGATE_AGENT_SUBAGENT`] | the subagent's id, for a subagent |
 //! | [`TOOLGATE_PRINCIPAL_SUBJECT`], [`TOOLGATE_PRINCIPAL_ISSUER`] | `sub` and `iss` of the caller's verified identity-provider token (issue 22) |
@@ -110,6 +111,12 @@ pub const TOOLGATE_DECISION_REASONS: &str = "toolgate.decision.reasons";
 pub const TOOLGATE_APPROVAL_SOURCE: &str = "toolgate.approval.source";
 /// `toolgate.approval.approver`: who approved or denied.
 pub const TOOLGATE_APPROVAL_APPROVER: &str = "toolgate.approval.approver";
+/// `toolgate.approval.principal.subject`: the `sub` of the answering person's verified
+/// identity-provider token (issue 22), when their answer came with one.
+pub const TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT: &str = "toolgate.approval.principal.subject";
+/// `toolgate.approval.principal.issuer`: the `iss` of the answering person's verified
+/// identity-provider token, beside [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`].
+pub const TOOLGATE_APPROVAL_PRINCIPAL_ISSUER: &str = "toolgate.approval.principal.issuer";
 /// `toolgate.agent.profile`: the calling agent's profile.
 pub const TOOLGATE_AGENT_PROFILE: &str = "toolgate.agent.profile";
 /// `toolgate.agent.subagent`: the subagent's id.

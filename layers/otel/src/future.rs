@@ -57,7 +57,14 @@ impl Finish {
         let note = peek(&self.sink);
         let mut attributes = Vec::with_capacity(12);
         let response = result.as_ref().ok();
-        record::decision(&self.redactor, note.as_ref(), response, &mut attributes);
+        let answered_by = self.sink.answered_by();
+        record::decision(
+            &self.redactor,
+            note.as_ref(),
+            answered_by.as_ref(),
+            response,
+            &mut attributes,
+        );
         self.shadow(note.as_ref(), response, &mut attributes);
         let outcome = result
             .as_ref()
@@ -90,7 +97,14 @@ impl Finish {
     fn cancelled(&mut self) {
         let note = peek(&self.sink);
         let mut attributes = Vec::with_capacity(8);
-        record::decision(&self.redactor, note.as_ref(), None, &mut attributes);
+        let answered_by = self.sink.answered_by();
+        record::decision(
+            &self.redactor,
+            note.as_ref(),
+            answered_by.as_ref(),
+            None,
+            &mut attributes,
+        );
         self.shadow(note.as_ref(), None, &mut attributes);
         attributes.push(KeyValue::new(attr::TOOLGATE_CALL_OUTCOME, "cancelled"));
         self.end(

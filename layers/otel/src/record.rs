@@ -225,6 +225,7 @@ pub(crate) fn shadow(
 pub(crate) fn decision(
     redactor: &Redactor,
     note: Option<&DecisionNote>,
+    answered_by: Option<&toolgate::core::Principal>,
     response: Option<&ToolResponse>,
     attributes: &mut Vec<KeyValue>,
 ) {
@@ -331,6 +332,19 @@ pub(crate) fn decision(
             attr::TOOLGATE_APPROVAL_APPROVER,
             approver.clone(),
         ));
+        // Issue 22: the answering person's verified principal, only when their answer came
+        // with a verified identity-provider token (never for a static-token, header or
+        // command-line approver).
+        if let Some(p) = answered_by {
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT,
+                bounded(p.subject.clone(), MAX_NAME_CHARS),
+            ));
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_APPROVAL_PRINCIPAL_ISSUER,
+                bounded(p.issuer.clone(), MAX_NAME_CHARS),
+            ));
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use toolgate_inbox::{
-    HeldCursor, HeldPage, HeldQuery, HeldRecord, InboxError, Listing, MAX_PAGE, Order,
-    State as CallState, Timestamp,
+    HeldCursor, HeldPage, HeldQuery, HeldRecord, InboxError, Listing, Order, State as CallState,
+    Timestamp,
 };
 
 use crate::html::{self, Tab, esc, text};
@@ -61,6 +61,8 @@ pub(crate) struct PageQuery {
     pub(crate) order: Option<String>,
     /// The cursor of the page (`HeldCursor::to_text`).
     pub(crate) after: Option<String>,
+    /// The page that ends just before this call (`HeldCursor::to_text`): the Previous link.
+    pub(crate) before: Option<String>,
     /// Cards a page.
     pub(crate) size: Option<String>,
 }
@@ -208,12 +210,18 @@ impl PageQuery {
     }
 
     fn href(&self, path: &str, after: Option<&HeldCursor>) -> String {
+        self.href_at(path, after.map(|c| ("after", c)))
+    }
+
+    /// The list's link with its filters, at a page given by `after` or `before` (or the
+    /// first page).
+    fn href_at(&self, path: &str, at: Option<(&str, &HeldCursor)>) -> String {
         let mut qs = self.filter_string();
-        if let Some(c) = after {
+        if let Some((key, c)) = at {
             if !qs.is_empty() {
                 qs.push('&');
             }
-            let _ = write!(qs, "after={}", enc(&c.to_text()));
+            let _ = write!(qs, "{key}={}", enc(&c.to_text()));
         }
         if qs.is_empty() {
             path.to_owned()
@@ -223,49 +231,105 @@ impl PageQuery {
     }
 }
 
-/// One page of what `who` may see of `q`, and how many of those match in all. For a person
-/// with rights over every tool, one page query and one count; with selectors, the store's
-/// pages are read on until the page is full, and the count reads every match (linear in the
-/// matches: narrow with a filter).
+/// One page of what `who` may see of `q`, and how many of those match in all: one page
+/// query and one count, with a person's `tools` selectors put into the store's statement
+/// ([`toolgate_inbox::VisibleTo`], the same rule as [`crate::rights::may_see`]).
 pub(crate) async fn visible_page(
     app: &App,
     who: &Who,
     q: &HeldQuery,
 ) -> Result<(HeldPage, u64), InboxError> {
     let store = &app.0.store;
-    if who.approver.tools.is_none() {
-        let page = store.query_held(q).await?;
-        let count = store.count_held(q).await?;
-        return Ok((page, count));
-    }
-    let size = q.page_size();
-    let mut batch = q.clone().limit((size * 4).clamp(100, MAX_PAGE));
-    let mut got = Vec::new();
-    loop {
-        let page = store.query_held(&batch).await?;
-        got.extend(page.records.into_iter().filter(|r| may_see(who, r)));
-        match page.next {
-            Some(c) if got.len() <= size => {
-                batch.after = Some(c);
-                // Read on in larger steps while the person's calls are rare.
-                batch.limit = (batch.limit * 2).min(MAX_PAGE);
-            }
-            _ => break,
-        }
-    }
-    let page = HeldPage::cut(got, size);
-    let mut all = q.clone().limit(MAX_PAGE);
-    all.after = None;
-    let mut count = 0_u64;
-    loop {
-        let p = store.query_held(&all).await?;
-        count += p.records.iter().filter(|r| may_see(who, r)).count() as u64;
-        match p.next {
-            Some(c) => all.after = Some(c),
-            None => break,
-        }
+    let q = visible_query(who, q);
+    let page = store.query_held(&q).await?;
+    let count = store.count_held(&q).await?;
+    // The store's filter is `may_see`'s; checked again on what is shown, failing closed.
+    let shown = page.records.len();
+    let mut page = page;
+    page.records.retain(|r| may_see(who, r));
+    if page.records.len() != shown {
+        return Err(InboxError::new(
+            toolgate_inbox::InboxErrorKind::Backend,
+            "the inbox listed a call beyond the approver's rights",
+        ));
     }
     Ok((page, count))
+}
+
+/// `q` narrowed to what `who` may see (nothing added for a person with rights over every
+/// tool).
+pub(crate) fn visible_query(who: &Who, q: &HeldQuery) -> HeldQuery {
+    let mut q = q.clone();
+    if let Some(selectors) = &who.approver.tools {
+        q.visible_to = Some(toolgate_inbox::VisibleTo {
+            selectors: selectors.clone(),
+            approver: who.approver.name.clone(),
+        });
+    }
+    q
+}
+
+/// Where the Previous link of a page goes (issue 24).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Previous {
+    /// This is the first page: no link.
+    None,
+    /// To the first page.
+    First,
+    /// To the page that ends just before this call.
+    Before(HeldCursor),
+}
+
+/// The page `pq` asks for (`q` is its store query, `after` its cursor): one forward page, or
+/// with `before` the page that ends just before that call — read backwards and shown in the
+/// list's order; when it reaches the start of the list the first page is shown instead, full.
+/// Returns the page, the count, and where its Previous link goes.
+pub(crate) async fn shown_page(
+    app: &App,
+    who: &Who,
+    pq: &PageQuery,
+    q: &HeldQuery,
+) -> Result<(HeldPage, u64, Previous), Response> {
+    let before = match given(&pq.before) {
+        None => None,
+        Some(b) => Some(
+            HeldCursor::parse(&b)
+                .ok_or_else(|| bad("before", &format!("is `{b}`, not a page of this list")))?,
+        ),
+    };
+    if before.is_some() && q.after.is_some() {
+        return Err(bad("before", "cannot be given with `after`"));
+    }
+    let Some(before) = before else {
+        let (page, count) = visible_page(app, who, q).await.map_err(store_failed)?;
+        let prev = match (&q.after, page.records.first()) {
+            (None, _) => Previous::None,
+            (Some(_), Some(first)) => Previous::Before(HeldCursor::after(first)),
+            (Some(_), None) => Previous::First,
+        };
+        return Ok((page, count, prev));
+    };
+    let mut back = q.clone();
+    back.order = match q.order {
+        Order::OldestFirst => Order::NewestFirst,
+        Order::NewestFirst => Order::OldestFirst,
+    };
+    back.after = Some(before);
+    let (mut page, count) = visible_page(app, who, &back).await.map_err(store_failed)?;
+    if page.next.is_none() {
+        // Nothing before these: the first page, full.
+        let mut first = q.clone();
+        first.after = None;
+        let (page, count) = visible_page(app, who, &first).await.map_err(store_failed)?;
+        return Ok((page, count, Previous::None));
+    }
+    page.records.reverse();
+    page.next = page.records.last().map(HeldCursor::after);
+    let prev = page
+        .records
+        .first()
+        .map_or(Previous::First, |r| Previous::Before(HeldCursor::after(r)));
+    Ok((page, count, prev))
 }
 
 /// The filter form (a `GET` of the same list), every field labelled.
@@ -309,14 +373,24 @@ fn filter_form(out: &mut String, path: &str, pq: &PageQuery, q: &HeldQuery) {
     );
 }
 
-/// "Next page" (and "First page" past the first).
-fn pager(out: &mut String, path: &str, pq: &PageQuery, q: &HeldQuery, page: &HeldPage) {
+/// "Previous page" and "First page" past the first, and "Next page", each keeping the
+/// filters.
+fn pager(out: &mut String, path: &str, pq: &PageQuery, prev: &Previous, page: &HeldPage) {
     out.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
-    if q.after.is_some() {
+    if *prev != Previous::None {
         let _ = write!(
             out,
             "<a href=\"{}\" id=\"page-first\">First page</a> ",
             esc(&pq.href(path, None))
+        );
+        let to = match prev {
+            Previous::Before(c) => pq.href_at(path, Some(("before", c))),
+            _ => pq.href(path, None),
+        };
+        let _ = write!(
+            out,
+            "<a href=\"{}\" id=\"page-prev\" rel=\"prev\">Previous page</a> ",
+            esc(&to)
         );
     }
     if let Some(next) = &page.next {
@@ -461,9 +535,9 @@ pub(crate) async fn pending(
         Ok(q) => q,
         Err(r) => return r,
     };
-    let (page, count) = match visible_page(&app, &who, &q).await {
+    let (page, count, prev) = match shown_page(&app, &who, &pq, &q).await {
         Ok(p) => p,
-        Err(e) => return store_failed(e),
+        Err(r) => return r,
     };
     let ctx = crate::risk::RiskContext::load(&app).await;
     let mut inner = String::with_capacity(64 * 1024);
@@ -486,7 +560,7 @@ pub(crate) async fn pending(
     bulk_bar(&mut inner, &who, count == 0);
     // Where a call held from now on belongs: at the bottom of the last page oldest-first,
     // at the top of the first page newest-first; elsewhere it is only counted.
-    let add = match (q.order, q.after.is_some(), page.next.is_some()) {
+    let add = match (q.order, prev != Previous::None, page.next.is_some()) {
         (Order::OldestFirst, _, false) => "bottom",
         (Order::NewestFirst, false, _) => "top",
         _ => "none",
@@ -497,7 +571,7 @@ pub(crate) async fn pending(
     );
     cards(&mut inner, &page.records, &who, &ctx);
     inner.push_str("</div>");
-    pager(&mut inner, "/", &pq, &q, &page);
+    pager(&mut inner, "/", &pq, &prev, &page);
     inner.push_str(KEYS_HELP);
     let attrs = format!(
         " data-delta=\"1\" data-events=\"{}\"",
@@ -545,9 +619,9 @@ pub(crate) async fn history(
         Ok(q) => q,
         Err(r) => return r,
     };
-    let (page, count) = match visible_page(&app, &who, &q).await {
+    let (page, count, prev) = match shown_page(&app, &who, &pq, &q).await {
         Ok(p) => p,
-        Err(e) => return store_failed(e),
+        Err(r) => return r,
     };
     let now = Timestamp::now();
     let mut inner =
@@ -586,7 +660,7 @@ pub(crate) async fn history(
             "<p class=\"empty\">Nothing answered yet.</p>"
         });
     }
-    pager(&mut inner, "/history", &pq, &q, &page);
+    pager(&mut inner, "/history", &pq, &prev, &page);
     respond(
         &who,
         Tab::History,

@@ -30,8 +30,6 @@ pub(crate) struct Inner {
     pub(crate) hosts: Vec<String>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
-    /// Slack callbacks already taken (issue 24): signature → when it stops being fresh.
-    pub(crate) slack_seen: Mutex<HashMap<String, i64>>,
     /// Each held call the poller saw change (issue 24: the live update sends only these).
     pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -102,7 +100,6 @@ impl App {
             sessions: Mutex::new(HashMap::new()),
             throttle: Mutex::new(crate::throttle::Throttle::default()),
             changes: rx,
-            slack_seen: Mutex::new(HashMap::new()),
             deltas,
             tasks: Mutex::new(tasks),
         }))

@@ -299,6 +299,50 @@
     else if (e.key === "?") { e.preventDefault(); var k = document.getElementById("keys"); if (k) { k.open = !k.open; } }
   });
 
+  // ----- approve with edits -----
+  // The card's edit form: JSON that does not read, or is not an object, is refused on the
+  // card before anything is sent; the server's refusal (the tool's schema, the hashes, the
+  // rights) is shown on the card too, the person's text kept. The server checks everything
+  // again: this only saves a round trip and a lost edit.
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (!f || f.tagName !== "FORM" || !f.classList.contains("edit")) { return; }
+    var area = f.querySelector("textarea[name=input]");
+    var box = f.querySelector(".edit-error");
+    if (!area || !box || !window.fetch) { return; }
+    e.preventDefault();
+    function say(m) {
+      box.textContent = m;
+      box.hidden = false;
+      area.setAttribute("aria-invalid", "true");
+      area.focus();
+    }
+    var v;
+    try { v = JSON.parse(area.value); } catch (err) {
+      say("The input is not JSON (" + err.message + "); nothing was sent.");
+      return;
+    }
+    if (v === null || typeof v !== "object" || Array.isArray(v)) {
+      say("The input must be a JSON object; nothing was sent.");
+      return;
+    }
+    box.hidden = true;
+    area.removeAttribute("aria-invalid");
+    var card = f.closest(".card");
+    post(f.action, new URLSearchParams(new FormData(f))).then(function (r) {
+      if (!r.ok) { say(refusalText(r.text)); return; }
+      var id = card ? card.getAttribute("data-id") : "";
+      var prompt = card && card.querySelector("h3.prompt");
+      var name = prompt ? prompt.textContent : id;
+      if (card && cardsBox() && cardsBox().contains(card)) {
+        removeCard(card);
+        toast("Approved “" + name + "” with the edited input.", { link: "/calls/" + id });
+      } else {
+        window.location.assign("/calls/" + id);
+      }
+    }).catch(function () { say("The answer could not be sent; nothing is known to be approved."); });
+  });
+
   // ----- live updates -----
   if (!live || !window.EventSource) { return; }
   function busy() {
@@ -309,7 +353,7 @@
     // open grant form counts as soon as it is opened.
     var inputs = live.querySelectorAll("input[type=text], textarea");
     for (var i = 0; i < inputs.length; i++) { if (inputs[i].value !== inputs[i].defaultValue) { return true; } }
-    if (live.querySelector("details.grant[open]")) { return true; }
+    if (live.querySelector("details.grant[open], details.edit[open]")) { return true; }
     return false;
   }
   function refresh() {

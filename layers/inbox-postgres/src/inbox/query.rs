@@ -4,7 +4,9 @@
 //! filter means is `HeldQuery::matches`'s; the SQLite backend's statements say the same.
 
 use tokio_postgres::types::ToSql;
-use toolgate_inbox::{HeldPage, HeldQuery, HeldRecord, InboxError, Listing, Order, Timestamp};
+use toolgate_inbox::{
+    HeldPage, HeldQuery, HeldRecord, InboxError, Listing, Order, SqlDialect, Timestamp,
+};
 
 use super::PostgresInbox;
 use super::ops::{COLUMNS, read_row};
@@ -79,6 +81,13 @@ fn filters(q: &HeldQuery) -> (Vec<String>, Vec<Param>) {
             Param::Text(t),
             &mut params,
         );
+    }
+    if let Some(v) = &q.visible_to {
+        let clause = v.sql(SqlDialect::Postgres, &mut |text| {
+            params.push(Param::Text(text));
+            format!("${}", params.len())
+        });
+        clauses.push(clause);
     }
     (clauses, params)
 }

@@ -60,7 +60,8 @@ pub(super) fn answer_edited_op(
         tx.execute(
             "UPDATE held_calls SET state = ?2, approver = ?3, answer_key = ?4, \
              answer_approve = ?5, answer_reason = NULL, answered_at = ?6, updated_at = ?6, \
-             input_json = ?7, input_canonical = ?8, input_hash = ?9 \
+             input_json = ?7, input_canonical = ?8, input_hash = ?9, \
+             approver_subject = ?10, approver_issuer = ?11 \
              WHERE interaction_id = ?1 AND state = 'pending'",
             params![
                 id,
@@ -72,6 +73,8 @@ pub(super) fn answer_edited_op(
                 edit.input_json,
                 edit.input_canonical,
                 edit.input_hash,
+                answer.principal.as_ref().map(|p| p.subject.as_str()),
+                answer.principal.as_ref().map(|p| p.issuer.as_str()),
             ],
         )
         .map_err(|e| inner.err(e))?;
@@ -170,19 +173,7 @@ pub(super) fn add_target_column(inner: &Inner, conn: &mut Connection) -> Result<
     tx.commit().map_err(|e| inner.err(e))
 }
 
-/// A stored target; one that does not read is shown as none (it is display only: the
-/// call itself is decided on its input).
+/// A stored target ([`crate::codec::target_from_json`]).
 pub(super) fn target_from_json(text: &str) -> Option<toolgate::core::ExecutionTarget> {
-    let v: serde_json::Value = crate::codec::parse_json(text).ok()?;
-    let part = |k: &str| {
-        v.get(k)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    let t = toolgate::core::ExecutionTarget {
-        host: part("host"),
-        working_directory: part("workingDirectory"),
-        sandbox: part("sandbox"),
-    };
-    (!t.is_empty()).then_some(t)
+    crate::codec::target_from_json(text)
 }

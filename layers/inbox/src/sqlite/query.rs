@@ -7,7 +7,7 @@ use rusqlite::{Connection, ErrorCode, types::Value as Sql};
 use super::{COLUMNS, Inner, read_row};
 use crate::error::InboxError;
 use crate::model::{HeldRecord, Timestamp};
-use crate::query::{HeldPage, HeldQuery, Listing, Order};
+use crate::query::{HeldPage, HeldQuery, Listing, Order, SqlDialect};
 
 /// The indexes the pages and the change feed read: the calls of one state in the order
 /// they were held, and every call by its last change. Not a schema version of their own:
@@ -87,6 +87,13 @@ fn filters(q: &HeldQuery) -> (Vec<String>, Vec<Sql>) {
         // SQLite's `lower` folds ASCII only, as `HeldQuery::matches` does.
         push("instr(lower(input_json), ?) > 0", Sql::Text(t), &mut params);
     }
+    if let Some(v) = &q.visible_to {
+        let clause = v.sql(SqlDialect::Sqlite, &mut |text| {
+            params.push(Sql::Text(text));
+            format!("?{}", params.len())
+        });
+        clauses.push(clause);
+    }
     (clauses, params)
 }
 
@@ -115,6 +122,16 @@ pub(super) fn query_op(
     conn: &mut Connection,
     q: &HeldQuery,
 ) -> Result<HeldPage, InboxError> {
+    let (sql, params) = page_sql(q);
+    Ok(HeldPage::cut(
+        rows(inner, conn, &sql, &params)?,
+        q.page_size(),
+    ))
+}
+
+/// The statement of one page of `q` (one more than its size, to know whether a next page
+/// exists) and its parameters.
+fn page_sql(q: &HeldQuery) -> (String, Vec<Sql>) {
     let (mut clauses, mut params) = filters(q);
     let (cmp, dir) = match q.order {
         Order::OldestFirst => (">", "ASC"),
@@ -129,13 +146,12 @@ pub(super) fn query_op(
             n - 1
         ));
     }
-    let size = q.page_size();
     let sql = format!(
         "SELECT {COLUMNS} FROM held_calls WHERE {} ORDER BY created_at {dir}, interaction_id {dir} LIMIT {}",
         clauses.join(" AND "),
-        size + 1
+        q.page_size() + 1
     );
-    Ok(HeldPage::cut(rows(inner, conn, &sql, &params)?, size))
+    (sql, params)
 }
 
 pub(super) fn count_op(
@@ -174,4 +190,54 @@ pub(super) fn changed_since_op(
             Sql::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::VisibleTo;
+    use crate::{SqliteInbox, SqliteOptions};
+    use toolgate::engine::approvers::ToolSelector;
+    use toolgate::engine::policy::Glob;
+
+    /// Issue 24: a page of what an approver with selectors may see is one statement that
+    /// reads the index of the calls of one state in the order held (the selectors are a
+    /// condition on each row it reads, never a scan of the whole table).
+    #[test]
+    fn issue24_an_approvers_page_reads_the_index_of_one_state_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let q = HeldQuery {
+            visible_to: Some(VisibleTo {
+                selectors: vec![ToolSelector {
+                    server: Some(Glob::new("git*")),
+                    agent: Some(Glob::new("support")),
+                    ..Default::default()
+                }],
+                approver: "bob".into(),
+            }),
+            ..HeldQuery::pending()
+        };
+        let (sql, params) = page_sql(&q);
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX held_calls_by_state_created")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "no sort: the index gives the order, {plan:?}"
+        );
+    }
 }

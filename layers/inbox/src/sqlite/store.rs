@@ -118,6 +118,16 @@ impl InboxStore for SqliteInbox {
         self.run(move |inner, conn| edit::edit_of_op(inner, conn, &id))
     }
 
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let nonce = nonce.to_owned();
+        self.run(move |inner, conn| nonce::take_op(inner, conn, &nonce, until, now))
+    }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         let id = id.to_owned();
         self.run(move |inner, conn| cancel_op(inner, conn, &id, Timestamp::now()))

@@ -20,7 +20,10 @@
     missing_docs
 )]
 
+pub mod edit;
+pub mod nonce;
 pub mod query;
+pub mod visible;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,6 +218,9 @@ pub async fn run_all(fixture: &dyn Fixture) {
     run_find_open(fixture).await;
     run_grants(fixture).await;
     query::run_query(fixture).await;
+    edit::run_edit(fixture).await;
+    visible::run_visible(fixture).await;
+    nonce::run_nonce(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).

@@ -36,7 +36,9 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::oneshot;
-use toolgate::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate::approval::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, VerifiedOutcome,
+};
 use toolgate_core::{ChannelKind, ToolResponse};
 
 use super::lock;
@@ -63,6 +65,10 @@ pub(super) struct Principal {
     pub(super) agent: String,
     /// The downstream session (R43).
     pub(super) session: String,
+    /// Issue 22: the verified `sub` and `iss` of the JWT the caller authenticated with, when
+    /// it did (never read from anything the client says about itself): recorded as the
+    /// answering principal of an answer given by elicitation.
+    pub(super) verified: Option<toolgate_core::Principal>,
 }
 
 impl Principal {
@@ -217,17 +223,44 @@ impl ApprovalChannel for ElicitationChannel {
     }
 
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
+        let answered = self.request_verified(request);
+        Box::pin(async move { answered.await.outcome })
+    }
+
+    /// Issue 22: an answer by elicitation is recorded with the verified principal of the
+    /// session's JWT (`sub`, `iss`) when the caller authenticated with one; a static-token,
+    /// stdio or unauthenticated caller's answer has none. Only beside a person's answer
+    /// (approved or denied).
+    fn request_verified(&self, request: ApprovalRequest) -> BoxFuture<VerifiedOutcome> {
+        let unanswered = |outcome| {
+            Box::pin(std::future::ready(VerifiedOutcome {
+                outcome,
+                answered_by: None,
+            }))
+        };
         if request.ticket.is_some() {
-            return Box::pin(std::future::ready(ApprovalOutcome::Refused {
+            return unanswered(ApprovalOutcome::Refused {
                 reason: String::from(
                     "a resumed held call is redeemed by the durable inbox, never answered by elicitation",
                 ),
-            }));
+            });
         }
         match ASKER.try_with(Arc::clone) {
-            Ok(asker) => Box::pin(async move { asker.ask(request).await }),
-            Err(_) => Box::pin(std::future::ready(ApprovalOutcome::Unroutable(
-                String::from("the call did not come from an MCP client that could be asked"),
+            Ok(asker) => Box::pin(async move {
+                let outcome = asker.ask(request).await;
+                let answered_by = match &outcome {
+                    ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. } => {
+                        asker.principal.verified.clone()
+                    }
+                    _ => None,
+                };
+                VerifiedOutcome {
+                    outcome,
+                    answered_by,
+                }
+            }),
+            Err(_) => unanswered(ApprovalOutcome::Unroutable(String::from(
+                "the call did not come from an MCP client that could be asked",
             ))),
         }
     }
@@ -362,6 +395,7 @@ mod tests {
             credential: String::from("token `laptop`"),
             agent: String::from("support"),
             session: String::from("mcp-1-2-3"),
+            verified: None,
         };
         let ApprovalOutcome::Approved { approver } =
             outcome(ElicitResult::new(ElicitationAction::Accept), &p)

@@ -378,6 +378,7 @@ impl GovernedSession {
             credential: caller.credential.clone(),
             agent: caller.agent.clone(),
             session: self.session.clone(),
+            verified: caller.principal.clone(),
         };
         // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
         // version says it can be: its own declaration, per request from 2026-07-28.

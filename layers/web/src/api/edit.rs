@@ -204,7 +204,8 @@ pub(crate) fn edit_form(out: &mut String, r: &HeldRecord, who: &Who) {
          <input type=\"hidden\" name=\"definition_hash\" value=\"{}\">\
          <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
          <p class=\"note\">The edited call is decided again in full before it is sent, and the record keeps both inputs and your name.</p>\
-         <label class=\"field\">Input (JSON)<textarea name=\"input\" id=\"edit-input-{id}\" rows=\"8\" spellcheck=\"false\">{}</textarea></label>\
+         <label class=\"field\">Input (JSON)<textarea name=\"input\" id=\"edit-input-{id}\" rows=\"8\" spellcheck=\"false\" aria-describedby=\"edit-error-{id}\">{}</textarea></label>\
+         <p class=\"error edit-error\" id=\"edit-error-{id}\" role=\"alert\" hidden></p>\
          <button type=\"submit\" class=\"approve\" id=\"edit-approve-{id}\">Approve with this input</button></form></details>",
         esc(&who.csrf),
         esc(&r.call.input_hash),

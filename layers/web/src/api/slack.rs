@@ -3,8 +3,8 @@
 //! card's hashes, R35), and `POST /v1/callbacks/slack`, Slack's interactive callback.
 //!
 //! A callback is taken only with a valid v0 signature of its body under the configured
-//! signing secret, a timestamp within five minutes, and a signature not seen before (a
-//! replay is refused); its Slack user must be mapped to an approver in `approvers.slack.users`,
+//! signing secret, a timestamp within five minutes, and a signature not seen before by any
+//! process sharing the inbox (a replay is refused, [`toolgate_inbox::InboxStore::take_nonce`]); its Slack user must be mapped to an approver in `approvers.slack.users`,
 //! and the answer is checked as the page checks one — that approver's rights, the hashes —
 //! and recorded under the approver's name. The same press retried by Slack (same
 //! `action_ts`) is the same answer.
@@ -64,17 +64,21 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
     }
     // A signature is taken once while its timestamp is fresh (after that, `verify` refuses
     // it as stale): a replayed request is refused.
-    let sig = sig.unwrap_or_default().to_owned();
+    // Kept in the inbox (issue 24), so that replicas behind a load balancer and a
+    // restarted process refuse the same replay; kept past the window `verify` allows.
+    let sig = sig.unwrap_or_default();
+    let now_ms = toolgate_inbox::Timestamp::now();
+    let until = now_ms.saturating_add(std::time::Duration::from_secs(
+        u64::try_from(2 * slack::MAX_SKEW_SECS).unwrap_or(600),
+    ));
+    match app
+        .0
+        .store
+        .take_nonce(&format!("slack:{sig}"), until, now_ms)
+        .await
     {
-        let Ok(mut seen) = app.0.slack_seen.lock() else {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "the replay guard is unavailable",
-            );
-        };
-        seen.retain(|_, until| *until >= now);
-        if seen.contains_key(&sig) {
+        Ok(true) => {}
+        Ok(false) => {
             tracing::warn!("a replayed Slack callback was refused");
             return refuse(
                 StatusCode::CONFLICT,
@@ -82,7 +86,13 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
                 "this signed request was already taken; a replay is refused",
             );
         }
-        seen.insert(sig, now + 2 * slack::MAX_SKEW_SECS);
+        Err(e) => {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("the replay guard is unavailable: {e}"),
+            );
+        }
     }
     let action = match slack::parse_callback(&body) {
         Ok(a) => a,

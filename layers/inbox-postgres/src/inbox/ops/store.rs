@@ -55,8 +55,9 @@ pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
             },
             created_at: Timestamp::from_millis(col(row, 13)?),
             expires_at: Timestamp::from_millis(col(row, 14)?),
-            // Not kept by this backend yet (issue 24): shown only where the gate asks live.
-            target: None,
+            target: col::<Option<String>>(row, 29)?
+                .as_deref()
+                .and_then(codec::target_from_json),
         },
         state,
         approver: col(row, 16)?,
@@ -154,6 +155,31 @@ impl InboxStore for PostgresInbox {
         answer: Answer,
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         Box::pin(self.answer_op(id, answer))
+    }
+
+    fn answer_edited<'a>(
+        &'a self,
+        id: &'a str,
+        answer: Answer,
+        edit: toolgate_inbox::EditedInput,
+    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
+        Box::pin(self.answer_edited_op(id, answer, edit))
+    }
+
+    fn edit_of<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<toolgate_inbox::StoredEdit>, InboxError>> {
+        Box::pin(self.edit_of_op(id))
+    }
+
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(self.take_nonce_op(nonce, until, now))
     }
 
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
@@ -310,6 +336,7 @@ pub(crate) struct HeldRow<'a> {
     pub(crate) expires_at: i64,
     pub(crate) session: Option<&'a str>,
     pub(crate) turn: Option<&'a str>,
+    pub(crate) target: Option<String>,
 }
 
 impl<'a> HeldRow<'a> {
@@ -323,10 +350,11 @@ impl<'a> HeldRow<'a> {
             expires_at: c.expires_at.as_millis(),
             session: c.turn.as_ref().map(|t| t.session.as_str()),
             turn: c.turn.as_ref().map(|t| t.turn.as_str()),
+            target: codec::target_json(c.target.as_ref()),
         }
     }
 
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 17] {
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 18] {
         let c = self.c;
         [
             &c.interaction_id,
@@ -346,6 +374,7 @@ impl<'a> HeldRow<'a> {
             &self.expires_at,
             &self.session,
             &self.turn,
+            &self.target,
         ]
     }
 }

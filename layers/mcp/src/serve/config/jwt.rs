@@ -11,7 +11,7 @@ use super::*;
 /// "jwt": {
 ///   "issuer": "https://idp.example.com/realms/agents",
 ///   "audience": "http://127.0.0.1:8931/mcp",
-///   "jwks_url": "http://idp.internal:8080/realms/agents/protocol/openid-connect/certs",
+///   "jwks_url": "https://idp.example.com/realms/agents/protocol/openid-connect/certs",
 ///   "required_scopes": ["mcp:tools"],
 ///   "agent_claim": "azp",
 ///   "agents": {"support-bot": "support", "ci-runner": "dev"},

@@ -34,6 +34,7 @@ pub(super) const OAUTH: &[&str] = &[
     "scope",
     "resource",
     "client_auth",
+    "ca_file",
 ];
 
 pub(super) fn unknown_fields(
@@ -280,6 +281,7 @@ pub(super) fn read_oauth(
     };
     let scope = optional("scope", errs);
     let resource = optional("resource", errs);
+    let ca_file = optional("ca_file", errs);
     let client_auth = match obj.get("client_auth") {
         None => Some(crate::ClientAuth::Basic),
         Some(Value::String(s)) if s == "basic" => Some(crate::ClientAuth::Basic),
@@ -306,6 +308,16 @@ pub(super) fn read_oauth(
     }
     if let Some(r) = resource {
         creds = creds.resource(r);
+    }
+    if let Some(ca) = ca_file {
+        if !toolgate_engine::jwt::is_https(&creds.token_url) {
+            errs.push(
+                format!("{path}.ca_file"),
+                "`ca_file` applies only with an `https://` `token_url` (the CA that signed its server's certificate)",
+            );
+            return None;
+        }
+        creds = creds.ca_file(ca);
     }
     Some(creds)
 }

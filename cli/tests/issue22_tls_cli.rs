@@ -1,0 +1,173 @@
+//! Issue 22 through the real binary: `toolgate mcp serve --http` fetches an `https://`
+//! `jwks_url` over real TLS on loopback (a test CA and a server certificate made by the test):
+//! with `ca_file` its tokens verify; without it the server does not start, naming the field
+//! and why; plain `http://` to another host is refused by `toolgate check`.
+#![cfg(all(feature = "mcp", feature = "tls"))]
+
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use toolgate_idp::testing::{SigningKey, claims, jwks};
+use toolgate_idp::testing_tls::{TestCa, TlsServer};
+use toolgate_mcp::drift_server::DriftServer;
+
+const ISS: &str = "https://idp.test/realms/agents";
+
+/// One raw `initialize` POST: the status and the body.
+fn post(addr: &str, bearer: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {bearer}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let resp = String::from_utf8_lossy(&resp).to_string();
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, resp)
+}
+
+fn config(jwt_keys: Value, upstream: &str, addr: &str) -> Value {
+    let mut jwt = json!({"issuer": ISS, "audience": format!("http://{addr}/mcp"),
+        "agents": {"client-dev": "dev"}});
+    if let (Some(o), Value::Object(k)) = (jwt.as_object_mut(), jwt_keys) {
+        o.extend(k);
+    }
+    json!({
+        "approval": {"channel": "none"},
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
+        "mcp": {"servers": {"drift": {"url": upstream}}, "jwt": jwt}
+    })
+}
+
+fn free_addr() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn issue22_check_refuses_a_plain_http_jwks_url_to_another_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.json");
+    let c = config(
+        json!({"jwks_url": "http://idp.internal:8080/certs"}),
+        "http://127.0.0.1:1/mcp",
+        "127.0.0.1:1",
+    );
+    std::fs::write(&path, c.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("mcp.jwt.jwks_url"), "{text}");
+    assert!(text.contains("not a loopback address"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue22_mcp_serve_fetches_an_https_jwks_trusting_its_ca_file_and_refuses_to_start_without()
+{
+    use tokio::io::AsyncBufReadExt;
+    let drift = DriftServer::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let served = drift.clone();
+    tokio::spawn(async move {
+        served
+            .serve_http("127.0.0.1:0".parse().unwrap(), move |addr| {
+                let _ = tx.send(addr);
+            })
+            .await
+    });
+    let upstream = format!("http://{}/mcp", rx.await.unwrap());
+    let rsa = SigningKey::rsa1();
+    let ca = TestCa::new();
+    let idp = TlsServer::start(ca.server_cert(&["127.0.0.1"]), jwks(&[&rsa])).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = ca.write(dir.path());
+
+    // Without `ca_file` the system's roots do not hold the test CA: no keys, no start.
+    let addr = free_addr();
+    let path = dir.path().join("no-ca.json");
+    let c = config(json!({"jwks_url": idp.url("/jwks.json")}), &upstream, &addr);
+    std::fs::write(&path, c.to_string()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--http", &addr, "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), out)
+        .await
+        .expect("toolgate mcp serve ends")
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mcp.jwt.jwks_url"), "{stderr}");
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+    assert_eq!(idp.served(), 0);
+
+    // With it: tokens signed by the provider's key verify.
+    let addr = free_addr();
+    let path = dir.path().join("toolgate.json");
+    let c = config(
+        json!({"jwks_url": idp.url("/jwks.json"), "ca_file": ca_file}),
+        &upstream,
+        &addr,
+    );
+    std::fs::write(&path, c.to_string()).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--http", &addr, "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let wait = async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            eprintln!("toolgate: {l}");
+            if l.contains("serving MCP") {
+                return;
+            }
+        }
+        panic!("toolgate mcp serve ended before serving");
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), wait)
+        .await
+        .expect("toolgate mcp serve serves");
+    assert_eq!(idp.served(), 1, "the JWKS fetched over TLS at start");
+    let aud = format!("http://{addr}/mcp");
+    let good = rsa.sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
+    let a = addr.clone();
+    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &good))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let wrong = SigningKey::rsa2().sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
+    let a = addr.clone();
+    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &wrong))
+        .await
+        .unwrap();
+    assert_eq!(status, 401, "{body}");
+    let _ = child.kill().await;
+}
