@@ -162,6 +162,7 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+mod lines;
 pub mod lock;
 mod oauth;
 #[cfg(feature = "prefix-gateway")]

@@ -1,12 +1,11 @@
 //! Connecting: starting or reaching a server, the handshake, the first listing and its
 //! registration, then the watcher.
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rmcp::transport::{IntoTransport, TokioChildProcess};
+use rmcp::transport::IntoTransport;
 use rmcp::{ClientCacheConfig, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 use toolgate_engine::ServerSettings;
@@ -94,9 +93,9 @@ impl McpGateway {
                 // The command line tried, for a report (issue 20); the environment's values
                 // are never shown.
                 let line = command_line(&program, &args);
-                let (child, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
+                // Our own stdio transport (issue 26): the hot messages decoded by method
+                // or request id (`crate::lines`).
+                let (child, stderr) = crate::lines::ChildTransport::spawn(&mut cmd)
                     .map_err(|e| connect_err(format!("cannot start `{line}`: {e}")))?;
                 let tail = stderr.map(|stderr| forward_stderr(id.clone(), stderr));
                 match self.connect_with(config, child).await {

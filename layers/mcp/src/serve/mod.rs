@@ -553,8 +553,11 @@ impl GovernedServer {
     {
         self.check_agent(agent)?;
         let written = Arc::new(written::Written::default());
-        let io = written::TapRead::new(io, Arc::clone(&written));
-        serve_until_closed!(self.tapped_session(agent, written), io)
+        let (read, write) = tokio::io::split(written::TapRead::new(io, Arc::clone(&written)));
+        serve_until_closed!(
+            self.tapped_session(agent, written),
+            crate::lines::LineTransport::<RoleServer, _, _>::new(read, write)
+        )
     }
 
     /// Serves the client that started this process, on standard input and output,
@@ -569,7 +572,7 @@ impl GovernedServer {
         let stdin = written::TapRead::new(tokio::io::stdin(), Arc::clone(&written));
         serve_until_closed!(
             self.tapped_session(agent, written),
-            (stdin, tokio::io::stdout())
+            crate::lines::LineTransport::<RoleServer, _, _>::new(stdin, tokio::io::stdout())
         )
     }
 }

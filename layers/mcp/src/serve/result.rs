@@ -33,8 +33,9 @@ pub fn approval_page_link(governance: &Governance, interaction_id: &str) -> Opti
 /// [`call_result`], with a held call's text and `structuredContent.toolgate.approval_url`
 /// naming `page`, the address of its card on the approval page, when there is one.
 pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> CallToolResult {
+    // Read from the value in place (issue 26): no copy of the content to decode it.
     fn blocks(content: Value) -> Vec<ContentBlock> {
-        match serde_json::from_value::<Vec<ContentBlock>>(content.clone()) {
+        match <Vec<ContentBlock> as serde::Deserialize>::deserialize(&content) {
             Ok(b) => b,
             Err(_) => vec![ContentBlock::text(match content {
                 Value::String(s) => s,

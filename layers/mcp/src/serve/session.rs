@@ -161,7 +161,7 @@ impl ServerHandler for GovernedSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        self.content_list_resources(&ctx).await
+        Box::pin(self.content_list_resources(&ctx)).await
     }
 
     async fn list_resource_templates(
@@ -169,7 +169,7 @@ impl ServerHandler for GovernedSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        self.content_list_templates(&ctx).await
+        Box::pin(self.content_list_templates(&ctx)).await
     }
 
     async fn read_resource(
@@ -177,7 +177,9 @@ impl ServerHandler for GovernedSession {
         request: rmcp::model::ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        self.content_read(request, &ctx).await.map(Into::into)
+        Box::pin(self.content_read(request, &ctx))
+            .await
+            .map(Into::into)
     }
 
     async fn subscribe(
@@ -185,7 +187,7 @@ impl ServerHandler for GovernedSession {
         request: rmcp::model::SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.content_subscribe(request, &ctx, true).await
+        Box::pin(self.content_subscribe(request, &ctx, true)).await
     }
 
     async fn unsubscribe(
@@ -193,11 +195,11 @@ impl ServerHandler for GovernedSession {
         request: rmcp::model::UnsubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.content_subscribe(
+        Box::pin(self.content_subscribe(
             rmcp::model::SubscribeRequestParams::new(request.uri),
             &ctx,
             false,
-        )
+        ))
         .await
     }
 
@@ -206,7 +208,7 @@ impl ServerHandler for GovernedSession {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        self.content_list_prompts(&ctx).await
+        Box::pin(self.content_list_prompts(&ctx)).await
     }
 
     async fn get_prompt(
@@ -214,7 +216,9 @@ impl ServerHandler for GovernedSession {
         request: rmcp::model::GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        self.content_get_prompt(request, &ctx).await.map(Into::into)
+        Box::pin(self.content_get_prompt(request, &ctx))
+            .await
+            .map(Into::into)
     }
 
     async fn complete(
@@ -222,7 +226,7 @@ impl ServerHandler for GovernedSession {
         request: rmcp::model::CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        self.content_complete(request, &ctx).await
+        Box::pin(self.content_complete(request, &ctx)).await
     }
 
     async fn list_tools(
@@ -248,7 +252,33 @@ impl ServerHandler for GovernedSession {
         )))
     }
 
+    /// `tools/call`: the governed run, boxed (issue 26). rmcp spawns a task per request
+    /// holding the handler's future by value, and tokio copies a spawned future several times;
+    /// unboxed, this one made each call's tasks kilobytes to copy.
     async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        Box::pin(self.governed_call(request, ctx)).await
+    }
+
+    /// `logging/setLevel`: the floor of the log messages relayed to this session from the
+    /// upstream servers during its calls (the servers themselves are shared, never told).
+    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        relayed::set_floor(&self.log_level, request);
+        Ok(())
+    }
+}
+
+impl GovernedSession {
+    /// A `tools/call` through the governed stack (see [`ServerHandler::call_tool`]).
+    async fn governed_call(
         &self,
         mut request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
@@ -433,17 +463,5 @@ impl ServerHandler for GovernedSession {
             ))
         });
         Ok(self.result(response))
-    }
-
-    /// `logging/setLevel`: the floor of the log messages relayed to this session from the
-    /// upstream servers during its calls (the servers themselves are shared, never told).
-    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        relayed::set_floor(&self.log_level, request);
-        Ok(())
     }
 }

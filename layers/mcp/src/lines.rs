@@ -1,0 +1,660 @@
+//! A newline-delimited JSON-RPC transport of our own (issue 26): rmcp's stdio framing, with
+//! the hot messages decoded by their method or request id instead of by trying rmcp's
+//! untagged enums in turn.
+//!
+//! rmcp decodes every message as `JsonRpcMessage<Req, Resp, Not>`: the whole message is
+//! buffered into serde's `Content`, then each variant of the untagged enums is tried until one
+//! fits. A `tools/call` request is the 14th of `ClientRequest`'s variants and a tool result the
+//! 16th of `ServerResult`'s, and each failed try builds and formats a `serde_json::Error`
+//! (≈ 47 % of the proxy's instructions per call before this transport). Here:
+//!
+//! - one pass reads the message's envelope (`jsonrpc`, `id`, `method`, and whether `result` or
+//!   `error` is there; the payloads stay unparsed, borrowed);
+//! - a **`tools/call` request** (the server side) is decoded as
+//!   `JsonRpcRequest<CallToolRequest>` — rmcp's own type, so its own `Deserialize` (the `_meta`
+//!   and progress token go where rmcp puts them) — and wrapped as the `CallToolRequest`
+//!   variant;
+//! - a **response to a `tools/call` this side sent** (the client side; the request ids are
+//!   recorded as they are sent) has its `result` decoded as `CallToolResult` and wrapped as the
+//!   `CallToolResult` variant, the only one `Peer::call_tool` accepts for a complete result. A
+//!   result that is not a `CallToolResult` (a task, an input-required result) takes the
+//!   general path;
+//! - **everything else**, and any message the fast path cannot read, goes through rmcp's
+//!   general decoding exactly as rmcp's own stdio transport does (a UTF-8 byte order mark
+//!   skipped; non-standard notifications ignored; unparsable JSON dropped; well-formed JSON of
+//!   the wrong shape answered with `Invalid Request`).
+//!
+//! So what the service sees is what rmcp's transport would give it, for every message; only
+//! the order of the tries differs. Lines are bounded as in rmcp (16 MiB by default); the read
+//! buffer is kept and reused. A message sent is written out when it is handed over, so the
+//! future rmcp spawns to send it is small (its bytes, not the message).
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolResult, ClientRequest, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::service::{RoleClient, RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// The longest line read, as rmcp's `DEFAULT_MAX_LINE_LENGTH`.
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// At most this many `tools/call` request ids are remembered while their response is awaited;
+/// past it the oldest is forgotten (its response then takes the general path, still correct).
+const MAX_OPEN_CALLS: usize = 4096;
+
+/// The parts of a JSON-RPC message that say which it is; payloads unparsed.
+#[derive(Deserialize)]
+pub(crate) struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+    id: Option<RequestId>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+impl Envelope<'_> {
+    fn read(line: &[u8]) -> Option<Envelope<'_>> {
+        let e: Envelope<'_> = serde_json::from_slice(line).ok()?;
+        (e.jsonrpc.as_deref() == Some("2.0")).then_some(e)
+    }
+}
+
+/// The `tools/call` requests this side sent and whose response has not come yet.
+#[derive(Debug, Default)]
+pub(crate) struct OpenCalls(Mutex<VecDeque<RequestId>>);
+
+impl OpenCalls {
+    fn sent(&self, id: &RequestId) {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if open.len() >= MAX_OPEN_CALLS {
+            open.pop_front();
+        }
+        open.push_back(id.clone());
+    }
+
+    fn answered(&self, id: &RequestId) -> bool {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match open.iter().position(|o| o == id) {
+            Some(at) => {
+                open.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// What a role decodes by method or id; everything else is rmcp's general decoding.
+pub(crate) trait FastRole: ServiceRole {
+    /// Notes a message this side sends (the client side: the ids of its `tools/call`s).
+    fn sent(message: &TxJsonRpcMessage<Self>, open: &OpenCalls);
+
+    /// The message, when it is one of the hot ones and reads as such.
+    fn fast(
+        line: &[u8],
+        envelope: &Envelope<'_>,
+        open: &OpenCalls,
+    ) -> Option<RxJsonRpcMessage<Self>>;
+}
+
+impl FastRole for RoleClient {
+    fn sent(message: &TxJsonRpcMessage<Self>, open: &OpenCalls) {
+        if let JsonRpcMessage::Request(r) = message
+            && matches!(r.request, ClientRequest::CallToolRequest(_))
+        {
+            open.sent(&r.id);
+        }
+    }
+
+    fn fast(
+        _line: &[u8],
+        envelope: &Envelope<'_>,
+        open: &OpenCalls,
+    ) -> Option<RxJsonRpcMessage<Self>> {
+        let (None, Some(id), Some(result), None) = (
+            envelope.method.as_ref(),
+            envelope.id.as_ref(),
+            envelope.result,
+            envelope.error,
+        ) else {
+            return None;
+        };
+        if !open.answered(id) {
+            return None;
+        }
+        let result: CallToolResult = serde_json::from_str(result.get()).ok()?;
+        Some(JsonRpcMessage::response(
+            rmcp::model::ServerResult::CallToolResult(result),
+            id.clone(),
+        ))
+    }
+}
+
+#[cfg(feature = "serve")]
+impl FastRole for rmcp::RoleServer {
+    fn sent(_message: &TxJsonRpcMessage<Self>, _open: &OpenCalls) {}
+
+    fn fast(
+        line: &[u8],
+        envelope: &Envelope<'_>,
+        _open: &OpenCalls,
+    ) -> Option<RxJsonRpcMessage<Self>> {
+        let (Some("tools/call"), Some(_), None, None) = (
+            envelope.method.as_deref(),
+            envelope.id.as_ref(),
+            envelope.result,
+            envelope.error,
+        ) else {
+            return None;
+        };
+        use rmcp::model::{CallToolRequest, JsonRpcRequest};
+        let request: JsonRpcRequest<CallToolRequest> = serde_json::from_slice(line).ok()?;
+        Some(JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc: request.jsonrpc,
+            id: request.id,
+            request: ClientRequest::CallToolRequest(request.request),
+        }))
+    }
+}
+
+struct Writer<W> {
+    io: Option<W>,
+}
+
+/// The transport: newline-delimited JSON-RPC over a byte stream pair, for either role.
+pub(crate) struct LineTransport<Role, R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    max_line: usize,
+    /// The current line passed `max_line`: skipped to its end.
+    discarding: bool,
+    write: Arc<tokio::sync::Mutex<Writer<W>>>,
+    open: Arc<OpenCalls>,
+    /// A well-formed message of the wrong shape came: answer `Invalid Request` first.
+    invalid_request: bool,
+    /// How many messages the fast path read (the tests check it is taken).
+    fast: u64,
+    _role: PhantomData<fn() -> Role>,
+}
+
+impl<Role, R, W> std::fmt::Debug for LineTransport<Role, R, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineTransport").finish_non_exhaustive()
+    }
+}
+
+enum Line {
+    Read,
+    Oversized,
+    End,
+}
+
+impl<Role, R, W> LineTransport<Role, R, W>
+where
+    Role: FastRole,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    /// A transport reading messages from `read` and writing them to `write`.
+    pub(crate) fn new(read: R, write: W) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            max_line: MAX_LINE,
+            discarding: false,
+            write: Arc::new(tokio::sync::Mutex::new(Writer { io: Some(write) })),
+            open: Arc::default(),
+            invalid_request: false,
+            fast: 0,
+            _role: PhantomData,
+        }
+    }
+
+    /// One line into `self.line`, never past `max_line` (cancel-safe: a partial line stays
+    /// in `self.line` for the next call, as in rmcp's transport).
+    async fn read_line(&mut self) -> std::io::Result<Line> {
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(Line::End);
+            }
+            let newline = memchr_newline(available);
+            let take = newline.map_or(available.len(), |at| at + 1);
+            let mut done = None;
+            if self.discarding {
+                if newline.is_some() {
+                    self.discarding = false;
+                }
+            } else if self.line.len().saturating_add(take) > self.max_line {
+                self.line.clear();
+                self.discarding = newline.is_none();
+                done = Some(Line::Oversized);
+            } else {
+                self.line
+                    .extend_from_slice(available.get(..take).unwrap_or_default());
+                if newline.is_some() {
+                    done = Some(Line::Read);
+                }
+            }
+            self.read.consume(take);
+            if let Some(done) = done {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// The message on the line just read (`Ok(None)`: nothing to deliver).
+    fn decode(&mut self) -> Option<RxJsonRpcMessage<Role>> {
+        let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        if line.is_empty() {
+            return None;
+        }
+        if let Some(envelope) = Envelope::read(line)
+            && let Some(message) = Role::fast(line, &envelope, &self.open)
+        {
+            self.fast += 1;
+            return Some(message);
+        }
+        match general::<RxJsonRpcMessage<Role>>(line) {
+            General::Message(m) => Some(m),
+            General::Ignored => None,
+            General::InvalidRequest => {
+                self.invalid_request = true;
+                None
+            }
+        }
+    }
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b == b'\n')
+}
+
+enum General<T> {
+    Message(T),
+    Ignored,
+    InvalidRequest,
+}
+
+/// rmcp's own decoding of a line (`try_parse_with_compatibility` and its caller in
+/// `AsyncRwTransport::receive`).
+fn general<T: serde::de::DeserializeOwned>(line: &[u8]) -> General<T> {
+    let error = match serde_json::from_slice::<T>(line) {
+        Ok(m) => return General::Message(m),
+        Err(e) => e,
+    };
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(line)
+        && let Some(method) = value.get("method").and_then(serde_json::Value::as_str)
+        && ignored_notification(&value, method)
+    {
+        return General::Ignored;
+    }
+    match error.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            tracing::debug!("ignoring an unparsable incoming message: {error}");
+            General::Ignored
+        }
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            tracing::debug!("protocol error on an incoming message: {error}");
+            General::InvalidRequest
+        }
+    }
+}
+
+/// rmcp's `should_ignore_notification`: a notification whose method is not a standard MCP
+/// one, and any non-standard `notifications/…` message.
+fn ignored_notification(value: &serde_json::Value, method: &str) -> bool {
+    let notification = value.get("id").is_none();
+    if notification && !standard_method(method) {
+        return true;
+    }
+    method.starts_with("notifications/") && !standard_notification(method)
+}
+
+fn standard_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "prompts/get"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "resources/templates/list"
+            | "subscriptions/listen"
+            | "tools/call"
+            | "tools/list"
+            | "completion/complete"
+            | "elicitation/create"
+            | "logging/setLevel"
+            | "roots/list"
+            | "sampling/createMessage"
+    ) || standard_notification(method)
+}
+
+fn standard_notification(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/cancelled"
+            | "notifications/initialized"
+            | "notifications/message"
+            | "notifications/progress"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/roots/list_changed"
+            | "notifications/subscriptions/acknowledged"
+            | "notifications/tools/list_changed"
+    )
+}
+
+impl<Role, R, W> Transport<Role> for LineTransport<Role, R, W>
+where
+    Role: FastRole,
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<Role>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        Role::sent(&item, &self.open);
+        // Written out now, so the future rmcp spawns to send it holds bytes, not the message:
+        // a message is kilobytes (the largest variant of rmcp's enums), and tokio copies a
+        // spawned future several times (issue 26: ≈ 40 % of the proxy's instructions were
+        // those copies).
+        let mut bytes = Vec::with_capacity(256);
+        let written = serde_json::to_writer(&mut bytes, &item).map_err(std::io::Error::other);
+        drop(item);
+        bytes.push(b'\n');
+        let write = Arc::clone(&self.write);
+        async move {
+            written?;
+            let mut w = write.lock().await;
+            let Some(io) = w.io.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "the transport is closed",
+                ));
+            };
+            io.write_all(&bytes).await?;
+            io.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<Role>> {
+        loop {
+            if self.invalid_request {
+                let reply = TxJsonRpcMessage::<Role>::error(
+                    ErrorData::invalid_request("Invalid request", None),
+                    None,
+                );
+                if self.send(reply).await.is_err() {
+                    return None;
+                }
+                self.invalid_request = false;
+            }
+            match self.read_line().await {
+                Ok(Line::Read) => {}
+                Ok(Line::Oversized) => {
+                    tracing::error!(
+                        max_line_length = self.max_line,
+                        "an incoming message exceeded the maximum line length, discarding it"
+                    );
+                    continue;
+                }
+                Ok(Line::End) => return None,
+                Err(e) => {
+                    tracing::error!("error reading from the stream: {e}");
+                    return None;
+                }
+            }
+            let message = self.decode();
+            self.line.clear();
+            if self.line.capacity() > 1 << 20 {
+                self.line = Vec::new();
+            }
+            if let Some(m) = message {
+                return Some(m);
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        let mut w = self.write.lock().await;
+        if let Some(mut io) = w.io.take() {
+            let _ = io.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+/// How long a closed server gets to exit on its own before it is killed (rmcp's wait too).
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A server started as a child process, spoken to over its standard input and output with
+/// [`LineTransport`] (what rmcp's `TokioChildProcess` does with its own transport). Closing
+/// it closes the server's standard input and waits up to 3 s for it to exit, then kills it;
+/// dropping it kills it (the command is built with `kill_on_drop`).
+pub(crate) struct ChildTransport {
+    lines: LineTransport<RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
+    child: tokio::process::Child,
+}
+
+impl std::fmt::Debug for ChildTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildTransport")
+            .field("pid", &self.child.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChildTransport {
+    /// Starts `cmd` with piped standard input, output and error; the error stream is
+    /// returned for the caller to read.
+    pub(crate) fn spawn(
+        cmd: &mut tokio::process::Command,
+    ) -> std::io::Result<(Self, Option<tokio::process::ChildStderr>)> {
+        use std::process::Stdio;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(std::io::Error::other(
+                "the server's standard input or output was not piped",
+            ));
+        };
+        let stderr = child.stderr.take();
+        Ok((
+            Self {
+                lines: LineTransport::new(stdout, stdin),
+                child,
+            },
+            stderr,
+        ))
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.lines.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.lines.receive()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.lines.close().await?;
+        match tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
+            Ok(done) => done.map(|_| ()),
+            Err(_) => self.child.kill().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// What rmcp's own decoding makes of `line`.
+    fn rmcp_reads<T: serde::de::DeserializeOwned>(line: &str) -> T {
+        serde_json::from_str(line).unwrap()
+    }
+
+    /// Two messages are the same: the same variants and fields (`Debug`), and the same JSON
+    /// written back (which carries what rmcp moved into the extensions, `_meta`).
+    fn assert_same<T: std::fmt::Debug + serde::Serialize>(got: &T, want: &T, what: &str) {
+        assert_eq!(format!("{got:?}"), format!("{want:?}"), "{what}");
+        assert_eq!(
+            serde_json::to_value(got).unwrap(),
+            serde_json::to_value(want).unwrap(),
+            "{what}"
+        );
+    }
+
+    #[cfg(feature = "serve")]
+    #[tokio::test]
+    async fn issue26_a_tools_call_request_reads_as_rmcps_own_decoding_reads_it() {
+        use rmcp::RoleServer;
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"everything__echo","arguments":{"message":"hi","n":12.5}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a-7","method":"tools/call","params":{"name":"t","arguments":{},"_meta":{"progressToken":"p1","x":[1,2]}}}"#,
+            r#"{"method":"tools/call","params":{"name":"t"},"id":9,"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let mut t = LineTransport::<RoleServer, _, _>::new(read, write);
+        let mut client = client;
+        client.write_all(text.as_bytes()).await.unwrap();
+        drop(client);
+        for line in lines {
+            let got = t.receive().await.unwrap();
+            let want: rmcp::model::ClientJsonRpcMessage = rmcp_reads(line);
+            assert_same(&got, &want, line);
+        }
+        assert!(t.receive().await.is_none(), "the end of the stream");
+        assert_eq!(
+            t.fast, 3,
+            "the three `tools/call` requests by the fast path"
+        );
+    }
+
+    #[tokio::test]
+    async fn issue26_a_result_to_a_sent_tools_call_reads_as_rmcps_own_decoding_reads_it() {
+        use rmcp::model::{CallToolRequestParams, ServerJsonRpcMessage};
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let mut t = LineTransport::<RoleClient, _, _>::new(read, write);
+        let (mut their_read, mut their_write) = tokio::io::split(theirs);
+        for id in [3, 4] {
+            let call = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                CallToolRequestParams::new("echo"),
+            ));
+            t.send(JsonRpcMessage::request(call, RequestId::Number(id)))
+                .await
+                .unwrap();
+        }
+        let mut sent = vec![0u8; 4096];
+        let n = their_read.read(&mut sent).await.unwrap();
+        let sent = std::str::from_utf8(&sent[..n]).unwrap();
+        assert_eq!(sent.lines().count(), 2, "one line per message: {sent}");
+        assert!(sent.contains(r#""method":"tools/call""#), "{sent}");
+        let lines = [
+            // Answers to the two calls sent: the fast path.
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hi"}],"isError":false,"structuredContent":{"a":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"_meta":{"k":"v"}}}"#,
+            // Not a call this side sent: the general path (a list result).
+            r#"{"jsonrpc":"2.0","id":5,"result":{"tools":[]}}"#,
+            // A call answered twice: the second is not a sent call any more.
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":6,"error":{"code":-32601,"message":"no such method"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\r\n")).collect();
+        their_write
+            .write_all(format!("\u{feff}{text}").as_bytes())
+            .await
+            .unwrap();
+        // The end of the stream after the last line.
+        drop((their_read, their_write));
+        for line in lines {
+            let got = t.receive().await.unwrap();
+            let want: ServerJsonRpcMessage = rmcp_reads(line);
+            assert_same(&got, &want, line);
+        }
+        assert!(t.receive().await.is_none());
+        assert_eq!(
+            t.fast, 2,
+            "the two answers to the calls sent by the fast path"
+        );
+    }
+
+    #[tokio::test]
+    async fn issue26_bad_lines_are_dropped_or_answered_as_rmcps_transport_does() {
+        use rmcp::model::ServerJsonRpcMessage;
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let mut t = LineTransport::<RoleClient, _, _>::new(read, write);
+        t.max_line = 64;
+        let (mut their_read, mut their_write) = tokio::io::split(theirs);
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"x":"{}"}}}}"#,
+            "y".repeat(100)
+        );
+        let text = [
+            "not json at all",
+            "",
+            &long,
+            r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#,
+        ]
+        .map(|l| format!("{l}\n"))
+        .concat();
+        their_write.write_all(text.as_bytes()).await.unwrap();
+        let got = t.receive().await.unwrap();
+        let want: ServerJsonRpcMessage = rmcp_reads(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#);
+        assert_same(&got, &want, "unparsable, empty and oversized lines skipped");
+        // Well-formed JSON of no message's shape: `Invalid Request`, then the next message.
+        their_write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":1,\"error\":2}\n{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+        let got = t.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Request(ref r) if r.id == RequestId::Number(10)));
+        let mut reply = vec![0u8; 4096];
+        let n = their_read.read(&mut reply).await.unwrap();
+        let reply = std::str::from_utf8(&reply[..n]).unwrap();
+        assert!(
+            reply.contains(r#""code":-32600"#) && reply.ends_with('\n'),
+            "{reply}"
+        );
+    }
+}
