@@ -446,13 +446,15 @@ where
     }
 }
 
-/// How long a closed server gets to exit on its own before it is killed (rmcp's wait too).
+/// How long a closed server gets to exit on its own, and again after `SIGTERM`, before it is
+/// killed (rmcp's waits too).
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A server started as a child process, spoken to over its standard input and output with
 /// [`LineTransport`] (what rmcp's `TokioChildProcess` does with its own transport). Closing
-/// it closes the server's standard input and waits up to 3 s for it to exit, then kills it;
-/// dropping it kills it (the command is built with `kill_on_drop`).
+/// it is the MCP stdio shutdown: close the server's standard input and wait up to 3 s for it
+/// to exit; then (Unix) send `SIGTERM` and wait up to 3 s more; then kill it. Dropping it
+/// kills it (the command is built with `kill_on_drop`).
 pub(crate) struct ChildTransport {
     lines: LineTransport<RoleClient, tokio::process::ChildStdout, tokio::process::ChildStdin>,
     child: tokio::process::Child,
@@ -509,10 +511,40 @@ impl Transport<RoleClient> for ChildTransport {
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.lines.close().await?;
-        match tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
-            Ok(done) => done.map(|_| ()),
-            Err(_) => self.child.kill().await,
+        if let Ok(done) = tokio::time::timeout(EXIT_WAIT, self.child.wait()).await {
+            return done.map(|_| ());
         }
+        if self.terminate()
+            && let Ok(done) = tokio::time::timeout(EXIT_WAIT, self.child.wait()).await
+        {
+            return done.map(|_| ());
+        }
+        self.child.kill().await
+    }
+}
+
+impl ChildTransport {
+    /// Asks the server to end (`SIGTERM`); false where that cannot be sent (no pid: it has
+    /// exited already, or not Unix), and then the caller kills it.
+    #[cfg(unix)]
+    fn terminate(&self) -> bool {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok()) else {
+            return false;
+        };
+        match kill(Pid::from_raw(pid), Signal::SIGTERM) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(pid, error = %e, "could not send SIGTERM to a stdio server; killing it");
+                false
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn terminate(&self) -> bool {
+        false
     }
 }
 
@@ -655,6 +687,64 @@ mod tests {
         assert!(
             reply.contains(r#""code":-32600"#) && reply.ends_with('\n'),
             "{reply}"
+        );
+    }
+
+    /// A shell server for the shutdown tests: `script` runs with its standard input piped.
+    #[cfg(unix)]
+    fn shell(script: &str) -> ChildTransport {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(script).kill_on_drop(true);
+        ChildTransport::spawn(&mut cmd).unwrap().0
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn issue26_closing_a_stdio_server_that_ends_on_eof_waits_for_it_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("ended");
+        let mut t = shell(&format!("cat >/dev/null; echo eof > '{}'", mark.display()));
+        let started = std::time::Instant::now();
+        t.close().await.unwrap();
+        assert!(started.elapsed() < EXIT_WAIT, "{:?}", started.elapsed());
+        assert_eq!(std::fs::read_to_string(&mark).unwrap(), "eof\n");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn issue26_a_stdio_server_that_ignores_eof_gets_sigterm_before_it_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("term");
+        // Reads nothing, so the end of its input goes unseen; ends on SIGTERM, noting it.
+        let mut t = shell(&format!(
+            "trap 'echo term > \"{}\"; exit 0' TERM; while :; do sleep 0.05; done",
+            mark.display()
+        ));
+        let started = std::time::Instant::now();
+        t.close().await.unwrap();
+        let took = started.elapsed();
+        assert!(took >= EXIT_WAIT && took < 2 * EXIT_WAIT, "{took:?}");
+        assert_eq!(
+            std::fs::read_to_string(&mark).unwrap(),
+            "term\n",
+            "MCP stdio shutdown: SIGTERM before SIGKILL"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn issue26_a_stdio_server_that_ignores_eof_and_sigterm_is_killed() {
+        let mut t = shell("trap '' TERM; while :; do sleep 0.05; done");
+        let started = std::time::Instant::now();
+        t.close().await.unwrap();
+        assert!(
+            started.elapsed() >= 2 * EXIT_WAIT,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            t.child.try_wait().unwrap().is_some(),
+            "the server is gone after close"
         );
     }
 }
