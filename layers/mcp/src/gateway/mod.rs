@@ -14,7 +14,7 @@ mod drift;
 mod error;
 #[cfg(feature = "http")]
 mod http;
-#[cfg(feature = "http")]
+#[cfg(all(feature = "http", feature = "serve"))]
 pub(crate) use http::header_name;
 mod model;
 
@@ -243,12 +243,14 @@ impl McpGateway {
 
     /// A connected server's configuration (issue 23: what it withholds from confidential
     /// work, its operator's network scope).
+    #[cfg(feature = "serve")]
     pub(crate) fn server_config(&self, server: &str) -> Option<crate::McpServerConfig> {
         self.conn(server).map(|c| c.config.clone())
     }
 
     /// Whether a server is open-world (issue 23: its resources are egress): one of its tools
     /// as listed is open-world (`openWorldHint` true or absent, R8), or it lists none.
+    #[cfg(feature = "serve")]
     pub(crate) fn open_world(&self, server: &str) -> bool {
         self.conn(server).is_none_or(|c| {
             let listing = c.listing.load();
