@@ -276,11 +276,11 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 print_json(&json!({
                     "agent": exposure.agent,
                     "tools": exposure.tools.iter().map(|t| json!({
-                        "name": t.name,
+                        "name": &*t.name,
                         "approval": if t.wrapped { "wrapped" } else { "raw" },
                     })).collect::<Vec<_>>(),
                     "omitted": exposure.omitted.iter().map(|t| json!({
-                        "name": t.name,
+                        "name": &*t.name,
                         "refusal": t.refusal.code.as_str(),
                     })).collect::<Vec<_>>(),
                 }));

@@ -51,6 +51,7 @@
 )]
 
 pub mod api_access;
+pub mod approval;
 pub mod approvers;
 pub mod ask;
 pub mod canon;
@@ -106,5 +107,5 @@ pub use error::{ConfigError, ConfigErrors, Warning};
 pub use exposure::{ExposedTool, Exposure, Omission, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
-    ResolvedAgent, RoutedChannel, ServerSettings,
+    PolicyTarget, ResolvedAgent, RoutedChannel, ServerSettings,
 };

@@ -13,8 +13,8 @@
 //! use tower::ServiceBuilder;
 //! use toolgate::GovernanceHandle;
 //! use toolgate::approval::ApprovalGateLayer;
-//! use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
-//! use toolgate::engine::config::{Format, load_str};
+//! use toolgate_core::{ToolCall, ToolOutput, ToolResponse};
+//! use toolgate_engine::config::{Format, load_str};
 //! use toolgate_inbox::{Inbox, InboxStore, State};
 //! use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 //!

@@ -23,7 +23,7 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use toolgate::GovernanceHandle;
-//! use toolgate::engine::config::{Format, load_str};
+//! use toolgate_engine::config::{Format, load_str};
 //! use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions, PostgresQuotaCounter};
 //!
 //! let inbox = PostgresInbox::connect("postgres://toolgate@127.0.0.1/toolgate", PostgresOptions::default()).await?;
@@ -40,8 +40,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_postgres::Pool;
-use toolgate::engine::quota::{Millis, QuotaError, QuotaFull, QuotaGroup, retry_after_ms};
-use toolgate::{AsyncQuotaCounter, ReserveFuture};
+use toolgate_engine::quota::{AsyncQuotaCounter, ReserveFuture};
+use toolgate_engine::quota::{Millis, QuotaError, QuotaFull, QuotaGroup, retry_after_ms};
 
 use crate::PostgresInbox;
 

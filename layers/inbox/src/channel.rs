@@ -4,12 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate::approval::{
+use toolgate_core::{ChannelKind, Principal};
+use toolgate_engine::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
     new_question,
 };
-use toolgate::core::{ChannelKind, Principal};
-use toolgate::engine::canon;
+use toolgate_engine::canon;
 
 use crate::error::ClaimError;
 use crate::model::{Claim, HeldRecord, Holding, NewHeldCall, State, Timestamp};
@@ -42,7 +42,7 @@ fn split_ticket(ticket: &ResumeTicket) -> (&str, Option<&str>) {
 ///   new: still open, it is the same card; being sent, it is refused as such; ended, it is
 ///   told its ending once — the person's denial and reason, the expiry, the cancellation, or
 ///   that it was sent — and the repeat after that asks anew (R26).
-/// - A request **with** a ticket (a resumed call, [`toolgate::approval::ResumeTicket`]) is
+/// - A request **with** a ticket (a resumed call, [`toolgate_engine::approval::ResumeTicket`]) is
 ///   the execution of a held call: it is approved only when that call is `approved`, for the
 ///   same tool and agent, with exactly the same input and the same tool definition (R35),
 ///   when the fresh decision asks for no reason the person was not asked about (R38), and
@@ -248,7 +248,7 @@ async fn redeem(
     }
     let token = match token {
         Some(t) if !t.is_empty() => t.to_owned(),
-        _ => match toolgate::core::id::random_id("claim_") {
+        _ => match toolgate_core::id::random_id("claim_") {
             Some(t) => t,
             None => {
                 return ApprovalOutcome::Unroutable(String::from("no claim token could be made"));
@@ -301,8 +301,8 @@ mod tests {
             split_ticket(&ticket("ia_1", "claim_x")),
             ("ia_1", Some("claim_x"))
         );
-        let a = toolgate::core::id::random_id("claim_").unwrap();
+        let a = toolgate_core::id::random_id("claim_").unwrap();
         assert_eq!(a.len(), 6 + 32);
-        assert_ne!(a, toolgate::core::id::random_id("claim_").unwrap());
+        assert_ne!(a, toolgate_core::id::random_id("claim_").unwrap());
     }
 }

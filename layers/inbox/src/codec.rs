@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolgate::core::{Ask, AskSource, RunMode, ToolIdentity};
-use toolgate::engine::json::raw_depth;
-use toolgate::engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
+use toolgate_core::{Ask, AskSource, RunMode, ToolIdentity};
+use toolgate_engine::json::raw_depth;
+use toolgate_engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
 
 /// Parses stored JSON text (an input, a result, a policy body), refusing text nested deeper
 /// than the engine's ceiling before anything recursive runs. Inputs were bounded by the gate
@@ -147,23 +147,23 @@ pub fn next_updated_at(previous: Option<&str>, now: SystemTime) -> String {
 /// (`{"host", "workingDirectory", "sandbox"}`, the parts it has), or none.
 ///
 /// ```
-/// use toolgate::core::ExecutionTarget;
+/// use toolgate_core::ExecutionTarget;
 /// let t = ExecutionTarget { host: Some("build-7".into()), ..Default::default() };
 /// let text = toolgate_inbox::codec::target_json(Some(&t)).unwrap();
 /// assert_eq!(text, r#"{"host":"build-7"}"#);
 /// assert_eq!(toolgate_inbox::codec::target_from_json(&text), Some(t));
 /// assert_eq!(toolgate_inbox::codec::target_json(None), None);
 /// ```
-pub fn target_json(target: Option<&toolgate::core::ExecutionTarget>) -> Option<String> {
+pub fn target_json(target: Option<&toolgate_core::ExecutionTarget>) -> Option<String> {
     target.map(|t| t.to_json().to_string())
 }
 
 /// A stored execution target read back; one that does not read, or has no part, is none
 /// (it is display only: the call itself is decided on its input).
-pub fn target_from_json(text: &str) -> Option<toolgate::core::ExecutionTarget> {
+pub fn target_from_json(text: &str) -> Option<toolgate_core::ExecutionTarget> {
     let v: Value = parse_json(text).ok()?;
     let part = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    let t = toolgate::core::ExecutionTarget {
+    let t = toolgate_core::ExecutionTarget {
         host: part("host"),
         working_directory: part("workingDirectory"),
         sandbox: part("sandbox"),

@@ -7,7 +7,7 @@
 //! the original input is not the approved one: it is asked about afresh.
 
 use serde_json::Value;
-use toolgate::engine::canon;
+use toolgate_engine::canon;
 
 use crate::model::Timestamp;
 

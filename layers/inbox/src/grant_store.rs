@@ -5,9 +5,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use toolgate::core::Granted;
-use toolgate::engine::grant::{Grant, GrantStore, GrantStoreError};
-use toolgate::engine::quota::Millis;
+use toolgate_core::Granted;
+use toolgate_engine::grant::{Grant, GrantStore, GrantStoreError};
+use toolgate_engine::quota::Millis;
 
 use crate::error::{InboxError, InboxErrorKind};
 use crate::grants::{GrantState, StoredGrant};

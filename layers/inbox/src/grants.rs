@@ -12,7 +12,7 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use toolgate::engine::grant::{parse_grants, GrantStore};
+//! use toolgate_engine::grant::{parse_grants, GrantStore};
 //! use toolgate_inbox::{GrantState, InboxGrants, InboxStore, SqliteInbox, SqliteOptions, Timestamp};
 //! let dir = tempfile::tempdir().unwrap();
 //! let inbox = SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
@@ -34,8 +34,8 @@ use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use toolgate::engine::grant::{Grant, parse_grants};
-use toolgate::engine::quota::Millis;
+use toolgate_engine::grant::{Grant, parse_grants};
+use toolgate_engine::quota::Millis;
 
 use crate::error::{InboxError, InboxErrorKind};
 use crate::model::Timestamp;
@@ -250,7 +250,7 @@ impl From<InboxError> for RevokeError {
 ///
 /// The operating system has no randomness to give.
 pub fn new_grant_id() -> Result<String, InboxError> {
-    toolgate::core::id::random_id("gr_").ok_or_else(|| {
+    toolgate_core::id::random_id("gr_").ok_or_else(|| {
         InboxError::new(
             InboxErrorKind::Backend,
             "the operating system gave no randomness for a grant id",
@@ -330,12 +330,12 @@ impl GrantRequest {
     /// the configuration `gov`: every field as `parse_grants` checks it, and — when the
     /// configuration has an `approvers` section — `granted_by` must be one of its approvers,
     /// with rights over every tool the grant selects
-    /// ([`Approver::may_grant`](toolgate::engine::approvers::Approver::may_grant)). Every
+    /// ([`Approver::may_grant`](toolgate_engine::approvers::Approver::may_grant)). Every
     /// problem is reported at its field (`when.amount.lte`, `granted_by`, `tool`, `lasts`).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use toolgate::engine::config::{load_str, Format};
+    /// use toolgate_engine::config::{load_str, Format};
     /// use toolgate_inbox::{GrantRequest, Timestamp};
     /// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "refund_order"}],
     ///     "agents": [{"name": "support", "allowed_tools": ["refund_order"]}]}"#, Format::Json).unwrap();
@@ -353,10 +353,10 @@ impl GrantRequest {
     /// ```
     pub fn build(
         &self,
-        gov: &toolgate::engine::Governance,
+        gov: &toolgate_engine::Governance,
         now: Timestamp,
-    ) -> Result<Grant, toolgate::engine::ConfigErrors> {
-        use toolgate::engine::ConfigErrors;
+    ) -> Result<Grant, toolgate_engine::ConfigErrors> {
+        use toolgate_engine::ConfigErrors;
         let mut errs = ConfigErrors::default();
         if self.lasts.is_zero() {
             errs.push("lasts", "a grant must last longer than no time at all");
@@ -436,7 +436,7 @@ impl GrantRequest {
 }
 
 /// The records behind each tool of the configuration, what rights are checked against.
-fn catalog_records(gov: &toolgate::engine::Governance) -> Vec<Vec<toolgate::core::ToolIdentity>> {
+fn catalog_records(gov: &toolgate_engine::Governance) -> Vec<Vec<toolgate_core::ToolIdentity>> {
     gov.catalog()
         .entries()
         .iter()
@@ -448,7 +448,7 @@ fn catalog_records(gov: &toolgate::engine::Governance) -> Vec<Vec<toolgate::core
 /// has no `approvers` section; else one of its approvers with rights over what the grant
 /// answers (the rights it takes to give it). The error names the problem.
 pub fn may_revoke(
-    gov: &toolgate::engine::Governance,
+    gov: &toolgate_engine::Governance,
     name: &str,
     grant: &Grant,
 ) -> Result<(), String> {

@@ -14,8 +14,8 @@
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //! use toolgate::GovernanceHandle;
 //! use toolgate::approval::ApprovalGateLayer;
-//! use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
-//! use toolgate::engine::config::{load_str, Format};
+//! use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+//! use toolgate_engine::config::{load_str, Format};
 //! use toolgate_inbox::{Answer, Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
 //!
 //! let handle = GovernanceHandle::new(load_str(r#"{"approval": {"channel": "inbox"},
@@ -96,7 +96,7 @@
 //!
 //! ## Exactly once, and exactly what was seen
 //!
-//! A resumed call carries a [`toolgate::approval::ResumeTicket`] and passes every layer again
+//! A resumed call carries a [`toolgate_engine::approval::ResumeTicket`] and passes every layer again
 //! (R38). At the approval gate the inbox channel approves it only when the held call is
 //! `approved` for the same tool and agent, the input is equal (as JSON values, and by its
 //! RFC 8785 hash) and the tool's definition hash is unchanged (R35), and the fresh decision

@@ -4,9 +4,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use toolgate::approval::ApprovalRequest;
-use toolgate::core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdentity, Turn};
-use toolgate::engine::canon;
+use toolgate_core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdentity, Turn};
+use toolgate_engine::approval::ApprovalRequest;
+use toolgate_engine::canon;
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
 ///
@@ -202,7 +202,7 @@ pub struct NewHeldCall {
     pub expires_at: Timestamp,
     /// The execution target the gate captured (seed 000, issue 24), shown first; `None`
     /// when the tool's declaration names none (or the store keeps none).
-    pub target: Option<toolgate::core::ExecutionTarget>,
+    pub target: Option<toolgate_core::ExecutionTarget>,
 }
 
 impl NewHeldCall {
@@ -227,7 +227,7 @@ impl NewHeldCall {
             serde_json::to_string(&*request.input)
                 .map_err(|e| format!("the input cannot be serialised: {e}"))?
         } else {
-            toolgate::engine::number::to_text(&request.input, &request.literals)
+            toolgate_engine::number::to_text(&request.input, &request.literals)
         };
         Ok(Self {
             interaction_id: request.interaction_id.clone(),
@@ -309,15 +309,15 @@ impl HeldRecord {
 
     /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
     /// (R20): put them in a call's extensions and it decides, and is compared, as held.
-    pub fn literals(&self) -> toolgate::engine::number::NumberLiterals {
-        toolgate::engine::number::NumberLiterals::scan(&self.call.input_json)
+    pub fn literals(&self) -> toolgate_engine::number::NumberLiterals {
+        toolgate_engine::number::NumberLiterals::scan(&self.call.input_json)
     }
 
     /// The input pretty-printed for a person with every number as written (R20), or why
     /// it cannot be read.
     pub fn input_pretty(&self) -> Result<String, String> {
         let value = self.input()?;
-        Ok(toolgate::engine::number::to_pretty_text(
+        Ok(toolgate_engine::number::to_pretty_text(
             &value,
             &self.literals(),
         ))
@@ -329,10 +329,10 @@ impl HeldRecord {
     pub fn holds_input(
         &self,
         input: &Value,
-        literals: &toolgate::engine::number::NumberLiterals,
+        literals: &toolgate_engine::number::NumberLiterals,
     ) -> bool {
         match self.input() {
-            Ok(v) => toolgate::engine::number::same_input(&v, &self.literals(), input, literals),
+            Ok(v) => toolgate_engine::number::same_input(&v, &self.literals(), input, literals),
             Err(_) => false,
         }
     }
@@ -453,7 +453,7 @@ impl Answer {
     ///
     /// ```
     /// use toolgate_inbox::Answer;
-    /// use toolgate::core::Principal;
+    /// use toolgate_core::Principal;
     /// let p = Principal { subject: "u-7".into(), issuer: "https://idp.example".into() };
     /// let a = Answer::approved_by("alice").principal(Some(p.clone()));
     /// assert_eq!(a.principal, Some(p));
@@ -634,12 +634,12 @@ impl StoredPolicy {
     /// integer past 64 bits keeps its digits, R20), or `None` when no number needs that and
     /// the value says it all.
     pub fn document_literals(&self) -> Result<Option<String>, String> {
-        let literals = toolgate::engine::number::NumberLiterals::scan(&self.body);
+        let literals = toolgate_engine::number::NumberLiterals::scan(&self.body);
         if literals.is_empty() {
             return Ok(None);
         }
         let doc = self.document()?;
-        Ok(Some(toolgate::engine::number::to_text(&doc, &literals)))
+        Ok(Some(toolgate_engine::number::to_text(&doc, &literals)))
     }
 }
 

@@ -4,9 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use toolgate::GovernanceHandle;
-use toolgate::engine::policy::{Limits, Policy};
-use toolgate::engine::{ConfigErrors, PolicyState};
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{ConfigErrors, PolicyState, PolicyTarget};
 
 use crate::error::{InboxError, PolicySaveError};
 use crate::model::StoredPolicy;
@@ -186,7 +185,7 @@ pub enum ShadowPoll {
 /// stored shadow policy too (R46, [`PolicyWatch::poll_shadow_once`]).
 #[derive(Debug)]
 pub struct PolicyWatch {
-    handle: GovernanceHandle,
+    handle: Box<dyn PolicyTarget>,
     last: Option<String>,
     /// The stored shadow's `updatedAt` in force: `None` before the first look (whatever the
     /// gate started with stays until then), `Some(None)` when none is stored.
@@ -194,11 +193,12 @@ pub struct PolicyWatch {
 }
 
 impl PolicyWatch {
-    /// A watch over `handle`. `seen` is the `updatedAt` already in force (from
-    /// [`load_policy_state`] at startup), if any.
-    pub fn new(handle: GovernanceHandle, seen: Option<String>) -> Self {
+    /// A watch over `handle` (toolgate's `GovernanceHandle`, or any [`PolicyTarget`]).
+    /// `seen` is the `updatedAt` already in force (from [`load_policy_state`] at startup),
+    /// if any.
+    pub fn new(handle: impl PolicyTarget + 'static, seen: Option<String>) -> Self {
         Self {
-            handle,
+            handle: Box::new(handle),
             last: seen,
             last_shadow: None,
         }
@@ -229,7 +229,7 @@ impl PolicyWatch {
         let shadow = match &stored {
             None => None,
             Some(stored) => {
-                let limits = self.handle.load().settings().limits;
+                let limits = self.handle.limits();
                 match Policy::from_json_str(&stored.body, &limits) {
                     Ok(p) => Some(p),
                     Err(e) => {
@@ -264,7 +264,7 @@ impl PolicyWatch {
         if self.last.as_deref() == Some(stored.updated_at.as_str()) {
             return PolicyPoll::Unchanged;
         }
-        let limits = self.handle.load().settings().limits;
+        let limits = self.handle.limits();
         let state = policy_state_of(&stored, &limits);
         let readable = matches!(state, PolicyState::Readable(_));
         self.last = Some(stored.updated_at.clone());
@@ -298,7 +298,7 @@ pub fn log_shadow_poll(poll: ShadowPoll) {
 /// `interval` and replaces the gate's when it changes (no restart needed). Abort the
 /// returned handle to stop it.
 pub fn poll_policy(
-    handle: GovernanceHandle,
+    handle: impl PolicyTarget + 'static,
     store: std::sync::Arc<dyn InboxStore>,
     seen: Option<String>,
     interval: Duration,

@@ -104,7 +104,7 @@ pub struct HeldQuery {
     pub server: Option<String>,
     /// Only calls held in this session, exactly.
     pub session: Option<String>,
-    /// Only calls with a reason of this source kind ([`toolgate::core::AskSource::kind`]:
+    /// Only calls with a reason of this source kind ([`toolgate_core::AskSource::kind`]:
     /// `agent`, `policy_rule`, `policy_default`, `posture`, `hook`).
     pub reason_source: Option<String>,
     /// Only calls held at or before this moment (older than an age).
@@ -128,8 +128,8 @@ pub struct HeldQuery {
 /// rights cover few of many calls reads one page, not every call.
 ///
 /// ```
-/// use toolgate::engine::approvers::ToolSelector;
-/// use toolgate::engine::policy::Glob;
+/// use toolgate_engine::approvers::ToolSelector;
+/// use toolgate_engine::policy::Glob;
 /// use toolgate_inbox::{HeldQuery, VisibleTo};
 /// let bob = VisibleTo {
 ///     selectors: vec![ToolSelector { server: Some(Glob::new("github")), ..Default::default() }],
@@ -139,11 +139,11 @@ pub struct HeldQuery {
 /// assert!(q.visible_to.is_some());
 /// ```
 ///
-/// [`Approver::may_answer`]: toolgate::engine::approvers::Approver::may_answer
+/// [`Approver::may_answer`]: toolgate_engine::approvers::Approver::may_answer
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VisibleTo {
     /// The approver's `tools` selectors (an empty list covers no call).
-    pub selectors: Vec<toolgate::engine::approvers::ToolSelector>,
+    pub selectors: Vec<toolgate_engine::approvers::ToolSelector>,
     /// The approver's name: the calls they answered are theirs to see.
     pub approver: String,
 }

@@ -13,7 +13,7 @@
 //! its own name, `quota_sends`, and the inbox's schema never reads it).
 //!
 //! ```
-//! use toolgate::engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
+//! use toolgate_engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
 //! use toolgate_inbox::SqliteQuotaCounter;
 //! let dir = tempfile::tempdir().unwrap();
 //! let sends = SqliteQuotaCounter::open(dir.path().join("quota.db")).unwrap();
@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior, params};
-use toolgate::engine::quota::{
+use toolgate_engine::quota::{
     Millis, QuotaCounter, QuotaError, QuotaFull, QuotaGroup, retry_after_ms,
 };
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::core::{CallId, CallOutcome, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_core::{CallId, CallOutcome, RefusalCode, ToolCall, ToolOutput, ToolResponse};
 use tower_service::Service;
 
 use crate::channel::{DEFAULT_TTL, InboxChannel, ticket};
@@ -105,7 +105,7 @@ impl Inbox {
     /// inbox is refused here: connect it with `toolgate_inbox_postgres`.
     ///
     /// ```
-    /// use toolgate::engine::config::{load_str, Format};
+    /// use toolgate_engine::config::{load_str, Format};
     /// use toolgate_inbox::Inbox;
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("inbox.db");
@@ -115,9 +115,9 @@ impl Inbox {
     /// ```
     #[cfg(feature = "sqlite")]
     pub fn open_configured(
-        settings: &toolgate::engine::recording::InboxSettings,
+        settings: &toolgate_engine::recording::InboxSettings,
     ) -> Result<Self, InboxError> {
-        use toolgate::engine::recording::{InboxStoreSetting, InboxSynchronous};
+        use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
         let path = match &settings.store {
             InboxStoreSetting::Sqlite(path) => path,
             InboxStoreSetting::Postgres(_) => {
@@ -171,7 +171,7 @@ impl Inbox {
     /// goes through (R38) — and records the response.
     ///
     /// The call is rebuilt exactly as it was held (same call id, agent, run settings, and
-    /// the stored input) and carries a [`ResumeTicket`](toolgate::approval::ResumeTicket) with a fresh claim token. The stack
+    /// the stored input) and carries a [`ResumeTicket`](toolgate_engine::approval::ResumeTicket) with a fresh claim token. The stack
     /// runs every check again; at the approval gate the inbox channel redeems the ticket:
     /// it claims the call (committed before the tool is invoked) only if it is still
     /// `approved` with the same input and definition (R35). Of any number of concurrent
@@ -201,7 +201,7 @@ impl Inbox {
                 state: record.state,
             });
         }
-        let Some(token) = toolgate::core::id::random_id("claim_") else {
+        let Some(token) = toolgate_core::id::random_id("claim_") else {
             return Err(ResumeError::Store(InboxError::new(
                 crate::InboxErrorKind::Backend,
                 "no claim token could be made",
@@ -219,7 +219,7 @@ impl Inbox {
                         format!("the original input of held call `{id}` cannot be read: {why}"),
                     ))
                 })?;
-                call.extensions.insert(toolgate::core::InputEdit {
+                call.extensions.insert(toolgate_core::InputEdit {
                     original_input: original,
                     original_input_hash: edit.original_input_hash,
                     edited_by: edit.edited_by,

@@ -41,9 +41,9 @@ use std::time::{Duration, SystemTime};
 use rusqlite::{
     Connection, ErrorCode, OpenFlags, OptionalExtension, Row, TransactionBehavior, params,
 };
-use toolgate::core::{AgentRef, RunContext, Turn};
-use toolgate::engine::grant::Grant;
-use toolgate::engine::policy::Policy;
+use toolgate_core::{AgentRef, RunContext, Turn};
+use toolgate_engine::grant::Grant;
+use toolgate_engine::policy::Policy;
 
 use crate::codec;
 use crate::error::{
@@ -526,7 +526,7 @@ mod tests {
             assert_eq!(r.approver.as_deref(), Some("alice"));
             assert_eq!(r.approver_principal, None);
             store.hold(new.clone()).await.unwrap();
-            let p = toolgate::core::Principal {
+            let p = toolgate_core::Principal {
                 subject: "u-2".into(),
                 issuer: "https://idp.example/".into(),
             };

@@ -247,7 +247,7 @@ pub fn same_input(record: &crate::model::HeldRecord, input_json: &str) -> bool {
     match crate::codec::parse_json(input_json) {
         Ok(b) => record.holds_input(
             &b,
-            &toolgate::engine::number::NumberLiterals::scan(input_json),
+            &toolgate_engine::number::NumberLiterals::scan(input_json),
         ),
         Err(_) => record.call.input_json == input_json,
     }

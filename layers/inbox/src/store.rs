@@ -5,12 +5,12 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use toolgate::core::AgentRef;
-use toolgate::engine::policy::Policy;
+use toolgate_core::AgentRef;
+use toolgate_engine::policy::Policy;
 
 use std::sync::Arc;
 
-use toolgate::engine::grant::{Grant, GrantStore};
+use toolgate_engine::grant::{Grant, GrantStore};
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, PolicySaveError};
 use crate::grants::{RevokeError, StoredGrant, no_grants};

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
 use serde::Deserialize;
-use toolgate::engine::approvers::ApproverAuth;
+use toolgate_engine::approvers::ApproverAuth;
 
 use crate::html::{self, esc};
 use crate::state::App;
@@ -114,7 +114,7 @@ pub(crate) async fn identify(
                                 StatusCode::FORBIDDEN,
                                 format!(
                                     "`{}` is no approver: neither `approvers.people` nor `approvers.groups` names them or a group of theirs",
-                                    toolgate::core::display::visible(name)
+                                    toolgate_core::display::visible(name)
                                 ),
                             )),
                         },
@@ -192,7 +192,7 @@ impl App {
                 let Some(approver) = approver.cloned() else {
                     sessions.remove(id);
                     tracing::info!(
-                        approver = %toolgate::core::display::visible(&session.approver),
+                        approver = %toolgate_core::display::visible(&session.approver),
                         "a sign-in was ended: its token is no longer an approver's"
                     );
                     return None;
@@ -394,7 +394,7 @@ pub(crate) async fn login(
     }
     // Never the token, the session id or the CSRF token: the name and the address only.
     tracing::info!(
-        approver = %toolgate::core::display::visible(&approver.name),
+        approver = %toolgate_core::display::visible(&approver.name),
         client = %ip,
         "an approver signed in on the approval page"
     );
@@ -438,7 +438,7 @@ pub(crate) async fn logout(
         sessions.remove(id);
     }
     tracing::info!(
-        approver = %toolgate::core::display::visible(&who.approver.name),
+        approver = %toolgate_core::display::visible(&who.approver.name),
         "an approver signed out of the approval page"
     );
     let mut res = Redirect::to("/login").into_response();
@@ -453,7 +453,7 @@ pub(crate) async fn logout(
 pub(crate) fn key_of<'a>(
     app: &'a App,
     token: &str,
-) -> Option<&'a toolgate::engine::api_access::ApiKey> {
+) -> Option<&'a toolgate_engine::api_access::ApiKey> {
     let hash = crate::hash_token(token);
     app.0
         .settings

@@ -129,8 +129,8 @@ pub(crate) async fn bulk(
                     StatusCode::FORBIDDEN
                 };
                 tracing::info!(
-                    approver = %toolgate::core::display::visible(&who.approver.name),
-                    interaction = %toolgate::core::display::visible(id),
+                    approver = %toolgate_core::display::visible(&who.approver.name),
+                    interaction = %toolgate_core::display::visible(id),
                     "a bulk answer on the approval page was refused whole"
                 );
                 return refused(status, &why);
@@ -164,9 +164,9 @@ pub(crate) async fn bulk(
         match app.0.store.answer(id, answer).await {
             Ok(receipt) => {
                 tracing::info!(
-                    interaction = %toolgate::core::display::visible(id),
-                    tool = %toolgate::core::display::visible(&record.call.tool),
-                    approver = %toolgate::core::display::visible(&receipt.approver),
+                    interaction = %toolgate_core::display::visible(id),
+                    tool = %toolgate_core::display::visible(&record.call.tool),
+                    approver = %toolgate_core::display::visible(&receipt.approver),
                     approved = receipt.approved,
                     replayed = receipt.replayed,
                     "a held call was answered on the approval page (bulk)"

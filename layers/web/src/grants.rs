@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolgate::core::ToolKind;
+use toolgate_core::ToolKind;
 use toolgate_inbox::{
     Answer, AnswerError, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp,
     may_revoke,
@@ -318,9 +318,9 @@ pub(crate) async fn approve_and_grant(
         );
     }
     tracing::info!(
-        interaction = %toolgate::core::display::visible(&id),
+        interaction = %toolgate_core::display::visible(&id),
         grant = %grant.id(),
-        approver = %toolgate::core::display::visible(&who.approver.name),
+        approver = %toolgate_core::display::visible(&who.approver.name),
         replayed = receipt.replayed,
         "a held call was approved with a grant on the approval page"
     );
@@ -536,8 +536,8 @@ pub(crate) async fn revoke(
     {
         Ok(_) => {
             tracing::info!(
-                grant = %toolgate::core::display::visible(&id),
-                approver = %toolgate::core::display::visible(&who.approver.name),
+                grant = %toolgate_core::display::visible(&id),
+                approver = %toolgate_core::display::visible(&who.approver.name),
                 "a grant was revoked on the approval page"
             );
             Redirect::to(&format!(

@@ -22,9 +22,9 @@ pub(crate) fn esc(s: &str) -> String {
 }
 
 /// Escapes a value a person reads, with its hidden characters (bidi controls, zero-width
-/// characters, controls) shown marked (`⟦U+202E⟧`, [`toolgate::core::display::visible`]).
+/// characters, controls) shown marked (`⟦U+202E⟧`, [`toolgate_core::display::visible`]).
 pub(crate) fn text(s: &str) -> String {
-    esc(&toolgate::core::display::visible(s))
+    esc(&toolgate_core::display::visible(s))
 }
 
 /// Which tab a page belongs to.

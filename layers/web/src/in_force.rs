@@ -6,14 +6,14 @@
 
 use std::sync::{Arc, RwLock};
 
-use toolgate::engine::approvers::ApproverSettings;
+use toolgate_engine::approvers::ApproverSettings;
 
 /// The `approvers` people and groups in force, replaceable while the page runs. Cheap to
 /// clone: clones share the one in force. Set by [`crate::WebSettings::new`] from its
 /// `approvers`; keep a clone to replace them later with [`ApproversInForce::replace`].
 ///
 /// ```
-/// use toolgate::engine::config::{Format, load_str};
+/// use toolgate_engine::config::{Format, load_str};
 /// use toolgate_web::WebSettings;
 /// let (hash, bobs) = (toolgate_web::hash_token("alice-token"), toolgate_web::hash_token("bob-token"));
 /// let gov = |people: &str| load_str(&format!(r#"{{"approvers": {{"people": [{people}]}}}}"#), Format::Json).unwrap();

@@ -34,7 +34,7 @@
 //! ## Who may answer
 //!
 //! The configuration's `approvers` section
-//! ([`toolgate::engine::approvers::ApproverSettings`]) names the people: each signs in with
+//! ([`toolgate_engine::approvers::ApproverSettings`]) names the people: each signs in with
 //! a token whose SHA-256 the configuration keeps ([`hash_token`]), or a trusted reverse
 //! proxy puts their name in a header. The name recorded on an answer is always the
 //! authenticated one. A person's `tools` selectors limit which held calls they may answer;
@@ -101,9 +101,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate::engine::Governance;
-use toolgate::engine::approvers::ApproverSettings;
-use toolgate::engine::policy::Limits;
+use toolgate_engine::Governance;
+use toolgate_engine::approvers::ApproverSettings;
+use toolgate_engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::router;
@@ -153,7 +153,7 @@ pub struct WebSettings {
 
 /// The policy tab's preview of a change (R46): the recorded calls it is replayed over and
 /// the configuration they were decided under — the replay of `toolgate policy simulate`
-/// ([`toolgate::engine::replay`]).
+/// ([`toolgate_engine::replay`]).
 #[derive(Debug, Clone)]
 pub struct PolicyPreview {
     /// The configuration the calls were decided under (tools, agents, settings). Its
@@ -240,7 +240,7 @@ impl WebSettings {
     ///
     /// Keys that cannot be had, naming the field (`approvers.jwt.jwks_file: …`).
     pub async fn connect_identity_provider(&mut self) -> Result<(), String> {
-        if let toolgate::engine::approvers::ApproverAuth::Jwt(j) = &self.approvers.auth {
+        if let toolgate_engine::approvers::ApproverAuth::Jwt(j) = &self.approvers.auth {
             let v = toolgate_idp::Verifier::start(j.settings.clone(), "approvers.jwt")
                 .await
                 .map_err(|e| e.to_string())?;
@@ -256,7 +256,7 @@ impl WebSettings {
 /// assert_eq!(toolgate_web::hash_token("correct horse").len(), 64);
 /// ```
 pub fn hash_token(token: &str) -> String {
-    let h = toolgate::engine::canon::sha256_hex(token.as_bytes());
+    let h = toolgate_engine::canon::sha256_hex(token.as_bytes());
     h.strip_prefix("sha256:").unwrap_or(&h).to_owned()
 }
 

@@ -30,7 +30,7 @@ pub(crate) const PAGE_SIZE: usize = 15;
 /// The most a page shows (`size`).
 pub(crate) const MAX_SIZE: usize = 200;
 
-/// The reason sources a list can be filtered by ([`toolgate::core::AskSource::kind`]).
+/// The reason sources a list can be filtered by ([`toolgate_core::AskSource::kind`]).
 const SOURCES: [(&str, &str); 5] = [
     ("agent", "agent approval mode"),
     ("policy_rule", "a tenant policy rule"),

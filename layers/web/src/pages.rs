@@ -21,7 +21,7 @@ use crate::rights::store_failed;
 use crate::state::App;
 use crate::state::Who;
 use crate::token::random_hex;
-use toolgate::core::display::visible_json;
+use toolgate_core::display::visible_json;
 
 pub(crate) fn age(d: Duration) -> String {
     if d.as_secs() == 0 {
@@ -157,7 +157,7 @@ pub(crate) fn card_cued(
     // the person reads the value that is sent (issue 20).
     // Every number as written, too (R20: an integer past 64 bits keeps its digits).
     let input = match r.input_pretty() {
-        Ok(text) => toolgate::core::display::visible_layout(text),
+        Ok(text) => toolgate_core::display::visible_layout(text),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
     let _ = write!(
@@ -335,12 +335,12 @@ pub(crate) async fn answer(
     match app.0.store.answer(&id, answer).await {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %toolgate::core::display::visible(&id),
-                tool = %toolgate::core::display::visible(&record.call.tool),
-                approver = %toolgate::core::display::visible(&receipt.approver),
+                interaction = %toolgate_core::display::visible(&id),
+                tool = %toolgate_core::display::visible(&record.call.tool),
+                approver = %toolgate_core::display::visible(&receipt.approver),
                 // Issue 22: the verified identity behind an identity-provider token.
                 principal = %who.principal.as_ref().map_or_else(String::new, |p| {
-                    toolgate::core::display::visible(&p.to_string()).to_string()
+                    toolgate_core::display::visible(&p.to_string()).to_string()
                 }),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
@@ -356,9 +356,9 @@ pub(crate) async fn answer(
                 _ => StatusCode::CONFLICT,
             };
             tracing::info!(
-                interaction = %toolgate::core::display::visible(&id),
-                approver = %toolgate::core::display::visible(&who.approver.name),
-                refused = %toolgate::core::display::visible(&e.to_string()),
+                interaction = %toolgate_core::display::visible(&id),
+                approver = %toolgate_core::display::visible(&who.approver.name),
+                refused = %toolgate_core::display::visible(&e.to_string()),
                 "an answer on the approval page was refused"
             );
             html::refusal(status, "The answer was refused", &e.to_string())

@@ -17,8 +17,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolgate::engine::policy::Policy;
-use toolgate::engine::{ConfigErrors, PolicyState};
+use toolgate_engine::policy::Policy;
+use toolgate_engine::{ConfigErrors, PolicyState};
 use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::auth::{check_csrf, unauthorized};
@@ -463,7 +463,7 @@ fn store_failed(e: &impl std::fmt::Display) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use toolgate::engine::{ConfigError, ConfigErrors};
+    use toolgate_engine::{ConfigError, ConfigErrors};
 
     #[test]
     fn r22_errors_of_the_edited_rule_go_to_their_field() {

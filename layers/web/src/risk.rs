@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
-use toolgate::core::{AskSource, NetworkScope, ToolKind};
-use toolgate::engine::Governance;
-use toolgate::engine::policy::{Effect, Policy};
+use toolgate_core::{AskSource, NetworkScope, ToolKind};
+use toolgate_engine::Governance;
+use toolgate_engine::policy::{Effect, Policy};
 use toolgate_inbox::HeldRecord;
 
 use crate::html::text;

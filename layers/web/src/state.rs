@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use toolgate::engine::approvers::Approver;
+use toolgate_engine::approvers::Approver;
 use toolgate_inbox::InboxStore;
 
 use crate::WebSettings;
@@ -132,5 +132,5 @@ pub(crate) struct Session {
 pub(crate) struct Who {
     pub(crate) approver: Approver,
     pub(crate) csrf: String,
-    pub(crate) principal: Option<toolgate::engine::jwt::Principal>,
+    pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
 }

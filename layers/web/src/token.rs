@@ -3,7 +3,7 @@
 pub(crate) fn random_hex(bytes: usize) -> String {
     // No randomness: fail closed with a value nobody can present (tokens are compared to
     // it, and an empty token never matches).
-    toolgate::core::id::random_hex(bytes).unwrap_or_default()
+    toolgate_core::id::random_hex(bytes).unwrap_or_default()
 }
 
 /// Equality that takes the same time wherever the strings differ (for equal lengths).

@@ -24,7 +24,7 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "event": "held",
         "id": r.id(),
         "prompt": shown.prompt,
-        "server": (shown.identity.kind() == toolgate::core::ToolKind::Mcp).then(|| shown.identity.source().to_owned()),
+        "server": (shown.identity.kind() == toolgate_core::ToolKind::Mcp).then(|| shown.identity.source().to_owned()),
         "tool": shown.identity.name(),
         "model_name": shown.model_name,
         "agent": shown.agent,
@@ -35,7 +35,7 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "created_at": r.call.created_at.to_string(),
         "expires_at": r.call.expires_at.to_string(),
         "link": format!("{base}/calls/{}", r.id()),
-        "target": r.call.target.as_ref().map(toolgate::core::ExecutionTarget::to_json),
+        "target": r.call.target.as_ref().map(toolgate_core::ExecutionTarget::to_json),
         // Issue 24: the same post is a Slack message (incoming webhook) with Approve and
         // Deny buttons, answered through `POST /v1/callbacks/slack`.
         "text": fallback_text(r),
@@ -139,7 +139,7 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
 
 /// Slack's mrkdwn escaping (`&`, `<`, `>`), with hidden characters marked.
 pub(crate) fn mrkdwn(s: &str) -> String {
-    toolgate::core::display::visible(s)
+    toolgate_core::display::visible(s)
         .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -167,7 +167,7 @@ pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
             .collect();
         blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*Runs on* {}", parts.join(" · "))}}));
     }
-    blocks.push(json!({"type": "header", "text": {"type": "plain_text", "text": clip(&toolgate::core::display::visible(&shown.prompt), 140)}}));
+    blocks.push(json!({"type": "header", "text": {"type": "plain_text", "text": clip(&toolgate_core::display::visible(&shown.prompt), 140)}}));
     let reasons: Vec<String> = r
         .call
         .reasons
@@ -182,7 +182,7 @@ pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
         reasons.join("\n")
     ), SECTION_CHARS)}}),
     );
-    let input = toolgate::core::display::visible_json(&shown.input).replace("```", "'''");
+    let input = toolgate_core::display::visible_json(&shown.input).replace("```", "'''");
     blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&mrkdwn(&input), SECTION_CHARS))}}));
     let value = format!(
         "{}|{}|{}",

@@ -4,6 +4,7 @@
 mod builder;
 mod posture;
 mod profile;
+mod target;
 mod warnings;
 
 use std::collections::HashMap;
@@ -14,6 +15,7 @@ use toolgate_core::{ApprovalMode, ChannelKind, ToolDeclaration};
 pub use builder::GovernanceBuilder;
 pub use posture::{Exemption, ServerSettings};
 pub use profile::{AgentProfile, ResolvedAgent};
+pub use target::PolicyTarget;
 
 /// Where asks are routed: one entry of [`Governance::routed_channels`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
-use toolgate::engine::grant::{Grant, GrantStore};
+use toolgate_engine::grant::{Grant, GrantStore};
 use toolgate_inbox::{
     InboxError, InboxErrorKind as Kind, InboxGrants, RevokeError, StoredGrant, Timestamp,
 };

@@ -11,9 +11,9 @@ use std::time::SystemTime;
 use deadpool_postgres::Object;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use toolgate::core::{AgentRef, RunContext, Turn};
-use toolgate::engine::grant::{Grant, GrantStore};
-use toolgate::engine::policy::Policy;
+use toolgate_core::{AgentRef, RunContext, Turn};
+use toolgate_engine::grant::{Grant, GrantStore};
+use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
     Completion, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
@@ -55,7 +55,7 @@ fn repeat_lock_key(c: &NewHeldCall) -> i64 {
         c.tool.to_ascii_lowercase(),
         c.input_hash
     );
-    let hex = toolgate::engine::canon::sha256_hex(text.as_bytes());
+    let hex = toolgate_engine::canon::sha256_hex(text.as_bytes());
     let digits = hex.rsplit(':').next().unwrap_or(&hex);
     let prefix = digits.get(..16).unwrap_or(digits);
     (u64::from_str_radix(prefix, 16).unwrap_or(0) >> 1) as i64

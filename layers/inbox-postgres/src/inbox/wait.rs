@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
-use toolgate::GovernanceHandle;
+use toolgate_engine::PolicyTarget;
 use toolgate_inbox::{HeldRecord, InboxError, InboxStore, PolicyPoll, PolicyWatch, State};
 
 use super::PostgresInbox;
@@ -170,7 +170,7 @@ impl PostgresInbox {
     /// Abort the returned handle to stop.
     pub fn watch_policy(
         &self,
-        handle: GovernanceHandle,
+        handle: impl PolicyTarget + 'static,
         seen: Option<String>,
         fallback: Duration,
     ) -> JoinHandle<()> {

@@ -174,6 +174,6 @@ pub(super) fn add_target_column(inner: &Inner, conn: &mut Connection) -> Result<
 }
 
 /// A stored target ([`crate::codec::target_from_json`]).
-pub(super) fn target_from_json(text: &str) -> Option<toolgate::core::ExecutionTarget> {
+pub(super) fn target_from_json(text: &str) -> Option<toolgate_core::ExecutionTarget> {
     crate::codec::target_from_json(text)
 }

@@ -24,7 +24,7 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, Str
     let session: Option<String> = row.get(25)?;
     let turn: Option<String> = row.get(26)?;
     let approver_principal = match (row.get::<_, Option<String>>(27)?, row.get(28)?) {
-        (Some(subject), Some(issuer)) => Some(toolgate::core::Principal { subject, issuer }),
+        (Some(subject), Some(issuer)) => Some(toolgate_core::Principal { subject, issuer }),
         _ => None,
     };
     let target: Option<String> = row.get(29)?;
@@ -617,9 +617,7 @@ pub(super) fn claim_op(
         return Ok(Claimed {
             approver: approver.unwrap_or_default(),
             approver_principal: match (subject, issuer) {
-                (Some(subject), Some(issuer)) => {
-                    Some(toolgate::core::Principal { subject, issuer })
-                }
+                (Some(subject), Some(issuer)) => Some(toolgate_core::Principal { subject, issuer }),
                 _ => None,
             },
         });

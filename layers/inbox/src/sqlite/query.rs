@@ -197,8 +197,8 @@ mod tests {
     use super::*;
     use crate::query::VisibleTo;
     use crate::{SqliteInbox, SqliteOptions};
-    use toolgate::engine::approvers::ToolSelector;
-    use toolgate::engine::policy::Glob;
+    use toolgate_engine::approvers::ToolSelector;
+    use toolgate_engine::policy::Glob;
 
     /// Issue 24: a page of what an approver with selectors may see is one statement that
     /// reads the index of the calls of one state in the order held (the selectors are a

@@ -337,7 +337,7 @@ impl InboxStore for SqliteInbox {
         })
     }
 
-    fn grant_store(&self) -> Result<Arc<dyn toolgate::engine::grant::GrantStore>, InboxError> {
+    fn grant_store(&self) -> Result<Arc<dyn toolgate_engine::grant::GrantStore>, InboxError> {
         Ok(Arc::new(crate::grant_store::InboxGrants::start(Arc::new(
             self.clone(),
         ))?))

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::core::ExecutionTarget;
+use toolgate_core::ExecutionTarget;
 
 use super::{Fixture, held, held_expired};
 use crate::edit::EditedInput;
@@ -54,7 +54,7 @@ pub async fn issue24_r35_an_edited_approval_replaces_the_input_and_keeps_the_ori
     store.hold(c.clone()).await.unwrap();
     assert_eq!(store.edit_of(&id).await.unwrap(), None, "not edited yet");
     let edit = EditedInput::new(&json!({"amount": 90, "order": "A-1"})).unwrap();
-    let p = toolgate::core::Principal {
+    let p = toolgate_core::Principal {
         subject: "00u-alice".into(),
         issuer: "https://idp.example/".into(),
     };

@@ -29,13 +29,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::approval::ApprovalRequest;
-use toolgate::core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity, Turn};
-use toolgate::engine::PolicyState;
-use toolgate::engine::canon;
-use toolgate::engine::policy::Limits;
+use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity, Turn};
+use toolgate_engine::PolicyState;
+use toolgate_engine::approval::ApprovalRequest;
+use toolgate_engine::canon;
+use toolgate_engine::policy::Limits;
 
-use toolgate::engine::grant::{Grant, parse_grants};
+use toolgate_engine::grant::{Grant, parse_grants};
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxErrorKind, PolicySaveError};
 use crate::grants::{GrantState, Revocation, RevokeError};
@@ -69,7 +69,7 @@ pub trait Fixture: Send + Sync {
 
 /// A fresh interaction id.
 pub fn new_id() -> String {
-    toolgate::core::id::random_id("ia_").expect("the operating system has randomness")
+    toolgate_core::id::random_id("ia_").expect("the operating system has randomness")
 }
 
 /// An approval request as the gate builds it, for `refund` with `input`.
@@ -316,7 +316,7 @@ pub async fn r26_the_happy_path_pending_approved_claimed_done(fixture: &dyn Fixt
 /// header or command-line approver) keeps only the name.
 pub async fn r47_an_answer_keeps_the_approvers_verified_principal(fixture: &dyn Fixture) {
     let store = fixture.fresh().await;
-    let p = toolgate::core::Principal {
+    let p = toolgate_core::Principal {
         subject: "00u-alice".into(),
         issuer: "https://idp.example/".into(),
     };
@@ -341,7 +341,7 @@ pub async fn r47_an_answer_keeps_the_approvers_verified_principal(fixture: &dyn 
     let row = listed.iter().find(|r| r.id() == id).unwrap();
     assert_eq!(row.approver_principal.as_ref(), Some(&p));
     // The same key again replays the first answer: the principal stays the first one's.
-    let other = toolgate::core::Principal {
+    let other = toolgate_core::Principal {
         subject: "00u-mallory".into(),
         issuer: "https://idp.example/".into(),
     };
@@ -376,7 +376,7 @@ pub async fn r47_an_answer_keeps_the_approvers_verified_principal(fixture: &dyn 
     let e = held(json!({"n": 24}), HOUR);
     let eid = e.interaction_id.clone();
     store.hold(e).await.unwrap();
-    let nul = toolgate::core::Principal {
+    let nul = toolgate_core::Principal {
         subject: "a\0b".into(),
         issuer: "i".into(),
     };
@@ -1123,7 +1123,7 @@ pub async fn r46_a_running_gate_picks_up_a_stored_shadow_and_its_removal(fixture
         ..Limits::default()
     };
     let handle = toolgate::GovernanceHandle::new(
-        toolgate::engine::Governance::builder()
+        toolgate_engine::Governance::builder()
             .limits(tight)
             .build()
             .unwrap(),
@@ -1165,7 +1165,7 @@ pub async fn r46_a_running_gate_picks_up_a_stored_shadow_and_its_removal(fixture
     );
     assert_eq!(
         handle.load().shadow_policy().unwrap().rules()[0].effect(),
-        toolgate::core::Effect::Deny,
+        toolgate_core::Effect::Deny,
         "R46: the shadow in force stays"
     );
     let at_start = crate::policy::load_shadow_policy(&*store, &tight).await;
@@ -1286,7 +1286,7 @@ pub async fn r22_a_policy_save_based_on_a_stale_updated_at_is_refused_as_a_confl
     // A put from another handle (another process) makes the base stale too.
     let elsewhere = fixture.reopen(&store).await;
     let third = put_policy_text(&*elsewhere, ask, &limits).await.unwrap();
-    let policy = toolgate::engine::policy::Policy::from_json_str(deny, &limits).unwrap();
+    let policy = toolgate_engine::policy::Policy::from_json_str(deny, &limits).unwrap();
     let e = store
         .put_policy_if_unchanged(Some(&second.updated_at), &policy)
         .await
@@ -1410,7 +1410,7 @@ pub async fn seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unr
     }
     // Every MCP and HTTP call is refused `policy_unreadable`, naming the rule; a local tool
     // is unaffected (R22).
-    let governance = toolgate::engine::config::load_str(
+    let governance = toolgate_engine::config::load_str(
         &json!({
             "tools": [
                 {"kind": "mcp", "server": "github", "name": "create_issue"},
@@ -1420,18 +1420,18 @@ pub async fn seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unr
             "agents": [{"name": "support", "allowed_tools": ["github__create_issue", "refund", "notes__read"]}]
         })
         .to_string(),
-        toolgate::engine::config::Format::Json,
+        toolgate_engine::config::Format::Json,
     )
     .unwrap()
     .with_policy(state.unwrap())
     .unwrap();
     let agent = AgentRef::profile("support");
     for tool in ["github__create_issue", "refund"] {
-        let call = toolgate::core::ToolCall::new(agent.clone(), tool, json!({}));
-        let d = governance.decide(toolgate::engine::CallView::of(&call));
+        let call = toolgate_core::ToolCall::new(agent.clone(), tool, json!({}));
+        let d = governance.decide(toolgate_engine::CallView::of(&call));
         assert_eq!(
             d.verdict,
-            toolgate::core::Verdict::Refused(toolgate::core::RefusalCode::PolicyUnreadable),
+            toolgate_core::Verdict::Refused(toolgate_core::RefusalCode::PolicyUnreadable),
             "seed 002: {tool} is refused: {d:?}"
         );
         assert!(
@@ -1440,12 +1440,12 @@ pub async fn seed002_r22_a_stored_rule_naming_the_wire_name_makes_the_policy_unr
             d.reasons
         );
     }
-    let local = toolgate::core::ToolCall::new(agent, "notes__read", json!({}));
+    let local = toolgate_core::ToolCall::new(agent, "notes__read", json!({}));
     assert!(matches!(
         governance
-            .decide(toolgate::engine::CallView::of(&local))
+            .decide(toolgate_engine::CallView::of(&local))
             .verdict,
-        toolgate::core::Verdict::Run { .. }
+        toolgate_core::Verdict::Run { .. }
     ));
     put_policy_text(
         &*store,
@@ -2480,8 +2480,8 @@ pub async fn r26_concurrent_repeats_never_hold_two_cards(fixture: &dyn Fixture) 
 #[derive(Clone, Default)]
 struct Counting(Arc<std::sync::atomic::AtomicUsize>);
 
-impl tower_service::Service<toolgate::core::ToolCall> for Counting {
-    type Response = toolgate::core::ToolResponse;
+impl tower_service::Service<toolgate_core::ToolCall> for Counting {
+    type Response = toolgate_core::ToolResponse;
     type Error = std::convert::Infallible;
     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
     fn poll_ready(
@@ -2490,10 +2490,10 @@ impl tower_service::Service<toolgate::core::ToolCall> for Counting {
     ) -> std::task::Poll<Result<(), Self::Error>> {
         std::task::Poll::Ready(Ok(()))
     }
-    fn call(&mut self, _: toolgate::core::ToolCall) -> Self::Future {
+    fn call(&mut self, _: toolgate_core::ToolCall) -> Self::Future {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        std::future::ready(Ok(toolgate::core::ToolResponse::Completed(
-            toolgate::core::ToolOutput::new(json!("sent")),
+        std::future::ready(Ok(toolgate_core::ToolResponse::Completed(
+            toolgate_core::ToolOutput::new(json!("sent")),
         )))
     }
 }

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::core::{AgentRef, Ask, AskSource, ToolIdentity, Turn};
+use toolgate_core::{AgentRef, Ask, AskSource, ToolIdentity, Turn};
 
 use super::{Fixture, request};
 use crate::model::{Answer, HeldRecord, NewHeldCall, Timestamp};

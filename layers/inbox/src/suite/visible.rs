@@ -14,9 +14,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolIdentity, ToolKind};
-use toolgate::engine::approvers::{Approver, ToolSelector};
-use toolgate::engine::policy::Glob;
+use toolgate_core::{AgentRef, ToolIdentity, ToolKind};
+use toolgate_engine::approvers::{Approver, ToolSelector};
+use toolgate_engine::policy::Glob;
 
 use super::{Fixture, request};
 use crate::model::{Answer, HeldRecord, NewHeldCall, Timestamp};

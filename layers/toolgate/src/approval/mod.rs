@@ -47,21 +47,20 @@
 //! # }
 //! ```
 
-mod channel;
 mod gate;
 mod hooks;
 mod interactive;
 mod observe;
 mod terminal;
 
-pub use channel::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
-    VerifiedOutcome, interaction_id, new_question,
-};
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
 pub use hooks::{HookCall, Hooks, ToolHooks};
 pub use interactive::{
     ApprovalAnswer, ApprovalAnswerError, InteractiveChannel, PendingApproval, PendingApprovals,
+};
+pub use toolgate_engine::approval::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
+    VerifiedOutcome, interaction_id, new_question,
 };
 
 pub use observe::{WaitEnded, WaitObserver, WaitOutcome, WaitStarted};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toolgate_core::ChannelKind;
 
-use super::channel::ApprovalOutcome;
+use toolgate_engine::approval::ApprovalOutcome;
 
 /// A call started waiting for a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

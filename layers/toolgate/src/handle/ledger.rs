@@ -1,35 +1,8 @@
-//! Quota counting behind the handle (R44): the asynchronous counter seam for shared
-//! stores, and the ledger of counters and the clock a handle's snapshots are decided with.
+//! Quota counting behind the handle (R44): the synchronous view of an asynchronous counter
+//! ([`AsyncQuotaCounter`], the engine's seam for shared stores), and the ledger of counters
+//! and the clock a handle's snapshots are decided with.
 
 use super::*;
-
-/// A boxed, sendable future borrowing for `'a`.
-pub type ReserveFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), QuotaError>> + Send + 'a>>;
-
-/// A quota counter whose authoritative reservation is asynchronous (R44): a database reached
-/// over the network, such as the PostgreSQL counter of `toolgate-inbox-postgres`, which no
-/// runtime thread should block on. Set with [`GovernanceHandle::set_async_quota_counter`]:
-/// the stack then awaits [`AsyncQuotaCounter::reserve`] right before each send (at once, or
-/// after a person approved), and refuses the call when it says no — full (`rate_limited`),
-/// or unreachable (fail closed).
-///
-/// [`AsyncQuotaCounter::check`] is what a decision reads at R14 step 7, synchronously and
-/// without I/O: advisory (say, what the counter saw at its last reservation, so a quota
-/// known to be full refuses early instead of asking a person); a call it lets through is
-/// still checked and counted by `reserve`, atomically, before it is sent.
-pub trait AsyncQuotaCounter: Send + Sync {
-    /// Whether every group seems to have room at `now`, recording nothing (no I/O).
-    ///
-    /// # Errors
-    ///
-    /// A group known to be full, or a counter known to be unusable.
-    fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
-
-    /// Checks every group and, when each has room, records one send at `now` in each, as
-    /// one atomic step in the shared store. A refusal records nothing.
-    fn reserve<'a>(&'a self, groups: &'a [QuotaGroup], now: Millis) -> ReserveFuture<'a>;
-}
 
 /// The synchronous view of an [`AsyncQuotaCounter`]: its advisory check; a synchronous
 /// reservation (which nothing in the stack makes once the counter is asynchronous) is

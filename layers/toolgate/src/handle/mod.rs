@@ -22,10 +22,11 @@ mod ledger;
 mod pin;
 
 use ledger::CheckOnly;
-pub use ledger::{AsyncQuotaCounter, Ledger, ReserveFuture};
+pub use ledger::Ledger;
 pub(crate) use pin::new_seal;
 use pin::{About, PinState};
 pub use pin::{Pinned, PinnedDecision};
+pub use toolgate_engine::quota::{AsyncQuotaCounter, ReserveFuture};
 
 /// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
@@ -83,6 +84,24 @@ pub struct GovernanceHandle {
     generation: Arc<AtomicU64>,
     /// Binds the pins this handle makes to it (see [`Pinned`]).
     id: u64,
+}
+
+/// The tower layers' snapshot is where a store's policy watch puts a stored policy.
+impl toolgate_engine::PolicyTarget for GovernanceHandle {
+    fn limits(&self) -> toolgate_engine::policy::Limits {
+        self.load().settings().limits
+    }
+
+    fn replace_policy(&self, state: PolicyState) -> Result<(), ConfigErrors> {
+        GovernanceHandle::replace_policy(self, state)
+    }
+
+    fn replace_shadow_policy(
+        &self,
+        shadow: Option<toolgate_engine::policy::Policy>,
+    ) -> Result<(), ConfigErrors> {
+        GovernanceHandle::replace_shadow_policy(self, shadow)
+    }
 }
 
 impl fmt::Debug for GovernanceHandle {

@@ -9,8 +9,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
-use toolgate::core::ToolKind;
-use toolgate::engine::approvers::Approver;
+use toolgate_core::ToolKind;
+use toolgate_engine::approvers::Approver;
 use toolgate_inbox::{Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState};
 
 use super::{body_object, caller, refuse, reply};
@@ -84,7 +84,7 @@ pub(crate) fn interaction_json(r: &HeldRecord) -> Value {
         r.call
             .target
             .as_ref()
-            .map_or(Value::Null, toolgate::core::ExecutionTarget::to_json),
+            .map_or(Value::Null, toolgate_core::ExecutionTarget::to_json),
     );
     o.insert("createdAt".into(), r.call.created_at.to_string().into());
     o.insert("expiresAt".into(), r.call.expires_at.to_string().into());
@@ -330,10 +330,10 @@ pub(crate) async fn answer(
     match result {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %toolgate::core::display::visible(&id),
-                tool = %toolgate::core::display::visible(&record.call.tool),
-                approver = %toolgate::core::display::visible(&receipt.approver),
-                by = %toolgate::core::display::visible(&who.label),
+                interaction = %toolgate_core::display::visible(&id),
+                tool = %toolgate_core::display::visible(&record.call.tool),
+                approver = %toolgate_core::display::visible(&receipt.approver),
+                by = %toolgate_core::display::visible(&who.label),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
                 "a held call was answered over the API"

@@ -19,7 +19,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use toolgate::engine::approvers::Approver;
+use toolgate_engine::approvers::Approver;
 use toolgate_inbox::{Answer, AnswerError, AnswerReceipt, EditedInput, HeldRecord};
 
 use super::refuse;
@@ -159,8 +159,8 @@ pub(crate) async fn approve_edited(
     match app.0.store.answer_edited(record.id(), answer, edit).await {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %toolgate::core::display::visible(record.id()),
-                approver = %toolgate::core::display::visible(&approver.name),
+                interaction = %toolgate_core::display::visible(record.id()),
+                approver = %toolgate_core::display::visible(&approver.name),
                 original_input_hash = %record.call.input_hash,
                 "a held call was approved with an edited input"
             );

@@ -15,8 +15,8 @@
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use toolgate::engine::api_access::ApiScope;
-use toolgate::engine::approvers::{Approver, ApproverAuth};
+use toolgate_engine::api_access::ApiScope;
+use toolgate_engine::approvers::{Approver, ApproverAuth};
 
 use crate::auth::key_of;
 use crate::state::App;
@@ -64,7 +64,7 @@ pub(crate) struct Caller {
     pub(crate) approver: Option<Approver>,
     /// The verified principal of an identity-provider caller (issue 22), kept with its
     /// answers; a management key has none.
-    pub(crate) principal: Option<toolgate::engine::jwt::Principal>,
+    pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
 }
 
 impl Caller {

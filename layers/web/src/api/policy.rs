@@ -15,8 +15,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
-use toolgate::engine::PolicyState;
-use toolgate::engine::api_access::ApiScope;
+use toolgate_engine::PolicyState;
+use toolgate_engine::api_access::ApiScope;
 use toolgate_inbox::{PutPolicyError, StoredPolicy, put_policy_text, put_policy_text_if_unchanged};
 
 use super::{caller, refuse, reply};
@@ -188,7 +188,7 @@ pub(crate) async fn put_policy(
     match put {
         Ok(stored) => {
             tracing::info!(
-                by = %toolgate::core::display::visible(&who.label),
+                by = %toolgate_core::display::visible(&who.label),
                 updated_at = %stored.updated_at,
                 "the stored policy was replaced over the API"
             );

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
-use toolgate::engine::slack::{self, SlackDecision};
+use toolgate_engine::slack::{self, SlackDecision};
 use toolgate_inbox::{Answer, AnswerError};
 
 use super::{refuse, reply};
@@ -105,7 +105,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         .and_then(|name| app.0.settings.approvers.approver(name))
         .cloned()
     else {
-        tracing::warn!(slack_user = %toolgate::core::display::visible(&action.user), "a Slack user no approver is mapped to pressed a button");
+        tracing::warn!(slack_user = %toolgate_core::display::visible(&action.user), "a Slack user no approver is mapped to pressed a button");
         return tell(
             StatusCode::FORBIDDEN,
             &format!(
@@ -160,9 +160,9 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
     match app.0.store.answer(id, answer).await {
         Ok(receipt) => {
             tracing::info!(
-                interaction = %toolgate::core::display::visible(id),
-                approver = %toolgate::core::display::visible(&receipt.approver),
-                slack_user = %toolgate::core::display::visible(&action.user),
+                interaction = %toolgate_core::display::visible(id),
+                approver = %toolgate_core::display::visible(&receipt.approver),
+                slack_user = %toolgate_core::display::visible(&action.user),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
                 "a held call was answered from Slack"

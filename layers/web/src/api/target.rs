@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use toolgate::core::Interaction;
+use toolgate_core::Interaction;
 
 use crate::html::{esc, text};
 

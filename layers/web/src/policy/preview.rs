@@ -58,7 +58,7 @@ pub(super) async fn preview_of(app: &App, loaded: &Loaded, proposed: Policy) -> 
     let replayed = tokio::task::spawn_blocking(move || {
         let text = std::fs::read_to_string(&file)
             .map_err(|e| format!("the audit file `{}` cannot be read: {e}", file.display()))?;
-        toolgate::engine::replay::replay(&current, &proposed, &text, Some(pv.last))
+        toolgate_engine::replay::replay(&current, &proposed, &text, Some(pv.last))
             .map_err(|e| format!("the audit file `{}`: {e}", file.display()))
     })
     .await
@@ -96,7 +96,7 @@ pub(super) async fn preview_of(app: &App, loaded: &Loaded, proposed: Policy) -> 
     );
     if !report.changed.is_empty() {
         out.push_str("<table class=\"rules\" id=\"preview-changes\"><thead><tr><th>Time</th><th>Agent</th><th>Tool</th><th>Now</th><th>After the change</th></tr></thead><tbody>");
-        let side = |s: &toolgate::engine::replay::Side| {
+        let side = |s: &toolgate_engine::replay::Side| {
             let code = s.refusal.map(|c| format!(" {c}")).unwrap_or_default();
             format!("{}{} by {}", s.outcome, code, s.decided_by)
         };

@@ -50,13 +50,13 @@ pub(super) async fn save_on(
         put_policy_text_if_unchanged(&*app.0.store, text, &app.0.settings.limits, base).await;
     match &saved {
         Ok(stored) => tracing::info!(
-            approver = %toolgate::core::display::visible(&who.approver.name),
+            approver = %toolgate_core::display::visible(&who.approver.name),
             updated_at = %stored.updated_at,
             "the stored tenant policy was replaced from the approval page"
         ),
         Err(e) => tracing::info!(
-            approver = %toolgate::core::display::visible(&who.approver.name),
-            refused = %toolgate::core::display::visible(&e.to_string()),
+            approver = %toolgate_core::display::visible(&who.approver.name),
+            refused = %toolgate_core::display::visible(&e.to_string()),
             "a policy save on the approval page was refused"
         ),
     }

@@ -6,9 +6,9 @@ use super::*;
 pub(crate) fn principal(
     subject: Option<String>,
     issuer: Option<String>,
-) -> Option<toolgate::core::Principal> {
+) -> Option<toolgate_core::Principal> {
     match (subject, issuer) {
-        (Some(subject), Some(issuer)) => Some(toolgate::core::Principal { subject, issuer }),
+        (Some(subject), Some(issuer)) => Some(toolgate_core::Principal { subject, issuer }),
         _ => None,
     }
 }

@@ -31,16 +31,16 @@ pub use future::GateFuture;
 
 use future::After;
 
-use super::channel::new_question;
-use super::channel::{
-    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
-    interaction_id,
-};
 use super::hooks::{HookCall, ToolHooks};
 use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
 use crate::future::OnceResponse;
 use crate::handle::{GovernanceHandle, PinnedDecision};
 use crate::permit::Permit;
+use toolgate_engine::approval::new_question;
+use toolgate_engine::approval::{
+    ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
+    interaction_id,
+};
 
 /// Layer of the [`ApprovalGate`].
 #[derive(Clone)]

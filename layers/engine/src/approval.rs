@@ -1,4 +1,9 @@
-//! Approval channels: where the one question about a call goes (R17, R26).
+//! The approval contract: where the one question about a call goes (R17, R26).
+//!
+//! The question ([`ApprovalRequest`]), how a wait for a person ends ([`ApprovalOutcome`]),
+//! and the channel that asks it ([`ApprovalChannel`]). It lives with the engine, not with
+//! the tower layers that ask it (`toolgate::approval` re-exports every name), so that a
+//! durable channel — the inbox, the page, the PostgreSQL store — builds on the engine alone.
 
 use std::fmt;
 use std::future::Future;
@@ -31,7 +36,7 @@ pub struct ApprovalRequest {
     /// The input's numbers as written where its value does not reproduce them (an integer
     /// past 64 bits, R20): what a durable channel stores and a person is shown, so that one
     /// approval never covers two inputs that round to one value.
-    pub literals: toolgate_engine::number::NumberLiterals,
+    pub literals: crate::number::NumberLiterals,
     /// The canonical hash of that input (RFC 8785 + SHA-256).
     pub input_hash: String,
     /// The hash of the tool's definition when the question was asked (R35).
@@ -162,7 +167,7 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
 /// (issue 22). `answered_by` is set only beside a person's answer (approved or denied).
 ///
 /// ```
-/// use toolgate::approval::{ApprovalOutcome, VerifiedOutcome};
+/// use toolgate_engine::approval::{ApprovalOutcome, VerifiedOutcome};
 /// let v = VerifiedOutcome { outcome: ApprovalOutcome::Expired, answered_by: None };
 /// assert_eq!(v.outcome, ApprovalOutcome::Expired);
 /// ```
@@ -178,8 +183,8 @@ pub struct VerifiedOutcome {
 /// A channel answering every question with a closure (scripted approvers, tests).
 ///
 /// ```
-/// use toolgate::approval::{ApprovalOutcome, FnChannel};
-/// use toolgate::core::ChannelKind;
+/// use toolgate_engine::approval::{ApprovalOutcome, FnChannel};
+/// use toolgate_core::ChannelKind;
 /// let approve_all = FnChannel::new(ChannelKind::Interactive, |_req| ApprovalOutcome::Approved { approver: "script".into() });
 /// # let _ = approve_all;
 /// ```
@@ -246,9 +251,9 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
 /// When no randomness can be had, `None`: the gate then refuses the call.
 ///
 /// ```
-/// let a = toolgate::approval::interaction_id().unwrap();
+/// let a = toolgate_engine::approval::interaction_id().unwrap();
 /// assert!(a.starts_with("ia_") && a.len() == 35);
-/// assert_ne!(a, toolgate::approval::interaction_id().unwrap());
+/// assert_ne!(a, toolgate_engine::approval::interaction_id().unwrap());
 /// ```
 pub fn interaction_id() -> Option<String> {
     toolgate_core::id::random_id("ia_")
