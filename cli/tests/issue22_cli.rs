@@ -3,6 +3,8 @@
 //! removed from it stops working at once; `toolgate check` names a bad `mcp.jwt` field.
 #![cfg(feature = "mcp")]
 
+mod common;
+
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -10,29 +12,6 @@ use toolgate_idp::testing::{SigningKey, claims, jwks};
 use toolgate_mcp::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
-
-/// One raw `initialize` POST: the status and the body.
-fn post(addr: &str, bearer: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {bearer}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-    let mut resp = Vec::new();
-    let _ = s.read_to_end(&mut resp);
-    let resp = String::from_utf8_lossy(&resp).to_string();
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, resp)
-}
 
 fn config(jwks_file: &std::path::Path, upstream: &str, addr: &str, algorithms: Value) -> Value {
     json!({
@@ -127,7 +106,7 @@ async fn issue22_sighup_rereads_the_jwks_file_and_a_removed_key_stops_working() 
     let t1 = k1.sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
     let t2 = k2.sign(&claims(ISS, &aud, "bob", json!({"azp": "client-dev"})));
     let a = addr.clone();
-    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &t1))
+    let (status, body) = tokio::task::spawn_blocking(move || common::initialize_post(&a, &t1))
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
@@ -142,24 +121,17 @@ async fn issue22_sighup_rereads_the_jwks_file_and_a_removed_key_stops_working() 
     until("reloaded").await;
     let t1 = k1.sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
     let a = addr.clone();
-    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &t1))
+    let (status, body) = tokio::task::spawn_blocking(move || common::initialize_post(&a, &t1))
         .await
         .unwrap();
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("rsa-1"), "{body}");
     let a = addr.clone();
-    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &t2))
+    let (status, body) = tokio::task::spawn_blocking(move || common::initialize_post(&a, &t2))
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
     let _ = child.kill().await;
-}
-
-fn servers_dir() -> std::path::PathBuf {
-    match std::env::var_os("TOOLGATE_MCP_SERVERS") {
-        Some(dir) => std::path::PathBuf::from(dir),
-        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tmp/mcp-servers"),
-    }
 }
 
 /// The official TypeScript SDK client (`layers/mcp/tests/node/sdk_client.mjs`, installed by
@@ -168,7 +140,7 @@ fn servers_dir() -> std::path::PathBuf {
 /// Skips with a printed reason when the npm packages are missing, and fails when `CI` is set.
 #[test]
 fn issue22_the_typescript_sdk_client_lists_as_the_agents_its_jwts_name() {
-    let dir = servers_dir();
+    let dir = common::servers_dir();
     let everything = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if !everything.exists()
         || !dir

@@ -9,7 +9,8 @@
 //! is missing; fails when `CI` is set.
 #![cfg(feature = "mcp")]
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -20,33 +21,11 @@ use toolgate_mcp::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn python_sdk() -> Option<PathBuf> {
-    let dir = match std::env::var_os("TOOLGATE_PYTHON_SDK") {
-        Some(dir) => PathBuf::from(dir),
-        None => repo().join(".tmp/python-sdk"),
-    };
-    let python = dir.join("bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    let why = format!(
-        "{} is not installed; run layers/mcp/scripts/install-python-sdk.sh",
-        python.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{why} (CI is set, so a missing package fails the test)");
-    }
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue22_the_python_sdk_client_lists_as_its_jwts_agent_and_every_bad_token_is_401() {
-    let Some(python) = python_sdk() else { return };
+    let Some(python) = common::python_sdk() else {
+        return;
+    };
     let drift = DriftServer::new();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let served = drift.clone();
@@ -178,7 +157,7 @@ async fn issue22_the_python_sdk_client_lists_as_its_jwts_agent_and_every_bad_tok
         ),
     ];
     let out = Command::new(&python)
-        .arg(repo().join("layers/mcp/tests/python/jwt_client.py"))
+        .arg(common::repo().join("layers/mcp/tests/python/jwt_client.py"))
         .arg(&aud)
         .args(tokens.iter().map(|(l, t)| format!("{l}={t}")))
         .stdin(Stdio::null())

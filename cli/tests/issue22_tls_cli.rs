@@ -4,6 +4,8 @@
 //! and why; plain `http://` to another host is refused by `toolgate check`.
 #![cfg(all(feature = "mcp", feature = "tls"))]
 
+mod common;
+
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -12,29 +14,6 @@ use toolgate_idp::testing_tls::{TestCa, TlsServer};
 use toolgate_mcp::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
-
-/// One raw `initialize` POST: the status and the body.
-fn post(addr: &str, bearer: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {bearer}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-    let mut resp = Vec::new();
-    let _ = s.read_to_end(&mut resp);
-    let resp = String::from_utf8_lossy(&resp).to_string();
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, resp)
-}
 
 fn config(jwt_keys: Value, upstream: &str, addr: &str) -> Value {
     let mut jwt = json!({"issuer": ISS, "audience": format!("http://{addr}/mcp"),
@@ -48,14 +27,6 @@ fn config(jwt_keys: Value, upstream: &str, addr: &str) -> Value {
         "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
         "mcp": {"servers": {"drift": {"url": upstream}}, "jwt": jwt}
     })
-}
-
-fn free_addr() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -105,7 +76,7 @@ async fn issue22_mcp_serve_fetches_an_https_jwks_trusting_its_ca_file_and_refuse
     let ca_file = ca.write(dir.path());
 
     // Without `ca_file` the system's roots do not hold the test CA: no keys, no start.
-    let addr = free_addr();
+    let addr = common::free_addr();
     let path = dir.path().join("no-ca.json");
     let c = config(json!({"jwks_url": idp.url("/jwks.json")}), &upstream, &addr);
     std::fs::write(&path, c.to_string()).unwrap();
@@ -125,7 +96,7 @@ async fn issue22_mcp_serve_fetches_an_https_jwks_trusting_its_ca_file_and_refuse
     assert_eq!(idp.served(), 0);
 
     // With it: tokens signed by the provider's key verify.
-    let addr = free_addr();
+    let addr = common::free_addr();
     let path = dir.path().join("toolgate.json");
     let c = config(
         json!({"jwks_url": idp.url("/jwks.json"), "ca_file": ca_file}),
@@ -159,13 +130,13 @@ async fn issue22_mcp_serve_fetches_an_https_jwks_trusting_its_ca_file_and_refuse
     let aud = format!("http://{addr}/mcp");
     let good = rsa.sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
     let a = addr.clone();
-    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &good))
+    let (status, body) = tokio::task::spawn_blocking(move || common::initialize_post(&a, &good))
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}");
     let wrong = SigningKey::rsa2().sign(&claims(ISS, &aud, "alice", json!({"azp": "client-dev"})));
     let a = addr.clone();
-    let (status, body) = tokio::task::spawn_blocking(move || post(&a, &wrong))
+    let (status, body) = tokio::task::spawn_blocking(move || common::initialize_post(&a, &wrong))
         .await
         .unwrap();
     assert_eq!(status, 401, "{body}");

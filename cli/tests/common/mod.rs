@@ -174,3 +174,31 @@ pub fn http_get(addr: &str, path: &str) -> u16 {
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
 }
+
+/// One raw `initialize` POST to `addr`'s `/mcp` with `bearer`: the status (0 when none
+/// could be read) and the whole response.
+pub fn initialize_post(addr: &str, bearer: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {bearer}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let resp = String::from_utf8_lossy(&resp).to_string();
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, resp)
+}
+
+/// A free loopback address (`127.0.0.1:PORT`).
+pub fn free_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
