@@ -127,7 +127,8 @@ pub(super) struct About {
     pub(super) run: RunContext,
     pub(super) literals: Option<NumberLiterals>,
     /// The binding of the input the decision was made for (`binding.rs`: a keyed hash, the
-    /// permit's), `None` when the pin records none (an undecided pin, a sealed decision).
+    /// permit's, made in the decision's input-bounds walk), `None` when the pin records
+    /// none (an undecided pin; a sealed decision whose walk did not show the whole input).
     pub(super) input: Option<crate::binding::Binding>,
 }
 
