@@ -205,46 +205,6 @@ pub struct Measure {
 /// the limit); a larger limit takes the explicit-stack walks, which never recurse.
 const RECURSIVE_DEPTH: usize = 256;
 
-/// One node of an input as the input-bounds walk meets it ([`Visit`]), in `serde_json`'s
-/// order (the order the input is written in): a container before its items, an object
-/// member's key before its value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Node<'a> {
-    /// `null`.
-    Null,
-    /// `true` or `false`.
-    Bool(bool),
-    /// A number.
-    Number(&'a serde_json::Number),
-    /// A string.
-    String(&'a str),
-    /// An array of this many items; they follow.
-    Array(usize),
-    /// An object of this many members; each member's key, then its value, follow.
-    Object(usize),
-    /// An object member's key.
-    Key(&'a str),
-}
-
-/// What rides along the input-bounds walk ([`measure_visiting`]): a caller that needs a
-/// pass of its own over the input's tree (toolgate's in-process input binding) takes it
-/// from the walk a decision makes anyway, so the tree is walked once. The visitor only
-/// watches: it cannot change the walk or the measure.
-pub trait Visit {
-    /// The next node of the input.
-    fn node(&mut self, node: Node<'_>);
-    /// The walk has shown every node of the input. Not called when the walk stopped early
-    /// (the input nests too deep or is too long) or was not made (a depth limit past the
-    /// one-walk bound, number literals): the visitor then saw part of the input or none.
-    fn whole(&mut self);
-}
-
-/// No visitor: [`measure`].
-impl Visit for () {
-    fn node(&mut self, _: Node<'_>) {}
-    fn whole(&mut self) {}
-}
-
 /// The input-bounds walk (R36): [`value_depth`] against `depth_limit` and
 /// [`compact_len_within`] against `len_limit` in **one** walk of the value's nodes, with
 /// no heap allocation and without reading strings byte by byte: a string counts as its
@@ -252,56 +212,31 @@ impl Visit for () {
 /// bound passes the limit are the escapes counted exactly ([`compact_len_within`]).
 /// Equal to the two separate walks.
 pub fn measure(value: &Value, depth_limit: usize, len_limit: usize) -> Measure {
-    measure_visiting(value, depth_limit, len_limit, &mut ())
-}
-
-/// [`measure`], showing `visit` each node the walk meets ([`Visit`]); the measure is the
-/// same.
-pub fn measure_visiting<V: Visit + ?Sized>(
-    value: &Value,
-    depth_limit: usize,
-    len_limit: usize,
-    visit: &mut V,
-) -> Measure {
-    struct Walk<'v, V: ?Sized> {
+    struct Walk {
         depth_limit: usize,
         len_limit: usize,
         /// The length with no string escaped (a lower bound).
         len: usize,
         /// What escapes could add at most (five bytes per string byte: `\u001f`).
         slack: usize,
-        visit: &'v mut V,
     }
-    impl<V: Visit + ?Sized> Walk<'_, V> {
+    impl Walk {
         fn string(&mut self, s: &str) {
             self.len = self.len.saturating_add(2 + s.len());
             self.slack = self.slack.saturating_add(s.len().saturating_mul(5));
         }
     }
     /// `Err(true)`: too deep; `Err(false)`: too long (depth not known past that point).
-    fn walk<V: Visit + ?Sized>(w: &mut Walk<'_, V>, v: &Value, level: usize) -> Result<(), bool> {
+    fn walk(w: &mut Walk, v: &Value, level: usize) -> Result<(), bool> {
         match v {
-            Value::Null => {
-                w.visit.node(Node::Null);
-                w.len = w.len.saturating_add(4);
-            }
-            Value::Bool(b) => {
-                w.visit.node(Node::Bool(*b));
-                w.len = w.len.saturating_add(if *b { 4 } else { 5 });
-            }
-            Value::Number(n) => {
-                w.visit.node(Node::Number(n));
-                w.len = w.len.saturating_add(number_len(n));
-            }
-            Value::String(s) => {
-                w.visit.node(Node::String(s));
-                w.string(s);
-            }
+            Value::Null | Value::Bool(true) => w.len = w.len.saturating_add(4),
+            Value::Bool(false) => w.len = w.len.saturating_add(5),
+            Value::Number(n) => w.len = w.len.saturating_add(number_len(n)),
+            Value::String(s) => w.string(s),
             Value::Array(items) => {
                 if level + 1 > w.depth_limit {
                     return Err(true);
                 }
-                w.visit.node(Node::Array(items.len()));
                 w.len = w.len.saturating_add(2 + items.len().saturating_sub(1));
                 for item in items {
                     walk(w, item, level + 1)?;
@@ -311,12 +246,10 @@ pub fn measure_visiting<V: Visit + ?Sized>(
                 if level + 1 > w.depth_limit {
                     return Err(true);
                 }
-                w.visit.node(Node::Object(map.len()));
                 w.len = w
                     .len
                     .saturating_add(2 + map.len().saturating_sub(1) + map.len());
                 for (k, item) in map {
-                    w.visit.node(Node::Key(k));
                     w.string(k);
                     walk(w, item, level + 1)?;
                 }
@@ -339,13 +272,8 @@ pub fn measure_visiting<V: Visit + ?Sized>(
         len_limit,
         len: 0,
         slack: 0,
-        visit,
     };
-    let walked = walk(&mut w, value, 0);
-    if walked.is_ok() {
-        w.visit.whole();
-    }
-    match walked {
+    match walk(&mut w, value, 0) {
         // Fits even if every string byte were escaped the longest way.
         Ok(()) if w.len.saturating_add(w.slack) <= len_limit => Measure {
             too_deep: false,
@@ -535,69 +463,6 @@ mod tests {
                 proptest::prop_assert_eq!(m.within, compact_len_within(&v, len_limit).is_some());
             }
         }
-
-        /// A visitor changes nothing of the measure, and is shown the value's nodes in
-        /// order, all of them (and told so) whenever the walk did not stop early.
-        #[test]
-        fn r36_a_visitor_sees_every_node_of_a_walk_that_did_not_stop(
-            v in arb_value(),
-            depth_limit in 0usize..10,
-            len_limit in 0usize..400,
-        ) {
-            let mut seen = Seen::default();
-            let m = measure_visiting(&v, depth_limit, len_limit, &mut seen);
-            proptest::prop_assert_eq!(m, measure(&v, depth_limit, len_limit));
-            let all = nodes(&v);
-            proptest::prop_assert!(all.starts_with(&seen.nodes));
-            if seen.whole {
-                proptest::prop_assert_eq!(&seen.nodes, &all);
-            }
-            if m.within {
-                proptest::prop_assert!(seen.whole, "a value within both bounds is walked whole");
-            }
-        }
-    }
-
-    #[derive(Default)]
-    struct Seen {
-        nodes: Vec<String>,
-        whole: bool,
-    }
-
-    impl Visit for Seen {
-        fn node(&mut self, node: Node<'_>) {
-            self.nodes.push(format!("{node:?}"));
-        }
-        fn whole(&mut self) {
-            assert!(!self.whole, "told once");
-            self.whole = true;
-        }
-    }
-
-    /// Every node of `v`, in the visitor's order, by plain recursion.
-    fn nodes(v: &Value) -> Vec<String> {
-        fn go(v: &Value, out: &mut Vec<String>) {
-            let node = match v {
-                Value::Null => Node::Null,
-                Value::Bool(b) => Node::Bool(*b),
-                Value::Number(n) => Node::Number(n),
-                Value::String(s) => Node::String(s),
-                Value::Array(items) => Node::Array(items.len()),
-                Value::Object(map) => Node::Object(map.len()),
-            };
-            out.push(format!("{node:?}"));
-            match v {
-                Value::Array(items) => items.iter().for_each(|i| go(i, out)),
-                Value::Object(map) => map.iter().for_each(|(k, i)| {
-                    out.push(format!("{:?}", Node::Key(k)));
-                    go(i, out);
-                }),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        go(v, &mut out);
-        out
     }
 
     #[test]

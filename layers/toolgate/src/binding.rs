@@ -28,10 +28,7 @@
 //! # What is hashed
 //!
 //! The input is walked once, with no serialisation and no allocation, in the order
-//! `serde_json` iterates it (the order it would be written in) — where the call is decided
-//! at the same time, by the engine's own input-bounds walk ([`InWalk`], a
-//! [`toolgate_engine::json::Visit`]: the engine shows the nodes and never sees the key or
-//! the hash), so a decided call's input is walked once in all. Every value is written with
+//! `serde_json` iterates it (the order it would be written in). Every value is written with
 //! a one-byte tag of its kind, strings and containers with their length first (LEB128), numbers as
 //! their exact representation (an unsigned integer, a negative integer and a float are tagged
 //! apart, a float by its bits): the encoding is prefix-free, so two different values
@@ -43,7 +40,6 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use siphasher::sip128::{Hasher128, SipHasher13};
-use toolgate_engine::json::{Node, Visit};
 
 /// A keyed 128-bit hash binding a call's input to a decision,
 /// comparable only within this process (see the module's notes).
@@ -120,7 +116,6 @@ impl Feed {
         self.len = 0;
     }
 
-    #[inline]
     fn put(&mut self, bytes: &[u8]) {
         if self.len + bytes.len() > FEED {
             self.drain();
@@ -135,13 +130,11 @@ impl Feed {
         }
     }
 
-    #[inline]
     fn tag(&mut self, tag: u8) {
         self.put(&[tag]);
     }
 
     /// A tag, then a length in LEB128 (self-delimiting, so the encoding stays prefix-free).
-    #[inline]
     fn tag_len(&mut self, tag: u8, n: usize) {
         if n < 0x80 {
             // The common case, one write.
@@ -168,55 +161,20 @@ impl Feed {
     }
 
     /// A tag, then 8 bytes.
-    #[inline]
     fn word(&mut self, tag: u8, w: u64) {
         let b = w.to_le_bytes();
         self.put(&[tag, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
     }
 
     /// A tag, the text's length, the text.
-    #[inline]
     fn text(&mut self, tag: u8, s: &str) {
         self.tag_len(tag, s.len());
         self.put(s.as_bytes());
     }
 
-    /// Not reached without serde_json's `arbitrary_precision`: the number as written.
-    #[cold]
-    #[inline(never)]
-    fn written(&mut self, n: &serde_json::Number) {
-        self.text(b'x', &n.to_string());
-    }
-
     fn finish(mut self) -> Binding {
         self.drain();
         Binding(self.h.finish128().as_u128())
-    }
-
-    /// One node of the input: a one-byte tag of its kind, then its length or value.
-    /// Inlined into the walk that shows the nodes (the engine's, or [`walk`]).
-    #[inline(always)]
-    fn node(&mut self, node: Node<'_>) {
-        match node {
-            Node::Null => self.tag(b'n'),
-            Node::Bool(false) => self.tag(b'f'),
-            Node::Bool(true) => self.tag(b't'),
-            Node::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    self.word(b'u', u);
-                } else if let Some(i) = n.as_i64() {
-                    self.word(b'i', i as u64);
-                } else if let Some(x) = n.as_f64() {
-                    self.word(b'd', x.to_bits());
-                } else {
-                    self.written(n);
-                }
-            }
-            Node::String(s) => self.text(b's', s),
-            Node::Array(n) => self.tag_len(b'a', n),
-            Node::Object(n) => self.tag_len(b'o', n),
-            Node::Key(k) => self.text(b'k', k),
-        }
     }
 }
 
@@ -230,57 +188,37 @@ pub(crate) fn input(value: &Value) -> Binding {
 
 fn walk(f: &mut Feed, value: &Value) {
     match value {
-        Value::Null => f.node(Node::Null),
-        Value::Bool(b) => f.node(Node::Bool(*b)),
-        Value::Number(n) => f.node(Node::Number(n)),
-        Value::String(s) => f.node(Node::String(s)),
+        Value::Null => f.tag(b'n'),
+        Value::Bool(false) => f.tag(b'f'),
+        Value::Bool(true) => f.tag(b't'),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                f.word(b'u', u);
+            } else if let Some(i) = n.as_i64() {
+                f.word(b'i', i as u64);
+            } else if let Some(x) = n.as_f64() {
+                f.word(b'd', x.to_bits());
+            } else {
+                // Not reached without serde_json's `arbitrary_precision`: the number as written.
+                f.text(b'x', &n.to_string());
+            }
+        }
+        Value::String(s) => {
+            f.text(b's', s);
+        }
         Value::Array(items) => {
-            f.node(Node::Array(items.len()));
+            f.tag_len(b'a', items.len());
             for item in items {
                 walk(f, item);
             }
         }
         Value::Object(map) => {
-            f.node(Node::Object(map.len()));
+            f.tag_len(b'o', map.len());
             for (k, v) in map {
-                f.node(Node::Key(k));
+                f.text(b'k', k);
                 walk(f, v);
             }
         }
-    }
-}
-
-/// The binding of a call's input taken from a walk the engine makes anyway (its
-/// input-bounds walk, [`toolgate_engine::Governance::decide_call_visiting`]): the nodes it
-/// is shown are hashed exactly as [`input`] hashes the tree, so the two bindings of one
-/// input are equal. It is a binding only if the walk showed the whole input.
-pub(crate) struct InWalk {
-    feed: Feed,
-    whole: bool,
-}
-
-impl InWalk {
-    pub(crate) fn new() -> Self {
-        Self {
-            feed: Feed::new(b'I'),
-            whole: false,
-        }
-    }
-
-    /// The input's binding, if the walk showed all of it (see [`Visit::whole`]).
-    pub(crate) fn finish(self) -> Option<Binding> {
-        self.whole.then(|| self.feed.finish())
-    }
-}
-
-impl Visit for InWalk {
-    #[inline(always)]
-    fn node(&mut self, node: Node<'_>) {
-        self.feed.node(node);
-    }
-
-    fn whole(&mut self) {
-        self.whole = true;
     }
 }
 
@@ -289,7 +227,7 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
-    use super::{InWalk, input};
+    use super::input;
 
     fn leaf() -> impl Strategy<Value = Value> {
         prop_oneof![
@@ -321,20 +259,6 @@ mod tests {
             let same = a == b && serde_json::to_vec(&a).ok() == serde_json::to_vec(&b).ok();
             prop_assert_eq!(input(&a) == input(&b), same, "{} / {}", a, b);
             prop_assert_eq!(input(&a), input(&a.clone()));
-        }
-
-        /// R38: the binding taken from the engine's input-bounds walk is the input's
-        /// binding, whenever the walk showed the whole input; else there is none.
-        #[test]
-        fn r38_the_binding_in_the_bounds_walk_is_the_inputs(a in value(), depth in 0usize..6) {
-            let mut walked = InWalk::new();
-            let m = toolgate_engine::json::measure_visiting(&a, depth, 1 << 20, &mut walked);
-            let bound = walked.finish();
-            if m.too_deep {
-                prop_assert_eq!(bound, None);
-            } else {
-                prop_assert_eq!(bound, Some(input(&a)));
-            }
         }
     }
 

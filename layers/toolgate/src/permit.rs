@@ -643,9 +643,9 @@ mod tests {
             proptest::prop_assert_eq!(ran, !changed, "{:?}: {:?}", rewrite, r);
             proptest::prop_assert_eq!(matches!(r, ToolResponse::Completed(_)), !changed);
 
-            // The same through the composite, whose gate takes the input's binding from the
-            // decision's own walk (its exposure filter's, sealed): a rewrite after it is
-            // caught all the same.
+            // The same through the composite, whose gate reads the decision its own exposure
+            // filter sealed (no comparison of input hashes there): a rewrite after the gate
+            // is caught all the same.
             let h = GovernanceHandle::new(
                 load_str(
                     r#"{"tools": [{"kind": "http", "name": "lookup"}, {"kind": "http", "name": "refund"}],

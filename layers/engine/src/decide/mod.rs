@@ -245,23 +245,7 @@ impl Governance {
         extra_asks: Vec<Ask>,
         history: &History<'_>,
     ) -> Decided {
-        self.decide_under(&self.policy, call, extra_asks, history, &mut ())
-    }
-
-    /// [`Governance::decide_call_at`], showing `visit` the input's nodes as the input-bounds
-    /// walk meets them ([`crate::json::Visit`]): a caller that needs its own pass over the
-    /// input's tree takes it from this walk, and the input is walked once. The decision is
-    /// the same; `visit` is told when it was shown the whole input (not when the call was
-    /// refused before or by the walk, nor when the input has number literals or the depth
-    /// limit is past the one-walk bound).
-    pub fn decide_call_visiting<V: crate::json::Visit + ?Sized>(
-        &self,
-        call: CallView<'_>,
-        extra_asks: Vec<Ask>,
-        history: &History<'_>,
-        visit: &mut V,
-    ) -> Decided {
-        self.decide_under(&self.policy, call, extra_asks, history, visit)
+        self.decide_under(&self.policy, call, extra_asks, history)
     }
 
     /// As [`Governance::decide_call_at`], under the shadow tenant policy (R46) in place of
@@ -294,17 +278,16 @@ impl Governance {
         history: &History<'_>,
     ) -> Option<Decided> {
         let shadow = PolicyState::Readable(std::sync::Arc::clone(self.shadow.as_ref()?));
-        Some(self.decide_under(&shadow, call, extra_asks, history, &mut ()))
+        Some(self.decide_under(&shadow, call, extra_asks, history))
     }
 
     /// The one decision, under `policy` (the enforced one, or the shadow).
-    fn decide_under<V: crate::json::Visit + ?Sized>(
+    fn decide_under(
         &self,
         policy: &PolicyState,
         call: CallView<'_>,
         extra_asks: Vec<Ask>,
         history: &History<'_>,
-        visit: &mut V,
     ) -> Decided {
         let entry = match self.lookup(call.tool) {
             Ok(e) => e,
@@ -327,7 +310,6 @@ impl Governance {
             history,
             &mut agent,
             &mut quotas,
-            visit,
         );
         Decided {
             decision,
@@ -342,7 +324,7 @@ impl Governance {
         clippy::too_many_arguments,
         reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
     )]
-    fn decide_entry<V: crate::json::Visit + ?Sized>(
+    fn decide_entry(
         &self,
         policy: &PolicyState,
         entry: &Entry,
@@ -351,7 +333,6 @@ impl Governance {
         history: &History<'_>,
         agent_at: &mut Option<usize>,
         quotas: &mut Groups,
-        visit: &mut V,
     ) -> Decision {
         let parsed;
         let (input, literals): (&Value, &NumberLiterals) = match call.input {
@@ -365,7 +346,7 @@ impl Governance {
                 Err(r) => return Decision::refused(r),
             },
         };
-        if let Err(r) = self.check_input_visiting(input, literals, visit) {
+        if let Err(r) = self.check_input_exact(input, literals) {
             return Decision::refused(r);
         }
         let agent = match self.check_allowed(call.agent, entry) {

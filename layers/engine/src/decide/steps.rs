@@ -51,27 +51,15 @@ impl Governance {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Result<(), Refusal> {
-        self.check_input_visiting(input, literals, &mut ())
-    }
-
-    /// [`Governance::check_input_exact`], showing `visit` the nodes of its walk
-    /// ([`crate::json::Visit`]).
-    pub(crate) fn check_input_visiting<V: crate::json::Visit + ?Sized>(
-        &self,
-        input: &Value,
-        literals: &NumberLiterals,
-        visit: &mut V,
-    ) -> Result<(), Refusal> {
         #[cfg(feature = "walk-count")]
         crate::walk_count::bump();
         let limits = &self.settings.limits;
         // One walk for both bounds (the depth is still reported first, SPEC §8).
-        let m = number::measure_visiting(
+        let m = number::measure(
             input,
             literals,
             limits.max_input_depth,
             limits.max_input_bytes,
-            visit,
         );
         if m.too_deep {
             return Err(too_deep(limits.max_input_depth));

@@ -384,20 +384,8 @@ pub fn measure(
     depth_limit: usize,
     len_limit: usize,
 ) -> crate::json::Measure {
-    measure_visiting(value, literals, depth_limit, len_limit, &mut ())
-}
-
-/// [`measure`], showing `visit` the nodes of the one walk when it is made (no literals,
-/// [`crate::json::measure_visiting`]); with literals the visitor sees nothing.
-pub fn measure_visiting<V: crate::json::Visit + ?Sized>(
-    value: &Value,
-    literals: &NumberLiterals,
-    depth_limit: usize,
-    len_limit: usize,
-    visit: &mut V,
-) -> crate::json::Measure {
     if literals.is_empty() {
-        return crate::json::measure_visiting(value, depth_limit, len_limit, visit);
+        return crate::json::measure(value, depth_limit, len_limit);
     }
     let too_deep = crate::json::value_depth(value, depth_limit) > depth_limit;
     crate::json::Measure {

@@ -46,9 +46,8 @@ struct Shared {
     input_hash: std::sync::OnceLock<Option<String>>,
     /// The seal of the composite stack whose exposure filter made this pin (0: none): only
     /// toolgate's own filters stand between that filter and the composite's gate, so the
-    /// gate may read the pin, and take its input binding for the permit, without hashing
-    /// the input again — once (it takes the seal; a call that comes round again is
-    /// compared as usual).
+    /// gate may read the pin without hashing the input to compare — once (it takes the
+    /// seal; a call that comes round again is compared as usual).
     seal: AtomicU64,
 }
 
@@ -386,21 +385,24 @@ impl GovernanceHandle {
     /// approval gate also checks the input (`GovernanceHandle::decide_to_send`): no call
     /// runs on a decision made for another input (R14, R38).
     ///
-    /// Pinning a new decision binds the input (the in-process keyed hash of `binding.rs`)
-    /// in the decision's own input-bounds walk, so that the gate can tell a changed input
-    /// at the cost of no second walk.
+    /// Pinning a new decision hashes the input once (the in-process keyed binding of
+    /// `binding.rs`, no serialisation), so that the gate can tell a changed input.
     pub fn decide(&self, call: &mut ToolCall) -> PinnedDecision {
         self.decide_sealing(call, 0)
     }
 
     /// [`GovernanceHandle::decide`] by the exposure filter of a composite stack whose seal
-    /// is `seal` (non-zero): a decision it pins is sealed for that composite's gate, which
-    /// takes the input's binding made in the decision's walk for the permit.
+    /// is `seal` (non-zero): a decision it pins is sealed for that composite's gate and
+    /// records no hash of the input (the gate hashes it once, for the permit).
     pub(crate) fn decide_sealing(&self, call: &mut ToolCall, seal: u64) -> PinnedDecision {
         if let Some(d) = self.pinned_decision(call) {
             return d.clone();
         }
-        self.decide_anew(call, None, seal)
+        if seal != 0 {
+            return self.decide_anew(call, None, seal);
+        }
+        let input = Some(crate::binding::input(&call.input));
+        self.decide_anew(call, input, 0)
     }
 
     /// The gate's [`GovernanceHandle::decide`]: a pinned decision is read only when the
@@ -410,21 +412,13 @@ impl GovernanceHandle {
     ///
     /// The gate of a composite stack passes its `seal` (0 for any other gate): a decision
     /// the composite's own exposure filter pinned and sealed with it is read without the
-    /// comparison — nothing but toolgate's filters, which do not change the call, ran on
-    /// the call since — and the seal is taken, so it serves once. The binding returned is
-    /// then the one the decision made in its walk of this same input (the input is not
-    /// walked again); the tool side's permit check hashes the input it is given afresh.
+    /// comparison — nothing but toolgate's filters ran on the call since — and the seal is
+    /// taken, so it serves once.
     pub(crate) fn decide_to_send(
         &self,
         call: &mut ToolCall,
         seal: u64,
     ) -> (PinnedDecision, Option<Binding>) {
-        if let Some(d) = self.pinned_decision(call)
-            && let Some(bound) = d.decided.about.input
-            && d.decided.take_seal(seal)
-        {
-            return (d.clone(), Some(bound));
-        }
         let input = Some(crate::binding::input(&call.input));
         if let Some(d) = self.pinned_decision(call)
             && input.is_some()
@@ -442,8 +436,7 @@ impl GovernanceHandle {
         self.pinned(call).and_then(Pinned::decided)
     }
 
-    /// Decides `call` (whose input hashes to `input`; `None`: bound in the decision's walk,
-    /// [`crate::binding::InWalk`]) by the snapshot its pin holds when
+    /// Decides `call` (whose input hashes to `input`) by the snapshot its pin holds when
     /// the pin is an undecided one this handle pinned for this call, still about it (see
     /// [`Pinned`]), else by the snapshot in force — a decision pinned on it that is read no
     /// more is not about it (it was made for another call, or the call changed since) — and
@@ -459,7 +452,7 @@ impl GovernanceHandle {
             .extensions
             .remove::<Pinned>()
             .filter(|p| self.binds(p, call));
-        let (generation, governance, mut about) = match pinned {
+        let (generation, governance, about) = match pinned {
             Some(Pinned {
                 generation,
                 state: PinState::Snapshot(g, mut about),
@@ -476,26 +469,7 @@ impl GovernanceHandle {
         // R44, R45: decided at the time the call is made, against the sends and grants.
         let ledger = self.ledger.load();
         let history = ledger.history(call);
-        let decision = match input {
-            Some(_) => governance.decide_call_at(CallView::of(call), Vec::new(), &history),
-            None => {
-                // One walk of the input for its bounds and its binding.
-                let mut walk = crate::binding::InWalk::new();
-                let decision = governance.decide_call_visiting(
-                    CallView::of(call),
-                    Vec::new(),
-                    &history,
-                    &mut walk,
-                );
-                // A walk that did not show the whole input (a call refused before or by
-                // it, number literals) binds nothing: a handle's own pin is then bound
-                // apart, a sealed one is bound by its gate.
-                about.input = walk
-                    .finish()
-                    .or_else(|| (seal == 0).then(|| crate::binding::input(&call.input)));
-                decision
-            }
-        };
+        let decision = governance.decide_call_at(CallView::of(call), Vec::new(), &history);
         // R46: the shadow, on the very same history (one reading of the clock); it reads the
         // sends and grants and records nothing.
         let shadow = governance.decide_shadow_at(CallView::of(call), Vec::new(), &history);

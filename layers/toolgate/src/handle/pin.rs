@@ -127,8 +127,7 @@ pub(super) struct About {
     pub(super) run: RunContext,
     pub(super) literals: Option<NumberLiterals>,
     /// The binding of the input the decision was made for (`binding.rs`: a keyed hash, the
-    /// permit's, made in the decision's input-bounds walk), `None` when the pin records
-    /// none (an undecided pin; a sealed decision whose walk did not show the whole input).
+    /// permit's), `None` when the pin records none (an undecided pin, a sealed decision).
     pub(super) input: Option<crate::binding::Binding>,
 }
 

@@ -318,9 +318,7 @@ where
                     return GateFuture::refused(r);
                 }
                 // R38: the permit the tool side checks, minted only here and on the ask path.
-                // `input_binding` is of `call.input` as the gate holds it: hashed just now,
-                // or in the decision's walk when the composite's own filters, which leave
-                // the call unchanged, are all that ran since (`decide_to_send`).
+                // `call.input` is the input just hashed: the gate holds the call.
                 if let Err(r) =
                     Permit::attach_bound(&mut call, &self.handle, &pinned, entry, input_binding)
                 {
