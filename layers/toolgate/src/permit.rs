@@ -621,6 +621,7 @@ mod tests {
                 Edit::Tool(name) => call.tool = toolgate_core::ToolRef::Name(name.clone()),
             };
             apply(&mut rewritten);
+            let apply_again = apply.clone();
             let changed = rewritten.tool != toolgate_core::ToolRef::Name("lookup".into())
                 || rewritten.input != input
                 || serde_json::to_vec(&rewritten.input).ok() != serde_json::to_vec(&input).ok();
@@ -632,11 +633,40 @@ mod tests {
             });
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             let r = rt
-                .block_on(stack.oneshot(ToolCall::new(AgentRef::profile("dev"), "lookup", input)))
+                .block_on(stack.oneshot(ToolCall::new(
+                    AgentRef::profile("dev"),
+                    "lookup",
+                    input.clone(),
+                )))
                 .unwrap();
             let ran = hits.load(Ordering::SeqCst) == 1;
             proptest::prop_assert_eq!(ran, !changed, "{:?}: {:?}", rewrite, r);
             proptest::prop_assert_eq!(matches!(r, ToolResponse::Completed(_)), !changed);
+
+            // The same through the composite, whose gate reads the decision its own exposure
+            // filter sealed (no comparison of input hashes there): a rewrite after the gate
+            // is caught all the same.
+            let h = GovernanceHandle::new(
+                load_str(
+                    r#"{"tools": [{"kind": "http", "name": "lookup"}, {"kind": "http", "name": "refund"}],
+                        "agents": [{"name": "dev", "allowed_tools": ["lookup", "refund"]}]}"#,
+                    Format::Json,
+                )
+                .unwrap(),
+            );
+            let hits = Arc::new(AtomicUsize::new(0));
+            let stack = crate::ToolgateLayer::builder(h.clone())
+                .build()
+                .unwrap()
+                .layer(Change {
+                    inner: RequirePermitLayer::new(h).layer(counted(&hits)),
+                    change: Arc::new(apply_again),
+                });
+            let r = rt
+                .block_on(stack.oneshot(ToolCall::new(AgentRef::profile("dev"), "lookup", input)))
+                .unwrap();
+            let ran = hits.load(Ordering::SeqCst) == 1;
+            proptest::prop_assert_eq!(ran, !changed, "composite, {:?}: {:?}", rewrite, r);
         }
     }
 
