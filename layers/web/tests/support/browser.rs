@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test file uses its own part of the kit
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -29,7 +30,16 @@ pub(crate) struct Driver {
 }
 
 impl Drop for Driver {
+    /// Ends chromedriver and every browser it started: they share its process group (a
+    /// browser whose session was never closed — a test that failed before `close` — would
+    /// otherwise outlive the test run).
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -46,6 +56,8 @@ pub(crate) fn chromedriver() -> Result<(Driver, PathBuf), String> {
         .map_err(|e| e.to_string())?
         .port();
     let child = Command::new(driver)
+        // Its own process group, which the browsers it starts join: see `Drop`.
+        .process_group(0)
         .arg(format!("--port={port}"))
         .arg("--allowed-ips=127.0.0.1")
         .stdout(Stdio::null())
