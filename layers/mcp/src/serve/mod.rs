@@ -78,7 +78,7 @@ mod servers;
 mod session;
 mod upstream;
 mod wire;
-mod written;
+pub(crate) mod written;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -553,10 +553,10 @@ impl GovernedServer {
     {
         self.check_agent(agent)?;
         let written = Arc::new(written::Written::default());
-        let (read, write) = tokio::io::split(written::TapRead::new(io, Arc::clone(&written)));
+        let (read, write) = tokio::io::split(io);
         serve_until_closed!(
-            self.tapped_session(agent, written),
-            crate::lines::LineTransport::<RoleServer, _, _>::new(read, write)
+            self.tapped_session(agent, Arc::clone(&written)),
+            crate::lines::LineTransport::<RoleServer, _, _>::tapped(read, write, Some(written))
         )
     }
 
@@ -569,10 +569,13 @@ impl GovernedServer {
     pub async fn serve_stdio(&self, agent: &str) -> Result<(), std::io::Error> {
         self.check_agent(agent)?;
         let written = Arc::new(written::Written::default());
-        let stdin = written::TapRead::new(tokio::io::stdin(), Arc::clone(&written));
         serve_until_closed!(
-            self.tapped_session(agent, written),
-            crate::lines::LineTransport::<RoleServer, _, _>::new(stdin, tokio::io::stdout())
+            self.tapped_session(agent, Arc::clone(&written)),
+            crate::lines::LineTransport::<RoleServer, _, _>::tapped(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                Some(written)
+            )
         )
     }
 }
