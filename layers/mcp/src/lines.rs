@@ -10,10 +10,12 @@
 //!
 //! - one pass reads the message's envelope (`jsonrpc`, `id`, `method`, and whether `result` or
 //!   `error` is there; the payloads stay unparsed, borrowed);
-//! - a **`tools/call` request** (the server side) is decoded as
-//!   `JsonRpcRequest<CallToolRequest>` — rmcp's own type, so its own `Deserialize` (the `_meta`
-//!   and progress token go where rmcp puts them) — and wrapped as the `CallToolRequest`
-//!   variant;
+//! - a **`tools/call` request** (the server side) has its `params` decoded directly (the
+//!   envelope pass leaves them unparsed) as rmcp's `Request` deserialization reads them: the
+//!   `_meta` map into the request's extensions as a `RequestMetaObject` (so the progress token
+//!   is where rmcp puts it), `name`, `arguments`, `requestState` into `CallToolRequestParams`;
+//!   the same pass gives the R20 tap (`serve::written`) the raw `arguments` for their number
+//!   literals, so the line is read once, not three times;
 //! - a **response to a `tools/call` this side sent** (the client side; the request ids are
 //!   recorded as they are sent) has its `result` decoded as `CallToolResult` and wrapped as the
 //!   `CallToolResult` variant, the only one `Peer::call_tool` accepts for a complete result. A
@@ -56,6 +58,10 @@ pub(crate) struct Envelope<'a> {
     id: Option<RequestId>,
     #[serde(borrow)]
     method: Option<Cow<'a, str>>,
+    /// Read by the server side (`tools/call`).
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
     #[serde(borrow)]
     result: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -63,9 +69,18 @@ pub(crate) struct Envelope<'a> {
 }
 
 impl Envelope<'_> {
+    /// The envelope of a JSON object (`None` for anything else: a derived `Deserialize` would
+    /// also read a JSON array, by position), whatever its `jsonrpc`.
     fn read(line: &[u8]) -> Option<Envelope<'_>> {
-        let e: Envelope<'_> = serde_json::from_slice(line).ok()?;
-        (e.jsonrpc.as_deref() == Some("2.0")).then_some(e)
+        if line.trim_ascii_start().first() != Some(&b'{') {
+            return None;
+        }
+        serde_json::from_slice(line).ok()
+    }
+
+    /// A JSON-RPC 2.0 message.
+    fn version_2(&self) -> bool {
+        self.jsonrpc.as_deref() == Some("2.0")
     }
 }
 
@@ -96,18 +111,32 @@ impl OpenCalls {
 
 /// What a role decodes by method or id; everything else is rmcp's general decoding.
 pub(crate) trait FastRole: ServiceRole {
+    /// What the role's transport taps from the messages it receives (the server side: each
+    /// `tools/call`'s number literals, R20).
+    type Tap: Send + 'static;
+
     /// Notes a message this side sends (the client side: the ids of its `tools/call`s).
     fn sent(message: &TxJsonRpcMessage<Self>, open: &OpenCalls);
 
-    /// The message, when it is one of the hot ones and reads as such.
+    /// Writes a message out as rmcp's `Serialize` writes it.
+    fn write(message: &TxJsonRpcMessage<Self>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(out, message)
+    }
+
+    /// The message, when it is one of the hot ones and reads as such; `envelope` is `None`
+    /// when the line is no JSON object with a readable envelope. Every line goes through
+    /// here first, so the tap sees each.
     fn fast(
         line: &[u8],
-        envelope: &Envelope<'_>,
+        envelope: Option<&Envelope<'_>>,
         open: &OpenCalls,
+        tap: &Self::Tap,
     ) -> Option<RxJsonRpcMessage<Self>>;
 }
 
 impl FastRole for RoleClient {
+    type Tap = ();
+
     fn sent(message: &TxJsonRpcMessage<Self>, open: &OpenCalls) {
         if let JsonRpcMessage::Request(r) = message
             && matches!(r.request, ClientRequest::CallToolRequest(_))
@@ -116,11 +145,32 @@ impl FastRole for RoleClient {
         }
     }
 
+    /// A `tools/call` request written directly, byte for byte as rmcp writes it (its
+    /// `Request` serialization goes through a `serde_json::Value` of the params to merge the
+    /// `_meta` maps); anything else, or a call whose `_meta` needs merging, by rmcp.
+    fn write(message: &TxJsonRpcMessage<Self>, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        if let JsonRpcMessage::Request(r) = message
+            && let ClientRequest::CallToolRequest(call) = &r.request
+            && let Some(params) = SentCall::of(call)
+        {
+            let sent = SentRequest {
+                jsonrpc: &r.jsonrpc,
+                id: &r.id,
+                method: &call.method,
+                params,
+            };
+            return serde_json::to_writer(out, &sent);
+        }
+        serde_json::to_writer(out, message)
+    }
+
     fn fast(
         _line: &[u8],
-        envelope: &Envelope<'_>,
+        envelope: Option<&Envelope<'_>>,
         open: &OpenCalls,
+        _tap: &(),
     ) -> Option<RxJsonRpcMessage<Self>> {
+        let envelope = envelope.filter(|e| e.version_2())?;
         let (None, Some(id), Some(result), None) = (
             envelope.method.as_ref(),
             envelope.id.as_ref(),
@@ -142,28 +192,145 @@ impl FastRole for RoleClient {
 
 #[cfg(feature = "serve")]
 impl FastRole for rmcp::RoleServer {
+    /// The session's R20 tap (`None`: a transport with none).
+    type Tap = Option<Arc<crate::serve::written::Written>>;
+
     fn sent(_message: &TxJsonRpcMessage<Self>, _open: &OpenCalls) {}
 
     fn fast(
         line: &[u8],
-        envelope: &Envelope<'_>,
+        envelope: Option<&Envelope<'_>>,
         _open: &OpenCalls,
+        tap: &Self::Tap,
     ) -> Option<RxJsonRpcMessage<Self>> {
-        let (Some("tools/call"), Some(_), None, None) = (
-            envelope.method.as_deref(),
-            envelope.id.as_ref(),
-            envelope.result,
-            envelope.error,
-        ) else {
+        let Some(envelope) = envelope else {
+            // A batch, or anything else no envelope reads: the tap's own full reading.
+            if let Some(tap) = tap {
+                tap.tap(line);
+            }
             return None;
         };
-        use rmcp::model::{CallToolRequest, JsonRpcRequest};
-        let request: JsonRpcRequest<CallToolRequest> = serde_json::from_slice(line).ok()?;
-        Some(JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: request.jsonrpc,
-            id: request.id,
-            request: ClientRequest::CallToolRequest(request.request),
-        }))
+        let (Some("tools/call"), Some(id)) = (envelope.method.as_deref(), envelope.id.as_ref())
+        else {
+            return None;
+        };
+        let params = envelope.params.and_then(CallParams::read);
+        if let Some(tap) = tap {
+            // R20, before the call is delivered: its arguments as written, from the same
+            // reading of the params as the call's.
+            let arguments = match &params {
+                Some(p) => Some(p.arguments),
+                None => crate::serve::written::arguments(envelope.params),
+            };
+            if let Some(arguments) = arguments {
+                tap.record_call(id, arguments);
+            }
+        }
+        let (true, None, None) = (envelope.version_2(), envelope.result, envelope.error) else {
+            return None;
+        };
+        let request = params?.request()?;
+        Some(JsonRpcMessage::Request(rmcp::model::JsonRpcRequest::new(
+            id.clone(),
+            ClientRequest::CallToolRequest(request),
+        )))
+    }
+}
+
+/// A `tools/call` request's `params`, read as rmcp's `Request` deserialization reads them
+/// (`serde_impl.rs`: a `_meta` map beside `CallToolRequestParams`' own fields); `arguments`
+/// still unparsed, for the R20 tap.
+#[cfg(feature = "serve")]
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallParams<'a> {
+    #[serde(rename = "_meta")]
+    meta: Option<rmcp::model::JsonObject>,
+    name: Option<String>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    /// Present: the general path decodes the call (a retry's answers, rare).
+    #[serde(borrow)]
+    input_responses: Option<&'a RawValue>,
+    request_state: Option<String>,
+}
+
+#[cfg(feature = "serve")]
+impl<'a> CallParams<'a> {
+    /// The params of a JSON object (a derived `Deserialize` would also read an array, which
+    /// rmcp's flattened `params` refuses).
+    fn read(params: &'a RawValue) -> Option<Self> {
+        if !params.get().starts_with('{') {
+            return None;
+        }
+        serde_json::from_str(params.get()).ok()
+    }
+
+    /// rmcp's `CallToolRequest`, when this side reads these params as rmcp does; `None` sends
+    /// the message to the general path.
+    fn request(self) -> Option<rmcp::model::CallToolRequest> {
+        use rmcp::model::{CallToolRequest, CallToolRequestParams, JsonObject, RequestMetaObject};
+        if self.input_responses.is_some() {
+            return None;
+        }
+        let mut params = CallToolRequestParams::new(self.name?);
+        params.arguments = match self.arguments {
+            Some(raw) => Some(serde_json::from_str::<JsonObject>(raw.get()).ok()?),
+            None => None,
+        };
+        params.request_state = self.request_state;
+        let mut request = CallToolRequest::new(params);
+        if let Some(meta) = self.meta {
+            request.extensions.insert(RequestMetaObject::from(meta));
+        }
+        Some(request)
+    }
+}
+
+/// A `tools/call` request as rmcp's `JsonRpcRequest<Request<…>>` serializes it: `jsonrpc`,
+/// `id`, `method`, `params`.
+#[derive(serde::Serialize)]
+struct SentRequest<'a> {
+    jsonrpc: &'a rmcp::model::JsonRpcVersion2_0,
+    id: &'a RequestId,
+    method: &'a rmcp::model::CallToolRequestMethod,
+    params: SentCall<'a>,
+}
+
+/// A `tools/call`'s params as rmcp's `WithMeta` writes them: the `_meta` map first, then the
+/// params' fields in the order of a `serde_json::Map` (sorted: no `preserve_order` in this
+/// build; the test compares with rmcp's bytes).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SentCall<'a> {
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a rmcp::model::JsonObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a rmcp::model::JsonObject>,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a str>,
+}
+
+impl<'a> SentCall<'a> {
+    /// The params of `call` when writing them needs no merging: no `_meta` in the params
+    /// and no legacy `MetaObject` in the extensions (only the typed one rmcp puts the
+    /// progress token in), and no `inputResponses` (whose fields rmcp writes re-sorted).
+    fn of(call: &'a rmcp::model::CallToolRequest) -> Option<Self> {
+        use rmcp::model::{MetaObject, RequestMetaObject};
+        let p = &call.params;
+        if p.meta.is_some()
+            || p.input_responses.is_some()
+            || call.extensions.get::<MetaObject>().is_some()
+        {
+            return None;
+        }
+        Some(Self {
+            meta: call.extensions.get::<RequestMetaObject>().map(|m| &m.0.0),
+            arguments: p.arguments.as_ref(),
+            name: &p.name,
+            request_state: p.request_state.as_deref(),
+        })
     }
 }
 
@@ -172,7 +339,7 @@ struct Writer<W> {
 }
 
 /// The transport: newline-delimited JSON-RPC over a byte stream pair, for either role.
-pub(crate) struct LineTransport<Role, R, W> {
+pub(crate) struct LineTransport<Role: FastRole, R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     max_line: usize,
@@ -180,6 +347,7 @@ pub(crate) struct LineTransport<Role, R, W> {
     discarding: bool,
     write: Arc<tokio::sync::Mutex<Writer<W>>>,
     open: Arc<OpenCalls>,
+    tap: Role::Tap,
     /// A well-formed message of the wrong shape came: answer `Invalid Request` first.
     invalid_request: bool,
     /// How many messages the fast path read (the tests check it is taken).
@@ -187,7 +355,7 @@ pub(crate) struct LineTransport<Role, R, W> {
     _role: PhantomData<fn() -> Role>,
 }
 
-impl<Role, R, W> std::fmt::Debug for LineTransport<Role, R, W> {
+impl<Role: FastRole, R, W> std::fmt::Debug for LineTransport<Role, R, W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LineTransport").finish_non_exhaustive()
     }
@@ -206,7 +374,15 @@ where
     W: AsyncWrite + Send + Unpin + 'static,
 {
     /// A transport reading messages from `read` and writing them to `write`.
-    pub(crate) fn new(read: R, write: W) -> Self {
+    pub(crate) fn new(read: R, write: W) -> Self
+    where
+        Role::Tap: Default,
+    {
+        Self::tapped(read, write, Role::Tap::default())
+    }
+
+    /// [`LineTransport::new`], each received line shown to `tap` (R20).
+    pub(crate) fn tapped(read: R, write: W, tap: Role::Tap) -> Self {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),
@@ -214,6 +390,7 @@ where
             discarding: false,
             write: Arc::new(tokio::sync::Mutex::new(Writer { io: Some(write) })),
             open: Arc::default(),
+            tap,
             invalid_request: false,
             fast: 0,
             _role: PhantomData,
@@ -226,6 +403,12 @@ where
         loop {
             let available = self.read.fill_buf().await?;
             if available.is_empty() {
+                // The end: a last line without its newline is still a message (rmcp's
+                // `decode_eof`); the next call sees the end again, with the line cleared.
+                if !self.line.is_empty() && !self.discarding {
+                    return Ok(Line::Read);
+                }
+                self.discarding = false;
                 return Ok(Line::End);
             }
             let newline = memchr_newline(available);
@@ -261,9 +444,8 @@ where
         if line.is_empty() {
             return None;
         }
-        if let Some(envelope) = Envelope::read(line)
-            && let Some(message) = Role::fast(line, &envelope, &self.open)
-        {
+        let envelope = Envelope::read(line);
+        if let Some(message) = Role::fast(line, envelope.as_ref(), &self.open, &self.tap) {
             self.fast += 1;
             return Some(message);
         }
@@ -381,7 +563,7 @@ where
         // spawned future several times (issue 26: ≈ 40 % of the proxy's instructions were
         // those copies).
         let mut bytes = Vec::with_capacity(256);
-        let written = serde_json::to_writer(&mut bytes, &item).map_err(std::io::Error::other);
+        let written = Role::write(&item, &mut bytes).map_err(std::io::Error::other);
         drop(item);
         bytes.push(b'\n');
         let write = Arc::clone(&self.write);
@@ -579,8 +761,18 @@ mod tests {
             r#"{"method":"tools/call","params":{"name":"t"},"id":9,"jsonrpc":"2.0"}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            // The params read directly: `_meta` (only) to the extensions, the rest as rmcp has
+            // them; numbers, escapes, duplicate keys, unknown and null fields.
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"e\u0063ho","arguments":{"a":[1,-2,3.5e3,123456789012345678901234],"b":{"c":null},"a":"again"},"requestState":"s1","extra":true}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools\/call","params":{"name":"t","arguments":null,"_meta":null,"requestState":null}}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : 12 , "method" : "tools/call" , "params" : { "name" : "t" , "arguments" : { } } , "result2" : 1 } "#,
+            // A retry's answers: the general path.
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"t","inputResponses":{"q1":{"action":"accept","content":{"x":1}}},"requestState":"s"}}"#,
+            // Last, no newline after it: still a message.
+            r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"last"}}"#,
         ];
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let text = text.strip_suffix('\n').unwrap();
         let (client, server) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(server);
         let mut t = LineTransport::<RoleServer, _, _>::new(read, write);
@@ -594,9 +786,79 @@ mod tests {
         }
         assert!(t.receive().await.is_none(), "the end of the stream");
         assert_eq!(
-            t.fast, 3,
-            "the three `tools/call` requests by the fast path"
+            t.fast, 7,
+            "the `tools/call` requests by the fast path, bar the retry"
         );
+    }
+
+    /// The R20 tap of the stdio transport keeps what the full reading of each line
+    /// (`Written::tap`, the HTTP route's) keeps, for every line: calls, batches, odd shapes.
+    #[cfg(feature = "serve")]
+    #[tokio::test]
+    async fn r20_the_transports_tap_keeps_what_the_full_reading_keeps() {
+        use crate::serve::written::Written;
+        use rmcp::RoleServer;
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901234,"m":[1.50,18446744073709551616]}}}"#,
+            r#"{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"arguments":{"n":123456789012345678901234}}}"#,
+            r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901235}}}]"#,
+            // Shapes rmcp refuses: the tap keeps (or not) what the full reading keeps.
+            r#"{"jsonrpc":"1.0","id":5,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901236}}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901237}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[{"n":123456789012345678901238}]}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"p"}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":5,"arguments":{"n":123456789012345678901239}}}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t","arguments":"a 123456789012345678901240"}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"t","arguments":{"n":1},"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call"}"#,
+            r#"["2.0",14,"tools/call"]"#,
+            r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"t","inputResponses":{},"arguments":{"n":123456789012345678901241}}}"#,
+            // A reused open id: both refused.
+            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"t"}}"#,
+            "not json",
+        ];
+        let full = Written::default();
+        for line in lines {
+            full.tap(line.as_bytes());
+        }
+        let tapped = Arc::new(Written::default());
+        let text: String = lines.iter().map(|l| format!("{l}\r\n")).collect();
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let mut t =
+            LineTransport::<RoleServer, _, _>::tapped(read, write, Some(Arc::clone(&tapped)));
+        let (_client_read, mut client_write) = tokio::io::split(client);
+        client_write.write_all(text.as_bytes()).await.unwrap();
+        client_write.shutdown().await.unwrap();
+        let mut delivered = 0;
+        while t.receive().await.is_some() {
+            delivered += 1;
+        }
+        assert!(delivered >= 4, "{delivered}");
+        use crate::serve::written::Found;
+        let ids = (1..=16)
+            .map(RequestId::Number)
+            .chain([RequestId::String("two".into())]);
+        for id in ids {
+            let (want, got) = (full.take(&id), tapped.take(&id));
+            let same = match (&got, &want) {
+                (Found::Literals(a), Found::Literals(b)) => a == b,
+                (Found::Missing, Found::Missing) | (Found::Twice, Found::Twice) => true,
+                _ => false,
+            };
+            assert!(same, "{id:?}: {got:?}, the full reading {want:?}");
+            match id {
+                RequestId::Number(1 | 4) => {
+                    assert!(matches!(got, Found::Literals(l) if !l.is_empty()), "{id:?}");
+                }
+                RequestId::Number(3) => assert!(matches!(got, Found::Missing)),
+                RequestId::Number(16) => assert!(matches!(got, Found::Twice)),
+                _ => {}
+            }
+        }
     }
 
     #[tokio::test]
@@ -648,6 +910,63 @@ mod tests {
             t.fast, 2,
             "the two answers to the calls sent by the fast path"
         );
+    }
+
+    /// A `tools/call` written directly is byte for byte what rmcp writes.
+    #[test]
+    fn issue26_a_tools_call_sent_is_written_as_rmcp_writes_it() {
+        use rmcp::model::{
+            CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, MetaObject,
+            ProgressToken, RequestMetaObject, RequestParamsMeta,
+        };
+        let args = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let mut calls = vec![
+            CallToolRequest::new(CallToolRequestParams::new("echo")),
+            CallToolRequest::new(CallToolRequestParams::new("e\"c\u{1}ho").with_arguments(
+                args(serde_json::json!({"z": 1, "a": [1.5, -2, {"y": null, "b": "\u{7f}é"}], "m": "x"})),
+            )),
+            CallToolRequest::new(
+                CallToolRequestParams::new("t")
+                    .with_arguments(args(serde_json::json!({})))
+                    .with_request_state("st"),
+            ),
+        ];
+        // The progress token rmcp sets, in the extensions.
+        let mut c = CallToolRequest::new(CallToolRequestParams::new("p"));
+        c.extensions.insert(RequestMetaObject::default());
+        c.extensions
+            .get_mut::<RequestMetaObject>()
+            .unwrap()
+            .set_progress_token(ProgressToken(rmcp::model::NumberOrString::Number(3)));
+        calls.push(c);
+        // Written by rmcp: `_meta` to merge, a legacy meta object, input responses.
+        let mut c = CallToolRequest::new(CallToolRequestParams::new("m"));
+        c.params.set_meta(RequestMetaObject::default());
+        calls.push(c);
+        let mut c = CallToolRequest::new(CallToolRequestParams::new("l"));
+        c.extensions.insert(MetaObject::default());
+        calls.push(c);
+        let fast = calls.iter().filter(|c| SentCall::of(c).is_some()).count();
+        assert_eq!(
+            fast, 4,
+            "the four without `_meta` to merge written directly"
+        );
+        for (n, call) in calls.into_iter().enumerate() {
+            for id in [
+                RequestId::Number(i64::try_from(n).unwrap()),
+                RequestId::String(format!("id-{n}").into()),
+            ] {
+                let message: ClientJsonRpcMessage =
+                    JsonRpcMessage::request(ClientRequest::CallToolRequest(call.clone()), id);
+                let mut ours = Vec::new();
+                RoleClient::write(&message, &mut ours).unwrap();
+                let rmcps = serde_json::to_vec(&message).unwrap();
+                assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(rmcps).unwrap()
+                );
+            }
+        }
     }
 
     #[tokio::test]

@@ -78,7 +78,7 @@ mod servers;
 mod session;
 mod upstream;
 mod wire;
-mod written;
+pub(crate) mod written;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -553,10 +553,10 @@ impl GovernedServer {
     {
         self.check_agent(agent)?;
         let written = Arc::new(written::Written::default());
-        let (read, write) = tokio::io::split(written::TapRead::new(io, Arc::clone(&written)));
+        let (read, write) = tokio::io::split(io);
         serve_until_closed!(
-            self.tapped_session(agent, written),
-            crate::lines::LineTransport::<RoleServer, _, _>::new(read, write)
+            self.tapped_session(agent, Arc::clone(&written)),
+            crate::lines::LineTransport::<RoleServer, _, _>::tapped(read, write, Some(written))
         )
     }
 
@@ -569,10 +569,92 @@ impl GovernedServer {
     pub async fn serve_stdio(&self, agent: &str) -> Result<(), std::io::Error> {
         self.check_agent(agent)?;
         let written = Arc::new(written::Written::default());
-        let stdin = written::TapRead::new(tokio::io::stdin(), Arc::clone(&written));
+        #[cfg(unix)]
+        let _flags = StdioFlags::read();
+        let (read, write) = stdio();
         serve_until_closed!(
-            self.tapped_session(agent, written),
-            crate::lines::LineTransport::<RoleServer, _, _>::new(stdin, tokio::io::stdout())
+            self.tapped_session(agent, Arc::clone(&written)),
+            crate::lines::LineTransport::<RoleServer, _, _>::tapped(read, write, Some(written))
         )
+    }
+}
+
+/// Standard input and output for the stdio transport. Where they are pipes (Unix; the
+/// usual case: the Python SDK's and most clients' `pipe()`), they are read and written
+/// non-blocking by the runtime itself (issue 26): `tokio::io::stdin` and `stdout` hand
+/// every read and write to a blocking thread, a thread hop and ≈ 8 k instructions per
+/// call. Anything else (a terminal, a file, the socket pairs of Node's `child_process`)
+/// keeps tokio's blocking-thread `stdin` and `stdout`. Each stream decides on its own.
+fn stdio() -> (
+    Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+        // Copies of the descriptors (fd 0 and 1 stay open): the pipe types own theirs.
+        // They are set non-blocking only once known to be pipes open the right way.
+        let read = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Receiver::from_owned_fd);
+        let write = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Sender::from_owned_fd);
+        let read: Box<dyn tokio::io::AsyncRead + Send + Unpin> = match read {
+            Ok(r) => Box::new(r),
+            Err(_) => Box::new(tokio::io::stdin()),
+        };
+        let write: Box<dyn tokio::io::AsyncWrite + Send + Unpin> = match write {
+            Ok(w) => Box::new(w),
+            Err(_) => Box::new(tokio::io::stdout()),
+        };
+        (read, write)
+    }
+    #[cfg(not(unix))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    }
+}
+
+/// The file status flags of standard input and output as they were before [`stdio`] made
+/// them non-blocking, put back when the session ends: the open pipe is shared with whoever
+/// else holds it (a wrapper script writing after this process), who expects it blocking.
+#[cfg(unix)]
+struct StdioFlags {
+    stdin: Option<nix::fcntl::OFlag>,
+    stdout: Option<nix::fcntl::OFlag>,
+}
+
+#[cfg(unix)]
+impl StdioFlags {
+    fn read() -> Self {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        use std::os::fd::AsFd;
+        let get = |fd: std::os::fd::BorrowedFd<'_>| {
+            fcntl(fd, FcntlArg::F_GETFL)
+                .ok()
+                .map(OFlag::from_bits_truncate)
+        };
+        Self {
+            stdin: get(std::io::stdin().as_fd()),
+            stdout: get(std::io::stdout().as_fd()),
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for StdioFlags {
+    fn drop(&mut self) {
+        use nix::fcntl::{FcntlArg, fcntl};
+        use std::os::fd::AsFd;
+        if let Some(flags) = self.stdin {
+            let _ = fcntl(std::io::stdin().as_fd(), FcntlArg::F_SETFL(flags));
+        }
+        if let Some(flags) = self.stdout {
+            let _ = fcntl(std::io::stdout().as_fd(), FcntlArg::F_SETFL(flags));
+        }
     }
 }

@@ -5,27 +5,24 @@
 //! 64 bits is the nearest double (`123456789012345678901234` and `…235` are one value).
 //! serde_json's `arbitrary_precision` would keep them, but it changes `Value` for every crate
 //! in the build (and breaks rmcp's untagged enums). So the transports tap the text: the stdio
-//! reader ([`TapRead`]) sees each newline-delimited message, the streamable HTTP route each
-//! request body ([`Written::tap`]), and for every `tools/call` the raw `params.arguments` is
-//! scanned ([`NumberLiterals::scan`]) and kept by JSON-RPC request id until the handler takes
-//! it. The handler puts the literals in the call's extensions, where the engine (`when`
+//! transport (`crate::lines`) in the same pass that decodes each newline-delimited message
+//! ([`Written::record_call`]; [`Written::tap`] for a line its envelope pass cannot read), the
+//! streamable HTTP route each request body ([`Written::tap`]), and for every `tools/call` the
+//! raw `params.arguments` is scanned ([`NumberLiterals::scan`]) and kept by JSON-RPC request
+//! id until the handler takes it. The handler puts the literals in the call's extensions, where the engine (`when`
 //! tests), the inbox (what it stores and shows) and redemption (the exact input) read them.
 //!
 //! Fail closed: every `tools/call` the tap saw has an entry (none too when no number needs
 //! its literal), so a call whose entry is missing (evicted past [`MAX_OPEN`], a message past
-//! [`MAX_MESSAGE`]) or whose id was reused while another call with it was open is refused,
-//! never decided on rounded numbers.
+//! [`MAX_MESSAGE`], or the stdio transport's line bound) or whose id was reused while another
+//! call with it was open is refused, never decided on rounded numbers.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 
 use rmcp::model::RequestId;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use toolgate_engine::number::NumberLiterals;
 
 /// At most this many `tools/call` entries wait for their handler per tap; past it the
@@ -43,7 +40,7 @@ enum Entry {
 
 /// What the tap kept about one request.
 #[derive(Debug)]
-pub(super) enum Found {
+pub(crate) enum Found {
     /// The arguments' literals (empty when no number needs one).
     Literals(NumberLiterals),
     /// The tap never saw this call, or dropped it.
@@ -54,7 +51,7 @@ pub(super) enum Found {
 
 impl Found {
     /// The literals, or the reason the call is refused.
-    pub(super) fn literals(self) -> Result<NumberLiterals, &'static str> {
+    pub(crate) fn literals(self) -> Result<NumberLiterals, &'static str> {
         match self {
             Found::Literals(l) => Ok(l),
             Found::Missing => Err(
@@ -67,15 +64,17 @@ impl Found {
     }
 }
 
+/// The ids are the client's own, at most [`MAX_OPEN`] per session: foldhash (a random seed
+/// per map) rather than SipHash.
 #[derive(Default)]
 struct Open {
-    entries: HashMap<RequestId, Entry>,
+    entries: HashMap<RequestId, Entry, foldhash::fast::RandomState>,
     order: VecDeque<RequestId>,
 }
 
 /// The `tools/call` literals a tap has read and no handler has taken yet, by request id.
 #[derive(Default)]
-pub(super) struct Written {
+pub(crate) struct Written {
     open: Mutex<Open>,
 }
 
@@ -99,11 +98,23 @@ struct Params<'a> {
     arguments: Option<&'a RawValue>,
 }
 
+/// The raw `arguments` of a `tools/call` whose `params` are `params` (as the message's
+/// envelope read them), for [`Written::record_call`]; `None` when the tap keeps nothing for
+/// it ([`Written::tap`] reads such a message and its params as nothing).
+pub(crate) fn arguments(params: Option<&RawValue>) -> Option<Option<&RawValue>> {
+    match params {
+        None => Some(None),
+        Some(raw) => serde_json::from_str::<Option<Params<'_>>>(raw.get())
+            .ok()
+            .map(|p| p.and_then(|p| p.arguments)),
+    }
+}
+
 impl Written {
     /// Reads one JSON-RPC message (or batch) as the transport received it and keeps the
     /// literals of each `tools/call` in it. Anything that is not such a message is left to
     /// rmcp, which answers it.
-    pub(super) fn tap(&self, text: &[u8]) {
+    pub(crate) fn tap(&self, text: &[u8]) {
         let Ok(text) = std::str::from_utf8(text) else {
             return;
         };
@@ -126,17 +137,21 @@ impl Written {
         let (Some(id), Some("tools/call")) = (m.id, m.method.as_deref()) else {
             return;
         };
-        let literals = m
-            .params
-            .and_then(|p| p.arguments)
+        self.record_call(&id, m.params.and_then(|p| p.arguments));
+    }
+
+    /// Keeps the literals of the `tools/call` with id `id` whose raw `arguments` are
+    /// `arguments` (read by the transport's own pass over the message).
+    pub(crate) fn record_call(&self, id: &RequestId, arguments: Option<&RawValue>) {
+        let literals = arguments
             .map(|raw| NumberLiterals::scan(raw.get()))
             .unwrap_or_default();
         self.record(id, literals);
     }
 
-    fn record(&self, id: RequestId, literals: NumberLiterals) {
+    fn record(&self, id: &RequestId, literals: NumberLiterals) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = open.entries.get_mut(&id) {
+        if let Some(e) = open.entries.get_mut(id) {
             *e = Entry::Twice;
             return;
         }
@@ -147,11 +162,11 @@ impl Written {
             open.entries.remove(&oldest);
         }
         open.entries.insert(id.clone(), Entry::Literals(literals));
-        open.order.push_back(id);
+        open.order.push_back(id.clone());
     }
 
     /// Takes what the tap kept about request `id` (once: the entry is gone after).
-    pub(super) fn take(&self, id: &RequestId) -> Found {
+    pub(crate) fn take(&self, id: &RequestId) -> Found {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let Some(entry) = open.entries.remove(id) else {
             return Found::Missing;
@@ -166,137 +181,25 @@ impl Written {
     }
 }
 
-/// A byte stream whose reads are tapped: each newline-delimited message (the stdio
-/// transport's framing, also the last one at the end without a newline) goes to
-/// [`Written::tap`] before the reader gets its bytes. Writes pass through.
-pub(super) struct TapRead<IO> {
-    io: IO,
-    written: std::sync::Arc<Written>,
-    line: Vec<u8>,
-    /// The current line passed [`MAX_MESSAGE`]: skipped to its end.
-    discarding: bool,
-}
-
-impl<IO> TapRead<IO> {
-    pub(super) fn new(io: IO, written: std::sync::Arc<Written>) -> Self {
-        Self {
-            io,
-            written,
-            line: Vec::new(),
-            discarding: false,
-        }
-    }
-
-    fn end_line(&mut self) {
-        if !self.discarding {
-            let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
-            self.written.tap(line);
-        }
-        self.line.clear();
-        self.discarding = false;
-    }
-
-    fn feed(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let newline = bytes.iter().position(|b| *b == b'\n');
-            let part = newline.and_then(|at| bytes.get(..at)).unwrap_or(bytes);
-            if !self.discarding {
-                if self.line.len() + part.len() > MAX_MESSAGE {
-                    self.discarding = true;
-                    self.line = Vec::new();
-                } else {
-                    self.line.extend_from_slice(part);
-                }
-            }
-            match newline {
-                Some(at) => {
-                    self.end_line();
-                    bytes = bytes.get(at + 1..).unwrap_or_default();
-                }
-                None => bytes = &[],
-            }
-        }
-    }
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for TapRead<IO> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let this = &mut *self;
-        match Pin::new(&mut this.io).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let new = buf.filled().get(before..).unwrap_or_default();
-                if new.is_empty() {
-                    // The end: rmcp reads a last message without its newline.
-                    if !this.line.is_empty() || this.discarding {
-                        this.end_line();
-                    }
-                } else {
-                    let new = new.to_vec();
-                    this.feed(&new);
-                }
-                Poll::Ready(Ok(()))
-            }
-            other => other,
-        }
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for TapRead<IO> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt;
 
     fn id(n: i64) -> RequestId {
         RequestId::Number(n)
     }
 
-    #[tokio::test]
-    async fn r20_the_stdio_tap_keeps_each_calls_literals_by_request_id() {
-        let text = concat!(
+    #[test]
+    fn r20_the_tap_keeps_each_calls_literals_by_request_id() {
+        let written = Written::default();
+        for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901234}}}"#,
-            "\r\n",
             r#"{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#,
-            "\n",
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901235}}}"#,
-        );
-        let written = std::sync::Arc::new(Written::default());
-        let mut tap = TapRead::new(text.as_bytes(), std::sync::Arc::clone(&written));
-        let mut out = Vec::new();
-        // Small reads: a message split across reads is still one message.
-        let mut chunk = [0u8; 7];
-        loop {
-            let n = tap.read(&mut chunk).await.unwrap();
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&chunk[..n]);
+            r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901235}}}]"#,
+        ] {
+            written.tap(line.as_bytes());
         }
-        assert_eq!(out, text.as_bytes(), "the reader gets every byte");
         let one = written.take(&id(1)).literals().unwrap();
         let four = written.take(&id(4)).literals().unwrap();
         assert!(!one.is_empty() && !four.is_empty());
