@@ -284,14 +284,7 @@ impl AsyncQuotaCounter for PostgresQuotaCounter {
                 retry = retry.max(ms);
             }
         }
-        if full.is_empty() {
-            Ok(())
-        } else {
-            Err(QuotaError::Full(QuotaFull {
-                full,
-                retry_after_ms: retry.max(1),
-            }))
-        }
+        QuotaFull::unless_empty(full, retry)
     }
 
     fn reserve<'a>(&'a self, groups: &'a [QuotaGroup], now: Millis) -> ReserveFuture<'a> {

@@ -143,13 +143,8 @@ impl SqliteQuotaCounter {
                 retry = retry.max(ms);
             }
         }
-        if !full.is_empty() {
-            // Nothing recorded: the transaction rolls back when dropped.
-            return Err(QuotaError::Full(QuotaFull {
-                full,
-                retry_after_ms: retry.max(1),
-            }));
-        }
+        // A full group records nothing: the transaction rolls back when dropped.
+        QuotaFull::unless_empty(full, retry)?;
         if record {
             let mut keys: Vec<&QuotaGroup> = groups.iter().collect();
             keys.sort_by(|a, b| a.key.cmp(&b.key));

@@ -290,14 +290,7 @@ impl QuotaCounter for MemoryQuotaCounter {
                 retry = retry.max(ms);
             }
         }
-        if full.is_empty() {
-            Ok(())
-        } else {
-            Err(QuotaError::Full(QuotaFull {
-                full,
-                retry_after_ms: retry,
-            }))
-        }
+        QuotaFull::unless_empty(full, retry)
     }
 
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {

@@ -177,6 +177,29 @@ pub struct QuotaFull {
 }
 
 impl QuotaFull {
+    /// What a counter's check found: `Ok` when no group is `full`, else the refusal, waiting
+    /// at least 1 ms (`retry_after_ms` is the longest wait of the full groups).
+    ///
+    /// ```
+    /// use toolgate_engine::quota::{QuotaError, QuotaFull};
+    /// assert!(QuotaFull::unless_empty(Vec::new(), 0).is_ok());
+    /// let Err(QuotaError::Full(full)) = QuotaFull::unless_empty(vec![2], 0) else { panic!() };
+    /// assert_eq!((full.full, full.retry_after_ms), (vec![2], 1));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::Full`] when `full` names a group.
+    pub fn unless_empty(full: Vec<usize>, retry_after_ms: u64) -> Result<(), QuotaError> {
+        if full.is_empty() {
+            return Ok(());
+        }
+        Err(QuotaError::Full(QuotaFull {
+            full,
+            retry_after_ms: retry_after_ms.max(1),
+        }))
+    }
+
     /// [`QuotaFull::retry_after_ms`] in whole seconds, rounded up (R44).
     pub fn retry_after_secs(&self) -> u64 {
         self.retry_after_ms.div_ceil(1000)

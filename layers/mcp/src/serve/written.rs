@@ -9,8 +9,9 @@
 //! ([`Written::record_call`]; [`Written::tap`] for a line its envelope pass cannot read), the
 //! streamable HTTP route each request body ([`Written::tap`]), and for every `tools/call` the
 //! raw `params.arguments` is scanned ([`NumberLiterals::scan`]) and kept by JSON-RPC request
-//! id until the handler takes it. The handler puts the literals in the call's extensions, where the engine (`when`
-//! tests), the inbox (what it stores and shows) and redemption (the exact input) read them.
+//! id until the handler takes it. The handler puts the literals in the call's extensions,
+//! where the engine (`when` tests), the inbox (what it stores and shows) and redemption (the
+//! exact input) read them.
 //!
 //! Fail closed: every `tools/call` the tap saw has an entry (none too when no number needs
 //! its literal), so a call whose entry is missing (evicted past [`MAX_OPEN`], a message past
