@@ -5,7 +5,7 @@
 # callgrind profiles go to $OUT (default target/round); the last step prints a summary of
 # every figure the target table reads (benches/round_summary.py).
 #
-#   bash benches/round.sh              # all of it (about 25 minutes on 2 cores, built)
+#   bash benches/round.sh              # all of it (about 15 minutes on 2 cores, once built)
 #   ROUND_ONLY="stack cedar" bash benches/round.sh   # some steps (names as below)
 #
 # It needs what .ci/run installs: the npm MCP servers and the Python SDK in .tmp, HAProxy,
