@@ -409,6 +409,23 @@ impl ToolDeclaration {
         self
     }
 
+    /// Whether `other` defines the same tool (R35): the same identity, description, input
+    /// schema and annotations. The host's settings (approval, confidentiality, network,
+    /// target) are not part of a tool's definition.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// let listed = ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).description("Wipes");
+    /// assert!(listed.clone().approval(ApprovalMode::Deny).same_definition(&listed));
+    /// assert!(!listed.clone().description("Wipes, and more").same_definition(&listed));
+    /// ```
+    pub fn same_definition(&self, other: &ToolDeclaration) -> bool {
+        self.identity == other.identity
+            && self.description == other.description
+            && self.input_schema == other.input_schema
+            && self.annotations == other.annotations
+    }
+
     /// The effective network scope used for filtering (R8): the operator's override
     /// decides outright; otherwise an MCP tool whose `openWorldHint` is `true` or absent
     /// is `egress`; otherwise the declared scope.

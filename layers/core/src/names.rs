@@ -101,6 +101,22 @@ pub fn names_equal(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
 
+/// The key two server (or toolset) names are compared by: normalised (R1), then ASCII
+/// lower-cased (R2), so `evil` and `Evil.` are one server, whose tools' qualified names
+/// would be the same. A name that normalises to nothing keys as itself, lower-cased.
+///
+/// ```
+/// use toolgate_core::names::server_key;
+/// assert_eq!(server_key("evil"), server_key("Evil."));
+/// assert_eq!(server_key("GitHub Enterprise"), "github_enterprise");
+/// assert_ne!(server_key("evil"), server_key("evil2"));
+/// ```
+pub fn server_key(name: &str) -> String {
+    normalize_segment(name)
+        .map(|s| s.to_ascii_lowercase())
+        .unwrap_or_else(|_| name.to_ascii_lowercase())
+}
+
 /// The key under which a name is looked up: ASCII lower case (R2).
 pub fn name_key(name: &str) -> String {
     name.to_ascii_lowercase()

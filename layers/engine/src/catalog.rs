@@ -4,6 +4,11 @@
 //! identity behind that name. A later declaration of the same identity is a revision and
 //! replaces the record (a source revising its own tool is believed, R29); a declaration of
 //! a different identity with an equal name is a collision (R24).
+//!
+//! One catalog (R52): the configuration's declarations and the tools an MCP server lists at
+//! run time are records of the same tools. A listing ([`Catalog::register_listed`]) revises
+//! what the server states (description, input schema, annotations) and never the
+//! operator's settings ([`OperatorSettings`]), which stay in force over every listing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,11 +32,66 @@ impl PostureStatus {
     }
 }
 
+/// What the operator's configuration says about one tool, apart from what its source states
+/// (R52): kept in force over every listing of the tool by its MCP server.
+///
+/// ```
+/// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+/// use toolgate_engine::catalog::OperatorSettings;
+/// let configured = ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).approval(ApprovalMode::Deny);
+/// let listed = ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).description("Wipes");
+/// let effective = OperatorSettings::of(&configured).apply(listed);
+/// assert_eq!(effective.approval, ApprovalMode::Deny);
+/// assert_eq!(effective.description.as_deref(), Some("Wipes"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorSettings {
+    approval: toolgate_core::ApprovalMode,
+    confidential: bool,
+    network: NetworkScope,
+    network_override: Option<NetworkScope>,
+    target: Option<toolgate_core::TargetSpec>,
+}
+
+impl OperatorSettings {
+    /// The operator's settings a configured declaration carries.
+    pub fn of(decl: &ToolDeclaration) -> Self {
+        Self {
+            approval: decl.approval,
+            confidential: decl.confidential,
+            network: decl.network,
+            network_override: decl.network_override,
+            target: decl.target.clone(),
+        }
+    }
+
+    /// `listed` (what the server states now) with these settings in force: the approval
+    /// mode and the network scopes strictest-wins with whatever the listing's own host
+    /// settings say (a server entry's settings are the operator's too), confidential if
+    /// either says so, the configured execution target unless there is none. Idempotent.
+    pub fn apply(&self, mut listed: ToolDeclaration) -> ToolDeclaration {
+        listed.approval = listed.approval.stricter(self.approval);
+        listed.confidential |= self.confidential;
+        listed.network = listed.network.max(self.network);
+        listed.network_override = match (self.network_override, listed.network_override) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        if self.target.is_some() {
+            listed.target.clone_from(&self.target);
+        }
+        listed
+    }
+}
+
 /// One tool identity behind a qualified name, with its latest declaration.
 #[derive(Debug, Clone)]
 pub struct Record {
-    /// The latest declaration from this source.
+    /// The latest declaration from this source (for a listed MCP tool the configuration
+    /// also declares: the listing with the operator's settings in force, R52).
     pub decl: ToolDeclaration,
+    /// The operator's settings, when the configuration declares this identity (R52).
+    pub operator: Option<OperatorSettings>,
     /// The position (in arrival order) of the first declaration of this identity.
     pub first_position: usize,
     /// The position of the latest revision.
@@ -157,19 +217,44 @@ impl Catalog {
         Self::default()
     }
 
-    /// Registers a declaration (arrival order matters, R29).
+    /// Registers a declaration of the configuration (arrival order matters, R29). A
+    /// later configured declaration of the same identity replaces the record, the
+    /// operator's settings included.
     pub fn register(&mut self, decl: ToolDeclaration) -> Result<Registered, NameError> {
+        self.insert(decl, false)
+    }
+
+    /// Registers a tool as its MCP server lists it now (R29, R52): a revision of what the
+    /// server states. Where the configuration declares the same identity, its
+    /// [`OperatorSettings`] stay in force over the listing.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::catalog::Catalog;
+    /// let mut c = Catalog::new();
+    /// c.register(ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).approval(ApprovalMode::Deny))
+    ///     .unwrap();
+    /// c.register_listed(ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe"))).unwrap();
+    /// assert_eq!(c.get("bank__wipe").unwrap().declared_mode, ApprovalMode::Deny);
+    /// ```
+    pub fn register_listed(&mut self, decl: ToolDeclaration) -> Result<Registered, NameError> {
+        self.insert(decl, true)
+    }
+
+    fn insert(&mut self, decl: ToolDeclaration, listed: bool) -> Result<Registered, NameError> {
         let name = decl.identity.qualified_name()?;
         let key = name_key(&name);
         let position = self.arrivals;
         self.arrivals += 1;
         let posture = PostureStatus::Gated(String::from("not yet evaluated"));
+        let operator = (!listed).then(|| OperatorSettings::of(&decl));
         let Some(&at) = self.by_key.get(&key) else {
             let mut entry = Entry {
                 name,
                 key: key.clone(),
                 records: vec![Record {
                     decl,
+                    operator,
                     first_position: position,
                     position,
                     posture,
@@ -194,12 +279,20 @@ impl Catalog {
             .iter_mut()
             .find(|r| r.decl.identity.same_identity(&decl.identity))
         {
-            rec.decl = decl;
+            match (&rec.operator, listed) {
+                (Some(op), true) => rec.decl = op.apply(decl),
+                (_, true) => rec.decl = decl,
+                (_, false) => {
+                    rec.operator = operator;
+                    rec.decl = decl;
+                }
+            }
             rec.position = position;
             Registered::Revision
         } else {
             entry.records.push(Record {
                 decl,
+                operator,
                 first_position: position,
                 position,
                 posture,
@@ -363,6 +456,68 @@ mod tests {
                 .read_only_hint,
             Some(true)
         );
+    }
+
+    #[test]
+    fn r52_a_listing_revises_what_the_server_states_and_never_the_operators_settings() {
+        use toolgate_core::TargetSpec;
+        let mut c = Catalog::new();
+        let target = TargetSpec::default();
+        let mut configured = ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe"))
+            .approval(ApprovalMode::Deny)
+            .confidential(true)
+            .network_override(NetworkScope::None)
+            .description("declared");
+        configured.target = Some(target.clone());
+        c.register(configured).unwrap();
+        let listed = |d: &str| {
+            ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe"))
+                .description(d)
+                .annotations(McpAnnotations {
+                    read_only_hint: Some(true),
+                    ..Default::default()
+                })
+        };
+        for round in ["first listing", "listed again"] {
+            assert_eq!(
+                c.register_listed(listed(round)).unwrap(),
+                Registered::Revision
+            );
+            let e = c.get("bank__wipe").unwrap();
+            assert_eq!(e.records.len(), 1);
+            let d = &e.records[0].decl;
+            assert_eq!(d.description.as_deref(), Some(round), "the server's word");
+            assert!(d.annotations.is_some(), "the server's word");
+            assert_eq!(e.declared_mode, ApprovalMode::Deny, "{round}");
+            assert!(e.confidential, "{round}");
+            assert_eq!(e.network, NetworkScope::None, "{round}");
+            assert_eq!(d.target.as_ref(), Some(&target), "{round}");
+        }
+        // A listing never loosens what the server entry itself says either: the stricter
+        // of the two operator settings holds.
+        c.register_listed(listed("x").approval(ApprovalMode::RequireApproval))
+            .unwrap();
+        assert_eq!(
+            c.get("bank__wipe").unwrap().declared_mode,
+            ApprovalMode::Deny
+        );
+        // A configured revision replaces the operator's settings (R29).
+        c.register(ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")))
+            .unwrap();
+        c.register_listed(listed("y")).unwrap();
+        let e = c.get("bank__wipe").unwrap();
+        assert_eq!(e.declared_mode, ApprovalMode::Default);
+        assert!(!e.confidential);
+        // A tool no configuration declares is the server's alone: each listing replaces it.
+        let mut d = Catalog::new();
+        d.register_listed(listed("a").approval(ApprovalMode::RequireApproval))
+            .unwrap();
+        d.register_listed(listed("b")).unwrap();
+        assert_eq!(
+            d.get("bank__wipe").unwrap().declared_mode,
+            ApprovalMode::Default
+        );
+        assert!(d.get("bank__wipe").unwrap().records[0].operator.is_none());
     }
 
     #[test]

@@ -143,6 +143,11 @@ impl Grant {
             .selects_record(identity.kind(), identity.name(), identity.server())
     }
 
+    /// The grant's selection: its `tool`, `server`, `kind` and `agent` as a rule's.
+    pub fn selection(&self) -> &Rule {
+        &self.select
+    }
+
     /// What a decision names when the grant answers it.
     pub fn granted(&self) -> Granted {
         Granted {

@@ -117,3 +117,120 @@ fn r45_an_approver_without_selectors_may_give_any_grant() {
     .remove(0);
     assert!(who.may_grant(&g, std::iter::empty()).is_ok());
 }
+
+proptest! {
+    /// R45, R52: whenever `may_grant` allows a grant, every tool it selects — known now or
+    /// discovered later, so the whole universe of identities, not only the catalog it was
+    /// checked against — is one the approver may answer, for every agent it reaches.
+    #[test]
+    fn r52_a_grant_an_approver_may_give_answers_no_tool_discovered_later_they_may_not(
+        selectors in prop::collection::vec(selector(), 0..4),
+        catalog in prop::collection::vec(prop::collection::vec(identity(), 1..3), 0..5),
+        later in identity(),
+        g in grant(),
+    ) {
+        let who = Approver {
+            name: "p".into(),
+            token_sha256: None,
+            tools: Some(selectors),
+            edit_policy: false,
+            may_edit: false,
+        };
+        if who.may_grant(&g, catalog.iter().map(Vec::as_slice)).is_ok() && g.selects_tool(&later) {
+            let pattern = g.agent().unwrap();
+            for agent in AGENTS.iter().copied().filter(|a| pattern.matches(a)) {
+                prop_assert!(
+                    who.may_answer(std::slice::from_ref(&later), agent),
+                    "granted {}, which answers {later:?} for {agent}: beyond the approver's rights",
+                    g.source_text()
+                );
+            }
+        }
+    }
+}
+
+/// Issue 33 item 3 (R45, R47, R52): `bob` may answer lookups of `bank` only. A grant
+/// `tool: "*"` written in his name (stored before his rights were narrowed, or put in the
+/// store by hand) answers no call he could not answer himself, judged on the tools the
+/// running host knows — `bank__transfer` discovered from the server's listing included —
+/// and under the rights in force when the call is made.
+#[test]
+fn r52_a_grant_answers_a_discovered_tool_only_while_its_giver_may_answer_it() {
+    use serde_json::json;
+    use toolgate_core::{AgentRef, ToolCall, ToolDeclaration};
+    use toolgate_engine::config::{Format, load_str};
+    use toolgate_engine::grant::MemoryGrants;
+    use toolgate_engine::quota::MemoryQuotaCounter;
+    use toolgate_engine::{CallView, History};
+    let config = |bob_tools: &str| {
+        load_str(
+            &format!(
+                r#"{{"approval": {{"channel": "inbox"}},
+                "approvers": {{"auth": "proxy_header", "header": "X-User",
+                    "people": [{{"name": "bob", "tools": {bob_tools}}}]}},
+                "tools": [{{"server": "bank", "name": "lookup"}}],
+                "agents": [{{"name": "a", "allowed_tools": ["bank__*"]}}],
+                "policy": {{"rules": [{{"effect": "ask", "server": "bank", "reason": "bank calls need a person"}}]}}}}"#
+            ),
+            Format::Json,
+        )
+        .unwrap()
+        .to_builder()
+        // What the server lists at run time (R52): a tool the configuration never declared.
+        .listed(ToolDeclaration::new(ToolIdentity::mcp("bank", "transfer")))
+        .listed(ToolDeclaration::new(ToolIdentity::mcp("bank", "lookup")))
+        .build()
+        .unwrap()
+    };
+    let wide = parse_grants(
+        r#"[{"id": "g-wide", "agent": "*", "tool": "*", "expires_at": 10000000000000, "granted_by": "bob", "reason": "r"}]"#,
+    )
+    .unwrap();
+    let grants = MemoryGrants::new(wide.clone());
+    let sends = MemoryQuotaCounter::new();
+    let history = History::new(1_000, &sends, &grants);
+    let decide = |gov: &toolgate_engine::Governance, tool: &str| {
+        let call = ToolCall::new(AgentRef::profile("a"), tool, json!({"amount": 5000}));
+        gov.decide_call_at(CallView::of(&call), Vec::new(), &history)
+    };
+
+    let narrow = config(r#"[{"server": "bank", "tool": "lookup"}]"#);
+    let transfer = decide(&narrow, "bank__transfer");
+    assert!(transfer.decision.granted.is_none(), "{transfer:?}");
+    assert!(!transfer.decision.runs(), "asked, not run: {transfer:?}");
+    let lookup = decide(&narrow, "bank__lookup");
+    assert_eq!(
+        lookup.decision.granted.as_ref().map(|g| g.id.as_str()),
+        Some("g-wide"),
+        "within bob's rights the grant answers: {lookup:?}"
+    );
+    // The same grant is refused when it is made, though the configuration knows only
+    // lookups: it selects more than bob's card.
+    let bob = narrow.approver_settings().unwrap().approver("bob").unwrap();
+    let records: Vec<Vec<ToolIdentity>> = vec![vec![ToolIdentity::mcp("bank", "lookup")]];
+    let refused = bob
+        .may_grant(&wide[0], records.iter().map(Vec::as_slice))
+        .unwrap_err();
+    assert_eq!(refused.field, "tool");
+
+    // Rights in force when the call is made: once bob may answer every bank call, it does.
+    let wider = config(r#"[{"server": "bank"}]"#);
+    let transfer = decide(&wider, "bank__transfer");
+    assert_eq!(
+        transfer.decision.granted.as_ref().map(|g| g.id.as_str()),
+        Some("g-wide"),
+        "{transfer:?}"
+    );
+    // And a person no longer among the approvers answers nothing.
+    let gone = load_str(
+        r#"{"approval": {"channel": "inbox"},
+            "approvers": {"auth": "proxy_header", "header": "X-User", "people": [{"name": "carol"}]},
+            "tools": [{"server": "bank", "name": "lookup"}],
+            "agents": [{"name": "a", "allowed_tools": ["bank__*"]}],
+            "policy": {"rules": [{"effect": "ask", "server": "bank", "reason": "r"}]}}"#,
+        Format::Json,
+    )
+    .unwrap();
+    let lookup = decide(&gone, "bank__lookup");
+    assert!(lookup.decision.granted.is_none(), "{lookup:?}");
+}

@@ -564,9 +564,7 @@ impl McpServerConfig {
     /// The look-up key of the server id: normalised (R1) and lower-cased (R2), so ids that
     /// would give colliding qualified names are caught.
     pub(crate) fn key(&self) -> String {
-        names::normalize_segment(&self.id)
-            .map(|s| s.to_ascii_lowercase())
-            .unwrap_or_else(|_| self.id.to_ascii_lowercase())
+        names::server_key(&self.id)
     }
 }
 

@@ -123,11 +123,7 @@ fn unknown(reason: String) -> Refusal {
     Refusal::new(RefusalCode::UnknownTool, Check::UnknownTool, reason)
 }
 
-fn server_key(source: &str) -> String {
-    toolgate_core::names::normalize_segment(source)
-        .map(|s| s.to_ascii_lowercase())
-        .unwrap_or_else(|_| source.to_ascii_lowercase())
-}
+use toolgate_core::names::server_key;
 
 /// Resolves a call's tool to a server and one of its listed tools. A name the server
 /// never listed resolves to nothing.
@@ -252,7 +248,12 @@ fn check(
                 listed.qualified
             )));
         }
-        Some(r) if r.decl != listed.decl => {
+        // R52: the record is the listing with the operator's settings in force, so what is
+        // compared is what the server states, and the name it is sent under.
+        Some(r)
+            if !r.decl.same_definition(&listed.decl)
+                || r.decl.listed_name != listed.decl.listed_name =>
+        {
             return Err(Refusal::new(
                 RefusalCode::Rejected,
                 Check::DefinitionChanged,

@@ -123,6 +123,33 @@ impl ToolSelector {
         self.agent.as_ref().is_none_or(|a| a.matches(agent))
     }
 
+    /// Whether every call `grant` could ever answer lies inside this selector, whatever
+    /// tools exist now or arrive later (R45, R52): each field the selector sets is set by
+    /// the grant to a name it matches or to the very same pattern. The agent is checked by
+    /// [`Approver::may_grant`].
+    fn covers_grant(&self, grant: &crate::grant::Grant) -> bool {
+        let within = |inner: Option<&Glob>, outer: &Glob| {
+            outer.as_str() == "*"
+                || inner.is_some_and(|i| {
+                    i.as_str().eq_ignore_ascii_case(outer.as_str())
+                        || (!i.as_str().contains('*') && outer.matches(i.as_str()))
+                })
+        };
+        let select = grant.selection();
+        let kind_ok = match self.kind {
+            None => true,
+            Some(k) => {
+                select.kind() == Some(k) || (k == ToolKind::Mcp && select.server().is_some())
+            }
+        };
+        kind_ok
+            && self
+                .server
+                .as_ref()
+                .is_none_or(|s| within(select.server(), s))
+            && self.tool.as_ref().is_none_or(|t| within(select.tool(), t))
+    }
+
     fn to_json(&self) -> Value {
         let mut o = Map::new();
         if let Some(g) = &self.tool {
@@ -290,6 +317,19 @@ impl Approver {
                 });
             }
         }
+        // "No wider than the card": the grant's selection itself, not only the tools known
+        // now, must lie inside one of the person's selectors, so a tool discovered later
+        // (R52) never falls under a grant its giver could not answer.
+        if !selectors.iter().any(|s| s.covers_grant(grant)) {
+            return Err(GrantRefused {
+                field: "tool",
+                message: format!(
+                    "the grant selects `{}`, wider than any tools `{}` may answer; narrow its `tool`, `server` or `kind` to what their rights cover",
+                    grant_selection(grant),
+                    self.name
+                ),
+            });
+        }
         if selected == 0 {
             return Err(GrantRefused {
                 field: "tool",
@@ -301,6 +341,21 @@ impl Approver {
         }
         Ok(())
     }
+}
+
+/// A grant's tool selection as a person reads it: `server / tool (kind)`.
+fn grant_selection(grant: &crate::grant::Grant) -> String {
+    let select = grant.selection();
+    let mut out = String::new();
+    if let Some(server) = select.server() {
+        out.push_str(server.as_str());
+        out.push_str(" / ");
+    }
+    out.push_str(select.tool().map_or("*", Glob::as_str));
+    if let Some(kind) = select.kind() {
+        out.push_str(&format!(" ({})", kind.as_str()));
+    }
+    out
 }
 
 /// The `approvers` section.
@@ -372,6 +427,34 @@ impl ApproverSettings {
         self.allowed_hosts
             .clone()
             .unwrap_or_else(|| self.default_hosts(listen))
+    }
+
+    /// Whether a grant given by `granted_by` may answer a call of the tool known by
+    /// `identities` made by `agent`, under the rights in force now (R45, R47, R52): only
+    /// while `granted_by` is a named approver (`people`) whose selectors cover the call. A
+    /// person known only through identity-provider groups has no rights that can be read
+    /// back when the grant is used (a grant records no groups), so such a grant answers
+    /// nothing: the stricter reading.
+    ///
+    /// ```
+    /// use toolgate_core::ToolIdentity;
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"auth": "proxy_header", "header": "X-User",
+    ///     "people": [{"name": "bob", "tools": [{"server": "bank", "tool": "lookup"}]}]}}"#,
+    ///     Format::Json).unwrap();
+    /// let a = gov.approver_settings().unwrap();
+    /// assert!(a.grant_may_answer("bob", &[ToolIdentity::mcp("bank", "lookup")], "agent"));
+    /// assert!(!a.grant_may_answer("bob", &[ToolIdentity::mcp("bank", "transfer")], "agent"));
+    /// assert!(!a.grant_may_answer("eve", &[ToolIdentity::mcp("bank", "lookup")], "agent"));
+    /// ```
+    pub fn grant_may_answer(
+        &self,
+        granted_by: &str,
+        identities: &[ToolIdentity],
+        agent: &str,
+    ) -> bool {
+        self.approver(granted_by)
+            .is_some_and(|p| p.may_answer(identities, agent))
     }
 
     /// The approver named `name`, compared exactly.

@@ -237,9 +237,24 @@ impl Governance {
                         agent: who.rule_name(),
                     };
                     g.matches(&subject, history.session, input, literals)
-                })
+                }) && self.granter_may_answer(g, entry, who.rule_name())
             })
             .map_err(|e| e.to_string())
+    }
+}
+
+impl Governance {
+    /// R45, R47, R52: a grant answers a call only while the person who gave it may answer
+    /// that call under the rights in force in this snapshot, judged on every record the
+    /// host knows behind the name (declared and discovered). Without an `approvers`
+    /// section anyone's grant answers (nobody's rights are configured).
+    fn granter_may_answer(&self, grant: &crate::grant::Grant, entry: &Entry, agent: &str) -> bool {
+        let Some(approvers) = self.approver_settings() else {
+            return true;
+        };
+        let identities: Vec<toolgate_core::ToolIdentity> =
+            entry.records.iter().map(|r| r.identity().clone()).collect();
+        approvers.grant_may_answer(grant.granted_by(), &identities, agent)
     }
 }
 

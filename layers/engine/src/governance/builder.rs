@@ -39,6 +39,8 @@ pub struct GovernanceBuilder {
     pub(super) exemptions: Vec<Exemption>,
     pub(super) servers: Vec<(String, ServerSettings)>,
     pub(super) tools: Vec<ToolDeclaration>,
+    /// Tools as their MCP servers list them at run time (R52), after every configured one.
+    pub(super) listed: Vec<ToolDeclaration>,
     pub(super) agents: Vec<AgentProfile>,
     pub(super) policy: PolicyState,
     /// The shadow tenant policy (R46), decided beside `policy` and never enforced.
@@ -95,6 +97,30 @@ impl GovernanceBuilder {
         self
     }
 
+    /// Registers a tool as its MCP server lists it now (R29, R52): it revises what the
+    /// server states (description, input schema, annotations); the operator's settings of
+    /// a configured declaration of the same identity (approval, confidentiality, network,
+    /// execution target) stay in force over it, whenever the server lists it. Listings
+    /// are registered after every configured declaration, in the order given.
+    ///
+    /// ```
+    /// use toolgate_core::{ApprovalMode, ToolDeclaration, ToolIdentity};
+    /// use toolgate_engine::{AgentProfile, Governance};
+    /// let gov = Governance::builder()
+    ///     .tool(ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).approval(ApprovalMode::Deny))
+    ///     .listed(ToolDeclaration::new(ToolIdentity::mcp("bank", "wipe")).description("Wipes it"))
+    ///     .agent(AgentProfile::new("a").allow(["*"]))
+    ///     .build()
+    ///     .unwrap();
+    /// let entry = gov.catalog().get("bank__wipe").unwrap();
+    /// assert_eq!(entry.declared_mode, ApprovalMode::Deny);
+    /// assert_eq!(entry.description(), Some("Wipes it"));
+    /// ```
+    pub fn listed(mut self, decl: ToolDeclaration) -> Self {
+        self.listed.push(decl);
+        self
+    }
+
     /// Removes every declaration of this identity (a tool its server stopped listing). The
     /// identity may name the tool by its own name or, behind a prefixing gateway, as listed
     /// (R41). Removing a tool that is not declared changes nothing.
@@ -110,7 +136,7 @@ impl GovernanceBuilder {
     /// assert!(gov.catalog().is_empty());
     /// ```
     pub fn remove_tool(mut self, identity: &toolgate_core::ToolIdentity) -> Self {
-        self.tools.retain(|d| {
+        let keep = |d: &ToolDeclaration| {
             let listed = d
                 .listed_name
                 .as_deref()
@@ -120,7 +146,9 @@ impl GovernanceBuilder {
                     && d.identity.source().eq_ignore_ascii_case(identity.source())
                     && listed == identity.name());
             !named
-        });
+        };
+        self.tools.retain(keep);
+        self.listed.retain(keep);
         self
     }
 
@@ -287,6 +315,25 @@ impl GovernanceBuilder {
                     "`tool_prefix` must not be blank (R41)",
                 );
             }
+            // Two names that normalise alike name one server's tools (R1, R2).
+            if let Some(first) = self
+                .servers
+                .iter()
+                .map(|(n, _)| n)
+                .take_while(|n| !std::ptr::eq(*n, name))
+                .find(|n| {
+                    toolgate_core::names::server_key(n) == toolgate_core::names::server_key(name)
+                        && name_key(n) != name_key(name)
+                })
+            {
+                errs.push(
+                    path,
+                    format!(
+                        "server `{name}` and server `{first}` normalise to the same name (R1, R2: their tools' names would be the same); rename one"
+                    ),
+                );
+                continue;
+            }
             if servers.insert(name_key(name), settings.clone()).is_some() {
                 errs.push(
                     path,
@@ -301,13 +348,26 @@ impl GovernanceBuilder {
         // every later step (identity, qualified name, rules, exemptions, posture) uses it.
         let decls: Vec<ToolDeclaration> =
             self.tools.iter().map(|d| own_named(d, &servers)).collect();
-        check_prefixed_names(&decls, &servers, &mut errs);
-        check_ungoverned_records(&decls, &mut errs);
+        let listings: Vec<ToolDeclaration> =
+            self.listed.iter().map(|d| own_named(d, &servers)).collect();
+        let configured = decls.len();
+        // A listed tool's path names its server and its name as listed (R52).
+        let path_of = |i: usize| match i.checked_sub(configured).and_then(|j| listings.get(j)) {
+            Some(d) => format!(
+                "{}.tools.{}",
+                crate::error::field("servers", d.identity.source()),
+                d.sent_name()
+            ),
+            None => index("tools", i),
+        };
+        let all: Vec<&ToolDeclaration> = decls.iter().chain(&listings).collect();
+        check_prefixed_names(&all, &path_of, &servers, &mut errs);
+        check_ungoverned_records(&all, &path_of, &mut errs);
 
         let mut catalog = Catalog::new();
         let mut collisions = Vec::new();
-        for (i, decl) in decls.iter().enumerate() {
-            let path = index("tools", i);
+        for (i, decl) in all.iter().enumerate() {
+            let path = path_of(i);
             let id = &decl.identity;
             if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
                 let key = if id.kind() == ToolKind::Mcp {
@@ -321,7 +381,11 @@ impl GovernanceBuilder {
                 );
                 continue;
             }
-            match catalog.register(decl.clone()) {
+            let registered = match i < configured {
+                true => catalog.register((*decl).clone()),
+                false => catalog.register_listed((*decl).clone()),
+            };
+            match registered {
                 Ok(Registered::Collision) => collisions.push(i),
                 Ok(_) => {}
                 Err(e) => {
@@ -357,7 +421,7 @@ impl GovernanceBuilder {
                 }
                 Some(_) => {}
                 None => {
-                    let untrusted = decls.iter().find(|d| {
+                    let untrusted = all.iter().find(|d| {
                         d.identity.kind() == ToolKind::Mcp
                             && d.identity.name().eq_ignore_ascii_case(&ex.tool)
                             && !trusted(&servers, d.identity.source())
@@ -493,6 +557,7 @@ impl GovernanceBuilder {
             policy: self.policy,
             shadow: self.shadow,
             declarations: decls,
+            listings,
             audit: self.audit,
             inbox: self.inbox,
             approvers: self.approvers,
@@ -535,7 +600,8 @@ fn own_named(decl: &ToolDeclaration, servers: &HashMap<String, ServerSettings>) 
 /// R41: two different listed names of one prefixed server that come to one own name are a
 /// load error (the same listed name again is a revision).
 fn check_prefixed_names(
-    decls: &[ToolDeclaration],
+    decls: &[&ToolDeclaration],
+    path_of: &dyn Fn(usize) -> String,
     servers: &HashMap<String, ServerSettings>,
     errs: &mut ConfigErrors,
 ) {
@@ -554,9 +620,10 @@ fn check_prefixed_names(
         let listed = d.sent_name();
         match seen.get(&(name_key(id.source()), id.name())) {
             Some(&(first, first_listed)) if first_listed != listed => errs.push(
-                format!("{}.name", index("tools", i)),
+                format!("{}.name", path_of(i)),
                 format!(
-                    "`{listed}` and `{first_listed}` (tools[{first}]) of server `{}` are both the tool `{}` once the gateway prefix `{prefix}` is taken off (R41)",
+                    "`{listed}` and `{first_listed}` ({}) of server `{}` are both the tool `{}` once the gateway prefix `{prefix}` is taken off (R41)",
+                    path_of(first),
                     id.source(),
                     id.name()
                 ),
@@ -571,9 +638,13 @@ fn check_prefixed_names(
 
 /// R42: only a `toolset` tool may be ungoverned, with a reason, and never declared
 /// `require_approval`. Checked per record, collisions included.
-fn check_ungoverned_records(decls: &[ToolDeclaration], errs: &mut ConfigErrors) {
+fn check_ungoverned_records(
+    decls: &[&ToolDeclaration],
+    path_of: &dyn Fn(usize) -> String,
+    errs: &mut ConfigErrors,
+) {
     for (i, d) in decls.iter().enumerate() {
-        let path = index("tools", i);
+        let path = path_of(i);
         let local = d.identity.kind() == ToolKind::Local;
         if !local {
             if !d.governed {

@@ -139,6 +139,8 @@ pub struct Governance {
     /// The shadow tenant policy (R46): decided beside `policy`, never enforced.
     pub(crate) shadow: Option<std::sync::Arc<Policy>>,
     pub(crate) declarations: Vec<ToolDeclaration>,
+    /// Tools as their MCP servers listed them (R52), registered after `declarations`.
+    pub(crate) listings: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
     pub(crate) inbox: Option<crate::recording::InboxSettings>,
     pub(crate) approvers: Option<crate::approvers::ApproverSettings>,
@@ -205,6 +207,7 @@ impl Governance {
             exemptions: self.exemptions.clone(),
             servers,
             tools: self.declarations.clone(),
+            listed: self.listings.clone(),
             agents: self.profiles.clone(),
             policy: self.policy.clone(),
             shadow: self.shadow.clone(),

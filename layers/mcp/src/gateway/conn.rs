@@ -158,11 +158,7 @@ pub(super) fn duplicate(id: &str) -> GatewayError {
     ))
 }
 
-pub(super) fn server_key(server: &str) -> String {
-    toolgate_core::names::normalize_segment(server)
-        .map(|s| s.to_ascii_lowercase())
-        .unwrap_or_else(|_| server.to_ascii_lowercase())
-}
+pub(super) use toolgate_core::names::server_key;
 
 /// Locks a mutex, recovering the data if a panic poisoned it (the data are plain maps
 /// replaced whole, never left half-written).

@@ -58,7 +58,7 @@ const REMOVED: &str = "removed by its server: calls are refused until the server
 /// the service refuses it too. Its description becomes `why` (what happened to it), which
 /// is what spans, `explain` and the catalog show for it from now on.
 fn retire(builder: GovernanceBuilder, decl: &ToolDeclaration, why: &str) -> GovernanceBuilder {
-    builder.tool(decl.clone().approval(ApprovalMode::Deny).description(why))
+    builder.listed(decl.clone().approval(ApprovalMode::Deny).description(why))
 }
 
 impl Inner {
@@ -312,7 +312,7 @@ impl Inner {
                     .catalog()
                     .get_identity(identity)
                     .and_then(|e| e.records.iter().find(|r| r.identity() == identity))
-                    .filter(|r| Some(&r.decl) == listed)
+                    .filter(|r| listed.is_some_and(|l| r.decl.same_definition(l)))
                     .map(|r| r.posture.clone());
             }
         }
@@ -355,7 +355,7 @@ impl Inner {
             }
             let mut all = builder.clone();
             for d in decls {
-                all = all.tool(d.clone());
+                all = all.listed(d.clone());
             }
             match all.build() {
                 Ok(g) => Ok((g, Vec::new())),
@@ -365,7 +365,7 @@ impl Inner {
                     let mut kept = builder;
                     let mut rejected = Vec::new();
                     for d in decls {
-                        let attempt = kept.clone().tool(d.clone());
+                        let attempt = kept.clone().listed(d.clone());
                         match attempt.clone().build() {
                             Ok(_) => kept = attempt,
                             Err(e) => rejected.push((d.sent_name().to_owned(), e.to_string())),

@@ -176,7 +176,19 @@ impl ServeConfig {
                 if map.is_empty() {
                     errs.push("mcp.servers", "name at least one upstream MCP server");
                 }
+                // Two ids that normalise alike would be one server's tools (R1, R2): one
+                // answer for `check` and `mcp serve`, named at the second id's path.
+                let mut seen: HashMap<String, &str> = HashMap::new();
                 for (id, v) in map {
+                    if let Some(first) = seen.insert(toolgate_core::names::server_key(id), id) {
+                        errs.push(
+                            format!("mcp.servers.{id}"),
+                            format!(
+                                "server `{id}` and server `{first}` normalise to the same id (R1, R2: their tools' names would be the same); rename one"
+                            ),
+                        );
+                        continue;
+                    }
                     if let Some(s) = read_server(id, v, &mut errs) {
                         servers.push(s);
                     }

@@ -1,0 +1,248 @@
+//! R52, one catalog: the operator's settings of an MCP tool (`tools[]` in the configuration:
+//! `approval`, `confidential`, `network`, `network_override`) stay in force over the tool as
+//! its server lists it, so `toolgate mcp serve` lists and decides exactly what `expose` and
+//! `decide` say. Each case runs the real binary over stdio (an rmcp client) in front of the
+//! drift server over streamable HTTP, which counts every call it receives: a call the
+//! configuration refuses is never sent. Before R52 every case but the last ran the call.
+#![cfg(feature = "mcp")]
+
+use std::path::Path;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+mod common;
+
+use common::upstream;
+
+/// One configuration, its tool, and what `decide` (and so the gateway) must do with it.
+struct Case {
+    name: &'static str,
+    tool: &'static str,
+    config: Value,
+    /// `run`, `ask` (held), or `refused CODE`.
+    expect: &'static str,
+}
+
+/// A gateway configuration for `url` (the inbox file is set per case).
+fn config(url: &str, extra: Value, agent: Value) -> Value {
+    let mut c = json!({
+        "approval": {"channel": "inbox"},
+        "agents": [agent],
+        "mcp": {"servers": {"drift": {"url": url}}, "call_timeout_secs": 20}
+    });
+    if let (Value::Object(c), Value::Object(extra)) = (&mut c, extra) {
+        c.extend(extra);
+    }
+    c
+}
+
+fn cases(url: &str) -> Vec<Case> {
+    let dev = || json!({"name": "dev", "allowed_tools": ["drift__bare", "drift__lookup"]});
+    vec![
+        Case {
+            name: "a declared deny",
+            tool: "bare",
+            config: config(
+                url,
+                json!({"tools": [{"server": "drift", "name": "bare", "approval": "deny"}]}),
+                dev(),
+            ),
+            expect: "refused denied",
+        },
+        Case {
+            name: "a declared require_approval, with an inbox",
+            tool: "lookup",
+            config: config(
+                url,
+                json!({"tools": [{"server": "drift", "name": "lookup", "approval": "require_approval"}]}),
+                dev(),
+            ),
+            expect: "ask",
+        },
+        Case {
+            name: "confidential, for a confidential agent",
+            tool: "lookup",
+            config: config(
+                url,
+                json!({"tools": [{"server": "drift", "name": "lookup", "confidential": true}]}),
+                json!({"name": "dev", "allowed_tools": ["drift__bare", "drift__lookup"], "confidential": true}),
+            ),
+            expect: "refused confidential",
+        },
+        Case {
+            name: "network_override egress, air-gapped",
+            tool: "lookup",
+            config: config(
+                url,
+                json!({"air_gapped": true,
+                       "tools": [{"server": "drift", "name": "lookup", "network_override": "egress"}]}),
+                dev(),
+            ),
+            expect: "refused air_gapped",
+        },
+        Case {
+            name: "network_override none, air-gapped (the opposite case: it runs)",
+            tool: "bare",
+            config: config(
+                url,
+                json!({"air_gapped": true,
+                       "tools": [{"server": "drift", "name": "bare", "network_override": "none"}]}),
+                dev(),
+            ),
+            expect: "run",
+        },
+    ]
+}
+
+/// `toolgate decide` on the configuration: `run`, `ask` or `refused CODE`.
+fn decide(dir: &Path, config: &Path, tool: &str) -> String {
+    let call = dir.join("call.json");
+    let body = json!({"agent": "dev", "name": format!("drift__{tool}"), "input": {"query": "x"}});
+    std::fs::write(&call, body.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("decide")
+        .arg(config)
+        .arg("--call")
+        .arg(&call)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "decide: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    match v["outcome"].as_str().unwrap() {
+        "refused" => format!("refused {}", v["refusal"].as_str().unwrap()),
+        other => other.to_owned(),
+    }
+}
+
+/// `toolgate expose`'s MCP tools for `dev`.
+fn expose(config: &Path) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("expose")
+        .arg(config)
+        .args(["--agent", "dev", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut names: Vec<String> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .filter(|n| n.starts_with("drift__"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r52_mcp_serve_keeps_the_operators_settings_of_a_listed_tool_and_agrees_with_decide() {
+    let (drift, url) = upstream().await;
+    for case in cases(&url) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = case.config;
+        cfg["inbox"] = json!({"sqlite": dir.path().join("inbox.db")});
+        let path = dir.path().join("toolgate.json");
+        std::fs::write(&path, cfg.to_string()).unwrap();
+        let decided = decide(dir.path(), &path, case.tool);
+        assert_eq!(decided, case.expect, "{}: decide", case.name);
+
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(["mcp", "serve", "--agent", "dev", "--config"])
+            .arg(&path);
+        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let mut listed: Vec<String> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .filter(|n| *n == format!("drift__{}", case.tool))
+            .collect();
+        listed.sort();
+        // `expose` knows the declared tool only; the gateway also lists the other one.
+        assert_eq!(
+            listed,
+            expose(&path),
+            "{}: the gateway lists the declared tool exactly when `expose` shows it",
+            case.name
+        );
+
+        let before = drift.calls(case.tool);
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new(format!("drift__{}", case.tool))
+                    .with_arguments(json!({"query": "x"}).as_object().unwrap().clone()),
+            )
+            .await
+            .expect("a tool result");
+        let sent = drift.calls(case.tool) - before;
+        let meta = result
+            .structured_content
+            .as_ref()
+            .map(|s| s["toolgate"].clone())
+            .unwrap_or(Value::Null);
+        let got = match (sent, meta["outcome"].as_str(), meta["code"].as_str()) {
+            (1, _, _) => String::from("run"),
+            (0, Some("held"), _) => String::from("ask"),
+            (0, _, Some(code)) => format!("refused {code}"),
+            _ => format!("sent {sent} times, answered {result:?}"),
+        };
+        assert_eq!(got, case.expect, "{}: through mcp serve", case.name);
+        client.cancel().await.unwrap();
+    }
+}
+
+/// R1, R2 (issue 33 item 2): two upstream servers whose ids normalise alike (`evil` and
+/// `evil.`) would list tools under the same names. `check` and `mcp serve` give one answer,
+/// named at the second id's path, before anything is started.
+#[test]
+fn r1_r2_two_mcp_servers_whose_ids_normalise_alike_are_one_error_for_check_and_mcp_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.json");
+    let cfg = json!({
+        "agents": [{"name": "dev", "allowed_tools": ["evil__*"]}],
+        "mcp": {"servers": {"evil": {"command": "true"}, "evil.": {"command": "true"}}}
+    });
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("check")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(1), "{check:?}");
+    let v: Value = serde_json::from_slice(&check.stdout).unwrap();
+    let error = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "mcp.servers.evil.")
+        .unwrap_or_else(|| panic!("no error at mcp.servers.evil.: {v}"));
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("normalise to the same id"), "{message}");
+
+    let serve = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--agent", "dev", "--config"])
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(2), "{serve:?}");
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(
+        stderr.contains("mcp.servers.evil.") && stderr.contains(message),
+        "mcp serve names the same error at the same path: {stderr}"
+    );
+    assert!(
+        !stderr.contains("cannot connect"),
+        "refused before any server is started: {stderr}"
+    );
+}
