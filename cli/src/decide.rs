@@ -65,6 +65,9 @@ pub(super) fn check(
                     if let Err(e) = serve.check(gov) {
                         errs.errors.extend(e.errors);
                     }
+                    if let Err(e) = serve.check_quota_store(gov) {
+                        errs.errors.extend(e.errors);
+                    }
                     // The upstream servers' tools are listed when they are connected: their
                     // unseen names are one warning per agent and server (issue 23).
                     let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();

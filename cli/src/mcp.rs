@@ -93,6 +93,10 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         .relative_to(&dir)
         .load_secrets()
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    // R44: quotas count in one place (the inbox's store), unless the operator says otherwise.
+    serve
+        .check_quota_store(&governance)
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     if http.is_none() && agent.is_none() {
         return Err(String::from(
             "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",
@@ -261,6 +265,9 @@ async fn reload(
     let fresh = fresh
         .relative_to(&config::config_dir(path))
         .load_secrets()
+        .map_err(|e| e.to_string())?;
+    fresh
+        .check_quota_store(&governance)
         .map_err(|e| e.to_string())?;
     let mut serve = started.1.clone();
     serve.tokens = fresh.tokens;

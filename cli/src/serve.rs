@@ -85,10 +85,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // now; on SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its
         // cache lifetime and for an unknown key), so a removed key stops working at once.
         settings.connect_identity_provider().await?;
-        // On SIGHUP the configuration is read again too: its `approvers` people, tokens and
-        // groups replace the ones in force, so a revoked token stops signing in and the
-        // sessions signed in with it end at their next request (issue 22). A file that does
-        // not read keeps the ones in force.
+        // On SIGHUP the configuration is read again too: its `approvers` (people, tokens,
+        // groups, management keys, Slack users) and its tools replace the ones in force, so
+        // a revoked token stops signing in and the sessions signed in with it end at their
+        // next request (issue 22), and a removed key, Slack user or narrowed right stops
+        // answering, granting and receiving held calls (issue 33). A file that does not read
+        // keeps the ones in force.
         #[cfg(unix)]
         {
             let verifier = settings.verifier.clone();
@@ -98,9 +100,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
                 .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    let people = load_config(&path)
-                        .and_then(|gov| toolgate_web::WebSettings::from_governance(&gov, &path))
-                        .and_then(|fresh| in_force.replace(fresh.approvers));
+                    // One snapshot, swapped whole (issue 33 item 4): the people, groups,
+                    // management keys and Slack users, and the configuration grants and
+                    // edits are checked against, for every request, callback and stream.
+                    let people = load_config(&path).and_then(|gov| {
+                        toolgate_web::WebSettings::from_governance(&gov, &path)?;
+                        in_force.replace_configuration(std::sync::Arc::new(gov))
+                    });
                     match people {
                         Ok(()) => eprintln!(
                             "toolgate: the approvers of `{}` were read again",

@@ -12,6 +12,12 @@
 //! interleaving. A database that cannot be reached, read or written refuses the call (fail
 //! closed: [`QuotaError::Unavailable`]).
 //!
+//! Windows are judged by the **database's clock** (issue 33 item 5): the reservation reads
+//! `clock_timestamp()` once its locks are held and counts, records and prunes by it,
+//! whatever the calling replica's clock says, so replicas whose clocks disagree still share
+//! one window. The replica's `now` is only used for what it last saw (the advisory check
+//! below), shifted by the difference the last reservation measured.
+//!
 //! The decision's own check (R14 step 7, synchronous) reads what this counter saw at its
 //! last reservations ([`AsyncQuotaCounter::check`]): a group it knows to be full refuses
 //! early; anything else is decided by the reservation.
@@ -67,6 +73,8 @@ pub struct PostgresQuotaCounter {
     server: String,
     /// Each group's sends in its window at the last reservation this counter made.
     seen: Mutex<HashMap<String, Vec<Millis>>>,
+    /// The database's clock less this process's, in milliseconds, at the last reservation.
+    skew: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for PostgresQuotaCounter {
@@ -99,6 +107,7 @@ impl PostgresQuotaCounter {
             pool: inbox.pool().clone(),
             server: inbox.server().to_owned(),
             seen: Mutex::new(HashMap::new()),
+            skew: std::sync::atomic::AtomicI64::new(0),
         };
         let mut client = counter.client().await?;
         let tx = client.transaction().await.map_err(|e| counter.db(&e))?;
@@ -153,25 +162,49 @@ impl PostgresQuotaCounter {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// `now` of this process as the database's clock reads it (by the last reservation).
+    fn on_db_clock(&self, now: Millis) -> Millis {
+        let skew = self.skew.load(std::sync::atomic::Ordering::Relaxed);
+        u64::try_from(clamp(now).saturating_add(skew)).unwrap_or(0)
+    }
+
     /// The reservation's transaction: each group's sends in its window after it, or why not.
+    /// Judged at the database's clock once the locks are held; `local` is this process's
+    /// clock, only used to measure the difference.
     async fn reserve_in_db(
         &self,
         groups: &[QuotaGroup],
-        now: Millis,
+        local: Millis,
     ) -> Result<Vec<(String, Vec<Millis>)>, QuotaError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.db(&e))?;
         let mut keys: Vec<&str> = groups.iter().map(|g| g.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
-        // One lock per group, taken in one order by every reservation.
-        tx.query(
-            "SELECT pg_advisory_xact_lock($1, h) FROM \
-             (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k ORDER BY h) AS l",
-            &[&QUOTA_LOCK, &keys],
-        )
-        .await
-        .map_err(|e| self.db(&e))?;
+        // One lock per group, taken in one order by every reservation; the database's clock
+        // read after each, in the same round trip: the last row's is after every lock.
+        let locked = tx
+            .query(
+                "SELECT pg_advisory_xact_lock($1, h), \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM \
+                 (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k ORDER BY h) AS l",
+                &[&QUOTA_LOCK, &keys],
+            )
+            .await
+            .map_err(|e| self.db(&e))?;
+        let mut db_now: i64 = 0;
+        for row in &locked {
+            let t: i64 = row.try_get(1).map_err(|e| self.db(&e))?;
+            db_now = db_now.max(t);
+        }
+        if db_now <= 0 {
+            return Err(self.unavailable("the database's clock could not be read"));
+        }
+        self.skew.store(
+            db_now.saturating_sub(clamp(local)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let now: Millis = u64::try_from(db_now).unwrap_or(0);
         let read = tx
             .prepare_cached(
                 "SELECT at_ms FROM quota_sends WHERE key = $1 AND at_ms > $2 ORDER BY at_ms",
@@ -266,6 +299,7 @@ impl PostgresQuotaCounter {
 
 impl AsyncQuotaCounter for PostgresQuotaCounter {
     fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
+        let now = self.on_db_clock(now);
         let map = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         let mut full = Vec::new();
         let mut retry = 0u64;

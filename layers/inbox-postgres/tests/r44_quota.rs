@@ -242,3 +242,41 @@ async fn r44_an_approved_call_resumed_after_the_window_filled_is_refused_and_end
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     drop_schemas(&url, &[schema]).await;
 }
+
+/// R44 (issue 33 item 5): quota windows are judged by the database's clock, not the
+/// replica's. Two counters on one database, the second one's process clock 45 s fast, 20 s
+/// after the first filled a window of 3 sends a minute: by its own clock the first sends
+/// left the window (65 s ago), by the database's they did not, so it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r44_quota_windows_are_judged_by_the_database_clock_not_the_replicas() {
+    use toolgate::engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
+    let url = require_pg!();
+    let schema = fresh_schema();
+    let a = connect(&url, &schema, "clock-a").await;
+    let b = connect(&url, &schema, "clock-b").await;
+    let on_time = PostgresQuotaCounter::for_inbox(&a).await.unwrap();
+    let fast = PostgresQuotaCounter::for_inbox(&b).await.unwrap();
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let group = [QuotaGroup::new("g-clock", 0, 3, 60_000)];
+    for _ in 0..3 {
+        on_time.reserve(&group, now).await.unwrap();
+    }
+    match fast.reserve(&group, now + 65_000).await {
+        Err(QuotaError::Full(full)) => assert!(full.retry_after_ms > 0),
+        other => panic!("a fourth send in the database's minute: {other:?}"),
+    }
+    assert_eq!(
+        on_time
+            .sends_in_window("g-clock", 60_000, now + 1_000)
+            .await
+            .unwrap(),
+        3
+    );
+    drop_schemas(&url, &[schema]).await;
+}

@@ -127,7 +127,7 @@ use toolgate_core::names::server_key;
 
 /// Resolves a call's tool to a server and one of its listed tools. A name the server
 /// never listed resolves to nothing.
-fn resolve<'s>(
+pub(crate) fn resolve<'s>(
     state: &'s State,
     tool: &ToolRef,
 ) -> Result<(&'s ServerView, &'s Arc<Listed>), Refusal> {

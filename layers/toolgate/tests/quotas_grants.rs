@@ -197,3 +197,77 @@ async fn r45_a_live_grant_answers_an_ask_until_spent_and_never_a_full_quota() {
     assert_eq!(h.asked.load(Ordering::SeqCst), 1);
     assert_eq!(h.sent.load(Ordering::SeqCst), 3);
 }
+
+/// R32, R44 (issue 33 item 6): a call `before_call` cancels is never sent, so it is no send:
+/// with one call a minute, a cancelled first call leaves the quota's room to the second —
+/// on the run path and on the path of a call a person approved.
+#[tokio::test]
+async fn r44_a_call_before_call_cancels_does_not_count_as_a_send() {
+    use toolgate::approval::Hooks;
+    let config = r#"{
+        "approval": {"channel": "interactive"},
+        "tools": [{"kind": "http", "name": "lookup"},
+                  {"kind": "http", "name": "refund", "approval": "require_approval"}],
+        "agents": [{"name": "dev", "allowed_tools": ["lookup", "refund"]}],
+        "policy": {"rules": [], "quotas": [
+            {"max": 1, "window_secs": 60, "per": ["tool"], "reason": "one call a minute"}
+        ]}
+    }"#;
+    let handle = GovernanceHandle::new(load_str(config, Format::Json).unwrap());
+    handle.set_clock(Arc::new(ManualClock::new(1_000_000)));
+    let channel = FnChannel::new(ChannelKind::Interactive, |_r| ApprovalOutcome::Approved {
+        approver: "alice".into(),
+    });
+    let sent = Arc::new(AtomicUsize::new(0));
+    let hits = Arc::clone(&sent);
+    let svc = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(handle.clone())
+                .channel(channel)
+                .hooks(Hooks::new().before_call(|c| match c.input.get("cancel") {
+                    Some(_) => Err("cancelled by the hook".to_owned()),
+                    None => Ok(()),
+                }))
+                .build()
+                .unwrap(),
+        )
+        .service(service_fn(move |_call: ToolCall| {
+            hits.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, std::convert::Infallible>(ToolResponse::Completed(ToolOutput::new(json!(
+                    "ok"
+                ))))
+            }
+        }));
+    for tool in ["lookup", "refund"] {
+        let before = sent.load(Ordering::SeqCst);
+        let cancelled = svc
+            .clone()
+            .oneshot(ToolCall::new(
+                AgentRef::profile("dev"),
+                tool,
+                json!({"cancel": true}),
+            ))
+            .await
+            .unwrap();
+        let ToolResponse::Refused(r) = &cancelled else {
+            panic!("{tool}: {cancelled:?}")
+        };
+        assert!(
+            r.reasons
+                .iter()
+                .any(|x| x.contains("cancelled by the hook")),
+            "{r:?}"
+        );
+        let ran = svc
+            .clone()
+            .oneshot(ToolCall::new(AgentRef::profile("dev"), tool, json!({})))
+            .await
+            .unwrap();
+        assert!(
+            matches!(ran, ToolResponse::Completed(_)),
+            "{tool}: the cancelled call used the quota's room: {ran:?}"
+        );
+        assert_eq!(sent.load(Ordering::SeqCst), before + 1, "{tool}");
+    }
+}

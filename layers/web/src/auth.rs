@@ -47,7 +47,20 @@ pub(crate) async fn identify(
     let ApproverAuth::Jwt(jwt) = &app.0.settings.approvers.auth else {
         return next.run(req).await;
     };
-    let headers = req.headers();
+    let Some(identified) = identify_jwt(&app, jwt, req.headers()).await else {
+        return next.run(req).await;
+    };
+    IDENTIFIED.scope(identified, next.run(req)).await
+}
+
+/// Who an identity-provider token in `headers` is, against the approvers in force now; `None`
+/// for a management key of the HTTP API (no identity-provider token). Used by [`identify`]
+/// for each request and by a page's event stream for each event (issue 33 item 4).
+pub(crate) async fn identify_jwt(
+    app: &App,
+    jwt: &toolgate_engine::approvers::JwtApprovers,
+    headers: &HeaderMap,
+) -> Option<Identified> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -59,8 +72,10 @@ pub(crate) async fn identify(
         .and_then(|v| v.to_str().ok());
     let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
     // A management key of the HTTP API (issue 24) is no identity-provider token.
-    if bearer.is_some_and(|t| crate::auth::key_of(&app, t.trim()).is_some()) {
-        return next.run(req).await;
+    if bearer
+        .is_some_and(|t| crate::auth::key_of(&app.0.settings.in_force.get(), t.trim()).is_some())
+    {
+        return None;
     }
     let identified = match (token, &app.0.settings.verifier) {
         (None, _) => Identified {
@@ -137,7 +152,7 @@ pub(crate) async fn identify(
             },
         },
     };
-    IDENTIFIED.scope(identified, next.run(req)).await
+    Some(identified)
 }
 
 /// Why the request's identity-provider token identified nobody (`auth: jwt`), and the
@@ -159,6 +174,16 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 
 impl App {
     /// The authenticated person, if any.
+    /// Who `headers` speak for now, against the approvers in force, outside the request
+    /// that carried them (a page's event stream, issue 33 item 4): an identity-provider
+    /// token is verified again.
+    pub(crate) async fn who_now(&self, headers: &HeaderMap) -> Option<Who> {
+        match &self.0.settings.approvers.auth {
+            ApproverAuth::Jwt(jwt) => identify_jwt(self, jwt, headers).await?.who,
+            _ => self.who(headers),
+        }
+    }
+
     pub(crate) fn who(&self, headers: &HeaderMap) -> Option<Who> {
         let settings = &self.0.settings;
         match &settings.approvers.auth {
@@ -449,15 +474,14 @@ pub(crate) async fn logout(
     res
 }
 
-/// The management key whose SHA-256 `token` has, if any (compared in constant time).
+/// The management key of the approvers in force whose SHA-256 `token` has, if any
+/// (compared in constant time).
 pub(crate) fn key_of<'a>(
-    app: &'a App,
+    approvers: &'a toolgate_engine::approvers::ApproverSettings,
     token: &str,
 ) -> Option<&'a toolgate_engine::api_access::ApiKey> {
     let hash = crate::hash_token(token);
-    app.0
-        .settings
-        .approvers
+    approvers
         .api_keys
         .iter()
         .find(|k| crate::token::same(&k.key_sha256, &hash))

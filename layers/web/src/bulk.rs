@@ -110,43 +110,32 @@ pub(crate) async fn bulk(
     // Every call is checked before any is answered: the selection is refused whole.
     let mut records: Vec<HeldRecord> = Vec::with_capacity(items.len());
     for (id, input_hash, definition_hash) in &items {
-        let record = match crate::rights::answerable(&app, &who, id).await {
+        // One answer path (issue 33 item 7): rights in force and R35, for every call of
+        // the selection before any is answered.
+        let shown = crate::answer::Shown {
+            input_hash: Some(&**input_hash),
+            definition_hash: Some(&**definition_hash),
+            edited: false,
+            fields: crate::answer::FORM_FIELDS,
+        };
+        let record = match crate::answer::answerable(&app, &who.approver, id, approve, shown).await
+        {
             Ok(r) => r,
-            Err(_) => {
-                let why = match app.0.store.get(id).await {
-                    Ok(Some(r)) => format!(
-                        "approver `{}` may not answer `{id}` (a call to `{}`); nothing in the selection was answered",
-                        who.approver.name, r.call.tool
-                    ),
-                    Ok(None) => format!(
-                        "no held call `{id}` in this inbox; nothing in the selection was answered"
-                    ),
-                    Err(e) => return crate::rights::store_failed(e),
-                };
-                let status = if why.starts_with("no held call") {
-                    StatusCode::NOT_FOUND
-                } else {
-                    StatusCode::FORBIDDEN
-                };
+            Err(refusal) => {
                 tracing::info!(
                     approver = %toolgate_core::display::visible(&who.approver.name),
                     interaction = %toolgate_core::display::visible(id),
                     "a bulk answer on the approval page was refused whole"
                 );
-                return refused(status, &why);
+                return refused(
+                    refusal.status(),
+                    &format!(
+                        "`{id}`: {}; nothing in the selection was answered",
+                        refusal.message()
+                    ),
+                );
             }
         };
-        if approve
-            && (record.call.input_hash != *input_hash
-                || record.call.definition_hash != *definition_hash)
-        {
-            return refused(
-                StatusCode::CONFLICT,
-                &format!(
-                    "`{id}` is not the call its card showed: its input or its tool's definition differs (R35); reload and look again; nothing in the selection was approved"
-                ),
-            );
-        }
         records.push(record);
     }
     let mut done = Vec::new();
@@ -161,19 +150,9 @@ pub(crate) async fn bulk(
             // Issue 22: each answer of a selection keeps the approver's verified identity.
             principal: who.principal.clone(),
         };
-        match app.0.store.answer(id, answer).await {
-            Ok(receipt) => {
-                tracing::info!(
-                    interaction = %toolgate_core::display::visible(id),
-                    tool = %toolgate_core::display::visible(&record.call.tool),
-                    approver = %toolgate_core::display::visible(&receipt.approver),
-                    approved = receipt.approved,
-                    replayed = receipt.replayed,
-                    "a held call was answered on the approval page (bulk)"
-                );
-                done.push(record);
-            }
-            Err(e) => failed.push((record, e.to_string())),
+        match crate::answer::store(&app, record, answer, "page bulk").await {
+            Ok(_) => done.push(record),
+            Err(refusal) => failed.push((record, refusal.message())),
         }
     }
     let verb = if approve { "Approved" } else { "Denied" };

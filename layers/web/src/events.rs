@@ -62,37 +62,49 @@ fn delta_event(
     Some(Event::default().event("ended").data(data.to_string()))
 }
 
-fn changes(app: App, who: Who, filter: HeldQuery) -> impl Stream<Item = Result<Event, Infallible>> {
+/// The stream of one page. Who the page is for is read again for every event, from the
+/// request's own credentials against the approvers in force (issue 33 item 4): a person a
+/// reload removed, or whose sign-in ended, gets nothing more (the stream ends), and one a
+/// reload narrowed gets only the calls they may still answer.
+fn changes(
+    app: App,
+    headers: HeaderMap,
+    filter: HeldQuery,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut rx = app.0.changes.clone();
     rx.mark_unchanged();
     let deltas = app.0.deltas.subscribe();
-    let state = (app, who, filter, rx, deltas);
-    stream::unfold(state, |(app, who, filter, mut rx, mut deltas)| async move {
-        loop {
-            let item = tokio::select! {
-                changed = rx.changed() => match changed {
-                    Ok(()) => Item::Changed(*rx.borrow_and_update()),
-                    Err(_) => return None,
-                },
-                delta = deltas.recv() => match delta {
-                    Ok(r) => Item::Delta(r),
-                    Err(broadcast::error::RecvError::Lagged(_)) => Item::Lagged,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-            };
-            let event = match item {
-                Item::Changed(v) => Some(Event::default().event("changed").data(v.to_string())),
-                Item::Lagged => Some(Event::default().event("resync").data("1")),
-                Item::Delta(r) => {
-                    let ctx = crate::risk::RiskContext::load(&app).await;
-                    delta_event(&who, &filter, &ctx, &r)
+    let state = (app, headers, filter, rx, deltas);
+    stream::unfold(
+        state,
+        |(app, headers, filter, mut rx, mut deltas)| async move {
+            loop {
+                let item = tokio::select! {
+                    changed = rx.changed() => match changed {
+                        Ok(()) => Item::Changed(*rx.borrow_and_update()),
+                        Err(_) => return None,
+                    },
+                    delta = deltas.recv() => match delta {
+                        Ok(r) => Item::Delta(r),
+                        Err(broadcast::error::RecvError::Lagged(_)) => Item::Lagged,
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    },
+                };
+                let who = app.who_now(&headers).await?;
+                let event = match item {
+                    Item::Changed(v) => Some(Event::default().event("changed").data(v.to_string())),
+                    Item::Lagged => Some(Event::default().event("resync").data("1")),
+                    Item::Delta(r) => {
+                        let ctx = crate::risk::RiskContext::load(&app).await;
+                        delta_event(&who, &filter, &ctx, &r)
+                    }
+                };
+                if let Some(e) = event {
+                    return Some((Ok(e), (app, headers, filter, rx, deltas)));
                 }
-            };
-            if let Some(e) = event {
-                return Some((Ok(e), (app, who, filter, rx, deltas)));
             }
-        }
-    })
+        },
+    )
 }
 
 pub(crate) async fn sse(
@@ -100,9 +112,9 @@ pub(crate) async fn sse(
     headers: HeaderMap,
     Query(pq): Query<PageQuery>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    if app.who(&headers).is_none() {
         return crate::auth::unauthorized();
-    };
+    }
     // The page's own filters (its ages from now on); a filter that cannot be read gets
     // the refusal, as the page did.
     let mut filter = match pq.held_query(Listing::Pending, Timestamp::now()) {
@@ -112,7 +124,7 @@ pub(crate) async fn sse(
     // Newer-than is relative to the page's load; a call held from now on is newer still.
     filter.held_after = None;
     filter.after = None;
-    Sse::new(changes(app, who, filter))
+    Sse::new(changes(app, headers, filter))
         .keep_alive(KeepAlive::default())
         .into_response()
 }

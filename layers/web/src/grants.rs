@@ -23,8 +23,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolKind;
 use toolgate_inbox::{
-    Answer, AnswerError, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp,
-    may_revoke,
+    Answer, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp, may_revoke,
 };
 
 use crate::auth::{check_csrf, unauthorized};
@@ -240,24 +239,25 @@ pub(crate) async fn approve_and_grant(
             "the form has no idempotency key; reload the page and answer again",
         );
     };
-    let Some(gov) = app.0.settings.governance.clone() else {
+    // The configuration in force (issue 33 item 4): rights a reload narrowed are narrow.
+    let Some(gov) = app.0.settings.in_force.governance() else {
         return refused(
             StatusCode::SERVICE_UNAVAILABLE,
             "this page was started without the configuration's tools, so a grant's rights cannot be checked; nothing was changed",
         );
     };
-    let record = match crate::rights::answerable(&app, &who, &id).await {
-        Ok(r) => r,
-        Err(r) => return r,
+    // One answer path (issue 33 item 7): rights in force and R35 — the approval and the
+    // grant answer exactly what the page showed.
+    let shown = crate::answer::Shown {
+        input_hash: form.input_hash.as_deref(),
+        definition_hash: form.definition_hash.as_deref(),
+        edited: false,
+        fields: crate::answer::FORM_FIELDS,
     };
-    // R35: the approval and the grant answer exactly what the page showed.
-    if let Some(r) = crate::rights::not_as_shown(
-        form.input_hash.as_deref(),
-        form.definition_hash.as_deref(),
-        &record,
-    ) {
-        return r;
-    }
+    let record = match crate::answer::answerable(&app, &who.approver, &id, true, shown).await {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
     // Everything is checked before anything is written: a refused grant approves nothing.
     let request = match request_of(&form, &who) {
         Ok(r) => r,
@@ -291,19 +291,13 @@ pub(crate) async fn approve_and_grant(
         }
     };
     let answer = Answer::approve(key, who.approver.name.clone());
-    let receipt = match app.0.store.answer(&id, answer).await {
+    let receipt = match crate::answer::store(&app, &record, answer, "page grant").await {
         Ok(r) => r,
-        Err(e) => {
-            let status = match &e {
-                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
-                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::CONFLICT,
-            };
+        Err(refusal) => {
             return html::refusal(
-                status,
+                refusal.status(),
                 "The answer was refused",
-                &format!("{e}; no grant was given"),
+                &format!("{}; no grant was given", refusal.message()),
             );
         }
     };
@@ -318,7 +312,7 @@ pub(crate) async fn approve_and_grant(
         );
     }
     tracing::info!(
-        interaction = %toolgate_core::display::visible(&id),
+        interaction = %toolgate_core::display::visible(record.id()),
         grant = %grant.id(),
         approver = %toolgate_core::display::visible(&who.approver.name),
         replayed = receipt.replayed,
@@ -334,14 +328,14 @@ fn may_see(app: &App, who: &Who, g: &StoredGrant) -> bool {
         || app
             .0
             .settings
-            .governance
-            .as_ref()
-            .is_some_and(|gov| may_revoke(gov, &who.approver.name, &g.grant).is_ok())
+            .in_force
+            .governance()
+            .is_some_and(|gov| may_revoke(&gov, &who.approver.name, &g.grant).is_ok())
 }
 
 fn may_revoke_here(app: &App, who: &Who, g: &StoredGrant) -> Result<(), String> {
-    match app.0.settings.governance.as_ref() {
-        Some(gov) => may_revoke(gov, &who.approver.name, &g.grant),
+    match app.0.settings.in_force.governance() {
+        Some(gov) => may_revoke(&gov, &who.approver.name, &g.grant),
         None => Err(String::from(
             "this page was started without the configuration's tools, so rights cannot be checked",
         )),

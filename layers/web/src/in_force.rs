@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use toolgate_engine::Governance;
 use toolgate_engine::approvers::ApproverSettings;
 
 /// The `approvers` people and groups in force, replaceable while the page runs. Cheap to
@@ -31,16 +32,27 @@ use toolgate_engine::approvers::ApproverSettings;
 /// assert_eq!(in_force.get().people.len(), 1);
 /// ```
 #[derive(Debug, Clone)]
-pub struct ApproversInForce(Arc<RwLock<Arc<ApproverSettings>>>);
+pub struct ApproversInForce(Arc<RwLock<Arc<InForce>>>);
+
+/// One snapshot of what a reload replaces (issue 33 item 4): the approvers (people, groups,
+/// management keys, Slack's user mapping) and the configuration grants and edits are judged
+/// against, swapped whole so that one request reads one of them.
+#[derive(Debug)]
+struct InForce {
+    approvers: Arc<ApproverSettings>,
+    governance: Option<Arc<Governance>>,
+}
 
 impl ApproversInForce {
     /// `approvers` in force.
     pub fn new(approvers: ApproverSettings) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(approvers))))
+        Self(Arc::new(RwLock::new(Arc::new(InForce {
+            approvers: Arc::new(approvers),
+            governance: None,
+        }))))
     }
 
-    /// The approvers in force now.
-    pub fn get(&self) -> Arc<ApproverSettings> {
+    fn snapshot(&self) -> Arc<InForce> {
         Arc::clone(
             &self
                 .0
@@ -49,23 +61,84 @@ impl ApproversInForce {
         )
     }
 
-    /// Makes `approvers`' people and groups the ones in force, from the next request on.
+    /// The approvers in force now.
+    pub fn get(&self) -> Arc<ApproverSettings> {
+        Arc::clone(&self.snapshot().approvers)
+    }
+
+    /// The configuration in force now, that grants, revocations and edits are checked
+    /// against (R45: its tools and every approver's rights over them); `None`: none given.
+    pub fn governance(&self) -> Option<Arc<Governance>> {
+        self.snapshot().governance.clone()
+    }
+
+    /// Both, read together: one snapshot.
+    pub fn both(&self) -> (Arc<ApproverSettings>, Option<Arc<Governance>>) {
+        let s = self.snapshot();
+        (Arc::clone(&s.approvers), s.governance.clone())
+    }
+
+    /// Makes `approvers`' people and groups the ones in force, from the next request on
+    /// (the configuration in force is kept).
     ///
     /// # Errors
     ///
     /// A change of how people sign in (`approvers.auth`, its header or its `jwt`
     /// settings): that takes a restart, and the approvers in force are kept.
     pub fn replace(&self, approvers: ApproverSettings) -> Result<(), String> {
+        let governance = self.governance();
+        self.swap(approvers, governance)
+    }
+
+    /// Makes a configuration read again the one in force, whole (issue 33 item 4): its
+    /// `approvers` — people, groups, management keys, Slack's users — and the configuration
+    /// itself, for grants and edits. From the next request, callback and stream event on.
+    ///
+    /// # Errors
+    ///
+    /// A configuration without `approvers`, or one that changes how people sign in (that
+    /// takes a restart): what is in force is kept.
+    pub fn replace_configuration(&self, governance: Arc<Governance>) -> Result<(), String> {
+        let Some(approvers) = governance.approver_settings().cloned() else {
+            return Err(String::from(
+                "the configuration has no `approvers` section any more; the approvers in force are kept",
+            ));
+        };
+        self.swap(approvers, Some(governance))
+    }
+
+    /// Sets the configuration when none is in force yet (the page's start).
+    pub(crate) fn adopt(&self, governance: Option<Arc<Governance>>) {
         let mut slot = self
             .0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if slot.auth != approvers.auth {
+        if slot.governance.is_none() && governance.is_some() {
+            *slot = Arc::new(InForce {
+                approvers: Arc::clone(&slot.approvers),
+                governance,
+            });
+        }
+    }
+
+    fn swap(
+        &self,
+        approvers: ApproverSettings,
+        governance: Option<Arc<Governance>>,
+    ) -> Result<(), String> {
+        let mut slot = self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.approvers.auth != approvers.auth {
             return Err(String::from(
                 "`approvers.auth` (or its `header` or `jwt` settings) changed: that takes a restart of `toolgate serve`; the approvers in force are kept",
             ));
         }
-        *slot = Arc::new(approvers);
+        *slot = Arc::new(InForce {
+            approvers: Arc::new(approvers),
+            governance,
+        });
         Ok(())
     }
 }

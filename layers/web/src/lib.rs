@@ -77,6 +77,7 @@ pub mod guide {
     pub mod approval_page {}
 }
 
+mod answer;
 mod api;
 mod app;
 mod auth;

@@ -8,15 +8,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{
-    Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp,
-};
+use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp};
 
+use crate::answer::{Shown, answer_held};
 use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
-use crate::rights::answerable;
 use crate::rights::may_see;
-use crate::rights::not_as_shown;
 use crate::rights::store_failed;
 use crate::state::App;
 use crate::state::Who;
@@ -292,20 +289,6 @@ pub(crate) async fn answer(
             "the form has no idempotency key; reload the page and answer again",
         );
     };
-    let record = match answerable(&app, &who, &id).await {
-        Ok(r) => r,
-        Err(r) => return r,
-    };
-    // R35: an approval answers exactly what the page showed.
-    if approve
-        && let Some(r) = not_as_shown(
-            form.input_hash.as_deref(),
-            form.definition_hash.as_deref(),
-            &record,
-        )
-    {
-        return r;
-    }
     let reason = form
         .reason
         .map(|r| r.trim().to_owned())
@@ -332,37 +315,16 @@ pub(crate) async fn answer(
         // answer (a static-token or header approver has none).
         principal: who.principal.clone(),
     };
-    match app.0.store.answer(&id, answer).await {
-        Ok(receipt) => {
-            tracing::info!(
-                interaction = %toolgate_core::display::visible(&id),
-                tool = %toolgate_core::display::visible(&record.call.tool),
-                approver = %toolgate_core::display::visible(&receipt.approver),
-                // Issue 22: the verified identity behind an identity-provider token.
-                principal = %who.principal.as_ref().map_or_else(String::new, |p| {
-                    toolgate_core::display::visible(&p.to_string()).to_string()
-                }),
-                approved = receipt.approved,
-                replayed = receipt.replayed,
-                "a held call was answered on the approval page"
-            );
-            Redirect::to(&format!("/calls/{id}")).into_response()
-        }
-        Err(e) => {
-            let status = match &e {
-                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
-                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::CONFLICT,
-            };
-            tracing::info!(
-                interaction = %toolgate_core::display::visible(&id),
-                approver = %toolgate_core::display::visible(&who.approver.name),
-                refused = %toolgate_core::display::visible(&e.to_string()),
-                "an answer on the approval page was refused"
-            );
-            html::refusal(status, "The answer was refused", &e.to_string())
-        }
+    // One answer path (issue 33 item 7): rights in force, R35, the store.
+    let shown = Shown {
+        input_hash: form.input_hash.as_deref(),
+        definition_hash: form.definition_hash.as_deref(),
+        edited: false,
+        fields: crate::answer::FORM_FIELDS,
+    };
+    match answer_held(&app, &who.approver, &id, shown, answer, "page").await {
+        Ok(_) => Redirect::to(&format!("/calls/{id}")).into_response(),
+        Err(refusal) => refusal.into_response(),
     }
 }
 

@@ -29,7 +29,7 @@ impl RiskContext {
             _ => None,
         };
         Self {
-            governance: app.0.settings.governance.clone(),
+            governance: app.0.settings.in_force.governance(),
             policy,
         }
     }

@@ -74,6 +74,9 @@ impl App {
         listen: std::net::SocketAddr,
     ) -> Self {
         let hosts = settings.approvers.hosts(listen);
+        // One snapshot in force for every request (issue 33 item 4): the configuration set
+        // on the settings joins the approvers there.
+        settings.in_force.adopt(settings.governance.clone());
         let (tx, rx) = watch::channel(0_u64);
         let (deltas, _) = tokio::sync::broadcast::channel(1024);
         let mut tasks = vec![crate::poller::spawn_poller(

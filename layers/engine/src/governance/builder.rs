@@ -353,11 +353,7 @@ impl GovernanceBuilder {
         let configured = decls.len();
         // A listed tool's path names its server and its name as listed (R52).
         let path_of = |i: usize| match i.checked_sub(configured).and_then(|j| listings.get(j)) {
-            Some(d) => format!(
-                "{}.tools.{}",
-                crate::error::field("servers", d.identity.source()),
-                d.sent_name()
-            ),
+            Some(d) => super::listed_path(d),
             None => index("tools", i),
         };
         let all: Vec<&ToolDeclaration> = decls.iter().chain(&listings).collect();

@@ -155,6 +155,15 @@ pub struct Governance {
     pub(crate) rule_covers: crate::quota_cover::CoverCache<crate::policy::RuleCover>,
 }
 
+/// Where a tool its server listed is reported (R52): `servers.<server>.tools.<name as listed>`.
+pub(crate) fn listed_path(decl: &ToolDeclaration) -> String {
+    format!(
+        "{}.tools.{}",
+        crate::error::field("servers", decl.identity.source()),
+        decl.sent_name()
+    )
+}
+
 /// Exposures computed once per agent per snapshot: a repeated `exposure` is one index and
 /// one `Arc` clone. Lock-free after the first computation (`OnceLock`).
 ///
@@ -301,6 +310,19 @@ impl Governance {
     /// case-insensitively: set once, in the configuration or on a gateway server.
     pub fn server_settings(&self, server: &str) -> Option<&ServerSettings> {
         self.servers.get(lower_key(server).as_ref())
+    }
+
+    /// Every declaration in arrival order with the path it is reported at: the
+    /// configuration's (`tools[i]`), then the tools their servers listed (R52,
+    /// `servers.<server>.tools.<name>`). The builder registers them in this order.
+    pub(crate) fn declared(&self) -> impl Iterator<Item = (String, &ToolDeclaration)> {
+        let configured = self
+            .declarations
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (crate::error::index("tools", i), d));
+        let listed = self.listings.iter().map(|d| (listed_path(d), d));
+        configured.chain(listed)
     }
 
     /// The catalog.

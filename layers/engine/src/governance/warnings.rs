@@ -37,7 +37,7 @@ impl Governance {
             servers.iter().map(|s| name_key(s.as_ref())).collect();
         let mut out = Vec::new();
         for &i in &self.collisions {
-            let Some(decl) = self.declarations.get(i) else {
+            let Some((path, decl)) = self.declared().nth(i) else {
                 continue;
             };
             let Ok(name) = decl.identity.qualified_name() else {
@@ -50,7 +50,7 @@ impl Governance {
                     .map(|r| r.identity().to_string())
                     .collect();
                 out.push(Warning {
-                    path: index("tools", i),
+                    path,
                     message: format!(
                         "collision: `{}` is the qualified name of {}; each aspect takes its strictest value (R24)",
                         entry.name,
@@ -59,7 +59,7 @@ impl Governance {
                 });
             }
         }
-        for (i, decl) in self.declarations.iter().enumerate() {
+        for (path, decl) in self.declared() {
             let id = &decl.identity;
             let claims_ro = decl
                 .annotations
@@ -67,7 +67,7 @@ impl Governance {
                 .is_some_and(|a| a.read_only_hint == Some(true));
             if id.kind() == ToolKind::Mcp && claims_ro && !trusted(&self.servers, id.source()) {
                 out.push(Warning {
-                    path: index("tools", i),
+                    path,
                     message: format!(
                         "server `{}` is not trusted: the read-only claim of `{}` is recorded but exempts nothing (R28)",
                         id.source(),
@@ -77,7 +77,7 @@ impl Governance {
             }
         }
         // R41: a listed name of a prefixed server that does not carry the prefix.
-        for (i, decl) in self.declarations.iter().enumerate() {
+        for (path, decl) in self.declared() {
             let id = &decl.identity;
             if id.kind() != ToolKind::Mcp || decl.listed_name.is_some() {
                 continue;
@@ -88,7 +88,7 @@ impl Governance {
                 .and_then(|s| s.tool_prefix.as_deref())
             {
                 out.push(Warning {
-                    path: format!("{}.name", index("tools", i)),
+                    path: format!("{path}.name"),
                     message: format!(
                         "`{}` of server `{}` does not start with the gateway prefix `{prefix}` (or is only the prefix), so it keeps its listed name as its own name (R41)",
                         id.name(),
@@ -111,14 +111,13 @@ impl Governance {
                 })
                 .collect();
             let at = self
-                .declarations
-                .iter()
-                .position(|d| {
+                .declared()
+                .find(|(_, d)| {
                     d.identity
                         .qualified_name()
                         .is_ok_and(|q| name_key(&q) == entry.key)
                 })
-                .map(|i| index("tools", i))
+                .map(|(path, _)| path)
                 .unwrap_or_else(|| String::from("tools"));
             out.push(Warning {
                 path: at,
@@ -265,7 +264,7 @@ impl Governance {
             // R44 in R40's spirit: a quota whose selectors match no declared tool counts
             // nothing until such a tool arrives.
             for (i, quota) in policy.quotas().iter().enumerate() {
-                let any = self.declarations.iter().any(|d| {
+                let any = self.declared().any(|(_, d)| {
                     quota.selects(d.identity.kind(), d.identity.name(), d.identity.server())
                 });
                 if !any {
@@ -283,7 +282,7 @@ impl Governance {
                 }
                 let path = format!("policy.rules[{i}]");
                 if rule.tool().is_some() || rule.server().is_some() {
-                    let any = self.declarations.iter().any(|d| {
+                    let any = self.declared().any(|(_, d)| {
                         rule.selects(d.identity.kind(), d.identity.name(), d.identity.server())
                     });
                     if !any {

@@ -335,6 +335,26 @@ impl McpGateway {
         self.conn(server).map(|c| c.listing.load_full())
     }
 
+    /// Whether a call naming `tool` could be sent now: a connected server lists it and it
+    /// is registered (issue 33 item 12: the gateway lists and holds only what it can send).
+    /// The refusal says why not (`unknown_tool`).
+    #[cfg(feature = "serve")]
+    pub(crate) fn sendable(
+        &self,
+        tool: &toolgate_core::ToolRef,
+    ) -> Result<(), toolgate_core::Refusal> {
+        let state = self.inner.state.load();
+        let (_, listed) = crate::service::resolve(&state, tool)?;
+        match &listed.unregistered {
+            None => Ok(()),
+            Some(why) => Err(toolgate_core::Refusal::new(
+                toolgate_core::RefusalCode::UnknownTool,
+                toolgate_core::Check::UnknownTool,
+                format!("`{}` is not registered: {why}", listed.qualified),
+            )),
+        }
+    }
+
     fn conn(&self, server: &str) -> Option<Arc<ServerConn>> {
         let key = server_key(server);
         lock(&self.inner.conns).get(&key).cloned()

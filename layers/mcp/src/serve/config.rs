@@ -394,6 +394,45 @@ impl ServeConfig {
         }
         if errs.is_empty() { Ok(()) } else { Err(errs) }
     }
+
+    /// R44 (issue 33 item 5): quotas count in one place. A policy with quotas and no inbox
+    /// would be counted in each `toolgate mcp serve` process alone — every stdio connection
+    /// and every restart starting at zero — so it is refused unless the operator opts into
+    /// that in so many words (`mcp.quota_counting: "per_process"`). With an inbox, its
+    /// store (the SQLite file or the PostgreSQL database) counts for every process.
+    ///
+    /// # Errors
+    ///
+    /// `policy.quotas`, naming both ways out.
+    ///
+    /// ```
+    /// use toolgate_engine::config::{load_str, Format};
+    /// use toolgate_mcp::serve::ServeConfig;
+    /// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "send"}],
+    ///     "policy": {"rules": [], "quotas": [{"max": 3, "window_secs": 3600, "reason": "three an hour"}]}}"#,
+    ///     Format::Json).unwrap();
+    /// let read = |extra: &str| ServeConfig::read(&serde_json::from_str(&format!(
+    ///     r#"{{"servers": {{"s": {{"command": "srv"}}}}{extra}}}"#)).unwrap()).unwrap();
+    /// let err = read("").check_quota_store(&gov).unwrap_err();
+    /// assert_eq!(err.errors[0].path, "policy.quotas");
+    /// assert!(read(r#", "quota_counting": "per_process""#).check_quota_store(&gov).is_ok());
+    /// ```
+    pub fn check_quota_store(&self, governance: &Governance) -> Result<(), ConfigErrors> {
+        let quotas = match governance.policy() {
+            toolgate_engine::PolicyState::Readable(p) => p.quotas().len(),
+            _ => 0,
+        };
+        if quotas == 0 || governance.inbox_settings().is_some() || self.gateway.quotas_per_process {
+            return Ok(());
+        }
+        Err(ConfigErrors::one(
+            "policy.quotas",
+            format!(
+                "the policy has {quotas} quota{} but no `inbox` to count them in: each `toolgate mcp serve` process (every stdio connection, every restart) would count from zero. Add an `inbox` (a SQLite file shared by the processes of one host, or PostgreSQL for replicas), or set `mcp.quota_counting: \"per_process\"` to count in each process alone (R44)",
+                if quotas == 1 { "" } else { "s" }
+            ),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -14,11 +14,17 @@
 //!    server is egress — one of whose tools is open-world (`openWorldHint` true or absent),
 //!    or that lists no tools — unless the operator's `network` for the server says otherwise.
 //!
-//! A read, subscription, get or completion of what the agent may not see is refused before
-//! anything is sent, with a JSON-RPC error whose `data.toolgate` carries the outcome, the
-//! code (`not_allowed`, `confidential`, `air_gapped`, `unknown_tool`) and the reasons, as a
-//! refused tool call's `structuredContent.toolgate` does. Every read, subscription, get and
-//! completion is audited (`event`: `mcp_resource_read`, `mcp_resource_subscribe`,
+//! A resource's URI is attributed by RFC 3986 normalisation (the stricter reading,
+//! [`claim_key`]): every spelling of a listed resource's URI is that resource, and a
+//! template answers only a URI no listed resource claims.
+//!
+//! A read, subscription, get or completion of what the agent may not see — not allowed,
+//! withheld, egress on an air-gapped host, or offered by no server at all — is refused
+//! before anything is sent, with one and the same JSON-RPC error whose `data.toolgate`
+//! carries the outcome, the code `not_allowed` and one reason, so the caller learns nothing
+//! about what exists that it may not see (issue 33 item 10). The audit record keeps the
+//! true code (`not_allowed`, `confidential`, `air_gapped`, `unknown_tool`) and reason.
+//! Every read, subscription, get and completion, refused or not, is audited (`event`: `mcp_resource_read`, `mcp_resource_subscribe`,
 //! `mcp_prompt_get`, `mcp_completion`; URIs and arguments redacted) before it is sent — an
 //! audit record that cannot be written refuses it — and traced in a span
 //! (`toolgate.mcp.content`). `notifications/resources/list_changed` and
@@ -155,6 +161,86 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
         }
     }
     go(&parts, uri, 0)
+}
+
+/// What a URI is compared by when deciding which listed resource it names (issue 33 item 9):
+/// RFC 3986 syntax-based normalisation (section 6.2.2: percent-encodings of unreserved
+/// characters decoded, the others' hex upper-cased, dot segments removed), then the stricter
+/// reading: the fragment and the query dropped (a server may well ignore them) and ASCII
+/// case folded (scheme and host are case-insensitive, and a server may fold the path too).
+/// So `kb://docs/payroll?`, `…/payroll#`, `…/%70ayroll` and `…/PAYROLL` are all the listed
+/// `kb://docs/payroll`, never a template's.
+pub(crate) fn claim_key(uri: &str) -> String {
+    let uri = uri.split('#').next().unwrap_or_default();
+    let uri = uri.split('?').next().unwrap_or_default();
+    // Percent-decoding of unreserved characters, hex upper-cased for the rest.
+    let bytes = uri.as_bytes();
+    let mut decoded = String::with_capacity(uri.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |at: usize| bytes.get(at).and_then(|c| (*c as char).to_digit(16));
+        if b == b'%'
+            && let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2))
+        {
+            let c = char::from(u8::try_from(h * 16 + l).unwrap_or(0));
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~') {
+                decoded.push(c);
+            } else {
+                decoded.push('%');
+                decoded.extend(
+                    uri.get(i + 1..i + 3)
+                        .unwrap_or_default()
+                        .chars()
+                        .map(|c| c.to_ascii_uppercase()),
+                );
+            }
+            i += 3;
+            continue;
+        }
+        let len = uri
+            .get(i..)
+            .and_then(|r| r.chars().next())
+            .map_or(1, char::len_utf8);
+        decoded.push_str(uri.get(i..i + len).unwrap_or_default());
+        i += len;
+    }
+    // Dot segments (RFC 3986 section 5.2.4) of the path after `scheme://authority`.
+    let (head, path) = match decoded.find("://") {
+        Some(at) => {
+            let after = at + 3;
+            let path_at = decoded
+                .get(after..)
+                .and_then(|r| r.find('/'))
+                .map_or(decoded.len(), |p| after + p);
+            decoded.split_at(path_at)
+        }
+        None => match decoded.find(':') {
+            Some(at) => decoded.split_at(at + 1),
+            None => ("", decoded.as_str()),
+        },
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').collect();
+    let last = segments.len().saturating_sub(1);
+    for (n, seg) in segments.iter().enumerate() {
+        match *seg {
+            "." => {
+                if n == last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+                if n == last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("{head}{}", out.join("/")).to_ascii_lowercase()
 }
 
 impl Shared {
@@ -324,14 +410,17 @@ impl Shared {
         }
     }
 
-    /// The server and name of what `uri` is: a listed resource (exact URI), else a
-    /// template that matches it. Several servers: refused (`unknown_tool`, ambiguous).
+    /// The server and name of what `uri` is: a listed resource that claims it
+    /// ([`claims`]: RFC 3986 normalisation, the stricter reading), else a template that
+    /// matches it — a template answers only a URI no listed resource of any server claims.
+    /// Several servers: refused (`unknown_tool`, ambiguous).
     async fn owner_of(&self, uri: &str) -> Result<(String, String, Peer<RoleClient>), Refused> {
         let mut found: Vec<(String, String, Peer<RoleClient>)> = Vec::new();
         let servers = self.offering(|c| c.resources.is_some());
+        let key = claim_key(uri);
         for (id, peer, _) in &servers {
             let cat = self.catalog(id, peer).await;
-            if let Some(r) = cat.resources.iter().find(|r| r.uri == uri) {
+            if let Some(r) = cat.resources.iter().find(|r| claim_key(&r.uri) == key) {
                 found.push((id.clone(), r.name.clone(), peer.clone()));
             }
         }
@@ -486,6 +575,35 @@ pub(super) fn declared(gateway: &McpGateway) -> (bool, bool, bool, bool) {
 #[cfg(test)]
 mod tests {
     use super::template_matches;
+
+    #[test]
+    fn issue33_every_spelling_of_a_listed_uri_is_claimed_by_it() {
+        use super::claim_key;
+        let listed = claim_key("kb://docs/payroll");
+        for spelling in [
+            "kb://docs/payroll",
+            "kb://docs/payroll?",
+            "kb://docs/payroll#",
+            "kb://docs/payroll?x=1#y",
+            "kb://docs/%70ayroll",
+            "kb://docs/%70AYROLL",
+            "kb://docs/PAYROLL",
+            "KB://DOCS/payroll",
+            "kb://docs/./payroll",
+            "kb://docs/other/../payroll",
+        ] {
+            assert_eq!(claim_key(spelling), listed, "{spelling}");
+        }
+        for other in [
+            "kb://docs/payrolls",
+            "kb://docs/pay%2Froll",
+            "kb://doc/payroll",
+        ] {
+            assert_ne!(claim_key(other), listed, "{other}");
+        }
+        assert_eq!(claim_key("file:///a/b/../c"), "file:///a/c");
+        assert_eq!(claim_key("urn:x:%7e"), "urn:x:~");
+    }
 
     #[test]
     fn uri_templates_match_as_rfc_6570_level_one_and_two() {

@@ -108,8 +108,18 @@ impl Shared {
                 return Ok(listed.clone());
             }
         }
+        // Issue 33 item 12: only what a connected server lists (the configuration's HTTP and
+        // toolset tools, and MCP tools no server lists now, cannot be sent from here).
+        let sendable: Vec<Tool> = list_for(&governance, agent)?
+            .into_iter()
+            .filter(|t| {
+                self.gateway
+                    .sendable(&toolgate::core::ToolRef::Name(t.name.to_string()))
+                    .is_ok()
+            })
+            .collect();
         // `mcp.wire_names`: what the client is shown, by own names in `"own"` mode.
-        let tools = self.wire.list(&governance, list_for(&governance, agent)?);
+        let tools = self.wire.list(&governance, sendable);
         let listed = Listed {
             fingerprint: fingerprint(&tools),
             tools: Arc::new(tools),

@@ -74,6 +74,7 @@ mod options;
 mod relayed;
 mod result;
 mod revoke;
+mod sendable;
 mod servers;
 mod session;
 mod upstream;
@@ -363,9 +364,17 @@ impl GovernedServer {
             channels.push(kind);
             builder = builder.shared_channel(channel);
         }
+        // Issue 33 item 12: what no connected server lists is refused `unknown_tool` before
+        // the schema, the filters and any ask (audited like every refusal).
+        let down = Down::default();
+        let sendable = sendable::SendableLayer {
+            gateway: Arc::default(),
+            down: Arc::clone(&down),
+        };
         let layer = builder
             .build()
             .map_err(ServeError::Config)?
+            .validate_input(sendable.clone())
             .validate_input(SchemaValidationLayer::new(handle.clone()));
         // The servers' sampling and elicitation requests during a call go to its client.
         let mut gateway = McpGateway::builder(handle.clone())
@@ -379,6 +388,7 @@ impl GovernedServer {
             gateway = gateway.audit(sink);
         }
         let gateway = gateway.build();
+        let _ = sendable.gateway.set(gateway.clone());
         let content = content::Content::new(layer.audit_sink(), layer.redactor().clone());
         for server in &config.servers {
             gateway
@@ -386,7 +396,6 @@ impl GovernedServer {
                 .await
                 .map_err(ServeError::Gateway)?;
         }
-        let down = Down::default();
         let timed = Timed {
             inner: gateway.service(),
             timeout: config.call_timeout,

@@ -1,6 +1,6 @@
 //! The gateway's own settings in the `mcp` section (issue 23): the definition lock
-//! (`locked`, `lock_file`), the description scanner (`scan`) and deferred tools
-//! (`deferred_tools`).
+//! (`locked`, `lock_file`), the description scanner (`scan`), deferred tools
+//! (`deferred_tools`) and where quotas are counted (`quota_counting`).
 
 use std::path::PathBuf;
 
@@ -33,6 +33,11 @@ pub struct GatewayOptions {
     /// `deferred_tools: true`: each agent is shown `tool_search` and `tool_call` instead of
     /// its tools (R13, R38).
     pub deferred_tools: bool,
+    /// `quota_counting: "per_process"`: the operator's word that quotas may be counted in
+    /// each `toolgate mcp serve` process alone (each stdio connection and each restart
+    /// starts at zero). Without it, a policy with quotas needs the inbox's shared store
+    /// (R44; [`ServeConfig::check_quota_store`](super::ServeConfig::check_quota_store)).
+    pub quotas_per_process: bool,
 }
 
 impl GatewayOptions {
@@ -75,11 +80,26 @@ impl GatewayOptions {
                 ScanMode::default()
             }
         };
+        let quotas_per_process = match obj.get("quota_counting") {
+            None => false,
+            Some(Value::String(s)) if s == "shared" => false,
+            Some(Value::String(s)) if s == "per_process" => true,
+            Some(other) => {
+                errs.push(
+                    "mcp.quota_counting",
+                    format!(
+                        "expected `\"shared\"` (the inbox's store, the default) or `\"per_process\"`, found {other}"
+                    ),
+                );
+                false
+            }
+        };
         GatewayOptions {
             lock_file: locked.then(|| lock_path.clone()),
             lock_path,
             scan,
             deferred_tools,
+            quotas_per_process,
         }
     }
 
@@ -92,6 +112,14 @@ impl GatewayOptions {
         );
         out.insert("scan".into(), self.scan.as_str().into());
         out.insert("deferred_tools".into(), self.deferred_tools.into());
+        out.insert(
+            "quota_counting".into(),
+            match self.quotas_per_process {
+                true => "per_process",
+                false => "shared",
+            }
+            .into(),
+        );
     }
 
     /// The lock file's paths resolved against the configuration's folder.

@@ -11,7 +11,7 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolKind;
 use toolgate_engine::approvers::Approver;
-use toolgate_inbox::{Answer, AnswerError, HeldRecord, MAX_REASON_CHARS, State as CallState};
+use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS, State as CallState};
 
 use super::{body_object, caller, refuse, reply};
 use crate::api::edit::EditRefusal;
@@ -238,74 +238,18 @@ pub(crate) async fn answer(
         Ok(a) => a,
         Err(why) => return invalid(format!("{why}; nothing was changed")),
     };
-    let record = match app.0.store.get(&id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return refuse(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("no held call `{id}` in this inbox; nothing was changed"),
-            );
-        }
-        Err(e) => return unavailable(e),
+    // One answer path (issue 33 item 7): rights in force, R35 (a retry of an edited
+    // approval carries the original input's hash), the store.
+    let shown = crate::answer::Shown {
+        input_hash: a.input_hash.as_deref(),
+        definition_hash: a.definition_hash.as_deref(),
+        edited: a.input.is_some(),
+        fields: crate::answer::API_FIELDS,
     };
-    if !approver.may_answer(&record.call.identities, record.call.agent.rule_name()) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                approver.name, record.call.tool
-            ),
-        );
-    }
-    if a.approved {
-        let mut missing = Vec::new();
-        if a.input_hash.is_none() {
-            missing.push("`inputHash`");
-        }
-        if a.definition_hash.is_none() {
-            missing.push("`definitionHash`");
-        }
-        if !missing.is_empty() {
-            return invalid(format!(
-                "an approval carries the {} it was shown (R35: it answers exactly that call); nothing was changed",
-                missing.join(" and ")
-            ));
-        }
-        // A retry of an edited approval carries the hash of the input it was shown, which
-        // the edit replaced: compare with the one kept beside the edit.
-        let mut shown_hash = record.call.input_hash.clone();
-        if a.input.is_some() && record.state != CallState::Pending {
-            match app.0.store.edit_of(&id).await {
-                Ok(Some(e)) => shown_hash = e.original_input_hash,
-                Ok(None) => {}
-                Err(e) => return unavailable(e),
-            }
-        }
-        let mut changed = Vec::new();
-        if a.input_hash.as_deref() != Some(shown_hash.as_str()) {
-            changed.push("its input");
-        }
-        if a.definition_hash.as_deref() != Some(record.call.definition_hash.as_str()) {
-            changed.push("the tool's definition");
-        }
-        if !changed.is_empty() {
-            return refuse(
-                StatusCode::CONFLICT,
-                "not_as_shown",
-                format!(
-                    "{} {} from the hashes the approval carries (R35); read the call again; nothing was approved",
-                    changed.join(" and "),
-                    if changed.len() == 1 {
-                        "differs"
-                    } else {
-                        "differ"
-                    }
-                ),
-            );
-        }
-    }
+    let record = match crate::answer::answerable(&app, &approver, &id, a.approved, shown).await {
+        Ok(r) => r,
+        Err(refusal) => return refusal.json(),
+    };
     let key = a
         .key
         .clone()
@@ -322,44 +266,24 @@ pub(crate) async fn answer(
             match crate::api::edit::approve_edited(&app, &approver, &record, answer, edited).await {
                 Ok(r) => Ok(r),
                 Err(EditRefusal::Response(r)) => return r,
-                Err(EditRefusal::Answer(e)) => Err(e),
+                Err(EditRefusal::Answer(e)) => Err(crate::answer::AnswerRefusal::Store(e)),
             }
         }
-        None => app.0.store.answer(&id, answer).await,
+        None => crate::answer::store(&app, &record, answer, &format!("api, {}", who.label)).await,
     };
     match result {
-        Ok(receipt) => {
-            tracing::info!(
-                interaction = %toolgate_core::display::visible(&id),
-                tool = %toolgate_core::display::visible(&record.call.tool),
-                approver = %toolgate_core::display::visible(&receipt.approver),
-                by = %toolgate_core::display::visible(&who.label),
-                approved = receipt.approved,
-                replayed = receipt.replayed,
-                "a held call was answered over the API"
-            );
-            reply(
-                StatusCode::OK,
-                &json!({
-                    "id": receipt.interaction_id,
-                    "approved": receipt.approved,
-                    "approver": receipt.approver,
-                    "reason": receipt.reason,
-                    "answeredAt": receipt.answered_at.to_string(),
-                    "replayed": receipt.replayed,
-                }),
-            )
-        }
-        Err(e) => {
-            let (status, code) = match &e {
-                AnswerError::UnknownId(_) => (StatusCode::NOT_FOUND, "not_found"),
-                AnswerError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-                AnswerError::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-                AnswerError::Expired(_) => (StatusCode::CONFLICT, "expired"),
-                _ => (StatusCode::CONFLICT, "already_answered"),
-            };
-            refuse(status, code, e.to_string())
-        }
+        Ok(receipt) => reply(
+            StatusCode::OK,
+            &json!({
+                "id": receipt.interaction_id,
+                "approved": receipt.approved,
+                "approver": receipt.approver,
+                "reason": receipt.reason,
+                "answeredAt": receipt.answered_at.to_string(),
+                "replayed": receipt.replayed,
+            }),
+        ),
+        Err(refusal) => refusal.json(),
     }
 }
 

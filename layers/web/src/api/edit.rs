@@ -31,7 +31,7 @@ use crate::token::random_hex;
 
 /// The input schema the configuration declares for the held call's tool, if any.
 fn schema_of(app: &App, record: &HeldRecord) -> Option<Value> {
-    let gov = app.0.settings.governance.as_ref()?;
+    let gov = app.0.settings.in_force.governance()?;
     let first = record.call.identities.first()?;
     let entry = gov.catalog().get_identity(first)?;
     entry
@@ -241,17 +241,17 @@ pub(crate) async fn approve_edited_form(
     let Some(key) = form.idempotency_key.filter(|k| !k.trim().is_empty()) else {
         return bad("the form has no idempotency key; reload the page and answer again");
     };
-    let record = match crate::rights::answerable(&app, &who, &id).await {
-        Ok(r) => r,
-        Err(r) => return r,
+    // One answer path (issue 33 item 7): rights in force and R35 before the edit.
+    let shown = crate::answer::Shown {
+        input_hash: form.input_hash.as_deref(),
+        definition_hash: form.definition_hash.as_deref(),
+        edited: false,
+        fields: crate::answer::FORM_FIELDS,
     };
-    if let Some(r) = crate::rights::not_as_shown(
-        form.input_hash.as_deref(),
-        form.definition_hash.as_deref(),
-        &record,
-    ) {
-        return r;
-    }
+    let record = match crate::answer::answerable(&app, &who.approver, &id, true, shown).await {
+        Ok(r) => r,
+        Err(refusal) => return refusal.into_response(),
+    };
     let text = form.input.unwrap_or_default();
     let edited = match toolgate_inbox::codec::parse_json(&text) {
         Ok(v @ Value::Object(_)) => v,
@@ -283,15 +283,7 @@ pub(crate) async fn approve_edited_form(
                 .unwrap_or_default();
             html::refusal(status, "The edit was refused", &message)
         }
-        Err(EditRefusal::Answer(e)) => {
-            let status = match &e {
-                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
-                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::CONFLICT,
-            };
-            html::refusal(status, "The answer was refused", &e.to_string())
-        }
+        Err(EditRefusal::Answer(e)) => crate::answer::AnswerRefusal::Store(e).into_response(),
     }
 }
 

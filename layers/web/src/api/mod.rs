@@ -112,8 +112,9 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// approver the request's token names; else 401 (403 for a verified token of no
 /// approver).
 pub(crate) fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
-    let approvers = &app.0.settings.approvers;
-    if let Some(key) = bearer(headers).and_then(|t| key_of(app, t)) {
+    // The approvers in force (issue 33 item 4): a key or person a reload removed is gone.
+    let approvers = app.0.settings.in_force.get();
+    if let Some(key) = bearer(headers).and_then(|t| key_of(&approvers, t)) {
         return Ok(Caller {
             label: format!("key `{}`", key.name),
             scopes: key.scopes.clone(),

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::json;
 use toolgate_engine::slack::{self, SlackDecision};
-use toolgate_inbox::{Answer, AnswerError};
+use toolgate_inbox::Answer;
 
 use super::{refuse, reply};
 use crate::state::App;
@@ -39,9 +39,12 @@ fn tell(status: StatusCode, text: &str) -> Response {
 
 /// `POST /v1/callbacks/slack`.
 pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    // The approvers in force (issue 33 item 4): a Slack user whose mapping a reload
+    // removed answers nothing.
+    let approvers = app.0.settings.in_force.get();
     let (Some(secret), Some(settings)) = (
         app.0.settings.slack_secret.as_deref(),
-        app.0.settings.approvers.slack.as_ref(),
+        approvers.slack.as_ref(),
     ) else {
         return refuse(
             StatusCode::NOT_FOUND,
@@ -102,7 +105,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
     };
     let Some(approver) = settings
         .approver_of(&action.user)
-        .and_then(|name| app.0.settings.approvers.approver(name))
+        .and_then(|name| approvers.approver(name))
         .cloned()
     else {
         tracing::warn!(slack_user = %toolgate_core::display::visible(&action.user), "a Slack user no approver is mapped to pressed a button");
@@ -115,41 +118,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         );
     };
     let id = &action.interaction_id;
-    let record = match app.0.store.get(id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return tell(
-                StatusCode::NOT_FOUND,
-                &format!("no held call `{}` in this inbox", mrkdwn(id)),
-            );
-        }
-        Err(e) => {
-            return tell(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the inbox cannot be read: {e}"),
-            );
-        }
-    };
-    if !approver.may_answer(&record.call.identities, record.call.agent.rule_name()) {
-        return tell(
-            StatusCode::FORBIDDEN,
-            &format!(
-                "approver `{}` may not answer calls to `{}`; nothing was changed",
-                mrkdwn(&approver.name),
-                mrkdwn(&record.call.tool)
-            ),
-        );
-    }
     let approve = action.decision == SlackDecision::Approve;
-    if approve
-        && (action.input_hash != record.call.input_hash
-            || action.definition_hash != record.call.definition_hash)
-    {
-        return tell(
-            StatusCode::CONFLICT,
-            "the call differs from the one the message showed (R35); nothing was approved",
-        );
-    }
     let answer = Answer {
         approve,
         idempotency_key: Some(format!("slack:{}:{}", action.user, action.action_ts)),
@@ -157,37 +126,28 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         reason: (!approve).then(|| String::from("denied from Slack")),
         principal: None,
     };
-    match app.0.store.answer(id, answer).await {
-        Ok(receipt) => {
-            tracing::info!(
-                interaction = %toolgate_core::display::visible(id),
-                approver = %toolgate_core::display::visible(&receipt.approver),
-                slack_user = %toolgate_core::display::visible(&action.user),
-                approved = receipt.approved,
-                replayed = receipt.replayed,
-                "a held call was answered from Slack"
-            );
-            reply(
-                StatusCode::OK,
-                &json!({
-                    "replace_original": true,
-                    "text": format!(
-                        "{} {} by {}",
-                        mrkdwn(&record.interaction().prompt),
-                        if receipt.approved { "Approved" } else { "Denied" },
-                        mrkdwn(&receipt.approver)
-                    ),
-                }),
-            )
-        }
-        Err(e) => {
-            let status = match &e {
-                AnswerError::UnknownId(_) => StatusCode::NOT_FOUND,
-                AnswerError::Invalid(_) => StatusCode::BAD_REQUEST,
-                AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-                _ => StatusCode::CONFLICT,
-            };
-            tell(status, &mrkdwn(&e.to_string()))
-        }
+    // One answer path (issue 33 item 7): rights in force, R35 (the hashes the message
+    // showed), the store.
+    let shown = crate::answer::Shown {
+        input_hash: Some(action.input_hash.as_str()),
+        definition_hash: Some(action.definition_hash.as_str()),
+        edited: false,
+        fields: crate::answer::FORM_FIELDS,
+    };
+    let surface = format!("slack, user {}", action.user);
+    match crate::answer::answer_held(&app, &approver, id, shown, answer, &surface).await {
+        Ok((record, receipt)) => reply(
+            StatusCode::OK,
+            &json!({
+                "replace_original": true,
+                "text": format!(
+                    "{} {} by {}",
+                    mrkdwn(&record.interaction().prompt),
+                    if receipt.approved { "Approved" } else { "Denied" },
+                    mrkdwn(&receipt.approver)
+                ),
+            }),
+        ),
+        Err(refusal) => tell(refusal.status(), &mrkdwn(&refusal.message())),
     }
 }

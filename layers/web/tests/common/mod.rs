@@ -93,6 +93,8 @@ pub struct Server {
     pub handle: GovernanceHandle,
     pub stack: Stack,
     pub tool: Tool,
+    /// What a reload replaces (`toolgate serve` on SIGHUP, issue 33 item 4).
+    pub in_force: toolgate_web::ApproversInForce,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -137,6 +139,7 @@ pub async fn start_stores(
     settings.poll_interval = poll;
     // `approvers.auth: jwt` (issue 22): the identity provider's keys.
     settings.connect_identity_provider().await.unwrap();
+    let in_force = settings.in_force.clone();
     let handle = GovernanceHandle::new(gov);
     let tool = Tool::default();
     let stack = stack(&handle, &inbox, &tool);
@@ -160,6 +163,7 @@ pub async fn start_stores(
         handle,
         stack,
         tool,
+        in_force,
         stop: Some(tx),
         _dir: dir,
     }

@@ -13,6 +13,7 @@ pub(super) const MCP: &[&str] = &[
     "lock_file",
     "scan",
     "deferred_tools",
+    "quota_counting",
 ];
 
 pub(super) const SERVER: &[&str] = &[
@@ -25,6 +26,8 @@ pub(super) const SERVER: &[&str] = &[
     "env_secrets",
     "headers",
     "oauth",
+    "confidential",
+    "network",
 ];
 
 pub(super) const OAUTH: &[&str] = &[
@@ -234,6 +237,41 @@ pub(super) fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Optio
         && let Some(every) = secs(v, &format!("{path}.relist_every_secs"), errs)
     {
         config = config.relist_every(every);
+    }
+    // R7, R8 (issue 33 item 11): the operator's word on what this server's tools, resources
+    // and prompts are — withheld from confidential work (`true`: all of them; a list: those
+    // names), and their network scope (`"none"` or `"egress"`), whatever the server says.
+    match obj.get("confidential") {
+        None | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => config = config.confidential(true),
+        Some(Value::Array(names)) => {
+            for (i, n) in names.iter().enumerate() {
+                match n.as_str().filter(|n| !n.trim().is_empty()) {
+                    Some(n) => config = config.confidential_tool(n),
+                    None => errs.push(
+                        format!("{path}.confidential[{i}]"),
+                        format!("expected the name of a tool, resource or prompt, found {n}"),
+                    ),
+                }
+            }
+        }
+        Some(other) => errs.push(
+            format!("{path}.confidential"),
+            format!("expected `true`, `false` or a list of names, found {other}"),
+        ),
+    }
+    match obj.get("network") {
+        None => {}
+        Some(Value::String(s)) if s == "none" => {
+            config = config.network_override(toolgate_core::NetworkScope::None);
+        }
+        Some(Value::String(s)) if s == "egress" => {
+            config = config.network_override(toolgate_core::NetworkScope::Egress);
+        }
+        Some(other) => errs.push(
+            format!("{path}.network"),
+            format!("expected `\"none\"` or `\"egress\"`, found {other}"),
+        ),
     }
     Some(config)
 }

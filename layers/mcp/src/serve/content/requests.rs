@@ -18,7 +18,12 @@ impl GovernedSession {
         m.insert("agent".into(), agent.into());
         m.insert("session".into(), self.session.clone().into());
         m.insert("server".into(), server.into());
-        m.insert("name".into(), format!("{server}__{name}").into());
+        // A request for something no server lists names it as asked.
+        let name = match server.is_empty() {
+            true => name.to_owned(),
+            false => format!("{server}__{name}"),
+        };
+        m.insert("name".into(), name.into());
         m.extend(extra);
         match verdict {
             Ok(()) => {
@@ -63,12 +68,26 @@ impl GovernedSession {
             },
         );
         if !self.record(agent, event, server, name, extra, &verdict) {
-            return Err(ErrorData::internal_error(
-                format!("toolgate refused {what}: the audit record could not be written"),
-                None,
-            ));
+            return Err(audit_failed(what));
         }
-        verdict.map_err(|r| refusal_error(what, &r))
+        verdict.map_err(|_| hidden(what))
+    }
+
+    /// A request about something no server lists (or lists ambiguously): audited with the
+    /// true reason like every other refusal, and answered as [`hidden`] (issue 33 item 10).
+    pub(crate) fn refuse_unlisted(
+        &self,
+        agent: &str,
+        event: &str,
+        what: &str,
+        asked: &str,
+        extra: Map<String, Value>,
+        refused: Refused,
+    ) -> ErrorData {
+        if !self.record(agent, event, "", asked, extra, &Err(refused)) {
+            return audit_failed(what);
+        }
+        hidden(what)
     }
 
     pub(crate) fn redacted_uri(&self, uri: &str) -> Value {
@@ -136,18 +155,15 @@ impl GovernedSession {
         let (server, name, peer) = match self.shared.owner_of(&uri).await {
             Ok(o) => o,
             Err(r) => {
-                let verdict = Err(r.clone());
-                if !self.record(&agent, "mcp_resource_read", "", "", extra, &verdict) {
-                    return Err(ErrorData::internal_error(
-                        "toolgate refused the resource read: the audit record could not be written",
-                        None,
-                    ));
-                }
-                return Err(ErrorData::resource_not_found(
-                    format!("toolgate refused {what} ({}): {}", r.0, r.1),
-                    Some(
-                        json!({"toolgate": {"outcome": "refused", "code": r.0.to_string(), "reasons": [r.1]}}),
-                    ),
+                let asked = self.redacted_uri(&uri);
+                let asked = asked.as_str().unwrap_or_default();
+                return Err(self.refuse_unlisted(
+                    &agent,
+                    "mcp_resource_read",
+                    what,
+                    asked,
+                    extra,
+                    r,
                 ));
             }
         };
@@ -205,11 +221,21 @@ impl GovernedSession {
         }
         let mut extra = Map::new();
         extra.insert("uri".into(), self.redacted_uri(&uri));
-        let (server, name, peer) = self
-            .shared
-            .owner_of(&uri)
-            .await
-            .map_err(|r| refusal_error(what, &r))?;
+        let (server, name, peer) = match self.shared.owner_of(&uri).await {
+            Ok(o) => o,
+            Err(r) => {
+                let asked = self.redacted_uri(&uri);
+                let asked = asked.as_str().unwrap_or_default();
+                return Err(self.refuse_unlisted(
+                    &agent,
+                    "mcp_resource_subscribe",
+                    what,
+                    asked,
+                    extra,
+                    r,
+                ));
+            }
+        };
         self.decide(
             &agent,
             "mcp_resource_subscribe",
@@ -277,11 +303,19 @@ impl GovernedSession {
     ) -> Result<GetPromptResult, ErrorData> {
         let agent = self.agent(ctx)?;
         let what = "the prompt";
-        let (server, name, peer) = self
-            .shared
-            .prompt_owner(&request.name)
-            .await
-            .map_err(|r| refusal_error(what, &r))?;
+        let (server, name, peer) = match self.shared.prompt_owner(&request.name).await {
+            Ok(o) => o,
+            Err(r) => {
+                return Err(self.refuse_unlisted(
+                    &agent,
+                    "mcp_prompt_get",
+                    what,
+                    &request.name,
+                    Map::new(),
+                    r,
+                ));
+            }
+        };
         let mut extra = Map::new();
         if let Some(args) = &request.arguments {
             extra.insert(
@@ -327,11 +361,19 @@ impl GovernedSession {
         let mut upstream = request.clone();
         let (server, name, peer, resource) = match &request.r#ref {
             Reference::Prompt(p) => {
-                let (server, name, peer) = self
-                    .shared
-                    .prompt_owner(&p.name)
-                    .await
-                    .map_err(|r| refusal_error(what, &r))?;
+                let (server, name, peer) = match self.shared.prompt_owner(&p.name).await {
+                    Ok(o) => o,
+                    Err(r) => {
+                        return Err(self.refuse_unlisted(
+                            &agent,
+                            "mcp_completion",
+                            what,
+                            &p.name,
+                            extra,
+                            r,
+                        ));
+                    }
+                };
                 upstream.r#ref = Reference::for_prompt(name.clone());
                 (server, name, peer, false)
             }
@@ -345,15 +387,24 @@ impl GovernedSession {
                     }
                 }
                 extra.insert("uri".into(), self.redacted_uri(&r.uri));
-                found.ok_or_else(|| {
-                    refusal_error(
-                        what,
-                        &(
-                            RefusalCode::UnknownTool,
-                            format!("no upstream server lists the resource template `{}`", r.uri),
-                        ),
-                    )
-                })?
+                match found {
+                    Some(f) => f,
+                    None => {
+                        let asked = self.redacted_uri(&r.uri);
+                        let asked = asked.as_str().unwrap_or_default().to_owned();
+                        return Err(self.refuse_unlisted(
+                            &agent,
+                            "mcp_completion",
+                            what,
+                            &asked,
+                            extra,
+                            (
+                                RefusalCode::UnknownTool,
+                                format!("no upstream server lists the resource template `{asked}`"),
+                            ),
+                        ));
+                    }
+                }
             }
             _ => {
                 return Err(ErrorData::invalid_params(
@@ -387,6 +438,27 @@ impl GovernedSession {
             })
             .map_err(|e| upstream_error(&server, e))
     }
+}
+
+/// What a caller is told when it may not have what it asked for (issue 33 item 10): one
+/// answer whatever the reason — not allowed, withheld as confidential, egress on an
+/// air-gapped host, or listed by no server at all — so a refusal tells nothing about which
+/// hidden resources and prompts exist. The audit record keeps the true code and reason.
+pub(crate) fn hidden(what: &str) -> ErrorData {
+    refusal_error(
+        what,
+        &(
+            RefusalCode::NotAllowed,
+            String::from("it is not one this agent may use, or nothing by that name is offered"),
+        ),
+    )
+}
+
+fn audit_failed(what: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("toolgate refused {what}: the audit record could not be written"),
+        None,
+    )
 }
 
 /// An upstream result is answered downstream as `toolgate`'s own: an upstream that spoke an

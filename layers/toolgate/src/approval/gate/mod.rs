@@ -305,6 +305,13 @@ where
                 self.send_reserving(call, pinned.clone(), input_binding, sink, hooks)
             }
             Verdict::Run { .. } => {
+                // R32, R44: `before_call` may still cancel the call, and a cancelled call is
+                // no send: the hook is asked before the send is counted.
+                if let Some(hooks) = hooks
+                    && let Err(text) = hooks.before_call(&hook_view(&call, tool))
+                {
+                    return GateFuture::refused(hook_refusal(text));
+                }
                 // R44, R45: the send is counted against its quotas (and its grant) right
                 // before it is sent, atomically with the check; a full quota refuses it.
                 if let Err(r) = self.handle.record_send(governance, pinned.decided(), &call) {
@@ -325,9 +332,6 @@ where
                     return GateFuture::refused(r);
                 }
                 if let Some(hooks) = hooks {
-                    if let Err(text) = hooks.before_call(&hook_view(&call, tool)) {
-                        return GateFuture::refused(hook_refusal(text));
-                    }
                     let after = After::of(hooks, &call, tool);
                     return GateFuture::inner(self.inner.call(call), Some(after));
                 }

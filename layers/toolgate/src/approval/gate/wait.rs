@@ -52,6 +52,12 @@ where
         let mut inner = std::mem::replace(&mut self.inner, fresh);
         let handle = self.handle.clone();
         let future = async move {
+            // R32, R44: a call `before_call` cancels is no send, so it is asked first.
+            if let (Some(h), Some(entry)) = (&hooks, pinned.entry())
+                && let Err(text) = h.before_call(&hook_view(&call, &entry.name))
+            {
+                return Ok(ToolResponse::Refused(hook_refusal(text)));
+            }
             let reserved = handle
                 .record_send_async(pinned.governance(), pinned.decided(), &call)
                 .await;
@@ -76,15 +82,7 @@ where
                 return Ok(ToolResponse::Refused(r));
             }
             let tool = entry.name.to_string();
-            let after = match &hooks {
-                Some(h) => {
-                    if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
-                        return Ok(ToolResponse::Refused(hook_refusal(text)));
-                    }
-                    Some(After::of(h, &call, &tool))
-                }
-                None => None,
-            };
+            let after = hooks.as_ref().map(|h| After::of(h, &call, &tool));
             let response = inner.call(call).await?;
             Ok(match after {
                 Some(a) => a.apply(response),
@@ -302,6 +300,12 @@ where
             // the check (a quota that filled during the wait refuses it). A person answered
             // this call: no grant's use is spent on it (R45).
             decided.decision.granted = None;
+            // R32, R44: a call `before_call` cancels is no send, so it is asked first.
+            if let Some(h) = &hooks
+                && let Err(text) = h.before_call(&hook_view(&call, &tool))
+            {
+                return Ok(ToolResponse::Refused(hook_refusal(text)));
+            }
             if let Err(mut refusal) = handle.record_send_async(&now, &decided, &call).await {
                 refusal.reasons.push(format!(
                     "approved by {approver}, but the call's quota filled while it waited; it was not sent"
@@ -322,15 +326,7 @@ where
                 return Ok(ToolResponse::Refused(refusal));
             }
             handle.repin(&mut call, generation, now);
-            let after = match &hooks {
-                Some(h) => {
-                    if let Err(text) = h.before_call(&hook_view(&call, &tool)) {
-                        return Ok(ToolResponse::Refused(hook_refusal(text)));
-                    }
-                    Some(After::of(h, &call, &tool))
-                }
-                None => None,
-            };
+            let after = hooks.as_ref().map(|h| After::of(h, &call, &tool));
             let response = inner.call(call).await?;
             return Ok(match after {
                 Some(a) => a.apply(response),

@@ -1,3 +1,5 @@
+//! Issue 33: one catalog, one snapshot, one answer path.
+//!
 //! R52, one catalog: the operator's settings of an MCP tool (`tools[]` in the configuration:
 //! `approval`, `confidential`, `network`, `network_override`) stay in force over the tool as
 //! its server lists it, so `toolgate mcp serve` lists and decides exactly what `expose` and
@@ -245,4 +247,71 @@ fn r1_r2_two_mcp_servers_whose_ids_normalise_alike_are_one_error_for_check_and_m
         !stderr.contains("cannot connect"),
         "refused before any server is started: {stderr}"
     );
+}
+
+/// R44 (issue 33 item 5): quotas count in one place. Without an inbox, each `mcp serve`
+/// process — each stdio connection, each restart — would count from zero; `check` and
+/// `mcp serve` refuse the configuration at `policy.quotas`, naming both ways out, and
+/// `mcp.quota_counting: "per_process"` is the operator's word that this is meant.
+#[test]
+fn r44_a_policy_with_quotas_and_no_shared_store_is_refused_by_check_and_mcp_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.json");
+    let write = |extra: Value| {
+        let mut cfg = json!({
+            "tools": [{"server": "drift", "name": "lookup"}],
+            "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
+            "policy": {"rules": [], "quotas": [{"max": 3, "window_secs": 3600, "reason": "three an hour"}]},
+            "mcp": {"servers": {"drift": {"command": "true"}}}
+        });
+        if let (Value::Object(c), Value::Object(extra)) = (&mut cfg, extra) {
+            for (k, v) in extra {
+                match (c.get_mut(&k), v) {
+                    (Some(Value::Object(into)), Value::Object(v)) => into.extend(v),
+                    (_, v) => {
+                        c.insert(k, v);
+                    }
+                }
+            }
+        }
+        std::fs::write(&path, cfg.to_string()).unwrap();
+    };
+    let check = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("check")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    write(json!({}));
+    let (code, v) = check();
+    assert_eq!(code, Some(1), "{v}");
+    let error = &v["errors"][0];
+    assert_eq!(error["path"], "policy.quotas", "{v}");
+    let message = error["message"].as_str().unwrap();
+    for fix in ["`inbox`", "quota_counting", "per_process"] {
+        assert!(message.contains(fix), "{message}");
+    }
+    let serve = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--agent", "dev", "--config"])
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(2), "{serve:?}");
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(stderr.contains("policy.quotas"), "{stderr}");
+
+    // The operator's word, or a shared store: valid.
+    write(json!({"mcp": {"quota_counting": "per_process"}}));
+    assert_eq!(check().0, Some(0));
+    write(json!({"inbox": {"sqlite": dir.path().join("inbox.db")}}));
+    assert_eq!(check().0, Some(0));
+    write(json!({"mcp": {"quota_counting": "sometimes"}}));
+    let (code, v) = check();
+    assert_eq!(code, Some(1));
+    assert_eq!(v["errors"][0]["path"], "mcp.quota_counting", "{v}");
 }
