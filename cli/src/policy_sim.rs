@@ -68,8 +68,41 @@ pub(crate) fn run(
             Some(n) => format!("; {n} inputs were recorded redacted"),
         }
     );
-    if changed.is_empty() {
+    // Issue 33 item 8: what the replay read besides calls, and what it could not judge —
+    // never reported as unchanged.
+    let count = |k: &str| report[k].as_u64().unwrap_or_default();
+    if count("paired") > 0 {
+        println!(
+            "{} sends of held calls were folded into the held call they answered",
+            count("paired")
+        );
+    }
+    if count("other_records") > 0 {
+        println!(
+            "{} records are no call (listings, content requests): read, not replayed",
+            count("other_records")
+        );
+    }
+    if report["unchained"].as_bool() == Some(true) {
+        println!("note: the log carries no hash chain, so its records could not be checked");
+    }
+    let unjudged = report["unjudged"].as_array().map_or(&[][..], Vec::as_slice);
+    for u in unjudged {
+        println!(
+            "not judged: line {}: `{}` is known to neither policy's catalog (no definition of it in the log)",
+            u["line"].as_u64().unwrap_or_default(),
+            u["tool"].as_str().unwrap_or("")
+        );
+    }
+    if changed.is_empty() && unjudged.is_empty() {
         println!("no call would be decided differently");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if changed.is_empty() {
+        println!(
+            "no call judged would be decided differently; {} could not be judged",
+            unjudged.len()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -101,8 +134,15 @@ pub(crate) fn run(
     }
     let t = &report["totals"];
     println!(
-        "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run",
-        report["replayed"], t["now_refused"], t["now_asked"], t["now_run"]
+        "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run{}",
+        report["replayed"],
+        t["now_refused"],
+        t["now_asked"],
+        t["now_run"],
+        match unjudged.len() {
+            0 => String::new(),
+            n => format!("; {n} could not be judged"),
+        }
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -134,6 +134,71 @@ fn definition_value(decl: &ToolDeclaration) -> Value {
     })
 }
 
+/// A tool its MCP server listed, as an audit record carries it (R46, R52): its definition
+/// as hashed ([`definition_hash`]), the name it was listed under, and the host settings the
+/// gateway gave it — what a replay of the log registers again
+/// ([`listed_from_record`]).
+///
+/// ```
+/// use toolgate_core::{ApprovalMode, McpAnnotations, ToolDeclaration, ToolIdentity};
+/// use toolgate_engine::canon::{listed_from_record, listed_record};
+/// let decl = ToolDeclaration::new(ToolIdentity::mcp("bank", "transfer"))
+///     .description("Moves money")
+///     .approval(ApprovalMode::RequireApproval)
+///     .annotations(McpAnnotations { read_only_hint: Some(false), ..Default::default() });
+/// assert_eq!(listed_from_record(&listed_record(&decl)).unwrap(), decl);
+/// ```
+pub fn listed_record(decl: &ToolDeclaration) -> Value {
+    let mut v = definition_value(decl);
+    if let Value::Object(o) = &mut v {
+        o.insert("listed_name".into(), json!(decl.listed_name));
+        o.insert("approval".into(), Value::from(decl.approval.as_str()));
+        o.insert("confidential".into(), Value::from(decl.confidential));
+        o.insert(
+            "network_override".into(),
+            json!(decl.network_override.map(|n| n.as_str())),
+        );
+    }
+    v
+}
+
+/// The declaration an audit record's [`listed_record`] holds; `None` for anything else (an
+/// MCP tool only).
+pub fn listed_from_record(v: &Value) -> Option<ToolDeclaration> {
+    let o = v.as_object()?;
+    if o.get("kind")?.as_str()? != "mcp" {
+        return None;
+    }
+    let text = |k: &str| o.get(k).and_then(Value::as_str);
+    let mut decl = ToolDeclaration::new(toolgate_core::ToolIdentity::mcp(
+        text("source")?,
+        text("name")?,
+    ));
+    decl.description = text("description").map(str::to_owned);
+    decl.input_schema = o.get("input_schema").filter(|s| !s.is_null()).cloned();
+    decl.listed_name = text("listed_name").map(str::to_owned);
+    decl.approval = toolgate_core::ApprovalMode::parse(text("approval")?)?;
+    decl.confidential = o.get("confidential")?.as_bool()?;
+    decl.network_override = match o.get("network_override") {
+        None | Some(Value::Null) => None,
+        Some(n) => Some(toolgate_core::NetworkScope::parse(n.as_str()?)?),
+    };
+    decl.annotations = match o.get("annotations") {
+        None | Some(Value::Null) => None,
+        Some(a) => {
+            let hint = |k: &str| a.get(k).and_then(Value::as_bool);
+            Some(toolgate_core::McpAnnotations {
+                title: a.get("title").and_then(Value::as_str).map(str::to_owned),
+                read_only_hint: hint("readOnlyHint"),
+                destructive_hint: hint("destructiveHint"),
+                idempotent_hint: hint("idempotentHint"),
+                open_world_hint: hint("openWorldHint"),
+            })
+        }
+    };
+    Some(decl)
+}
+
 /// `sha256:<hex>` of one declaration's definition.
 pub fn definition_hash(decl: &ToolDeclaration) -> String {
     let v = definition_value(decl);

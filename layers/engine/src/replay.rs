@@ -11,6 +11,21 @@
 //! Recorded inputs are redacted (R33): a rule or quota reading a redacted field sees the
 //! redaction marker, not the value. The report says how many records carried one.
 //!
+//! What a replay sees is what ran (R46, R52; issue 33 item 8):
+//! - a chained log (records with `hash`) is verified first, and one whose chain is broken is
+//!   not replayed (an error naming the break); a log with no chain is replayed, and the
+//!   report says its records could not be checked ([`Report::unchained`]);
+//! - every record kind is read: a gateway's `mcp_tools_changed` records carry the
+//!   definitions of the tools its servers listed, registered from then on under both
+//!   policies as the gateway registered them (the configuration's operator settings in
+//!   force, R52); other events (content reads, failed listings) are counted
+//!   ([`Report::other_records`]);
+//! - a held call and its later send (the same `interaction_id`) are one call, answered as
+//!   the send's record says ([`Report::paired`]);
+//! - a call whose tool neither policy's catalog knows (`unknown_tool` under both) is never
+//!   reported as unchanged: it is listed as not judged ([`Report::unjudged`]);
+//! - each call is replayed in its recorded session (R43).
+//!
 //! Pure: the caller reads the audit file and passes its text.
 //!
 //! ```
@@ -47,7 +62,44 @@ struct Replayed {
     time: String,
     at: u64,
     call: ToolCall,
+    session: Option<String>,
     answer: Option<Answer>,
+}
+
+/// What the catalog learnt at one instant from a gateway's listing (`mcp_tools_changed`).
+#[derive(Debug)]
+struct Listed {
+    at: u64,
+    /// Tools listed (added or changed), as the gateway registered them.
+    listed: Vec<toolgate_core::ToolDeclaration>,
+    /// Tools no longer listed or withheld: `(server, own name)`.
+    gone: Vec<(String, String)>,
+}
+
+/// One thing of the log to replay, in time order.
+#[derive(Debug)]
+enum Item {
+    Call(Replayed),
+    Catalog(Listed),
+}
+
+impl Item {
+    fn at(&self) -> u64 {
+        match self {
+            Item::Call(r) => r.at,
+            Item::Catalog(l) => l.at,
+        }
+    }
+}
+
+/// A recorded call the replay could not judge: its tool is in neither policy's catalog (a
+/// tool discovered at run time whose definition the log does not carry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unjudged {
+    /// The record's line in the audit log (from 1).
+    pub line: usize,
+    /// The tool as the call named it.
+    pub tool: String,
 }
 
 /// How one policy decided a replayed call.
@@ -104,6 +156,14 @@ pub struct Report {
     pub changed: Vec<Change>,
     /// How the changed calls come out under the proposed policy.
     pub totals: Totals,
+    /// Calls that could not be judged (never counted as unchanged).
+    pub unjudged: Vec<Unjudged>,
+    /// Sends of held calls folded into the held call they answered.
+    pub paired: usize,
+    /// Records that are no call (listings, content requests): read, not replayed.
+    pub other_records: usize,
+    /// Whether the log carries no hash chain, so its records could not be checked.
+    pub unchained: bool,
 }
 
 fn outcome(step: &Step) -> &'static str {
@@ -144,9 +204,20 @@ fn side(step: &Step) -> Side {
     }
 }
 
-/// Reads the audit log (its last `last` records when given): the replayable records in
-/// time order, and how many were skipped or redacted.
-fn read_audit(text: &str, last: Option<usize>) -> Result<(Vec<Replayed>, usize, usize), String> {
+/// What [`read_audit`] found.
+#[derive(Debug, Default)]
+struct Read {
+    items: Vec<Item>,
+    skipped: usize,
+    redacted: usize,
+    paired: usize,
+    other: usize,
+}
+
+/// Reads the audit log (its last `last` records when given): the replayable calls and the
+/// catalog's changes in time order, and how many records were skipped, redacted, paired or
+/// of another kind.
+fn read_audit(text: &str, last: Option<usize>) -> Result<Read, String> {
     let mut lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
@@ -157,51 +228,113 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<(Vec<Replayed>, usize, 
         let from = lines.len().saturating_sub(n);
         lines.drain(..from);
     }
-    let mut replayed = Vec::with_capacity(lines.len());
-    let (mut skipped, mut redacted) = (0, 0);
+    let mut out = Read {
+        items: Vec::with_capacity(lines.len()),
+        ..Read::default()
+    };
+    // A held call's position among the items, by its interaction id: its later send is
+    // folded into it.
+    let mut held: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (line_no, line) in lines {
         // Only the fields a replay reads are built; the rest of a record is skipped over.
         let record: Record<'_> = serde_json::from_str(line)
             .map_err(|e| format!("line {line_no}: not a JSON audit record: {e}"))?;
+        let at = |time: &str| -> Result<u64, String> {
+            let at = humantime::parse_rfc3339(time)
+                .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
+                .as_millis();
+            u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))
+        };
+        if let Some(event) = record.event.as_deref() {
+            if event != "mcp_tools_changed" {
+                out.other += 1;
+                continue;
+            }
+            let time = record.time.as_deref().ok_or_else(|| {
+                format!("line {line_no}: an `mcp_tools_changed` record needs `time`")
+            })?;
+            let server = record.server.as_deref().unwrap_or_default().to_owned();
+            let mut listed = Listed {
+                at: at(time)?,
+                listed: Vec::new(),
+                gone: Vec::new(),
+            };
+            for c in record.changes.unwrap_or_default() {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+                match c.get("change").and_then(Value::as_str) {
+                    Some("added" | "changed") => match c
+                        .get("definition")
+                        .and_then(crate::canon::listed_from_record)
+                    {
+                        Some(decl) => listed.listed.push(decl),
+                        // No definition recorded (an older gateway): the tool stays unknown,
+                        // and its calls are reported as not judged.
+                        None => listed.gone.push((server.clone(), name.to_owned())),
+                    },
+                    Some("removed" | "withheld") => {
+                        listed.gone.push((server.clone(), name.to_owned()));
+                    }
+                    _ => {}
+                }
+            }
+            out.items.push(Item::Catalog(listed));
+            continue;
+        }
         let (Some(tool), Some(agent), Some(time)) = (record.tool, record.agent, record.time) else {
             return Err(format!(
                 "line {line_no}: an audit record needs `tool`, `agent` and `time`"
             ));
         };
-        let Present(Some(input)) = record.input else {
-            skipped += 1;
-            continue;
-        };
-        if mentions_redaction(&input) {
-            redacted += 1;
-        }
-        let at = humantime::parse_rfc3339(&time)
-            .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
-            .as_millis();
-        let at = u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))?;
-        let who = match record.subagent {
-            Some(sub) => AgentRef::subagent(agent.as_ref(), sub.as_ref()),
-            None => AgentRef::profile(agent.as_ref()),
-        };
-        let answer = match record.approval.and_then(|a| a.wait).as_deref() {
+        let approval = record.approval;
+        let wait = approval.as_ref().and_then(|a| a.wait.as_deref());
+        let interaction = approval
+            .as_ref()
+            .and_then(|a| a.interaction_id.as_deref())
+            .map(str::to_owned);
+        let answer = match wait {
             Some("approved") => Some(Answer::Approve),
             Some("denied") => Some(Answer::Deny),
             _ => None,
         };
-        replayed.push(Replayed {
+        // The send of a call held earlier in this log: the held call is answered by it.
+        if let Some(first) = interaction.as_ref().and_then(|id| held.get(id))
+            && wait != Some("held")
+        {
+            if let Some(Item::Call(r)) = out.items.get_mut(*first) {
+                r.answer = answer;
+            }
+            out.paired += 1;
+            continue;
+        }
+        let Present(Some(input)) = record.input else {
+            out.skipped += 1;
+            continue;
+        };
+        if mentions_redaction(&input) {
+            out.redacted += 1;
+        }
+        let who = match record.subagent {
+            Some(sub) => AgentRef::subagent(agent.as_ref(), sub.as_ref()),
+            None => AgentRef::profile(agent.as_ref()),
+        };
+        if let (Some(id), Some("held")) = (&interaction, wait) {
+            held.insert(id.clone(), out.items.len());
+        }
+        out.items.push(Item::Call(Replayed {
             line: line_no,
+            at: at(&time)?,
             time: time.into_owned(),
-            at,
             call: ToolCall::new(who, tool.into_owned(), input),
+            session: record.session.map(Cow::into_owned),
             answer,
-        });
+        }));
     }
     // Records are written in the order calls end; they are replayed in the order they came
     // (a stable sort: records of one instant keep the log's order).
-    replayed.sort_by_key(|r| r.at);
-    Ok((replayed, skipped, redacted))
+    out.items.sort_by_key(Item::at);
+    Ok(out)
 }
 
 /// The fields of an audit record a replay reads (R33's schema); every other field is
@@ -216,10 +349,19 @@ struct Record<'a> {
     subagent: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     time: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    session: Option<Cow<'a, str>>,
     #[serde(default)]
     input: Present,
     #[serde(borrow, default)]
     approval: Option<Approval<'a>>,
+    /// An event record's kind (`mcp_tools_changed`, `mcp_resource_read`, …).
+    #[serde(borrow, default)]
+    event: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    server: Option<Cow<'a, str>>,
+    #[serde(default)]
+    changes: Option<Vec<Value>>,
 }
 
 /// A record's `approval`.
@@ -227,6 +369,8 @@ struct Record<'a> {
 struct Approval<'a> {
     #[serde(borrow, default)]
     wait: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    interaction_id: Option<Cow<'a, str>>,
 }
 
 /// A field that may be absent: present (whatever its value, `null` included) or not.
@@ -253,30 +397,87 @@ fn mentions_redaction(v: &Value) -> bool {
 
 /// Replays the calls `audit` recorded (its last `last` records, when given) under `current`
 /// and `proposed`: every call decided otherwise, and the totals. An error names the line of
-/// a record that cannot be read.
+/// a record that cannot be read, or the break of a chain that does not verify.
 pub fn replay(
     current: &Governance,
     proposed: &Governance,
     audit: &str,
     last: Option<usize>,
 ) -> Result<Report, String> {
-    let (calls, skipped, redacted) = read_audit(audit, last)?;
+    // A chained log is checked first: a log that may have been altered is not replayed.
+    let unchained = !audit.lines().any(|l| l.contains("\"hash\""));
+    if !unchained {
+        crate::chain::verify_chain(audit.as_bytes()).map_err(|b| {
+            format!(
+                "the audit log's hash chain is broken at {b}: a log that may have been altered is not replayed (`toolgate audit verify` names the break)"
+            )
+        })?;
+    }
+    let read = read_audit(audit, last)?;
     let mut now = Simulation::new(Vec::new());
     let mut then = Simulation::new(Vec::new());
     let mut report = Report {
-        replayed: calls.len(),
-        skipped,
-        redacted_inputs: redacted,
+        skipped: read.skipped,
+        redacted_inputs: read.redacted,
+        paired: read.paired,
+        other_records: read.other,
+        unchained,
         ..Report::default()
     };
-    for r in &calls {
-        let session = r.call.turn.as_ref().map(|t| t.session.as_str());
+    // The tools the gateway's servers listed so far (R52), registered under both policies.
+    let mut listed: Vec<toolgate_core::ToolDeclaration> = Vec::new();
+    let mut governed: Option<(Governance, Governance)> = None;
+    for item in &read.items {
+        let r = match item {
+            Item::Catalog(l) => {
+                listed.retain(|d| {
+                    let id = &d.identity;
+                    !l.listed.iter().any(|n| n.identity.same_identity(id))
+                        && !l.gone.iter().any(|(server, name)| {
+                            id.source().eq_ignore_ascii_case(server)
+                                && id.name().eq_ignore_ascii_case(name)
+                        })
+                });
+                listed.extend(l.listed.iter().cloned());
+                let with = |g: &Governance| {
+                    listed
+                        .iter()
+                        .fold(g.to_builder(), |b, d| b.listed(d.clone()))
+                        .build()
+                        .map_err(|e| {
+                            format!("the tools the log's listings name do not register: {e}")
+                        })
+                };
+                governed = Some((with(current)?, with(proposed)?));
+                continue;
+            }
+            Item::Call(r) => r,
+        };
+        report.replayed += 1;
+        let (cur, prop) = match &governed {
+            Some((c, p)) => (c, p),
+            None => (current, proposed),
+        };
+        let session = r
+            .session
+            .as_deref()
+            .or_else(|| r.call.turn.as_ref().map(|t| t.session.as_str()));
         let a = now
-            .step(current, CallView::of(&r.call), session, r.at, r.answer)
+            .step(cur, CallView::of(&r.call), session, r.at, r.answer)
             .map_err(|e| e.to_string())?;
         let b = then
-            .step(proposed, CallView::of(&r.call), session, r.at, r.answer)
+            .step(prop, CallView::of(&r.call), session, r.at, r.answer)
             .map_err(|e| e.to_string())?;
+        let unknown = |s: &Step| {
+            s.decision.refusal().map(|x| x.code) == Some(toolgate_core::RefusalCode::UnknownTool)
+        };
+        if unknown(&a) && unknown(&b) {
+            report.unjudged.push(Unjudged {
+                line: r.line,
+                tool: r.call.tool.display_name(),
+            });
+            continue;
+        }
         if outcome(&a) == outcome(&b)
             && a.decision.refusal().map(|x| x.code) == b.decision.refusal().map(|x| x.code)
         {
@@ -330,14 +531,26 @@ impl Report {
                 "now_asked": self.totals.now_asked,
                 "now_run": self.totals.now_run,
             },
+            "unjudged": self.unjudged.iter().map(|u| json!({"line": u.line, "tool": u.tool})).collect::<Vec<_>>(),
+            "paired": self.paired,
+            "other_records": self.other_records,
+            "unchained": self.unchained,
         })
     }
 
-    /// "this change over the last N recorded calls: X would now be refused, Y asked, Z run".
+    /// "this change over the last N recorded calls: X would now be refused, Y asked, Z run",
+    /// and, when there are any, the calls that could not be judged.
     pub fn sentence(&self) -> String {
-        format!(
+        let mut out = format!(
             "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run",
             self.replayed, self.totals.now_refused, self.totals.now_asked, self.totals.now_run
-        )
+        );
+        if !self.unjudged.is_empty() {
+            out.push_str(&format!(
+                "; {} could not be judged (their tools are known to neither policy's catalog)",
+                self.unjudged.len()
+            ));
+        }
+        out
     }
 }

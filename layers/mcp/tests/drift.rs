@@ -979,3 +979,42 @@ async fn reapply_restores_the_tools_after_a_reload_and_disconnect_refuses_calls(
         Err(GatewayError::UnknownServer(_))
     ));
 }
+
+/// R46, R52 (issue 33 item 8): the gateway's `mcp_tools_changed` record carries each added
+/// tool's definition as the gateway registered it, so a replay of the log can judge calls to
+/// tools no configuration declares.
+#[tokio::test]
+async fn r52_a_listing_record_carries_the_definitions_a_replay_registers_again() {
+    let handle = GovernanceHandle::new(
+        gov()
+            .agent(AgentProfile::new("dev").allow(["drift__lookup"]))
+            .build()
+            .unwrap(),
+    );
+    let sink = Arc::new(MemorySink::new());
+    let gateway = McpGateway::builder(handle.clone())
+        .audit(sink.clone())
+        .build();
+    gateway.connect(drift("drift")).await.unwrap();
+    let listed = gateway.declarations("drift").unwrap();
+    let records: Vec<serde_json::Value> = sink
+        .lines()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let record = records
+        .iter()
+        .find(|r| r["event"] == "mcp_tools_changed")
+        .expect("the first listing is recorded");
+    let changes = record["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), listed.len());
+    for c in changes {
+        let back = toolgate::engine::canon::listed_from_record(&c["definition"])
+            .unwrap_or_else(|| panic!("no definition in {c}"));
+        assert!(
+            listed.iter().any(|d| d == &back),
+            "{back:?} is not what the gateway registered"
+        );
+    }
+    gateway.shutdown().await;
+}

@@ -9,7 +9,7 @@ use toolgate_core::{ApprovalMode, ToolDeclaration};
 use toolgate_engine::{ConfigErrors, Governance, GovernanceBuilder, ServerSettings};
 
 use super::Inner;
-use super::conn::{ServerConn, list_all, lock};
+use super::conn::{ServerConn, list_all, lock, server_key};
 use super::error::GatewayError;
 use crate::declare;
 use crate::drift::{DriftEvent, DriftOutcome, DriftTrigger, ToolChange};
@@ -142,7 +142,7 @@ impl Inner {
     pub(super) fn emit(&self, event: &DriftEvent) {
         event.trace();
         if let Some(sink) = &self.audit
-            && let Err(e) = sink.write(event.audit_record())
+            && let Err(e) = sink.write(self.with_definitions(event))
         {
             tracing::error!(
                 target: "toolgate_mcp::drift",
@@ -152,6 +152,40 @@ impl Inner {
         }
         // No subscriber is fine.
         let _ = self.events.send(event.clone());
+    }
+
+    /// The event's audit record, each added or changed tool with its `definition` as the
+    /// server's listing now holds it (R46, R52: what a replay of the log registers again,
+    /// [`toolgate_engine::canon::listed_record`]).
+    fn with_definitions(&self, event: &DriftEvent) -> serde_json::Map<String, serde_json::Value> {
+        let mut record = event.audit_record();
+        let listing = lock(&self.conns)
+            .get(&server_key(&event.server))
+            .map(|c| c.listing.load_full());
+        if let (Some(listing), Some(serde_json::Value::Array(changes))) =
+            (listing, record.get_mut("changes"))
+        {
+            for c in changes.iter_mut() {
+                let kind = c.get("change").and_then(serde_json::Value::as_str);
+                if !matches!(kind, Some("added" | "changed")) {
+                    continue;
+                }
+                let Some(t) = c
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .and_then(|n| listing.get_own(n))
+                else {
+                    continue;
+                };
+                if let serde_json::Value::Object(o) = c {
+                    o.insert(
+                        "definition".into(),
+                        toolgate_engine::canon::listed_record(&t.decl),
+                    );
+                }
+            }
+        }
+        record
     }
 
     /// Rebuilds what the call path reads from every connection.

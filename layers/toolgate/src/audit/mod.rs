@@ -20,6 +20,8 @@
 //! | `call_id`, `tool` | the call's id and the name it was called by |
 //! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
+//! | `session` | the session the call belongs to (R43), or `null` |
+//! | `policy_updated_at` | the stored tenant policy's `updated_at` the call was decided under, or `null` (R46) |
 //! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token (issue 22); absent for other callers |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
@@ -417,6 +419,24 @@ where
                 .subagent
                 .as_deref()
                 .map_or(Value::Null, Value::from),
+        );
+        // R43, R46 (issue 33 item 8): the session the call belongs to, and the stored policy
+        // it was decided under (its `updated_at`), so a replay judges it as it was made.
+        record.insert(
+            "session".into(),
+            call.turn
+                .as_ref()
+                .map_or(Value::Null, |t| Value::from(t.session.as_str())),
+        );
+        let policy_at = pinned.as_ref().and_then(|p| match p.governance().policy() {
+            toolgate_engine::PolicyState::Readable(policy) => {
+                policy.updated_at().map(str::to_owned)
+            }
+            _ => None,
+        });
+        record.insert(
+            "policy_updated_at".into(),
+            policy_at.map_or(Value::Null, Value::from),
         );
         // Issue 22: the verified principal (`sub`, `iss`) the caller's token named, when it
         // came with one (absent otherwise, so records of other callers are unchanged).
