@@ -315,3 +315,144 @@ fn r44_a_policy_with_quotas_and_no_shared_store_is_refused_by_check_and_mcp_serv
     assert_eq!(code, Some(1));
     assert_eq!(v["errors"][0]["path"], "mcp.quota_counting", "{v}");
 }
+
+/// Starts `toolgate mcp serve --agent dev` over stdio on `config`.
+async fn stdio_client(
+    config: &Path,
+) -> rmcp::service::RunningService<rmcp::service::RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args(["mcp", "serve", "--agent", "dev", "--config"])
+        .arg(config);
+    ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The refusal code of a tool result, or `run` when it ran.
+fn outcome(r: &rmcp::model::CallToolResult) -> String {
+    let meta = r
+        .structured_content
+        .as_ref()
+        .map(|s| s["toolgate"].clone())
+        .unwrap_or(Value::Null);
+    match (meta["outcome"].as_str(), meta["code"].as_str()) {
+        (Some("held"), _) => String::from("held"),
+        (_, Some(code)) => format!("refused {code}"),
+        _ => String::from("run"),
+    }
+}
+
+/// Issue 33 item 12: the gateway lists and holds only what it can send. An HTTP tool the
+/// configuration declares (and asks about) is neither listed nor held: a call is refused
+/// `unknown_tool` and the inbox stays empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue33_mcp_serve_neither_lists_nor_holds_a_tool_it_cannot_send() {
+    let (drift, url) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.json");
+    let db = dir.path().join("inbox.db");
+    let cfg = json!({
+        "approval": {"channel": "inbox"},
+        "inbox": {"sqlite": db},
+        "tools": [{"kind": "http", "name": "refund", "approval": "require_approval"}],
+        "agents": [{"name": "dev", "allowed_tools": ["refund", "drift__lookup"]}],
+        "mcp": {"servers": {"drift": {"url": url}}}
+    });
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let client = stdio_client(&path).await;
+    let names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["drift__lookup"], "only what a server lists");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("refund")
+                .with_arguments(json!({"amount": 5}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome(&r), "refused unknown_tool", "{r:?}");
+    client.cancel().await.unwrap();
+    let pending = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["inbox", "list", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(pending.status.success(), "{pending:?}");
+    let held: Value = serde_json::from_slice(&pending.stdout).unwrap();
+    assert_eq!(
+        held.as_array().map(Vec::len),
+        Some(0),
+        "nothing was held: {held}"
+    );
+    assert_eq!(drift.calls("refund"), 0);
+}
+
+/// Issue 33 item 11: a server entry's `confidential` and `network` are read (`check`
+/// accepts them, names a bad one at its path) and work: a confidential agent is refused the
+/// withheld tool, and `network: "none"` lets an open-world tool run on an air-gapped host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r7_r8_a_server_entrys_confidential_and_network_are_read_and_in_force() {
+    let (drift, url) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolgate.json");
+    let write = |server: Value, air_gapped: bool, confidential: bool| {
+        let cfg = json!({
+            "air_gapped": air_gapped,
+            "agents": [{"name": "dev", "allowed_tools": ["drift__*"], "confidential": confidential}],
+            "mcp": {"servers": {"drift": server}}
+        });
+        std::fs::write(&path, cfg.to_string()).unwrap();
+    };
+    let check = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("check")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    write(json!({"url": url, "confidential": "yes"}), false, false);
+    let (code, v) = check();
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        v["errors"][0]["path"], "mcp.servers.drift.confidential",
+        "{v}"
+    );
+    write(json!({"url": url, "network": "sometimes"}), false, false);
+    let (code, v) = check();
+    assert_eq!(code, Some(1));
+    assert_eq!(v["errors"][0]["path"], "mcp.servers.drift.network", "{v}");
+
+    write(json!({"url": url, "confidential": ["lookup"]}), false, true);
+    assert_eq!(check().0, Some(0));
+    let client = stdio_client(&path).await;
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("drift__lookup")
+                .with_arguments(json!({"query": "x"}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome(&r), "refused confidential", "{r:?}");
+    client.cancel().await.unwrap();
+
+    write(json!({"url": url, "network": "none"}), true, false);
+    assert_eq!(check().0, Some(0));
+    let before = drift.calls("bare");
+    let client = stdio_client(&path).await;
+    let r = client
+        .call_tool(CallToolRequestParams::new("drift__bare"))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&r), "run", "{r:?}");
+    assert_eq!(drift.calls("bare"), before + 1);
+    client.cancel().await.unwrap();
+    assert_eq!(drift.calls("lookup"), 0);
+}

@@ -143,6 +143,21 @@ fn assert_two_agents(seen: &Value) {
     );
     assert_eq!(r["readDynamic"]["ok"], true, "{seen}");
     assert_eq!(r["simplePrompt"]["ok"], true, "{seen}");
+    // Issue 33 item 10: a prompt that exists but is hidden and one nobody offers get the
+    // same answer: the caller learns nothing about what it may not see.
+    for agent in [a, r] {
+        assert_eq!(agent["noSuchPrompt"]["ok"], false, "{seen}");
+        assert_eq!(
+            agent["noSuchPrompt"]["data"]["toolgate"]["code"], "not_allowed",
+            "{seen}"
+        );
+    }
+    for key in ["code", "message", "data"] {
+        assert_eq!(
+            r["noSuchPrompt"][key], r["argsPrompt"][key],
+            "`{key}` tells a hidden prompt from a missing one: {seen}"
+        );
+    }
     for refused in ["readStatic", "argsPrompt", "complete"] {
         assert_eq!(r[refused]["ok"], false, "{refused}: {seen}");
         assert_eq!(
@@ -178,6 +193,14 @@ fn assert_audited(audit: &Path) {
         records
             .iter()
             .any(|r| r["event"] == "mcp_prompt_get" && r["name"] == "everything__args-prompt"),
+        "{text}"
+    );
+    // Issue 33 item 10: the refusal of a prompt nobody offers is audited, with its true code.
+    assert!(
+        records.iter().any(|r| r["event"] == "mcp_prompt_get"
+            && r["name"] == "everything__no-such-prompt"
+            && r["outcome"] == "refused"
+            && r["code"] == "unknown_tool"),
         "{text}"
     );
 }

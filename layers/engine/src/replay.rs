@@ -78,6 +78,8 @@ struct Listed {
 
 /// One thing of the log to replay, in time order.
 #[derive(Debug)]
+// Almost every item is a call: boxing each would add an allocation per record.
+#[allow(clippy::large_enum_variant)]
 enum Item {
     Call(Replayed),
     Catalog(Listed),

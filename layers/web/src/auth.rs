@@ -31,8 +31,52 @@ pub(crate) struct Identified {
     refused: Option<(StatusCode, String)>,
 }
 
-tokio::task_local! {
-    static IDENTIFIED: Identified;
+/// The person a page or API request comes from (issue 33 item 7), as a handler takes it:
+/// read from the request's extensions, where [`identify`] put an identity-provider token's
+/// approver, or from the request's session cookie or trusted header (the approvers in force
+/// either way) — never from a task-local.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    who: Option<Who>,
+    refused: Option<(StatusCode, String)>,
+}
+
+impl Identity {
+    /// The approver, when the request comes from one.
+    pub(crate) fn who(&self) -> Option<Who> {
+        self.who.clone()
+    }
+
+    /// Why an identity-provider token identified nobody (`auth: jwt`), and the status.
+    pub(crate) fn refusal(&self) -> Option<(StatusCode, String)> {
+        self.refused.clone()
+    }
+}
+
+impl axum::extract::FromRequestParts<App> for Identity {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &App,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(match &app.0.settings.approvers.auth {
+            ApproverAuth::Jwt(_) => match parts.extensions.get::<Identified>() {
+                Some(i) => Identity {
+                    who: i.who.clone(),
+                    refused: i.refused.clone(),
+                },
+                None => Identity {
+                    who: None,
+                    refused: None,
+                },
+            },
+            _ => Identity {
+                who: app.who(&parts.headers),
+                refused: None,
+            },
+        })
+    }
 }
 
 /// Verifies the request's identity-provider token (`Authorization: Bearer`, or the trusted
@@ -50,7 +94,11 @@ pub(crate) async fn identify(
     let Some(identified) = identify_jwt(&app, jwt, req.headers()).await else {
         return next.run(req).await;
     };
-    IDENTIFIED.scope(identified, next.run(req)).await
+    // The request's extensions carry who it is (issue 33 item 7): handlers take it as the
+    // [`Identity`] extractor.
+    let mut req = req;
+    req.extensions_mut().insert(identified);
+    next.run(req).await
 }
 
 /// Who an identity-provider token in `headers` is, against the approvers in force now; `None`
@@ -155,12 +203,6 @@ pub(crate) async fn identify_jwt(
     Some(identified)
 }
 
-/// Why the request's identity-provider token identified nobody (`auth: jwt`), and the
-/// status, inside a request the [`identify`] middleware saw.
-pub(crate) fn jwt_refusal() -> Option<(StatusCode, String)> {
-    IDENTIFIED.try_with(|i| i.refused.clone()).ok().flatten()
-}
-
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
@@ -197,8 +239,9 @@ impl App {
                     principal: None,
                 })
             }
-            // Outside a request the middleware saw (none in this mode): nobody.
-            ApproverAuth::Jwt(_) => IDENTIFIED.try_with(|i| i.who.clone()).ok().flatten(),
+            // An identity-provider token's approver is the request's own ([`Identity`]): from
+            // headers alone, nobody.
+            ApproverAuth::Jwt(_) => None,
             _ => {
                 let id = cookie(headers, SESSION_COOKIE)?;
                 let mut sessions = self.0.sessions.lock().ok()?;
@@ -243,16 +286,12 @@ impl App {
     /// The response to a page request nobody signed in for: the sign-in page (tokens) or
     /// 401 (a proxy that sent no known name; no identity-provider token, or one refused:
     /// with why and a `WWW-Authenticate: Bearer` challenge).
-    pub(crate) fn sign_in_first(&self) -> Response {
+    pub(crate) fn sign_in_first(&self, identity: &Identity) -> Response {
         if let ApproverAuth::Jwt(_) = &self.0.settings.approvers.auth {
-            let (status, why) = IDENTIFIED
-                .try_with(|i| i.refused.clone())
-                .ok()
-                .flatten()
-                .unwrap_or((
-                    StatusCode::UNAUTHORIZED,
-                    String::from("no access token came with the request"),
-                ));
+            let (status, why) = identity.refusal().unwrap_or((
+                StatusCode::UNAUTHORIZED,
+                String::from("no access token came with the request"),
+            ));
             let mut res = html::refusal(status, "Not signed in", &why);
             let challenge = if status == StatusCode::FORBIDDEN {
                 "Bearer error=\"insufficient_scope\""
@@ -299,8 +338,8 @@ pub(crate) fn check_csrf(who: &Who, given: Option<&str>) -> Result<(), Response>
     }
 }
 
-pub(crate) async fn login_page(State(app): State<App>, headers: HeaderMap) -> Response {
-    if app.proxy_mode() || app.who(&headers).is_some() {
+pub(crate) async fn login_page(State(app): State<App>, identity: Identity) -> Response {
+    if app.proxy_mode() || identity.who().is_some() {
         return Redirect::to("/").into_response();
     }
     login_form(None, StatusCode::OK)
@@ -449,9 +488,10 @@ pub(crate) struct LogoutForm {
 pub(crate) async fn logout(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {

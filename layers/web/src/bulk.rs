@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use axum::Form;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS};
 
@@ -26,10 +26,10 @@ fn refused(status: StatusCode, why: &str) -> Response {
 
 pub(crate) async fn bulk(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Form(fields): Form<Vec<(String, String)>>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     let field = |name: &str| {

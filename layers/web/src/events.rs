@@ -110,9 +110,10 @@ fn changes(
 pub(crate) async fn sse(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     Query(pq): Query<PageQuery>,
 ) -> Response {
-    if app.who(&headers).is_none() {
+    if identity.who().is_none() {
         return crate::auth::unauthorized();
     }
     // The page's own filters (its ages from now on); a filter that cannot be read gets

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -219,11 +219,11 @@ fn request_of(form: &GrantForm, who: &Who) -> Result<GrantRequest, String> {
 /// `POST /calls/{id}/grant`: approve the held call and store the grant (R35, R45).
 pub(crate) async fn approve_and_grant(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
     Form(form): Form<GrantForm>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {
@@ -357,11 +357,11 @@ pub(crate) struct GrantsQuery {
 /// `GET /grants`: every grant the person may see, in the order given, with its state.
 pub(crate) async fn page(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Query(q): Query<GrantsQuery>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     let grants = match app.0.store.grants().await {
         Ok(g) => g,
@@ -456,11 +456,11 @@ async fn find(app: &App, id: &str) -> Result<StoredGrant, Response> {
 /// `GET /grants/{id}/revoke`: the confirmation step.
 pub(crate) async fn confirm_revoke(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     let g = match find(&app, &id).await {
         Ok(g) if may_see(&app, &who, &g) => g,
@@ -502,11 +502,11 @@ pub(crate) struct RevokeForm {
 /// `POST /grants/{id}/revoke`: revokes a live grant, as the signed-in person.
 pub(crate) async fn revoke(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
     Form(form): Form<RevokeForm>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use toolgate_inbox::{
@@ -525,11 +525,11 @@ fn respond(who: &Who, tab: Tab, title: &str, inner: &str, attrs: &str, fragment:
 
 pub(crate) async fn pending(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Query(pq): Query<PageQuery>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     let q = match pq.held_query(Listing::Pending, Timestamp::now()) {
         Ok(q) => q,
@@ -609,11 +609,11 @@ fn excerpt(r: &HeldRecord) -> String {
 
 pub(crate) async fn history(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Query(pq): Query<PageQuery>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     let q = match pq.held_query(Listing::History, Timestamp::now()) {
         Ok(q) => q,

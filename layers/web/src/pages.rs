@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Form;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp};
@@ -214,11 +214,11 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
 
 pub(crate) async fn one(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     // A call the person may not see is answered like one that does not exist: the page
     // does not tell which ids are held for other approvers.
@@ -261,11 +261,11 @@ pub(crate) struct AnswerForm {
 
 pub(crate) async fn answer(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
     Form(form): Form<AnswerForm>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {

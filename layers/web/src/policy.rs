@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use axum::Form;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -411,11 +411,11 @@ fn confirm_delete(who: &Who, loaded: &Loaded, i: usize, rule: &Value) -> Respons
 
 pub(crate) async fn page(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
-        return app.sign_in_first();
+    let Some(who) = identity.who() else {
+        return app.sign_in_first(&identity);
     };
     let loaded = match load(&app).await {
         Ok(l) => l,

@@ -180,6 +180,9 @@ struct Shared {
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
+    /// The HTTP sessions rmcp holds, once `serve_http` runs (issue 34 item 1: who opened
+    /// each is remembered while it is open).
+    http: Mutex<Option<Arc<http::HttpSessions>>>,
     /// Servers whose connection closed (their tools refused while they reconnect).
     down: Down,
     /// The upstream servers in force, each with its supervisor (issue 23: changed on reload).
@@ -421,6 +424,7 @@ impl GovernedServer {
             channels,
             wire: wire::Wire::new(config.wire_names, &config.servers),
             reload: tokio::sync::RwLock::new(()),
+            http: Mutex::new(None),
             down,
             servers: servers::Servers::default(),
             observe,

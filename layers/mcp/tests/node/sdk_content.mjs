@@ -49,6 +49,11 @@ async function seen(client) {
     (await client.getPrompt({ name: "everything__args-prompt", arguments: { city: "Oslo" } })).messages[0]
       .content.text,
   );
+  // Issue 33 item 10: a prompt nobody offers is refused as a hidden one is.
+  out.noSuchPrompt = await attempt(async () =>
+    (await client.getPrompt({ name: "everything__no-such-prompt", arguments: { city: "Oslo" } })).messages
+      .length,
+  );
   out.complete = await attempt(async () =>
     (
       await client.complete({

@@ -71,6 +71,13 @@ async def seen(client):
     out["simplePrompt"] = await attempt(simple)
     out["argsPrompt"] = await attempt(args)
     out["complete"] = await attempt(complete)
+
+    async def no_such_prompt():
+        r = await client.get_prompt("everything__no-such-prompt", {"city": "Oslo"})
+        return len(r.messages)
+
+    # Issue 33 item 10: a prompt nobody offers is refused as a hidden one is.
+    out["noSuchPrompt"] = await attempt(no_such_prompt)
     return out
 
 

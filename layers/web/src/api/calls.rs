@@ -96,9 +96,10 @@ pub(crate) fn interaction_json(r: &HeldRecord) -> Value {
 pub(crate) async fn pending(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(session): Path<String>,
 ) -> Response {
-    let who = match caller(&app, &headers) {
+    let who = match caller(&app, &headers, &identity) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -219,10 +220,11 @@ pub(crate) fn read_answer(body: &Map<String, Value>) -> Result<AnswerBody, Strin
 pub(crate) async fn answer(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let who = match caller(&app, &headers) {
+    let who = match caller(&app, &headers, &identity) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -293,9 +295,10 @@ pub(crate) async fn answer(
 pub(crate) async fn call(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
 ) -> Response {
-    let who = match caller(&app, &headers) {
+    let who = match caller(&app, &headers, &identity) {
         Ok(c) => c,
         Err(r) => return r,
     };

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use axum::Form;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -227,11 +227,11 @@ pub(crate) struct EditForm {
 /// `POST /calls/{id}/approve-edited`: the card's edit form.
 pub(crate) async fn approve_edited_form(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Path(id): Path<String>,
     Form(form): Form<EditForm>,
 ) -> Response {
-    let Some(who) = app.who(&headers) else {
+    let Some(who) = identity.who() else {
         return unauthorized();
     };
     if let Err(r) = check_csrf(&who, form.csrf.as_deref()) {

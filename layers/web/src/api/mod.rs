@@ -111,7 +111,11 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// Who is calling: a management key, else (with `auth: jwt`) the identity-provider
 /// approver the request's token names; else 401 (403 for a verified token of no
 /// approver).
-pub(crate) fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+pub(crate) fn caller(
+    app: &App,
+    headers: &HeaderMap,
+    identity: &crate::auth::Identity,
+) -> Result<Caller, Response> {
     // The approvers in force (issue 33 item 4): a key or person a reload removed is gone.
     let approvers = app.0.settings.in_force.get();
     if let Some(key) = bearer(headers).and_then(|t| key_of(&approvers, t)) {
@@ -127,7 +131,7 @@ pub(crate) fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Response>
         });
     }
     if let ApproverAuth::Jwt(_) = &approvers.auth {
-        if let Some(who) = app.who(headers) {
+        if let Some(who) = identity.who() {
             let mut scopes = vec![ApiScope::PolicyRead, ApiScope::Approvals];
             if who.approver.edit_policy {
                 scopes.push(ApiScope::PolicyWrite);
@@ -139,7 +143,7 @@ pub(crate) fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Response>
                 approver: Some(who.approver),
             });
         }
-        let (status, why) = crate::auth::jwt_refusal().unwrap_or((
+        let (status, why) = identity.refusal().unwrap_or((
             StatusCode::UNAUTHORIZED,
             String::from("no access token came with the request"),
         ));

@@ -65,8 +65,12 @@ fn reply_text(status: StatusCode, text: String) -> Response {
 }
 
 /// `GET /v1/tenant/tool-policy` (`policy:read`).
-pub(crate) async fn get_policy(State(app): State<App>, headers: HeaderMap) -> Response {
-    let who = match caller(&app, &headers) {
+pub(crate) async fn get_policy(
+    State(app): State<App>,
+    headers: HeaderMap,
+    identity: crate::auth::Identity,
+) -> Response {
+    let who = match caller(&app, &headers, &identity) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -157,9 +161,10 @@ fn precondition(headers: &HeaderMap) -> Result<Option<Option<String>>, Response>
 pub(crate) async fn put_policy(
     State(app): State<App>,
     headers: HeaderMap,
+    identity: crate::auth::Identity,
     body: Bytes,
 ) -> Response {
-    let who = match caller(&app, &headers) {
+    let who = match caller(&app, &headers, &identity) {
         Ok(c) => c,
         Err(r) => return r,
     };

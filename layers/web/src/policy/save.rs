@@ -8,10 +8,10 @@ use super::*;
 /// ([`save_on`]), so a save in between is a conflict.
 pub(super) async fn may_save(
     app: &App,
-    headers: &HeaderMap,
+    identity: &crate::auth::Identity,
     csrf: Option<&str>,
 ) -> Result<(Who, Loaded), Response> {
-    let Some(who) = app.who(headers) else {
+    let Some(who) = identity.who() else {
         return Err(unauthorized());
     };
     check_csrf(&who, csrf)?;
@@ -155,10 +155,10 @@ pub(crate) struct RuleForm {
 
 pub(crate) async fn save_rule(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Form(form): Form<RuleForm>,
 ) -> Response {
-    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+    let (who, loaded) = match may_save(&app, &identity, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -297,10 +297,10 @@ pub(crate) struct DeleteForm {
 
 pub(crate) async fn delete_rule(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Form(form): Form<DeleteForm>,
 ) -> Response {
-    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+    let (who, loaded) = match may_save(&app, &identity, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -335,10 +335,10 @@ pub(crate) struct WholeForm {
 
 pub(crate) async fn save_whole(
     State(app): State<App>,
-    headers: HeaderMap,
+    identity: crate::auth::Identity,
     Form(form): Form<WholeForm>,
 ) -> Response {
-    let (who, loaded) = match may_save(&app, &headers, form.csrf.as_deref()).await {
+    let (who, loaded) = match may_save(&app, &identity, form.csrf.as_deref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
