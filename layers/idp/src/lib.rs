@@ -25,9 +25,11 @@
 //! `jwks_url` is fetched at start, again once its cache lifetime has passed, and when a token
 //! names a `kid` the keys in hand do not hold — at most once per [`MIN_REFETCH`], so a flood
 //! of made-up `kid`s costs the provider one request per interval. A key removed from the
-//! provider's set stops verifying once the new set is in hand. Keys that cannot be had
-//! (a file that does not read, a fetch that fails after the cache lifetime) refuse every
-//! token: fail closed.
+//! provider's set stops verifying once the new set is in hand. Keys that were never had, or
+//! that a reload could not read, refuse every token: fail closed. A fetch that fails after
+//! the cache lifetime, or for a token naming an unknown `kid`, keeps the last good set in
+//! force until a fetch succeeds (issue 34 item 4): a provider that is down, or a made-up
+//! `kid` sent while it is, never refuses every agent's token.
 //!
 //! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
 //! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
@@ -437,7 +439,14 @@ impl Verifier {
     /// Reads or fetches the keys; `for_unknown_kid` marks the fetch for [`MIN_REFETCH`]
     /// (as every failed one is).
     async fn load(&self, for_unknown_kid: bool) -> Result<(), String> {
-        let done = self.load_keys(for_unknown_kid).await;
+        self.load_keeping(for_unknown_kid, false).await
+    }
+
+    /// As [`Verifier::load`]; with `keep`, a failed fetch keeps the last good keys (issue 34
+    /// item 4: a provider that fails, or a token naming an unknown `kid` while it does,
+    /// never blinds every agent).
+    async fn load_keeping(&self, for_unknown_kid: bool, keep: bool) -> Result<(), String> {
+        let done = self.load_keys(for_unknown_kid, keep).await;
         // After the keys in force were replaced: whoever sees the new generation verifies
         // with the new keys.
         self.0
@@ -446,7 +455,7 @@ impl Verifier {
         done
     }
 
-    async fn load_keys(&self, for_unknown_kid: bool) -> Result<(), String> {
+    async fn load_keys(&self, for_unknown_kid: bool, keep: bool) -> Result<(), String> {
         let got = self.read_keys().await;
         let mut held = self
             .0
@@ -467,7 +476,9 @@ impl Verifier {
                 Ok(())
             }
             Err(e) => {
-                held.keys = None;
+                if !keep {
+                    held.keys = None;
+                }
                 held.failed = Some(e.clone());
                 Err(e)
             }
@@ -536,7 +547,7 @@ impl Verifier {
             // Another request may have fetched while this one waited.
             let (_, had2, tried2, _) = self.snapshot();
             if had2 == had && self.may_fetch(tried2) {
-                match self.load(false).await {
+                match self.load_keeping(false, true).await {
                     Ok(()) => fresh = true,
                     Err(e) => {
                         tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
@@ -544,12 +555,13 @@ impl Verifier {
                 }
             }
         }
-        let (keys, had, _, failed) = self.snapshot();
+        // The last good keys stay in force until a fetch succeeds (issue 34 item 4): a
+        // provider that is down never refuses every token; a key it removed goes with the
+        // next fetch that succeeds.
+        let (keys, _, _, failed) = self.snapshot();
         match keys {
-            Some(k) if !is_url || had.elapsed() < self.0.settings.cache + MIN_REFETCH => {
-                Ok((k, fresh))
-            }
-            _ => Err(Rejection::Invalid(format!(
+            Some(k) => Ok((k, fresh)),
+            None => Err(Rejection::Invalid(format!(
                 "the identity provider's keys are not available ({}): no token can be verified",
                 failed.unwrap_or_else(|| String::from("their cache lifetime passed"))
             ))),
@@ -577,7 +589,7 @@ impl Verifier {
                     let unchanged = now.as_ref().is_some_and(|n| Arc::ptr_eq(n, &keys));
                     if unchanged
                         && self.may_fetch(tried2)
-                        && let Err(e) = self.load(true).await
+                        && let Err(e) = self.load_keeping(true, true).await
                     {
                         tracing::warn!(target: "toolgate_idp", "the identity provider's keys could not be had: {e}");
                     }

@@ -846,7 +846,8 @@ fn a_held_calls_approval_page_link_is_public_url_else_listen() {
     );
     let none = load_str("{}", Format::Json).unwrap();
     assert_eq!(toolgate_mcp::serve::approval_page_link(&none, "ix_1"), None);
-    // And in the held result's text and structured content.
+    // And in the held result's structured content, never in the text the model reads
+    // (issue 34 item 2: the model is told no way to answer).
     let held = toolgate_mcp::serve::call_result_with_page(
         toolgate_core::ToolResponse::Held(toolgate_core::HeldCall {
             interaction_id: "ix_1".into(),
@@ -854,7 +855,8 @@ fn a_held_calls_approval_page_link_is_public_url_else_listen() {
         }),
         Some("http://127.0.0.1:9999/calls/ix_1"),
     );
-    assert!(text(&held).contains("approve it at http://127.0.0.1:9999/calls/ix_1"));
+    assert!(!text(&held).contains("http://127.0.0.1:9999/calls/ix_1"));
+    assert!(!text(&held).contains("inbox approve"));
     assert_eq!(
         held.structured_content.unwrap()["toolgate"]["approval_url"],
         "http://127.0.0.1:9999/calls/ix_1"

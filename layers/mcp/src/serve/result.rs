@@ -68,14 +68,12 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
             r
         }
         ToolResponse::Held(ref held) => {
-            let at = match page {
-                Some(url) => format!("approve it at {url} or with "),
-                None => String::new(),
-            };
+            // Issue 34 item 2: the text the model reads never names a way to answer (no
+            // command, no page): a person answers where people answer. The page's address
+            // is in `structuredContent.toolgate.approval_url`, for the client to show.
             let text = format!(
-                "{} Do not retry now: once a person has approved it ({at}toolgate inbox approve {}), call this tool again with exactly the same input and the approved call runs once.",
+                "{} Do not retry now: once a person has approved it, call this tool again with exactly the same input and the approved call runs once.",
                 response.model_text(),
-                held.interaction_id
             );
             let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
             let mut meta = Map::new();
