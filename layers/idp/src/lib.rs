@@ -198,6 +198,22 @@ pub enum Failure {
     UnknownKid(String),
 }
 
+/// The token of an `Authorization` header's value in the `Bearer` scheme, whose name is
+/// compared case-insensitively (RFC 6750, RFC 9110 §11.1); `None` for another scheme or
+/// an empty token.
+///
+/// ```
+/// assert_eq!(toolgate_idp::bearer_token("Bearer abc"), Some("abc"));
+/// assert_eq!(toolgate_idp::bearer_token("bearer abc "), Some("abc"));
+/// assert_eq!(toolgate_idp::bearer_token("Basic abc"), None);
+/// assert_eq!(toolgate_idp::bearer_token("Bearer "), None);
+/// ```
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The `kid` of a compact JWS, unverified (to choose a key by), when its header reads.
 pub fn unverified_kid(token: &str) -> Option<String> {
     jsonwebtoken::decode_header(token).ok()?.kid
@@ -281,6 +297,14 @@ pub fn verify_with(keys: &Keys, settings: &JwtSettings, token: &str) -> Result<V
             )));
         }
     };
+    // Issue 34 item 5: `iss` is one string, the issuer (RFC 7519 §4.1.1: a StringOrURI); a
+    // list that merely contains it is refused.
+    if claims.get("iss").and_then(Value::as_str) != Some(settings.issuer.as_str()) {
+        return Err(bad(format!(
+            "the token's issuer (`iss`) is not the string `{}`",
+            settings.issuer
+        )));
+    }
     let issuer = settings.issuer.clone();
     let scopes: Vec<String> = match (claims.get("scope"), claims.get("scp")) {
         (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_owned).collect(),

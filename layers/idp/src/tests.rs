@@ -429,3 +429,13 @@ mod tls {
         assert!(err.contains("holds no certificate"), "{err}");
     }
 }
+
+/// Issue 34 item 5: `iss` is the issuer as one string; a list that contains it is refused.
+#[tokio::test]
+async fn issue34_an_issuer_list_containing_the_issuer_is_refused() {
+    let k1 = SigningKey::rsa1();
+    let (v, _dir) = file_verifier(&[&k1]).await;
+    assert!(v.verify(&k1.sign(&good(json!({})))).await.is_ok());
+    let listed = k1.sign(&good(json!({"iss": [ISS, "https://elsewhere.example/"]})));
+    assert!(invalid(v.verify(&listed).await).contains("issuer"));
+}

@@ -89,22 +89,26 @@ async fn r26_fifty_concurrent_approvals_with_distinct_keys_have_exactly_one_winn
                 State::Denied
             }
         );
-        // The winner's key, repeated, is the same one answer.
+        // The winner's key, repeated by the winner, is the same one answer; by someone else,
+        // no repeat at all (issue 34 item 5: a key is its approver's).
+        let repeat = |approver: &str| Answer {
+            approve: winners[0].approved,
+            idempotency_key: Some(rec.answer_key.clone().unwrap()),
+            approver: approver.into(),
+            reason: None,
+            principal: None,
+        };
         let again = inbox
             .store()
-            .answer(
-                &id,
-                Answer {
-                    approve: winners[0].approved,
-                    idempotency_key: Some(rec.answer_key.clone().unwrap()),
-                    approver: "someone else".into(),
-                    reason: None,
-                    principal: None,
-                },
-            )
+            .answer(&id, repeat(&winners[0].approver))
             .await
             .unwrap();
         assert!(again.replayed && again.approver == winners[0].approver);
+        let other = inbox.store().answer(&id, repeat("someone else")).await;
+        assert!(
+            matches!(other, Err(AnswerError::AlreadyDecided { .. })),
+            "{other:?}"
+        );
     }
     drop_schemas(&url, &[schema]).await;
 }

@@ -82,14 +82,18 @@ pub struct RecordedAnswer {
 /// the same key with the other answer, `None` when it is not a repeat (no key, or another
 /// one): then [`pending_lost`] says why it lost.
 ///
-/// Without a key an answer is its own: it never replays one already recorded (R43).
+/// Without a key an answer is its own: it never replays one already recorded (R43). A key
+/// is its approver's (issue 34 item 5): another person giving the same key repeats nothing,
+/// and is told the call was already answered — never handed the first person's receipt.
 pub fn replay(
     id: &str,
     answer: &Answer,
     recorded: RecordedAnswer,
 ) -> Option<Result<AnswerReceipt, AnswerError>> {
     let given = answer.idempotency_key.as_deref()?;
-    if recorded.key.as_deref() != Some(given) {
+    if recorded.key.as_deref() != Some(given)
+        || recorded.approver.as_deref() != Some(answer.approver.as_str())
+    {
         return None;
     }
     let recorded_approve = recorded.approve == Some(true);
@@ -295,13 +299,18 @@ mod tests {
 
     #[test]
     fn r43_the_same_key_replays_and_the_other_answer_conflicts() {
-        let approve = Answer::approve("k", "carol");
+        let approve = Answer::approve("k", "alice");
         let receipt = replay("ia", &approve, recorded("k", true))
             .unwrap()
             .unwrap();
         assert!(receipt.replayed && receipt.approved);
         assert_eq!(receipt.approver, "alice", "the first answer's approver");
-        let deny = Answer::deny("k", "carol", None);
+        // Issue 34 item 5: a key is its approver's; another person's same key repeats nothing.
+        assert_eq!(
+            replay("ia", &Answer::approve("k", "carol"), recorded("k", true)),
+            None
+        );
+        let deny = Answer::deny("k", "alice", None);
         assert!(matches!(
             replay("ia", &deny, recorded("k", true)),
             Some(Err(AnswerError::Conflict {

@@ -112,7 +112,7 @@ pub(crate) async fn identify_jwt(
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(toolgate_idp::bearer_token);
     let proxied = jwt
         .header
         .as_deref()

@@ -208,6 +208,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     case!(r43_a_subagents_call_is_listed_on_the_parents_session_a_flow_agents_on_its_own);
     case!(r43_without_an_idempotency_key_each_answer_is_its_own);
     case!(r43_the_same_key_retried_is_one_answer_and_the_other_answer_conflicts);
+    case!(issue34_an_idempotency_key_is_its_approvers);
     case!(r26_a_repeat_of_a_denied_call_is_told_the_denial_once);
     case!(r26_a_repeat_of_an_expired_or_cancelled_call_is_told_so_once);
     case!(r26_a_repeat_of_an_open_or_sent_call_holds_nothing_new);
@@ -433,11 +434,20 @@ pub async fn r26_the_same_key_twice_is_one_answer(fixture: &dyn Fixture) {
     let c2 = store.get(&id).await.unwrap().unwrap().call;
     store.claim(&id, claim_of(&c2, "t")).await.unwrap();
     let third = store
-        .answer(&id, Answer::approve("K", "bob"))
+        .answer(&id, Answer::approve("K", "alice"))
         .await
         .unwrap();
     assert!(third.replayed && third.approved);
     assert_eq!(third.approver, "alice", "the first answer stands");
+    // A key is its approver's (issue 34 item 5): bob's same key is no repeat of alice's.
+    let bobs = store
+        .answer(&id, Answer::approve("K", "bob"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(bobs, AnswerError::AlreadyDecided { .. }),
+        "{bobs:?}"
+    );
     assert_eq!(state(&*store, &id).await, State::Claimed);
 }
 
@@ -1828,6 +1838,32 @@ pub async fn r43_without_an_idempotency_key_each_answer_is_its_own(fixture: &dyn
         .await
         .unwrap_err();
     assert!(matches!(e, AnswerError::AlreadyDecided { .. }), "{e:?}");
+}
+
+/// Issue 34 item 5: a key is its approver's: another person giving the same key is told the
+/// call was already answered, never handed the first person's receipt.
+pub async fn issue34_an_idempotency_key_is_its_approvers(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let c = held(json!({}), HOUR);
+    store.hold(c.clone()).await.unwrap();
+    let first = store
+        .answer(&c.interaction_id, Answer::approve("k1", "alice"))
+        .await
+        .unwrap();
+    assert!(first.approved && !first.replayed);
+    let again = store
+        .answer(&c.interaction_id, Answer::approve("k1", "alice"))
+        .await
+        .unwrap();
+    assert!(again.replayed, "alice's own retry replays");
+    let e = store
+        .answer(&c.interaction_id, Answer::approve("k1", "mallory"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, AnswerError::AlreadyDecided { .. }),
+        "another approver's same key replays nothing: {e:?}"
+    );
 }
 
 pub async fn r43_the_same_key_retried_is_one_answer_and_the_other_answer_conflicts(

@@ -128,7 +128,7 @@ impl Tokens {
         let token = headers
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(toolgate_idp::bearer_token)
             .map(str::trim)
             .filter(|t| !t.is_empty());
         let Some(token) = token else {

@@ -149,7 +149,7 @@ async fn authenticate(State(st): State<HttpState>, mut req: Request, next: Next)
         req.headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(toolgate_idp::bearer_token)
             .map(|t| t.trim().to_owned())
     });
     let speaks_for = auth.agent.clone();

@@ -103,7 +103,7 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(toolgate_idp::bearer_token)
         .map(str::trim)
         .filter(|t| !t.is_empty())
 }
