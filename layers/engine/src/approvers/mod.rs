@@ -124,9 +124,9 @@ impl ToolSelector {
     }
 
     /// Whether every call `grant` could ever answer lies inside this selector, whatever
-    /// tools exist now or arrive later (R45, R52): each field the selector sets is set by
-    /// the grant to a name it matches or to the very same pattern. The agent is checked by
-    /// [`Approver::may_grant`].
+    /// tools exist now or arrive later (R45, R52): each field the selector sets — the
+    /// agent's included — is set by the grant to a name it matches or to the very same
+    /// pattern.
     fn covers_grant(&self, grant: &crate::grant::Grant) -> bool {
         let within = |inner: Option<&Glob>, outer: &Glob| {
             outer.as_str() == "*"
@@ -148,6 +148,7 @@ impl ToolSelector {
                 .as_ref()
                 .is_none_or(|s| within(select.server(), s))
             && self.tool.as_ref().is_none_or(|t| within(select.tool(), t))
+            && self.agent.as_ref().is_none_or(|a| within(grant.agent(), a))
     }
 
     fn to_json(&self) -> Value {
@@ -321,6 +322,23 @@ impl Approver {
         // now, must lie inside one of the person's selectors, so a tool discovered later
         // (R52) never falls under a grant its giver could not answer.
         if !selectors.iter().any(|s| s.covers_grant(grant)) {
+            let any_agent = |s: &ToolSelector| {
+                ToolSelector {
+                    agent: None,
+                    ..s.clone()
+                }
+                .covers_grant(grant)
+            };
+            if selectors.iter().any(any_agent) {
+                return Err(GrantRefused {
+                    field: "agent",
+                    message: format!(
+                        "`{}` may answer `{}` only for some agents, not for every agent `{agent}` names",
+                        self.name,
+                        grant_selection(grant)
+                    ),
+                });
+            }
             return Err(GrantRefused {
                 field: "tool",
                 message: format!(
