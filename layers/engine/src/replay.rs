@@ -406,8 +406,13 @@ pub fn replay(
     audit: &str,
     last: Option<usize>,
 ) -> Result<Report, String> {
-    // A chained log is checked first: a log that may have been altered is not replayed.
-    let unchained = !audit.lines().any(|l| l.contains("\"hash\""));
+    // A chained log (its first record has a top-level `hash`) is checked first: a log that
+    // may have been altered is not replayed.
+    let unchained = !audit
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| serde_json::from_str::<serde_json::Map<String, Value>>(l).ok())
+        .is_some_and(|first| first.contains_key("hash"));
     if !unchained {
         crate::chain::verify_chain(audit.as_bytes()).map_err(|b| {
             format!(

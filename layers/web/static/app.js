@@ -334,8 +334,10 @@
       var id = card ? card.getAttribute("data-id") : "";
       var prompt = card && card.querySelector("h3.prompt");
       var name = prompt ? prompt.textContent : id;
-      if (card && cardsBox() && cardsBox().contains(card)) {
-        removeCard(card);
+      // On the list the card leaves with a confirmation — also when the live update took
+      // it away first (the answer's own `ended` event can outrun this response).
+      if (card && cardsBox()) {
+        if (cardsBox().contains(card)) { removeCard(card); }
         toast("Approved “" + name + "” with the edited input.", { link: "/calls/" + id });
       } else {
         window.location.assign("/calls/" + id);
