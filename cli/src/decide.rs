@@ -79,6 +79,9 @@ pub(super) fn check(
     }
     #[cfg(not(feature = "mcp"))]
     let _ = &built;
+    if let Some(w) = built.as_ref().and_then(writable_inbox) {
+        warnings.push(w);
+    }
     let valid = errs.is_empty();
     if json {
         if valid {
@@ -468,4 +471,33 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
         }
     }
     s
+}
+
+/// Issue 34 item 2: the inbox store must not be writable by the agents' account. A SQLite
+/// inbox file that its group or anyone may write is a warning: an agent running as another
+/// account of that group could answer its own held calls by writing the file.
+fn writable_inbox(gov: &Governance) -> Option<toolgate_engine::Warning> {
+    let toolgate_engine::recording::InboxStoreSetting::Sqlite(path) = &gov.inbox_settings()?.store
+    else {
+        return None;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode();
+        (mode & 0o022 != 0).then(|| toolgate_engine::Warning {
+            path: String::from("inbox.sqlite"),
+            message: format!(
+                "the inbox file `{}` is writable by {} (mode {:o}): whoever can write it can answer held calls, so make it writable by toolgate's account only (`chmod 600`) and never run agents as that account",
+                path,
+                if mode & 0o002 != 0 { "anyone" } else { "its group" },
+                mode & 0o777
+            ),
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }

@@ -456,3 +456,35 @@ async fn r7_r8_a_server_entrys_confidential_and_network_are_read_and_in_force() 
     client.cancel().await.unwrap();
     assert_eq!(drift.calls("lookup"), 0);
 }
+
+/// Issue 34 item 2: whoever can write the inbox store can answer held calls. `check` warns
+/// about a SQLite inbox file its group or anyone may write, and says nothing for mode 600.
+#[cfg(unix)]
+#[test]
+fn issue34_check_warns_about_an_inbox_file_others_may_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("inbox.db");
+    std::fs::write(&db, b"").unwrap();
+    let path = dir.path().join("toolgate.json");
+    let cfg = json!({"approval": {"channel": "inbox"}, "inbox": {"sqlite": db},
+                     "agents": [{"name": "dev", "allowed_tools": []}]});
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    let warned = |mode: u32| {
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("check")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["warnings"].as_array().unwrap().iter().any(|w| {
+            w["path"] == "inbox.sqlite" && w["message"].as_str().unwrap().contains("chmod 600")
+        })
+    };
+    assert!(warned(0o666));
+    assert!(warned(0o664));
+    assert!(!warned(0o600));
+}
