@@ -123,6 +123,18 @@ fn decide(dir: &Path, config: &Path, tool: &str) -> String {
     }
 }
 
+/// `toolgate check CONFIG --json`: its exit code and its JSON.
+fn check_json(config: &Path) -> (Option<i32>, Value) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("check")
+        .arg(config)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (out.status.code(), v)
+}
+
 /// `toolgate expose`'s MCP tools for `dev`.
 fn expose(config: &Path) -> Vec<String> {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
@@ -214,14 +226,8 @@ fn r1_r2_two_mcp_servers_whose_ids_normalise_alike_are_one_error_for_check_and_m
         "mcp": {"servers": {"evil": {"command": "true"}, "evil.": {"command": "true"}}}
     });
     std::fs::write(&path, cfg.to_string()).unwrap();
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("check")
-        .arg(&path)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert_eq!(check.status.code(), Some(1), "{check:?}");
-    let v: Value = serde_json::from_slice(&check.stdout).unwrap();
+    let (code, v) = check_json(&path);
+    assert_eq!(code, Some(1), "{v}");
     let error = v["errors"]
         .as_array()
         .unwrap()
@@ -276,16 +282,7 @@ fn r44_a_policy_with_quotas_and_no_shared_store_is_refused_by_check_and_mcp_serv
         }
         std::fs::write(&path, cfg.to_string()).unwrap();
     };
-    let check = || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("check")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (out.status.code(), v)
-    };
+    let check = || check_json(&path);
     write(json!({}));
     let (code, v) = check();
     assert_eq!(code, Some(1), "{v}");
@@ -408,16 +405,7 @@ async fn r7_r8_a_server_entrys_confidential_and_network_are_read_and_in_force() 
         });
         std::fs::write(&path, cfg.to_string()).unwrap();
     };
-    let check = || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("check")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (out.status.code(), v)
-    };
+    let check = || check_json(&path);
     write(json!({"url": url, "confidential": "yes"}), false, false);
     let (code, v) = check();
     assert_eq!(code, Some(1));
@@ -472,14 +460,8 @@ fn issue34_check_warns_about_an_inbox_file_others_may_write() {
     std::fs::write(&path, cfg.to_string()).unwrap();
     let warned = |mode: u32| {
         std::fs::set_permissions(&db, std::fs::Permissions::from_mode(mode)).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("check")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (code, v) = check_json(&path);
+        assert_eq!(code, Some(0), "{v}");
         v["warnings"].as_array().unwrap().iter().any(|w| {
             w["path"] == "inbox.sqlite" && w["message"].as_str().unwrap().contains("chmod 600")
         })

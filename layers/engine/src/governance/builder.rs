@@ -301,6 +301,7 @@ impl GovernanceBuilder {
         }
 
         let mut servers: HashMap<String, ServerSettings> = HashMap::new();
+        let mut by_normalised: HashMap<String, &str> = HashMap::new();
         for (name, settings) in &self.servers {
             let path = crate::error::field("servers", name);
             if name.trim().is_empty() {
@@ -315,16 +316,12 @@ impl GovernanceBuilder {
                     "`tool_prefix` must not be blank (R41)",
                 );
             }
-            // Two names that normalise alike name one server's tools (R1, R2).
-            if let Some(first) = self
-                .servers
-                .iter()
-                .map(|(n, _)| n)
-                .take_while(|n| !std::ptr::eq(*n, name))
-                .find(|n| {
-                    toolgate_core::names::server_key(n) == toolgate_core::names::server_key(name)
-                        && name_key(n) != name_key(name)
-                })
+            // Two names that normalise alike name one server's tools (R1, R2); the same name
+            // twice is reported below.
+            let normalised = toolgate_core::names::server_key(name);
+            if let Some(first) = by_normalised
+                .get(&normalised)
+                .filter(|first| name_key(first) != name_key(name))
             {
                 errs.push(
                     path,
@@ -334,6 +331,7 @@ impl GovernanceBuilder {
                 );
                 continue;
             }
+            by_normalised.entry(normalised).or_insert(name.as_str());
             if servers.insert(name_key(name), settings.clone()).is_some() {
                 errs.push(
                     path,

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::*;
 
@@ -227,8 +228,6 @@ impl HttpSessions {
             .collect()
     }
 }
-
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 impl GovernedServer {
     /// Serves streamable HTTP on a loopback address until the process ends. Each request

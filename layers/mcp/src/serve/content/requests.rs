@@ -90,6 +90,26 @@ impl GovernedSession {
         hidden(what)
     }
 
+    /// The server and name of the resource `uri`, or the refusal of a request about a URI
+    /// no server offers: audited as `event`, answered as a hidden one ([`hidden`]).
+    async fn resource_owner(
+        &self,
+        agent: &str,
+        event: &str,
+        what: &str,
+        uri: &str,
+        extra: &Map<String, Value>,
+    ) -> Result<(String, String, Peer<RoleClient>), ErrorData> {
+        match self.shared.owner_of(uri).await {
+            Ok(o) => Ok(o),
+            Err(r) => {
+                let asked = self.redacted_uri(uri);
+                let asked = asked.as_str().unwrap_or_default();
+                Err(self.refuse_unlisted(agent, event, what, asked, extra.clone(), r))
+            }
+        }
+    }
+
     pub(crate) fn redacted_uri(&self, uri: &str) -> Value {
         Value::String(self.shared.content.redactor.redact_text(uri))
     }
@@ -152,21 +172,9 @@ impl GovernedSession {
         let what = "the resource read";
         let mut extra = Map::new();
         extra.insert("uri".into(), self.redacted_uri(&uri));
-        let (server, name, peer) = match self.shared.owner_of(&uri).await {
-            Ok(o) => o,
-            Err(r) => {
-                let asked = self.redacted_uri(&uri);
-                let asked = asked.as_str().unwrap_or_default();
-                return Err(self.refuse_unlisted(
-                    &agent,
-                    "mcp_resource_read",
-                    what,
-                    asked,
-                    extra,
-                    r,
-                ));
-            }
-        };
+        let (server, name, peer) = self
+            .resource_owner(&agent, "mcp_resource_read", what, &uri, &extra)
+            .await?;
         self.decide(
             &agent,
             "mcp_resource_read",
@@ -221,21 +229,9 @@ impl GovernedSession {
         }
         let mut extra = Map::new();
         extra.insert("uri".into(), self.redacted_uri(&uri));
-        let (server, name, peer) = match self.shared.owner_of(&uri).await {
-            Ok(o) => o,
-            Err(r) => {
-                let asked = self.redacted_uri(&uri);
-                let asked = asked.as_str().unwrap_or_default();
-                return Err(self.refuse_unlisted(
-                    &agent,
-                    "mcp_resource_subscribe",
-                    what,
-                    asked,
-                    extra,
-                    r,
-                ));
-            }
-        };
+        let (server, name, peer) = self
+            .resource_owner(&agent, "mcp_resource_subscribe", what, &uri, &extra)
+            .await?;
         self.decide(
             &agent,
             "mcp_resource_subscribe",
