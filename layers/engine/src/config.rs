@@ -115,6 +115,7 @@ const AGENT: &[&str] = &[
     "parent",
     "approval",
     "audit",
+    "subagents",
 ];
 const LIMITS: &[&str] = &[
     "tool_rules",
@@ -566,6 +567,31 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
     }
     if o.has("parent") {
         a.parent = o.non_blank("parent", errs).map(str::to_owned);
+    }
+    // Issue 34: the subagent ids a token may name for this profile, as R19 patterns.
+    if let Some(items) = o.array("subagents", errs) {
+        for (i, item) in items.iter().enumerate() {
+            let ipath = index(&o.path_of("subagents"), i);
+            match item {
+                Value::String(s) if s.trim().is_empty() => {
+                    errs.push(ipath, "a subagent id pattern must not be blank");
+                }
+                Value::String(s) if s.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+                    errs.push(
+                        ipath,
+                        format!(
+                            "`{}`: a subagent id holds no white space or control characters",
+                            s.escape_debug()
+                        ),
+                    );
+                }
+                Value::String(s) => a.subagents.push(s.clone()),
+                other => errs.push(
+                    ipath,
+                    format!("expected a subagent id pattern, found {}", type_name(other)),
+                ),
+            }
+        }
     }
     read_agent_layers(&o, &mut a, errs);
     if let Some(items) = o.array("overrides", errs) {

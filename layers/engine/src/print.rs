@@ -257,6 +257,9 @@ fn agent(a: &AgentProfile) -> Value {
     if let Some(p) = &a.parent {
         o.insert("parent".into(), p.clone().into());
     }
+    if !a.subagents.is_empty() {
+        o.insert("subagents".into(), json!(a.subagents));
+    }
     // R9: the last entry for a name wins; `default` removes the override. Only what is in
     // force is written, in the order each name first appeared.
     let mut order: Vec<String> = Vec::new();

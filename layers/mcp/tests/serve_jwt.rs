@@ -26,7 +26,8 @@ const GOVERNANCE: &str = r#"{
     "servers": {"drift": {"trust_tool_annotations": true}},
     "behavior_gating": {"require_approval_for_non_read_only": true},
     "agents": [
-        {"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare", "drift__stats", "drift__fail", "drift__set_mode"]},
+        {"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare", "drift__stats", "drift__fail", "drift__set_mode"],
+         "subagents": ["triage-*"]},
         {"name": "viewer", "allowed_tools": ["drift__lookup"]}
     ]}"#;
 
@@ -360,14 +361,48 @@ async fn issue22_a_key_removed_from_the_jwks_file_stops_working_on_reload() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue22_a_subagent_claim_calls_as_that_subagent() {
+async fn issue22_issue34_a_subagent_claim_calls_as_a_subagent_its_profile_declares() {
     let rsa = SigningKey::rsa1();
     let idp = JwksServer::start(jwks(&[&rsa])).await;
     let addr = free_addr();
     let _server = serve(addr, &section(addr, json!({"jwks_url": idp.url}))).await;
-    // A subagent id that is another profile's name is refused by the engine (SPEC §8): the
-    // claim reached the call as the subagent id.
-    let t = token(&rsa, addr, json!({"azp": "client-dev", "act_as": "viewer"}));
+    // Issue 34 item 3: a client does not choose its own subagent id. An id the profile does
+    // not declare, another profile's name (SPEC §8) and one differing from it only by case
+    // or white space are refused at the door: nothing is listed, nothing runs.
+    for id in [
+        "act-as-anyone",
+        "viewer",
+        " viewer",
+        "Viewer",
+        "viewer\t",
+        "dev",
+        "",
+    ] {
+        let t = token(&rsa, addr, json!({"azp": "client-dev", "act_as": id}));
+        let (status, challenge, body) = raw(addr, "POST", "/mcp", Some(&t)).await;
+        assert_eq!(status, 401, "act_as {id:?}: {body}");
+        assert!(challenge.contains("invalid_token"), "{challenge}");
+        assert!(
+            listed(addr, &t).await.is_err(),
+            "act_as {id:?} listed tools"
+        );
+    }
+    let t = token(
+        &rsa,
+        addr,
+        json!({"azp": "client-dev", "act_as": "act-as-anyone"}),
+    );
+    let (_, _, body) = raw(addr, "POST", "/mcp", Some(&t)).await;
+    assert!(
+        body.contains("is not one agent profile `dev` declares"),
+        "{body}"
+    );
+    // A declared one calls, as that subagent of `dev`.
+    let t = token(
+        &rsa,
+        addr,
+        json!({"azp": "client-dev", "act_as": "triage-7"}),
+    );
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp")).auth_header(t),
     );
@@ -379,9 +414,7 @@ async fn issue22_a_subagent_claim_calls_as_that_subagent() {
         .call_tool(CallToolRequestParams::new("drift__lookup").with_arguments(args))
         .await
         .unwrap();
-    assert_eq!(r.is_error, Some(true), "{r:?}");
-    let text = serde_json::to_string(&r.content).unwrap();
-    assert!(text.contains("subagent id `viewer`"), "{text}");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
     let _ = client.cancel().await;
     // A subagent claim that is no string is refused at the door.
     let bad = token(&rsa, addr, json!({"azp": "client-dev", "act_as": 7}));

@@ -129,11 +129,7 @@ impl ToolSelector {
     /// pattern.
     fn covers_grant(&self, grant: &crate::grant::Grant) -> bool {
         let within = |inner: Option<&Glob>, outer: &Glob| {
-            outer.as_str() == "*"
-                || inner.is_some_and(|i| {
-                    i.as_str().eq_ignore_ascii_case(outer.as_str())
-                        || (!i.as_str().contains('*') && outer.matches(i.as_str()))
-                })
+            outer.as_str() == "*" || inner.is_some_and(|i| outer.covers(i))
         };
         let select = grant.selection();
         let kind_ok = match self.kind {

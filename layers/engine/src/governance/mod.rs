@@ -368,6 +368,66 @@ impl Governance {
         self.agents.iter().map(|a| a.name.as_str())
     }
 
+    /// Whether a subagent id taken from a caller's credential (a token's subagent claim,
+    /// issue 34) may act under `profile`: only an id one of the profile's declared
+    /// `subagents` patterns matches (R19), holding no white space or control character, and
+    /// naming no profile — not even one that differs from it only by case or white space
+    /// (SPEC §8: a subagent id never shadows a profile). A profile that declares none
+    /// admits none. The refusal says why, for the caller.
+    ///
+    /// ```
+    /// use toolgate_engine::config::{self, Format};
+    ///
+    /// let g = config::load_str(r#"{"agents": [
+    ///     {"name": "support", "subagents": ["triage-*"]},
+    ///     {"name": "reader"},
+    ///     {"name": "batch"}]}"#, Format::Json).unwrap();
+    /// assert!(g.admit_subagent("support", "triage-7").is_ok());
+    /// assert!(g.admit_subagent("support", "act-as-anyone").is_err());
+    /// assert!(g.admit_subagent("support", " reader").is_err());
+    /// assert!(g.admit_subagent("support", "Reader").is_err());
+    /// assert!(g.admit_subagent("batch", "triage-7").is_err()); // declares none
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming the profile and the id, saying why the id is not admitted.
+    pub fn admit_subagent(&self, profile: &str, id: &str) -> Result<(), String> {
+        let shown = id.escape_debug();
+        let Some(agent) = self.agent(profile) else {
+            return Err(format!("agent profile `{profile}` is not configured"));
+        };
+        if id.trim().is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "subagent id `{shown}` holds white space or control characters: it is never a subagent id"
+            ));
+        }
+        let folded = id.to_lowercase();
+        if let Some(p) = self
+            .agents
+            .iter()
+            .find(|a| a.name.trim().to_lowercase() == folded)
+        {
+            return Err(format!(
+                "subagent id `{shown}` names the agent profile `{}`: a subagent id never shadows a profile",
+                p.name
+            ));
+        }
+        if agent.subagents.is_empty() {
+            return Err(format!(
+                "agent profile `{}` declares no subagents (`agents[].subagents`): subagent id `{shown}` is not admitted",
+                agent.name
+            ));
+        }
+        if !agent.subagents.iter().any(|g| g.matches(id)) {
+            return Err(format!(
+                "subagent id `{shown}` is not one agent profile `{}` declares (`agents[].subagents`)",
+                agent.name
+            ));
+        }
+        Ok(())
+    }
+
     /// Every approval channel asks can be routed to, with where the configuration routes
     /// them: the host's `approval.channel` first, then each agent's own
     /// (`agents[i].approval.channel`), in configuration order. A kind may appear more than
@@ -523,6 +583,67 @@ mod agent_layer_tests {
                 "agents[0].approval.channel",
                 "agents[0].approval.timeout_secs",
                 "agents[0].audit.include_input"
+            ]
+        );
+    }
+
+    #[test]
+    fn issue34_subagent_ids_are_declared_patterns_never_a_profiles_spelling() {
+        let g = load_str(
+            r#"{"agents": [{"name": "support", "subagents": ["triage-*", "reader-1"]},
+                           {"name": "reader"}, {"name": "batch"}],
+                "policy": {"rules": [
+                    {"effect": "deny", "server": "bank", "tool": "transfer", "agent": "support"},
+                    {"effect": "deny", "server": "bank", "tool": "transfer", "agent": "triage-*"},
+                    {"effect": "ask", "agent": "*"}]}}"#,
+            Format::Json,
+        )
+        .unwrap();
+        for ok in ["triage-7", "TRIAGE-x", "reader-1"] {
+            assert_eq!(g.admit_subagent("support", ok), Ok(()), "{ok}");
+        }
+        for (id, why) in [
+            ("act_as", "is not one agent profile `support` declares"),
+            (" reader", "white space"),
+            ("reader\u{200b}", "is not one"),
+            ("Reader", "names the agent profile `reader`"),
+            ("SUPPORT", "names the agent profile `support`"),
+            ("batch", "names the agent profile `batch`"),
+            ("", "white space"),
+        ] {
+            let e = g.admit_subagent("support", id).unwrap_err();
+            assert!(e.contains(why), "{id:?}: {e}");
+        }
+        assert!(
+            g.admit_subagent("batch", "triage-1")
+                .unwrap_err()
+                .contains("declares no subagents")
+        );
+        assert!(g.admit_subagent("nobody", "triage-1").is_err());
+        // `check`: the first rule names `support` and leaves `reader-1` out; the second
+        // covers `triage-*`; `*` covers every one.
+        let warned: Vec<String> = g
+            .warnings()
+            .into_iter()
+            .filter(|w| w.message.contains("subagents it declares"))
+            .map(|w| format!("{}: {}", w.path, w.message))
+            .collect();
+        assert_eq!(warned.len(), 1, "{warned:#?}");
+        assert!(warned[0].starts_with("policy.rules[0].agent"), "{warned:?}");
+        assert!(warned[0].contains("`triage-*`, `reader-1`"), "{warned:?}");
+        // Bad declarations are errors naming the entry.
+        let e = load_str(
+            r#"{"agents": [{"name": "a", "subagents": ["ok", " ", "tab\tbed", 7]}]}"#,
+            Format::Json,
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = e.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "agents[0].subagents[1]",
+                "agents[0].subagents[2]",
+                "agents[0].subagents[3]"
             ]
         );
     }

@@ -38,6 +38,10 @@ pub struct AgentProfile {
     pub allowed_resources: Vec<String>,
     /// The qualified names of the MCP prompts the agent may list and get; patterns as R48.
     pub allowed_prompts: Vec<String>,
+    /// The subagent ids a token may name for this profile (`agents[i].subagents`, R19
+    /// patterns; issue 34): `toolgate mcp serve` accepts a subagent id from a token's
+    /// subagent claim only when one of these matches it ([`Governance::admit_subagent`](crate::Governance::admit_subagent)).
+    pub subagents: Vec<String>,
 }
 
 impl AgentProfile {
@@ -102,6 +106,17 @@ impl AgentProfile {
     #[must_use]
     pub fn override_mode(mut self, tool: impl Into<String>, mode: ApprovalMode) -> Self {
         self.overrides.push((tool.into(), mode));
+        self
+    }
+
+    /// Declares the subagent ids (R19 patterns) a token may name for this profile.
+    #[must_use]
+    pub fn subagents<I, S>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.subagents.extend(ids.into_iter().map(Into::into));
         self
     }
 
@@ -182,6 +197,8 @@ pub struct ResolvedAgent {
     pub(super) resources: Vec<AllowList>,
     /// Its own `allowed_prompts`, then each ancestor's.
     pub(super) prompts: Vec<AllowList>,
+    /// The subagent ids it declares (`agents[i].subagents`), its own only.
+    pub(super) subagents: Vec<Glob>,
 }
 
 impl ResolvedAgent {
@@ -318,6 +335,7 @@ pub(super) fn resolve_agents(
                     &profile.allowed_prompts,
                     parent_resolved.map(|p| &p.prompts),
                 ),
+                subagents: profile.subagents.iter().map(|s| Glob::new(s)).collect(),
                 approval_channel: profile
                     .approval_channel
                     .or(parent_resolved.and_then(|p| p.approval_channel)),

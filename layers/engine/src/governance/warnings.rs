@@ -8,7 +8,7 @@ use super::posture::trusted;
 use super::profile::is_pattern;
 use super::{Governance, PolicyState};
 use crate::error::{Warning, index};
-use crate::policy::Effect;
+use crate::policy::{Effect, Glob};
 
 impl Governance {
     /// Findings that do not stop a configuration from loading (R24, R28, R40).
@@ -293,6 +293,30 @@ impl Governance {
                                 rule.effect()
                             ),
                         });
+                    }
+                }
+                // Issue 34: a rule written for a profile does not reach its subagents (R19:
+                // `agent` matches the subagent's id), so a subagent a token may name escapes
+                // a `deny` or `ask` its pattern does not cover.
+                if let Some(pattern) = rule.agent() {
+                    for agent in self.agents.iter().filter(|a| pattern.matches(&a.name)) {
+                        let open: Vec<&str> = agent
+                            .subagents
+                            .iter()
+                            .filter(|s| !pattern.covers(s))
+                            .map(Glob::as_str)
+                            .collect();
+                        if !open.is_empty() {
+                            out.push(Warning {
+                                path: format!("{path}.agent"),
+                                message: format!(
+                                    "this `{}` rule names agent profile `{}` but not the subagents it declares ({}): their calls are not under it (R19: `agent` matches a subagent's id); add a rule for them",
+                                    rule.effect(),
+                                    agent.name,
+                                    open.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+                                ),
+                            });
+                        }
                     }
                 }
                 if rule.has_when() {

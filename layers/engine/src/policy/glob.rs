@@ -96,6 +96,24 @@ impl Glob {
         self.parts().map(|(_, _, suffix)| suffix)
     }
 
+    /// Whether every name `inner` (a pattern too) can match is one this pattern matches,
+    /// decided conservatively without enumerating names: this pattern is `*`, or the same
+    /// pattern (ASCII case-insensitively), or `inner` is an exact name this pattern matches.
+    /// `false` may mean "not provably": callers treat it as "not covered".
+    ///
+    /// ```
+    /// use toolgate_engine::policy::Glob;
+    /// assert!(Glob::new("*").covers(&Glob::new("triage-*")));
+    /// assert!(Glob::new("triage-*").covers(&Glob::new("Triage-*")));
+    /// assert!(Glob::new("triage-*").covers(&Glob::new("triage-7")));
+    /// assert!(!Glob::new("support").covers(&Glob::new("triage-*")));
+    /// ```
+    pub fn covers(&self, inner: &Glob) -> bool {
+        self.as_str() == "*"
+            || inner.lower() == self.lower()
+            || (inner.exact().is_some() && self.matches_lower(inner.lower()))
+    }
+
     /// Whether the pattern matches the whole of `name`, ASCII case-insensitively.
     pub fn matches(&self, name: &str) -> bool {
         self.matches_lower(&name.to_ascii_lowercase())

@@ -100,6 +100,31 @@ async fn public(State(st): State<HttpState>, req: Request, next: Next) -> Respon
     next.run(req).await
 }
 
+/// Issue 34 item 3: a subagent id a token names is admitted only when its profile declares
+/// it (`agents[].subagents`), judged on the governance snapshot in force; anything else is
+/// refused as an invalid token, never run as the profile or as an undeclared subagent.
+fn admitted(
+    st: &HttpState,
+    tokens: &Tokens,
+    auth: Authenticated,
+) -> Result<Authenticated, super::auth::AuthRefusal> {
+    if let Some(id) = auth.jwt.as_ref().and_then(|j| j.subagent.as_deref())
+        && let Err(why) = st
+            .shared
+            .gateway
+            .handle()
+            .load()
+            .admit_subagent(&auth.agent, id)
+    {
+        tracing::info!(target: "toolgate_mcp::serve", agent = auth.agent.as_str(), "a bearer token was refused: {why}");
+        return Err(tokens.refusal(
+            hyper::StatusCode::UNAUTHORIZED,
+            &toolgate_idp::Rejection::Invalid(format!("{why}: the token's subagent claim")),
+        ));
+    }
+    Ok(auth)
+}
+
 /// Layer 2: who the request speaks for, into its extensions; and the session held to it.
 async fn authenticate(State(st): State<HttpState>, mut req: Request, next: Next) -> Response {
     // The tokens in force now: a token revoked by a reload is refused.
@@ -112,6 +137,7 @@ async fn authenticate(State(st): State<HttpState>, mut req: Request, next: Next)
         }),
         None => tokens.authenticate(req.headers()).await,
     };
+    let auth = auth.and_then(|a| admitted(&st, &tokens, a));
     let auth = match auth {
         Ok(a) => a,
         Err((status, challenge, body)) => {
