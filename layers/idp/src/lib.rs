@@ -12,6 +12,9 @@
 //!   the configured list ([`toolgate_engine::jwt::ALGORITHMS`] at most: never `none`, never
 //!   an HMAC algorithm, so a token "signed" with the public key as an HMAC secret is refused
 //!   before any key is looked at);
+//! - its header `typ`, when it has one, does not name another kind of JWT than an access
+//!   token (absent, `JWT` or `at+jwt`; RFC 8725 §3.11), and is `at+jwt` when the section's
+//!   `token_type` says so (RFC 9068 §2.1, [`TokenType`]);
 //! - its `kid` names a key of the JWKS (without a `kid`, exactly one key fits its
 //!   algorithm) whose type fits the algorithm (`RSA` for `RS*`/`PS*`, `EC` on the matching
 //!   curve for `ES256`/`ES384`, `OKP` Ed25519 for `EdDSA`), whose own `alg`, when it has one,
@@ -72,11 +75,13 @@ pub use toolgate_engine::jwt::Principal;
 mod fetch;
 mod jwks;
 mod metadata;
+mod typ;
 
 pub use fetch::{FetchClient, Fetched, TLS, check_fetch_url};
 use jwks::Lookup;
 pub use jwks::{Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};
+pub use typ::{TOKEN_TYPE_FIELD, TokenType};
 
 /// The longest bearer token looked at; a longer one is refused unread.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -220,13 +225,29 @@ pub fn unverified_kid(token: &str) -> Option<String> {
 }
 
 /// Verifies `token` with `keys` under `settings` at the system clock (the checks of the
-/// crate's docs). No I/O: the [`Verifier`] brings the keys.
+/// crate's docs), with no `token_type` ([`TokenType::Any`]). No I/O: the [`Verifier`]
+/// brings the keys.
 ///
 /// # Errors
 ///
 /// [`Failure::UnknownKid`] when the token names a key `keys` lacks, else
 /// [`Failure::Rejected`] with why.
 pub fn verify_with(keys: &Keys, settings: &JwtSettings, token: &str) -> Result<Verified, Failure> {
+    verify_typed(keys, settings, TokenType::Any, token)
+}
+
+/// [`verify_with`], the header `typ` checked against `token_type`.
+///
+/// # Errors
+///
+/// [`Failure::UnknownKid`] when the token names a key `keys` lacks, else
+/// [`Failure::Rejected`] with why.
+pub fn verify_typed(
+    keys: &Keys,
+    settings: &JwtSettings,
+    token_type: TokenType,
+    token: &str,
+) -> Result<Verified, Failure> {
     let bad = |why: String| Failure::Rejected(Rejection::Invalid(why));
     if token.is_empty() {
         return Err(bad(String::from("the bearer token is empty")));
@@ -252,6 +273,11 @@ pub fn verify_with(keys: &Keys, settings: &JwtSettings, token: &str) -> Result<V
             "the token's algorithm `{alg:?}` is not allowed (allowed: {})",
             settings.algorithms.join(", ")
         )));
+    }
+    // Issue 34 item 5: before any key is looked for (a token of another kind never has the
+    // keys fetched again for its `kid`).
+    if let Some(why) = token_type.problem(header.typ.as_deref()) {
+        return Err(bad(why));
     }
     let key = match keys.find(header.kid.as_deref(), alg) {
         Lookup::Found(k) => k,
@@ -346,6 +372,8 @@ struct Held {
 
 struct Inner {
     settings: JwtSettings,
+    /// What the header `typ` must say.
+    token_type: TokenType,
     /// The configuration path of the settings (`mcp.jwt`), for messages.
     path: String,
     held: RwLock<Held>,
@@ -395,6 +423,28 @@ impl Verifier {
     /// Keys that cannot be had, named by their field (`mcp.jwt.jwks_file`): fail closed at
     /// start rather than refuse every token later.
     pub async fn start(settings: JwtSettings, path: &str) -> Result<Self, ConfigErrors> {
+        Self::start_typed(settings, TokenType::Any, path).await
+    }
+
+    /// [`Verifier::start`], the header `typ` of every token checked against `token_type`
+    /// (the section's `token_type`, read by [`TokenType::read`]).
+    ///
+    /// ```no_run
+    /// # async fn run(settings: toolgate_engine::jwt::JwtSettings) -> Result<(), Box<dyn std::error::Error>> {
+    /// use toolgate_idp::{TokenType, Verifier};
+    /// let verifier = Verifier::start_typed(settings, TokenType::AccessToken, "mcp.jwt").await?;
+    /// assert_eq!(verifier.token_type(), TokenType::AccessToken);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Verifier::start`].
+    pub async fn start_typed(
+        settings: JwtSettings,
+        token_type: TokenType,
+        path: &str,
+    ) -> Result<Self, ConfigErrors> {
         if let JwksSource::Url(url) = &settings.keys {
             check_fetch_url(url).map_err(|e| ConfigErrors::one(format!("{path}.jwks_url"), e))?;
         }
@@ -402,6 +452,7 @@ impl Verifier {
             .map_err(|e| ConfigErrors::one(format!("{path}.ca_file"), e))?;
         let v = Self(Arc::new(Inner {
             settings,
+            token_type,
             path: path.to_owned(),
             held: RwLock::new(Held {
                 keys: None,
@@ -422,6 +473,11 @@ impl Verifier {
     /// The settings verified against.
     pub fn settings(&self) -> &JwtSettings {
         &self.0.settings
+    }
+
+    /// What the header `typ` of a token must say.
+    pub fn token_type(&self) -> TokenType {
+        self.0.token_type
     }
 
     fn field(&self) -> String {
@@ -602,7 +658,7 @@ impl Verifier {
     /// [`Rejection::InsufficientScope`] (403).
     pub async fn verify(&self, token: &str) -> Result<Verified, Rejection> {
         let (keys, fresh) = self.current().await?;
-        match verify_with(&keys, &self.0.settings, token) {
+        match verify_typed(&keys, &self.0.settings, self.0.token_type, token) {
             Ok(v) => Ok(v),
             Err(Failure::Rejected(r)) => Err(r),
             Err(Failure::UnknownKid(kid)) => {
@@ -625,7 +681,7 @@ impl Verifier {
                         failed.unwrap_or_default()
                     )));
                 };
-                match verify_with(&keys, &self.0.settings, token) {
+                match verify_typed(&keys, &self.0.settings, self.0.token_type, token) {
                     Ok(v) => Ok(v),
                     Err(Failure::Rejected(r)) => Err(r),
                     Err(Failure::UnknownKid(_)) => Err(Rejection::Invalid(format!(

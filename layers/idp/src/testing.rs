@@ -91,6 +91,15 @@ impl SigningKey {
         h.kid = Some(self.kid.clone());
         jsonwebtoken::encode(&h, claims, &self.enc).expect("sign")
     }
+
+    /// [`SigningKey::sign`] with the header `typ` given (`None`: no `typ` at all), as an
+    /// RFC 9068 provider types its access tokens (`at+jwt`) or another kind of JWT is typed.
+    pub fn sign_typed(&self, claims: &Value, typ: Option<&str>) -> String {
+        let mut h = Header::new(self.alg);
+        h.kid = Some(self.kid.clone());
+        h.typ = typ.map(str::to_owned);
+        jsonwebtoken::encode(&h, claims, &self.enc).expect("sign")
+    }
 }
 
 /// A JWKS holding `keys`' public JWKs.

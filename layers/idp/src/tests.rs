@@ -439,3 +439,117 @@ async fn issue34_an_issuer_list_containing_the_issuer_is_refused() {
     let listed = k1.sign(&good(json!({"iss": [ISS, "https://elsewhere.example/"]})));
     assert!(invalid(v.verify(&listed).await).contains("issuer"));
 }
+
+/// Issue 34 item 5: without `token_type`, a token whose header `typ` names another kind of
+/// JWT is refused (RFC 8725 §3.11); an untyped, `JWT` or access-token-typed one is taken.
+#[tokio::test]
+async fn issue34_a_token_typed_as_another_kind_of_jwt_is_refused() {
+    let k1 = SigningKey::rsa1();
+    let (v, _dir) = file_verifier(&[&k1]).await;
+    assert_eq!(v.token_type(), crate::TokenType::Any);
+    let claims = good(json!({}));
+    for typ in [
+        None,
+        Some("JWT"),
+        Some("jwt"),
+        Some("application/jwt"),
+        Some("at+jwt"),
+        Some("application/at+jwt"),
+        Some("AT+JWT"),
+    ] {
+        let r = v.verify(&k1.sign_typed(&claims, typ)).await;
+        assert!(r.is_ok(), "{typ:?}: {r:?}");
+    }
+    for typ in [
+        "dpop+jwt",
+        "logout+jwt",
+        "secevent+jwt",
+        "application/logout+jwt",
+        "JOSE",
+        "id_token+jwt",
+        "",
+    ] {
+        let why = invalid(v.verify(&k1.sign_typed(&claims, Some(typ))).await);
+        assert!(
+            why.contains("`typ`") && why.contains("another kind of JWT"),
+            "{typ}: {why}"
+        );
+    }
+}
+
+/// Issue 34 item 5: with `"token_type": "at+jwt"`, only RFC 9068 access tokens (`typ`
+/// `at+jwt` or `application/at+jwt`, any case) are taken.
+#[tokio::test]
+async fn issue34_token_type_at_jwt_takes_only_access_tokens() {
+    let k1 = SigningKey::rsa1();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jwks.json");
+    std::fs::write(&path, jwks(&[&k1]).to_string()).unwrap();
+    let section = json!({"token_type": "at+jwt"});
+    let mut errs = ConfigErrors::default();
+    let token_type = crate::TokenType::read(&section, "mcp.jwt", &mut errs);
+    assert!(errs.is_empty(), "{errs}");
+    let v = Verifier::start_typed(settings(json!({"jwks_file": path})), token_type, "mcp.jwt")
+        .await
+        .unwrap();
+    assert_eq!(v.token_type(), crate::TokenType::AccessToken);
+    let claims = good(json!({}));
+    for typ in [
+        "at+jwt",
+        "application/at+jwt",
+        "AT+JWT",
+        "Application/At+Jwt",
+    ] {
+        let r = v.verify(&k1.sign_typed(&claims, Some(typ))).await;
+        assert!(r.is_ok(), "{typ}: {r:?}");
+    }
+    for typ in [None, Some("JWT"), Some("dpop+jwt"), Some("at+jwt+x")] {
+        let why = invalid(v.verify(&k1.sign_typed(&claims, typ)).await);
+        assert!(
+            why.contains("`token_type` requires `at+jwt`"),
+            "{typ:?}: {why}"
+        );
+    }
+    // The same token is taken by a verifier without `token_type` (the check is the
+    // setting's, not a side effect of something else).
+    let (plain, _d) = file_verifier(&[&k1]).await;
+    assert!(plain.verify(&k1.sign_typed(&claims, None)).await.is_ok());
+}
+
+/// Issue 34 item 5: `token_type` is validated, its error named by its field.
+#[test]
+fn issue34_a_bad_token_type_names_its_field() {
+    use crate::TokenType;
+    for (value, want) in [
+        (json!("at+jwt"), Some(TokenType::AccessToken)),
+        (json!("application/at+jwt"), Some(TokenType::AccessToken)),
+        (json!("AT+JWT"), Some(TokenType::AccessToken)),
+        (json!("JWT"), None),
+        (json!("dpop+jwt"), None),
+        (json!(""), None),
+        (json!(true), None),
+        (json!(["at+jwt"]), None),
+    ] {
+        let mut errs = ConfigErrors::default();
+        let got = TokenType::read(&json!({"token_type": value}), "mcp.jwt", &mut errs);
+        match want {
+            Some(t) => {
+                assert_eq!(got, t, "{value}");
+                assert!(errs.is_empty(), "{value}: {errs}");
+            }
+            None => {
+                assert_eq!(got, TokenType::Any, "{value}");
+                assert_eq!(errs.errors.len(), 1, "{value}");
+                assert_eq!(errs.errors[0].path, "mcp.jwt.token_type", "{value}");
+            }
+        }
+    }
+    let mut errs = ConfigErrors::default();
+    assert_eq!(
+        TokenType::read(&json!({}), "approvers.jwt", &mut errs),
+        TokenType::Any
+    );
+    assert!(errs.is_empty());
+    assert_eq!(TokenType::AccessToken.config_value(), Some("at+jwt"));
+    assert_eq!(TokenType::Any.config_value(), None);
+}
