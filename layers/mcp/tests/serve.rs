@@ -1895,3 +1895,72 @@ async fn issue34_an_http_session_answers_only_to_the_principal_that_opened_it() 
     assert_eq!(code, 200, "{resp}");
     assert!(resp.contains("drift__lookup"), "{resp}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue34_malformed_params_of_a_served_method_are_invalid_params_not_an_unknown_method() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let server = server("none", None, "").await;
+    let (client_end, server_end) = tokio::io::duplex(256 * 1024);
+    tokio::spawn(async move { server.serve_io("dev", server_end).await });
+    let (read, mut write) = tokio::io::split(client_end);
+    let mut lines = BufReader::new(read).lines();
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    write
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    let sent = [
+        (
+            2,
+            r#""method":"tools/call","params":{"name":5}"#,
+            -32602,
+            "name",
+        ),
+        (
+            3,
+            r#""method":"tools/call","params":{"name":"drift__lookup","arguments":[1]}"#,
+            -32602,
+            "tools/call",
+        ),
+        (4, r#""method":"tools/call""#, -32602, "`params` is missing"),
+        (
+            5,
+            r#""method":"resources/read","params":{"url":"x"}"#,
+            -32602,
+            "uri",
+        ),
+        (6, r#""method":"prompts/get","params":{}"#, -32602, "name"),
+        (
+            7,
+            r#""method":"no/such/method","params":{}"#,
+            -32601,
+            "no/such/method",
+        ),
+    ];
+    for (id, rest, _, _) in sent {
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},{rest}}}\n");
+        write.write_all(line.as_bytes()).await.unwrap();
+    }
+    let mut answers: HashMap<i64, Value> = HashMap::new();
+    while answers.len() < sent.len() + 1 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("an answer in time")
+            .unwrap()
+            .expect("the server answers every request");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v.get("id").and_then(Value::as_i64) {
+            answers.insert(id, v);
+        }
+    }
+    for (id, _, code, says) in sent {
+        let e = &answers[&id]["error"];
+        assert_eq!(e["code"], code, "request {id}: {e}");
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "request {id}: {message}");
+    }
+}

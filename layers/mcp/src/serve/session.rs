@@ -156,6 +156,17 @@ impl ServerHandler for GovernedSession {
             )
     }
 
+    /// A request rmcp could not read as any method it knows arrives here. One naming a method
+    /// toolgate serves came with params that method cannot take: `-32602` (invalid params)
+    /// saying which field is wrong, never `-32601` as if the method did not exist (issue 34).
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(unreadable_request(&request))
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -464,4 +475,41 @@ impl GovernedSession {
         });
         Ok(self.result(response))
     }
+}
+
+/// The answer to a request rmcp read as a custom one (issue 34 item 5): for a method toolgate
+/// serves, its params did not fit (`-32602`, with serde's reason naming the field); for any
+/// other, the method is not served (`-32601`).
+pub(super) fn unreadable_request(request: &rmcp::model::CustomRequest) -> ErrorData {
+    use rmcp::model as m;
+    fn reason<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> String {
+        match params {
+            None => String::from("`params` is missing"),
+            Some(p) => match serde_path_to_error::deserialize::<_, T>(p.clone()) {
+                Err(e) if e.path().to_string() == "." => e.inner().to_string(),
+                Err(e) => format!("`{}`: {}", e.path(), e.inner()),
+                Ok(_) => String::from("they are not what the method takes"),
+            },
+        }
+    }
+    let params = request.params.as_ref();
+    let method = request.method.as_str();
+    let why = match method {
+        "tools/call" => reason::<m::CallToolRequestParams>(params),
+        "resources/read" => reason::<m::ReadResourceRequestParams>(params),
+        "resources/subscribe" => reason::<m::SubscribeRequestParams>(params),
+        "resources/unsubscribe" => reason::<m::UnsubscribeRequestParams>(params),
+        "prompts/get" => reason::<m::GetPromptRequestParams>(params),
+        "completion/complete" => reason::<m::CompleteRequestParams>(params),
+        "logging/setLevel" => reason::<m::SetLevelRequestParams>(params),
+        "initialize" => reason::<m::InitializeRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            reason::<m::PaginatedRequestParams>(params)
+        }
+        _ => return ErrorData::new(m::ErrorCode::METHOD_NOT_FOUND, method.to_owned(), None),
+    };
+    ErrorData::invalid_params(
+        format!("the `{method}` request's params are malformed: {why}"),
+        None,
+    )
 }
