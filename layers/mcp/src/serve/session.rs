@@ -480,6 +480,7 @@ impl GovernedSession {
 /// The answer to a request rmcp read as a custom one (issue 34 item 5): for a method toolgate
 /// serves, its params did not fit (`-32602`, with serde's reason naming the field); for any
 /// other, the method is not served (`-32601`).
+#[allow(deprecated)] // logging/setLevel is still served (SEP-2577 deprecates it)
 pub(super) fn unreadable_request(request: &rmcp::model::CustomRequest) -> ErrorData {
     use rmcp::model as m;
     fn reason<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> String {
