@@ -50,6 +50,8 @@ fn section(addr: SocketAddr, keys: Value) -> ServeConfig {
     });
     if let (Some(o), Value::Object(k)) = (jwt.as_object_mut(), keys) {
         o.extend(k);
+        // A `null` leaves the setting out (`"agent_claim": null`: the default claims).
+        o.retain(|_, v| !v.is_null());
     }
     let bin = env!("CARGO_BIN_EXE_toolgate-mcp-drift-server");
     ServeConfig::read(&json!({
@@ -614,4 +616,145 @@ async fn issue22_r47_an_elicitation_answer_in_a_jwt_session_records_its_verified
         static_token.get("principal").is_none(),
         "a static token's answer names no principal: {static_token}"
     );
+}
+
+/// Issue 34 item 6: without `agent_claim`, the agent is the token's `client_id` (RFC 9068
+/// §2.2, as a certified provider names the client), else its `azp`; both present with
+/// different values is refused, and so is neither. With `agent_claim` written, only that
+/// claim is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue34_the_agent_is_the_client_id_else_the_azp_and_two_clients_are_refused() {
+    let rsa = SigningKey::rsa1();
+    let idp = JwksServer::start(jwks(&[&rsa])).await;
+    let addr = free_addr();
+    let _server = serve(
+        addr,
+        &section(addr, json!({"jwks_url": idp.url, "agent_claim": null})),
+    )
+    .await;
+    let aud = format!("http://{addr}/mcp");
+    let mint = |extra: Value| {
+        let mut c = claims(ISS, &aud, "svc", json!({"scope": "mcp:tools"}));
+        if let (Some(o), Value::Object(e)) = (c.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        rsa.sign(&c)
+    };
+    // `client_id` alone (an RFC 9068 access token): the dev client, five tools.
+    let dev = listed(addr, &mint(json!({"client_id": "client-dev"})))
+        .await
+        .unwrap();
+    assert_eq!(dev.len(), 5, "{dev:?}");
+    // `azp` alone: the viewer client.
+    let viewer = listed(addr, &mint(json!({"azp": "client-viewer"})))
+        .await
+        .unwrap();
+    assert_eq!(viewer, ["drift__lookup"]);
+    // Both, naming one client: taken.
+    let both = mint(json!({"client_id": "client-viewer", "azp": "client-viewer"}));
+    assert_eq!(listed(addr, &both).await.unwrap(), ["drift__lookup"]);
+    let refused = [
+        (
+            "two clients",
+            mint(json!({"client_id": "client-viewer", "azp": "client-dev"})),
+            "name different clients",
+        ),
+        ("neither claim", mint(json!({})), "no `client_id`"),
+        (
+            "client_id not a string",
+            mint(json!({"client_id": 7, "azp": "client-dev"})),
+            "`client_id` is not a non-blank string",
+        ),
+        (
+            "azp blank",
+            mint(json!({"client_id": "client-dev", "azp": " "})),
+            "`azp` is not a non-blank string",
+        ),
+        (
+            "client_id naming no profile",
+            mint(json!({"client_id": "client-unknown"})),
+            "names no agent profile",
+        ),
+    ];
+    for (what, bad, why) in &refused {
+        let (status, challenge, body) = raw(addr, "POST", "/mcp", Some(bad)).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert!(body.contains(why), "{what}: {body}");
+        assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
+        assert!(
+            listed(addr, bad).await.is_err(),
+            "{what}: nothing is listed"
+        );
+    }
+
+    // `agent_claim` written: that claim only (`client_id` is not looked at, nor a conflict).
+    let addr = free_addr();
+    let _server = serve(addr, &section(addr, json!({"jwks_url": idp.url}))).await;
+    let aud = format!("http://{addr}/mcp");
+    let mint = |extra: Value| {
+        let mut c = claims(ISS, &aud, "svc", json!({"scope": "mcp:tools"}));
+        if let (Some(o), Value::Object(e)) = (c.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        rsa.sign(&c)
+    };
+    let two = mint(json!({"client_id": "client-dev", "azp": "client-viewer"}));
+    assert_eq!(listed(addr, &two).await.unwrap(), ["drift__lookup"]);
+    let (status, _, body) = raw(
+        addr,
+        "POST",
+        "/mcp",
+        Some(&mint(json!({"client_id": "client-dev"}))),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("no `azp` claim"), "{body}");
+}
+
+/// Issue 34 item 5 through the server: with `"token_type": "at+jwt"` only RFC 9068 access
+/// tokens are taken; without it a token typed as another kind of JWT is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue34_token_type_at_jwt_takes_only_typed_access_tokens() {
+    let rsa = SigningKey::rsa1();
+    let idp = JwksServer::start(jwks(&[&rsa])).await;
+    let addr = free_addr();
+    let _server = serve(
+        addr,
+        &section(addr, json!({"jwks_url": idp.url, "token_type": "at+jwt"})),
+    )
+    .await;
+    let aud = format!("http://{addr}/mcp");
+    let c = claims(
+        ISS,
+        &aud,
+        "svc",
+        json!({"azp": "client-viewer", "scope": "mcp:tools"}),
+    );
+    let typed = rsa.sign_typed(&c, Some("at+jwt"));
+    assert_eq!(listed(addr, &typed).await.unwrap(), ["drift__lookup"]);
+    for typ in [None, Some("JWT"), Some("dpop+jwt")] {
+        let (status, _, body) = raw(addr, "POST", "/mcp", Some(&rsa.sign_typed(&c, typ))).await;
+        assert_eq!(status, 401, "{typ:?}: {body}");
+        assert!(body.contains("`typ`"), "{typ:?}: {body}");
+    }
+    // Without `token_type`: `JWT` is taken, `logout+jwt` is not.
+    let addr = free_addr();
+    let _server = serve(addr, &section(addr, json!({"jwks_url": idp.url}))).await;
+    let aud = format!("http://{addr}/mcp");
+    let c = claims(
+        ISS,
+        &aud,
+        "svc",
+        json!({"azp": "client-viewer", "scope": "mcp:tools"}),
+    );
+    assert!(listed(addr, &rsa.sign_typed(&c, Some("JWT"))).await.is_ok());
+    let (status, _, body) = raw(
+        addr,
+        "POST",
+        "/mcp",
+        Some(&rsa.sign_typed(&c, Some("logout+jwt"))),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("another kind of JWT"), "{body}");
 }

@@ -2,6 +2,7 @@
 //! identity-provider JWTs (`mcp.jwt`, issue 22), with the RFC 9728 metadata and the 401/403
 //! answers.
 
+use super::config::DEFAULT_AGENT_CLAIMS;
 use super::*;
 
 /// The lower-case hex SHA-256 of a bearer token, as `mcp.tokens[i].sha256` stores it.
@@ -68,9 +69,13 @@ impl Tokens {
         let jwt = match &config.jwt {
             None => None,
             Some(j) => {
-                let verifier = toolgate_idp::Verifier::start(j.settings.clone(), "mcp.jwt")
-                    .await
-                    .map_err(ServeError::Config)?;
+                let verifier = toolgate_idp::Verifier::start_typed(
+                    j.settings.clone(),
+                    j.token_type,
+                    "mcp.jwt",
+                )
+                .await
+                .map_err(ServeError::Config)?;
                 Some(Jwt {
                     metadata_paths: toolgate_idp::metadata_paths(&j.settings.audience),
                     metadata_url: toolgate_idp::metadata_url(&j.settings.audience),
@@ -118,8 +123,9 @@ impl Tokens {
 
     /// Who the request's bearer token speaks for: a listed static token (by its hash), else
     /// a JWT verified against the identity provider's keys whose agent claim names a
-    /// profile. Anything else is refused: 401 (no token, an unknown one, one that does not
-    /// verify, a claim naming no profile) or 403 (a missing scope).
+    /// profile ([`agent_claim_of`]). Anything else is refused: 401 (no token, an unknown
+    /// one, one that does not verify, a claim naming no profile, `client_id` and `azp`
+    /// naming different clients) or 403 (a missing scope).
     pub(super) async fn authenticate(
         &self,
         headers: &hyper::HeaderMap,
@@ -171,14 +177,10 @@ impl Tokens {
                 return Err(self.refusal(status, &why));
             }
         };
-        let claim = &j.config.agent_claim;
         let invalid =
             |why: String| self.refusal(unauthorized, &toolgate_idp::Rejection::Invalid(why));
-        let Some(client) = verified.claim_str(claim) else {
-            return Err(invalid(format!(
-                "the token has no `{claim}` claim naming its agent: no agent is assumed"
-            )));
-        };
+        let (claim, client) =
+            agent_claim_of(&verified, j.config.agent_claim.as_deref()).map_err(invalid)?;
         let Some(agent) = j.config.agents.get(client) else {
             return Err(invalid(format!(
                 "the token's `{claim}` `{client}` names no agent profile (`mcp.jwt.agents`): no agent is assumed"
@@ -214,6 +216,53 @@ impl Tokens {
                 subagent,
             }),
         })
+    }
+}
+
+/// The claim naming a verified token's agent and its value. With `agent_claim` written,
+/// only that claim. Without it (issue 34 item 6), the client the token was issued to:
+/// `client_id` (RFC 9068 §2.2), else `azp`; a token carrying both with different values is
+/// refused, and so is one where either is present but not a non-blank string — toolgate does
+/// not choose between two clients.
+///
+/// # Errors
+///
+/// Why no agent is named (the 401's text).
+fn agent_claim_of<'a>(
+    verified: &'a toolgate_idp::Verified,
+    agent_claim: Option<&'a str>,
+) -> Result<(&'a str, &'a str), String> {
+    if let Some(claim) = agent_claim {
+        return verified
+            .claim_str(claim)
+            .map(|v| (claim, v))
+            .ok_or_else(|| {
+                format!("the token has no `{claim}` claim naming its agent: no agent is assumed")
+            });
+    }
+    let mut named: Vec<(&str, &str)> = Vec::new();
+    for claim in DEFAULT_AGENT_CLAIMS {
+        if verified.claims.contains_key(claim) {
+            let Some(value) = verified.claim_str(claim) else {
+                return Err(format!(
+                    "the token's `{claim}` is not a non-blank string: no agent is assumed"
+                ));
+            };
+            named.push((claim, value));
+        }
+    }
+    match named.as_slice() {
+        [] => Err(String::from(
+            "the token has no `client_id` (nor `azp`) claim naming its agent: no agent is assumed",
+        )),
+        [one] => Ok(*one),
+        [first, rest @ ..] => match rest.iter().find(|(_, v)| v != &first.1) {
+            None => Ok(*first),
+            Some((other, value)) => Err(format!(
+                "the token's `{}` `{}` and `{other}` `{value}` name different clients: no agent is assumed",
+                first.0, first.1
+            )),
+        },
     }
 }
 

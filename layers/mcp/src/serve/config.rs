@@ -15,6 +15,7 @@ use crate::secret::SecretSource;
 mod jwt;
 mod read;
 
+pub(super) use jwt::DEFAULT_AGENT_CLAIMS;
 pub use jwt::McpJwt;
 use jwt::read_jwt;
 use read::{MCP, read_server, secs, string, unknown_fields};
@@ -327,7 +328,13 @@ impl ServeConfig {
         read.gateway.effective(&mut out);
         if let Some(j) = &read.jwt {
             let mut o = j.settings.to_json();
-            o.insert("agent_claim".into(), j.agent_claim.clone().into());
+            if let Some(t) = j.token_type.config_value() {
+                o.insert(toolgate_idp::TOKEN_TYPE_FIELD.into(), t.into());
+            }
+            // Not written: `client_id`, else `azp` (no one claim spells that default).
+            if let Some(c) = &j.agent_claim {
+                o.insert("agent_claim".into(), c.clone().into());
+            }
             let mut agents: Vec<(&String, &String)> = j.agents.iter().collect();
             agents.sort();
             o.insert(
@@ -630,7 +637,11 @@ mod tests {
             "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}}}))
         .unwrap();
         let j = ok.jwt.unwrap();
-        assert_eq!(j.agent_claim, "azp", "the default agent claim");
+        assert_eq!(
+            j.agent_claim, None,
+            "the default agent claim: client_id, else azp"
+        );
+        assert_eq!(j.token_type, toolgate_idp::TokenType::Any);
         assert_eq!(j.authorization_servers, ["i"], "the issuer by default");
         let gov = toolgate_engine::config::load_str(
             r#"{"agents": [{"name": "dev"}]}"#,
@@ -648,6 +659,54 @@ mod tests {
         assert_eq!(printed["jwt"]["leeway_secs"], 30);
         assert_eq!(printed["jwt"]["algorithms"], json!(["RS256", "ES256"]));
         ServeConfig::read(&printed).unwrap();
+    }
+
+    /// Issue 34 items 5 and 6: `token_type` reads, prints back and names its field; without
+    /// `agent_claim` none is printed (the default is `client_id`, else `azp`, which no one
+    /// claim spells), and a subagent claim cannot be one of those two.
+    #[test]
+    fn issue34_token_type_and_the_default_agent_claim_read_and_print_back() {
+        let section = |jwt: Value| json!({"servers": {"a": {"command": "x"}}, "jwt": jwt});
+        let base =
+            json!({"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}});
+        let with = |k: &str, v: Value| {
+            let mut b = base.clone();
+            b[k] = v;
+            section(b)
+        };
+        let printed = ServeConfig::effective(&with("token_type", json!("at+jwt"))).unwrap();
+        assert_eq!(printed["jwt"]["token_type"], "at+jwt");
+        assert!(printed["jwt"].get("agent_claim").is_none(), "{printed}");
+        let again = ServeConfig::read(&printed).unwrap().jwt.unwrap();
+        assert_eq!(again.token_type, toolgate_idp::TokenType::AccessToken);
+        assert_eq!(again.agent_claim, None);
+        let printed = ServeConfig::effective(&section(base.clone())).unwrap();
+        assert!(printed["jwt"].get("token_type").is_none(), "{printed}");
+        let explicit = ServeConfig::effective(&with("agent_claim", json!("azp"))).unwrap();
+        assert_eq!(explicit["jwt"]["agent_claim"], "azp");
+        assert_eq!(
+            ServeConfig::read(&explicit)
+                .unwrap()
+                .jwt
+                .unwrap()
+                .agent_claim,
+            Some(String::from("azp"))
+        );
+        assert_eq!(
+            paths(with("token_type", json!("JWT"))),
+            ["mcp.jwt.token_type"]
+        );
+        for claim in ["client_id", "azp"] {
+            assert_eq!(
+                paths(with("subagent_claim", json!(claim))),
+                ["mcp.jwt.subagent_claim"],
+                "{claim}"
+            );
+        }
+        let mut named = base.clone();
+        named["agent_claim"] = json!("tenant_client");
+        named["subagent_claim"] = json!("azp");
+        assert!(ServeConfig::read(&section(named)).is_ok());
     }
 
     #[test]
