@@ -18,8 +18,9 @@ use serde_json::Value;
 use toolgate_engine::ConfigErrors;
 use toolgate_inbox::{GrantRequest, RevokeError, StoredGrant, Timestamp, grant_summary_line};
 
+use crate::approver::CredentialArgs;
 use crate::config_file::load_config;
-use crate::inbox::{StoreArgs, print_json, runtime};
+use crate::inbox::{StoreArgs, acting_for, print_json, runtime};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum GrantCommand {
@@ -53,9 +54,12 @@ pub(crate) enum GrantCommand {
         /// How many sends it answers at most.
         #[arg(long = "max-calls", value_name = "N")]
         max_calls: Option<u64>,
-        /// Who gives it (an approver of the configuration, when it names approvers).
+        /// Who gives it. With `--config` naming approvers, the approver whose credential is
+        /// given (`--credential-file`); `--as` then only confirms the name.
         #[arg(long = "as", value_name = "NAME")]
-        granted_by: String,
+        granted_by: Option<String>,
+        #[command(flatten)]
+        credential: CredentialArgs,
         /// Why (recorded with every call it answers).
         #[arg(long)]
         reason: String,
@@ -78,10 +82,12 @@ pub(crate) enum GrantCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
-        /// Who revokes it (an approver with rights over it, when the configuration names
-        /// approvers).
+        /// Who revokes it. With `--config` naming approvers, the approver whose credential
+        /// is given (`--credential-file`), with rights over it.
         #[arg(long = "as", value_name = "NAME")]
-        by: String,
+        by: Option<String>,
+        #[command(flatten)]
+        credential: CredentialArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -134,9 +140,13 @@ pub(crate) fn run_grant(command: GrantCommand) -> Outcome {
                 lasts,
                 max_calls,
                 granted_by,
+                credential,
                 reason,
                 json,
             } => {
+                let granted_by = acting_for(&store, granted_by.as_deref(), &credential)
+                    .await??
+                    .name;
                 let lasts: Duration = humantime::parse_duration(&lasts)
                     .map_err(|e| format!("`--for`: `{lasts}` is not a duration: {e}"))?;
                 let request = GrantRequest {
@@ -197,8 +207,10 @@ pub(crate) fn run_grant(command: GrantCommand) -> Outcome {
                 id,
                 store,
                 by,
+                credential,
                 json,
             } => {
+                let by = acting_for(&store, by.as_deref(), &credential).await??.name;
                 let inbox = store.open(false).await?;
                 if let Some(path) = &store.config {
                     let gov = load_config(path)?;

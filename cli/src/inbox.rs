@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::approver::{Acting, CredentialArgs, acting};
 use crate::config_file::load_config;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -94,10 +95,13 @@ pub(crate) enum InboxCommand {
         /// Makes the answer idempotent: repeating it with the same key is one answer.
         #[arg(long = "idempotency-key", value_name = "KEY")]
         idempotency_key: Option<String>,
-        /// Who approves: with `--config` naming an `approvers` section, one of its people
-        /// with rights over the call's tool.
+        /// Who approves. With `--config` naming an `approvers` section, the approver whose
+        /// credential is given (`--credential-file`), with rights over the call's tool; `--as`
+        /// then only confirms the name.
         #[arg(long = "as", value_name = "NAME")]
-        approver: String,
+        approver: Option<String>,
+        #[command(flatten)]
+        credential: CredentialArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -108,10 +112,12 @@ pub(crate) enum InboxCommand {
         id: String,
         #[command(flatten)]
         store: StoreArgs,
-        /// Who denies: with `--config` naming an `approvers` section, one of its people with
-        /// rights over the call's tool.
+        /// Who denies. With `--config` naming an `approvers` section, the approver whose
+        /// credential is given (`--credential-file`), with rights over the call's tool.
         #[arg(long = "as", value_name = "NAME")]
-        approver: String,
+        approver: Option<String>,
+        #[command(flatten)]
+        credential: CredentialArgs,
         /// Why (shown to the agent).
         #[arg(long)]
         reason: Option<String>,
@@ -278,14 +284,23 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 store,
                 idempotency_key,
                 approver,
+                credential,
                 json,
             } => {
+                let acting = match acting_for(&store, approver.as_deref(), &credential).await? {
+                    Ok(a) => a,
+                    Err(why) => {
+                        eprintln!("toolgate: {why}");
+                        return Ok(ExitCode::from(1));
+                    }
+                };
                 let opened = store.open(false).await?;
-                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                if let Err(why) = may_answer(&acting, &*opened, &id).await? {
                     eprintln!("toolgate: {why}");
                     return Ok(ExitCode::from(1));
                 }
-                let mut answer = Answer::approved_by(approver);
+                let mut answer = Answer::approved_by(acting.name);
+                answer.principal = acting.principal;
                 answer.idempotency_key = idempotency_key;
                 answer_cmd(&*opened, &id, answer, json).await
             }
@@ -293,6 +308,7 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                 id,
                 store,
                 approver,
+                credential,
                 reason,
                 idempotency_key,
                 json,
@@ -307,12 +323,20 @@ pub(crate) fn run_inbox(command: InboxCommand) -> Outcome {
                         "`--reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
                     ));
                 }
+                let acting = match acting_for(&store, approver.as_deref(), &credential).await? {
+                    Ok(a) => a,
+                    Err(why) => {
+                        eprintln!("toolgate: {why}");
+                        return Ok(ExitCode::from(1));
+                    }
+                };
                 let opened = store.open(false).await?;
-                if let Err(why) = may_answer(&store, &*opened, &id, &approver).await? {
+                if let Err(why) = may_answer(&acting, &*opened, &id).await? {
                     eprintln!("toolgate: {why}");
                     return Ok(ExitCode::from(1));
                 }
-                let mut answer = Answer::denied_by(approver, reason);
+                let mut answer = Answer::denied_by(acting.name, reason);
+                answer.principal = acting.principal;
                 answer.idempotency_key = idempotency_key;
                 answer_cmd(&*opened, &id, answer, json).await
             }
@@ -431,29 +455,29 @@ async fn show(store: &dyn InboxStore, id: &str, json: bool) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether `name` may answer held call `id` (R24, R47): when `--config` names a
-/// configuration with an `approvers` section, `name` must be one of its people with rights
-/// over the call's tool, as on the approval page (`Approver::may_answer`); without such a
-/// section the name is recorded as given. `Ok(Err(why))` refuses the answer; an unknown id
+/// Whom an answer is given as (issue 34 item 2, `crate::approver`): `Ok(Err(why))` is a
+/// refused credential or name (exit 1), `Err` a usage error or a configuration that cannot
+/// be read (exit 2).
+pub(crate) async fn acting_for(
+    args: &StoreArgs,
+    named: Option<&str>,
+    credential: &CredentialArgs,
+) -> Result<Result<Acting, String>, String> {
+    let gov = args.config.as_deref().map(load_config).transpose()?;
+    acting(gov.as_ref(), named, credential).await
+}
+
+/// Whether `acting` may answer held call `id` (R24, R47): with approvers configured, only
+/// with rights over the call's tool, as on the approval page (`Approver::may_answer`);
+/// without, the name is recorded as given. `Ok(Err(why))` refuses the answer; an unknown id
 /// is left to the store's answer, which says so.
 async fn may_answer(
-    args: &StoreArgs,
+    acting: &Acting,
     store: &dyn InboxStore,
     id: &str,
-    name: &str,
 ) -> Result<Result<(), String>, String> {
-    let Some(path) = &args.config else {
+    let Some(person) = &acting.approver else {
         return Ok(Ok(()));
-    };
-    let gov = load_config(path)?;
-    let Some(approvers) = gov.approver_settings() else {
-        return Ok(Ok(()));
-    };
-    let shown = toolgate_core::display::visible(name);
-    let Some(person) = approvers.approver(name) else {
-        return Ok(Err(format!(
-            "`{shown}` is not an approver: the configuration's `approvers` section names no such person, so `--as {shown}` may not answer"
-        )));
     };
     let Some(record) = store.get(id).await.map_err(|e| e.to_string())? else {
         return Ok(Ok(()));
@@ -462,7 +486,8 @@ async fn may_answer(
         return Ok(Ok(()));
     }
     Ok(Err(format!(
-        "`{shown}` may not answer calls to `{}`: the configuration's `approvers` section gives them no rights over that tool",
+        "`{}` may not answer calls to `{}`: the configuration's `approvers` section gives them no rights over that tool",
+        toolgate_core::display::visible(&acting.name),
         toolgate_core::display::visible(&record.call.tool)
     )))
 }

@@ -7,6 +7,7 @@
 //! on an inbox database (see `inbox.rs` and `grant.rs` for their exit codes).
 #![forbid(unsafe_code)]
 
+mod approver;
 mod call;
 mod config_file;
 #[cfg(feature = "mcp")]

@@ -49,6 +49,26 @@ fn write_config(dir: &Path) -> PathBuf {
     path
 }
 
+/// The sign-in token of each person of [`write_config`] (`carol`'s is nobody's).
+fn secret_of(name: &str) -> &'static str {
+    match name {
+        "alice" => "secret",
+        "bob" => "bob",
+        _ => "carol",
+    }
+}
+
+/// Runs `toolgate` as the person `--as` names, with their credential in the environment
+/// (issue 34 item 2: with approvers configured, `--as` alone answers and grants nothing).
+fn signed(args: &[&str]) -> Output {
+    let at = args.iter().position(|a| *a == "--as").expect("--as");
+    std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .env("TOOLGATE_APPROVER_CREDENTIAL", secret_of(args[at + 1]))
+        .output()
+        .expect("the binary runs")
+}
+
 fn add(config: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "grant",
@@ -58,7 +78,11 @@ fn add(config: &Path, extra: &[&str]) -> Output {
         "--json",
     ];
     args.extend_from_slice(extra);
-    toolgate(&args)
+    if args.contains(&"--as") {
+        signed(&args)
+    } else {
+        toolgate(&args)
+    }
 }
 
 const REFUND: &[&str] = &[
@@ -116,7 +140,7 @@ fn r45_grant_add_list_and_revoke_record_each_state_distinctly() {
         "{text}"
     );
 
-    let revoked = stdout_json(&toolgate(&[
+    let revoked = stdout_json(&signed(&[
         "grant", "revoke", &id, "--config", cfg, "--as", "alice", "--json",
     ]));
     assert_eq!(revoked["state"], "revoked");
@@ -124,14 +148,14 @@ fn r45_grant_add_list_and_revoke_record_each_state_distinctly() {
     assert!(revoked["revoked_at"].is_string());
 
     // Revoked once: a second revocation is refused and the first one stands.
-    let again = toolgate(&["grant", "revoke", &id, "--config", cfg, "--as", "alice"]);
+    let again = signed(&["grant", "revoke", &id, "--config", cfg, "--as", "alice"]);
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
     assert!(
         stderr(&again).contains("revoked already"),
         "{}",
         stderr(&again)
     );
-    let unknown = toolgate(&[
+    let unknown = signed(&[
         "grant", "revoke", "gr_nope", "--config", cfg, "--as", "alice",
     ]);
     assert_eq!(unknown.status.code(), Some(1));
@@ -194,10 +218,26 @@ fn r45_an_approver_grants_and_revokes_only_what_their_selectors_cover() {
             ],
         )
     };
+    // Issue 34 item 2: a name without its credential gives nothing (an agent with a shell
+    // gave itself a 30-day grant for every tool this way).
+    let cfg = config.to_str().unwrap();
+    let bare = toolgate(&[
+        "grant", "add", "--config", cfg, "--agent", "*", "--tool", "*", "--for", "30d", "--as",
+        "alice", "--reason", "r",
+    ]);
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(
+        stderr(&bare).contains("`--as` alone is not enough"),
+        "{}",
+        stderr(&bare)
+    );
+    assert!(!dir.path().join("inbox.db").exists(), "nothing was stored");
     let carol = grant("carol", "support", "refund_order");
     assert_eq!(carol.status.code(), Some(2));
     assert!(
-        stderr(&carol).contains("`--as`: `carol` is not one of the configuration's approvers"),
+        stderr(&carol).contains(
+            "the approver's credential was refused: that credential is not an approver's"
+        ),
         "{}",
         stderr(&carol)
     );
@@ -232,7 +272,7 @@ fn r45_an_approver_grants_and_revokes_only_what_their_selectors_cover() {
     let alices = stdout_json(&grant("alice", "support", "delete_user"));
     let cfg = config.to_str().unwrap();
     let id = alices["id"].as_str().unwrap();
-    let refused = toolgate(&["grant", "revoke", id, "--config", cfg, "--as", "bob"]);
+    let refused = signed(&["grant", "revoke", id, "--config", cfg, "--as", "bob"]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(
         stderr(&refused).contains("`--as`: `bob` may not revoke"),
@@ -244,7 +284,7 @@ fn r45_an_approver_grants_and_revokes_only_what_their_selectors_cover() {
         list[1]["state"], "live",
         "bob's refused revocation changed nothing"
     );
-    let revoked = stdout_json(&toolgate(&[
+    let revoked = stdout_json(&signed(&[
         "grant", "revoke", id, "--config", cfg, "--as", "alice", "--json",
     ]));
     assert_eq!(revoked["revoked_by"], "alice");
@@ -296,7 +336,7 @@ async fn r45_a_grant_added_by_the_cli_answers_a_running_mcp_serve_until_spent_an
     // `bare` is an MCP tool the configuration does not declare: alice (no selectors) may
     // grant it all the same.
     let cfg = path.to_str().unwrap();
-    let added = toolgate(&[
+    let added = signed(&[
         "grant",
         "add",
         "--config",

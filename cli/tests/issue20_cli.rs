@@ -399,48 +399,95 @@ fn issue20_13g_a_configurations_relative_inbox_is_its_folders_not_the_working_di
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn r24_r47_inbox_approve_and_deny_as_a_name_need_that_approvers_rights_over_the_tool() {
+async fn r24_r47_issue34_inbox_approve_and_deny_need_an_approvers_credential_and_rights() {
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("inbox.db");
     let (id, inbox) = hold(&db, "support", "refunds need a person", json!({"n": 1})).await;
     let config = d.path().join("toolgate.json");
+    // alice's sign-in token is `secret`, bob's `bob`; key `ci` (`123`) may only read policy.
     let text = json!({
         "inbox": {"sqlite": "inbox.db"},
         "approvers": {
             "listen": "127.0.0.1:8788",
             "people": [
-                {"name": "alice", "token_sha256": "a".repeat(64), "tools": [{"tool": "refund"}]},
-                {"name": "bob", "token_sha256": "b".repeat(64), "tools": [{"tool": "transfer_*"}]}
-            ]
+                {"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", "tools": [{"tool": "refund"}]},
+                {"name": "bob", "token_sha256": "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9", "tools": [{"tool": "transfer_*"}]}
+            ],
+            "api_keys": [{"name": "ci", "key_sha256": "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3", "scopes": ["policy:read"]}]
         }
     });
     std::fs::write(&config, text.to_string()).unwrap();
     let c = config.to_str().unwrap();
-    for (verb, name) in [
-        ("approve", "bob"),
-        ("deny", "bob"),
-        ("approve", "mallory"),
-        ("deny", "mallory"),
-    ] {
-        let o = toolgate(&["inbox", verb, &id, "--config", c, "--as", name]);
+    let credential = |name: &str, secret: &str| {
+        let path = d.path().join(format!("{name}.credential"));
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (bob, mallory, key) = (
+        credential("bob", "bob"),
+        credential("mallory", "mallory"),
+        credential("ci", "123"),
+    );
+    let pending = || async { inbox.store().get(&id).await.unwrap().unwrap().state };
+    // Issue 34 item 2, the attack: an agent with a shell names an approver. Refused, and
+    // the answer says what is needed.
+    for verb in ["approve", "deny"] {
+        let o = toolgate(&["inbox", verb, &id, "--config", c, "--as", "alice"]);
         assert_eq!(
             o.status.code(),
-            Some(1),
-            "{verb} --as {name}: {}",
+            Some(2),
+            "{verb} --as alice: {}",
             stdout(&o)
         );
         let why = stderr(&o);
-        assert!(why.contains(&format!("`{name}`")), "{why}");
-        if name == "bob" {
-            assert!(why.contains("`refund`"), "the tool is named: {why}");
-        }
+        assert!(why.contains("`--as` alone is not enough"), "{why}");
+        assert!(why.contains("--credential-file"), "{why}");
         assert_eq!(
-            inbox.store().get(&id).await.unwrap().unwrap().state,
+            pending().await,
             State::Pending,
-            "{verb} --as {name} changed nothing"
+            "{verb} --as alice changed nothing"
         );
     }
-    let o = toolgate(&["inbox", "approve", &id, "--config", c, "--as", "alice"]);
+    for (verb, file, says) in [
+        ("approve", &bob, "`bob` may not answer calls to `refund`"),
+        ("deny", &bob, "`bob` may not answer calls to `refund`"),
+        ("approve", &mallory, "not an approver's"),
+        ("deny", &key, "does not have the `approvals` scope"),
+    ] {
+        let o = toolgate(&["inbox", verb, &id, "--config", c, "--credential-file", file]);
+        assert_eq!(o.status.code(), Some(1), "{verb} {file}: {}", stdout(&o));
+        let why = stderr(&o);
+        assert!(why.contains(says), "{verb} {file}: {why}");
+        assert_eq!(
+            pending().await,
+            State::Pending,
+            "{verb} {file} changed nothing"
+        );
+    }
+    // A credential answers as its own person: `--as` only confirms it.
+    let o = toolgate(&[
+        "inbox",
+        "approve",
+        &id,
+        "--config",
+        c,
+        "--credential-file",
+        &bob,
+        "--as",
+        "alice",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("the credential is `bob`'s"),
+        "{}",
+        stderr(&o)
+    );
+    // alice's credential, from the environment.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["inbox", "approve", &id, "--config", c, "--as", "alice"])
+        .env("TOOLGATE_APPROVER_CREDENTIAL", "secret")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let r = inbox.store().get(&id).await.unwrap().unwrap();
     assert_eq!(r.state, State::Approved);

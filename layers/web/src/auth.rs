@@ -157,47 +157,32 @@ pub(crate) async fn identify_jwt(
                     refused: Some((status, why.to_string())),
                 }
             }
-            Ok(v) => match v.claim_str(&jwt.name_claim) {
-                None => Identified {
-                    who: None,
-                    refused: Some((
-                        StatusCode::UNAUTHORIZED,
-                        format!(
-                            "the token has no `{}` claim naming the approver",
-                            jwt.name_claim
-                        ),
-                    )),
-                },
-                Some(name) => {
-                    let groups = v.claim_strings(&jwt.groups_claim);
-                    match app.0.settings.in_force.get().rights(name, &groups) {
-                        None => Identified {
-                            who: None,
-                            refused: Some((
-                                StatusCode::FORBIDDEN,
-                                format!(
-                                    "`{}` is no approver: neither `approvers.people` nor `approvers.groups` names them or a group of theirs",
-                                    toolgate_core::display::visible(name)
-                                ),
-                            )),
-                        },
-                        Some(approver) => {
-                            let csrf = crate::hash_token(&format!(
-                                "{}\0jwt\0{}\0{}",
-                                app.0.secret, v.principal.issuer, v.principal.subject
-                            ));
-                            Identified {
-                                who: Some(Who {
-                                    approver,
-                                    csrf,
-                                    principal: Some(v.principal.clone()),
-                                }),
-                                refused: None,
-                            }
+            Ok(v) => {
+                match crate::credential::approver_of_token(&app.0.settings.in_force.get(), jwt, &v)
+                {
+                    Err((status, why)) => Identified {
+                        who: None,
+                        refused: Some((
+                            StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN),
+                            why,
+                        )),
+                    },
+                    Ok(approver) => {
+                        let csrf = crate::hash_token(&format!(
+                            "{}\0jwt\0{}\0{}",
+                            app.0.secret, v.principal.issuer, v.principal.subject
+                        ));
+                        Identified {
+                            who: Some(Who {
+                                approver,
+                                csrf,
+                                principal: Some(v.principal.clone()),
+                            }),
+                            refused: None,
                         }
                     }
                 }
-            },
+            }
         },
     };
     Some(identified)
@@ -418,15 +403,7 @@ pub(crate) async fn login(
     let token = form.token.unwrap_or_default();
     let hash = crate::hash_token(&token);
     let in_force = app.0.settings.in_force.get();
-    let found = (!token.is_empty())
-        .then(|| {
-            in_force.people.iter().find(|a| {
-                a.token_sha256
-                    .as_deref()
-                    .is_some_and(|stored| same(stored, &hash))
-            })
-        })
-        .flatten();
+    let found = crate::credential::person_by_token(&in_force, &token);
     let Some(approver) = found else {
         tracing::warn!(client = %ip, "a sign-in with an unknown token was refused");
         return login_form(

@@ -82,6 +82,7 @@ mod api;
 mod app;
 mod auth;
 mod bulk;
+pub mod credential;
 mod events;
 mod grants;
 mod html;
