@@ -11,7 +11,7 @@ use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS};
+use toolgate_inbox::{HeldRecord, MAX_REASON_CHARS};
 
 use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
@@ -142,14 +142,8 @@ pub(crate) async fn bulk(
     let mut failed = Vec::new();
     for record in &records {
         let id = record.id();
-        let answer = Answer {
-            approve,
-            idempotency_key: Some(format!("{key}:{id}")),
-            approver: who.approver.name.clone(),
-            reason: reason.clone(),
-            // Issue 22: each answer of a selection keeps the approver's verified identity.
-            principal: who.principal.clone(),
-        };
+        // Issue 22: each answer of a selection keeps the approver's verified identity.
+        let answer = who.answer(approve, format!("{key}:{id}"), reason.clone());
         match crate::answer::store(&app, record, answer, "page bulk").await {
             Ok(_) => done.push(record),
             Err(refusal) => failed.push((record, refusal.message())),

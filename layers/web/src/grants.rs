@@ -2,12 +2,17 @@
 //! held call's card, and the Grants tab (every grant with its state, and Revoke).
 //!
 //! The grant form is pre-filled from the card — agent, tool (and server), session, a `when`
-//! built from the input, how long, how many calls — and editable. It is bound to the card's
-//! hashes like Approve (R35): a call whose input or tool definition differs from what the
-//! page showed is refused, nothing approved and nothing granted. The grant is checked before
-//! anything is written (every field as `toolgate grant add` checks it, and the person's
-//! rights: an approver grants only what their `tools` selectors cover); then the call is
-//! approved, and the grant stored. A double submit is one approval and one grant.
+//! that binds every value the input shows with `equals` (issue 34 item 7, [`cover`]), how
+//! long, how many calls — and editable; it says in words what the grant leaves open. It is
+//! bound to the card's hashes like Approve (R35): a call whose input or tool definition
+//! differs from what the page showed is refused, nothing approved and nothing granted. The
+//! grant is checked before anything is written (every field as `toolgate grant add` checks
+//! it, and the person's rights: an approver grants only what their `tools` selectors cover;
+//! then what it leaves open of the card: one that leaves more open than the offer is shown
+//! in words first and saved only from there); then the call is approved — with the
+//! approver's verified `sub` and `iss` when they signed in with an identity-provider token,
+//! as every answer of the page — and the grant stored. A double submit is one approval and
+//! one grant. The call's page then lists what the saved grant leaves open.
 //!
 //! Revoking asks for a confirmation first; only a person with rights over what the grant
 //! answers may revoke it.
@@ -20,11 +25,15 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use toolgate_core::ToolKind;
 use toolgate_inbox::{
-    Answer, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp, may_revoke,
+    GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp, may_revoke,
 };
+
+mod cover;
+
+use cover::Open;
 
 use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Tab, esc, text};
@@ -38,41 +47,96 @@ const DEFAULT_FOR: &str = "30m";
 /// How many calls a grant from a card answers unless the person says otherwise.
 const DEFAULT_MAX_CALLS: u64 = 5;
 
-/// How many tests the `when` built from an input has at most (the first, in key order).
-const WHEN_TESTS: usize = 20;
+/// What a card offers to grant: the pre-filled `when` ([`cover::prefill`]: every value the
+/// card shows bound with `equals`) and what that `when` leaves open of the card's input.
+#[derive(Debug)]
+struct Offer {
+    /// The pre-filled `when`, as JSON text; `None` when nothing can be bound.
+    when: Option<String>,
+    /// What it leaves open ([`cover::coverage`]).
+    open: Vec<Open>,
+}
 
-/// A `when` (R20) that the card's input passes: each number at most its value (`lte`),
-/// every other scalar `equals` its value, by dotted path into objects (arrays and keys with
-/// a `.` are left out: a path cannot name them). `None` when nothing can be tested.
-pub(crate) fn when_from_input(input: &Value) -> Option<String> {
-    fn walk(v: &Value, path: &mut Vec<String>, out: &mut Map<String, Value>, depth: usize) {
-        if out.len() >= WHEN_TESTS {
-            return;
-        }
-        match v {
-            Value::Object(o) if depth < 4 => {
-                for (k, child) in o {
-                    if k.is_empty() || k.contains('.') {
-                        continue;
-                    }
-                    path.push(k.clone());
-                    walk(child, path, out, depth + 1);
-                    path.pop();
-                }
-            }
-            Value::Object(_) | Value::Array(_) => {}
-            _ if path.is_empty() => {}
-            Value::Number(n) => {
-                out.insert(path.join("."), json!({"lte": n}));
-            }
-            other => {
-                out.insert(path.join("."), json!({"equals": other}));
-            }
-        }
+/// The card's input as compact JSON text, every number as written (R20).
+fn card_text(r: &HeldRecord) -> Result<String, String> {
+    let value = r.input()?;
+    Ok(toolgate_engine::number::to_text(&value, &r.literals()))
+}
+
+/// The offer of a card whose input reads as `root`.
+fn offer_of(root: &cover::Node<'_>) -> Offer {
+    let when = cover::prefill(root);
+    let open = cover::coverage(root, when.as_deref()).unwrap_or_else(|e| vec![Open::Unreadable(e)]);
+    Offer { when, open }
+}
+
+/// The offer of the card `r`.
+fn offer(r: &HeldRecord) -> Offer {
+    match card_text(r).and_then(|t| cover::read(&t).map(|root| offer_of(&root))) {
+        Ok(o) => o,
+        Err(e) => Offer {
+            when: None,
+            open: vec![Open::Unreadable(e)],
+        },
     }
-    let mut out = Map::new();
-    walk(input, &mut Vec::new(), &mut out, 0);
-    (!out.is_empty()).then(|| Value::Object(out).to_string())
+}
+
+/// The fields of a grant that select calls, as given.
+#[derive(Debug, Clone, Copy)]
+struct Selects<'a> {
+    agent: &'a str,
+    tool: &'a str,
+    server: Option<&'a str>,
+    session: Option<&'a str>,
+    when: Option<&'a str>,
+}
+
+/// Everything a grant selecting `given` leaves open of the card `r`: the input's fields
+/// ([`cover::coverage`]), and every selector that differs from the card's.
+fn open_of(r: &HeldRecord, given: Selects<'_>) -> Vec<Open> {
+    let mut open = match card_text(r) {
+        Ok(t) => match cover::read(&t).and_then(|root| cover::coverage(&root, given.when)) {
+            Ok(o) => o,
+            Err(e) => vec![Open::Unreadable(e)],
+        },
+        Err(e) => vec![Open::Unreadable(e)],
+    };
+    let (tool, server) = tool_of(r);
+    let card_session = r.call.turn.as_ref().map(|t| t.session.as_str());
+    let mut wider = |field: &'static str, given: &str, card: &str| {
+        open.push(Open::Selector {
+            field,
+            given: given.to_owned(),
+            card: card.to_owned(),
+        });
+    };
+    if given.agent != r.call.agent.rule_name() {
+        wider("agent", given.agent, r.call.agent.rule_name());
+    }
+    if given.tool != tool {
+        wider("tool", given.tool, &tool);
+    }
+    if let Some(card) = &server
+        && given.server != Some(card.as_str())
+    {
+        wider("server", given.server.unwrap_or(""), card);
+    }
+    if let Some(card) = card_session
+        && given.session.is_none()
+    {
+        wider("session", "", card);
+    }
+    open
+}
+
+/// The list in words, as `<ul>` items.
+fn open_items(list: &[Open]) -> String {
+    cover::words(list)
+        .into_iter()
+        .fold(String::new(), |mut out, line| {
+            let _ = write!(out, "<li>{line}</li>");
+            out
+        })
 }
 
 /// The tool a card's grant names: the own name of its (first) record, and the server when
@@ -96,14 +160,18 @@ fn tool_of(r: &HeldRecord) -> (String, Option<String>) {
 }
 
 /// The "Approve, and allow matching calls for …" form of a pending card the person may
-/// answer, pre-filled and editable, bound to the card's hashes. Every pre-filled value is
-/// shown with its hidden characters marked (issue 20): a value a person cannot read is never
-/// put in a form raw, and its marked spelling never matches the original, so such a field
-/// can only make the grant narrower.
+/// answer, pre-filled and editable, bound to the card's hashes. The `when` binds every value
+/// the card shows with `equals` ([`cover::prefill`]); the form says in words what the grant
+/// leaves open as offered, and that an edited grant is shown with what it leaves open
+/// before anything is saved. An offer that leaves a field of the card open (a top-level
+/// key no path can name) carries a box the person ticks to save it so. Every pre-filled
+/// value is shown with its hidden characters marked (issue 20): a value a person cannot
+/// read is never put in a form raw, and its marked spelling never matches the original, so
+/// such a field can only make the grant narrower.
 pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
     let id = esc(r.id());
     let (tool, server) = tool_of(r);
-    let when = r.input().ok().as_ref().and_then(when_from_input);
+    let offer = offer(r);
     let session = r.call.turn.as_ref().map(|t| t.session.clone());
     let input = |name: &str, label: &str, value: &str, hint: &str| {
         format!(
@@ -111,6 +179,21 @@ pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
             text(value)
         )
     };
+    // What the offer leaves open, in words; a field of the card left open is saved only
+    // once the person ticks that they read it.
+    let accept = if cover::needs_confirmation(&offer.open, &offer.open) {
+        format!(
+            "<label class=\"accept\"><input type=\"checkbox\" name=\"open_fields\" value=\"{}\" id=\"grant-accept-{id}\" required> I have read what this grant leaves open, and save it so</label>",
+            cover::fingerprint(r.id(), &offer.open)
+        )
+    } else {
+        String::new()
+    };
+    let open = format!(
+        "<div class=\"open-fields\" id=\"grant-open-fields-{id}\"><p>As offered, the grant checks every value this card shows, each equal to it (a list whole); a range or a pattern is only there if you write one. It leaves open:</p><ul>{}</ul>{accept}\
+         <p class=\"note\">Edit the grant and, before anything is saved, you are shown what the edited grant leaves open.</p></div>",
+        open_items(&offer.open)
+    );
     let _ = write!(
         out,
         "<details class=\"grant\" id=\"grant-panel-{id}\"><summary id=\"grant-open-{id}\">Approve, and allow matching calls for …</summary>\
@@ -122,7 +205,7 @@ pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
          <p class=\"note\">Approves this call, and lets matching calls run without asking until the grant expires, is spent or is revoked. It never runs a refused call and never changes what the agent is shown.</p>\
          {}{}{}{}{}\
          <label class=\"field\">When (JSON, a rule's <code>when</code>; empty: any input)<textarea name=\"when\" id=\"grant-when-{id}\" rows=\"3\">{}</textarea></label>\
-         {}{}\
+         {}{}{open}\
          <button type=\"submit\" class=\"approve\" id=\"grant-{id}\">Approve and allow</button></form></details>",
         esc(&who.csrf),
         esc(&r.call.input_hash),
@@ -148,7 +231,7 @@ pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
             server.as_deref().unwrap_or(""),
             "empty: any"
         ),
-        text(when.as_deref().unwrap_or("")),
+        text(offer.when.as_deref().unwrap_or("")),
         input(
             "session",
             "Session",
@@ -179,6 +262,8 @@ pub(crate) struct GrantForm {
     lasts: Option<String>,
     max_calls: Option<String>,
     reason: Option<String>,
+    /// The digest of the open fields the person was shown ([`cover::fingerprint`]).
+    open_fields: Option<String>,
 }
 
 /// A form field, trimmed; `None` when empty.
@@ -290,7 +375,29 @@ pub(crate) async fn approve_and_grant(
             );
         }
     };
-    let answer = Answer::approve(key, who.approver.name.clone());
+    // Issue 34 item 7: what the grant leaves open of the card, computed here whatever the
+    // form said. Wider than the offer (or an offer that already leaves a field of the card
+    // open) is saved only with the digest of this very list, which the person is shown
+    // first: nothing is widened without the words.
+    let given = open_of(
+        &record,
+        Selects {
+            agent: &request.agent,
+            tool: &request.tool,
+            server: request.server.as_deref(),
+            session: request.session.as_deref(),
+            when: request.when.as_deref(),
+        },
+    );
+    let print = cover::fingerprint(record.id(), &given);
+    if cover::needs_confirmation(&given, &offer(&record).open)
+        && form.open_fields.as_deref() != Some(print.as_str())
+    {
+        return confirm_open(&id, &form, &request, &given, &print, &who);
+    }
+    // One answer, as every form of the page gives it: the approver's name and, signed in
+    // with an identity-provider token, their `sub` and `iss` (issue 34 item 5).
+    let answer = who.answer(true, key, None);
     let receipt = match crate::answer::store(&app, &record, answer, "page grant").await {
         Ok(r) => r,
         Err(refusal) => {
@@ -315,10 +422,135 @@ pub(crate) async fn approve_and_grant(
         interaction = %toolgate_core::display::visible(record.id()),
         grant = %grant.id(),
         approver = %toolgate_core::display::visible(&who.approver.name),
+        principal = %who.principal.as_ref().map(ToString::to_string).unwrap_or_default(),
+        open = given.len(),
         replayed = receipt.replayed,
         "a held call was approved with a grant on the approval page"
     );
-    Redirect::to(&format!("/calls/{id}")).into_response()
+    // The call's page confirms the grant with what it leaves open.
+    Redirect::to(&format!(
+        "/calls/{}?granted={}",
+        query_escape(&id),
+        query_escape(grant.id())
+    ))
+    .into_response()
+}
+
+/// The step before a grant that leaves more open than the card's offer is saved: the
+/// grant as posted, what it leaves open in words, and the same form again carrying the
+/// list's digest. Nothing is changed until the person saves it from here.
+fn confirm_open(
+    id: &str,
+    form: &GrantForm,
+    request: &GrantRequest,
+    open: &[Open],
+    print: &str,
+    who: &Who,
+) -> Response {
+    let hidden = |name: &str, value: &Option<String>| {
+        format!(
+            "<input type=\"hidden\" name=\"{name}\" value=\"{}\">",
+            esc(value.as_deref().unwrap_or(""))
+        )
+    };
+    let fields = [
+        hidden("csrf", &form.csrf),
+        hidden("input_hash", &form.input_hash),
+        hidden("definition_hash", &form.definition_hash),
+        hidden("idempotency_key", &form.idempotency_key),
+        hidden("agent", &form.agent),
+        hidden("tool", &form.tool),
+        hidden("server", &form.server),
+        hidden("session", &form.session),
+        hidden("when", &form.when),
+        hidden("for", &form.lasts),
+        hidden("max_calls", &form.max_calls),
+        hidden("reason", &form.reason),
+        hidden("open_fields", &Some(print.to_owned())),
+    ]
+    .concat();
+    let eid = esc(id);
+    let body = format!(
+        "<section class=\"panel\" id=\"grant-check\"><h1>Check what this grant leaves open</h1>\
+         <p>Nothing is saved yet. This grant approves call <code>{eid}</code> and lets matching calls of <code>{}</code>{} by <code>{}</code> {} run without asking, for {}, {}, {}.</p>\
+         <p>Compared with what the card shows, it leaves open:</p><ul class=\"open-fields\" id=\"grant-open-list\">{}</ul>\
+         <form method=\"post\" action=\"/calls/{eid}/grant\">{fields}\
+         <button type=\"submit\" class=\"approve\" id=\"grant-confirm\">Approve and allow, leaving these open</button> \
+         <a href=\"/calls/{eid}\" class=\"button\" id=\"grant-back\">Back to the call</a></form></section>",
+        text(&request.tool),
+        request
+            .server
+            .as_deref()
+            .map(|s| format!(" on server <code>{}</code>", text(s)))
+            .unwrap_or_default(),
+        text(&request.agent),
+        match &request.session {
+            Some(s) => format!("in session <code>{}</code>", text(s)),
+            None => String::from("in any session"),
+        },
+        text(&humantime::format_duration(request.lasts).to_string()),
+        request.max_calls.map_or_else(
+            || String::from("with no limit on calls"),
+            |m| format!("at most {m} call{}", if m == 1 { "" } else { "s" })
+        ),
+        match &request.when {
+            Some(w) => format!("when the input passes <code>{}</code>", text(w)),
+            None => String::from("whatever the input"),
+        },
+        open_items(open),
+    );
+    html::page("Check the grant", Some((who, Tab::Pending)), &body).into_response()
+}
+
+/// On a call's page after "Approve and allow" (`?granted=`): the grant given, and what it
+/// leaves open of this card, in words, read back from the stored grant. Nothing for a
+/// grant that is not in the store or not the person's.
+pub(crate) async fn granted_banner(
+    app: &App,
+    out: &mut String,
+    r: &HeldRecord,
+    who: &Who,
+    gid: &str,
+) {
+    let Ok(grants) = app.0.store.grants().await else {
+        return;
+    };
+    let Some(g) = grants
+        .iter()
+        .find(|g| g.grant.id() == gid && g.grant.granted_by() == who.approver.name)
+    else {
+        return;
+    };
+    let string = |k: &str| match source_field(g, k) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let when = serde_json::from_str::<
+        std::collections::BTreeMap<String, &serde_json::value::RawValue>,
+    >(g.grant.source_text())
+    .ok()
+    .and_then(|m| m.get("when").map(|w| w.get().to_owned()));
+    let (agent, tool) = (
+        string("agent").unwrap_or_default(),
+        string("tool").unwrap_or_default(),
+    );
+    let (server, session) = (string("server"), string("session"));
+    let open = open_of(
+        r,
+        Selects {
+            agent: &agent,
+            tool: &tool,
+            server: server.as_deref(),
+            session: session.as_deref(),
+            when: when.as_deref(),
+        },
+    );
+    let _ = write!(
+        out,
+        "<section class=\"banner ok\" id=\"granted\" role=\"status\"><p>You gave grant <code>{}</code>: matching calls run without asking until it expires, is spent or is revoked (the Grants tab). Compared with this card, it leaves open:</p><ul class=\"open-fields\" id=\"granted-open\">{}</ul></section>",
+        text(g.grant.id()),
+        open_items(&open)
+    );
 }
 
 /// Whether `who` is shown `g` on the Grants tab: one they gave, or one they have the rights
@@ -557,25 +789,4 @@ pub(crate) fn query_escape(s: &str) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn r45_the_when_built_from_an_input_is_passed_by_that_input() {
-        let input = json!({"order": "A-17", "amount": 120.5, "customer": {"tier": "gold", "vip": true},
-            "items": [1, 2], "a.b": 1, "note": null});
-        let when = when_from_input(&input).unwrap();
-        let v: Value = serde_json::from_str(&when).unwrap();
-        assert_eq!(
-            v,
-            json!({"order": {"equals": "A-17"}, "amount": {"lte": 120.5},
-                "customer.tier": {"equals": "gold"}, "customer.vip": {"equals": true},
-                "note": {"equals": null}})
-        );
-        assert_eq!(when_from_input(&json!([1])), None);
-        assert_eq!(when_from_input(&json!({})), None);
-    }
 }

@@ -4,11 +4,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use toolgate_inbox::{Answer, HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp};
+use toolgate_inbox::{HeldRecord, MAX_REASON_CHARS, State as CallState, Timestamp};
 
 use crate::answer::{Shown, answer_held};
 use crate::auth::{check_csrf, unauthorized};
@@ -212,10 +212,18 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
     );
 }
 
+/// The query of a call's page.
+#[derive(Debug, Deserialize)]
+pub(crate) struct OneQuery {
+    /// A grant the person just gave from this card: the page lists what it leaves open.
+    granted: Option<String>,
+}
+
 pub(crate) async fn one(
     State(app): State<App>,
     identity: crate::auth::Identity,
     Path(id): Path<String>,
+    Query(q): Query<OneQuery>,
 ) -> Response {
     let Some(who) = identity.who() else {
         return app.sign_in_first(&identity);
@@ -243,6 +251,9 @@ pub(crate) async fn one(
         );
     }
     answered_banner(&mut body, &r, &who);
+    if let Some(gid) = &q.granted {
+        crate::grants::granted_banner(&app, &mut body, &r, &who, gid).await;
+    }
     let ctx = crate::risk::RiskContext::load(&app).await;
     let cues = crate::risk::cues(&ctx, &r);
     card_cued(&mut body, &r, &who, Timestamp::now(), false, &cues);
@@ -306,15 +317,9 @@ pub(crate) async fn answer(
             ),
         );
     }
-    let answer = Answer {
-        approve,
-        idempotency_key: Some(key),
-        approver: who.approver.name.clone(),
-        reason,
-        // Issue 22: the verified identity behind an identity-provider token, kept with the
-        // answer (a static-token or header approver has none).
-        principal: who.principal.clone(),
-    };
+    // Issue 22: the verified identity behind an identity-provider token is kept with the
+    // answer (a static-token or header approver has none).
+    let answer = who.answer(approve, key, reason);
     // One answer path (issue 33 item 7): rights in force, R35, the store.
     let shown = Shown {
         input_hash: form.input_hash.as_deref(),

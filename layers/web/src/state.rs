@@ -137,3 +137,25 @@ pub(crate) struct Who {
     pub(crate) csrf: String,
     pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
 }
+
+impl Who {
+    /// This person's answer to a held call, as every form of the page gives it (the card's
+    /// Approve and Deny, the bulk bar, "Approve, and allow …", the edited approval): their
+    /// approver name and, when they signed in with an identity-provider token, their
+    /// verified principal (`sub`, `iss`; issue 22), kept with the answer. One function, so
+    /// no form records less than another (issue 34 item 5: the grant's approval had none).
+    pub(crate) fn answer(
+        &self,
+        approve: bool,
+        idempotency_key: String,
+        reason: Option<String>,
+    ) -> toolgate_inbox::Answer {
+        toolgate_inbox::Answer {
+            approve,
+            idempotency_key: Some(idempotency_key),
+            approver: self.approver.name.clone(),
+            reason,
+            principal: self.principal.clone(),
+        }
+    }
+}

@@ -320,7 +320,8 @@ async fn browser_r45_approve_and_allow_then_revoke_on_the_grants_tab() {
         .await
         .unwrap();
     let filled = when.prop("value").await.unwrap().unwrap_or_default();
-    assert!(filled.contains("\"lte\":80"), "{filled}");
+    // Issue 34 item 7: the card's values, bound with `equals`; a range is the approver's.
+    assert!(filled.contains("\"amount\":{\"equals\":80}"), "{filled}");
     when.clear().await.unwrap();
     when.send_keys(r#"{"amount": {"lte": 100}}"#).await.unwrap();
     let max = c
@@ -336,6 +337,10 @@ async fn browser_r45_approve_and_allow_then_revoke_on_the_grants_tab() {
         .click()
         .await
         .unwrap();
+    // Wider than the card (a range, `order` not checked): said in words before it is saved.
+    let open = text(&c, "#grant-open-list").await;
+    assert!(open.contains("order is not checked"), "{open}");
+    wait_for(&c, "#grant-confirm").await.click().await.unwrap();
     assert!(text(&c, ".approver").await.starts_with("alice"));
     let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
     assert_eq!(rec.state, State::Approved);

@@ -287,3 +287,40 @@ async fn issue22_a_static_token_approvers_answer_keeps_the_name_and_no_principal
     let one = c.get(&format!("/calls/{id}")).await;
     assert!(!one.body.contains("class=\"principal\""), "{}", one.body);
 }
+
+/// Issue 34 item 5: "Approve, and allow …" given with an identity-provider token records
+/// the approver's subject and issuer with the approval, as a plain Approve does (one
+/// function builds every answer of the page), and the page shows them.
+#[tokio::test]
+async fn issue34_a_grant_saved_by_jwt_records_the_approvers_subject_and_issuer() {
+    let key = SigningKey::rsa1();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, jwks(&[&key]).to_string()).unwrap();
+    let s = start_gov(governance(&file), std::time::Duration::from_millis(100)).await;
+    s.handle.set_grants(s.inbox.store().grant_store().unwrap());
+    let refund = s.hold_refund(json!({"order": 34})).await;
+    // carol, named in `people` (a grant is given by a named approver), signs in by token.
+    let carol = as_bearer(&s, &key.sign(&person("carol", &[], json!({}))));
+    let page = carol.get(&format!("/calls/{refund}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let r = post_grant(&carol, &refund, &grant_fields(&page.body, &[])).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+
+    let rec = s.inbox.store().get(&refund).await.unwrap().unwrap();
+    assert_eq!(rec.state, State::Approved);
+    assert_eq!(rec.approver.as_deref(), Some("carol"));
+    let p = rec
+        .approver_principal
+        .clone()
+        .expect("the grant's approval keeps the principal");
+    assert_eq!((p.subject.as_str(), p.issuer.as_str()), ("id-carol", ISS));
+    let grants = s.inbox.store().grants().await.unwrap();
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0].grant.granted_by(), "carol");
+    let shown = format!("id-carol ({ISS})");
+    let one = carol.get(&r.header("location")).await;
+    assert!(one.body.contains(&shown), "{}", one.body);
+    let history = carol.get("/history").await;
+    assert!(history.body.contains(&shown), "{}", history.body);
+}

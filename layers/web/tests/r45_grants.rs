@@ -12,54 +12,6 @@ use serde_json::json;
 use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolResponse};
 use toolgate_inbox::{GrantState, InboxStore, State, Timestamp};
 
-/// The fields of a card's grant form as the page filled them, with `edits` applied.
-fn grant_fields(page: &str, edits: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let at = page.find("action=\"/calls/").unwrap();
-    let form_at = page[at..].find("class=\"grant\"").map(|i| i + at).unwrap();
-    let form = &page[form_at..];
-    let end = form.find("</form>").unwrap();
-    let form = &form[..end];
-    for name in [
-        "csrf",
-        "input_hash",
-        "definition_hash",
-        "idempotency_key",
-        "for",
-        "max_calls",
-        "agent",
-        "tool",
-        "server",
-        "session",
-        "reason",
-    ] {
-        out.push((name.to_owned(), field(form, name).unwrap_or_default()));
-    }
-    let when = form
-        .split("name=\"when\"")
-        .nth(1)
-        .and_then(|t| t.split_once('>'))
-        .and_then(|(_, t)| t.split_once("</textarea>"))
-        .map(|(t, _)| t.replace("&quot;", "\"").replace("&amp;", "&"))
-        .unwrap_or_default();
-    out.push(("when".into(), when));
-    for (k, v) in edits {
-        match out.iter_mut().find(|(n, _)| n == k) {
-            Some(slot) => slot.1 = (*v).to_owned(),
-            None => out.push(((*k).to_owned(), (*v).to_owned())),
-        }
-    }
-    out
-}
-
-async fn post_grant(c: &Client, id: &str, fields: &[(String, String)]) -> Reply {
-    let pairs: Vec<(&str, &str)> = fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    c.post(&format!("/calls/{id}/grant"), &pairs).await
-}
-
 #[tokio::test]
 async fn r45_approve_and_allow_is_prefilled_from_the_card_and_answers_the_next_matching_call() {
     let s = start("token").await;
@@ -89,13 +41,14 @@ async fn r45_approve_and_allow_is_prefilled_from_the_card_and_answers_the_next_m
     assert_eq!(get("server"), "");
     assert_eq!(get("session"), "sess-9");
     assert_eq!((get("for"), get("max_calls")), ("30m".into(), "5".into()));
+    // Issue 34 item 7: every value the card shows, bound with `equals`.
     let when: serde_json::Value = serde_json::from_str(&get("when")).unwrap();
     assert_eq!(
         when,
-        json!({"order": {"equals": "A-17"}, "amount": {"lte": 80}})
+        json!({"order": {"equals": "A-17"}, "amount": {"equals": 80}})
     );
 
-    // Edited: any order up to 100, two calls, any session.
+    // Edited: any order up to 100, two calls, any session — shown in words first.
     let fields = grant_fields(
         &page.body,
         &[
@@ -104,7 +57,14 @@ async fn r45_approve_and_allow_is_prefilled_from_the_card_and_answers_the_next_m
             ("session", ""),
         ],
     );
-    let r = post_grant(&c, &id, &fields).await;
+    let (check, r) = post_grant_confirmed(&c, &id, &fields).await;
+    for said in [
+        "<code>amount</code>: any value that is a number ≤ 100 passes",
+        "<code>order</code> is not checked",
+        "<code>session</code>: calls of any session",
+    ] {
+        assert!(check.body.contains(said), "{said}: {}", check.body);
+    }
     assert_eq!(r.status, 303, "{}", r.body);
     let rec = s.inbox.store().get(&id).await.unwrap().unwrap();
     assert_eq!(
@@ -122,7 +82,7 @@ async fn r45_approve_and_allow_is_prefilled_from_the_card_and_answers_the_next_m
     assert!((29 * 60_000..=30 * 60_000).contains(&expires), "{expires}");
 
     // A double submit is one approval and one grant.
-    let again = post_grant(&c, &id, &fields).await;
+    let (_, again) = post_grant_confirmed(&c, &id, &fields).await;
     assert_eq!(again.status, 303, "{}", again.body);
     assert_eq!(s.inbox.store().grants().await.unwrap().len(), 1);
 
@@ -244,7 +204,7 @@ async fn r45_the_grants_tab_shows_each_state_and_revokes_after_a_confirmation() 
     let c = signed_in(&s, ALICE).await;
     let id = s.hold_refund(json!({"amount": 10})).await;
     let page = c.get(&format!("/calls/{id}")).await;
-    let r = post_grant(
+    let (_, r) = post_grant_confirmed(
         &c,
         &id,
         &grant_fields(&page.body, &[("when", ""), ("max_calls", "")]),
@@ -336,7 +296,7 @@ async fn r45_a_grant_from_the_page_never_loosens_a_deny() {
     let c = signed_in(&s, ALICE).await;
     let id = s.hold_refund(json!({"amount": 10})).await;
     let page = c.get(&format!("/calls/{id}")).await;
-    let r = post_grant(&c, &id, &grant_fields(&page.body, &[("when", "")])).await;
+    let (_, r) = post_grant_confirmed(&c, &id, &grant_fields(&page.body, &[("when", "")])).await;
     assert_eq!(r.status, 303, "{}", r.body);
     match s
         .send(ToolCall::new(

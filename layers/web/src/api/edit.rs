@@ -262,13 +262,7 @@ pub(crate) async fn approve_edited_form(
             ));
         }
     };
-    let answer = Answer {
-        approve: true,
-        idempotency_key: Some(key),
-        approver: who.approver.name.clone(),
-        reason: None,
-        principal: who.principal.clone(),
-    };
+    let answer = who.answer(true, key, None);
     match approve_edited(&app, &who.approver, &record, answer, edited).await {
         Ok(_) => Redirect::to(&format!("/calls/{id}")).into_response(),
         Err(EditRefusal::Response(r)) => {

@@ -365,3 +365,102 @@ pub async fn signed_in(server: &Server, token: &str) -> Client {
     assert_eq!(r.status, 303, "{}", r.body);
     c
 }
+
+// ----- the grant form (R45, issue 34 item 7) -----
+
+/// The fields of a card's grant form as the page filled them, with `edits` applied.
+pub fn grant_fields(page: &str, edits: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let at = page.find("action=\"/calls/").unwrap();
+    let form_at = page[at..].find("class=\"grant\"").map(|i| i + at).unwrap();
+    let form = &page[form_at..];
+    let end = form.find("</form>").unwrap();
+    let form = &form[..end];
+    for name in [
+        "csrf",
+        "input_hash",
+        "definition_hash",
+        "idempotency_key",
+        "for",
+        "max_calls",
+        "agent",
+        "tool",
+        "server",
+        "session",
+        "reason",
+    ] {
+        out.push((name.to_owned(), field(form, name).unwrap_or_default()));
+    }
+    let when = form
+        .split("name=\"when\"")
+        .nth(1)
+        .and_then(|t| t.split_once('>'))
+        .and_then(|(_, t)| t.split_once("</textarea>"))
+        .map(|(t, _)| unescape(t))
+        .unwrap_or_default();
+    out.push(("when".into(), when));
+    for (k, v) in edits {
+        match out.iter_mut().find(|(n, _)| n == k) {
+            Some(slot) => slot.1 = (*v).to_owned(),
+            None => out.push(((*k).to_owned(), (*v).to_owned())),
+        }
+    }
+    out
+}
+
+/// Posts a card's grant form with `fields` (the page's reply, nothing followed).
+pub async fn post_grant(c: &Client, id: &str, fields: &[(String, String)]) -> Reply {
+    let pairs: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    c.post(&format!("/calls/{id}/grant"), &pairs).await
+}
+
+/// Posts a grant that leaves more open than the card's offer: the page answers with what it
+/// leaves open, in words, and nothing is saved (issue 34 item 7); saved from there, with the
+/// digest of that list. The check page's reply, and the reply of saving from it.
+pub async fn post_grant_confirmed(
+    c: &Client,
+    id: &str,
+    fields: &[(String, String)],
+) -> (Reply, Reply) {
+    let check = post_grant(c, id, fields).await;
+    assert_eq!(check.status, 200, "{}", check.body);
+    assert!(check.body.contains("id=\"grant-check\""), "{}", check.body);
+    let print = field(&check.body, "open_fields").expect("the list's digest");
+    let mut fields = fields.to_vec();
+    fields.retain(|(k, _)| k != "open_fields");
+    fields.push(("open_fields".into(), print));
+    let saved = post_grant(c, id, &fields).await;
+    (check, saved)
+}
+
+/// Text of an element as the page escaped it, read back.
+pub fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// The configuration of [`config`] with two more tools that ask (issue 34 item 7): `transfer`
+/// (money to an account) and `shell` (a command line), both allowed to `support`.
+pub fn issue34_governance() -> Governance {
+    governance_tweaked("token", |c| {
+        if let Some(tools) = c["tools"].as_array_mut() {
+            tools.push(json!({"kind": "http", "name": "transfer", "approval": "require_approval"}));
+            tools.push(json!({"kind": "http", "name": "shell", "approval": "require_approval"}));
+        }
+        if let Some(allowed) = c["agents"][0]["allowed_tools"].as_array_mut() {
+            allowed.push(json!("transfer"));
+            allowed.push(json!("shell"));
+        }
+    })
+}
+
+/// A call of `support` to `tool` with `input`.
+pub fn call(tool: &str, input: Value) -> ToolCall {
+    ToolCall::new(AgentRef::profile("support"), tool, input)
+}
