@@ -395,8 +395,31 @@ impl ServerHandler for DriftServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // `bare` with `wait_ms`: a slow call that honours `notifications/cancelled`, counted
+        // as `bare finished` or `bare cancelled` (cancellation tests, issue 35).
+        let wait = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("wait_ms"))
+            .and_then(Value::as_u64);
+        if request.name == "bare"
+            && let Some(ms) = wait
+        {
+            let ran = self.call(&request)?;
+            let cancelled = tokio::select! {
+                () = context.ct.cancelled() => true,
+                () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => false,
+            };
+            let key = if cancelled {
+                "bare cancelled"
+            } else {
+                "bare finished"
+            };
+            *self.state().calls.entry(key.into()).or_insert(0) += 1;
+            return Ok(ran.into());
+        }
         if request.name == "set_mode" {
             *self.state().calls.entry("set_mode".into()).or_insert(0) += 1;
             let args = request.arguments.unwrap_or_default();

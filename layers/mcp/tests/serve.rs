@@ -29,6 +29,8 @@ struct Client {
     list_changed: Arc<AtomicUsize>,
     /// Relayed from the upstream during calls: `progress <token> <n>/<total>`, `log <data>`.
     relayed: Arc<Mutex<Vec<String>>>,
+    /// How long its user takes to answer.
+    delay: Duration,
 }
 
 impl Client {
@@ -38,7 +40,14 @@ impl Client {
             asked: Arc::default(),
             list_changed: Arc::default(),
             relayed: Arc::default(),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// A client whose user answers only after `delay`.
+    fn answering_after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 }
 
@@ -60,6 +69,7 @@ impl ClientHandler for Client {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
             self.asked.lock().unwrap().push(message.clone());
         }
+        tokio::time::sleep(self.delay).await;
         Ok(ElicitResult::new(
             self.elicit.clone().unwrap_or(ElicitationAction::Decline),
         ))
@@ -1963,4 +1973,120 @@ async fn issue34_malformed_params_of_a_served_method_are_invalid_params_not_an_u
         let message = e["message"].as_str().unwrap_or_default();
         assert!(message.contains(says), "request {id}: {message}");
     }
+}
+
+/// Waits until `check` holds, polling every 50 ms for at most 10 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_a_cancelled_call_is_cancelled_upstream_and_recorded_cancelled() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        r#", "audit": {{"file": {}}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let server = server("elicitation", None, &extra).await;
+    let dev = connect(&server, "dev", Client::new(Some(ElicitationAction::Accept))).await;
+    let Value::Object(args) = json!({"wait_ms": 30_000}) else {
+        panic!()
+    };
+    // Approved, then sent: the upstream starts its 30-second call.
+    let handle = dev
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new("drift__bare").with_arguments(args),
+            )),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    eventually("the upstream received the call", async || {
+        calls_received(&dev, "bare").await == 1
+    })
+    .await;
+    handle
+        .cancel(Some(String::from("the user pressed stop")))
+        .await
+        .unwrap();
+    // The cancellation reached the upstream: its handler stopped, long before 30 s.
+    eventually("the upstream's call was cancelled", async || {
+        calls_received(&dev, "bare cancelled").await == 1
+    })
+    .await;
+    assert_eq!(calls_received(&dev, "bare finished").await, 0);
+    // And the audit record of the call says it was cancelled.
+    eventually("the call's audit record", async || {
+        audit_records(&audit)
+            .iter()
+            .any(|r| r["tool"] == "drift__bare")
+    })
+    .await;
+    let records = audit_records(&audit);
+    let record = records.iter().find(|r| r["tool"] == "drift__bare").unwrap();
+    assert_eq!(record["outcome"], "error", "{record}");
+    assert!(
+        record["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("cancelled"),
+        "{record}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_r26_a_call_cancelled_while_its_person_is_asked_ends_the_wait_cancelled() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!(
+        r#", "audit": {{"file": {}}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let server = server("elicitation", None, &extra).await;
+    // A client whose user never answers.
+    let slow =
+        Client::new(Some(ElicitationAction::Accept)).answering_after(Duration::from_secs(60));
+    let asked = Arc::clone(&slow.asked);
+    let dev = connect(&server, "dev", slow).await;
+    let Value::Object(args) = json!({}) else {
+        panic!()
+    };
+    let handle = dev
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new("drift__bare").with_arguments(args),
+            )),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    eventually("the person was asked", async || {
+        !asked.lock().unwrap().is_empty()
+    })
+    .await;
+    handle.cancel(None).await.unwrap();
+    eventually("the call's audit record", async || {
+        audit_records(&audit)
+            .iter()
+            .any(|r| r["tool"] == "drift__bare")
+    })
+    .await;
+    let records = audit_records(&audit);
+    let record = records.iter().find(|r| r["tool"] == "drift__bare").unwrap();
+    assert_eq!(record["approval"]["wait"], "cancelled", "{record}");
+    assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
 }

@@ -266,12 +266,26 @@ impl ServerHandler for GovernedSession {
     /// `tools/call`: the governed run, boxed (issue 26). rmcp spawns a task per request
     /// holding the handler's future by value, and tokio copies a spawned future several times;
     /// unboxed, this one made each call's tasks kilobytes to copy.
+    ///
+    /// A `notifications/cancelled` for the request (rmcp cancels the request's token) drops
+    /// the governed run wherever it is (issue 35 item 6): a wait for a person ends
+    /// `cancelled` (R26), a send in flight is cancelled upstream with the upstream's own
+    /// request id (`notifications/cancelled`), and the audit record says it was cancelled.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Box::pin(self.governed_call(request, ctx)).await
+        let cancelled = ctx.ct.clone();
+        tokio::select! {
+            biased;
+            () = cancelled.cancelled() => Err(ErrorData::new(
+                rmcp::model::ErrorCode::INTERNAL_ERROR,
+                "the client cancelled this call: its wait ended and a send in flight was cancelled upstream",
+                None,
+            )),
+            done = Box::pin(self.governed_call(request, ctx)) => done,
+        }
     }
 
     /// `logging/setLevel`: the floor of the log messages relayed to this session from the

@@ -310,12 +310,29 @@ impl fmt::Debug for Pending {
 }
 
 pin_project! {
-    /// Response future of [`Audit`].
+    /// Response future of [`Audit`]. Dropped before it ends (the caller cancelled the call:
+    /// an MCP client's `notifications/cancelled`, a timeout around the stack), it still
+    /// writes the call's record: outcome `error`, the reason that it was cancelled, and the
+    /// wait `cancelled` when it was waiting for a person (R26: the record says which ended
+    /// the wait).
     pub struct AuditFuture<F> {
         #[pin]
         kind: Kind<F>,
     }
+    impl<F> PinnedDrop for AuditFuture<F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let KindProj::Inner { pending, .. } = this.project().kind.project()
+                && let Some(p) = pending.take()
+            {
+                let _ = p.finish::<&str>(Err(CANCELLED));
+            }
+        }
+    }
 }
+
+/// The error a cancelled call's record carries.
+const CANCELLED: &str =
+    "cancelled: the caller abandoned the call before it ended (nothing more of it is sent)";
 
 pin_project! {
     #[project = KindProj]
