@@ -667,8 +667,8 @@ mod tests {
     #[test]
     fn issue34_token_type_and_the_default_agent_claim_read_and_print_back() {
         let section = |jwt: Value| json!({"servers": {"a": {"command": "x"}}, "jwt": jwt});
-        let base =
-            json!({"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}});
+        let base = json!({"issuer": "https://idp.test/", "audience": "a", "jwks_file": "k",
+            "agents": {"c": "dev"}});
         let with = |k: &str, v: Value| {
             let mut b = base.clone();
             b[k] = v;
