@@ -2090,3 +2090,46 @@ async fn issue35_r26_a_call_cancelled_while_its_person_is_asked_ends_the_wait_ca
     assert_eq!(record["approval"]["wait"], "cancelled", "{record}");
     assert_eq!(calls_received(&dev, "bare").await, 0, "nothing was sent");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_a_2026_07_28_client_listening_is_told_its_list_changed_after_a_reload() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let server = server("elicitation", None, "").await;
+    let viewer = connect_2026(&server, "viewer", Client::new(None)).await;
+    let dev = connect_2026(&server, "dev", Client::new(None)).await;
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut viewer_stream = viewer.peer().listen(filter.clone()).await.unwrap();
+    assert_eq!(
+        viewer_stream.acknowledged().tools_list_changed,
+        Some(true),
+        "toolgate accepts what it advertises (before: -32601)"
+    );
+    let mut dev_stream = dev.peer().listen(filter).await.unwrap();
+    // The viewer's list grows; dev's does not.
+    let agents = AGENTS.replace(
+        r#"{"name": "viewer", "allowed_tools": ["drift__lookup"]}"#,
+        r#"{"name": "viewer", "allowed_tools": ["drift__lookup", "drift__stats"]}"#,
+    );
+    let text = format!(r#"{{"approval": {{"channel": "elicitation"}}, {agents}}}"#);
+    server
+        .reload(load_str(&text, Format::Json).unwrap(), &serve_config())
+        .await
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(10), viewer_stream.next())
+        .await
+        .expect("the viewer's stream is told")
+        .unwrap();
+    assert!(
+        matches!(
+            told,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{told:?}"
+    );
+    assert_eq!(
+        names(&viewer.list_all_tools().await.unwrap()),
+        ["drift__lookup", "drift__stats"]
+    );
+    let quiet = tokio::time::timeout(Duration::from_millis(500), dev_stream.next()).await;
+    assert!(quiet.is_err(), "dev's list did not change: {quiet:?}");
+}

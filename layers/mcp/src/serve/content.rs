@@ -38,7 +38,7 @@ use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
     ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate,
-    ResourceUpdatedNotificationParam, SubscribeRequestParams, UnsubscribeRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::{Peer, RoleClient};
 use toolgate::audit::AuditSink;
@@ -58,13 +58,14 @@ struct Catalog {
     prompts: Vec<Prompt>,
 }
 
-struct Subscription {
-    session: String,
-    agent: String,
-    peer: Peer<RoleServer>,
-    server: String,
-    name: String,
-    uri: String,
+pub(super) struct Subscription {
+    /// The session, or a `subscriptions/listen` stream's key.
+    pub(super) session: String,
+    pub(super) agent: String,
+    pub(super) to: notify::Notify,
+    pub(super) server: String,
+    pub(super) name: String,
+    pub(super) uri: String,
 }
 
 /// The content state of one `toolgate mcp serve`.
@@ -72,9 +73,10 @@ pub(super) struct Content {
     audit: Option<Arc<dyn AuditSink>>,
     redactor: Redactor,
     catalogs: tokio::sync::Mutex<HashMap<String, Arc<Catalog>>>,
-    subscriptions: Mutex<Vec<Subscription>>,
-    /// Sessions that listed resources or prompts: told when a list changes.
-    listeners: Mutex<Vec<(String, Peer<RoleServer>)>>,
+    pub(super) subscriptions: Mutex<Vec<Subscription>>,
+    /// Sessions that listed resources or prompts (and `subscriptions/listen` streams that
+    /// asked for their changes): told when a list changes.
+    pub(super) listeners: Mutex<Vec<(String, notify::Notify)>>,
 }
 
 impl Content {
@@ -402,11 +404,32 @@ impl Shared {
         }
     }
 
-    fn listen(&self, session: &str, peer: &Peer<RoleServer>) {
+    /// Ends `key`'s subscription to `uri` (a session's `resources/unsubscribe`, or a
+    /// `subscriptions/listen` stream that ended); the upstream is told when nobody else
+    /// listens to it.
+    pub(super) async fn unsubscribe_uri(&self, key: &str, uri: &str) {
+        let (server, last) = {
+            let mut subs = lock(&self.content.subscriptions);
+            let Some(i) = subs.iter().position(|s| s.session == key && s.uri == uri) else {
+                return;
+            };
+            let gone = subs.remove(i);
+            let last = !subs.iter().any(|s| s.server == gone.server && s.uri == uri);
+            (gone.server, last)
+        };
+        if last && let Some((peer, _)) = self.gateway.upstream(&server) {
+            #[allow(deprecated)] // resources/unsubscribe: what today's servers take
+            let _ = peer
+                .unsubscribe(UnsubscribeRequestParams::new(uri.to_owned()))
+                .await;
+        }
+    }
+
+    pub(super) fn listen(&self, session: &str, to: &notify::Notify) {
         let mut l = lock(&self.content.listeners);
-        l.retain(|(_, p)| !p.is_transport_closed());
+        l.retain(|(_, p)| !p.closed());
         if !l.iter().any(|(s, _)| s == session) {
-            l.push((session.to_owned(), peer.clone()));
+            l.push((session.to_owned(), to.clone()));
         }
     }
 
@@ -499,42 +522,38 @@ impl Shared {
         match event {
             ContentEvent::ResourcesChanged(server) => {
                 self.content.catalogs.lock().await.remove(&server);
-                for peer in self.listeners() {
-                    let _ = peer.notify_resource_list_changed().await;
+                for to in self.listeners() {
+                    to.resources_changed().await;
                 }
             }
             ContentEvent::PromptsChanged(server) => {
                 self.content.catalogs.lock().await.remove(&server);
-                for peer in self.listeners() {
-                    let _ = peer.notify_prompt_list_changed().await;
+                for to in self.listeners() {
+                    to.prompts_changed().await;
                 }
             }
             ContentEvent::ResourceUpdated { server, uri } => {
-                let due: Vec<(Peer<RoleServer>, String, String)> = {
+                let due: Vec<(notify::Notify, String, String)> = {
                     let mut subs = lock(&self.content.subscriptions);
-                    subs.retain(|s| !s.peer.is_transport_closed());
+                    subs.retain(|s| !s.to.closed());
                     subs.iter()
                         .filter(|s| s.server == server && s.uri == uri)
-                        .map(|s| (s.peer.clone(), s.agent.clone(), s.name.clone()))
+                        .map(|s| (s.to.clone(), s.agent.clone(), s.name.clone()))
                         .collect()
                 };
-                for (peer, agent, name) in due {
+                for (to, agent, name) in due {
                     // Only while the agent may still read it (a reload may have changed that).
                     if self.content_verdict(&agent, &server, &name, true).is_ok() {
-                        let _ = peer
-                            .notify_resource_updated(ResourceUpdatedNotificationParam::new(
-                                uri.clone(),
-                            ))
-                            .await;
+                        to.resource_updated(&uri).await;
                     }
                 }
             }
         }
     }
 
-    fn listeners(&self) -> Vec<Peer<RoleServer>> {
+    fn listeners(&self) -> Vec<notify::Notify> {
         let mut l = lock(&self.content.listeners);
-        l.retain(|(_, p)| !p.is_transport_closed());
+        l.retain(|(_, p)| !p.closed());
         l.iter().map(|(_, p)| p.clone()).collect()
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 
 pub(super) struct Watched {
     pub(super) session: String,
-    pub(super) peer: Peer<RoleServer>,
+    pub(super) to: notify::Notify,
     pub(super) agent: String,
     pub(super) seen: u64,
 }
@@ -139,9 +139,9 @@ impl Shared {
         Ok(listed)
     }
 
-    pub(super) fn watch(&self, session: &str, peer: &Peer<RoleServer>, agent: &str, seen: u64) {
+    pub(super) fn watch(&self, session: &str, to: &notify::Notify, agent: &str, seen: u64) {
         let mut w = lock(&self.watched);
-        w.retain(|x| !x.peer.is_transport_closed());
+        w.retain(|x| !x.to.closed());
         if let Some(x) = w
             .iter_mut()
             .find(|x| x.session == session && x.agent == agent)
@@ -150,31 +150,31 @@ impl Shared {
         } else {
             w.push(Watched {
                 session: session.to_owned(),
-                peer: peer.clone(),
+                to: to.clone(),
                 agent: agent.to_owned(),
                 seen,
             });
         }
     }
 
-    /// Sends `notifications/tools/list_changed` to each session whose agent's list changed
-    /// since it last listed or was told.
+    /// Sends `notifications/tools/list_changed` to each session (or `subscriptions/listen`
+    /// stream) whose agent's list changed since it last listed or was told.
     pub(super) async fn notify_changes(&self) {
-        let due: Vec<Peer<RoleServer>> = {
+        let due: Vec<notify::Notify> = {
             let mut w = lock(&self.watched);
-            w.retain(|x| !x.peer.is_transport_closed());
+            w.retain(|x| !x.to.closed());
             let mut due = Vec::new();
             for x in w.iter_mut() {
                 let now = self.listed(&x.agent).map_or(0, |l| l.fingerprint);
                 if now != x.seen {
                     x.seen = now;
-                    due.push(x.peer.clone());
+                    due.push(x.to.clone());
                 }
             }
             due
         };
-        for peer in due {
-            let _ = peer.notify_tool_list_changed().await;
+        for to in due {
+            to.tools_changed().await;
         }
     }
 }

@@ -69,6 +69,7 @@ mod deferred;
 mod elicit;
 mod http;
 mod list;
+mod notify;
 mod ops;
 mod options;
 mod relayed;

@@ -167,6 +167,24 @@ impl ServerHandler for GovernedSession {
         Err(unreadable_request(&request))
     }
 
+    /// `subscriptions/listen` (protocol 2026-07-28, issue 35 item 5): what the stream asks
+    /// for, within what toolgate advertises.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(notify::accepted(requested))
+    }
+
+    /// One `subscriptions/listen` stream: the changes a session of an older protocol is told
+    /// on the session, told on the stream, until it is cancelled.
+    async fn listen(
+        &self,
+        subscription: rmcp::service::SubscriptionContext,
+    ) -> Result<(), ErrorData> {
+        Box::pin(self.listen_changes(subscription)).await
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -252,8 +270,12 @@ impl ServerHandler for GovernedSession {
             .listed(&agent)
             .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
         drop(reloading);
-        self.shared
-            .watch(&self.session, &ctx.peer, &agent, listed.fingerprint);
+        self.shared.watch(
+            &self.session,
+            &notify::Notify::Session(ctx.peer.clone()),
+            &agent,
+            listed.fingerprint,
+        );
         // Issue 23: with `mcp.deferred_tools`, the search and call tools instead of the list.
         if self.shared.deferred {
             return Ok(ListToolsResult::with_all_items(deferred::meta_tools()));

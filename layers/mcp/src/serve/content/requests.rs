@@ -119,7 +119,8 @@ impl GovernedSession {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let agent = self.agent(ctx)?;
-        self.shared.listen(&self.session, &ctx.peer);
+        self.shared
+            .listen(&self.session, &notify::Notify::Session(ctx.peer.clone()));
         let mut out = Vec::new();
         for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
             let cat = self.shared.catalog(&id, &peer).await;
@@ -143,7 +144,8 @@ impl GovernedSession {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let agent = self.agent(ctx)?;
-        self.shared.listen(&self.session, &ctx.peer);
+        self.shared
+            .listen(&self.session, &notify::Notify::Session(ctx.peer.clone()));
         let mut out = Vec::new();
         for (id, peer, _) in self.shared.offering(|c| c.resources.is_some()) {
             let cat = self.shared.catalog(&id, &peer).await;
@@ -199,41 +201,37 @@ impl GovernedSession {
         subscribe: bool,
     ) -> Result<(), ErrorData> {
         let agent = self.agent(ctx)?;
-        let uri = request.uri;
-        let what = if subscribe {
-            "the subscription"
-        } else {
-            "the unsubscription"
-        };
         if !subscribe {
             // Leaving is always allowed; the upstream is told when nobody else listens.
-            let (server, last) = {
-                let mut subs = lock(&self.shared.content.subscriptions);
-                let Some(i) = subs
-                    .iter()
-                    .position(|s| s.session == self.session && s.uri == uri)
-                else {
-                    return Ok(());
-                };
-                let gone = subs.remove(i);
-                let last = !subs.iter().any(|s| s.server == gone.server && s.uri == uri);
-                (gone.server, last)
-            };
-            if last && let Some((peer, _)) = self.shared.gateway.upstream(&server) {
-                #[allow(deprecated)] // resources/unsubscribe: what today's servers take
-                let _ = peer
-                    .unsubscribe(UnsubscribeRequestParams::new(uri.clone()))
-                    .await;
-            }
+            self.shared
+                .unsubscribe_uri(&self.session, &request.uri)
+                .await;
             return Ok(());
         }
+        let to = notify::Notify::Session(ctx.peer.clone());
+        self.subscribe_uri(&agent, &self.session, &to, request.uri)
+            .await
+    }
+
+    /// Subscribes `key` (this session, or one of its `subscriptions/listen` streams) to the
+    /// updates of `uri`, as `agent` may (the resource's owner found and the content policy
+    /// decided, audited as `mcp_resource_subscribe`); the upstream is subscribed for the
+    /// first listener.
+    pub(in crate::serve) async fn subscribe_uri(
+        &self,
+        agent: &str,
+        key: &str,
+        to: &notify::Notify,
+        uri: String,
+    ) -> Result<(), ErrorData> {
+        let what = "the subscription";
         let mut extra = Map::new();
         extra.insert("uri".into(), self.redacted_uri(&uri));
         let (server, name, peer) = self
-            .resource_owner(&agent, "mcp_resource_subscribe", what, &uri, &extra)
+            .resource_owner(agent, "mcp_resource_subscribe", what, &uri, &extra)
             .await?;
         self.decide(
-            &agent,
+            agent,
             "mcp_resource_subscribe",
             what,
             (&server, &name),
@@ -242,16 +240,13 @@ impl GovernedSession {
         )?;
         let first = {
             let mut subs = lock(&self.shared.content.subscriptions);
-            subs.retain(|s| !s.peer.is_transport_closed());
+            subs.retain(|s| !s.to.closed());
             let first = !subs.iter().any(|s| s.server == server && s.uri == uri);
-            if !subs
-                .iter()
-                .any(|s| s.session == self.session && s.uri == uri)
-            {
+            if !subs.iter().any(|s| s.session == key && s.uri == uri) {
                 subs.push(Subscription {
-                    session: self.session.clone(),
-                    agent: agent.clone(),
-                    peer: ctx.peer.clone(),
+                    session: key.to_owned(),
+                    agent: agent.to_owned(),
+                    to: to.clone(),
                     server: server.clone(),
                     name: name.clone(),
                     uri: uri.clone(),
@@ -273,7 +268,8 @@ impl GovernedSession {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let agent = self.agent(ctx)?;
-        self.shared.listen(&self.session, &ctx.peer);
+        self.shared
+            .listen(&self.session, &notify::Notify::Session(ctx.peer.clone()));
         let mut out = Vec::new();
         for (id, peer, _) in self.shared.offering(|c| c.prompts.is_some()) {
             let cat = self.shared.catalog(&id, &peer).await;
