@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 const AGENT: &str = "support-bot";
 /// The client whose tokens expire within seconds.
 const SHORT: &str = "short-lived-bot";
-const SHORT_TTL_SECS: u64 = 3;
+const SHORT_TTL_SECS: u64 = 5;
 /// How long toolgate uses the fetched keys (`mcp.jwt.jwks_cache_secs`).
 const JWKS_CACHE_SECS: u64 = 2;
 
