@@ -47,7 +47,8 @@ pub(crate) enum McpCommand {
     },
     /// Write the definition lock (`toolgate.lock`, or `mcp.lock_file`): every upstream
     /// tool's definition hash, description hash and annotations, as the servers list them
-    /// now. Findings of the description scanner are printed as warnings.
+    /// now. Findings of the description scanner are printed as warnings (none with
+    /// `mcp.scan: "off"`).
     Lock {
         /// The configuration (its `mcp` section names the upstream servers).
         #[arg(long)]

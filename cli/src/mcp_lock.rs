@@ -4,7 +4,8 @@
 //! Connects every server of the `mcp` section, lists its tools, and writes the lock file
 //! (`mcp.lock_file`, default `toolgate.lock` beside the configuration). With `--check` it
 //! writes nothing and compares: every difference on standard error, exit 1 when there is
-//! any. The description scanner's findings are printed as warnings either way.
+//! any. The description scanner's findings are printed as warnings either way, unless
+//! `mcp.scan` is `"off"` (issue 34 item 8).
 //!
 //! Exit codes: 0 written, or no difference; 1 (`--check`) a difference; 2 a configuration
 //! that does not load, a server that cannot be connected, a lock file that cannot be read or
@@ -17,7 +18,7 @@ use toolgate::GovernanceHandle;
 use toolgate_engine::config::{self, Format};
 use toolgate_mcp::McpGateway;
 use toolgate_mcp::lock::Lockfile;
-use toolgate_mcp::scan::scan_tool;
+use toolgate_mcp::scan::{ScanMode, scan_tool};
 use toolgate_mcp::serve::ServeConfig;
 
 pub(crate) fn run(path: &Path, check: bool) -> Result<ExitCode, String> {
@@ -36,6 +37,7 @@ pub(crate) fn run(path: &Path, check: bool) -> Result<ExitCode, String> {
         .load_secrets()
         .map_err(|e| bad(&e))?;
     let lock_path = serve.gateway.lock_path.clone();
+    let scan = serve.gateway.scan;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -49,8 +51,10 @@ pub(crate) fn run(path: &Path, check: bool) -> Result<ExitCode, String> {
             }
         }
         let lock = gateway.lockfile();
-        for server in gateway.servers() {
-            print_findings(&server, &gateway.listed_tools(&server).unwrap_or_default());
+        if scan != ScanMode::Off {
+            for server in gateway.servers() {
+                print_findings(&server, &gateway.listed_tools(&server).unwrap_or_default());
+            }
         }
         gateway.shutdown().await;
         Ok(lock)

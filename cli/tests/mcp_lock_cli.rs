@@ -106,6 +106,27 @@ async fn issue23_mcp_lock_writes_the_lock_check_exits_1_on_a_changed_description
     assert_eq!(drift.calls("lookup"), 0);
 }
 
+#[tokio::test]
+async fn issue34_mcp_lock_prints_no_scanner_findings_with_scan_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (drift, url) = upstream().await;
+    // The drift server's poisoned description, listed from the start.
+    drift.set_mode(Mode::Description, true).await;
+    for (scan, warned) in [("warn", true), ("off", false)] {
+        let config = write_config(dir.path(), &url, json!({"scan": scan}));
+        let (code, err) = lock(&config, false).await;
+        assert_eq!(code, 0, "{scan}: {err}");
+        assert_eq!(
+            err.contains("model_instruction"),
+            warned,
+            "scan {scan}: {err}"
+        );
+        assert_eq!(err.contains("description scanner"), warned, "{scan}: {err}");
+        // The lock is written either way.
+        assert!(err.contains("toolgate: locked "), "{scan}: {err}");
+    }
+}
+
 #[test]
 fn issue23_the_lock_and_scan_settings_are_checked_by_path() {
     let dir = tempfile::tempdir().unwrap();
