@@ -2,7 +2,8 @@
 # A throwaway PostgreSQL server on loopback for the Postgres inbox tests
 # (layers/inbox-postgres), from Debian's packages.
 #
-#   eval "$(bash .ci/postgres.sh)"        # start (or reuse) it; sets TOOLGATE_PG_URL
+#   eval "$(bash .ci/postgres.sh)"        # start (or reuse) it; sets TOOLGATE_PG_URL and
+#                                         # TOOLGATE_PG_TLS_URL
 #   bash .ci/postgres.sh stop             # stop it (the data stays; `start` reuses it)
 #   bash .ci/postgres.sh destroy          # stop it and delete its data
 #   bash .ci/postgres.sh status           # exit 0 when it runs, printing the export line
@@ -15,6 +16,14 @@
 # `toolgate`, and prints `export TOOLGATE_PG_URL=postgres://postgres@127.0.0.1:PORT/toolgate`
 # on standard output. Everything else goes to standard error, so the output can be `eval`ed.
 # Running `start` again reuses a running cluster (or starts the stopped one again).
+#
+# TLS: the server also takes TLS (`ssl = on`; plain connections keep working) with a
+# certificate for `localhost` and 127.0.0.1 signed by a test CA of its own, made with openssl
+# under <cluster folder>/tls (kept; made again when missing or within a day of expiring).
+# A second line, `export TOOLGATE_PG_TLS_URL=postgres://postgres@localhost:PORT/toolgate?
+# sslmode=verify-full&sslrootcert=<cluster folder>/tls/ca.pem`, reaches it over TLS. A server
+# left running without TLS by an older version of this script gets it on `start` (the
+# settings are reloaded; the server restarts only when reloading does not turn TLS on).
 #
 # Environment: TOOLGATE_PG_DIR (default: <repo>/.tmp/pg), TOOLGATE_PG_DB (default:
 # toolgate), TOOLGATE_PG_FAST=1 turns fsync off (faster tests; never for benchmarks whose
@@ -53,6 +62,7 @@ BASE="$(pick_base)"
 DATA="$BASE/data"
 LOG="$BASE/server.log"
 PORT_FILE="$BASE/port"
+TLS_DIR="$BASE/tls"
 
 # The newest installed server's binaries (a client-only version does not count).
 find_bin() {
@@ -76,6 +86,7 @@ install_postgres() {
   DATA="$BASE/data"
   LOG="$BASE/server.log"
   PORT_FILE="$BASE/port"
+  TLS_DIR="$BASE/tls"
 }
 
 # Runs a command as the cluster's owner: `postgres` when we are root, ourselves otherwise.
@@ -106,6 +117,71 @@ pick_port() {
 
 url() {
   printf 'postgres://postgres@127.0.0.1:%s/%s' "$(cat "$PORT_FILE")" "$DB"
+}
+
+# The same server over TLS, verified against the test CA (the name `localhost` is the
+# certificate's). The root file's path is percent-encoded where a URL needs it.
+tls_url() {
+  local ca
+  ca="$(printf '%s' "$TLS_DIR/ca.pem" | sed -e 's/%/%25/g' -e 's/ /%20/g' -e 's/&/%26/g' -e 's/#/%23/g' -e 's/?/%3F/g')"
+  printf 'postgres://postgres@localhost:%s/%s?sslmode=verify-full&sslrootcert=%s' \
+    "$(cat "$PORT_FILE")" "$DB" "$ca"
+}
+
+exports() {
+  printf 'export TOOLGATE_PG_URL=%s\n' "$(url)"
+  printf "export TOOLGATE_PG_TLS_URL='%s'\n" "$(tls_url)"
+}
+
+cert_fresh() {
+  [ -s "$TLS_DIR/ca.pem" ] && [ -s "$TLS_DIR/server.key" ] &&
+    openssl x509 -in "$TLS_DIR/server.crt" -noout -checkend 86400 >/dev/null 2>&1
+}
+
+# A test CA and a server certificate for localhost and 127.0.0.1 (ECDSA P-256, ten years),
+# kept in $TLS_DIR; made again when missing or expiring within a day. The key is the
+# server's own (mode 600, owned by the cluster's owner), as PostgreSQL requires.
+make_certs() {
+  if ! command -v openssl >/dev/null 2>&1; then
+    [ "$(id -u)" -eq 0 ] || die "openssl is not installed and installing it needs root (apt-get install -y openssl)"
+    say "installing openssl from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2
+    apt-get install -y --no-install-recommends openssl >&2
+  fi
+  cert_fresh && return 0
+  say "making a test CA and a server certificate for localhost in $TLS_DIR"
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  printf '%s\n' '[req]' 'distinguished_name = dn' 'prompt = no' 'x509_extensions = ca' \
+    '[dn]' 'CN = toolgate test CA (.ci/postgres.sh)' \
+    '[ca]' 'basicConstraints = critical, CA:TRUE' 'keyUsage = critical, keyCertSign, cRLSign' \
+    'subjectKeyIdentifier = hash' >"$TLS_DIR/ca.cnf"
+  printf '%s\n' 'basicConstraints = critical, CA:FALSE' 'keyUsage = critical, digitalSignature' \
+    'extendedKeyUsage = serverAuth' 'subjectAltName = DNS:localhost, IP:127.0.0.1' \
+    'subjectKeyIdentifier = hash' 'authorityKeyIdentifier = keyid' >"$TLS_DIR/server.cnf"
+  (
+    cd "$TLS_DIR"
+    umask 077
+    openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout ca.key -out ca.pem -days 3650 -config ca.cnf
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout server.key -out server.csr -subj "/CN=localhost"
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key \
+      -set_serial "0x$(openssl rand -hex 8)" -days 3650 -extfile server.cnf -out server.crt
+    openssl verify -CAfile ca.pem server.crt
+  ) >&2 2>&1 || die "openssl could not make the test certificates in $TLS_DIR"
+  # The CA certificate is public (tests read it as any user); the keys are not.
+  chmod 755 "$TLS_DIR"
+  chmod 644 "$TLS_DIR/ca.pem" "$TLS_DIR/server.crt"
+  chmod 600 "$TLS_DIR/server.key" "$TLS_DIR/ca.key"
+  if [ "$(id -u)" -eq 0 ]; then
+    chown -R postgres: "$TLS_DIR"
+  fi
+}
+
+tls_on() {
+  [ "$(psql_admin -tA -c 'SHOW ssl')" = "on" ]
 }
 
 running() {
@@ -151,6 +227,9 @@ unix_socket_directories = ''
 max_connections = 300
 fsync = $fsync
 log_min_messages = warning
+ssl = on
+ssl_cert_file = '$TLS_DIR/server.crt'
+ssl_key_file = '$TLS_DIR/server.key'
 EOF
   printf '%s\n' "$port" >"$PORT_FILE"
 }
@@ -164,11 +243,30 @@ start() {
   fi
   if running; then
     say "reusing the server on 127.0.0.1:$(cat "$PORT_FILE") ($DATA)"
+    if ! tls_on || ! cert_fresh; then
+      # Left by an older run without TLS (or its certificate is expiring): the settings
+      # are reloaded, which keeps the other tests' connections; a restart if that fails.
+      make_certs
+      configure "$(cat "$PORT_FILE")"
+      say "turning TLS on (reloading the server's settings)"
+      as_owner "$BIN/pg_ctl" -D "$DATA" reload >&2
+      local i
+      for i in $(seq 1 20); do
+        tls_on && break
+        sleep 0.5
+      done
+      if ! tls_on; then
+        say "reloading did not turn TLS on; restarting the server"
+        as_owner "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -m fast -w -t 60 restart >&2
+        tls_on || die "the server runs without TLS after a restart; see $LOG"
+      fi
+    fi
     ensure_database
-    printf 'export TOOLGATE_PG_URL=%s\n' "$(url)"
+    exports
     return 0
   fi
   [ -f "$DATA/PG_VERSION" ] || init_cluster
+  make_certs
   local attempt port
   for attempt in 1 2 3; do
     port=""
@@ -180,7 +278,8 @@ start() {
     say "starting PostgreSQL ($("$BIN/postgres" --version)) on 127.0.0.1:$port"
     if as_owner "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >&2; then
       ensure_database
-      printf 'export TOOLGATE_PG_URL=%s\n' "$(url)"
+      tls_on || die "the server started without TLS; see $LOG"
+      exports
       return 0
     fi
     say "the server did not start (attempt $attempt); its log:"
@@ -207,7 +306,7 @@ status() {
   BIN="$(find_bin)"
   [ -n "$BIN" ] || die "PostgreSQL is not installed"
   if running; then
-    printf 'export TOOLGATE_PG_URL=%s\n' "$(url)"
+    exports
   else
     say "not running"
     return 1

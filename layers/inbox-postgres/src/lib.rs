@@ -129,6 +129,7 @@ mod listen;
 mod options;
 mod quota;
 mod schema;
+mod tls;
 
 pub use inbox::{PostgresInbox, WaitError};
 pub use listen::{Notice, Subscription};
@@ -138,3 +139,4 @@ pub use schema::{
     APPLICATION, GRANTS_TABLE, META_TABLE, MIGRATION_LOCK, OPEN_INDEX, PAGE_INDEXES, REPEAT_COLUMN,
     SCHEMA_V1, SCHEMA_V2, SCHEMA_VERSION,
 };
+pub use tls::{PLAINTEXT_HOSTS_ENV, SslMode, Transport, Trust, transport};

@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Socket};
 use toolgate_inbox::{InboxError, InboxErrorKind, State};
 
 use crate::error;
 use crate::schema::quote_ident;
+use crate::tls::{Connector, Prepared};
 
 /// How many notices a slow subscriber may fall behind before it is told it missed some.
 const CAPACITY: usize = 1024;
@@ -84,14 +86,14 @@ impl Listener {
     /// until dropped. Returns once the first `LISTEN` is in force, or with the reason it
     /// could not be.
     pub(crate) async fn start(
-        config: Config,
+        how: Prepared,
         channel: String,
         server: String,
         retry: Duration,
     ) -> Result<Self, InboxError> {
         let (tx, _) = broadcast::channel(CAPACITY);
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(run(config, channel, server, tx.clone(), ready_tx, retry));
+        let task = tokio::spawn(run(how, channel, server, tx.clone(), ready_tx, retry));
         match ready_rx.await {
             Ok(Ok(())) => Ok(Self { tx, task }),
             Ok(Err(e)) => Err(e),
@@ -117,7 +119,7 @@ impl Drop for Listener {
 }
 
 async fn run(
-    config: Config,
+    how: Prepared,
     channel: String,
     server: String,
     tx: broadcast::Sender<Notice>,
@@ -126,7 +128,13 @@ async fn run(
 ) {
     let mut ready = Some(ready);
     loop {
-        match listen_once(&config, &channel, &server, &tx).await {
+        let config = &how.config;
+        let once = match &how.connector {
+            Connector::Plain => listen_once(config, NoTls, &channel, &server, &tx).await,
+            Connector::Tls(tls) => listen_once(config, tls.clone(), &channel, &server, &tx).await,
+        }
+        .map_err(|e| how.transport.explain(e));
+        match once {
             Ok((client, driver)) => {
                 match ready.take() {
                     Some(ready) => {
@@ -159,14 +167,21 @@ async fn run(
 
 /// One listening connection: its client (dropping it closes the connection) and the task
 /// that drives the connection and forwards notifications until it closes.
-async fn listen_once(
+async fn listen_once<T>(
     config: &Config,
+    tls: T,
     channel: &str,
     server: &str,
     tx: &broadcast::Sender<Notice>,
-) -> Result<(Client, JoinHandle<()>), InboxError> {
+) -> Result<(Client, JoinHandle<()>), InboxError>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
     let (client, mut connection) = config
-        .connect(NoTls)
+        .connect(tls)
         .await
         .map_err(|e| error::db(server, &e))?;
     let forward = tx.clone();

@@ -47,6 +47,12 @@ pub struct PostgresOptions {
     /// (default 1 s): the fallback when notifications are lost while the listening
     /// connection reconnects.
     pub poll_interval: Duration,
+    /// Hosts (as the URL names them, case-insensitive) the inbox may reach in plain text
+    /// although they are not loopback, when the URL says `sslmode=disable` (default: none;
+    /// the `toolgate` command reads them from
+    /// [`TOOLGATE_PG_PLAINTEXT_HOSTS`](crate::PLAINTEXT_HOSTS_ENV)). Plain text to any other
+    /// host is refused: see [`crate::transport`].
+    pub plaintext_hosts: Vec<String>,
 }
 
 impl Default for PostgresOptions {
@@ -59,6 +65,7 @@ impl Default for PostgresOptions {
             wait_timeout: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_secs(1),
+            plaintext_hosts: Vec::new(),
         }
     }
 }
@@ -113,6 +120,31 @@ impl PostgresOptions {
         self
     }
 
+    /// Lets the inbox reach `host` in plain text with `sslmode=disable` although it is not
+    /// loopback: only for a network you trust, since held calls, answers and the password
+    /// cross it readable.
+    #[must_use]
+    pub fn plaintext_host(mut self, host: impl Into<String>) -> Self {
+        self.plaintext_hosts.push(host.into());
+        self
+    }
+
+    /// Adds the hosts of [`TOOLGATE_PG_PLAINTEXT_HOSTS`](crate::PLAINTEXT_HOSTS_ENV)
+    /// (comma-separated) to [`PostgresOptions::plaintext_hosts`], as the `toolgate` command
+    /// does.
+    #[must_use]
+    pub fn plaintext_hosts_from_env(mut self) -> Self {
+        if let Ok(list) = std::env::var(crate::PLAINTEXT_HOSTS_ENV) {
+            self.plaintext_hosts.extend(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        self
+    }
+
     /// Checks the options; [`crate::PostgresInbox::connect`] calls it first.
     pub fn validate(&self) -> Result<(), InboxError> {
         let invalid = |why: String| Err(InboxError::new(InboxErrorKind::Unavailable, why));
@@ -140,6 +172,11 @@ impl PostgresOptions {
         }
         if self.poll_interval.is_zero() {
             return invalid(String::from("the inbox's poll interval is zero"));
+        }
+        if self.plaintext_hosts.iter().any(|h| h.trim().is_empty()) {
+            return invalid(String::from(
+                "a host the inbox may reach in plain text is named as an empty string",
+            ));
         }
         Ok(())
     }

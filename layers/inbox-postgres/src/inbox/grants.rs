@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::{Object, Pool, Runtime};
 use tokio_postgres::types::ToSql;
 use toolgate_engine::grant::{Grant, GrantStore};
 use toolgate_inbox::{
@@ -175,30 +174,28 @@ impl PostgresInbox {
         let inner = Arc::clone(&self.inner);
         let name = format!("the inbox database `{}`", inner.server);
         let grants = InboxGrants::start_with(name, move || async move {
-            let pool = Pool::builder(Manager::from_config(
-                inner.config.clone(),
-                NoTls,
-                ManagerConfig::default(),
-            ))
-            .max_size(GRANT_POOL)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(inner.options.wait_timeout))
-            .create_timeout(Some(inner.options.connect_timeout))
-            .recycle_timeout(Some(inner.options.connect_timeout))
-            .build()
-            .map_err(|e| {
-                InboxError::new(
-                    Kind::Backend,
-                    format!(
-                        "the connections to the inbox database `{}` cannot be set up: {e}",
-                        inner.server
-                    ),
-                )
-            })?;
+            let pool = Pool::builder(inner.connector.manager(inner.config.clone()))
+                .max_size(GRANT_POOL)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(inner.options.wait_timeout))
+                .create_timeout(Some(inner.options.connect_timeout))
+                .recycle_timeout(Some(inner.options.connect_timeout))
+                .build()
+                .map_err(|e| {
+                    InboxError::new(
+                        Kind::Backend,
+                        format!(
+                            "the connections to the inbox database `{}` cannot be set up: {e}",
+                            inner.server
+                        ),
+                    )
+                })?;
             let own = PostgresInbox {
                 inner: Arc::new(Inner {
                     pool,
                     config: inner.config.clone(),
+                    connector: inner.connector.clone(),
+                    transport: inner.transport.clone(),
                     options: inner.options.clone(),
                     server: inner.server.clone(),
                     located: inner.located.clone(),

@@ -14,18 +14,21 @@ pub use wait::WaitError;
 use std::fmt;
 use std::sync::Arc;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, Runtime};
-use tokio_postgres::{Config, NoTls};
+use deadpool_postgres::{Pool, Runtime};
+use tokio_postgres::Config;
 use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
 
 use crate::error;
 use crate::listen::Listener;
 use crate::options::PostgresOptions;
 use crate::schema::{self, Located};
+use crate::tls::{self, Connector, Transport};
 
 struct Inner {
     pool: Pool,
     config: Config,
+    connector: Connector,
+    transport: Transport,
     options: PostgresOptions,
     server: String,
     located: Located,
@@ -80,19 +83,19 @@ impl PostgresInbox {
     /// `host=… dbname=…`), creates the inbox's schema when it does not exist (idempotent; safe
     /// when several instances start at once) and checks it when it does.
     ///
-    /// Only unencrypted connections are made: use a Unix socket, loopback or a trusted
-    /// network.
+    /// Over TLS or in plain text as the URL's `sslmode` and `sslrootcert` say, read more
+    /// strictly than libpq reads them (see [`crate::transport`]): without `sslmode`, plain
+    /// text to a loopback host or a Unix socket and `verify-full` to any other host;
+    /// `sslmode=disable` to a host that is not loopback only when
+    /// [`PostgresOptions::plaintext_hosts`] names it; `allow` and `prefer` refused. Nothing
+    /// falls back to plain text.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, InboxError> {
         options.validate()?;
-        let mut config: Config = url.parse().map_err(|e| {
-            InboxError::new(
-                Kind::Unavailable,
-                format!(
-                    "the inbox database URL cannot be read: {}",
-                    error::describe(&e)
-                ),
-            )
-        })?;
+        let tls::Prepared {
+            mut config,
+            connector,
+            transport,
+        } = tls::prepare(url, &options)?;
         let mut startup = config.get_options().unwrap_or_default().to_owned();
         if let Some(schema) = &options.schema {
             // Validated: lower-case ASCII letters, digits and `_` only.
@@ -110,33 +113,34 @@ impl PostgresInbox {
             config.connect_timeout(options.connect_timeout);
         }
         let server = error::server_name(&config);
-        let pool = Pool::builder(Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig::default(),
-        ))
-        .max_size(options.pool_size)
-        .runtime(Runtime::Tokio1)
-        .wait_timeout(Some(options.wait_timeout))
-        .create_timeout(Some(options.connect_timeout))
-        .recycle_timeout(Some(options.connect_timeout))
-        .build()
-        .map_err(|e| {
-            InboxError::new(
-                Kind::Backend,
-                format!("the connections to the inbox database `{server}` cannot be set up: {e}"),
-            )
-        })?;
+        tracing::debug!(server, "the inbox database: {transport}");
+        let pool = Pool::builder(connector.manager(config.clone()))
+            .max_size(options.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| {
+                InboxError::new(
+                    Kind::Backend,
+                    format!(
+                        "the connections to the inbox database `{server}` cannot be set up: {e}"
+                    ),
+                )
+            })?;
         let mut client = pool
             .get()
             .await
-            .map_err(|e| error::pool(&server, options.wait_timeout, &e))?;
+            .map_err(|e| transport.explain(error::pool(&server, options.wait_timeout, &e)))?;
         let located = schema::migrate(&mut client, options.schema.as_deref(), &server).await?;
         drop(client);
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
                 config,
+                connector,
+                transport,
                 options,
                 server,
                 located,
@@ -148,6 +152,11 @@ impl PostgresInbox {
     /// The connection pool (shared with the quota counter, [`crate::PostgresQuotaCounter`]).
     pub(crate) fn pool(&self) -> &Pool {
         &self.inner.pool
+    }
+
+    /// How it reaches the server: plain text or TLS, and which certificates it trusts.
+    pub fn transport(&self) -> &Transport {
+        &self.inner.transport
     }
 
     /// The options it was connected with.

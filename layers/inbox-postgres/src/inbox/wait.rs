@@ -76,7 +76,11 @@ impl PostgresInbox {
             .listener
             .get_or_try_init(|| {
                 Listener::start(
-                    inner.config.clone(),
+                    crate::tls::Prepared {
+                        config: inner.config.clone(),
+                        connector: inner.connector.clone(),
+                        transport: inner.transport.clone(),
+                    },
                     inner.located.channel.clone(),
                     inner.server.clone(),
                     inner.options.poll_interval,

@@ -30,7 +30,7 @@ pub fn pg_url(module: &str) -> Option<String> {
     let url = std::env::var("TOOLGATE_PG_URL")
         .ok()
         .filter(|u| !u.trim().is_empty())
-        .or_else(started_server);
+        .or_else(|| started_server("TOOLGATE_PG_URL"));
     match url {
         Some(url) => Some(url),
         _ if std::env::var_os("CI").is_some() => panic!(
@@ -51,11 +51,54 @@ pub fn pg_url(module: &str) -> Option<String> {
     }
 }
 
+/// The same server over TLS (`sslmode=verify-full` against `.ci/postgres.sh`'s test CA),
+/// from `TOOLGATE_PG_TLS_URL`, found, started or skipped as [`pg_url`].
+pub fn pg_tls_url(module: &str) -> Option<String> {
+    let current = std::thread::current();
+    let test = current.name().filter(|n| *n != "main").unwrap_or(module);
+    let url = std::env::var("TOOLGATE_PG_TLS_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| {
+            // A server started by this process (TOOLGATE_PG_URL unset) or an older shell's
+            // (TOOLGATE_PG_URL set, the TLS one not): the script says both.
+            started_server("TOOLGATE_PG_TLS_URL")
+        });
+    match url {
+        Some(url) => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "{test}: TOOLGATE_PG_TLS_URL is unset under CI; the Postgres inbox's TLS tests must run \
+             against a real server there: run `eval \"$(bash .ci/postgres.sh)\"` before `cargo test`"
+        ),
+        _ => {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: TOOLGATE_PG_TLS_URL is unset (start a throwaway server with \
+                 `eval \"$(bash .ci/postgres.sh)\"`, then run the tests again)"
+            );
+            None
+        }
+    }
+}
+
+/// `let url = require_pg_tls!();` — returns from the test when it is skipped.
+#[macro_export]
+macro_rules! require_pg_tls {
+    () => {
+        match common::pg_tls_url(module_path!()) {
+            Some(url) => url,
+            None => return,
+        }
+    };
+}
+
 /// Starts (or reuses) `.ci/postgres.sh`'s server when PostgreSQL's server binaries are
-/// installed; never installs anything from a plain `cargo test`.
-fn started_server() -> Option<String> {
-    static URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    URL.get_or_init(|| {
+/// installed, and returns the URL it exports as `name`; never installs anything from a
+/// plain `cargo test`.
+fn started_server(name: &str) -> Option<String> {
+    static EXPORTS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let exports = EXPORTS.get_or_init(|| {
         let installed = std::fs::read_dir("/usr/lib/postgresql")
             .ok()?
             .flatten()
@@ -77,12 +120,14 @@ fn started_server() -> Option<String> {
             );
             return None;
         }
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| l.strip_prefix("export TOOLGATE_PG_URL="))
-            .map(|u| u.trim().trim_matches('\'').to_owned())
-    })
-    .clone()
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    let prefix = format!("export {name}=");
+    exports
+        .as_deref()?
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|u| u.trim().trim_matches('\'').to_owned())
 }
 
 /// `let url = require_pg!();` — returns from the test when it is skipped.

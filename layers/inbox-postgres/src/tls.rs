@@ -1,0 +1,934 @@
+//! How the inbox reaches its server: in plain text or over TLS (rustls on the `ring`
+//! provider), and which certificates it trusts.
+//!
+//! The URL's `sslmode` and `sslrootcert` are read here (libpq's names and values), taken out
+//! of the URL, and the rest is handed to `tokio-postgres`. toolgate reads them more strictly
+//! than libpq, so that nothing reaches a server in plain text unless the URL says so for a
+//! host on this machine:
+//!
+//! | `sslmode` | toolgate |
+//! | --- | --- |
+//! | (none) | plain text to a loopback host (`localhost`, `127.0.0.0/8`, `::1`) or a Unix socket; `verify-full` to any other host, or whenever `sslrootcert` is given |
+//! | `disable` | plain text, to a loopback host or a Unix socket only; another host only when [`PostgresOptions::plaintext_hosts`] names it |
+//! | `allow`, `prefer` | refused: both fall back to plain text when the server offers no TLS |
+//! | `require` | TLS; without `sslrootcert` encrypted but the certificate is not checked (as libpq); with it, the chain is checked as `verify-ca` |
+//! | `verify-ca` | TLS; the certificate must chain to a trusted CA; the host name is not checked |
+//! | `verify-full` | TLS; the certificate must chain to a trusted CA and be for the URL's host |
+//!
+//! Trusted CAs: the certificates of the PEM file `sslrootcert=PATH` (then only those), or,
+//! without it or with `sslrootcert=system`, the system's roots as `rustls-native-certs` reads
+//! them (`/etc/ssl/certs` and the like, or `SSL_CERT_FILE` / `SSL_CERT_DIR`). libpq's
+//! environment variables (`PGSSLMODE`, `PGSSLROOTCERT`) are not read, and client
+//! certificates (`sslcert`, `sslkey`) and revocation lists (`sslcrl`) are not supported: such
+//! a URL is refused rather than connected without them.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio_postgres::config::{Host, SslMode as PgSslMode};
+use tokio_postgres::{Config, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
+
+use crate::error;
+use crate::options::PostgresOptions;
+
+/// The environment variable the `toolgate` command reads for
+/// [`PostgresOptions::plaintext_hosts`]: host names (comma-separated) the inbox may reach in
+/// plain text although they are not loopback, with `sslmode=disable` in the URL.
+pub const PLAINTEXT_HOSTS_ENV: &str = "TOOLGATE_PG_PLAINTEXT_HOSTS";
+
+/// How toolgate connects to the server, after reading the URL's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// Plain text (loopback, a Unix socket, or a host named in
+    /// [`PostgresOptions::plaintext_hosts`]).
+    Disable,
+    /// TLS; the certificate's chain is checked only when `sslrootcert` is given.
+    Require,
+    /// TLS; the certificate must chain to a trusted CA.
+    VerifyCa,
+    /// TLS; the certificate must chain to a trusted CA and be for the URL's host.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// libpq's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// Which certificates a TLS connection trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Trust {
+    /// No TLS: nothing to trust.
+    Plain,
+    /// TLS whose certificate is not checked (`sslmode=require` without `sslrootcert`).
+    Unverified,
+    /// The system's root certificates (how many were found).
+    SystemRoots(usize),
+    /// Only the CA certificates of this PEM file (`sslrootcert`; how many it holds).
+    RootFile(PathBuf, usize),
+}
+
+/// How an inbox reaches its server: the mode in force and what it trusts, as
+/// [`transport`] reads them from the URL. Its `Display` says so in a sentence (for
+/// `toolgate check` and the logs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Transport {
+    /// The mode in force.
+    pub mode: SslMode,
+    /// Whether the URL named the mode (`sslmode=…`) rather than toolgate choosing it.
+    pub explicit: bool,
+    /// What TLS trusts.
+    pub trust: Trust,
+    /// The hosts, as the URL names them.
+    pub hosts: Vec<String>,
+    /// Whether every host is loopback or a Unix socket.
+    pub local: bool,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = if self.explicit {
+            format!("sslmode={}", self.mode.as_str())
+        } else {
+            format!("no sslmode: {}", self.mode.as_str())
+        };
+        let hosts = self.hosts.join(", ");
+        match &self.trust {
+            Trust::Plain if self.local => {
+                write!(f, "plain text to the loopback host {hosts} ({how})")
+            }
+            Trust::Plain => write!(
+                f,
+                "plain text to {hosts} ({how}; the host is named in {PLAINTEXT_HOSTS_ENV})"
+            ),
+            Trust::Unverified => write!(
+                f,
+                "TLS to {hosts} ({how}): encrypted, but the server's certificate is not checked (give `sslrootcert` to check it)"
+            ),
+            Trust::SystemRoots(n) => write!(
+                f,
+                "TLS to {hosts} ({how}): the server's certificate must chain to one of the system's {n} root certificates{}",
+                self.name_rule()
+            ),
+            Trust::RootFile(path, n) => write!(
+                f,
+                "TLS to {hosts} ({how}): the server's certificate must chain to one of the {n} CA certificates of sslrootcert `{}` (only those){}",
+                path.display(),
+                self.name_rule()
+            ),
+        }
+    }
+}
+
+impl Transport {
+    fn name_rule(&self) -> &'static str {
+        if self.mode == SslMode::VerifyFull {
+            " and be for the host"
+        } else {
+            "; the host name is not checked"
+        }
+    }
+
+    /// `e`, a failure to connect, with what the TLS settings asked of the server when the
+    /// failure is about TLS.
+    pub(crate) fn explain(&self, e: InboxError) -> InboxError {
+        if self.mode == SslMode::Disable {
+            return e;
+        }
+        let text = e.message();
+        let how = if self.explicit {
+            format!("sslmode={}", self.mode.as_str())
+        } else {
+            String::from(
+                "no sslmode, so verify-full for a host that is not loopback or with sslrootcert",
+            )
+        };
+        let roots = match &self.trust {
+            Trust::RootFile(path, _) => format!("a CA of sslrootcert `{}`", path.display()),
+            _ => String::from(
+                "one of the system's root certificates (give `sslrootcert=PATH` for a private CA)",
+            ),
+        };
+        let why = if text.contains("UnknownIssuer")
+            || text.contains("UnknownCA")
+            || text.contains("BadSignature")
+        {
+            format!("the server's certificate is not signed by {roots}")
+        } else if text.contains("not valid for name") || text.contains("NotValidForName") {
+            String::from(
+                "the server's certificate is not for the host the URL names (verify-full checks the name; verify-ca does not)",
+            )
+        } else if text.contains("Expired") || text.contains("expired") {
+            String::from("the server's certificate has expired")
+        } else if text.contains("NotValidYet") || text.contains("not valid yet") {
+            String::from("the server's certificate is not valid yet")
+        } else if text.contains("invalid peer certificate") {
+            format!(
+                "the server's certificate did not pass: it must chain to {roots}{}",
+                self.name_rule()
+            )
+        } else if text.contains("server does not support TLS") {
+            String::from(
+                "the server does not offer TLS (`ssl = on` in its configuration); toolgate does not fall back to plain text",
+            )
+        } else if text.contains("TLS") || text.contains("tls") {
+            String::from("the TLS handshake failed")
+        } else {
+            return e;
+        };
+        InboxError::new(e.kind(), format!("{text} ({how}: {why})"))
+    }
+}
+
+/// How the inbox connects: the `tokio-postgres` configuration (the URL without the TLS
+/// settings) and the connector for it.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    pub(crate) config: Config,
+    pub(crate) connector: Connector,
+    pub(crate) transport: Transport,
+}
+
+/// Plain text, or rustls with the trust the URL asked for.
+#[derive(Clone)]
+pub(crate) enum Connector {
+    Plain,
+    Tls(MakeRustlsConnect),
+}
+
+impl Connector {
+    /// A pool manager connecting with `config` this way.
+    pub(crate) fn manager(&self, config: Config) -> Manager {
+        match self {
+            Connector::Plain => Manager::from_config(config, NoTls, ManagerConfig::default()),
+            Connector::Tls(tls) => {
+                Manager::from_config(config, tls.clone(), ManagerConfig::default())
+            }
+        }
+    }
+}
+
+/// How the inbox at `url` would connect with `options`: reads the URL's `sslmode` and
+/// `sslrootcert` (and the root file itself) as [`crate::PostgresInbox::connect`] does,
+/// without connecting.
+///
+/// ```
+/// use toolgate_inbox_postgres::{PostgresOptions, SslMode, transport};
+/// let o = PostgresOptions::default();
+/// let t = transport("postgres://toolgate@127.0.0.1/toolgate", &o).unwrap();
+/// assert_eq!(t.mode, SslMode::Disable);
+/// let t = transport("postgres://toolgate@db.internal/toolgate", &o);
+/// // verify-full: the system's roots (an error here when the machine has none).
+/// assert!(t.map_or(true, |t| t.mode == SslMode::VerifyFull));
+/// let e = transport("postgres://toolgate@db.internal/toolgate?sslmode=disable", &o).unwrap_err();
+/// assert!(e.message().contains("sslmode=disable"), "{e}");
+/// ```
+///
+/// # Errors
+///
+/// A URL that cannot be read; an `sslmode` toolgate does not know or refuses (`allow`,
+/// `prefer`); plain text to a host that is not loopback and not named in
+/// [`PostgresOptions::plaintext_hosts`]; TLS to a Unix socket; an `sslrootcert` that cannot
+/// be read or holds no certificate; no system root certificate where they are needed.
+pub fn transport(url: &str, options: &PostgresOptions) -> Result<Transport, InboxError> {
+    prepare(url, options).map(|p| p.transport)
+}
+
+/// Reads `url` into a configuration and a connector.
+pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, InboxError> {
+    let (rest, params) = split(url)?;
+    let mut config: Config = rest.parse().map_err(|e| {
+        InboxError::new(
+            Kind::Unavailable,
+            format!(
+                "the inbox database URL cannot be read: {}",
+                error::describe(&e)
+            ),
+        )
+    })?;
+    let targets = targets(&config);
+    let hosts: Vec<String> = targets.iter().map(|t| t.shown.clone()).collect();
+    let local = targets.iter().all(|t| t.local);
+    let server = error::server_name(&config);
+    let refuse = |why: String| Err(InboxError::new(Kind::Unavailable, why));
+
+    let named = match params.mode.as_deref() {
+        None => None,
+        Some("disable") => Some(SslMode::Disable),
+        Some("require") => Some(SslMode::Require),
+        Some("verify-ca") => Some(SslMode::VerifyCa),
+        Some("verify-full") => Some(SslMode::VerifyFull),
+        Some(weak @ ("allow" | "prefer")) => {
+            let does = if weak == "allow" {
+                "would use plain text unless the server insists on TLS"
+            } else {
+                "would fall back to plain text when the server offers no TLS"
+            };
+            return refuse(format!(
+                "the inbox database URL's `sslmode={weak}` {does} (`{server}`), which toolgate never does: use `sslmode=verify-full` (with `sslrootcert=` the server's CA file) or `sslmode=require`, or `sslmode=disable` for plain text to a loopback host"
+            ));
+        }
+        Some(other) => {
+            return refuse(format!(
+                "the inbox database URL's `sslmode={}` is not an SSL mode toolgate knows: use `verify-full`, `verify-ca`, `require` or `disable`",
+                other.escape_debug()
+            ));
+        }
+    };
+    let mode = match named {
+        Some(m) => m,
+        None if params.rootcert.is_some() || !local => SslMode::VerifyFull,
+        None => SslMode::Disable,
+    };
+    let explicit = named.is_some();
+
+    if mode == SslMode::Disable {
+        if params.rootcert.is_some() {
+            return refuse(String::from(
+                "the inbox database URL gives `sslrootcert` with `sslmode=disable`, which uses no TLS: remove one of them",
+            ));
+        }
+        for t in &targets {
+            if !t.local
+                && !options
+                    .plaintext_hosts
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(&t.shown))
+            {
+                return refuse(format!(
+                    "the inbox database URL's `sslmode=disable` would send held calls, answers and the password in plain text to `{}`, which is not a loopback host: connect over TLS (`sslmode=verify-full`, with `sslrootcert=` the server's CA file), or, on a network you trust, name the host in {PLAINTEXT_HOSTS_ENV} (PostgresOptions::plaintext_host)",
+                    t.shown
+                ));
+            }
+        }
+        config.ssl_mode(PgSslMode::Disable);
+        return Ok(Prepared {
+            config,
+            connector: Connector::Plain,
+            transport: Transport {
+                mode,
+                explicit,
+                trust: Trust::Plain,
+                hosts,
+                local,
+            },
+        });
+    }
+
+    let how = if explicit {
+        format!("the inbox database URL's `sslmode={}`", mode.as_str())
+    } else {
+        String::from("TLS (the inbox database URL has no `sslmode`, so toolgate uses verify-full)")
+    };
+    for t in &targets {
+        if t.socket {
+            return refuse(format!(
+                "{how} cannot be used with the Unix socket `{}`: PostgreSQL uses no TLS on a Unix socket; connect to it without `sslmode` (or with `sslmode=disable`)",
+                t.shown
+            ));
+        }
+        if !t.named {
+            return refuse(format!(
+                "{how} needs the server's name to check its certificate, but `{}` is given only as `hostaddr`: give `host` too",
+                t.shown
+            ));
+        }
+    }
+
+    let system = params.rootcert.as_deref() == Some("system");
+    if system && mode != SslMode::VerifyFull {
+        return refuse(format!(
+            "`sslrootcert=system` trusts every public CA, so it needs `sslmode=verify-full` (the inbox database URL has `sslmode={}`)",
+            mode.as_str()
+        ));
+    }
+    let (roots, trust) = match params.rootcert.as_deref() {
+        Some(path) if !system => {
+            let roots = root_file(Path::new(path))?;
+            let n = roots.len();
+            (Some(roots), Trust::RootFile(PathBuf::from(path), n))
+        }
+        _ if mode == SslMode::Require => (None, Trust::Unverified),
+        _ => {
+            let roots = system_roots()?;
+            let n = roots.len();
+            (Some(roots), Trust::SystemRoots(n))
+        }
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Arc<dyn ServerCertVerifier> = match roots {
+        None => Arc::new(Unverified(Arc::clone(&provider))),
+        Some(roots) => {
+            let webpki =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+                    .build()
+                    .map_err(|e| {
+                        InboxError::new(Kind::Unavailable, format!("cannot set up TLS: {e}"))
+                    })?;
+            if mode == SslMode::VerifyFull {
+                webpki
+            } else {
+                Arc::new(AnyName(webpki))
+            }
+        }
+    };
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| InboxError::new(Kind::Unavailable, format!("cannot set up TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    // PostgreSQL 17's direct TLS (`sslnegotiation=direct`) requires this ALPN name; older
+    // servers ignore it.
+    tls.alpn_protocols = vec![b"postgresql".to_vec()];
+    // Never plain text once TLS is asked for: the server must take the SSLRequest.
+    config.ssl_mode(PgSslMode::Require);
+    Ok(Prepared {
+        config,
+        connector: Connector::Tls(MakeRustlsConnect::new(tls)),
+        transport: Transport {
+            mode,
+            explicit,
+            trust,
+            hosts,
+            local,
+        },
+    })
+}
+
+/// One server the URL names.
+struct Target {
+    /// As people see it (the host, or the `hostaddr` when there is no host name).
+    shown: String,
+    local: bool,
+    socket: bool,
+    /// Whether it has a host name to check a certificate against.
+    named: bool,
+}
+
+fn targets(config: &Config) -> Vec<Target> {
+    let hosts = config.get_hosts();
+    let addrs = config.get_hostaddrs();
+    let n = hosts.len().max(addrs.len());
+    (0..n)
+        .map(|i| {
+            let host = hosts.get(i);
+            let addr = addrs.get(i);
+            let (shown, socket) = match host {
+                Some(Host::Tcp(name)) => (name.clone(), false),
+                #[cfg(unix)]
+                Some(Host::Unix(path)) => (path.display().to_string(), true),
+                None => (addr.map(ToString::to_string).unwrap_or_default(), false),
+            };
+            // The address connected to: `hostaddr` when given, else the host.
+            let local = socket
+                || match addr {
+                    Some(ip) => ip.is_loopback(),
+                    None => is_loopback_name(&shown),
+                };
+            Target {
+                shown,
+                local,
+                socket,
+                named: matches!(host, Some(Host::Tcp(_))),
+            }
+        })
+        .collect()
+}
+
+/// `localhost`, or a loopback address (`127.0.0.0/8`, `::1`).
+fn is_loopback_name(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    match bare.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+/// The TLS settings taken out of a URL.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Params {
+    mode: Option<String>,
+    rootcert: Option<String>,
+}
+
+/// libpq's TLS settings toolgate does not support: a URL naming one is refused rather than
+/// connected without it.
+const UNSUPPORTED: &[&str] = &[
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcertmode",
+    "sslcrl",
+    "sslcrldir",
+    "requiressl",
+];
+
+/// Takes `sslmode` and `sslrootcert` out of `url` (a `postgres://` URL or `key=value`
+/// pairs), returning the rest for `tokio-postgres`.
+fn split(url: &str) -> Result<(String, Params), InboxError> {
+    let mut params = Params::default();
+    let mut take = |key: &str, value: String| -> Result<bool, InboxError> {
+        match key {
+            "sslmode" => params.mode = Some(value),
+            "sslrootcert" => params.rootcert = Some(value),
+            k if UNSUPPORTED.contains(&k) => {
+                return Err(InboxError::new(
+                    Kind::Unavailable,
+                    format!(
+                        "the inbox database URL's `{k}` is not supported (toolgate's PostgreSQL inbox uses no client certificate or revocation list): remove it"
+                    ),
+                ));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    };
+    let rest = if let Some(tail) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    {
+        // As tokio-postgres reads it: the credentials end at the first `@`, the query
+        // starts at the first `?` after them.
+        let from = tail.find('@').map_or(0, |at| at + 1);
+        let Some(q) = tail.get(from..).and_then(|t| t.find('?')).map(|q| from + q) else {
+            return Ok((url.to_owned(), params));
+        };
+        let head = &url[..url.len() - tail.len() + q];
+        let mut kept = Vec::new();
+        for pair in tail[q + 1..].split('&') {
+            if let Some((key, value)) = pair.split_once('=') {
+                let key = decode(key);
+                if take(&key, decode(value))? {
+                    continue;
+                }
+            }
+            kept.push(pair);
+        }
+        if kept.is_empty() {
+            head.to_owned()
+        } else {
+            format!("{head}?{}", kept.join("&"))
+        }
+    } else {
+        let mut kept = Vec::new();
+        for (key, value, raw) in key_values(url) {
+            if !take(key, value)? {
+                kept.push(raw);
+            }
+        }
+        kept.join(" ")
+    };
+    Ok((rest, params))
+}
+
+fn decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The `key = value` pairs of a libpq connection string, each with its text as written;
+/// what cannot be read is left whole (as one pair with an empty key), for `tokio-postgres`
+/// to refuse.
+fn key_values(s: &str) -> Vec<(&str, String, &str)> {
+    let mut out = Vec::new();
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let skip_ws = |mut i: usize| {
+        while bytes.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    loop {
+        i = skip_ws(i);
+        if i >= bytes.len() {
+            return out;
+        }
+        let start = i;
+        while bytes
+            .get(i)
+            .is_some_and(|b| !b.is_ascii_whitespace() && *b != b'=')
+        {
+            i += 1;
+        }
+        let key = &s[start..i];
+        i = skip_ws(i);
+        if bytes.get(i) != Some(&b'=') {
+            out.push(("", String::new(), &s[start..]));
+            return out;
+        }
+        i = skip_ws(i + 1);
+        let mut value = String::new();
+        let quoted = bytes.get(i) == Some(&b'\'');
+        if quoted {
+            i += 1;
+        }
+        let mut closed = !quoted;
+        let mut chars = s[i..].char_indices();
+        let mut end = s.len();
+        while let Some((at, c)) = chars.next() {
+            if quoted && c == '\'' {
+                closed = true;
+                end = i + at + 1;
+                break;
+            }
+            if !quoted && c.is_whitespace() {
+                end = i + at;
+                break;
+            }
+            if c == '\\' {
+                if let Some((_, next)) = chars.next() {
+                    value.push(next);
+                }
+            } else {
+                value.push(c);
+            }
+        }
+        if !closed {
+            out.push(("", String::new(), &s[start..]));
+            return out;
+        }
+        out.push((key, value, &s[start..end]));
+        i = end;
+    }
+}
+
+/// The CA certificates of the PEM file `sslrootcert` names.
+fn root_file(path: &Path) -> Result<RootCertStore, InboxError> {
+    use rustls::pki_types::pem::PemObject;
+    let shown = path.display();
+    let fail = |why: String| InboxError::new(Kind::Unavailable, why);
+    let text = std::fs::read(path).map_err(|e| {
+        fail(format!(
+            "the inbox database URL's `sslrootcert` `{shown}` cannot be read: {e}"
+        ))
+    })?;
+    let mut roots = RootCertStore::empty();
+    for (i, cert) in CertificateDer::pem_slice_iter(&text).enumerate() {
+        let cert = cert.map_err(|e| {
+            fail(format!(
+                "the inbox database URL's `sslrootcert` `{shown}` is not PEM certificates (certificate {i}: {e})"
+            ))
+        })?;
+        roots.add(cert).map_err(|e| {
+            fail(format!(
+                "certificate {i} of the inbox database URL's `sslrootcert` `{shown}` is not a usable CA certificate: {e}"
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(fail(format!(
+            "the inbox database URL's `sslrootcert` `{shown}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)"
+        )));
+    }
+    Ok(roots)
+}
+
+/// The system's root certificates; none is an error (every TLS connection would fail).
+fn system_roots() -> Result<RootCertStore, InboxError> {
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::warn!("a system root certificate could not be read: {e}");
+    }
+    let mut roots = RootCertStore::empty();
+    let (_, unusable) = roots.add_parsable_certificates(found.certs);
+    if unusable > 0 {
+        tracing::debug!("{unusable} system root certificates were not usable");
+    }
+    if roots.is_empty() {
+        return Err(InboxError::new(
+            Kind::Unavailable,
+            "the inbox database is reached over TLS checked against the system's root certificates, but none were found: give the server's CA file as `sslrootcert=PATH` in the URL (or install the CA certificates, or set `SSL_CERT_FILE`)",
+        ));
+    }
+    Ok(roots)
+}
+
+/// `verify-ca`, and `require` with `sslrootcert`: the chain is checked, the name is not.
+#[derive(Debug)]
+struct AnyName(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // The chain and dates are checked before the name: a name error means the rest
+        // passed.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// `require` without `sslrootcert` (as libpq): encrypted, the certificate not checked; the
+/// handshake's signatures still are (the server holds the certificate's key).
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> PostgresOptions {
+        PostgresOptions::default()
+    }
+
+    #[test]
+    fn the_tls_settings_are_taken_out_of_a_url() {
+        let (rest, p) = split(
+            "postgres://u:p%3F@db:5432/x?application_name=a&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u:p%3F@db:5432/x?application_name=a");
+        assert_eq!(p.mode.as_deref(), Some("verify-full"));
+        assert_eq!(p.rootcert.as_deref(), Some("/etc/ca.pem"));
+        let (rest, p) = split("postgresql://db/x?sslmode=require").unwrap();
+        assert_eq!(rest, "postgresql://db/x");
+        assert_eq!(p.mode.as_deref(), Some("require"));
+        // A `?` in the password is not the query.
+        let (rest, p) = split("postgres://u:a?b@db/x").unwrap();
+        assert_eq!(rest, "postgres://u:a?b@db/x");
+        assert_eq!(p, Params::default());
+        let (rest, p) =
+            split("host=db  sslmode = 'verify-ca' dbname=x sslrootcert='/a b/c\\'.pem' port=1")
+                .unwrap();
+        assert_eq!(rest, "host=db dbname=x port=1");
+        assert_eq!(p.mode.as_deref(), Some("verify-ca"));
+        assert_eq!(p.rootcert.as_deref(), Some("/a b/c'.pem"));
+        let e = split("postgres://db/x?sslcert=/c.pem").unwrap_err();
+        assert!(e.message().contains("`sslcert`"), "{e}");
+        let e = split("host=db sslkey=/k.pem").unwrap_err();
+        assert!(e.message().contains("`sslkey`"), "{e}");
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        for yes in [
+            "localhost",
+            "LOCALHOST.",
+            "127.0.0.1",
+            "127.1.2.3",
+            "::1",
+            "[::1]",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_loopback_name(yes), "{yes}");
+        }
+        for no in [
+            "db.internal",
+            "10.0.0.1",
+            "localhost.example",
+            "::2",
+            "",
+            "0.0.0.0",
+        ] {
+            assert!(!is_loopback_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn without_sslmode_plain_text_only_to_loopback() {
+        let t = transport("postgres://u@127.0.0.1:5/x", &opts()).unwrap();
+        assert_eq!(
+            (t.mode, t.explicit, &t.trust),
+            (SslMode::Disable, false, &Trust::Plain)
+        );
+        let t = transport("host=/run/postgresql dbname=x", &opts()).unwrap();
+        assert_eq!(t.mode, SslMode::Disable);
+        // Not loopback: verify-full (against the system's roots, when there are any).
+        match transport("postgres://u@db.internal/x", &opts()) {
+            Ok(t) => assert_eq!((t.mode, t.explicit), (SslMode::VerifyFull, false)),
+            Err(e) => assert!(e.message().contains("system's root certificates"), "{e}"),
+        }
+        // `hostaddr` is where it connects.
+        let e = transport(
+            "host=localhost hostaddr=10.1.2.3 dbname=x sslmode=disable",
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("sslmode=disable"), "{e}");
+    }
+
+    #[test]
+    fn plain_text_to_another_host_needs_its_name() {
+        let url = "postgres://u@db.internal/x?sslmode=disable";
+        let e = transport(url, &opts()).unwrap_err();
+        assert!(
+            e.message().contains("`sslmode=disable`")
+                && e.message().contains("`db.internal`")
+                && e.message().contains(PLAINTEXT_HOSTS_ENV),
+            "{e}"
+        );
+        let t = transport(url, &opts().plaintext_host("DB.internal")).unwrap();
+        assert_eq!((t.mode, t.local), (SslMode::Disable, false));
+        assert!(t.to_string().contains(PLAINTEXT_HOSTS_ENV), "{t}");
+        // Naming another host opts nothing in.
+        assert!(transport(url, &opts().plaintext_host("db.other")).is_err());
+    }
+
+    #[test]
+    fn weak_and_unknown_modes_are_refused_by_name() {
+        for weak in ["prefer", "allow"] {
+            let e = transport(&format!("postgres://u@127.0.0.1/x?sslmode={weak}"), &opts())
+                .unwrap_err();
+            assert!(e.message().contains(&format!("`sslmode={weak}`")), "{e}");
+            assert!(e.message().contains("plain text"), "{e}");
+        }
+        let e = transport("postgres://u@127.0.0.1/x?sslmode=verify_full", &opts()).unwrap_err();
+        assert!(e.message().contains("`sslmode=verify_full`"), "{e}");
+    }
+
+    #[test]
+    fn root_files_and_what_they_go_with() {
+        let e = transport(
+            "postgres://u@localhost/x?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(
+            e.message()
+                .contains("`sslrootcert` `/nonexistent/ca.pem` cannot be read"),
+            "{e}"
+        );
+        // A root file without sslmode means verify-full, even to loopback.
+        let e = transport(
+            "postgres://u@localhost/x?sslrootcert=/nonexistent/ca.pem",
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("sslrootcert"), "{e}");
+        let e = transport(
+            "postgres://u@localhost/x?sslmode=disable&sslrootcert=/ca.pem",
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("`sslmode=disable`"), "{e}");
+        let e = transport(
+            "postgres://u@localhost/x?sslmode=require&sslrootcert=system",
+            &opts(),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("sslrootcert=system"), "{e}");
+        let t = transport("postgres://u@db.internal/x?sslmode=require", &opts()).unwrap();
+        assert_eq!(t.trust, Trust::Unverified);
+        assert!(t.to_string().contains("not checked"), "{t}");
+    }
+
+    #[test]
+    fn tls_needs_a_host_name_and_tcp() {
+        let e = transport("host=/run/postgresql dbname=x sslmode=require", &opts()).unwrap_err();
+        assert!(e.message().contains("Unix socket"), "{e}");
+        let e = transport("hostaddr=10.1.2.3 dbname=x sslmode=require", &opts()).unwrap_err();
+        assert!(e.message().contains("`host`"), "{e}");
+    }
+}
