@@ -475,6 +475,9 @@ pub struct Decision {
     /// For a `rate_limited` refusal (R44): whole seconds until every covering quota has
     /// room.
     pub retry_after_secs: Option<u64>,
+    /// How many distinct people must approve the call before it is sent (R51): the largest
+    /// `approvals` of the matching `ask` rules; 1 for every other call.
+    pub approvals: u8,
 }
 
 impl Decision {
@@ -488,6 +491,7 @@ impl Decision {
             matched_rules: Vec::new(),
             granted: None,
             retry_after_secs: refusal.retry_after_secs,
+            approvals: 1,
         }
     }
 

@@ -311,6 +311,9 @@ pub struct ToolDeclaration {
     /// Which fields make up the call's execution target (seed 000, issue 24): shown first
     /// wherever a person reads the call. Not part of the tool's definition (R35).
     pub target: Option<crate::target::TargetSpec>,
+    /// The operator's labels for the tool (R49; `tools[].labels`): never read from a
+    /// server's listing, not part of the tool's definition (R35).
+    pub labels: Vec<String>,
 }
 
 impl ToolDeclaration {
@@ -330,7 +333,19 @@ impl ToolDeclaration {
             governed: true,
             ungoverned_reason: None,
             target: None,
+            labels: Vec::new(),
         }
+    }
+
+    /// Sets the operator's labels (R49).
+    #[must_use]
+    pub fn labels<I, S>(mut self, labels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Declares a host tool ungoverned (R42): it reads what the agent was already given, so

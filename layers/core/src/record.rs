@@ -156,6 +156,7 @@ impl ShadowNote {
                 matched_rules: Vec::new(),
                 granted: None,
                 retry_after_secs: None,
+                approvals: 1,
             },
         }
     }

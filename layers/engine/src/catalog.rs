@@ -51,6 +51,7 @@ pub struct OperatorSettings {
     network: NetworkScope,
     network_override: Option<NetworkScope>,
     target: Option<toolgate_core::TargetSpec>,
+    labels: Vec<String>,
 }
 
 impl OperatorSettings {
@@ -62,6 +63,7 @@ impl OperatorSettings {
             network: decl.network,
             network_override: decl.network_override,
             target: decl.target.clone(),
+            labels: decl.labels.clone(),
         }
     }
 
@@ -79,6 +81,12 @@ impl OperatorSettings {
         };
         if self.target.is_some() {
             listed.target.clone_from(&self.target);
+        }
+        // R49, R52: labels are the operator's word, never the listing's.
+        for l in &self.labels {
+            if !listed.labels.contains(l) {
+                listed.labels.push(l.clone());
+            }
         }
         listed
     }

@@ -96,6 +96,7 @@ const TOOL: &[&str] = &[
     "governed",
     "ungoverned_reason",
     "target",
+    "labels",
 ];
 const ANNOTATIONS: &[&str] = &[
     "title",
@@ -227,7 +228,7 @@ pub fn read_with_literals(
                     let Some(o) = Obj::open(
                         s,
                         &path,
-                        &["trust_tool_annotations", "tool_prefix"],
+                        &["trust_tool_annotations", "tool_prefix", "labels"],
                         &mut errs,
                     ) else {
                         continue;
@@ -235,11 +236,19 @@ pub fn read_with_literals(
                     let trust = o.bool("trust_tool_annotations", &mut errs).unwrap_or(false);
                     // R41: used as written, never trimmed; blank is refused when built.
                     let prefix = o.str("tool_prefix", &mut errs).map(str::to_owned);
+                    // R49: the operator's labels for every tool of the server.
+                    let labels = o
+                        .raw("labels", &mut errs)
+                        .and_then(|l| {
+                            crate::labels::read_labels(l, &o.path_of("labels"), false, &mut errs)
+                        })
+                        .unwrap_or_default();
                     b = b.server(
                         name.clone(),
                         ServerSettings {
                             trust_tool_annotations: trust,
                             tool_prefix: prefix,
+                            labels,
                         },
                     );
                 }
@@ -438,6 +447,18 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
     }
     if let Some(t) = o.raw("target", errs) {
         decl.target = read_target(t, &o.path_of("target"), errs);
+    }
+    // R49: the operator's labels; an ungoverned tool (R42) carries none.
+    if let Some(l) = o.raw("labels", errs) {
+        if !decl.governed {
+            errs.push(
+                o.path_of("labels"),
+                "a tool with `governed: false` carries no labels (R49, R42)",
+            );
+        } else if let Some(labels) = crate::labels::read_labels(l, &o.path_of("labels"), false, errs)
+        {
+            decl.labels = labels;
+        }
     }
     if errs.errors.len() > before {
         return None;

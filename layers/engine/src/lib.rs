@@ -64,6 +64,7 @@ mod exposure;
 mod governance;
 pub mod grant;
 pub mod json;
+pub mod labels;
 pub mod jwt;
 pub mod number;
 pub mod policy;

@@ -504,6 +504,7 @@ impl McpServerConfig {
                 (self.trust.is_some() || prefix.is_some()).then(|| ServerSettings {
                     trust_tool_annotations: self.trust.unwrap_or(false),
                     tool_prefix: prefix,
+                    labels: Vec::new(),
                 }),
             );
         };

@@ -66,6 +66,7 @@ impl Governance {
             asks,
             decided.decision.matched_rules.clone(),
             run,
+            decided.decision.approvals,
             find_grant,
         )
     }
@@ -112,6 +113,33 @@ impl Governance {
             }
             PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
                 let mut deny: Option<String> = None;
+                // R49: the tool's labels, and the session's before this call, when a rule or
+                // a quota selects by them. Labels that cannot be read refuse (fail closed).
+                let tool_labels = if policy.uses_labels() {
+                    self.entry_labels(entry)
+                } else {
+                    crate::labels::LabelSet::new()
+                };
+                let session_labels = if policy.uses_session_labels() {
+                    match history.sends.session_labels(history.session) {
+                        Ok(l) => Some(l),
+                        Err(e) => {
+                            return Decision::refused(Refusal::new(
+                                RefusalCode::Rejected,
+                                Check::TenantPolicy,
+                                format!(
+                                    "the session's labels cannot be read, so the policy's `session_labels` cannot be judged and the call is refused (fail closed, R49): {e}"
+                                ),
+                            ));
+                        }
+                    }
+                } else {
+                    None
+                };
+                let labels = crate::policy::CallLabels {
+                    tool: &tool_labels,
+                    session: session_labels.as_ref(),
+                };
                 // The rules that could match this profile's calls to this tool, found once
                 // per snapshot (a subagent's id is the rules' agent, R19: not cached).
                 let subject_of = |record| record_subject(record, who.rule_name());
@@ -131,8 +159,12 @@ impl Governance {
                 };
                 for (at, record) in entry.records.iter().enumerate() {
                     let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
-                        Some(candidates) => policy.evaluate_candidates(candidates, input, literals),
-                        None => policy.evaluate_exact(&subject_of(record), input, literals),
+                        Some(candidates) => {
+                            policy.evaluate_candidates(candidates, input, literals, &labels)
+                        }
+                        None => {
+                            policy.evaluate_labelled(&subject_of(record), input, literals, &labels)
+                        }
                     };
                     for &i in &eval.matched {
                         if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
@@ -189,6 +221,7 @@ impl Governance {
                     who,
                     history.session,
                     (input, literals),
+                    &labels,
                 );
                 let groups = quotas.as_slice();
                 if !groups.is_empty()
@@ -211,8 +244,18 @@ impl Governance {
             });
         }
         asks.extend(extra_asks);
+        let approvals = match state {
+            PolicyState::Readable(policy) => matched_rules
+                .iter()
+                .filter(|m| m.effect == Effect::Ask)
+                .filter_map(|m| policy.rules().get(m.index))
+                .map(crate::policy::Rule::approvals)
+                .max()
+                .unwrap_or(1),
+            PolicyState::Unreadable(_) => 1,
+        };
         let mut find = || self.find_grant(entry, who, (input, literals), history);
-        self.route_with(entry, agent, asks, matched_rules, run, &mut find)
+        self.route_with(entry, agent, asks, matched_rules, run, approvals, &mut find)
     }
 
     /// Routes a call's asks (R25–R26). With no ask, the call runs.
@@ -224,11 +267,16 @@ impl Governance {
         matched_rules: Vec<MatchedRule>,
         run: RunContext,
     ) -> Decision {
-        self.route_with(entry, agent, asks, matched_rules, run, &mut || Ok(None))
+        self.route_with(entry, agent, asks, matched_rules, run, 1, &mut || Ok(None))
     }
 
     /// As [`Governance::route`], with a look-up of the live grant answering the call
-    /// (R45), made only where R26's order reaches grants.
+    /// (R45), made only where R26's order reaches grants, and the number of people who must
+    /// approve it (R51: more than one only through a durable inbox, never by a grant).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one routing, each borrowed once; a struct would only rename them"
+    )]
     pub(super) fn route_with(
         &self,
         entry: &Entry,
@@ -236,6 +284,7 @@ impl Governance {
         asks: Vec<Ask>,
         matched_rules: Vec<MatchedRule>,
         run: RunContext,
+        approvals: u8,
         find_grant: &mut dyn FnMut() -> GrantLookup,
     ) -> Decision {
         let ask_reasons: Vec<String> = asks.iter().map(|a| a.reason.clone()).collect();
@@ -247,6 +296,7 @@ impl Governance {
             matched_rules: matched_rules.clone(),
             granted: None,
             retry_after_secs: None,
+            approvals,
         };
         if asks.is_empty() {
             return decision(
@@ -298,10 +348,26 @@ impl Governance {
                 ),
             );
         }
+        // R51: only a durable inbox gathers several people's answers.
+        if approvals > 1 && channel != ChannelKind::Inbox {
+            return refuse(
+                RefusalCode::NoApprovalChannel,
+                format!(
+                    "the call needs {approvals} approvals from distinct people (R51), and only a durable inbox can gather them; its approval channel is `{}`",
+                    channel.as_str()
+                ),
+            );
+        }
         // R45: a live grant answers the one question, whatever asked it; only here, after
-        // every refusal that stands before it in R26's order.
+        // every refusal that stands before it in R26's order. A grant is one person's
+        // answer: never for a call that needs more (R51).
         let mut grant_trouble = None;
-        match find_grant() {
+        let lookup = if approvals > 1 {
+            Ok(None)
+        } else {
+            find_grant()
+        };
+        match lookup {
             Ok(Some(granted)) => {
                 let mut d = decision(
                     Verdict::Run {

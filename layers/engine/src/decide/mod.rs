@@ -375,6 +375,7 @@ impl Governance {
                 matched_rules: Vec::new(),
                 granted: None,
                 retry_after_secs: None,
+                approvals: 1,
             };
         }
         self.approval(

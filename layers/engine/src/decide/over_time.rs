@@ -36,9 +36,24 @@ impl Governance {
     /// A full quota refuses `rate_limited`. A grant that stopped being live since the
     /// decision (spent by a concurrent call, revoked, expired) refuses `rejected`; the quota
     /// send already recorded then stays counted (strict: never more than `max` sends).
+    ///
+    /// When the policy (or the shadow) selects by session labels (R49), the sent tool's
+    /// labels are added to the call's session in the same atomic step
+    /// ([`QuotaCounter::reserve_labelled`]); a counter that keeps no labels refuses.
     pub fn record_send(&self, decided: &Decided, history: &History<'_>) -> Result<(), Refusal> {
         let groups = decided.quotas.as_slice();
-        if let Err(e) = history.sends.reserve(groups, history.now) {
+        let reserved = if self.records_session_labels() {
+            let labels = self
+                .decided_entry(decided)
+                .map(|e| self.entry_labels(e))
+                .unwrap_or_default();
+            history
+                .sends
+                .reserve_labelled(groups, history.now, history.session, &labels)
+        } else {
+            history.sends.reserve(groups, history.now)
+        };
+        if let Err(e) = reserved {
             return Err(self.quota_refusal_in(&self.policy, groups, &e));
         }
         if let Some(g) = &decided.decision.granted {
@@ -61,6 +76,13 @@ impl Governance {
             }
         }
         Ok(())
+    }
+
+    /// Whether sends record their tools' labels in their sessions (R49): the enforced or
+    /// the shadow policy selects by `session_labels`.
+    pub fn records_session_labels(&self) -> bool {
+        let uses = |p: &PolicyState| matches!(p, PolicyState::Readable(p) if p.uses_session_labels());
+        uses(&self.policy) || self.shadow.as_ref().is_some_and(|s| s.uses_session_labels())
     }
 
     /// The refusal for a counter's answer about `groups` (R44): `rate_limited` with the
@@ -118,6 +140,10 @@ impl Governance {
     /// covers any of its records (R24). Read from the snapshot's cover of the (profile,
     /// tool) pair (`quota_cover.rs`): only quotas with a `when` or a session key are looked
     /// at per call, and a call with neither allocates nothing.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
     pub(super) fn quota_groups(
         &self,
         policy: &Arc<Policy>,
@@ -126,6 +152,7 @@ impl Governance {
         who: &AgentRef,
         session: Option<&str>,
         (input, literals): (&Value, &NumberLiterals),
+        labels: &crate::policy::CallLabels<'_>,
     ) -> Groups {
         if policy.quotas().is_empty() {
             return Groups::None;
@@ -168,12 +195,19 @@ impl Governance {
                                 server: id.server(),
                                 agent: who.rule_name(),
                             };
-                            policy.quota_covers(*quota, &subject, input, literals)
+                            policy.quota_covers(*quota, &subject, input, literals, labels)
                         })
                     {
                         continue;
                     }
-                    out.extend(quota_group(policy, *quota, entry, who.rule_name(), session));
+                    out.extend(quota_group(
+                        policy,
+                        *quota,
+                        entry,
+                        who.rule_name(),
+                        session,
+                        Some((input, literals)),
+                    ));
                 }
             }
         }
@@ -206,11 +240,11 @@ impl Governance {
             .into_iter()
             .filter_map(|(i, by_input)| {
                 let q = policy.quotas().get(i)?;
-                let per_session = q.per().contains(&PerKey::Session);
-                Some(if by_input || per_session {
+                let per_call = q.per().contains(&PerKey::Session) || q.per().contains(&PerKey::Input);
+                Some(if by_input || per_call {
                     Item::PerCall { quota: i, by_input }
                 } else {
-                    Item::Fixed(quota_group(policy, i, entry, agent, None)?)
+                    Item::Fixed(quota_group(policy, i, entry, agent, None, None)?)
                 })
             })
             .collect();
@@ -276,26 +310,48 @@ pub(super) fn record_subject<'a>(
     }
 }
 
-/// Quota `i`'s group for a call of `agent` (the rules' agent name) to `entry` in `session`.
+/// Quota `i`'s group for a call of `agent` (the rules' agent name) to `entry` in `session`,
+/// with `input` (R50: read only by a quota `per: ["input"]`; `None` for a fixed group, which
+/// no such quota has).
 pub(super) fn quota_group(
     policy: &Policy,
     i: usize,
     entry: &Entry,
     agent: &str,
     session: Option<&str>,
+    input: Option<(&Value, &NumberLiterals)>,
 ) -> Option<QuotaGroup> {
     let q = policy.quotas().get(i)?;
     let agent = lower_key(agent);
-    // `per` names each of its three keys at most once (validated).
-    let mut parts: [Option<&str>; 3] = [None; 3];
+    let input_key = if q.per().contains(&PerKey::Input) {
+        Some(input_key(input?.0))
+    } else {
+        None
+    };
+    // `per` names each of its four keys at most once (validated).
+    let mut parts: [Option<&str>; 4] = [None; 4];
     for (part, k) in parts.iter_mut().zip(q.per()) {
         *part = match k {
             PerKey::Agent => Some(agent.as_ref()),
             PerKey::Session => session,
             PerKey::Tool => Some(entry.key.as_str()),
+            PerKey::Input => input_key.as_deref(),
         };
     }
     let parts = parts.get(..q.per().len()).unwrap_or(&parts);
     let key = group_key(q.counter_id(), parts);
     Some(QuotaGroup::new(key, i, q.max(), q.window_ms()))
+}
+
+/// A call's input as a quota group's `input` part (R50): its canonical JSON (RFC 8785:
+/// object keys sorted, numbers by numeric value, strings exactly), so that two inputs equal
+/// as R20's `equals` has them are one group. Integers past what a double holds exactly are
+/// compared by their nearest double here: two such inputs may share a group (counted
+/// together: the stricter reading), never the reverse.
+///
+/// The part is the SHA-256 of that text (hex), so a group's key stays short whatever the
+/// input's size.
+pub(super) fn input_key(input: &Value) -> String {
+    let text = crate::canon::canonical_json(input).unwrap_or_else(|| input.to_string());
+    crate::canon::sha256_hex(text.as_bytes())
 }

@@ -312,6 +312,42 @@ impl Governance {
         self.servers.get(lower_key(server).as_ref())
     }
 
+    /// The labels a tool carries (R49): its records' declared labels, its server's
+    /// (`servers.NAME.labels`, for an MCP record) and `egress` when its effective network
+    /// scope is `egress` (R8, R24).
+    ///
+    /// ```
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let g = load_str(r#"{"servers": {"mail": {"labels": ["private"]}},
+    ///     "tools": [{"server": "mail", "name": "read", "labels": ["inbox"]},
+    ///               {"kind": "http", "name": "post", "network": "egress"}]}"#, Format::Json).unwrap();
+    /// assert_eq!(g.tool_labels("mail__read").unwrap().to_vec(), ["egress", "inbox", "private"]);
+    /// assert_eq!(g.tool_labels("post").unwrap().to_vec(), ["egress"]);
+    /// ```
+    pub fn tool_labels(&self, name: &str) -> Option<crate::labels::LabelSet> {
+        self.catalog.get(name).map(|e| self.entry_labels(e))
+    }
+
+    pub(crate) fn entry_labels(&self, entry: &crate::catalog::Entry) -> crate::labels::LabelSet {
+        let mut set = crate::labels::LabelSet::new();
+        for r in &entry.records {
+            for l in &r.decl.labels {
+                set.insert(l);
+            }
+            if let Some(server) = r.identity().server()
+                && let Some(s) = self.server_settings(server)
+            {
+                for l in &s.labels {
+                    set.insert(l);
+                }
+            }
+        }
+        if entry.network == toolgate_core::NetworkScope::Egress {
+            set.insert(crate::labels::EGRESS);
+        }
+        set
+    }
+
     /// Every declaration in arrival order with the path it is reported at: the
     /// configuration's (`tools[i]`), then the tools their servers listed (R52,
     /// `servers.<server>.tools.<name>`). The builder registers them in this order.

@@ -25,6 +25,9 @@ pub struct ServerSettings {
     /// The server is reached through a gateway that lists each tool as this prefix followed
     /// by the tool's own name (R41). Used as written, never trimmed; must not be blank.
     pub tool_prefix: Option<String>,
+    /// The operator's labels for every tool of the server, present or discovered later
+    /// (`servers.NAME.labels`, R49).
+    pub labels: Vec<String>,
 }
 
 impl ServerSettings {
@@ -32,13 +35,24 @@ impl ServerSettings {
     pub fn trusted() -> Self {
         Self {
             trust_tool_annotations: true,
-            tool_prefix: None,
+            ..Self::default()
         }
     }
 
     /// A server whose read-only claims exempt nothing (the default).
     pub fn untrusted() -> Self {
         Self::default()
+    }
+
+    /// Gives every tool of the server these labels (R49).
+    #[must_use]
+    pub fn labels<I, S>(mut self, labels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Sets the gateway tool prefix (R41).

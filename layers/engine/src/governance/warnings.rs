@@ -261,6 +261,48 @@ impl Governance {
             });
         }
         if let PolicyState::Readable(policy) = &self.policy {
+            // R49: a label nothing carries never matches.
+            let known = self.known_labels();
+            let mut unknown_labels = |path: String, labels: Vec<&str>| {
+                for l in labels {
+                    if !known.contains(l) {
+                        out.push(Warning {
+                            path: path.clone(),
+                            message: format!(
+                                "no tool declaration or server carries the label `{l}`: this selector can never match (R49)"
+                            ),
+                        });
+                    }
+                }
+            };
+            for (i, rule) in policy.rules().iter().enumerate() {
+                unknown_labels(
+                    format!("policy.rules[{i}]"),
+                    rule.labels().chain(rule.session_labels()).collect(),
+                );
+            }
+            for (i, quota) in policy.quotas().iter().enumerate() {
+                unknown_labels(
+                    format!("policy.quotas[{i}]"),
+                    quota.labels().chain(quota.session_labels()).collect(),
+                );
+            }
+            // R51: several approvals need a durable inbox on every route a rule may take.
+            let channels: Vec<ChannelKind> = self.routed_channels().map(|r| r.kind).collect();
+            for (i, rule) in policy.rules().iter().enumerate() {
+                if rule.approvals() > 1
+                    && let Some(other) = channels.iter().find(|c| **c != ChannelKind::Inbox)
+                {
+                    out.push(Warning {
+                        path: format!("policy.rules[{i}].approvals"),
+                        message: format!(
+                            "this rule needs {} approvals, which only a durable inbox can gather; asks routed to the `{}` channel are refused `no_approval_channel` (R51)",
+                            rule.approvals(),
+                            other.as_str()
+                        ),
+                    });
+                }
+            }
             // R44 in R40's spirit: a quota whose selectors match no declared tool counts
             // nothing until such a tool arrives.
             for (i, quota) in policy.quotas().iter().enumerate() {
@@ -331,5 +373,23 @@ impl Governance {
             }
         }
         out
+    }
+}
+
+impl Governance {
+    /// Every label a declaration or a server carries, and `egress` (R49).
+    fn known_labels(&self) -> crate::labels::LabelSet {
+        let mut known = crate::labels::LabelSet::of([crate::labels::EGRESS]);
+        for (_, d) in self.declared() {
+            for l in &d.labels {
+                known.insert(l);
+            }
+        }
+        for s in self.servers.values() {
+            for l in &s.labels {
+                known.insert(l);
+            }
+        }
+        known
     }
 }

@@ -37,6 +37,7 @@ pub use glob::Glob;
 use index::Index;
 pub use limits::{DEFAULT_REGEX_SIZE_LIMIT, Limits, MAX_INPUT_DEPTH_CEILING};
 pub use quota::{PerKey, QUOTA_MAX_CEILING, QUOTA_WINDOW_CEILING_SECS, Quota};
+pub use parse::MAX_APPROVALS;
 pub use rule::Rule;
 pub(crate) use select::read_selection;
 /// A rule's effect, or the policy default's (defined in `toolgate-core`, which
@@ -58,6 +59,26 @@ pub struct Subject<'a> {
     pub server: Option<&'a str>,
     /// The agent's profile name, or the subagent's id.
     pub agent: &'a str,
+}
+
+/// A call's labels (R49): the called tool's, and its session's before this call (`None`
+/// without a history: then no `session_labels` test holds).
+#[derive(Debug, Clone, Copy)]
+pub struct CallLabels<'a> {
+    /// The labels the called tool carries.
+    pub tool: &'a crate::labels::LabelSet,
+    /// The session's labels before this call, when there is a history.
+    pub session: Option<&'a crate::labels::LabelSet>,
+}
+
+impl CallLabels<'static> {
+    /// No labels, no history: a rule selecting by labels never matches.
+    pub fn none() -> Self {
+        Self {
+            tool: &crate::labels::NO_LABELS,
+            session: None,
+        }
+    }
 }
 
 struct LowerSubject<'a> {
@@ -212,6 +233,17 @@ impl Policy {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Vec<usize> {
+        self.covering_quotas_labelled(subject, input, literals, &CallLabels::none())
+    }
+
+    /// As [`Policy::covering_quotas`], with the call's labels (R49).
+    pub fn covering_quotas_labelled(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+        labels: &CallLabels<'_>,
+    ) -> Vec<usize> {
         if self.quotas.is_empty() {
             return Vec::new();
         }
@@ -227,11 +259,9 @@ impl Policy {
         let mut covering = Vec::new();
         self.quota_index
             .for_each_candidate(&tool, lower.server, |i| {
-                if self
-                    .quotas
-                    .get(i)
-                    .is_some_and(|q| q.covers(&lower, input, literals.root()))
-                {
+                if self.quotas.get(i).is_some_and(|q| {
+                    q.covers(&lower, input, literals.root()) && q.select.labels_hold(labels)
+                }) {
                     covering.push(i);
                 }
             });
@@ -262,7 +292,7 @@ impl Policy {
                 if let Some(q) = self.quotas.get(i)
                     && q.select.matches_selectors(&lower)
                 {
-                    out.push((i, q.select.has_when()));
+                    out.push((i, q.select.has_when() || q.select.has_labels()));
                 }
             });
     }
@@ -274,10 +304,23 @@ impl Policy {
         subject: &Subject<'_>,
         input: &Value,
         literals: &NumberLiterals,
+        labels: &CallLabels<'_>,
     ) -> bool {
-        self.quotas
-            .get(i)
-            .is_some_and(|q| q.select.matches_call(subject, input, literals))
+        self.quotas.get(i).is_some_and(|q| {
+            q.select.matches_call(subject, input, literals) && q.select.labels_hold(labels)
+        })
+    }
+
+    /// Whether a rule or a quota selects by the session's labels (R49): deciding a call
+    /// then reads the session's labels, and sending it records the tool's.
+    pub fn uses_session_labels(&self) -> bool {
+        self.rules.iter().any(|r| !r.session_labels.is_empty())
+            || self.quotas.iter().any(|q| !q.select.session_labels.is_empty())
+    }
+
+    /// Whether a rule or a quota selects by labels at all (R49).
+    pub fn uses_labels(&self) -> bool {
+        self.rules.iter().any(Rule::has_labels) || self.quotas.iter().any(|q| q.select.has_labels())
     }
 
     /// The default effect for mcp/http calls no rule matches (R21).
@@ -379,6 +422,18 @@ impl Policy {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Evaluation {
+        self.evaluate_labelled(subject, input, literals, &CallLabels::none())
+    }
+
+    /// As [`Policy::evaluate_exact`], with the call's labels (R49): a rule with `labels` or
+    /// `session_labels` matches only when they hold.
+    pub fn evaluate_labelled(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+        labels: &CallLabels<'_>,
+    ) -> Evaluation {
         if self.rules.is_empty() {
             return self.default_only(subject.kind);
         }
@@ -398,7 +453,7 @@ impl Policy {
             let Some(rule) = self.rules.get(i) else {
                 return;
             };
-            if rule.matches(&lower, input, literals.root()) {
+            if rule.matches(&lower, input, literals.root()) && rule.labels_hold(labels) {
                 eval.take(i, rule.effect);
             }
         });
@@ -423,7 +478,7 @@ impl Policy {
                 if let Some(rule) = self.rules.get(i)
                     && rule.matches_selectors(&lower)
                 {
-                    if rule.has_when() {
+                    if rule.has_when() || rule.has_labels() {
                         by_input.push(i);
                     } else {
                         always.push(i);
@@ -445,6 +500,7 @@ impl Policy {
         candidates: &RuleCandidates,
         input: &Value,
         literals: &NumberLiterals,
+        labels: &CallLabels<'_>,
     ) -> Evaluation {
         if self.rules.is_empty() {
             return self.default_only(candidates.kind);
@@ -453,7 +509,7 @@ impl Policy {
         let passing = candidates.by_input.iter().copied().filter(|&i| {
             self.rules
                 .get(i)
-                .is_some_and(|r| r.when_holds(input, literals.root()))
+                .is_some_and(|r| r.when_holds(input, literals.root()) && r.labels_hold(labels))
         });
         for i in candidates.always.iter().copied().chain(passing) {
             let Some(rule) = self.rules.get(i) else {
@@ -481,6 +537,17 @@ impl Policy {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Evaluation {
+        self.evaluate_naive_labelled(subject, input, literals, &CallLabels::none())
+    }
+
+    /// As [`Policy::evaluate_naive_exact`], with the call's labels (R49).
+    pub fn evaluate_naive_labelled(
+        &self,
+        subject: &Subject<'_>,
+        input: &Value,
+        literals: &NumberLiterals,
+        labels: &CallLabels<'_>,
+    ) -> Evaluation {
         let tool = subject.tool.to_ascii_lowercase();
         let server = subject.server.map(str::to_ascii_lowercase);
         let agent = subject.agent.to_ascii_lowercase();
@@ -492,7 +559,7 @@ impl Policy {
         };
         let mut eval = Evaluation::default();
         for (i, rule) in self.rules.iter().enumerate() {
-            if rule.matches(&lower, input, literals.root()) {
+            if rule.matches(&lower, input, literals.root()) && rule.labels_hold(labels) {
                 eval.matched.push(i);
                 if eval.effect.is_none_or(|e| rule.effect > e) {
                     eval.effect = Some(rule.effect);

@@ -6,15 +6,27 @@ use serde_json::Value;
 use super::index::Index;
 use super::quota::read_quota;
 use super::rule::Rule;
-use super::select::read_selection;
+use super::select::{read_label_selectors, read_selection};
 use super::{Effect, Limits, Policy};
 use crate::error::{ConfigErrors, Obj, index};
 use crate::number::{self, Lit};
 
 const POLICY_FIELDS: &[&str] = &["default", "rules", "quotas", "updatedAt"];
 const RULE_FIELDS: &[&str] = &[
-    "effect", "tool", "server", "kind", "agent", "when", "reason",
+    "effect",
+    "tool",
+    "server",
+    "kind",
+    "agent",
+    "when",
+    "reason",
+    "labels",
+    "session_labels",
+    "approvals",
 ];
+
+/// The most approvals an `ask` rule may need (R51).
+pub const MAX_APPROVALS: u8 = 5;
 const EFFECTS: &[&str] = &["allow", "ask", "deny"];
 
 impl Policy {
@@ -111,11 +123,33 @@ pub(super) fn read_rule(
     }
     let effect = obj.choice("effect", EFFECTS, Effect::parse, errs);
     let rule = read_selection(&obj, value, lits, limits, errs);
+    let (labels, session_labels) = read_label_selectors(&obj, errs);
+    // R51: `approvals` only on an `ask` rule, an integer from 1 to 5.
+    let mut approvals = 1;
+    if let Some(v) = obj.raw("approvals", errs) {
+        let path = obj.path_of("approvals");
+        match (effect, v.as_u64()) {
+            (Some(e), _) if e != Effect::Ask => errs.push(
+                path,
+                format!("`approvals` is for `ask` rules; this rule's effect is `{e}`"),
+            ),
+            (_, Some(n)) if (1..=u64::from(MAX_APPROVALS)).contains(&n) => {
+                approvals = u8::try_from(n).unwrap_or(MAX_APPROVALS);
+            }
+            _ => errs.push(
+                path,
+                format!("expected an integer from 1 to {MAX_APPROVALS}, found {v}"),
+            ),
+        }
+    }
     if errs.errors.len() > before {
         return None;
     }
     Some(Rule {
         effect: effect?,
+        labels,
+        session_labels,
+        approvals,
         ..rule
     })
 }

@@ -27,8 +27,10 @@ const QUOTA_FIELDS: &[&str] = &[
     "when",
     "per",
     "reason",
+    "labels",
+    "session_labels",
 ];
-const PER_KEYS: &[&str] = &["agent", "session", "tool"];
+const PER_KEYS: &[&str] = &["agent", "session", "tool", "input"];
 
 /// One key a quota counts by (R44's `per`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,6 +41,9 @@ pub enum PerKey {
     Session,
     /// The tool's qualified name, case-insensitively.
     Tool,
+    /// The call's input (R50): two inputs are one group when they are equal as JSON values
+    /// (object keys in any order, numbers by numeric value, strings exactly; R20's `equals`).
+    Input,
 }
 
 impl PerKey {
@@ -48,6 +53,7 @@ impl PerKey {
             PerKey::Agent => "agent",
             PerKey::Session => "session",
             PerKey::Tool => "tool",
+            PerKey::Input => "input",
         }
     }
 
@@ -56,6 +62,7 @@ impl PerKey {
             "agent" => PerKey::Agent,
             "session" => PerKey::Session,
             "tool" => PerKey::Tool,
+            "input" => PerKey::Input,
             _ => return None,
         })
     }
@@ -93,6 +100,16 @@ impl Quota {
     /// The keys it counts by; empty: one group for all.
     pub fn per(&self) -> &[PerKey] {
         &self.per
+    }
+
+    /// The labels the called tool must carry (R49).
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.select.labels()
+    }
+
+    /// The labels the session must already have (R49).
+    pub fn session_labels(&self) -> impl Iterator<Item = &str> {
+        self.select.session_labels()
     }
 
     /// The quota's `reason`.
@@ -151,7 +168,8 @@ pub(super) fn read_quota(
 ) -> Option<Quota> {
     let before = errs.errors.len();
     let obj = Obj::open(value, path, QUOTA_FIELDS, errs)?;
-    let select = read_selection(&obj, value, lits, limits, errs);
+    let mut select = read_selection(&obj, value, lits, limits, errs);
+    (select.labels, select.session_labels) = super::select::read_label_selectors(&obj, errs);
     let max = bounded(&obj, "max", QUOTA_MAX_CEILING, errs);
     let window_secs = bounded(&obj, "window_secs", QUOTA_WINDOW_CEILING_SECS, errs);
     let mut per = Vec::new();
@@ -227,7 +245,7 @@ fn counter_id(select: &Rule, per: &[PerKey], window_secs: u64) -> Box<str> {
     let keys: Vec<&str> = per.iter().map(|k| k.as_str()).collect();
     let lower = |g: Option<&super::Glob>| g.map(|g| g.as_str().to_ascii_lowercase());
     // A JSON array: every part delimited, so no two selections give one text.
-    let id = serde_json::json!([
+    let mut id = serde_json::json!([
         select.kind.map(|k| k.as_str()),
         lower(select.server.as_ref()),
         lower(select.tool.as_ref()),
@@ -236,5 +254,12 @@ fn counter_id(select: &Rule, per: &[PerKey], window_secs: u64) -> Box<str> {
         keys,
         window_secs,
     ]);
+    // R49: a selection by labels is another selection; a quota without them keeps the id
+    // earlier builds gave it (its stored sends keep counting).
+    if select.has_labels()
+        && let Value::Array(parts) = &mut id
+    {
+        parts.push(serde_json::json!([&*select.labels, &*select.session_labels]));
+    }
     crate::canon::sha256_hex(id.to_string().as_bytes()).into_boxed_str()
 }

@@ -45,6 +45,12 @@ pub struct Rule {
     /// Without `kind`, select every kind, `local` included (a grant's selection, R45),
     /// instead of `mcp` and `http` only (a rule's and a quota's, R15, R44).
     pub(super) all_kinds: bool,
+    /// R49: labels the called tool must carry, every one.
+    pub(super) labels: Box<[Box<str>]>,
+    /// R49: labels the session must already have, every one.
+    pub(super) session_labels: Box<[Box<str>]>,
+    /// R51: how many distinct people must approve a call this (`ask`) rule asks about.
+    pub(super) approvals: u8,
 }
 
 impl Rule {
@@ -81,6 +87,39 @@ impl Rule {
     /// Whether the rule sets `when`.
     pub fn has_when(&self) -> bool {
         !self.when.is_empty()
+    }
+
+    /// The labels the called tool must carry (R49; empty when the rule sets none).
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.labels.iter().map(|l| &**l)
+    }
+
+    /// The labels the session must already have (R49; empty when the rule sets none).
+    pub fn session_labels(&self) -> impl Iterator<Item = &str> {
+        self.session_labels.iter().map(|l| &**l)
+    }
+
+    /// How many distinct people must approve a call this rule asks about (R51; 1 unless
+    /// an `ask` rule sets `approvals`).
+    pub fn approvals(&self) -> u8 {
+        self.approvals
+    }
+
+    /// Whether the rule selects by labels (R49): matching it needs the call's labels.
+    pub fn has_labels(&self) -> bool {
+        !self.labels.is_empty() || !self.session_labels.is_empty()
+    }
+
+    /// Whether the call's labels satisfy the rule's `labels` and `session_labels` (R49):
+    /// the tool carries every one of the first, the session (before this call) has every
+    /// one of the second. Without the session's labels (no history), a `session_labels`
+    /// test never holds.
+    pub fn labels_hold(&self, labels: &super::CallLabels<'_>) -> bool {
+        labels.tool.contains_all(self.labels.iter())
+            && (self.session_labels.is_empty()
+                || labels
+                    .session
+                    .is_some_and(|s| s.contains_all(self.session_labels.iter())))
     }
 
     /// The rule as written, parsed from [`Rule::source_text`] (a new value per call).

@@ -101,7 +101,25 @@ pub(crate) fn read_selection(
             text.into_boxed_str()
         },
         all_kinds: false,
+        labels: Box::default(),
+        session_labels: Box::default(),
+        approvals: 1,
     }
+}
+
+/// A rule's or a quota's `labels` and `session_labels` (R49): each, when set, a non-empty
+/// list of well-formed labels, none repeated; every problem at its path.
+pub(super) fn read_label_selectors(
+    obj: &Obj<'_>,
+    errs: &mut ConfigErrors,
+) -> (Box<[Box<str>]>, Box<[Box<str>]>) {
+    let mut one = |key: &str| -> Box<[Box<str>]> {
+        obj.raw(key, errs)
+            .and_then(|v| crate::labels::read_labels(v, &obj.path_of(key), true, errs))
+            .map(|l| l.into_iter().map(String::into_boxed_str).collect())
+            .unwrap_or_default()
+    };
+    (one("labels"), one("session_labels"))
 }
 
 pub(crate) fn parse_kind(s: &str) -> Option<ToolKind> {

@@ -116,6 +116,8 @@ pub struct MemoryQuotaCounter {
     /// the key's text; `reserve` hashes the text afresh (see [`QuotaGroup`]).
     logs: RwLock<HashMap<u64, Bucket, PrehashedState>>,
     reserves: AtomicU64,
+    /// Each session's labels (R49), written under this lock together with the sends.
+    sessions: std::sync::Mutex<HashMap<Option<String>, crate::labels::LabelSet>>,
 }
 
 /// Sweep empty logs after this many reservations.
@@ -295,5 +297,38 @@ impl QuotaCounter for MemoryQuotaCounter {
 
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
         self.reserve_locked(groups, now)
+    }
+
+    fn session_labels(
+        &self,
+        session: Option<&str>,
+    ) -> Result<crate::labels::LabelSet, QuotaError> {
+        let sessions = self.sessions.lock().map_err(|_| {
+            QuotaError::Unavailable(String::from("the counter's lock is poisoned"))
+        })?;
+        Ok(sessions
+            .get(&session.map(str::to_owned))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    /// The sends and the session's labels, recorded under the labels' lock: a reader of the
+    /// labels never sees a send without its labels.
+    fn reserve_labelled(
+        &self,
+        groups: &[QuotaGroup],
+        now: Millis,
+        session: Option<&str>,
+        labels: &crate::labels::LabelSet,
+    ) -> Result<(), QuotaError> {
+        let mut sessions = self.sessions.lock().map_err(|_| {
+            QuotaError::Unavailable(String::from("the counter's lock is poisoned"))
+        })?;
+        self.reserve_locked(groups, now)?;
+        sessions
+            .entry(session.map(str::to_owned))
+            .or_default()
+            .extend(labels);
+        Ok(())
     }
 }

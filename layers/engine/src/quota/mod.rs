@@ -28,6 +28,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::labels::LabelSet;
+
 mod memory;
 mod shared;
 
@@ -244,6 +246,42 @@ pub trait QuotaCounter: Send + Sync {
     /// Checks every group and, when each has room, records one send at `now` in each, as
     /// one atomic step. A refusal records nothing.
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError>;
+
+    /// The labels of the tools sent so far in `session` (R49; calls without a session share
+    /// one history). A counter that keeps none says so (the default): a decision that needs
+    /// them then refuses the call (fail closed).
+    ///
+    /// # Errors
+    ///
+    /// The labels cannot be read.
+    fn session_labels(&self, session: Option<&str>) -> Result<LabelSet, QuotaError> {
+        let _ = session;
+        Err(no_session_labels())
+    }
+
+    /// [`QuotaCounter::reserve`], and, in the same atomic step, adds `labels` (the sent
+    /// tool's) to `session`'s labels (R49: counted when the send is recorded). A refusal
+    /// records neither. The default keeps no labels and refuses (fail closed).
+    ///
+    /// # Errors
+    ///
+    /// As [`QuotaCounter::reserve`]; or the labels cannot be recorded.
+    fn reserve_labelled(
+        &self,
+        groups: &[QuotaGroup],
+        now: Millis,
+        session: Option<&str>,
+        labels: &LabelSet,
+    ) -> Result<(), QuotaError> {
+        let _ = (groups, now, session, labels);
+        Err(no_session_labels())
+    }
+}
+
+fn no_session_labels() -> QuotaError {
+    QuotaError::Unavailable(String::from(
+        "this quota counter keeps no session labels, which the policy's `session_labels` need (R49)",
+    ))
 }
 
 /// No history of sends: every quota always has room (what [`crate::Governance::decide`]
@@ -257,6 +295,21 @@ impl QuotaCounter for NoSends {
     }
 
     fn reserve(&self, _: &[QuotaGroup], _: Millis) -> Result<(), QuotaError> {
+        Ok(())
+    }
+
+    /// No history: a session has no labels (SPEC §7: `decide` sees none).
+    fn session_labels(&self, _: Option<&str>) -> Result<LabelSet, QuotaError> {
+        Ok(LabelSet::new())
+    }
+
+    fn reserve_labelled(
+        &self,
+        _: &[QuotaGroup],
+        _: Millis,
+        _: Option<&str>,
+        _: &LabelSet,
+    ) -> Result<(), QuotaError> {
         Ok(())
     }
 }
@@ -352,6 +405,20 @@ impl<T: QuotaCounter + ?Sized> QuotaCounter for Arc<T> {
 
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
         (**self).reserve(groups, now)
+    }
+
+    fn session_labels(&self, session: Option<&str>) -> Result<LabelSet, QuotaError> {
+        (**self).session_labels(session)
+    }
+
+    fn reserve_labelled(
+        &self,
+        groups: &[QuotaGroup],
+        now: Millis,
+        session: Option<&str>,
+        labels: &LabelSet,
+    ) -> Result<(), QuotaError> {
+        (**self).reserve_labelled(groups, now, session, labels)
     }
 }
 

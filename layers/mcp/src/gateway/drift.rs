@@ -270,6 +270,7 @@ impl Inner {
         let settings = conn.prefix.as_ref().map(|p| ServerSettings {
             trust_tool_annotations: false,
             tool_prefix: Some(p.clone()),
+            labels: Vec::new(),
         });
         let mut new = declare::listing(&conn.config, settings.as_ref(), tools);
         let mut changes = declare::diff(&old, &new);

@@ -1,0 +1,192 @@
+//! Labels (R49): the operator's words for what a tool does, and what a session has already
+//! done.
+//!
+//! A label is 1–64 characters of ASCII lower-case letters, digits, `_` and `-`, starting
+//! with a letter or digit; a list holds at most 16 distinct labels. A tool carries the labels
+//! of its declarations (`tools[].labels`), of its server (`servers.NAME.labels`, for every
+//! tool of that server, present or discovered later) and `egress` when its effective network
+//! scope is `egress` (R8, R24). A **session's labels** are the union of the labels of the
+//! tools of every call sent in it (counted when the send is recorded, as quotas count). A
+//! rule or a quota selects by `labels` (the called tool carries every one) and
+//! `session_labels` (the session's labels before this call include every one).
+//!
+//! ```
+//! use toolgate_engine::labels::{LabelSet, check_label};
+//! assert!(check_label("private").is_ok());
+//! assert!(check_label("Private").is_err());
+//! let mut session = LabelSet::of(["private"]);
+//! session.extend(&LabelSet::of(["untrusted", "private"]));
+//! assert!(session.contains_all(["private", "untrusted"]));
+//! assert_eq!(session.to_vec(), ["private", "untrusted"]);
+//! ```
+
+use serde_json::Value;
+
+use crate::error::{ConfigErrors, index, type_name};
+
+/// The label every tool whose effective network scope is `egress` carries (R49).
+pub const EGRESS: &str = "egress";
+
+/// The most distinct labels one list may hold (R49).
+pub const MAX_LABELS: usize = 16;
+
+/// The longest a label may be, in characters (R49).
+pub const MAX_LABEL_CHARS: usize = 64;
+
+/// Whether `label` is a well-formed label (R49); the problem otherwise.
+///
+/// # Errors
+///
+/// A sentence saying what is wrong with it.
+pub fn check_label(label: &str) -> Result<(), String> {
+    let shown = label.escape_debug();
+    if label.is_empty() {
+        return Err(String::from("a label is not empty"));
+    }
+    if label.len() > MAX_LABEL_CHARS {
+        return Err(format!(
+            "`{shown}` is {} characters long; a label has at most {MAX_LABEL_CHARS}",
+            label.chars().count()
+        ));
+    }
+    if !label
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "`{shown}` is not a label: ASCII lower-case letters, digits, `_` and `-` only"
+        ));
+    }
+    if !label
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(format!(
+            "`{shown}` is not a label: it starts with a letter or a digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A set of labels, sorted, each once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct LabelSet(Vec<Box<str>>);
+
+/// The empty set, for a call whose labels nobody looked up.
+pub static NO_LABELS: LabelSet = LabelSet(Vec::new());
+
+impl LabelSet {
+    /// The empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The set of these labels (not validated: see [`check_label`]).
+    pub fn of<I, S>(labels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut set = Self::new();
+        for l in labels {
+            set.insert(l.as_ref());
+        }
+        set
+    }
+
+    /// Adds one label.
+    pub fn insert(&mut self, label: &str) {
+        if let Err(at) = self.0.binary_search_by(|l| (**l).cmp(label)) {
+            self.0.insert(at, label.into());
+        }
+    }
+
+    /// Adds every label of `other`.
+    pub fn extend(&mut self, other: &LabelSet) {
+        for l in &other.0 {
+            self.insert(l);
+        }
+    }
+
+    /// Whether the set holds `label`.
+    pub fn contains(&self, label: &str) -> bool {
+        self.0.binary_search_by(|l| (**l).cmp(label)).is_ok()
+    }
+
+    /// Whether the set holds every one of `labels`.
+    pub fn contains_all<I, S>(&self, labels: I) -> bool
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        labels.into_iter().all(|l| self.contains(l.as_ref()))
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The labels, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|l| &**l)
+    }
+
+    /// The labels, sorted, as owned strings.
+    pub fn to_vec(&self) -> Vec<String> {
+        self.iter().map(str::to_owned).collect()
+    }
+}
+
+/// Reads a list of labels at `path` (R49): a list of well-formed labels, none repeated, at
+/// most [`MAX_LABELS`]; with `non_empty`, at least one (a rule's and a quota's lists). Every
+/// problem is reported with its path; `None` when there was one.
+pub(crate) fn read_labels(
+    value: &Value,
+    path: &str,
+    non_empty: bool,
+    errs: &mut ConfigErrors,
+) -> Option<Vec<String>> {
+    let before = errs.errors.len();
+    let Value::Array(items) = value else {
+        errs.push(
+            path,
+            format!("expected a list of labels, found {}", type_name(value)),
+        );
+        return None;
+    };
+    if non_empty && items.is_empty() {
+        errs.push(
+            path,
+            "an empty list of labels selects nothing: name at least one, or leave the field out",
+        );
+    }
+    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let ipath = index(path, i);
+        match item {
+            Value::String(s) => match check_label(s) {
+                Err(why) => errs.push(ipath, why),
+                Ok(()) if out.contains(s) => {
+                    errs.push(ipath, format!("`{s}` is listed twice"));
+                }
+                Ok(()) => out.push(s.clone()),
+            },
+            other => errs.push(
+                ipath,
+                format!("expected a label, found {}", type_name(other)),
+            ),
+        }
+    }
+    if out.len() > MAX_LABELS {
+        errs.push(
+            path,
+            format!(
+                "{} labels is more than a list may hold ({MAX_LABELS})",
+                out.len()
+            ),
+        );
+    }
+    (errs.errors.len() == before).then_some(out)
+}
