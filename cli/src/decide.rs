@@ -82,13 +82,22 @@ pub(super) fn check(
     if let Some(w) = built.as_ref().and_then(writable_inbox) {
         warnings.push(w);
     }
+    let notes: Vec<String> = built
+        .as_ref()
+        .and_then(|gov| inbox_transport(gov, &mut errs))
+        .into_iter()
+        .collect();
     let valid = errs.is_empty();
     if json {
         if valid {
-            print_json(&json!({
+            let mut out = json!({
                 "valid": true,
                 "warnings": warnings.iter().map(|w| json!({"path": w.path, "message": w.message})).collect::<Vec<_>>(),
-            }));
+            });
+            if !notes.is_empty() {
+                out["notes"] = json!(notes);
+            }
+            print_json(&out);
         } else {
             print_json(&json!({"valid": false, "errors": errors_json(&errs)}));
         }
@@ -96,6 +105,9 @@ pub(super) fn check(
         println!("valid");
         for w in &warnings {
             println!("warning: {}: {}", w.path, w.message);
+        }
+        for n in &notes {
+            println!("note: {n}");
         }
     } else {
         println!("invalid");
@@ -471,6 +483,24 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
         }
     }
     s
+}
+
+/// Issue 35 item 4: how a PostgreSQL inbox will be reached — plain text or TLS, and which
+/// certificates it trusts — as `inbox.postgres: …`; a URL that cannot connect as written (an
+/// unknown `sslmode`, plain text to another host, an unreadable `sslrootcert`) is an error.
+fn inbox_transport(gov: &Governance, errs: &mut ConfigErrors) -> Option<String> {
+    let toolgate_engine::recording::InboxStoreSetting::Postgres(url) = &gov.inbox_settings()?.store
+    else {
+        return None;
+    };
+    let options = toolgate_inbox_postgres::PostgresOptions::default().plaintext_hosts_from_env();
+    match toolgate_inbox_postgres::transport(url, &options) {
+        Ok(t) => Some(format!("inbox.postgres: {t}")),
+        Err(e) => {
+            errs.push("inbox.postgres", e.message());
+            None
+        }
+    }
 }
 
 /// Issue 34 item 2: the inbox store must not be writable by the agents' account. A SQLite

@@ -243,8 +243,9 @@ impl StoreArgs {
                 Ok((Arc::new(store), None))
             }
             Target::Postgres(url) => {
-                let options =
-                    PostgresOptions::default().instance(crate::recover::process_instance());
+                let options = PostgresOptions::default()
+                    .instance(crate::recover::process_instance())
+                    .plaintext_hosts_from_env();
                 let store = PostgresInbox::connect(&url, options)
                     .await
                     .map_err(|e| e.to_string())?;

@@ -131,7 +131,8 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                     let store = toolgate_inbox_postgres::PostgresInbox::connect(
                         url,
                         toolgate_inbox_postgres::PostgresOptions::default()
-                            .instance(crate::recover::process_instance()),
+                            .instance(crate::recover::process_instance())
+                            .plaintext_hosts_from_env(),
                     )
                     .await
                     .map_err(|e| format!("inbox: {e}"))?;

@@ -49,6 +49,39 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Plain text or TLS
+//!
+//! The URL's libpq settings `sslmode` and `sslrootcert` say how the server is reached, read
+//! more strictly than libpq reads them, and nothing falls back to plain text (see
+//! [`transport`], which says how a URL would connect without connecting):
+//!
+//! | `sslmode` | toolgate |
+//! | --- | --- |
+//! | (none) | plain text to a loopback host (`localhost`, `127.0.0.0/8`, `::1`) or a Unix socket; `verify-full` to any other host, or whenever `sslrootcert` is given |
+//! | `disable` | plain text, to a loopback host or a Unix socket only; another host only when [`PostgresOptions::plaintext_hosts`] names it ([`PLAINTEXT_HOSTS_ENV`] for the `toolgate` command) |
+//! | `allow`, `prefer` | refused: both use plain text when the server offers no TLS |
+//! | `require` | TLS; without `sslrootcert` encrypted but the certificate is not checked (as libpq); with it, the chain is checked as `verify-ca` |
+//! | `verify-ca` | TLS; the certificate must chain to a trusted CA; the host name is not checked |
+//! | `verify-full` | TLS; the certificate must chain to a trusted CA and be for the URL's host |
+//!
+//! Trusted CAs: the certificates of the PEM file `sslrootcert=PATH` (then only those), or,
+//! without it or with `sslrootcert=system`, the system's roots as `rustls-native-certs` reads
+//! them (`/etc/ssl/certs` and the like, or `SSL_CERT_FILE` / `SSL_CERT_DIR`). TLS is rustls
+//! on the `ring` provider. libpq's environment variables (`PGSSLMODE`, …) are not read;
+//! client certificates (`sslcert`, `sslkey`) and revocation lists (`sslcrl`) are not
+//! supported, and a URL naming them is refused.
+//!
+//! ```
+//! use toolgate_inbox_postgres::{PostgresOptions, SslMode, transport};
+//! let t = transport(
+//!     "postgres://toolgate@db.internal/toolgate?sslmode=require",
+//!     &PostgresOptions::default(),
+//! )
+//! .unwrap();
+//! assert_eq!(t.mode, SslMode::Require);
+//! assert!(t.to_string().contains("not checked"));
+//! ```
+//!
 //! ## Exactly one winner
 //!
 //! Every transition of the state machine (see [`toolgate_inbox::State`]) is one conditional

@@ -1,26 +1,7 @@
 //! How the inbox reaches its server: in plain text or over TLS (rustls on the `ring`
-//! provider), and which certificates it trusts.
-//!
-//! The URL's `sslmode` and `sslrootcert` are read here (libpq's names and values), taken out
-//! of the URL, and the rest is handed to `tokio-postgres`. toolgate reads them more strictly
-//! than libpq, so that nothing reaches a server in plain text unless the URL says so for a
-//! host on this machine:
-//!
-//! | `sslmode` | toolgate |
-//! | --- | --- |
-//! | (none) | plain text to a loopback host (`localhost`, `127.0.0.0/8`, `::1`) or a Unix socket; `verify-full` to any other host, or whenever `sslrootcert` is given |
-//! | `disable` | plain text, to a loopback host or a Unix socket only; another host only when [`PostgresOptions::plaintext_hosts`] names it |
-//! | `allow`, `prefer` | refused: both fall back to plain text when the server offers no TLS |
-//! | `require` | TLS; without `sslrootcert` encrypted but the certificate is not checked (as libpq); with it, the chain is checked as `verify-ca` |
-//! | `verify-ca` | TLS; the certificate must chain to a trusted CA; the host name is not checked |
-//! | `verify-full` | TLS; the certificate must chain to a trusted CA and be for the URL's host |
-//!
-//! Trusted CAs: the certificates of the PEM file `sslrootcert=PATH` (then only those), or,
-//! without it or with `sslrootcert=system`, the system's roots as `rustls-native-certs` reads
-//! them (`/etc/ssl/certs` and the like, or `SSL_CERT_FILE` / `SSL_CERT_DIR`). libpq's
-//! environment variables (`PGSSLMODE`, `PGSSLROOTCERT`) are not read, and client
-//! certificates (`sslcert`, `sslkey`) and revocation lists (`sslcrl`) are not supported: such
-//! a URL is refused rather than connected without them.
+//! provider), and which certificates it trusts. The URL's `sslmode` and `sslrootcert` are
+//! read here, as the crate's documentation says ("Plain text or TLS"), and taken out of the
+//! URL; the rest is handed to `tokio-postgres`.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -132,8 +113,9 @@ impl fmt::Display for Transport {
             ),
             Trust::RootFile(path, n) => write!(
                 f,
-                "TLS to {hosts} ({how}): the server's certificate must chain to one of the {n} CA certificates of sslrootcert `{}` (only those){}",
+                "TLS to {hosts} ({how}): the server's certificate must chain to a CA certificate of sslrootcert `{}` ({n} certificate{}; no other CA is trusted){}",
                 path.display(),
+                if *n == 1 { "" } else { "s" },
                 self.name_rule()
             ),
         }
