@@ -147,6 +147,14 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
     /// Asks the question; resolves when the wait ends.
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome>;
 
+    /// How many distinct people's approvals of one call this channel can gather before it
+    /// says `Approved` (R51). The default, and every channel of this release, is one: the
+    /// approval gate refuses a call that needs more (`no_approval_channel`, fail closed)
+    /// rather than send it on fewer answers than it needs.
+    fn approvals_gathered(&self) -> u8 {
+        1
+    }
+
     /// Asks the question like [`ApprovalChannel::request`], and says who answered by their
     /// verified identity-provider principal when the channel knows it (issue 22): the
     /// approval gate calls this one and records the principal with the call (the audit

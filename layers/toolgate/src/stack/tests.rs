@@ -426,3 +426,39 @@ async fn wrap_outside_sees_every_call_outside_audit() {
     assert_eq!(seen.load(Ordering::SeqCst), 3);
     assert_eq!(sink.lines().len(), 3);
 }
+
+#[tokio::test]
+async fn r51_a_call_needing_two_approvals_is_never_sent_on_one_channels_single_answer() {
+    let gov = handle(
+        r#""approval": {"channel": "inbox"},
+           "policy": {"rules": [{"effect": "ask", "tool": "lookup", "approvals": 2, "reason": "two people sign off"},
+                                {"effect": "ask", "tool": "refund", "reason": "one person"}]},"#,
+    );
+    let (asked, hits) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let stack = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(gov)
+                .shared_channel(counting(ChannelKind::Inbox, &asked))
+                .build()
+                .unwrap(),
+        )
+        .service(tool(Arc::clone(&hits)));
+    let call = |name: &str| ToolCall::new(AgentRef::profile("dev"), name, json!({}));
+    // The channel would approve at once: one answer, where two are needed.
+    let r = stack.clone().oneshot(call("lookup")).await.unwrap();
+    let refusal = r.refusal().expect("refused");
+    assert_eq!(refusal.code, RefusalCode::NoApprovalChannel, "{r:?}");
+    assert!(
+        refusal.reasons.iter().any(|w| w.contains("2 approvals")),
+        "{refusal:?}"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "nobody was asked");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
+    // A call that needs one approval is asked and runs.
+    let r = stack.oneshot(call("refund")).await.unwrap();
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    assert_eq!(
+        (asked.load(Ordering::SeqCst), hits.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+}

@@ -373,6 +373,22 @@ where
                         .collect(),
                     ));
                 }
+                // R51: a call that needs several people's approvals goes only to a channel that
+                // gathers that many; anything less would send it on fewer answers.
+                if decision.approvals > channel.approvals_gathered() {
+                    return GateFuture::refused(Refusal::with_reasons(
+                        RefusalCode::NoApprovalChannel,
+                        Check::Routing,
+                        std::iter::once(format!(
+                            "the call needs {} approvals from distinct people (R51) and this host's `{}` channel gathers {}: refused rather than sent on fewer answers",
+                            decision.approvals,
+                            channel.kind().as_str(),
+                            channel.approvals_gathered()
+                        ))
+                        .chain(decision.reasons.iter().cloned())
+                        .collect(),
+                    ));
+                }
                 if ticket.is_some()
                     && let Err(refusal) = self.ticket_channel()
                 {
