@@ -96,6 +96,8 @@ pub mod guide {
     pub mod configuration {}
     #[doc = include_str!("../docs/over-time.md")]
     pub mod over_time {}
+    #[doc = include_str!("../docs/composition.md")]
+    pub mod composition {}
     #[doc = include_str!("../docs/decisions.md")]
     pub mod decisions {}
 }
