@@ -372,6 +372,8 @@ pub(super) fn explain_json(d: &Decision) -> Value {
         "reasons": d.reasons,
         "asks": d.asks.iter().map(|a| json!({"source": a.source.describe(), "reason": a.reason})).collect::<Vec<_>>(),
         "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str(), "reason": m.reason})).collect::<Vec<_>>(),
+        "approvals": d.approvals,
+        "labels": d.labels.as_ref().map(|l| json!({"tool": l.tool, "session": l.session})),
     })
 }
 
@@ -454,6 +456,31 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
     }
     if let Some(secs) = d.retry_after_secs {
         let _ = writeln!(s, "retry after: {secs} s (R44)");
+    }
+    if d.approvals > 1 {
+        let _ = writeln!(
+            s,
+            "approvals:   {} distinct people must approve it (R51)",
+            d.approvals
+        );
+    }
+    if let Some(l) = &d.labels {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                String::from("none")
+            } else {
+                v.join(", ")
+            }
+        };
+        let session = l
+            .session
+            .as_deref()
+            .map_or_else(|| String::from("not read (no history)"), list);
+        let _ = writeln!(
+            s,
+            "labels:      the tool carries: {}; the session has: {session} (R49)",
+            list(&l.tool)
+        );
     }
     if !d.reasons.is_empty() {
         let _ = writeln!(s, "reasons:");

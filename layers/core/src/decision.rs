@@ -478,6 +478,19 @@ pub struct Decision {
     /// How many distinct people must approve the call before it is sent (R51): the largest
     /// `approvals` of the matching `ask` rules; 1 for every other call.
     pub approvals: u8,
+    /// The labels the decision read (R49), when a rule or a quota selects by labels: for the
+    /// audit record, the span and `explain`.
+    pub labels: Option<LabelsRead>,
+}
+
+/// The labels a decision read (R49): the called tool's, and its session's before the call
+/// (`None` when no rule or quota reads them, or without a history).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelsRead {
+    /// The labels the called tool carries, sorted.
+    pub tool: Vec<String>,
+    /// The session's labels before this call, sorted.
+    pub session: Option<Vec<String>>,
 }
 
 impl Decision {
@@ -492,6 +505,7 @@ impl Decision {
             granted: None,
             retry_after_secs: refusal.retry_after_secs,
             approvals: 1,
+            labels: None,
         }
     }
 

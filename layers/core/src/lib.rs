@@ -29,8 +29,8 @@ mod target;
 
 pub use call::{AgentRef, CallId, Extensions, RunContext, RunMode, ToolCall, ToolRef, Turn};
 pub use decision::{
-    Ask, AskSource, CallOutcome, ChannelKind, Check, Decision, Effect, Granted, MatchedRule,
-    Refusal, RefusalCode, Verdict,
+    Ask, AskSource, CallOutcome, ChannelKind, Check, Decision, Effect, Granted, LabelsRead,
+    MatchedRule, Refusal, RefusalCode, Verdict,
 };
 pub use decl::{
     ApprovalMode, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity, ToolKind,

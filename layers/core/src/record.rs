@@ -157,6 +157,7 @@ impl ShadowNote {
                 granted: None,
                 retry_after_secs: None,
                 approvals: 1,
+                labels: None,
             },
         }
     }

@@ -54,6 +54,13 @@ pub struct ApprovalRequest {
     /// The call's execution target (seed 000, issue 24), when its declaration names the
     /// fields: shown first on every channel.
     pub target: Option<toolgate_core::ExecutionTarget>,
+    /// How many distinct people must approve the call before it is sent (R51): the
+    /// decision's `approvals` (1 for most calls). The gate routes a call that needs more
+    /// than one only to a channel that gathers that many
+    /// ([`ApprovalChannel::approvals_gathered`]); a durable channel records the number with
+    /// the held call, and redeems a resumed call only when the held call gathered at least
+    /// the number its fresh decision asks for (R38).
+    pub approvals: u8,
 }
 
 /// Marks a call as the execution of a held call (put it in the call's extensions). The
@@ -148,9 +155,10 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome>;
 
     /// How many distinct people's approvals of one call this channel can gather before it
-    /// says `Approved` (R51). The default, and every channel of this release, is one: the
-    /// approval gate refuses a call that needs more (`no_approval_channel`, fail closed)
-    /// rather than send it on fewer answers than it needs.
+    /// says `Approved` (R51). The default is one: the approval gate refuses a call that
+    /// needs more (`no_approval_channel`, fail closed) rather than send it on fewer answers
+    /// than it needs. The durable inbox (`toolgate_inbox::InboxChannel`) gathers up to five,
+    /// the most a rule may ask for.
     fn approvals_gathered(&self) -> u8 {
         1
     }

@@ -153,6 +153,12 @@ fn reference(policy: &Policy, c: &Call, input: &Value) -> Vec<QuotaGroup> {
         agent: c.agent.rule_name(),
     };
     let agent = c.agent.rule_name().to_ascii_lowercase();
+    // R50: the SHA-256 of the input's canonical JSON.
+    let input_part = toolgate_engine::canon::sha256_hex(
+        toolgate_engine::canon::canonical_json(input)
+            .unwrap()
+            .as_bytes(),
+    );
     policy
         .covering_quotas(
             &subject,
@@ -169,6 +175,7 @@ fn reference(policy: &Policy, c: &Call, input: &Value) -> Vec<QuotaGroup> {
                     PerKey::Agent => Some(agent.as_str()),
                     PerKey::Session => c.session,
                     PerKey::Tool => Some(tool.as_str()),
+                    PerKey::Input => Some(input_part.as_str()),
                 })
                 .collect();
             QuotaGroup::new(group_key(q.counter_id(), &parts), i, q.max(), q.window_ms())

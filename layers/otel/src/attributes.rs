@@ -103,6 +103,12 @@ pub const TOOLGATE_DECISION_CHECK: &str = "toolgate.decision.check";
 pub const TOOLGATE_DECISION_RULE: &str = "toolgate.decision.rule";
 /// `toolgate.decision.matched_rules`: the indexes of every tenant rule that matched.
 pub const TOOLGATE_DECISION_MATCHED_RULES: &str = "toolgate.decision.matched_rules";
+/// `toolgate.labels.tool`: the labels of the called tool the decision read (R49), when a
+/// rule or a quota selects by labels.
+pub const TOOLGATE_LABELS_TOOL: &str = "toolgate.labels.tool";
+/// `toolgate.labels.session`: the session's labels before the call (R49), when a rule or a
+/// quota selects by them.
+pub const TOOLGATE_LABELS_SESSION: &str = "toolgate.labels.session";
 /// `toolgate.decision.ask_sources`: who asked.
 pub const TOOLGATE_DECISION_ASK_SOURCES: &str = "toolgate.decision.ask_sources";
 /// `toolgate.decision.reasons`: every reason, redacted.

@@ -312,6 +312,20 @@ pub(crate) fn decision(
             )),
         ));
     }
+    if let Some(l) = &d.labels {
+        let strings = |v: &[String]| {
+            Value::Array(Array::String(
+                v.iter().map(|s| StringValue::from(s.clone())).collect(),
+            ))
+        };
+        attributes.push(KeyValue::new(attr::TOOLGATE_LABELS_TOOL, strings(&l.tool)));
+        if let Some(session) = &l.session {
+            attributes.push(KeyValue::new(
+                attr::TOOLGATE_LABELS_SESSION,
+                strings(session),
+            ));
+        }
+    }
     if !d.asks.is_empty() {
         attributes.push(KeyValue::new(
             attr::TOOLGATE_DECISION_ASK_SOURCES,

@@ -60,7 +60,7 @@ impl Governance {
         }
         let mut asks = decided.decision.asks.clone();
         asks.extend(extra);
-        self.route_with(
+        let mut d = self.route_with(
             entry,
             agent,
             asks,
@@ -68,7 +68,9 @@ impl Governance {
             run,
             decided.decision.approvals,
             find_grant,
-        )
+        );
+        d.labels.clone_from(&decided.decision.labels);
+        d
     }
 
     /// R14 step 7: the approval decision for a call that passed steps 1–6.
@@ -102,6 +104,8 @@ impl Governance {
             });
         }
 
+        // R49: the labels read, for the record, the span and `explain`.
+        let mut read: Option<toolgate_core::LabelsRead> = None;
         // The tenant policy (R18–R22), evaluated against every record (R24).
         match state {
             PolicyState::Unreadable(why) if entry.has_policy_kind() => {
@@ -140,6 +144,12 @@ impl Governance {
                     tool: &tool_labels,
                     session: session_labels.as_ref(),
                 };
+                if policy.uses_labels() {
+                    read = Some(toolgate_core::LabelsRead {
+                        tool: tool_labels.to_vec(),
+                        session: session_labels.as_ref().map(crate::labels::LabelSet::to_vec),
+                    });
+                }
                 // The rules that could match this profile's calls to this tool, found once
                 // per snapshot (a subagent's id is the rules' agent, R19: not cached).
                 let subject_of = |record| record_subject(record, who.rule_name());
@@ -210,6 +220,7 @@ impl Governance {
                         reason,
                     ));
                     d.matched_rules = matched_rules;
+                    d.labels = read;
                     return d;
                 }
                 // R44: a full quota refuses before any ask is routed, so nobody is asked
@@ -230,6 +241,7 @@ impl Governance {
                     matched_rules.sort_by_key(|m| m.index);
                     let mut d = Decision::refused(self.quota_refusal_in(state, groups, &e));
                     d.matched_rules = matched_rules;
+                    d.labels = read;
                     return d;
                 }
             }
@@ -255,7 +267,9 @@ impl Governance {
             PolicyState::Unreadable(_) => 1,
         };
         let mut find = || self.find_grant(entry, who, (input, literals), history);
-        self.route_with(entry, agent, asks, matched_rules, run, approvals, &mut find)
+        let mut d = self.route_with(entry, agent, asks, matched_rules, run, approvals, &mut find);
+        d.labels = read;
+        d
     }
 
     /// Routes a call's asks (R25–R26). With no ask, the call runs.
@@ -297,6 +311,7 @@ impl Governance {
             granted: None,
             retry_after_secs: None,
             approvals,
+            labels: None,
         };
         if asks.is_empty() {
             return decision(

@@ -376,6 +376,7 @@ impl Governance {
                 granted: None,
                 retry_after_secs: None,
                 approvals: 1,
+                labels: None,
             };
         }
         self.approval(

@@ -46,9 +46,9 @@ pub struct Rule {
     /// instead of `mcp` and `http` only (a rule's and a quota's, R15, R44).
     pub(super) all_kinds: bool,
     /// R49: labels the called tool must carry, every one.
-    pub(super) labels: Box<[Box<str>]>,
+    pub(super) labels: super::select::LabelList,
     /// R49: labels the session must already have, every one.
-    pub(super) session_labels: Box<[Box<str>]>,
+    pub(super) session_labels: super::select::LabelList,
     /// R51: how many distinct people must approve a call this (`ask`) rule asks about.
     pub(super) approvals: u8,
 }

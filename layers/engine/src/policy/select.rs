@@ -107,13 +107,16 @@ pub(crate) fn read_selection(
     }
 }
 
+/// A rule's or a quota's list of labels (R49), validated.
+pub(super) type LabelList = Box<[Box<str>]>;
+
 /// A rule's or a quota's `labels` and `session_labels` (R49): each, when set, a non-empty
 /// list of well-formed labels, none repeated; every problem at its path.
 pub(super) fn read_label_selectors(
     obj: &Obj<'_>,
     errs: &mut ConfigErrors,
-) -> (Box<[Box<str>]>, Box<[Box<str>]>) {
-    let mut one = |key: &str| -> Box<[Box<str>]> {
+) -> (LabelList, LabelList) {
+    let mut one = |key: &str| -> LabelList {
         obj.raw(key, errs)
             .and_then(|v| crate::labels::read_labels(v, &obj.path_of(key), true, errs))
             .map(|l| l.into_iter().map(String::into_boxed_str).collect())

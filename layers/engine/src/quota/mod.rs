@@ -34,7 +34,7 @@ mod memory;
 mod shared;
 
 pub use memory::MemoryQuotaCounter;
-pub use shared::{AsyncQuotaCounter, ReserveFuture};
+pub use shared::{AsyncQuotaCounter, LabelsFuture, ReserveFuture};
 
 /// Milliseconds since the Unix epoch: the time decisions are made at (R44, R45).
 pub type Millis = u64;
@@ -345,6 +345,28 @@ pub fn group_key(counter_id: &str, parts: &[Option<&str>]) -> String {
     }
     key.push(']');
     key
+}
+
+/// The key a store files `session`'s labels under (R49): the session id as a compact JSON
+/// string, or `null` for the calls made in no session, which share one history (as they
+/// share one quota group, [`group_key`]). No session id can be keyed `null`: every session's
+/// key starts with `"`. Every store keys by it, so it is the same in every process.
+///
+/// ```
+/// use toolgate_engine::quota::session_key;
+/// assert_eq!(session_key(Some("s-1")), r#""s-1""#);
+/// assert_eq!(session_key(Some("null")), r#""null""#);
+/// assert_eq!(session_key(None), "null");
+/// ```
+pub fn session_key(session: Option<&str>) -> String {
+    match session {
+        None => String::from("null"),
+        Some(s) => {
+            let mut key = String::with_capacity(s.len() + 2);
+            push_json_string(&mut key, s);
+            key
+        }
+    }
 }
 
 /// Writes `s` as a JSON string, escaped exactly as `serde_json` writes it compactly.

@@ -525,6 +525,7 @@ impl Pending {
             Some(n) => {
                 let d = &n.decision;
                 let outcome = d.verdict.as_str();
+                // R49: the labels the decision read, only where a rule or quota reads them.
                 let rule = d
                     .matched_rules
                     .iter()
@@ -544,6 +545,7 @@ impl Pending {
                     "retry_after_secs": d.retry_after_secs,
                     "granted": d.granted.as_ref().map(|g| json!({"id": g.id, "granted_by": g.granted_by})),
                 })
+                .pipe_labels(d.labels.as_ref())
             }
             // No gate recorded anything: a filter refused the call, or there is no gate.
             None => match response.and_then(ToolResponse::refusal) {
@@ -678,5 +680,22 @@ where
             },
             KindProj::Refused { response } => Poll::Ready(Ok(response.take())),
         }
+    }
+}
+
+/// Adds a decision's `labels` (R49) to its record's `decision` object, when it read any.
+trait PipeLabels {
+    fn pipe_labels(self, labels: Option<&toolgate_core::LabelsRead>) -> Self;
+}
+
+impl PipeLabels for Value {
+    fn pipe_labels(mut self, labels: Option<&toolgate_core::LabelsRead>) -> Self {
+        if let (Some(l), Value::Object(o)) = (labels, &mut self) {
+            o.insert(
+                "labels".into(),
+                json!({"tool": l.tool, "session": l.session}),
+            );
+        }
+        self
     }
 }

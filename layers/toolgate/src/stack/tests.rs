@@ -462,3 +462,55 @@ async fn r51_a_call_needing_two_approvals_is_never_sent_on_one_channels_single_a
         (1, 1)
     );
 }
+
+#[tokio::test]
+async fn r49_a_session_label_rule_reads_the_sessions_sends_and_the_record_says_which_labels() {
+    let gov = GovernanceHandle::new(
+        load_str(
+            r#"{"tools": [{"kind": "http", "name": "read_mail", "labels": ["private"]},
+                          {"kind": "http", "name": "post", "network": "egress"}],
+                "agents": [{"name": "dev", "allowed_tools": ["read_mail", "post"]}],
+                "policy": {"rules": [{"effect": "deny", "labels": ["egress"], "session_labels": ["private"],
+                                      "reason": "private data stays in"}]}}"#,
+            Format::Json,
+        )
+        .unwrap(),
+    );
+    let sink = Arc::new(MemorySink::new());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let stack = ServiceBuilder::new()
+        .layer(
+            ToolgateLayer::builder(gov)
+                .shared_audit_sink(sink.clone())
+                .build()
+                .unwrap(),
+        )
+        .service(tool(Arc::clone(&hits)));
+    let call = |name: &str, session: &str| {
+        ToolCall::new(AgentRef::profile("dev"), name, json!({}))
+            .in_turn(session.to_owned(), String::from("t"))
+    };
+    // Another session's private read does not count in s1.
+    for (name, session) in [("read_mail", "s0"), ("post", "s1"), ("read_mail", "s1")] {
+        let r = stack.clone().oneshot(call(name, session)).await.unwrap();
+        assert!(
+            matches!(r, ToolResponse::Completed(_)),
+            "{name} in {session}: {r:?}"
+        );
+    }
+    let r = stack.oneshot(call("post", "s1")).await.unwrap();
+    assert_eq!(
+        r.refusal().map(|x| x.code),
+        Some(RefusalCode::Denied),
+        "{r:?}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    let last: Value = serde_json::from_str(sink.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        last["decision"]["labels"],
+        json!({"tool": ["egress"], "session": ["egress", "private"]}),
+        "the first post's send counted `egress` in s1: {last}"
+    );
+    let first_post: Value = serde_json::from_str(&sink.lines()[1]).unwrap();
+    assert_eq!(first_post["decision"]["labels"]["session"], json!([]));
+}
