@@ -57,10 +57,21 @@ pub(super) fn check(
     }
     // The `mcp` section (`toolgate mcp serve`): each error named by its path, and every
     // token's agent a profile of the configuration.
+    let mut notes: Vec<String> = Vec::new();
     #[cfg(feature = "mcp")]
     if let Some(section) = mcp::section(&text, Format::from_path(config_path)) {
         match toolgate_mcp::serve::ServeConfig::read(&section) {
             Ok(serve) => {
+                // Issue 35 item 1: which trust roots each `https://` upstream is reached with
+                // (its files as `mcp serve` reads them: relative to the configuration).
+                let resolved = serve
+                    .clone()
+                    .relative_to(&toolgate_engine::config::config_dir(config_path));
+                for s in &resolved.servers {
+                    if let Some(trust) = s.trust() {
+                        notes.push(format!("mcp.servers.{}: {trust}", s.id()));
+                    }
+                }
                 if let Some(gov) = &built {
                     if let Err(e) = serve.check(gov) {
                         errs.errors.extend(e.errors);
@@ -82,11 +93,11 @@ pub(super) fn check(
     if let Some(w) = built.as_ref().and_then(writable_inbox) {
         warnings.push(w);
     }
-    let notes: Vec<String> = built
-        .as_ref()
-        .and_then(|gov| inbox_transport(gov, &mut errs))
-        .into_iter()
-        .collect();
+    notes.extend(
+        built
+            .as_ref()
+            .and_then(|gov| inbox_transport(gov, &mut errs)),
+    );
     let valid = errs.is_empty();
     if json {
         if valid {

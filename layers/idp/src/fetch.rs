@@ -12,26 +12,61 @@
 //! any of these is an error: the caller has no keys, or no token, and refuses (fail
 //! closed).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::http::{HeaderName, HeaderValue, Method, Request};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper::http::{HeaderName, HeaderValue, Method};
 
 /// Whether this build fetches `https://` URLs (the `tls` feature).
 pub const TLS: bool = cfg!(feature = "tls");
 
-#[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-#[cfg(not(feature = "tls"))]
-type Connector = HttpConnector;
+/// How an outbound connection proves who it talks to, and who it is (issue 35 item 1): the
+/// trust (only the CA certificates of `ca_file`, else the system's roots) and, for mutual
+/// TLS, a client certificate chain and its private key (PEM files). The same settings for
+/// every outbound use: JWKS, OAuth token endpoints, upstream MCP servers, webhooks.
+///
+/// ```
+/// let tls = toolgate_idp::OutboundTls::default().ca_file("/etc/toolgate/ca.pem");
+/// assert_eq!(tls.trust(), "the CA certificates of `/etc/toolgate/ca.pem` only");
+/// assert_eq!(toolgate_idp::OutboundTls::default().trust(), "the system's root certificates");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutboundTls {
+    /// Trust only the CA certificates of this PEM file.
+    pub ca_file: Option<PathBuf>,
+    /// Mutual TLS: the client certificate chain (PEM) and its private key (PEM).
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+}
 
-/// An HTTP(S) client for one credential source (its trust: the system's roots or its own
-/// CA file). Cheap to clone; follows no redirect.
+impl OutboundTls {
+    /// Trust only the CA certificates of this PEM file.
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Present this client certificate chain and key (PEM files): mutual TLS.
+    #[must_use]
+    pub fn client_identity(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_identity = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Which certificates a server's must chain to, in words (for `check` and errors).
+    pub fn trust(&self) -> String {
+        match &self.ca_file {
+            Some(p) => format!("the CA certificates of `{}` only", p.display()),
+            None => String::from("the system's root certificates"),
+        }
+    }
+}
+
+/// An HTTP(S) client for one outbound destination (its trust: the system's roots or its own
+/// CA file; optionally a client certificate). Cheap to clone; follows no redirect; reads no
+/// proxy from the environment. The one client of the project (issue 35 item 2): the same
+/// `reqwest` client rmcp's streamable HTTP transport takes ([`FetchClient::reqwest`]).
 ///
 /// ```
 /// # async fn run() -> Result<(), String> {
@@ -46,7 +81,7 @@ type Connector = HttpConnector;
 /// ```
 #[derive(Clone, Debug)]
 pub struct FetchClient {
-    client: Client<Connector, Full<Bytes>>,
+    client: reqwest::Client,
 }
 
 /// What a server answered: its status and its body (bounded).
@@ -67,11 +102,35 @@ impl FetchClient {
     /// A CA file that cannot be read or holds no usable certificate; a CA file in a build
     /// without the `tls` feature.
     pub fn new(ca_file: Option<&Path>) -> Result<Self, String> {
-        let connector = connector(ca_file)?;
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        Self::with_tls(&OutboundTls {
+            ca_file: ca_file.map(Path::to_path_buf),
+            client_identity: None,
+        })
+    }
+
+    /// A client with these TLS settings (read now).
+    ///
+    /// # Errors
+    ///
+    /// A CA file, certificate or key that cannot be read or used; TLS settings in a build
+    /// without the `tls` feature.
+    pub fn with_tls(tls: &OutboundTls) -> Result<Self, String> {
+        let builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(30));
+        let builder = tls_backend(builder, tls)?;
+        let client = builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))?;
         Ok(Self { client })
+    }
+
+    /// The `reqwest` client itself, for a transport that takes one (rmcp's streamable HTTP
+    /// client): the same TLS settings, the same redirect and proxy policy.
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.client
     }
 
     /// `GET url` with `headers`, the answer's body read up to `limit` bytes, all within
@@ -125,15 +184,13 @@ impl FetchClient {
         if !TLS && toolgate_engine::jwt::is_https(url) {
             return Err(no_tls(url));
         }
-        let mut request = Request::builder().method(method).uri(url);
+        let mut request = self.client.request(method, url);
         for (name, value) in headers {
             request = request.header(name, value);
         }
-        let request = request
-            .body(Full::new(body))
-            .map_err(|e| format!("`{url}` makes no HTTP request: {e}"))?;
+        let request = request.body(body);
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
+            let mut response = request.send().await.map_err(|e| {
                 let why = chain(&e);
                 if why.contains("invalid peer certificate") {
                     format!(
@@ -146,26 +203,26 @@ impl FetchClient {
             let status = response.status().as_u16();
             let too_large = || format!("the answer is larger than the {limit} bytes read");
             if response
-                .headers()
-                .get(hyper::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok())
+                .content_length()
                 .is_some_and(|n| n > limit as u64)
             {
                 return Err(too_large());
             }
-            let body = Limited::new(response.into_body(), limit)
-                .collect()
+            let mut body = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
                 .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        too_large()
-                    } else {
-                        format!("the answer could not be read: {}", chain(&*e))
-                    }
-                })?
-                .to_bytes();
-            Ok(Fetched { status, body })
+                .map_err(|e| format!("the answer could not be read: {}", chain(&e)))?
+            {
+                if body.len() + chunk.len() > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Fetched {
+                status,
+                body: Bytes::from(body),
+            })
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(done) => done,
@@ -212,37 +269,94 @@ pub fn check_fetch_url(url: &str) -> Result<(), String> {
 }
 
 #[cfg(not(feature = "tls"))]
-fn connector(ca_file: Option<&Path>) -> Result<Connector, String> {
-    if let Some(p) = ca_file {
+fn tls_backend(
+    builder: reqwest::ClientBuilder,
+    tls: &OutboundTls,
+) -> Result<reqwest::ClientBuilder, String> {
+    if let Some(p) = tls.ca_file.as_ref().or(tls.client_identity.as_ref().map(|(c, _)| c)) {
         return Err(format!(
-            "`{}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so a CA file is of no use",
+            "`{}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so TLS settings are of no use",
             p.display()
         ));
     }
-    Ok(HttpConnector::new())
+    Ok(builder)
 }
 
+/// The rustls configuration of `tls` (the `ring` provider, TLS 1.2 and 1.3), handed to
+/// reqwest preconfigured: the one place outbound TLS is set up.
 #[cfg(feature = "tls")]
-fn connector(ca_file: Option<&Path>) -> Result<Connector, String> {
+fn tls_backend(
+    builder: reqwest::ClientBuilder,
+    tls: &OutboundTls,
+) -> Result<reqwest::ClientBuilder, String> {
+    Ok(builder.tls_backend_preconfigured(client_config(tls)?))
+}
+
+/// The rustls client configuration of `tls`.
+///
+/// # Errors
+///
+/// A CA file, a client certificate or a key that cannot be read or used.
+#[cfg(feature = "tls")]
+pub fn client_config(tls: &OutboundTls) -> Result<rustls::ClientConfig, String> {
     use std::sync::Arc;
-    let roots = match ca_file {
+    let roots = match &tls.ca_file {
         Some(path) => ca_roots(path)?,
         None => system_roots(),
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_connect_timeout(Some(Duration::from_secs(5)));
-    Ok(hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http))
+        .with_root_certificates(roots);
+    let mut config = match &tls.client_identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key_file)) => {
+            let (chain, key) = client_identity(cert, key_file)?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                format!(
+                    "the client certificate `{}` and key `{}` cannot be used together: {e}",
+                    cert.display(),
+                    key_file.display()
+                )
+            })?
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A client certificate chain and its key, from PEM files.
+#[cfg(feature = "tls")]
+fn client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<
+    (
+        Vec<rustls_pki_types::CertificateDer<'static>>,
+        rustls_pki_types::PrivateKeyDer<'static>,
+    ),
+    String,
+> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let read = |p: &Path, what: &str| {
+        std::fs::read(p).map_err(|e| format!("cannot read the {what} `{}`: {e}", p.display()))
+    };
+    let text = read(cert, "client certificate")?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the client certificate `{}` is not PEM: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "the client certificate `{}` holds no certificate",
+            cert.display()
+        ));
+    }
+    let text = read(key, "client key")?;
+    let key = PrivateKeyDer::from_pem_slice(&text)
+        .map_err(|e| format!("the client key `{}` is not a PEM private key: {e}", key.display()))?;
+    Ok((chain, key))
 }
 
 /// The CA certificates of the PEM file at `path`.

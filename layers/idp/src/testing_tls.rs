@@ -111,6 +111,109 @@ impl TestCa {
     }
 }
 
+impl ServerCert {
+    /// Writes the certificate (PEM) to `dir/<name>.pem` and its key (PEM, PKCS #8) to
+    /// `dir/<name>.key`, and gives both paths: a client certificate for mutual TLS.
+    pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let pem = |label: &str, der: &[u8]| {
+            use std::fmt::Write as _;
+            let b64 = base64_encode(der);
+            let mut out = format!("-----BEGIN {label}-----\n");
+            for line in b64.as_bytes().chunks(64) {
+                let _ = writeln!(out, "{}", String::from_utf8_lossy(line));
+            }
+            let _ = writeln!(out, "-----END {label}-----");
+            out
+        };
+        let cert = dir.join(format!("{name}.pem"));
+        let key = dir.join(format!("{name}.key"));
+        let chain: String = self
+            .chain
+            .iter()
+            .map(|c| pem("CERTIFICATE", c.as_ref()))
+            .collect();
+        std::fs::write(&cert, chain).expect("write the certificate");
+        std::fs::write(&key, pem("PRIVATE KEY", self.key.secret_der())).expect("write the key");
+        (cert, key)
+    }
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A loopback TLS front for a plain TCP server at `upstream`: each connection's TLS is
+/// terminated with `cert` (and, with `client_ca`, only a client presenting a certificate
+/// that CA signed is let in: mutual TLS), and its bytes copied both ways. Gives the
+/// front's address.
+pub async fn tls_front(
+    cert: ServerCert,
+    client_ca: Option<&TestCa>,
+    upstream: std::net::SocketAddr,
+) -> std::net::SocketAddr {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("versions");
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(ca.issuer.der().clone())
+                .expect("the CA as a root");
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .expect("client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(cert.chain, cert.key)
+        .expect("server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut plain) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    addr
+}
+
 fn server_config(cert: ServerCert) -> Arc<rustls::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Arc::new(

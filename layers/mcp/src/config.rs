@@ -59,6 +59,12 @@ pub(crate) enum Transport {
         headers: Vec<(String, SecretSource)>,
         /// OAuth 2.0 client credentials: an access token fetched when connecting.
         oauth: Option<OAuthClientCredentials>,
+        /// Trust only the CA certificates of this PEM file (else the system's roots).
+        ca_file: Option<PathBuf>,
+        /// Mutual TLS: a client certificate chain and its key (PEM files).
+        client_identity: Option<(PathBuf, PathBuf)>,
+        /// Plain `http://` to a host that is not loopback, opted into for this server.
+        plain_http: bool,
     },
     /// A transport handed to [`McpGateway::connect_with`](crate::McpGateway::connect_with).
     Custom,
@@ -156,18 +162,32 @@ impl McpServerConfig {
         )
     }
 
-    /// A server reached over streamable HTTP at `url` (`http://` only: this crate carries
-    /// no TLS stack).
+    /// A server reached over streamable HTTP at `url`: `https://` (rustls, with the `tls`
+    /// feature: the system's roots, or only a [`ca_file`](Self::ca_file)'s, optionally a
+    /// [client certificate](Self::client_identity)), or plain `http://` to a loopback host —
+    /// to any other host only when [`plain_http`](Self::plain_http) opts this server in
+    /// (issue 35 item 1; checked when connecting and by [`url_problem`](Self::url_problem)).
+    ///
+    /// ```
+    /// use toolgate_mcp::McpServerConfig;
+    /// let remote = McpServerConfig::streamable_http("docs", "https://mcp.example.com/mcp").unwrap();
+    /// assert_eq!(remote.url_problem(), None);
+    /// let plain = McpServerConfig::streamable_http("lan", "http://10.0.0.7/mcp").unwrap();
+    /// assert!(plain.url_problem().unwrap().contains("plain_http"));
+    /// assert_eq!(plain.plain_http(true).url_problem(), None);
+    /// assert!(McpServerConfig::streamable_http("x", "ftp://x").is_err());
+    /// ```
     pub fn streamable_http(
         id: impl Into<String>,
         url: impl Into<String>,
     ) -> Result<Self, ConfigError> {
         let id = id.into();
         let url = url.into();
-        if !url.starts_with("http://") {
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("http" | "https")) {
             return Err(ConfigError {
                 path: format!("servers.{id}.url"),
-                message: format!("`{url}` is not an `http://` URL"),
+                message: format!("`{url}` is not an `https://` or `http://` URL"),
             });
         }
         Self::new(
@@ -176,8 +196,100 @@ impl McpServerConfig {
                 url,
                 headers: Vec::new(),
                 oauth: None,
+                ca_file: None,
+                client_identity: None,
+                plain_http: false,
             },
         )
+    }
+
+    /// Trusts only the CA certificates of this PEM file for the server's `https://` URL.
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        if let Transport::StreamableHttp { ca_file, .. } = &mut self.transport {
+            *ca_file = Some(path.into());
+        }
+        self
+    }
+
+    /// Presents this client certificate chain and key (PEM files) to the server: mutual TLS.
+    #[must_use]
+    pub fn client_identity(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        if let Transport::StreamableHttp {
+            client_identity, ..
+        } = &mut self.transport
+        {
+            *client_identity = Some((cert.into(), key.into()));
+        }
+        self
+    }
+
+    /// Opts this server into plain `http://` to a host that is not loopback: its calls and
+    /// their results cross the network unencrypted.
+    #[must_use]
+    pub fn plain_http(mut self, allowed: bool) -> Self {
+        if let Transport::StreamableHttp { plain_http, .. } = &mut self.transport {
+            *plain_http = allowed;
+        }
+        self
+    }
+
+    /// Why the server's URL is not one toolgate connects to as configured: an `http://` URL
+    /// to a host that is not loopback without [`plain_http`](Self::plain_http), credentials
+    /// in the address, no host. `None` for a stdio or custom server.
+    pub fn url_problem(&self) -> Option<String> {
+        let Transport::StreamableHttp {
+            url, plain_http, ..
+        } = &self.transport
+        else {
+            return None;
+        };
+        let why = toolgate_engine::jwt::fetch_url_problem(url)?;
+        let http = url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        // Only the plain-HTTP refusal is the operator's to lift; a bad address is not.
+        let address = why.contains("in its address") || why.contains("names no host");
+        if address || !http {
+            return Some(why);
+        }
+        if *plain_http {
+            return None;
+        }
+        Some(format!(
+            "`{url}` is plain `http://` to a host that is not loopback: the server's calls and results would cross the network unencrypted; use `https://`, or set `plain_http: true` on this server to opt it in"
+        ))
+    }
+
+    /// The trust of the server's `https://` URL, in words (for `check`); `None` for a stdio
+    /// or plain-`http://` server.
+    pub fn trust(&self) -> Option<String> {
+        let Transport::StreamableHttp {
+            url,
+            ca_file,
+            client_identity,
+            ..
+        } = &self.transport
+        else {
+            return None;
+        };
+        if !url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        {
+            return None;
+        }
+        let roots = match ca_file {
+            Some(p) => format!("the CA certificates of `{}` only", p.display()),
+            None => String::from("the system's root certificates"),
+        };
+        Some(match client_identity {
+            Some((cert, _)) => format!(
+                "TLS trusting {roots}, presenting the client certificate `{}`",
+                cert.display()
+            ),
+            None => format!("TLS trusting {roots}"),
+        })
     }
 
     /// A server whose transport is handed to
@@ -354,9 +466,27 @@ impl McpServerConfig {
         };
         match &mut self.transport {
             Transport::Stdio { env_secrets, .. } => resolve(env_secrets),
-            Transport::StreamableHttp { headers, oauth, .. } => {
+            Transport::StreamableHttp {
+                headers,
+                oauth,
+                ca_file,
+                client_identity,
+                ..
+            } => {
                 resolve(headers);
                 *oauth = oauth.take().map(|o| o.relative_to(dir));
+                let at = |p: &mut PathBuf| {
+                    if p.is_relative() {
+                        *p = dir.join(&*p);
+                    }
+                };
+                if let Some(p) = ca_file {
+                    at(p);
+                }
+                if let Some((cert, key)) = client_identity {
+                    at(cert);
+                    at(key);
+                }
             }
             Transport::Custom => {}
         }
@@ -583,7 +713,8 @@ mod tests {
 
     #[test]
     fn http_urls_only() {
-        assert!(McpServerConfig::streamable_http("a", "https://x").is_err());
+        assert!(McpServerConfig::streamable_http("a", "ftp://x").is_err());
+        assert!(McpServerConfig::streamable_http("a", "https://x").is_ok());
         assert!(McpServerConfig::streamable_http("a", "http://127.0.0.1:1/mcp").is_ok());
     }
 

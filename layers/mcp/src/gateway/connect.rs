@@ -122,15 +122,34 @@ impl McpGateway {
                 url,
                 headers,
                 oauth,
+                ca_file,
+                client_identity,
+                ..
             } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                // Issue 35 item 1: `https://`, or plain `http://` to loopback or where the
+                // operator opted this server in; checked again here for a config made in code.
+                if let Some(why) = config.url_problem() {
+                    return Err(GatewayError::Config(format!("servers.{id}.url: {why}")));
+                }
+                // The project's one outbound client (issue 35 item 2), with this server's TLS.
+                let tls = toolgate_idp::OutboundTls {
+                    ca_file,
+                    client_identity,
+                };
+                let client = toolgate_idp::FetchClient::with_tls(&tls)
+                    .map_err(|e| GatewayError::Config(format!("servers.{id}: {e}")))?;
                 let custom = super::http::secret_headers(&id, &headers)?;
                 let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let Some(oauth) = oauth else {
-                    let transport = StreamableHttpClientTransport::from_config(transport_config);
-                    return self.connect_with(config, transport).await;
+                    let transport = StreamableHttpClientTransport::with_client(
+                        client.reqwest().clone(),
+                        transport_config,
+                    );
+                    let connected = self.connect_with(config, transport).await;
+                    return with_tls_reason(connected, &client, &url).await;
                 };
                 if headers
                     .iter()
@@ -143,18 +162,16 @@ impl McpGateway {
                 let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
                 // The first token now: a token endpoint that refuses fails connecting.
                 tokens.current().await.map_err(connect_err)?;
-                let http = reqwest::Client::builder()
-                    .pool_max_idle_per_host(0)
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .map_err(|e| connect_err(format!("cannot build an HTTP client: {e}")))?;
                 let client = super::http::OAuthHttpClient {
-                    http,
+                    http: client.reqwest().clone(),
                     tokens: Arc::new(tokens),
                 };
+                let probe = toolgate_idp::FetchClient::with_tls(&tls)
+                    .map_err(|e| GatewayError::Config(format!("servers.{id}: {e}")))?;
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                self.connect_with(config, transport).await
+                let connected = self.connect_with(config, transport).await;
+                with_tls_reason(connected, &probe, &url).await
             }
             #[cfg(not(feature = "http"))]
             Transport::StreamableHttp { .. } => Err(GatewayError::Config(format!(
@@ -200,7 +217,7 @@ impl McpGateway {
                 Ok(Err(e)) => {
                     return Err(GatewayError::Connect {
                         server: id,
-                        message: e.to_string(),
+                        message: error_chain(&e),
                     });
                 }
                 Err(_) => {
@@ -297,4 +314,54 @@ fn command_line(program: &std::path::Path, args: &[String]) -> String {
         .chain(args.iter().map(|a| word(a)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// An error and each of its sources, once each: a TLS failure's reason (an unknown CA, a
+/// name the certificate is not for) is several levels below the transport's own message.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let said = err.to_string();
+        if !parts.iter().any(|p| p.contains(&said)) {
+            parts.push(said);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
+/// A failed connection to an `https://` server, with the TLS reason when there is one: the
+/// transport keeps only its own message, so one plain request through the same client says
+/// why (an unknown CA, a name the certificate is not for, no client certificate).
+#[cfg(feature = "http")]
+async fn with_tls_reason(
+    connected: Result<DriftEvent, GatewayError>,
+    client: &toolgate_idp::FetchClient,
+    url: &str,
+) -> Result<DriftEvent, GatewayError> {
+    let Err(GatewayError::Connect { server, message }) = connected else {
+        return connected;
+    };
+    let https = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    let reason = if https {
+        client
+            .get(url, &[], 1024, Duration::from_secs(5))
+            .await
+            .err()
+            .filter(|why| {
+                why.contains("certificate") || why.contains("handshake") || why.contains("tls")
+            })
+    } else {
+        None
+    };
+    Err(GatewayError::Connect {
+        server,
+        message: match reason {
+            Some(why) => format!("{message} (TLS: {why})"),
+            None => message,
+        },
+    })
 }

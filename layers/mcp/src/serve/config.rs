@@ -461,7 +461,7 @@ mod tests {
         let p = paths(json!({
             "servers": {
                 "a": {"command": "node", "args": [1], "colour": 2},
-                "b": {"url": "https://x"},
+                "b": {"url": "http://10.0.0.1/mcp"},
                 "c": {},
                 "d": {"command": "x", "url": "http://127.0.0.1:1/"}
             },

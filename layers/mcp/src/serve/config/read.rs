@@ -28,7 +28,11 @@ pub(super) const SERVER: &[&str] = &[
     "oauth",
     "confidential",
     "network",
+    "tls",
+    "plain_http",
 ];
+
+pub(super) const TLS: &[&str] = &["ca_file", "client_cert", "client_key"];
 
 pub(super) const OAUTH: &[&str] = &[
     "token_url",
@@ -214,6 +218,22 @@ pub(super) fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Optio
                 }
                 seen.push(name.clone());
                 c = c.header(name, source);
+            }
+            // Issue 35 item 1: the server's TLS, and plain HTTP opted into by name.
+            if let Some(t) = obj.get("tls") {
+                c = read_tls(c, t, &format!("{path}.tls"), errs);
+            }
+            if let Some(v) = obj.get("plain_http") {
+                match v {
+                    Value::Bool(b) => c = c.plain_http(*b),
+                    other => errs.push(
+                        format!("{path}.plain_http"),
+                        format!("expected `true` or `false`, found {other}"),
+                    ),
+                }
+            }
+            if let Some(why) = c.url_problem() {
+                errs.push(format!("{path}.url"), why);
             }
             if let Some(o) = obj.get("oauth")
                 && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
@@ -451,4 +471,47 @@ pub(crate) fn read_secret(
             None
         }
     }
+}
+
+/// `mcp.servers.<id>.tls` (issue 35 item 1): `ca_file` (trust only its CA certificates),
+/// `client_cert` and `client_key` (mutual TLS, both or neither).
+fn read_tls(
+    mut c: McpServerConfig,
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> McpServerConfig {
+    let Some(obj) = v.as_object() else {
+        errs.push(
+            path,
+            format!("expected an object with `ca_file`, `client_cert`, `client_key`, found {v}"),
+        );
+        return c;
+    };
+    unknown_fields(obj, path, TLS, errs);
+    let mut file = |key: &str| {
+        obj.get(key)
+            .and_then(|f| string(f, &format!("{path}.{key}"), errs))
+            .map(std::path::PathBuf::from)
+    };
+    let (ca, cert, key) = (file("ca_file"), file("client_cert"), file("client_key"));
+    if let Some(ca) = ca {
+        c = c.ca_file(ca);
+    }
+    match (cert, key) {
+        (Some(cert), Some(key)) => c = c.client_identity(cert, key),
+        (None, None) => {}
+        (Some(_), None) => errs.push(
+            format!("{path}.client_key"),
+            "missing: `client_cert` needs its `client_key`",
+        ),
+        (None, Some(_)) => errs.push(
+            format!("{path}.client_cert"),
+            "missing: `client_key` needs its `client_cert`",
+        ),
+    }
+    if c.trust().is_none() && obj.keys().next().is_some() {
+        errs.push(path, "`tls` applies only to an `https://` `url`");
+    }
+    c
 }
