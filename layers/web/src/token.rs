@@ -6,13 +6,9 @@ pub(crate) fn random_hex(bytes: usize) -> String {
     toolgate_core::id::random_hex(bytes).unwrap_or_default()
 }
 
-/// Equality that takes the same time wherever the strings differ (for equal lengths).
+/// Equality that takes the same time wherever the strings differ (for equal lengths), by
+/// `subtle`'s constant-time comparison; an empty string never matches.
 pub(crate) fn same(a: &str, b: &str) -> bool {
-    if a.is_empty() || a.len() != b.len() {
-        return false;
-    }
-    a.bytes()
-        .zip(b.bytes())
-        .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    use subtle::ConstantTimeEq as _;
+    !a.is_empty() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
