@@ -111,6 +111,7 @@ pub mod exposure;
 mod filter;
 pub mod future;
 mod handle;
+pub mod hosted;
 pub mod permit;
 pub mod redact;
 pub mod scrub;
