@@ -339,6 +339,24 @@ impl McpGateway {
     /// is registered (issue 33 item 12: the gateway lists and holds only what it can send).
     /// The refusal says why not (`unknown_tool`).
     #[cfg(feature = "serve")]
+    /// The MCP Apps part of a tool's `_meta` as its server listed it (issue 35 item 10):
+    /// the `ui` object (and the older flat `ui/resourceUri` key), nothing else of `_meta`;
+    /// `None` when the tool has none or is not listed.
+    pub(crate) fn app_meta(
+        &self,
+        tool: &toolgate_core::ToolRef,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        let state = self.inner.state.load();
+        let (_, listed) = crate::service::resolve(&state, tool).ok()?;
+        let meta = listed.listed.meta.as_ref()?;
+        let kept: serde_json::Map<String, serde_json::Value> = meta
+            .iter()
+            .filter(|(k, _)| *k == "ui" || *k == "ui/resourceUri")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        (!kept.is_empty()).then_some(kept)
+    }
+
     pub(crate) fn sendable(
         &self,
         tool: &toolgate_core::ToolRef,

@@ -316,6 +316,15 @@ impl Shared {
         cat
     }
 
+    /// Whether `agent` may read the resource at `uri` (its owner found as `resources/read`
+    /// finds it, then the content policy), recording nothing: for listings.
+    pub(super) async fn may_read_uri(&self, agent: &str, uri: &str) -> bool {
+        match self.owner_of(uri).await {
+            Ok((server, name, _)) => self.content_verdict(agent, &server, &name, true).is_ok(),
+            Err(_) => false,
+        }
+    }
+
     /// Why `agent` may not see the resource (or prompt) `name` of `server`, if it may not.
     fn content_verdict(
         &self,

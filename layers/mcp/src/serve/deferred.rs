@@ -181,7 +181,15 @@ pub(super) fn search_result(
             }
         },
     };
-    let found = index.search(query, limit);
+    // MCP Apps references are judged per agent only in `tools/list`: a search gives none.
+    let found: Vec<Tool> = index
+        .search(query, limit)
+        .into_iter()
+        .map(|mut t| {
+            t.meta = None;
+            t
+        })
+        .collect();
     let text = if found.is_empty() {
         format!("no tool you may use matches `{query}`")
     } else {

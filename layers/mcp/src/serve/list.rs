@@ -117,6 +117,12 @@ impl Shared {
                     .sendable(&toolgate::core::ToolRef::Name(t.name.to_string()))
                     .is_ok()
             })
+            .map(|mut t| {
+                // Issue 35 item 10: an MCP App's UI reference, judged per agent when listed.
+                let name = toolgate::core::ToolRef::Name(t.name.to_string());
+                t.meta = self.gateway.app_meta(&name).map(Into::into);
+                t
+            })
             .collect();
         // `mcp.wire_names`: what the client is shown, by own names in `"own"` mode.
         let tools = self.wire.list(&governance, sendable);
@@ -175,6 +181,36 @@ impl Shared {
         };
         for to in due {
             to.tools_changed().await;
+        }
+    }
+}
+
+/// The `ui://` resources a tool's `_meta` refers to (MCP Apps): `ui.resourceUri`, and the
+/// older flat `ui/resourceUri`.
+pub(super) fn ui_resources(meta: &rmcp::model::MetaObject) -> Vec<String> {
+    let nested = meta
+        .get("ui")
+        .and_then(|u| u.get("resourceUri"))
+        .and_then(Value::as_str);
+    let flat = meta.get("ui/resourceUri").and_then(Value::as_str);
+    nested.into_iter().chain(flat).map(str::to_owned).collect()
+}
+
+impl Shared {
+    /// Issue 35 item 10: each listed tool's MCP Apps reference kept only when `agent` may
+    /// read the `ui://` resource it names (the same content policy as `resources/read`); a
+    /// reference to one it may not read, or that no server lists, is removed from the
+    /// listing (the tool stays).
+    pub(super) async fn apps_for(&self, agent: &str, tools: &mut [Tool]) {
+        for tool in tools.iter_mut() {
+            let Some(meta) = &tool.meta else { continue };
+            let mut readable = true;
+            for uri in ui_resources(meta) {
+                readable &= self.may_read_uri(agent, &uri).await;
+            }
+            if !readable {
+                tool.meta = None;
+            }
         }
     }
 }

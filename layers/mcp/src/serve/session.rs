@@ -280,9 +280,9 @@ impl ServerHandler for GovernedSession {
         if self.shared.deferred {
             return Ok(ListToolsResult::with_all_items(deferred::meta_tools()));
         }
-        Ok(ListToolsResult::with_all_items(Arc::unwrap_or_clone(
-            listed.tools,
-        )))
+        let mut tools = Arc::unwrap_or_clone(listed.tools);
+        self.shared.apps_for(&agent, &mut tools).await;
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     /// `tools/call`: the governed run, boxed (issue 26). rmcp spawns a task per request
