@@ -177,6 +177,7 @@ fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
         turn: None,
         ticket: None,
         target: None,
+        approvals: 1,
     };
     toolgate_inbox::NewHeldCall::from_request(
         &request,

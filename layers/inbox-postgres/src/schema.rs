@@ -132,6 +132,20 @@ ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_subject TEXT;
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_issuer TEXT;
 ";
 
+/// Four eyes (R51): how many distinct people must approve each held call, and the approvals
+/// given so far to one that needs several (a JSON array as text, one element per person:
+/// name, principal, time, key, and the input and definition hashes approved). Like
+/// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under the migration
+/// lock, to an inbox that lacks them (calls held before need one approval). A program that
+/// does not know them ignores them, so every instance sharing an inbox must know them
+/// before a rule asks for more than one approval: a call such a program approved with one
+/// answer is never claimed by one that knows them.
+pub(crate) const APPROVALS_COLUMNS: &str = "
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approvals_needed INTEGER NOT NULL DEFAULT 1
+    CHECK (approvals_needed BETWEEN 1 AND 5);
+ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approvals_json TEXT;
+";
+
 /// The shadow tenant policy (R46), one row beside `stored_policy`, announced on the same
 /// channel (`policy <updatedAt>`, so a running gate's watch looks again). Like
 /// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds it, under the migration
@@ -419,6 +433,19 @@ pub(crate) async fn migrate(
                 .await
                 .map_err(err)?;
         }
+        // Looked up first, like the columns above.
+        let four_eyes: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'held_calls' AND column_name = 'approvals_json')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !four_eyes {
+            tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
+        }
         if !exists("grants").await.map_err(err)? {
             tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         }
@@ -466,6 +493,7 @@ pub(crate) async fn migrate(
         tx.batch_execute(APPROVER_PRINCIPAL_COLUMNS)
             .await
             .map_err(err)?;
+        tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
         tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
             .await
             .map_err(err)?;

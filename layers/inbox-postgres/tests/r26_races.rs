@@ -97,6 +97,7 @@ async fn r26_fifty_concurrent_approvals_with_distinct_keys_have_exactly_one_winn
             approver: approver.into(),
             reason: None,
             principal: None,
+            binding: None,
         };
         let again = inbox
             .store()

@@ -84,6 +84,12 @@ impl ApprovalChannel for InboxChannel {
         ChannelKind::Inbox
     }
 
+    /// R51: a held call records how many people must approve it, and is `approved` only
+    /// when that many distinct people did ([`crate::MAX_APPROVALS`] at most).
+    fn approvals_gathered(&self) -> u8 {
+        crate::model::MAX_APPROVALS
+    }
+
     fn request(&self, request: ApprovalRequest) -> BoxFuture<ApprovalOutcome> {
         let verified = self.request_verified(request);
         Box::pin(async move { verified.await.outcome })
@@ -209,8 +215,27 @@ async fn redeem(
             ));
         }
     }
-    let approver = record.approver.clone().unwrap_or_default();
+    // R51: the names of everyone whose approval counted.
+    let approver = record.approved_by();
     let held = &record.call;
+    // R51: sent only when as many distinct people approved as the call needs: a call marked
+    // `approved` with fewer (by a program that does not gather approvals) is never sent.
+    if !record.has_every_approval() {
+        return refused(format!(
+            "held call `{id}` needs {} approvals from distinct people and has {}; it is not sent",
+            record.approvals_needed(),
+            record.counted_approvals().len()
+        ));
+    }
+    // R38, R51: the approval answers only the question it was asked; a fresh decision that
+    // needs more people than approved it is a new question.
+    if request.approvals > record.approvals_needed() {
+        return refused(format!(
+            "approved by {approver}, but the call now needs {} approvals from distinct people (R51) and held call `{id}` was approved as a call that needs {}; the call will be asked about again",
+            request.approvals,
+            record.approvals_needed()
+        ));
+    }
     if !held.tool.eq_ignore_ascii_case(&request.tool) {
         return refused(format!(
             "held call `{id}` approved `{}`, not `{}`",
@@ -264,7 +289,12 @@ async fn redeem(
         Ok(c) => {
             *answered_by = c.approver_principal;
             ApprovalOutcome::Approved {
-                approver: c.approver,
+                // R51: everyone whose approval counted, by name.
+                approver: if record.approvals_needed() > 1 {
+                    approver
+                } else {
+                    c.approver
+                },
             }
         }
         Err(ClaimError::UnknownId(_)) => {

@@ -127,6 +127,25 @@ pub fn run_mode_from(s: &str) -> Result<RunMode, String> {
     RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
 }
 
+/// Reads a stored number of approvals needed (R51) back: 1 to
+/// [`MAX_APPROVALS`](crate::MAX_APPROVALS); anything else makes the record unreadable
+/// (never read as fewer).
+///
+/// ```
+/// assert_eq!(toolgate_inbox::codec::approvals_needed_from(2), Ok(2));
+/// assert!(toolgate_inbox::codec::approvals_needed_from(0).is_err());
+/// assert!(toolgate_inbox::codec::approvals_needed_from(6).is_err());
+/// ```
+pub fn approvals_needed_from(n: i64) -> Result<u8, String> {
+    match u8::try_from(n) {
+        Ok(n) if (1..=crate::model::MAX_APPROVALS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "the call needs {n} approvals, not a number from 1 to {}",
+            crate::model::MAX_APPROVALS
+        )),
+    }
+}
+
 /// The body stored for a policy: its document without `updatedAt`, every number as
 /// written (an integer past 64 bits keeps its digits, R20).
 pub fn policy_body(policy: &Policy) -> String {

@@ -86,6 +86,16 @@ pub enum AnswerError {
     /// The idempotency key or the approver's name is empty, or a text contains a NUL
     /// character ([`Answer::validate`](crate::Answer::validate)).
     Invalid(String),
+    /// An approval bound to an input or a definition that the held call does not hold (R35,
+    /// [`Answer::bound`](crate::Answer::bound)): nothing was recorded.
+    NotAsShown {
+        /// The held call.
+        id: String,
+        /// The input differs from the one shown.
+        input: bool,
+        /// The tool's definition differs from the one shown.
+        definition: bool,
+    },
     /// The store failed.
     Store(InboxError),
 }
@@ -118,6 +128,21 @@ impl fmt::Display for AnswerError {
                 "held call `{id}` expired before it was answered; the answer is refused"
             ),
             AnswerError::Invalid(why) => f.write_str(why),
+            AnswerError::NotAsShown {
+                id,
+                input,
+                definition,
+            } => {
+                let what = match (input, definition) {
+                    (true, true) => "its input and the tool's definition differ",
+                    (true, false) => "its input differs",
+                    _ => "the tool's definition differs",
+                };
+                write!(
+                    f,
+                    "held call `{id}` is not the call that was approved: {what} from what was shown (R35); look at the call again; nothing was approved"
+                )
+            }
             AnswerError::Store(e) => write!(f, "{e}"),
         }
     }

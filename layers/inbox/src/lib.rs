@@ -163,8 +163,9 @@ pub use grants::{
     new_grant_id, summary_line as grant_summary_line,
 };
 pub use model::{
-    Answer, AnswerReceipt, CallResult, Claim, Claimed, Completion, HeldRecord, Holding,
-    MAX_REASON_CHARS, NewHeldCall, Outcome, State, StoredPolicy, Timestamp, TurnState,
+    Answer, AnswerBinding, AnswerReceipt, CallResult, Claim, Claimed, Completion, GivenApproval,
+    HeldRecord, Holding, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall, Outcome, State,
+    StoredPolicy, Timestamp, TurnState, waits_for,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, ShadowPoll, load_policy_state, load_shadow_policy,

@@ -203,6 +203,9 @@ pub struct NewHeldCall {
     /// The execution target the gate captured (seed 000, issue 24), shown first; `None`
     /// when the tool's declaration names none (or the store keeps none).
     pub target: Option<toolgate_core::ExecutionTarget>,
+    /// How many distinct people must approve the call before it is sent (R51), from 1 to
+    /// [`MAX_APPROVALS`]: the gate's decision, kept with the call.
+    pub approvals: u8,
 }
 
 impl NewHeldCall {
@@ -213,6 +216,12 @@ impl NewHeldCall {
         now: Timestamp,
         ttl: Duration,
     ) -> Result<Self, String> {
+        if request.approvals > MAX_APPROVALS {
+            return Err(format!(
+                "the call needs {} approvals from distinct people, and an inbox gathers at most {MAX_APPROVALS}",
+                request.approvals
+            ));
+        }
         let input_canonical = canon::canonical_json(&request.input)
             .ok_or_else(|| String::from("the input cannot be canonicalised"))?;
         let input_hash = canon::sha256_hex(input_canonical.as_bytes());
@@ -245,6 +254,7 @@ impl NewHeldCall {
             created_at: now,
             expires_at: now.saturating_add(ttl),
             target: request.target.clone(),
+            approvals: request.approvals.max(1),
         })
     }
 }
@@ -277,6 +287,11 @@ pub struct HeldRecord {
     /// identity-provider token (issue 22); `None` for a static-token, header or
     /// command-line approver, and for answers recorded before the store kept it.
     pub approver_principal: Option<Principal>,
+    /// The approvals given so far to a call that needs more than one (R51), in the order
+    /// given, one per person; empty for a call that needs one (its approval is
+    /// [`HeldRecord::approver`]'s). When the last one needed is given the call is
+    /// `approved`, and `approver` names whoever gave it.
+    pub approvals: Vec<GivenApproval>,
     /// The idempotency key of the answer.
     pub answer_key: Option<String>,
     /// The reason given with a denial.
@@ -367,6 +382,242 @@ impl HeldRecord {
     pub fn is_past_expiry(&self, now: Timestamp) -> bool {
         now >= self.call.expires_at
     }
+
+    /// How many distinct people must approve the call (R51): 1 for most calls.
+    pub fn approvals_needed(&self) -> u8 {
+        self.call.approvals.max(1)
+    }
+
+    /// The approvals that count toward [`HeldRecord::approvals_needed`] (R51): those given
+    /// for the input and definition the call holds now (R35), one per person.
+    pub fn counted_approvals(&self) -> Vec<&GivenApproval> {
+        self.approvals
+            .iter()
+            .filter(|a| {
+                a.input_hash == self.call.input_hash
+                    && a.definition_hash == self.call.definition_hash
+            })
+            .collect()
+    }
+
+    /// Whether the approvals the call needs were all given: always for a call that needs
+    /// one and is approved (its one approval is the state), otherwise when as many distinct
+    /// people approved as it needs (R51). A call marked `approved` without them (by a
+    /// program that did not gather them) is never sent.
+    pub fn has_every_approval(&self) -> bool {
+        self.approvals_needed() <= 1
+            || self.counted_approvals().len() >= usize::from(self.approvals_needed())
+    }
+
+    /// The names of those who approved a call that needs several approvals, in the order
+    /// given, joined for a sentence (`alice`, `alice and bob`, `alice, bob and carol`); for a
+    /// call that needs one, its approver.
+    pub fn approved_by(&self) -> String {
+        if self.approvals_needed() <= 1 {
+            return self.approver.clone().unwrap_or_default();
+        }
+        join_names(self.counted_approvals().iter().map(|a| a.approver.as_str()))
+    }
+
+    /// What a person is told about a call that needs several approvals (R51), as every
+    /// surface shows it: `"1 of 2 approvals: alice"`, `"0 of 3 approvals"`. `None` for a
+    /// call that needs one. The names are as recorded: a surface marks hidden characters
+    /// and escapes them as it shows any value.
+    pub fn approvals_line(&self) -> Option<String> {
+        let needed = self.approvals_needed();
+        if needed <= 1 {
+            return None;
+        }
+        let counted = self.counted_approvals();
+        let mut line = format!("{} of {needed} approvals", counted.len());
+        if !counted.is_empty() {
+            line.push_str(": ");
+            line.push_str(
+                &counted
+                    .iter()
+                    .map(|a| a.approver.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+        Some(line)
+    }
+
+    /// How many more people must approve a pending call before it is approved (R51): 0 for
+    /// a call that needs one, and once every approval is given.
+    pub fn approvals_missing(&self) -> u8 {
+        let counted = u8::try_from(self.counted_approvals().len()).unwrap_or(u8::MAX);
+        if self.approvals_needed() <= 1 {
+            0
+        } else {
+            self.approvals_needed().saturating_sub(counted)
+        }
+    }
+
+    /// Whether the person answering with `answer`'s name or principal already approved
+    /// this call (R51: one person's approvals count once).
+    pub fn approved_already_by(&self, approver: &str, principal: Option<&Principal>) -> bool {
+        self.counted_approvals()
+            .iter()
+            .any(|a| a.is_person(approver, principal))
+    }
+}
+
+/// What a call that still needs `missing` approvals waits for (R51): `it waits for one more
+/// person`, `it waits for 2 more people`.
+///
+/// ```
+/// assert_eq!(toolgate_inbox::waits_for(1), "it waits for one more person");
+/// assert_eq!(toolgate_inbox::waits_for(3), "it waits for 3 more people");
+/// ```
+pub fn waits_for(missing: u8) -> String {
+    match missing {
+        1 => String::from("it waits for one more person"),
+        n => format!("it waits for {n} more people"),
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+pub(crate) fn join_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The most approvals one held call can gather (R51): five, the most an `ask` rule may
+/// ask for ([`toolgate_engine::policy::MAX_APPROVALS`]).
+pub const MAX_APPROVALS: u8 = toolgate_engine::policy::MAX_APPROVALS;
+
+/// One person's approval of a call that needs several (R51): who gave it, by name and, for
+/// an identity-provider token, by verified principal (R47), when, with which idempotency
+/// key, and for which input and definition (R35).
+///
+/// Two approvals are **one person's** when they share the name or, both having one, the
+/// principal (issuer and subject). So a person counts once whether they answer by token,
+/// through the command line or as an identity-provider user, and two identity-provider
+/// subjects shown under one name count once: when the two cannot be told apart, the
+/// stricter reading wins.
+///
+/// ```
+/// use toolgate_core::Principal;
+/// use toolgate_inbox::{GivenApproval, Timestamp};
+/// let p = Principal { subject: "u-1".into(), issuer: "https://idp.example".into() };
+/// let a = GivenApproval::new("alice", Some(p.clone()), Timestamp::from_millis(1), "sha256:i", "sha256:d");
+/// assert!(a.is_person("alice", None), "the same name");
+/// assert!(a.is_person("alice@example", Some(&p)), "the same principal");
+/// let other = Principal { subject: "u-2".into(), issuer: "https://idp.example".into() };
+/// assert!(!a.is_person("bob", Some(&other)));
+/// assert!(!a.is_person("bob", None));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenApproval {
+    /// The approver's name.
+    pub approver: String,
+    /// Their verified principal (`sub`, `iss`), when they answered with an identity-provider
+    /// token.
+    pub principal: Option<Principal>,
+    /// When the approval was recorded.
+    pub at: Timestamp,
+    /// The idempotency key it was given with.
+    pub key: Option<String>,
+    /// The hash of the input approved (R35).
+    pub input_hash: String,
+    /// The hash of the tool's definition approved (R35).
+    pub definition_hash: String,
+}
+
+impl GivenApproval {
+    /// An approval by `approver` (with `principal`) at `at` of the input and definition
+    /// with these hashes, without an idempotency key.
+    pub fn new(
+        approver: impl Into<String>,
+        principal: Option<Principal>,
+        at: Timestamp,
+        input_hash: &str,
+        definition_hash: &str,
+    ) -> Self {
+        Self {
+            approver: approver.into(),
+            principal,
+            at,
+            key: None,
+            input_hash: input_hash.to_owned(),
+            definition_hash: definition_hash.to_owned(),
+        }
+    }
+
+    /// Whether `approver` (with `principal`) is the person who gave this approval: the same
+    /// name, or the same verified principal (see [`GivenApproval`]).
+    pub fn is_person(&self, approver: &str, principal: Option<&Principal>) -> bool {
+        self.approver == approver
+            || matches!((&self.principal, principal), (Some(a), Some(b)) if a == b)
+    }
+
+    /// As stored (one element of the held call's approvals, JSON).
+    pub fn to_json(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        o.insert("approver".into(), Value::from(self.approver.clone()));
+        if let Some(p) = &self.principal {
+            o.insert("subject".into(), Value::from(p.subject.clone()));
+            o.insert("issuer".into(), Value::from(p.issuer.clone()));
+        }
+        o.insert("at".into(), Value::from(self.at.as_millis()));
+        if let Some(k) = &self.key {
+            o.insert("key".into(), Value::from(k.clone()));
+        }
+        o.insert("inputHash".into(), Value::from(self.input_hash.clone()));
+        o.insert(
+            "definitionHash".into(),
+            Value::from(self.definition_hash.clone()),
+        );
+        Value::Object(o)
+    }
+
+    /// One approval as [`GivenApproval::to_json`] stored it, or why it cannot be read.
+    pub fn from_json(v: &Value) -> Result<Self, String> {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        let need = |k: &str| text(k).ok_or_else(|| format!("an approval without `{k}`"));
+        let principal = match (text("subject"), text("issuer")) {
+            (Some(subject), Some(issuer)) => Some(Principal { subject, issuer }),
+            (None, None) => None,
+            _ => return Err(String::from("an approval with half a principal")),
+        };
+        Ok(Self {
+            approver: need("approver")?,
+            principal,
+            at: Timestamp::from_millis(
+                v.get("at")
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| String::from("an approval without `at`"))?,
+            ),
+            key: text("key"),
+            input_hash: need("inputHash")?,
+            definition_hash: need("definitionHash")?,
+        })
+    }
+
+    /// The approvals of one held call as stored (a JSON array), `None` for none.
+    pub fn list_to_text(list: &[GivenApproval]) -> Option<String> {
+        if list.is_empty() {
+            return None;
+        }
+        Some(Value::Array(list.iter().map(GivenApproval::to_json).collect()).to_string())
+    }
+
+    /// The approvals of one held call from their stored text (`None`: none), or why they
+    /// cannot be read (the record is then unreadable: never guessed at).
+    pub fn list_from_text(text: Option<&str>) -> Result<Vec<GivenApproval>, String> {
+        let Some(text) = text else {
+            return Ok(Vec::new());
+        };
+        match crate::codec::parse_json(text)? {
+            Value::Array(items) => items.iter().map(GivenApproval::from_json).collect(),
+            _ => Err(String::from("the stored approvals are not a JSON array")),
+        }
+    }
 }
 
 /// The longest reason an answer may carry, in characters (Unicode scalar values): 2,000.
@@ -403,6 +654,35 @@ pub struct Answer {
     /// The answering person's verified principal (`sub`, `iss`), when they signed in with
     /// an identity-provider token (issue 22): kept with the answer and shown beside the name.
     pub principal: Option<Principal>,
+    /// What the person was shown (R35): an approval bound to an input or a definition the
+    /// held call does not hold is refused by the store, in the transaction that would record
+    /// it ([`AnswerError::NotAsShown`](crate::AnswerError::NotAsShown)). `None`: the call as
+    /// held.
+    pub binding: Option<AnswerBinding>,
+}
+
+/// The input and definition an approval answers (R35): the hashes the surface showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerBinding {
+    /// The input's hash as shown.
+    pub input_hash: String,
+    /// The tool's definition hash as shown.
+    pub definition_hash: String,
+}
+
+impl AnswerBinding {
+    /// What `record` shows: its input and definition hashes.
+    pub fn of(record: &HeldRecord) -> Self {
+        Self {
+            input_hash: record.call.input_hash.clone(),
+            definition_hash: record.call.definition_hash.clone(),
+        }
+    }
+
+    /// Whether a held call with these hashes is what was shown.
+    pub fn matches(&self, input_hash: &str, definition_hash: &str) -> bool {
+        self.input_hash == input_hash && self.definition_hash == definition_hash
+    }
 }
 
 impl Answer {
@@ -428,6 +708,7 @@ impl Answer {
             approver: approver.into(),
             reason: None,
             principal: None,
+            binding: None,
         }
     }
 
@@ -439,6 +720,7 @@ impl Answer {
             approver: approver.into(),
             reason,
             principal: None,
+            binding: None,
         }
     }
 
@@ -462,6 +744,27 @@ impl Answer {
     #[must_use]
     pub fn principal(mut self, principal: Option<Principal>) -> Self {
         self.principal = principal;
+        self
+    }
+
+    /// Binds the answer to what the person was shown (R35): the store refuses an approval
+    /// of a held call whose input or definition hash is not these.
+    ///
+    /// ```
+    /// use toolgate_inbox::Answer;
+    /// let a = Answer::approved_by("alice").bound("sha256:i", "sha256:d");
+    /// assert_eq!(a.binding.unwrap().input_hash, "sha256:i");
+    /// ```
+    #[must_use]
+    pub fn bound(
+        mut self,
+        input_hash: impl Into<String>,
+        definition_hash: impl Into<String>,
+    ) -> Self {
+        self.binding = Some(AnswerBinding {
+            input_hash: input_hash.into(),
+            definition_hash: definition_hash.into(),
+        });
         self
     }
 
@@ -566,6 +869,62 @@ pub struct AnswerReceipt {
     pub answered_at: Timestamp,
     /// Whether this was a repeat of an answer already recorded with the same key.
     pub replayed: bool,
+    /// How many distinct people have approved the call, this answer included (R51): for a
+    /// call that needs one, 1 once approved and 0 when denied.
+    pub approvals: u8,
+    /// How many it needs (1 for most calls).
+    pub approvals_needed: u8,
+    /// Whether this person had already approved the call, so this approval changed
+    /// nothing (R51: one person's approvals count once).
+    pub already_approved: bool,
+}
+
+impl AnswerReceipt {
+    /// How many more people must approve before the call is approved (R51): 0 once it is,
+    /// and for a denial.
+    pub fn waiting_for(&self) -> u8 {
+        if self.approved {
+            self.approvals_needed.saturating_sub(self.approvals)
+        } else {
+            0
+        }
+    }
+
+    /// What the approver is told about a call that needs several approvals (R51), `None`
+    /// for a call that needs one: `"recorded: 1 of 2 approvals; it waits for one more
+    /// person"`, `"alice had already approved it: still 1 of 2 approvals (one person's
+    /// approvals count once); it waits for one more person"`, `"recorded: 2 of 2 approvals;
+    /// the call is approved"`.
+    ///
+    /// ```
+    /// use toolgate_inbox::{AnswerReceipt, Timestamp};
+    /// let r = AnswerReceipt { interaction_id: "ia_1".into(), approved: true, approver: "alice".into(),
+    ///     reason: None, answered_at: Timestamp::from_millis(1), replayed: false,
+    ///     approvals: 1, approvals_needed: 2, already_approved: false };
+    /// assert_eq!(r.progress().unwrap(), "recorded: 1 of 2 approvals; it waits for one more person");
+    /// assert_eq!(r.waiting_for(), 1);
+    /// ```
+    pub fn progress(&self) -> Option<String> {
+        if self.approvals_needed <= 1 {
+            return None;
+        }
+        let count = format!("{} of {} approvals", self.approvals, self.approvals_needed);
+        if !self.approved {
+            return Some(format!("denied after {count}; the call will not be sent"));
+        }
+        let then = match self.waiting_for() {
+            0 => String::from("the call is approved"),
+            n => waits_for(n),
+        };
+        if self.already_approved {
+            Some(format!(
+                "{} had already approved it: still {count} (one person's approvals count once); {then}",
+                self.approver
+            ))
+        } else {
+            Some(format!("recorded: {count}; {then}"))
+        }
+    }
 }
 
 /// A claim for sending an approved call: the hashes it will be sent with (R35) and a token
@@ -664,6 +1023,104 @@ mod tests {
             assert_eq!(State::parse(s.as_str()), Some(s));
         }
         assert_eq!(State::parse("Pending"), None);
+    }
+
+    fn record(needed: u8) -> HeldRecord {
+        let mut call = crate::suite::held(serde_json::json!({"n": 1}), Duration::from_secs(60));
+        call.approvals = needed;
+        HeldRecord {
+            call,
+            state: State::Pending,
+            approver: None,
+            approver_principal: None,
+            approvals: vec![],
+            answer_key: None,
+            answer_reason: None,
+            answered_at: None,
+            claimed_by: None,
+            claimed_at: None,
+            result: None,
+            finished_at: None,
+            updated_at: Timestamp::from_millis(1),
+        }
+    }
+
+    #[test]
+    fn r51_the_approvals_line_counts_only_approvals_of_the_input_and_definition_held() {
+        let mut r = record(2);
+        assert_eq!(r.approvals_line().as_deref(), Some("0 of 2 approvals"));
+        let (i, d) = (r.call.input_hash.clone(), r.call.definition_hash.clone());
+        r.approvals.push(GivenApproval::new(
+            "alice",
+            None,
+            Timestamp::from_millis(1),
+            &i,
+            &d,
+        ));
+        assert_eq!(
+            r.approvals_line().as_deref(),
+            Some("1 of 2 approvals: alice")
+        );
+        assert!(!r.has_every_approval());
+        // An approval of another input is not counted (R35).
+        r.approvals.push(GivenApproval::new(
+            "bob",
+            None,
+            Timestamp::from_millis(2),
+            "sha256:other",
+            &d,
+        ));
+        assert_eq!(
+            r.approvals_line().as_deref(),
+            Some("1 of 2 approvals: alice")
+        );
+        assert!(!r.has_every_approval());
+        r.approvals.push(GivenApproval::new(
+            "carol",
+            None,
+            Timestamp::from_millis(3),
+            &i,
+            &d,
+        ));
+        assert_eq!(
+            r.approvals_line().as_deref(),
+            Some("2 of 2 approvals: alice, carol")
+        );
+        assert!(r.has_every_approval());
+        assert_eq!(r.approved_by(), "alice and carol");
+        assert_eq!(record(1).approvals_line(), None);
+    }
+
+    #[test]
+    fn r51_stored_approvals_round_trip_and_a_damaged_list_is_refused() {
+        let p = Principal {
+            subject: "u-1".into(),
+            issuer: "https://idp".into(),
+        };
+        let mut a = GivenApproval::new(
+            "alice",
+            Some(p),
+            Timestamp::from_millis(5),
+            "sha256:i",
+            "sha256:d",
+        );
+        a.key = Some("k".into());
+        let b = GivenApproval::new(
+            "bob",
+            None,
+            Timestamp::from_millis(6),
+            "sha256:i",
+            "sha256:d",
+        );
+        let text = GivenApproval::list_to_text(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(
+            GivenApproval::list_from_text(Some(&text)).unwrap(),
+            vec![a, b]
+        );
+        assert_eq!(GivenApproval::list_to_text(&[]), None);
+        assert_eq!(GivenApproval::list_from_text(None).unwrap(), vec![]);
+        assert!(GivenApproval::list_from_text(Some("{}")).is_err());
+        assert!(GivenApproval::list_from_text(Some(r#"[{"approver": "x"}]"#)).is_err());
     }
 
     #[test]

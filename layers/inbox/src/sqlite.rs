@@ -546,4 +546,60 @@ mod tests {
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
     }
+    /// R51: a file written before held calls recorded how many approvals they need gains
+    /// the columns on open; its calls need one, and keep being answered as before.
+    #[test]
+    fn r51_an_inbox_file_without_the_approvals_columns_gains_them_and_its_calls_need_one() {
+        use crate::suite::held;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inbox.db");
+        let old = held(serde_json::json!({"n": 1}), Duration::from_secs(3600));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = SqliteInbox::open(&path, SqliteOptions::default()).unwrap();
+            store.hold(old.clone()).await.unwrap();
+        });
+        {
+            // The file as the program before this one left it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE held_calls DROP COLUMN approvals_needed; \
+                 ALTER TABLE held_calls DROP COLUMN approvals_json;",
+            )
+            .unwrap();
+        }
+        rt.block_on(async {
+            let store = SqliteInbox::open(&path, SqliteOptions::default()).unwrap();
+            let r = store.get(&old.interaction_id).await.unwrap().unwrap();
+            assert_eq!(r.approvals_needed(), 1);
+            assert!(r.approvals.is_empty());
+            let receipt = store
+                .answer(&old.interaction_id, Answer::approved_by("alice"))
+                .await
+                .unwrap();
+            assert_eq!((receipt.approvals, receipt.approvals_needed), (1, 1));
+            assert_eq!(
+                store.get(&old.interaction_id).await.unwrap().unwrap().state,
+                State::Approved
+            );
+            // A call held now needs what it records.
+            let mut two = crate::suite::four_eyes::held_needing(2, serde_json::json!({"n": 2}));
+            two.created_at = Timestamp::now();
+            store.hold(two.clone()).await.unwrap();
+            store
+                .answer(&two.interaction_id, Answer::approved_by("alice"))
+                .await
+                .unwrap();
+            let r = store.get(&two.interaction_id).await.unwrap().unwrap();
+            assert_eq!((r.state, r.approvals.len()), (State::Pending, 1));
+        });
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
+    }
 }

@@ -30,7 +30,7 @@
 //! ```
 
 use crate::error::{AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind};
-use crate::model::{Answer, AnswerReceipt, Claim, Outcome, State, Timestamp};
+use crate::model::{Answer, AnswerReceipt, Claim, GivenApproval, Outcome, State, Timestamp};
 
 /// What a winning answer writes: the state it moves the call to and the reason it keeps
 /// (a denial's reason; an approval keeps none). Fails when the answer is invalid
@@ -59,7 +59,29 @@ pub fn answer_won(
         reason,
         answered_at: now,
         replayed: false,
+        approvals: u8::from(answer.approve),
+        approvals_needed: 1,
+        already_approved: false,
     }
+}
+
+/// `receipt` of an answer to a call that needs `needed` approvals and has `counted` of
+/// them (R51).
+pub fn with_approvals(mut receipt: AnswerReceipt, counted: usize, needed: u8) -> AnswerReceipt {
+    let needed = needed.max(1);
+    if needed > 1 {
+        receipt.approvals = u8::try_from(counted).unwrap_or(u8::MAX);
+        receipt.approvals_needed = needed;
+    }
+    receipt
+}
+
+/// How many of `approvals` are of the input and definition with these hashes (R35, R51).
+pub fn counted(approvals: &[GivenApproval], input_hash: &str, definition_hash: &str) -> usize {
+    approvals
+        .iter()
+        .filter(|a| a.input_hash == input_hash && a.definition_hash == definition_hash)
+        .count()
 }
 
 /// The answer a held call records, as read back after an answer's update changed nothing.
@@ -111,7 +133,164 @@ pub fn replay(
         reason: recorded.reason,
         answered_at: recorded.answered_at.unwrap_or(Timestamp::from_millis(0)),
         replayed: true,
+        approvals: u8::from(recorded_approve),
+        approvals_needed: 1,
+        already_approved: false,
     }))
+}
+
+/// A held call's row as an answer that its backend's conditional update did not take reads
+/// it, inside a transaction that holds the row (R26, R51).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerRow {
+    /// Its state.
+    pub state: State,
+    /// When an unanswered call expires.
+    pub expires_at: Timestamp,
+    /// The answer it records (of a decided call).
+    pub recorded: RecordedAnswer,
+    /// How many distinct people must approve it (R51).
+    pub approvals_needed: u8,
+    /// The approvals given so far (R51), in the order given.
+    pub approvals: Vec<GivenApproval>,
+    /// The input hash it holds (R35).
+    pub input_hash: String,
+    /// The definition hash it holds (R35).
+    pub definition_hash: String,
+}
+
+/// One more approval of a call that needs several (R51): what to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gathered {
+    /// Every approval given, the new one last: written in place of the stored list.
+    pub approvals: Vec<GivenApproval>,
+    /// Whether this approval is the last one needed: the call moves `pending → approved` in
+    /// the same update, with the answer's approver, key and principal.
+    pub complete: bool,
+    /// What the approver is told once it is written.
+    pub receipt: AnswerReceipt,
+}
+
+/// What an answer does that its backend's conditional update did not take (the fast path
+/// takes only a denial, or an approval of a call that needs one), given the row it read
+/// while holding it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerStep {
+    /// Answer with this; nothing to write: a replay of the same key, one person's second
+    /// approval (a no-op that says so), or a refusal.
+    Answer(Result<AnswerReceipt, AnswerError>),
+    /// Write this approval (R51), conditionally on the call still being `pending`.
+    Gather(Gathered),
+    /// Write this denial (`pending → denied`, with the answer's approver, key, reason and
+    /// principal), conditionally on the call still being `pending`, and answer with the
+    /// receipt: a denial with a key of a call that has gathered approvals, which the
+    /// conditional update leaves here so that a key that approved cannot deny (R26).
+    Deny(AnswerReceipt),
+    /// The call is not pending, or is due: as [`pending_lost`] says.
+    Lost(PendingLost),
+}
+
+/// [`AnswerStep`] for `answer` to call `id` whose row reads `row`, at `now` (R26, R35, R51).
+///
+/// INVARIANT: a call that needs N approvals moves to `approved` only with the approval of
+/// the N-th distinct person ([`GivenApproval::is_person`]), all of them for the input and
+/// definition it holds; a person approving again changes nothing; the first denial ends it
+/// (a denial is the conditional update's, never gathered); an answer to a call no longer
+/// pending is refused as before.
+pub fn answer_step(id: &str, answer: &Answer, row: AnswerRow, now: Timestamp) -> AnswerStep {
+    let needed = row.approvals_needed.max(1);
+    let count = counted(&row.approvals, &row.input_hash, &row.definition_hash);
+    if let Some(replayed) = replay(id, answer, row.recorded.clone()) {
+        return AnswerStep::Answer(replayed.map(|r| with_approvals(r, count, needed)));
+    }
+    // The same key retried by the person whose approval it gave, before (or after) the call
+    // was approved: one answer.
+    if let Some(key) = answer.idempotency_key.as_deref()
+        && let Some(given) = row
+            .approvals
+            .iter()
+            .find(|a| a.key.as_deref() == Some(key) && a.approver == answer.approver)
+    {
+        if !answer.approve {
+            return AnswerStep::Answer(Err(AnswerError::Conflict {
+                id: id.to_owned(),
+                key: key.to_owned(),
+                recorded_approve: true,
+            }));
+        }
+        let receipt = AnswerReceipt {
+            interaction_id: id.to_owned(),
+            approved: true,
+            approver: given.approver.clone(),
+            reason: None,
+            answered_at: given.at,
+            replayed: true,
+            approvals: 0,
+            approvals_needed: 1,
+            already_approved: false,
+        };
+        return AnswerStep::Answer(Ok(with_approvals(receipt, count, needed)));
+    }
+    if row.state != State::Pending || now >= row.expires_at {
+        return AnswerStep::Lost(pending_lost(id, row.state, row.expires_at, now));
+    }
+    if answer.approve
+        && let Some(binding) = &answer.binding
+        && !binding.matches(&row.input_hash, &row.definition_hash)
+    {
+        return AnswerStep::Answer(Err(AnswerError::NotAsShown {
+            id: id.to_owned(),
+            input: binding.input_hash != row.input_hash,
+            definition: binding.definition_hash != row.definition_hash,
+        }));
+    }
+    if !answer.approve {
+        // R51: the first denial ends it, whatever was gathered.
+        let receipt = answer_won(id, answer, answer.reason.clone(), now);
+        return AnswerStep::Deny(with_approvals(receipt, count, needed));
+    }
+    if needed <= 1 {
+        // The conditional update takes these; one that did not is unexplained.
+        return AnswerStep::Lost(PendingLost::StillPending);
+    }
+    if let Err(e) = answer.validate() {
+        return AnswerStep::Answer(Err(AnswerError::Invalid(e)));
+    }
+    let mine = |a: &&GivenApproval| {
+        a.input_hash == row.input_hash
+            && a.definition_hash == row.definition_hash
+            && a.is_person(&answer.approver, answer.principal.as_ref())
+    };
+    if let Some(earlier) = row.approvals.iter().find(mine) {
+        let receipt = AnswerReceipt {
+            interaction_id: id.to_owned(),
+            approved: true,
+            approver: earlier.approver.clone(),
+            reason: None,
+            answered_at: earlier.at,
+            replayed: false,
+            approvals: 0,
+            approvals_needed: 1,
+            already_approved: true,
+        };
+        return AnswerStep::Answer(Ok(with_approvals(receipt, count, needed)));
+    }
+    let mut approvals = row.approvals;
+    approvals.push(GivenApproval {
+        approver: answer.approver.clone(),
+        principal: answer.principal.clone(),
+        at: now,
+        key: answer.idempotency_key.clone(),
+        input_hash: row.input_hash.clone(),
+        definition_hash: row.definition_hash.clone(),
+    });
+    let count = count + 1;
+    let receipt = with_approvals(answer_won(id, answer, None, now), count, needed);
+    AnswerStep::Gather(Gathered {
+        approvals,
+        complete: count >= usize::from(needed),
+        receipt,
+    })
 }
 
 /// Why a conditional `pending → …` update (an answer, a cancellation) changed nothing, or
@@ -181,6 +360,15 @@ pub fn claim_lost(
     ClaimError::Store(InboxError::new(
         InboxErrorKind::Backend,
         format!("held call `{id}` could not be claimed"),
+    ))
+}
+
+/// Why an approval with an edited input (issue 24) of a call that needs `needed` approvals
+/// (R51) is refused: each approver must approve the same input (R35), and an edit would be
+/// one person's alone. Nothing is recorded.
+pub fn edit_needs_one_approval(id: &str, needed: i64) -> AnswerError {
+    AnswerError::Invalid(format!(
+        "held call `{id}` needs {needed} approvals from distinct people (R51), and every one approves the same input: it cannot be approved with an edited input; approve it as held, or deny it and let the agent call again"
     ))
 }
 

@@ -156,6 +156,7 @@ impl Who {
             approver: self.approver.name.clone(),
             reason,
             principal: self.principal.clone(),
+            binding: None,
         }
     }
 }

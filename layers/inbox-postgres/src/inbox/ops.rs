@@ -16,8 +16,8 @@ use toolgate_engine::grant::{Grant, GrantStore};
 use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore, NewHeldCall,
-    PolicySaveError, State, StoredPolicy, Timestamp, codec,
+    Completion, GivenApproval, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore,
+    NewHeldCall, PolicySaveError, State, StoredPolicy, Timestamp, codec,
     state::{self, PendingLost, Repeat},
 };
 use toolgate_inbox::{RevokeError, StoredGrant};
@@ -36,14 +36,14 @@ pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, def
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer, target_json";
+    approver_issuer, target_json, approvals_needed, approvals_json";
 
-/// A new held call, `pending` (`$1` … `$18`).
+/// A new held call, `pending` (`$1` … `$19`).
 const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool, identities, \
     definition_hash, agent_profile, agent_subagent, input_json, input_canonical, input_hash, \
     reasons, run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-    turn_id, target_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-    $15, 'pending', $14, $16, $17, $18)";
+    turn_id, target_json, approvals_needed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+    $11, $12, $13, $14, $15, 'pending', $14, $16, $17, $18, $19)";
 
 /// The advisory lock every [`InboxStore::hold_unless_repeated`] of call `c` takes: the first
 /// 63 bits of the SHA-256 of its agent, tool (ASCII lower-case) and input hash.
@@ -330,8 +330,8 @@ impl PostgresInbox {
                 self.record_err(&id, why)
             })?;
             if state::same_input(&record, &c.input_json) {
-                // After every [`COLUMNS`] one (`target_json` is the last, 29).
-                let told: Option<i64> = row.try_get(30).map_err(err)?;
+                // After every [`COLUMNS`] one (`approvals_json` is the last, 31).
+                let told: Option<i64> = row.try_get(32).map_err(err)?;
                 newest = Some((record, told.is_some()));
                 break;
             }
@@ -441,12 +441,16 @@ impl PostgresInbox {
 
     async fn answer_op(&self, id: &str, answer: Answer) -> Result<AnswerReceipt, AnswerError> {
         let (new_state, reason) = state::answer_update(&answer)?;
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let binding = answer.binding.as_ref();
         for _ in 0..ATTEMPTS {
             let now = Timestamp::now();
             // INVARIANT: an answer is one conditional update from `pending`; of racing
             // answers exactly one changes the row (the others wait for its row lock, then see
             // it no longer pending). A call answered, expired or cancelled is not overwritten.
+            // This takes a denial, and an approval of a call that needs one (R51) of the
+            // input and definition shown (R35); anything else is decided below, holding the
+            // row.
             let won = self
                 .query_opt(
                     &client,
@@ -454,7 +458,11 @@ impl PostgresInbox {
                      answer_approve = $5, answer_reason = $6, answered_at = $7, updated_at = $7, \
                      approver_subject = $8, approver_issuer = $9 \
                      WHERE interaction_id = $1 AND state = 'pending' AND expires_at > $7 \
-                     RETURNING interaction_id",
+                     AND (NOT $5 OR approvals_needed <= 1) \
+                     AND ($5 OR $4::text IS NULL OR approvals_json IS NULL) \
+                     AND (NOT $5 OR $10::text IS NULL \
+                     OR (input_hash = $10 AND definition_hash = $11)) \
+                     RETURNING approvals_needed, approvals_json, input_hash, definition_hash",
                     &[
                         &id,
                         &new_state.as_str(),
@@ -465,45 +473,167 @@ impl PostgresInbox {
                         &now.as_millis(),
                         &answer.principal.as_ref().map(|p| p.subject.as_str()),
                         &answer.principal.as_ref().map(|p| p.issuer.as_str()),
+                        &binding.map(|b| b.input_hash.as_str()),
+                        &binding.map(|b| b.definition_hash.as_str()),
                     ],
                 )
                 .await?;
-            if won.is_some() {
-                return Ok(state::answer_won(id, &answer, reason, now));
+            if let Some(row) = won {
+                let read = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
+                let needed: i32 = row.try_get(0).map_err(read)?;
+                let given: Option<String> = row.try_get(1).map_err(read)?;
+                let input_hash: String = row.try_get(2).map_err(read)?;
+                let definition_hash: String = row.try_get(3).map_err(read)?;
+                // A denial of a call that needs several approvals says how many it had (R51).
+                let needed = codec::approvals_needed_from(i64::from(needed)).unwrap_or(1);
+                let given = GivenApproval::list_from_text(given.as_deref()).unwrap_or_default();
+                let count = state::counted(&given, &input_hash, &definition_hash);
+                let receipt = state::answer_won(id, &answer, reason, now);
+                return Ok(state::with_approvals(receipt, count, needed));
             }
-            // Why not: read what is there.
-            let Some(row) = self
-                .query_opt(
-                    &client,
-                    "SELECT state, answer_key, answer_approve, expires_at, approver, \
-                     answer_reason, answered_at FROM held_calls WHERE interaction_id = $1",
-                    &[&id],
-                )
+            if let Some(done) = self
+                .answer_holding_row(&mut client, id, &answer, now)
                 .await?
-            else {
-                return Err(AnswerError::UnknownId(id.to_owned()));
-            };
-            let read = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
-            let st: String = row.try_get(0).map_err(read)?;
-            let st = self.parse_state(id, &st)?;
-            let expires_at: i64 = row.try_get(3).map_err(read)?;
-            let recorded = state::RecordedAnswer {
-                key: row.try_get(1).map_err(read)?,
-                approve: row.try_get(2).map_err(read)?,
-                approver: row.try_get(4).map_err(read)?,
-                reason: row.try_get(5).map_err(read)?,
-                answered_at: row
-                    .try_get::<_, Option<i64>>(6)
-                    .map_err(read)?
-                    .map(Timestamp::from_millis),
-            };
-            if let Some(replayed) = state::replay(id, &answer, recorded) {
-                return replayed;
+            {
+                return done;
             }
             // Held between the update and the read: try again.
-            self.lost_pending(&client, id, st, expires_at, now).await?;
         }
         Err(AnswerError::Store(state::changed_while(id, "answered")))
+    }
+
+    /// The rest of an answer the conditional update did not take, in one transaction that
+    /// locks the row (`FOR UPDATE`): a replay, an approval gathered toward the several a
+    /// call needs (R51) — of two approvals racing through two instances, the second waits
+    /// for the first's lock and sees its approval — or why it is refused. `None`: the call
+    /// is still pending and nothing explains the lost update (the caller tries again).
+    async fn answer_holding_row(
+        &self,
+        client: &mut Object,
+        id: &str,
+        answer: &Answer,
+        now: Timestamp,
+    ) -> Result<Option<Result<AnswerReceipt, AnswerError>>, AnswerError> {
+        let err = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
+        let tx = client.transaction().await.map_err(err)?;
+        let Some(row) = tx
+            .query_opt(
+                "SELECT state, answer_key, answer_approve, expires_at, approver, answer_reason, \
+                 answered_at, approvals_needed, approvals_json, input_hash, definition_hash \
+                 FROM held_calls WHERE interaction_id = $1 FOR UPDATE",
+                &[&id],
+            )
+            .await
+            .map_err(err)?
+        else {
+            return Ok(Some(Err(AnswerError::UnknownId(id.to_owned()))));
+        };
+        let st: String = row.try_get(0).map_err(err)?;
+        let needed: i32 = row.try_get(7).map_err(err)?;
+        let given: Option<String> = row.try_get(8).map_err(err)?;
+        let parsed = (|| {
+            Ok::<_, String>((
+                codec::approvals_needed_from(i64::from(needed))?,
+                GivenApproval::list_from_text(given.as_deref())?,
+            ))
+        })();
+        let (needed, approvals) =
+            parsed.map_err(|why| AnswerError::Store(self.record_err(id, why)))?;
+        let read = state::AnswerRow {
+            state: self.parse_state(id, &st)?,
+            expires_at: Timestamp::from_millis(row.try_get(3).map_err(err)?),
+            recorded: state::RecordedAnswer {
+                key: row.try_get(1).map_err(err)?,
+                approve: row.try_get(2).map_err(err)?,
+                approver: row.try_get(4).map_err(err)?,
+                reason: row.try_get(5).map_err(err)?,
+                answered_at: row
+                    .try_get::<_, Option<i64>>(6)
+                    .map_err(err)?
+                    .map(Timestamp::from_millis),
+            },
+            approvals_needed: needed,
+            approvals,
+            input_hash: row.try_get(9).map_err(err)?,
+            definition_hash: row.try_get(10).map_err(err)?,
+        };
+        match state::answer_step(id, answer, read, now) {
+            state::AnswerStep::Answer(result) => Ok(Some(result)),
+            state::AnswerStep::Gather(g) => {
+                let principal = answer.principal.as_ref();
+                let text = GivenApproval::list_to_text(&g.approvals);
+                let changed = if g.complete {
+                    tx.execute(
+                        "UPDATE held_calls SET state = 'approved', approver = $2, answer_key = $3, \
+                         answer_approve = TRUE, answer_reason = NULL, answered_at = $4, \
+                         updated_at = $4, approver_subject = $5, approver_issuer = $6, \
+                         approvals_json = $7 WHERE interaction_id = $1 AND state = 'pending'",
+                        &[
+                            &id,
+                            &answer.approver,
+                            &answer.idempotency_key,
+                            &now.as_millis(),
+                            &principal.map(|p| p.subject.as_str()),
+                            &principal.map(|p| p.issuer.as_str()),
+                            &text,
+                        ],
+                    )
+                    .await
+                } else {
+                    tx.execute(
+                        "UPDATE held_calls SET approvals_json = $2, updated_at = $3 \
+                         WHERE interaction_id = $1 AND state = 'pending'",
+                        &[&id, &text, &now.as_millis()],
+                    )
+                    .await
+                }
+                .map_err(err)?;
+                if changed != 1 {
+                    return Err(AnswerError::Store(state::changed_while(id, "approved")));
+                }
+                // Fail closed: an approval the store cannot commit is not recorded.
+                tx.commit().await.map_err(err)?;
+                Ok(Some(Ok(g.receipt)))
+            }
+            state::AnswerStep::Deny(receipt) => {
+                let changed = tx
+                    .execute(
+                        "UPDATE held_calls SET state = 'denied', approver = $2, answer_key = $3, \
+                         answer_approve = FALSE, answer_reason = $4, answered_at = $5, \
+                         updated_at = $5, approver_subject = $6, approver_issuer = $7 \
+                         WHERE interaction_id = $1 AND state = 'pending'",
+                        &[
+                            &id,
+                            &answer.approver,
+                            &answer.idempotency_key,
+                            &receipt.reason,
+                            &now.as_millis(),
+                            &answer.principal.as_ref().map(|p| p.subject.as_str()),
+                            &answer.principal.as_ref().map(|p| p.issuer.as_str()),
+                        ],
+                    )
+                    .await
+                    .map_err(err)?;
+                if changed != 1 {
+                    return Err(AnswerError::Store(state::changed_while(id, "denied")));
+                }
+                tx.commit().await.map_err(err)?;
+                Ok(Some(Ok(receipt)))
+            }
+            state::AnswerStep::Lost(PendingLost::Expire(e)) => {
+                tx.execute(
+                    "UPDATE held_calls SET state = 'expired', updated_at = $2 \
+                     WHERE interaction_id = $1 AND state = 'pending'",
+                    &[&id, &now.as_millis()],
+                )
+                .await
+                .map_err(err)?;
+                tx.commit().await.map_err(err)?;
+                Ok(Some(Err(e)))
+            }
+            state::AnswerStep::Lost(PendingLost::StillPending) => Ok(None),
+            state::AnswerStep::Lost(PendingLost::Refuse(e)) => Ok(Some(Err(e))),
+        }
     }
 
     /// Acts on [`state::pending_lost`]: `Ok(())` when the call is still pending and not yet
@@ -575,7 +705,8 @@ impl PostgresInbox {
                 "UPDATE held_calls SET state = 'claimed', claim_token = $2, claimed_by = $3, \
                  claimed_at = $4, updated_at = $4 \
                  WHERE interaction_id = $1 AND state = 'approved' AND input_hash = $5 \
-                 AND definition_hash = $6 \
+                 AND definition_hash = $6 AND (approvals_needed <= 1 \
+                 OR json_array_length(approvals_json::json) >= approvals_needed) \
                  RETURNING approver, approver_subject, approver_issuer",
                 &[
                     &id,

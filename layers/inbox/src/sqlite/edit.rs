@@ -42,18 +42,30 @@ pub(super) fn answer_edited_op(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| inner.err(e))?;
-    let row: Option<(String, String, String, String, i64)> = tx
+    let row: Option<(String, String, String, String, i64, i64)> = tx
         .query_row(
-            "SELECT state, input_json, input_canonical, input_hash, expires_at FROM held_calls \
-             WHERE interaction_id = ?1",
+            "SELECT state, input_json, input_canonical, input_hash, expires_at, approvals_needed \
+             FROM held_calls WHERE interaction_id = ?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
         )
         .optional()
         .map_err(|e| inner.err(e))?;
-    let Some((st, json, canonical, hash, expires_at)) = row else {
+    let Some((st, json, canonical, hash, expires_at, needed)) = row else {
         return Err(AnswerError::UnknownId(id.to_owned()));
     };
+    if st == State::Pending.as_str() && expires_at > now.as_millis() && needed > 1 {
+        return Err(state::edit_needs_one_approval(id, needed));
+    }
     if st == State::Pending.as_str() && expires_at > now.as_millis() {
         // INVARIANT: the approval and the new input are one update from `pending`; the
         // input the agent sent is kept beside it in the same transaction.

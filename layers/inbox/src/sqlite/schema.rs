@@ -107,6 +107,20 @@ ALTER TABLE held_calls ADD COLUMN approver_subject TEXT;
 ALTER TABLE held_calls ADD COLUMN approver_issuer TEXT;
 ";
 
+/// Four eyes (R51): how many distinct people must approve each held call, and the
+/// approvals given so far to one that needs several (a JSON array, one element per person:
+/// name, principal, time, key, and the input and definition hashes approved). Like
+/// [`OPEN_INDEX`], not a schema version of its own: added, when missing, each time a
+/// version-2 file is opened; calls held before need one approval. A program that does not
+/// know them ignores them, so every replica sharing a file must know them before a rule
+/// asks for more than one approval: a call such a program approved with one answer is
+/// never claimed by one that knows them.
+pub(crate) const APPROVALS_COLUMNS: &str = "
+ALTER TABLE held_calls ADD COLUMN approvals_needed INTEGER NOT NULL DEFAULT 1
+    CHECK (approvals_needed BETWEEN 1 AND 5);
+ALTER TABLE held_calls ADD COLUMN approvals_json TEXT;
+";
+
 /// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
 pub const REPEAT_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
@@ -132,6 +146,7 @@ impl Inner {
             self.add_shadow_table(conn)?;
             self.add_repeat_column(conn)?;
             self.add_principal_columns(conn)?;
+            self.add_approvals_columns(conn)?;
             return query::add_page_indexes(self, conn);
         }
         if version > SCHEMA_VERSION {
@@ -171,7 +186,33 @@ impl Inner {
         self.add_shadow_table(conn)?;
         self.add_repeat_column(conn)?;
         self.add_principal_columns(conn)?;
+        self.add_approvals_columns(conn)?;
         query::add_page_indexes(self, conn)
+    }
+
+    /// Adds [`APPROVALS_COLUMNS`] to a file that lacks them (read first: a file that has
+    /// them is not written to).
+    pub(super) fn add_approvals_columns(&self, conn: &mut Connection) -> Result<(), InboxError> {
+        let has = |c: &Connection| -> rusqlite::Result<bool> {
+            c.query_row(
+                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'approvals_json'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+        };
+        if has(conn).map_err(|e| self.err(e))? {
+            return Ok(());
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        // Another process may have added them while we waited for the lock.
+        if !has(&tx).map_err(|e| self.err(e))? {
+            tx.execute_batch(APPROVALS_COLUMNS)
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Adds [`APPROVER_PRINCIPAL_COLUMNS`] to a file that lacks them (read first: a file

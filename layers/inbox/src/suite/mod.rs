@@ -21,6 +21,7 @@
 )]
 
 pub mod edit;
+pub mod four_eyes;
 pub mod nonce;
 pub mod query;
 pub mod visible;
@@ -102,6 +103,7 @@ pub fn request(input: Value) -> ApprovalRequest {
         turn: Some(Turn::new("session-suite", "turn-1")),
         ticket: None,
         target: None,
+        approvals: 1,
     }
 }
 
@@ -222,6 +224,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     edit::run_edit(fixture).await;
     visible::run_visible(fixture).await;
     nonce::run_nonce(fixture).await;
+    four_eyes::run_four_eyes(fixture).await;
 }
 
 /// The cases of stored grants only (R45; also run by [`run_all`]).

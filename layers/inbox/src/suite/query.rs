@@ -107,6 +107,7 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
                     approver: "alice".into(),
                     reason: None,
                     principal: None,
+                    binding: None,
                 },
             )
             .await
@@ -230,6 +231,7 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
                 approver: "alice".into(),
                 reason: None,
                 principal: None,
+                binding: None,
             },
         )
         .await
@@ -265,6 +267,7 @@ pub async fn issue24_the_change_feed_lists_each_change_since_a_moment(fixture: &
                 approver: "alice".into(),
                 reason: None,
                 principal: None,
+                binding: None,
             },
         )
         .await

@@ -262,6 +262,7 @@ pub(crate) async fn answer(
         approver: approver.name.clone(),
         reason: a.reason.clone().filter(|_| !a.approved),
         principal: who.principal.clone(),
+        binding: None,
     };
     let result = match a.input.clone() {
         Some(edited) => {

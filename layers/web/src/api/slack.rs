@@ -125,6 +125,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         approver: approver.name.clone(),
         reason: (!approve).then(|| String::from("denied from Slack")),
         principal: None,
+        binding: None,
     };
     // One answer path (issue 33 item 7): rights in force, R35 (the hashes the message
     // showed), the store.

@@ -29,8 +29,8 @@ impl PostgresInbox {
         // beside the approval in the same transaction.
         let Some(row) = tx
             .query_opt(
-                "SELECT state, input_json, input_canonical, input_hash, expires_at \
-                 FROM held_calls WHERE interaction_id = $1 FOR UPDATE",
+                "SELECT state, input_json, input_canonical, input_hash, expires_at, \
+                 approvals_needed FROM held_calls WHERE interaction_id = $1 FOR UPDATE",
                 &[&id],
             )
             .await
@@ -43,6 +43,10 @@ impl PostgresInbox {
         let canonical: String = row.try_get(2).map_err(err)?;
         let hash: String = row.try_get(3).map_err(err)?;
         let expires_at: i64 = row.try_get(4).map_err(err)?;
+        let needed: i32 = row.try_get(5).map_err(err)?;
+        if st == State::Pending.as_str() && expires_at > now.as_millis() && needed > 1 {
+            return Err(state::edit_needs_one_approval(id, i64::from(needed)));
+        }
         if st == State::Pending.as_str() && expires_at > now.as_millis() {
             tx.execute(
                 "UPDATE held_calls SET state = $2, approver = $3, answer_key = $4, \

@@ -58,10 +58,12 @@ pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
             target: col::<Option<String>>(row, 29)?
                 .as_deref()
                 .and_then(codec::target_from_json),
+            approvals: codec::approvals_needed_from(i64::from(col::<i32>(row, 30)?))?,
         },
         state,
         approver: col(row, 16)?,
         approver_principal: principal(col(row, 27)?, col(row, 28)?),
+        approvals: GivenApproval::list_from_text(col::<Option<String>>(row, 31)?.as_deref())?,
         answer_key: col(row, 17)?,
         answer_reason: col(row, 18)?,
         answered_at: ts(19)?,
@@ -337,6 +339,7 @@ pub(crate) struct HeldRow<'a> {
     pub(crate) session: Option<&'a str>,
     pub(crate) turn: Option<&'a str>,
     pub(crate) target: Option<String>,
+    pub(crate) approvals: i32,
 }
 
 impl<'a> HeldRow<'a> {
@@ -351,10 +354,11 @@ impl<'a> HeldRow<'a> {
             session: c.turn.as_ref().map(|t| t.session.as_str()),
             turn: c.turn.as_ref().map(|t| t.turn.as_str()),
             target: codec::target_json(c.target.as_ref()),
+            approvals: i32::from(c.approvals.max(1)),
         }
     }
 
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 19] {
         let c = self.c;
         [
             &c.interaction_id,
@@ -375,6 +379,7 @@ impl<'a> HeldRow<'a> {
             &self.session,
             &self.turn,
             &self.target,
+            &self.approvals,
         ]
     }
 }

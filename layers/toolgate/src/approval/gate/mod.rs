@@ -292,7 +292,7 @@ where
                     channel,
                     call,
                     entry,
-                    (decision.asks.clone(), ticket),
+                    (decision.asks.clone(), ticket, decision.approvals),
                     sink,
                     timeout,
                 ),
@@ -398,7 +398,7 @@ where
                     channel,
                     call,
                     entry,
-                    (decision.asks.clone(), ticket),
+                    (decision.asks.clone(), ticket, decision.approvals),
                     sink,
                     timeout,
                 )

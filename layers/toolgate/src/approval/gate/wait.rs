@@ -94,13 +94,14 @@ where
 
     /// Puts the one question about `call` (or, with a ticket, the redemption of a held
     /// call's answer) to `channel`; the call is sent only on an approval, after every check
-    /// passes again (R35, R38).
+    /// passes again (R35, R38). `approvals` is how many distinct people the decision needs
+    /// (R51), handed to the channel with the question.
     pub(super) fn through_channel(
         &mut self,
         channel: Arc<dyn ApprovalChannel>,
         call: ToolCall,
         entry: &Entry,
-        (asks, ticket): (Vec<Ask>, Option<ResumeTicket>),
+        (asks, ticket, approvals): (Vec<Ask>, Option<ResumeTicket>, u8),
         sink: Option<DecisionSink>,
         timeout: Option<std::time::Duration>,
     ) -> GateFuture<S::Future, S::Error> {
@@ -147,6 +148,7 @@ where
                         call.extensions.get::<toolgate_core::ExecutionTarget>(),
                     )
                 }),
+            approvals: approvals.max(1),
         };
         // Release the capacity our `poll_ready` reserved: a person may take minutes.
         // The future gets a fresh handle and polls it ready only once approved; the
@@ -214,6 +216,9 @@ where
         timeout,
     } = path;
     let asks = request.asks.clone();
+    // R51: the channel approves a question that needs this many people; a fresh decision
+    // that needs more is a question it did not answer.
+    let approvals = request.approvals;
     let input_hash = request.input_hash.clone();
     let definition_hash = request.definition_hash.clone();
     // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
@@ -292,7 +297,7 @@ where
             // force now (the newest snapshot, not the one pinned when it was asked about).
             let ledger = handle.ledger();
             let history = ledger.history(&call);
-            let mut decided = match recheck(&now, &call, &history, &approver, &asks) {
+            let mut decided = match recheck(&now, &call, &history, &approver, (&asks, approvals)) {
                 Ok(decided) => decided,
                 Err(refusal) => return Ok(ToolResponse::Refused(refusal)),
             };
@@ -365,13 +370,14 @@ where
 /// own code. A fresh decision that no longer asks, or asks for no reason beyond those the
 /// person answered, lets the call go. One that asks for a reason the person was never
 /// asked about is refused `rejected` (fail closed): the approval answered only the question
-/// it was asked, and the new one is asked on the next call.
+/// it was asked, and the new one is asked on the next call. So is one that now needs more
+/// people's approvals than the channel gathered (`approved_by`, R51).
 pub(super) fn recheck(
     now: &Governance,
     call: &ToolCall,
     history: &toolgate_engine::History<'_>,
     approver: &str,
-    asked: &[Ask],
+    (asked, approved_by): (&[Ask], u8),
 ) -> Result<toolgate_engine::Decided, Refusal> {
     // The hook's own ask (R32) is not asked again: it was part of the answered question.
     let decided = now.decide_call_at(CallView::of(call), Vec::new(), history);
@@ -384,6 +390,17 @@ pub(super) fn recheck(
             refusal.reasons.push(format!(
                 "approved by {approver}, but the configuration in force refused the call before it was sent; a refusal that arrives during the wait wins"
             ));
+            Err(refusal)
+        }
+        Verdict::Ask { .. } if decision.approvals > approved_by => {
+            let mut refusal = rejected(
+                format!(
+                    "approved by {approver}, but the call now needs {} approvals from distinct people (R51) and was approved as a call that needs {approved_by}; the call will be asked about again",
+                    decision.approvals
+                ),
+                &[],
+            );
+            refusal.reasons.extend(decision.reasons.iter().cloned());
             Err(refusal)
         }
         Verdict::Run { .. } | Verdict::Ask { .. } => match new_question(asked, &decision.asks) {
