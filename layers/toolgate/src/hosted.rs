@@ -146,7 +146,7 @@ impl HostedStack {
         .await;
         match first {
             Ok(Ok(Arrival { call, result })) => Cleared::Sent(Clearance {
-                call,
+                call: Box::new(call),
                 result: Some(result),
                 done: answered,
                 handle: self.handle.clone(),
@@ -188,7 +188,8 @@ pub enum Cleared {
 /// tool with exactly [`Clearance::call`]'s input, then [`finish`](Clearance::finish)es it
 /// with the result. Dropped unfinished, the stack records that the host did not run it.
 pub struct Clearance {
-    call: ToolCall,
+    /// Boxed: a clearance travels by value through the host's hooks.
+    call: Box<ToolCall>,
     result: Option<oneshot::Sender<ToolResponse>>,
     done: oneshot::Receiver<ToolResponse>,
     handle: GovernanceHandle,

@@ -1,0 +1,3 @@
+//! What the tests share: the scripted model.
+
+pub(crate) mod scripted;
