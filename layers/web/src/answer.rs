@@ -88,6 +88,7 @@ impl AnswerRefusal {
                 AnswerError::Invalid(_) => "invalid_request",
                 AnswerError::Store(_) => "unavailable",
                 AnswerError::Expired(_) => "expired",
+                AnswerError::NotAsShown { .. } => "not_as_shown",
                 _ => "already_answered",
             },
         }
@@ -200,12 +201,19 @@ pub(crate) async fn answerable(
 }
 
 /// Stores `answer` to `record` (checked by [`answerable`]), logged as given on `surface`.
+/// An approval is bound to the input and definition `record` holds — the ones
+/// [`answerable`] found equal to what was shown — so the store refuses it, in the
+/// transaction that would record it, should the call have changed since (R35; for a call
+/// that needs several approvals, every one is of the same input and definition, R51).
 pub(crate) async fn store(
     app: &App,
     record: &HeldRecord,
-    answer: Answer,
+    mut answer: Answer,
     surface: &str,
 ) -> Result<AnswerReceipt, AnswerRefusal> {
+    if answer.approve && answer.binding.is_none() {
+        answer.binding = Some(toolgate_inbox::AnswerBinding::of(record));
+    }
     let principal = answer
         .principal
         .as_ref()
@@ -220,6 +228,10 @@ pub(crate) async fn store(
                 principal = %toolgate_core::display::visible(&principal),
                 approved = receipt.approved,
                 replayed = receipt.replayed,
+                // R51: how many of the approvals it needs the call has now.
+                approvals = receipt.approvals,
+                approvals_needed = receipt.approvals_needed,
+                already_approved = receipt.already_approved,
                 surface,
                 "a held call was answered"
             );
@@ -235,6 +247,25 @@ pub(crate) async fn store(
             Err(AnswerRefusal::Store(e))
         }
     }
+}
+
+/// A call that needs several approvals (R51) cannot be answered by something that is one
+/// person's answer for more than one call (a grant) or that only one of them saw (an edited
+/// input): refused, nothing changed.
+pub(crate) fn one_approval_only(record: &HeldRecord, what: &str) -> Result<(), Response> {
+    if record.approvals_needed() <= 1 {
+        return Ok(());
+    }
+    Err(crate::html::refusal(
+        StatusCode::CONFLICT,
+        "Refused",
+        &format!(
+            "held call `{}` needs {} approvals from distinct people (R51); {what}; approve it with the card's Approve, and it is sent once {} people have; nothing was changed",
+            record.id(),
+            record.approvals_needed(),
+            record.approvals_needed()
+        ),
+    ))
 }
 
 /// [`answerable`], then [`store`]: one answer to one held call, as every surface but the

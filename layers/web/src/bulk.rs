@@ -145,7 +145,7 @@ pub(crate) async fn bulk(
         // Issue 22: each answer of a selection keeps the approver's verified identity.
         let answer = who.answer(approve, format!("{key}:{id}"), reason.clone());
         match crate::answer::store(&app, record, answer, "page bulk").await {
-            Ok(_) => done.push(record),
+            Ok(receipt) => done.push((record, receipt)),
             Err(refusal) => failed.push((record, refusal.message())),
         }
     }
@@ -157,10 +157,15 @@ pub(crate) async fn bulk(
         if records.len() == 1 { "" } else { "s" },
         done.len()
     );
-    for r in &done {
+    for (r, receipt) in &done {
+        // R51: an approval that is not the last one a call needs says so.
+        let progress = receipt
+            .progress()
+            .map(|p| format!(" <span class=\"approvals\">{}</span>", text(&p)))
+            .unwrap_or_default();
         let _ = write!(
             body,
-            "<li id=\"done-{id}\"><a href=\"/calls/{id}\">{}</a></li>",
+            "<li id=\"done-{id}\"><a href=\"/calls/{id}\">{}</a>{progress}</li>",
             text(&r.interaction().prompt),
             id = esc(r.id())
         );

@@ -343,6 +343,13 @@ pub(crate) async fn approve_and_grant(
         Ok(r) => r,
         Err(refusal) => return refusal.into_response(),
     };
+    // R51: a grant is one person's answer and never answers a call that needs several.
+    if let Err(r) = crate::answer::one_approval_only(
+        &record,
+        "a grant is one person's answer and never answers such a call, so none is given from its card",
+    ) {
+        return r;
+    }
     // Everything is checked before anything is written: a refused grant approves nothing.
     let request = match request_of(&form, &who) {
         Ok(r) => r,

@@ -632,6 +632,10 @@ pub(crate) async fn history(
     );
     for r in &page.records {
         let who_answered = match (&r.approver, r.state) {
+            // R51: a call several people approved names them all.
+            (Some(_), s) if s != CallState::Denied && r.approvals_needed() > 1 => {
+                text(&r.approved_by())
+            }
             (Some(a), _) => format!("{}{}", text(a), crate::pages::principal_html(r)),
             (None, CallState::Expired) => String::from("nobody: it expired"),
             (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),

@@ -134,14 +134,21 @@ pub(crate) fn card_cued(
         } else {
             "Approved by"
         };
+        // R51: a call several people approved names them all (their principals are in
+        // the approvals below).
+        let (approver, principal) = if r.state == CallState::Denied || r.approvals_needed() <= 1 {
+            (approver.clone(), principal_html(r))
+        } else {
+            (r.approved_by(), String::new())
+        };
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
         let _ = write!(
             out,
-            "<dt>{verb}</dt><dd class=\"approver\">{}{} <time datetime=\"{when}\">{when}</time></dd>",
-            text(approver),
-            principal_html(r)
+            "<dt>{verb}</dt><dd class=\"approver\">{}{principal} <time datetime=\"{when}\">{when}</time></dd>",
+            text(&approver),
         );
     }
+    approvals_html(out, r);
     if let Some(why) = &r.answer_reason {
         let _ = write!(
             out,
@@ -172,8 +179,12 @@ pub(crate) fn card_cued(
     if r.state == CallState::Pending {
         if answerable {
             answer_forms(out, r, who);
-            crate::grants::grant_form(out, r, who);
-            crate::api::edit::edit_form(out, r, who);
+            // R51: a grant is one person's answer, and an edit would be one approver's
+            // alone: neither is offered for a call that needs several approvals.
+            if r.approvals_needed() <= 1 {
+                crate::grants::grant_form(out, r, who);
+                crate::api::edit::edit_form(out, r, who);
+            }
         } else {
             out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
         }
@@ -186,8 +197,65 @@ pub(crate) fn card_cued(
     );
 }
 
+/// R51: how many of the approvals a call needs it has, and from whom
+/// (`1 of 2 approvals: alice`), for a call that needs more than one; each approver's
+/// principal (issue 22) beside their name.
+pub(crate) fn approvals_html(out: &mut String, r: &HeldRecord) {
+    let Some(line) = r.approvals_line() else {
+        return;
+    };
+    let _ = write!(
+        out,
+        "<dt>Approvals</dt><dd class=\"approvals\" data-needed=\"{}\" data-given=\"{}\"><span class=\"count\">{}</span>",
+        r.approvals_needed(),
+        r.counted_approvals().len(),
+        text(&line)
+    );
+    let given = r.counted_approvals();
+    if given.iter().any(|a| a.principal.is_some()) {
+        out.push_str("<ul class=\"approvers\">");
+        for a in given {
+            let principal = a
+                .principal
+                .as_ref()
+                .map(|p| format!(" <span class=\"principal\">{}</span>", text(&p.to_string())))
+                .unwrap_or_default();
+            let _ = write!(
+                out,
+                "<li>{}{principal} <time datetime=\"{at}\">{at}</time></li>",
+                text(&a.approver),
+                at = a.at
+            );
+        }
+        out.push_str("</ul>");
+    }
+    if r.state == CallState::Pending && r.approvals_missing() > 0 {
+        let _ = write!(
+            out,
+            " <span class=\"waiting\">{}, and is sent only once {} people have approved it</span>",
+            toolgate_inbox::waits_for(r.approvals_missing()),
+            r.approvals_needed()
+        );
+    }
+    out.push_str("</dd>");
+}
+
+/// Whether `who` already approved `r`, a call that needs several approvals (R51).
+fn approved_by_me(r: &HeldRecord, who: &Who) -> bool {
+    r.approvals_needed() > 1 && r.approved_already_by(&who.approver.name, who.principal.as_ref())
+}
+
 fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
     let id = esc(r.id());
+    if approved_by_me(r, who) {
+        // R51: one person's approvals count once; they may still deny it.
+        let _ = write!(
+            out,
+            "<p class=\"note approved-by-me\" id=\"approved-by-me-{id}\">You approved this call: {}; {}. Your approval counts once.</p>",
+            text(&r.approvals_line().unwrap_or_default()),
+            toolgate_inbox::waits_for(r.approvals_missing())
+        );
+    }
     let hidden = format!(
         "<input type=\"hidden\" name=\"csrf\" value=\"{}\">\
          <input type=\"hidden\" name=\"input_hash\" value=\"{}\">\
@@ -196,18 +264,25 @@ fn answer_forms(out: &mut String, r: &HeldRecord, who: &Who) {
         esc(&r.call.input_hash),
         esc(&r.call.definition_hash)
     );
+    let approve = if approved_by_me(r, who) {
+        String::new()
+    } else {
+        format!(
+            "<form method=\"post\" action=\"/calls/{id}/answer\" class=\"approve\">{hidden}\
+             <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
+             <input type=\"hidden\" name=\"decision\" value=\"approve\">\
+             <button type=\"submit\" class=\"approve\" id=\"approve-{id}\">Approve</button></form>",
+            random_hex(16)
+        )
+    };
     let _ = write!(
         out,
-        "<div class=\"answer\"><form method=\"post\" action=\"/calls/{id}/answer\" class=\"approve\">{hidden}\
-         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
-         <input type=\"hidden\" name=\"decision\" value=\"approve\">\
-         <button type=\"submit\" class=\"approve\" id=\"approve-{id}\">Approve</button></form>\
+        "<div class=\"answer\">{approve}\
          <form method=\"post\" action=\"/calls/{id}/answer\" class=\"deny\">{hidden}\
          <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
          <input type=\"hidden\" name=\"decision\" value=\"deny\">\
          <label class=\"sr\" for=\"reason-{id}\">Deny reason</label><input type=\"text\" name=\"reason\" maxlength=\"{MAX_REASON_CHARS}\" placeholder=\"Reason (optional, shown to the agent)\" id=\"reason-{id}\">\
          <button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form></div>",
-        random_hex(16),
         random_hex(16),
     );
 }
@@ -336,6 +411,16 @@ pub(crate) async fn answer(
 /// The confirmation on a call's page after the person answered it: what they answered and
 /// when, and the way on to the next pending call.
 pub(crate) fn answered_banner(out: &mut String, r: &HeldRecord, who: &Who) {
+    // R51: an approval that is not yet the last says so to the approver.
+    if r.state == CallState::Pending && approved_by_me(r, who) {
+        let _ = write!(
+            out,
+            "<p class=\"banner ok\" id=\"answered\" role=\"status\">Your approval is recorded: {}; {}. <a href=\"/\" id=\"next-pending\">Next pending call</a></p>",
+            text(&r.approvals_line().unwrap_or_default()),
+            toolgate_inbox::waits_for(r.approvals_missing())
+        );
+        return;
+    }
     if r.state == CallState::Pending || r.approver.as_deref() != Some(who.approver.name.as_str()) {
         return;
     }

@@ -36,6 +36,8 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "expires_at": r.call.expires_at.to_string(),
         "link": format!("{base}/calls/{}", r.id()),
         "target": r.call.target.as_ref().map(toolgate_core::ExecutionTarget::to_json),
+        // R51: how many distinct people must approve the call before it is sent.
+        "approvals_needed": r.approvals_needed(),
         // Issue 24: the same post is a Slack message (incoming webhook) with Approve and
         // Deny buttons, answered through `POST /v1/callbacks/slack`.
         "text": fallback_text(r),
@@ -184,6 +186,20 @@ pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
     );
     let input = toolgate_core::display::visible_json(&shown.input).replace("```", "'''");
     blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&mrkdwn(&input), SECTION_CHARS))}}));
+    // R51: a call that needs several people's approvals says how many it has, and whose.
+    if let Some(line) = r.approvals_line() {
+        let waits = if r.approvals_missing() > 0 {
+            format!(
+                " · {}; sent only once {} different people have approved it",
+                toolgate_inbox::waits_for(r.approvals_missing()),
+                r.approvals_needed()
+            )
+        } else {
+            String::new()
+        };
+        blocks.push(json!({"type": "section", "block_id": format!("toolgate-approvals:{}", r.id()),
+            "text": {"type": "mrkdwn", "text": clip(&format!("*{}*{waits}", mrkdwn(&line)), SECTION_CHARS)}}));
+    }
     let value = format!(
         "{}|{}|{}",
         r.id(),

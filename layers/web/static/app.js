@@ -165,7 +165,16 @@
     var t = document.createElement("template");
     t.innerHTML = html;
     var card = t.content.querySelector(".card");
-    if (!card || document.getElementById(card.id)) { return; }
+    if (!card) { return; }
+    var shown = document.getElementById(card.id);
+    if (shown) {
+      // R51: a card already shown takes the approvals given since; nothing else of it
+      // changes (a reason being typed stays).
+      var fresh = card.querySelector("dd.approvals");
+      var old = shown.querySelector("dd.approvals");
+      if (fresh && old) { old.replaceWith(fresh); }
+      return;
+    }
     bump(1);
     var where = box.getAttribute("data-add");
     if (where === "none") {

@@ -17,10 +17,34 @@ use super::{body_object, caller, refuse, reply};
 use crate::api::edit::EditRefusal;
 use crate::state::App;
 
-/// Whether `approver` is shown `r`: the calls they may answer, and those they answered.
+/// Whether `approver` is shown `r`: the calls they may answer, and those they answered
+/// (an approval among the several a call needs included, R51).
 fn may_see(approver: &Approver, r: &HeldRecord) -> bool {
     approver.may_answer(&r.call.identities, r.call.agent.rule_name())
         || r.approver.as_deref() == Some(approver.name.as_str())
+        || r.approvals.iter().any(|a| a.approver == approver.name)
+}
+
+/// R51: how many distinct people must approve the call, and the approvals it has (each
+/// approver's name, verified principal when they had one, and time), counted toward it.
+pub(crate) fn approvals_json(r: &HeldRecord) -> Value {
+    let given: Vec<Value> = r
+        .counted_approvals()
+        .iter()
+        .map(|a| {
+            json!({
+                "approver": a.approver,
+                "principal": a.principal.as_ref().map(|p| json!({"subject": p.subject, "issuer": p.issuer})),
+                "at": a.at.to_string(),
+            })
+        })
+        .collect();
+    json!({
+        "needed": r.approvals_needed(),
+        "given": given,
+        "missing": r.approvals_missing(),
+        "summary": r.approvals_line(),
+    })
 }
 
 /// One held call as the API shows it: the interaction (seed 002's fields: `id`,
@@ -88,6 +112,8 @@ pub(crate) fn interaction_json(r: &HeldRecord) -> Value {
     );
     o.insert("createdAt".into(), r.call.created_at.to_string().into());
     o.insert("expiresAt".into(), r.call.expires_at.to_string().into());
+    // R51: four eyes — how many approvals the call needs and from whom it has them.
+    o.insert("approvals".into(), approvals_json(r));
     Value::Object(o)
 }
 
@@ -284,6 +310,12 @@ pub(crate) async fn answer(
                 "reason": receipt.reason,
                 "answeredAt": receipt.answered_at.to_string(),
                 "replayed": receipt.replayed,
+                // R51: an approval that is not the last one needed says so.
+                "approvals": receipt.approvals,
+                "approvalsNeeded": receipt.approvals_needed,
+                "waitingFor": receipt.waiting_for(),
+                "alreadyApproved": receipt.already_approved,
+                "message": receipt.progress(),
             }),
         ),
         Err(refusal) => refusal.json(),

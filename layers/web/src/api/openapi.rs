@@ -62,7 +62,8 @@ pub(crate) fn openapi() -> Value {
                         "inputHash": {"type": "string"}, "definitionHash": {"type": "string"},
                         "target": {"type": "object"},
                         "session": {"type": ["string", "null"]}, "turn": {"type": ["string", "null"]},
-                        "createdAt": {"type": "string"}, "expiresAt": {"type": "string"}
+                        "createdAt": {"type": "string"}, "expiresAt": {"type": "string"},
+                        "approvals": {"type": "object", "description": "R51: how many distinct people must approve the call (`needed`), the approvals it has (`given`: `approver`, `principal`, `at`), how many are `missing`, and a `summary` such as `1 of 2 approvals: alice` (`null` for a call that needs one)."}
                     }
                 },
                 "Pending": {
@@ -82,7 +83,11 @@ pub(crate) fn openapi() -> Value {
                 },
                 "AnswerReceipt": {
                     "type": "object", "required": ["id", "approved", "approver", "answeredAt", "replayed"],
-                    "properties": {"id": {"type": "string"}, "approved": {"type": "boolean"}, "approver": {"type": "string"}, "reason": {"type": ["string", "null"]}, "answeredAt": {"type": "string"}, "replayed": {"type": "boolean"}}
+                    "properties": {"id": {"type": "string"}, "approved": {"type": "boolean"}, "approver": {"type": "string"}, "reason": {"type": ["string", "null"]}, "answeredAt": {"type": "string"}, "replayed": {"type": "boolean"},
+                        "approvals": {"type": "integer", "description": "R51: the distinct people who approved the call so far, this answer included."},
+                        "approvalsNeeded": {"type": "integer"}, "waitingFor": {"type": "integer", "description": "How many more people must approve before it is approved (0 once it is)."},
+                        "alreadyApproved": {"type": "boolean", "description": "This person had approved it already: nothing changed (one person's approvals count once)."},
+                        "message": {"type": ["string", "null"], "description": "For a call that needs several approvals: `recorded: 1 of 2 approvals; it waits for one more person`."}}
                 },
                 "Call": {
                     "allOf": [{"$ref": "#/components/schemas/Interaction"}, {"type": "object", "required": ["state"], "properties": {

@@ -137,16 +137,47 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
     };
     let surface = format!("slack, user {}", action.user);
     match crate::answer::answer_held(&app, &approver, id, shown, answer, &surface).await {
+        // R51: an approval that is not the last one needed leaves the message and its
+        // buttons for the others, with the count brought up to date, and tells the person.
+        Ok((record, receipt)) if receipt.waiting_for() > 0 => {
+            let progress = receipt.progress().unwrap_or_default();
+            let text = format!(
+                "{} {}",
+                mrkdwn(&record.interaction().prompt),
+                mrkdwn(&progress)
+            );
+            match app.0.store.get(id).await {
+                Ok(Some(now)) => reply(
+                    StatusCode::OK,
+                    &json!({
+                        "replace_original": true,
+                        "text": text,
+                        "blocks": crate::webhook::blocks(&now, approvers.public_url.as_deref()),
+                    }),
+                ),
+                _ => tell(StatusCode::OK, &text),
+            }
+        }
         Ok((record, receipt)) => reply(
             StatusCode::OK,
             &json!({
                 "replace_original": true,
-                "text": format!(
-                    "{} {} by {}",
-                    mrkdwn(&record.interaction().prompt),
-                    if receipt.approved { "Approved" } else { "Denied" },
-                    mrkdwn(&receipt.approver)
-                ),
+                "text": match receipt.progress() {
+                    // R51: the last approval needed, or a denial after some.
+                    Some(progress) => format!(
+                        "{} {} by {}: {}",
+                        mrkdwn(&record.interaction().prompt),
+                        if receipt.approved { "Approved" } else { "Denied" },
+                        mrkdwn(&receipt.approver),
+                        mrkdwn(&progress)
+                    ),
+                    None => format!(
+                        "{} {} by {}",
+                        mrkdwn(&record.interaction().prompt),
+                        if receipt.approved { "Approved" } else { "Denied" },
+                        mrkdwn(&receipt.approver)
+                    ),
+                },
             }),
         ),
         Err(refusal) => tell(refusal.status(), &mrkdwn(&refusal.message())),
