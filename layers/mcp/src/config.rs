@@ -204,7 +204,6 @@ impl McpServerConfig {
     }
 
     /// Trusts only the CA certificates of this PEM file for the server's `https://` URL.
-    #[must_use]
     pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         if let Transport::StreamableHttp { ca_file, .. } = &mut self.transport {
             *ca_file = Some(path.into());
@@ -213,7 +212,6 @@ impl McpServerConfig {
     }
 
     /// Presents this client certificate chain and key (PEM files) to the server: mutual TLS.
-    #[must_use]
     pub fn client_identity(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
         if let Transport::StreamableHttp {
             client_identity, ..
@@ -226,7 +224,6 @@ impl McpServerConfig {
 
     /// Opts this server into plain `http://` to a host that is not loopback: its calls and
     /// their results cross the network unencrypted.
-    #[must_use]
     pub fn plain_http(mut self, allowed: bool) -> Self {
         if let Transport::StreamableHttp { plain_http, .. } = &mut self.transport {
             *plain_http = allowed;

@@ -102,12 +102,31 @@ struct Params<'a> {
 /// The raw `arguments` of a `tools/call` whose `params` are `params` (as the message's
 /// envelope read them), for [`Written::record_call`]; `None` when the tap keeps nothing for
 /// it ([`Written::tap`] reads such a message and its params as nothing).
-pub(crate) fn arguments(params: Option<&RawValue>) -> Option<Option<&RawValue>> {
+fn arguments(params: Option<&RawValue>) -> Option<Option<&RawValue>> {
     match params {
         None => Some(None),
         Some(raw) => serde_json::from_str::<Option<Params<'_>>>(raw.get())
             .ok()
             .map(|p| p.and_then(|p| p.arguments)),
+    }
+}
+
+/// The transport's seam (`crate::lines::CallTap`): the transport reads lines, this keeps
+/// their numbers.
+impl crate::lines::CallTap for Written {
+    fn tap(&self, line: &[u8]) {
+        Written::tap(self, line);
+    }
+
+    fn call(
+        &self,
+        id: &RequestId,
+        arguments: Option<Option<&RawValue>>,
+        params: Option<&RawValue>,
+    ) {
+        if let Some(arguments) = arguments.or_else(|| self::arguments(params)) {
+            self.record_call(id, arguments);
+        }
     }
 }
 
@@ -184,6 +203,79 @@ impl Written {
 
 #[cfg(test)]
 mod tests {
+    /// The R20 tap of the stdio transport keeps what the full reading of each line
+    /// (`Written::tap`, the HTTP route's) keeps, for every line: calls, batches, odd shapes.
+    #[tokio::test]
+    async fn r20_the_transports_tap_keeps_what_the_full_reading_keeps() {
+        use crate::lines::LineTransport;
+        use rmcp::RoleServer;
+        use rmcp::transport::Transport as _;
+        use tokio::io::AsyncWriteExt as _;
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901234,"m":[1.50,18446744073709551616]}}}"#,
+            r#"{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"arguments":{"n":123456789012345678901234}}}"#,
+            r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901235}}}]"#,
+            // Shapes rmcp refuses: the tap keeps (or not) what the full reading keeps.
+            r#"{"jsonrpc":"1.0","id":5,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901236}}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"t","arguments":{"n":123456789012345678901237}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[{"n":123456789012345678901238}]}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"p"}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":5,"arguments":{"n":123456789012345678901239}}}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"t","arguments":"a 123456789012345678901240"}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"t","arguments":{"n":1},"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call"}"#,
+            r#"["2.0",14,"tools/call"]"#,
+            r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"t","inputResponses":{},"arguments":{"n":123456789012345678901241}}}"#,
+            // A reused open id: both refused.
+            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"t"}}"#,
+            "not json",
+        ];
+        let full = Written::default();
+        for line in lines {
+            full.tap(line.as_bytes());
+        }
+        let tapped = std::sync::Arc::new(Written::default());
+        let text: String = lines.iter().map(|l| format!("{l}\r\n")).collect();
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let mut t = LineTransport::<RoleServer, _, _>::tapped(
+            read,
+            write,
+            Some(std::sync::Arc::clone(&tapped) as std::sync::Arc<dyn crate::lines::CallTap>),
+        );
+        let (_client_read, mut client_write) = tokio::io::split(client);
+        client_write.write_all(text.as_bytes()).await.unwrap();
+        client_write.shutdown().await.unwrap();
+        let mut delivered = 0;
+        while t.receive().await.is_some() {
+            delivered += 1;
+        }
+        assert!(delivered >= 4, "{delivered}");
+        let ids = (1..=16)
+            .map(RequestId::Number)
+            .chain([RequestId::String("two".into())]);
+        for id in ids {
+            let (want, got) = (full.take(&id), tapped.take(&id));
+            let same = match (&got, &want) {
+                (Found::Literals(a), Found::Literals(b)) => a == b,
+                (Found::Missing, Found::Missing) | (Found::Twice, Found::Twice) => true,
+                _ => false,
+            };
+            assert!(same, "{id:?}: {got:?}, the full reading {want:?}");
+            match id {
+                RequestId::Number(1 | 4) => {
+                    assert!(matches!(got, Found::Literals(l) if !l.is_empty()), "{id:?}");
+                }
+                RequestId::Number(3) => assert!(matches!(got, Found::Missing)),
+                RequestId::Number(16) => assert!(matches!(got, Found::Twice)),
+                _ => {}
+            }
+        }
+    }
+
     use super::*;
 
     fn id(n: i64) -> RequestId {
