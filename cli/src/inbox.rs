@@ -500,13 +500,31 @@ async fn answer_cmd(store: &dyn InboxStore, id: &str, answer: Answer, json: bool
                 print_json(&receipt_json(&r));
             } else {
                 let verb = if r.approved { "approved" } else { "denied" };
+                let approver = toolgate_core::display::visible(&r.approver);
                 if r.replayed {
                     println!(
-                        "{id} was already {verb} by {} with this idempotency key; nothing changed",
-                        r.approver
+                        "{id} was already {verb} by {approver} with this idempotency key; nothing changed"
+                    );
+                } else if r.already_approved {
+                    // R51: one person's approvals count once.
+                    println!(
+                        "{id}: {}; nothing changed",
+                        toolgate_core::display::visible(&r.progress().unwrap_or_default())
+                    );
+                } else if r.waiting_for() > 0 {
+                    // R51: an approval that is not the last one needed says so.
+                    println!(
+                        "{id}: approval by {approver} {}",
+                        toolgate_core::display::visible(&r.progress().unwrap_or_default())
                     );
                 } else {
-                    println!("{id} {verb} by {}", r.approver);
+                    println!("{id} {verb} by {approver}");
+                }
+                if !r.already_approved
+                    && r.waiting_for() == 0
+                    && let Some(p) = r.progress()
+                {
+                    println!("{}", toolgate_core::display::visible(&p));
                 }
             }
             Ok(ExitCode::SUCCESS)

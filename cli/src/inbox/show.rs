@@ -72,6 +72,8 @@ pub(super) fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
             json!({"mode": r.call.run.mode.as_str(), "background": r.call.run.background}),
         );
         map.insert("approver".into(), json!(r.approver));
+        // R51: how many distinct people must approve the call and whose approvals it has.
+        map.insert("approvals".into(), approvals_json(r));
         // Issue 22: the verified principal the answer was given with (`null` for a
         // static-token, header or `--as` approver).
         map.insert(
@@ -97,6 +99,20 @@ pub(super) fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
         );
     }
     v
+}
+
+/// R51: `{"needed", "given": [{approver, principal, at}], "missing", "summary"}`.
+pub(super) fn approvals_json(r: &HeldRecord) -> Value {
+    json!({
+        "needed": r.approvals_needed(),
+        "given": r.counted_approvals().iter().map(|a| json!({
+            "approver": a.approver,
+            "principal": a.principal.as_ref().map(|p| json!({"subject": p.subject, "issuer": p.issuer})),
+            "at": a.at.to_string(),
+        })).collect::<Vec<_>>(),
+        "missing": r.approvals_missing(),
+        "summary": r.approvals_line(),
+    })
 }
 
 /// The held call as text a person reads; every value with its hidden characters shown
@@ -184,8 +200,14 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
         } else {
             "approved by:"
         };
+        // R51: a call several people approved names them all.
+        let who = if r.state == State::Denied {
+            who.clone()
+        } else {
+            r.approved_by()
+        };
         let when = r.answered_at.map(|t| t.to_string()).unwrap_or_default();
-        let _ = writeln!(s, "{label:<14}{} ({when})", v(who));
+        let _ = writeln!(s, "{label:<14}{} ({when})", v(&who));
         if let Some(p) = &r.approver_principal {
             let _ = writeln!(
                 s,
@@ -193,6 +215,23 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
                 v(&p.subject),
                 v(&p.issuer)
             );
+        }
+    }
+    // R51: how many of the approvals the call needs it has, and from whom.
+    if let Some(line) = r.approvals_line() {
+        let waits = if r.state == State::Pending && r.approvals_missing() > 0 {
+            format!("; {}", toolgate_inbox::waits_for(r.approvals_missing()))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "approvals:    {}{waits}", v(&line));
+        for a in r.counted_approvals() {
+            let principal = a
+                .principal
+                .as_ref()
+                .map(|p| format!(", {} (issuer {})", v(&p.subject), v(&p.issuer)))
+                .unwrap_or_default();
+            let _ = writeln!(s, "  - {}{principal} ({})", v(&a.approver), a.at);
         }
     }
     if let Some(why) = &r.answer_reason {
@@ -207,10 +246,16 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
 pub(super) fn receipt_json(r: &AnswerReceipt) -> Value {
     json!({
         "interaction_id": r.interaction_id,
-        "state": if r.approved { "approved" } else { "denied" },
+        "state": if !r.approved { "denied" } else if r.waiting_for() > 0 { "pending" } else { "approved" },
         "approver": r.approver,
         "reason": r.reason,
         "answered_at": r.answered_at.to_string(),
         "replayed": r.replayed,
+        // R51: an approval that is not the last one needed leaves the call pending.
+        "approvals": r.approvals,
+        "approvals_needed": r.approvals_needed,
+        "waiting_for": r.waiting_for(),
+        "already_approved": r.already_approved,
+        "message": r.progress(),
     })
 }
