@@ -2,15 +2,16 @@
 //! a link to its card, retried with backoff. It runs beside the page, reading the store;
 //! it never touches the gate, so a slow or failing receiver never blocks a call.
 //!
-//! The sender speaks plain HTTP/1.1 (`http://` URLs; put a local relay in front of an
-//! `https://` receiver).
+//! It is sent with the project's one outbound client (`toolgate_idp::FetchClient`, issue 35
+//! item 2): `https://` receivers (Slack's incoming webhooks among them) directly, trusting the
+//! system's roots; plain `http://` only to a loopback receiver (the post carries the call's
+//! input).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use toolgate_inbox::{HeldRecord, InboxStore, State, Timestamp};
 
@@ -45,52 +46,37 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
     })
 }
 
-/// Posts `body` to an `http://host[:port]/path` URL; `Ok` on a 2xx answer.
-async fn post(url: &str, body: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("`{url}`: only http:// webhooks are sent (use a local relay for https)")
-    })?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, "/"),
-    };
-    let addr = if authority.contains(':') {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
-    let connect = tokio::net::TcpStream::connect(&addr);
-    let mut stream = tokio::time::timeout(Duration::from_secs(10), connect)
-        .await
-        .map_err(|_| format!("connecting to {addr} timed out"))?
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\nUser-Agent: toolgate-web\r\n\r\n{body}",
-        body.len()
-    );
-    let exchange = async {
-        stream.write_all(request.as_bytes()).await?;
-        let mut head = [0_u8; 64];
-        let n = stream.read(&mut head).await?;
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(head.get(..n).unwrap_or(&[])).into_owned())
-    };
-    let head = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| String::from("the receiver did not answer in time"))?
-        .map_err(|e| e.to_string())?;
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status.starts_with('2') {
+/// Posts `body` to `url` through the outbound client; `Ok` on a 2xx answer.
+async fn post(client: &toolgate_idp::FetchClient, url: &str, body: &str) -> Result<(), String> {
+    use axum::http::{HeaderValue, header};
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ),
+        (header::USER_AGENT, HeaderValue::from_static("toolgate-web")),
+    ];
+    let answer = client
+        .post(
+            url,
+            &headers,
+            body.to_owned(),
+            4096,
+            Duration::from_secs(10),
+        )
+        .await?;
+    if (200..300).contains(&answer.status) {
         Ok(())
     } else {
-        Err(format!("the receiver answered `{status}`"))
+        Err(format!("the receiver answered `{}`", answer.status))
     }
 }
 
 /// Posts one held call, retrying with exponential backoff (1 s, 2 s, 4 s, …).
-async fn deliver(url: String, body: String, id: String) {
+async fn deliver(client: toolgate_idp::FetchClient, url: String, body: String, id: String) {
     let mut wait = Duration::from_secs(1);
     for attempt in 1..=TRIES {
-        match post(&url, &body).await {
+        match post(&client, &url, &body).await {
             Ok(()) => return,
             Err(why) => {
                 tracing::warn!(interaction = %id, attempt, %why, "the webhook post failed");
@@ -111,13 +97,25 @@ pub(crate) fn spawn(
 ) -> JoinHandle<()> {
     let started = Timestamp::now();
     tokio::spawn(async move {
+        let client = match toolgate_idp::FetchClient::new(None) {
+            Ok(c) => c,
+            Err(why) => {
+                tracing::error!(%why, "the webhook cannot be sent: no outbound client");
+                return;
+            }
+        };
         let mut seen: HashSet<String> = HashSet::new();
         loop {
             if let Ok(pending) = store.list(Some(State::Pending)).await {
                 for r in pending.iter().filter(|r| r.call.created_at >= started) {
                     if seen.insert(r.id().to_owned()) {
                         let body = payload(r, public_url.as_deref()).to_string();
-                        tokio::spawn(deliver(url.clone(), body, r.id().to_owned()));
+                        tokio::spawn(deliver(
+                            client.clone(),
+                            url.clone(),
+                            body,
+                            r.id().to_owned(),
+                        ));
                     }
                 }
                 // A call no longer pending never comes back: forget it.
