@@ -144,9 +144,8 @@ pub(crate) fn run_grant(command: GrantCommand) -> Outcome {
                 reason,
                 json,
             } => {
-                let granted_by = acting_for(&store, granted_by.as_deref(), &credential)
-                    .await??
-                    .name;
+                let acting = acting_for(&store, granted_by.as_deref(), &credential).await??;
+                let (granted_by, principal) = (acting.name, acting.principal);
                 let lasts: Duration = humantime::parse_duration(&lasts)
                     .map_err(|e| format!("`--for`: `{lasts}` is not a duration: {e}"))?;
                 let request = GrantRequest {
@@ -172,7 +171,7 @@ pub(crate) fn run_grant(command: GrantCommand) -> Outcome {
                 // A new SQLite inbox file is made for the first grant (as for `policy put`).
                 let inbox = store.open(true).await?;
                 let stored = inbox
-                    .add_grant(&grant, now)
+                    .add_grant_as(&grant, principal.as_ref(), now)
                     .await
                     .map_err(|e| e.to_string())?;
                 if json {

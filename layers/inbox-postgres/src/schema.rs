@@ -182,6 +182,13 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 ";
 
+/// Who gave each grant, by their verified principal (issue 34). Added, under the migration
+/// lock, to an inbox that lacks them; grants given before have none.
+pub(crate) const GRANT_GIVER_COLUMNS: &str = "
+ALTER TABLE grants ADD COLUMN IF NOT EXISTS giver_subject TEXT;
+ALTER TABLE grants ADD COLUMN IF NOT EXISTS giver_issuer TEXT;
+";
+
 /// Approve with edits and the execution target (issue 24): the target each call was held
 /// with, as JSON, and beside `held_calls` the input each edited approval replaced and who
 /// edited. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under
@@ -449,6 +456,19 @@ pub(crate) async fn migrate(
         if !exists("grants").await.map_err(err)? {
             tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         }
+        // Looked up first, like the columns above (issue 34).
+        let givers: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'grants' AND column_name = 'giver_subject')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !givers {
+            tx.batch_execute(GRANT_GIVER_COLUMNS).await.map_err(err)?;
+        }
         // Looked up first, like the columns above.
         let edits: bool = tx
             .query_one(
@@ -498,6 +518,7 @@ pub(crate) async fn migrate(
             .await
             .map_err(err)?;
         tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
+        tx.batch_execute(GRANT_GIVER_COLUMNS).await.map_err(err)?;
         tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
         tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();

@@ -93,6 +93,9 @@ pub struct StoredGrant {
     pub last_used_at: Option<Timestamp>,
     /// Its revocation, if it was revoked.
     pub revoked: Option<Revocation>,
+    /// The verified principal of the person who gave it, when they gave it with an
+    /// identity-provider token (issue 34: as an approval records it).
+    pub principal: Option<toolgate_core::Principal>,
 }
 
 impl StoredGrant {
@@ -146,6 +149,13 @@ impl StoredGrant {
             time(self.revoked.as_ref().map(|r| r.at)),
         );
         out.insert("ended_at".into(), time(self.ended_at(now)));
+        out.insert(
+            "granted_by_principal".into(),
+            self.principal.as_ref().map_or(
+                Value::Null,
+                |p| serde_json::json!({"subject": p.subject, "issuer": p.issuer}),
+            ),
+        );
         Value::Object(out)
     }
 }
@@ -162,7 +172,33 @@ impl StoredGrant {
         created_at: i64,
         revoked: (Option<String>, Option<i64>),
     ) -> Result<Self, InboxError> {
+        Self::from_stored_by(
+            id,
+            body,
+            uses,
+            last_used_at,
+            created_at,
+            revoked,
+            (None, None),
+        )
+    }
+
+    /// [`StoredGrant::from_stored`], with the giver's principal as stored (subject and
+    /// issuer, both or neither).
+    pub fn from_stored_by(
+        id: &str,
+        body: &str,
+        uses: i64,
+        last_used_at: Option<i64>,
+        created_at: i64,
+        revoked: (Option<String>, Option<i64>),
+        principal: (Option<String>, Option<String>),
+    ) -> Result<Self, InboxError> {
         Ok(StoredGrant {
+            principal: match principal {
+                (Some(subject), Some(issuer)) => Some(toolgate_core::Principal { subject, issuer }),
+                _ => None,
+            },
             grant: grant_from_text(id, body)?,
             created_at: Timestamp::from_millis(created_at),
             uses: u64::try_from(uses).unwrap_or(0),

@@ -427,7 +427,21 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         grant: &'a Grant,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
-        let _ = (grant, now);
+        self.add_grant_as(grant, None, now)
+    }
+
+    /// [`InboxStore::add_grant`], recording the giver's verified principal (the `sub` and
+    /// `iss` of the identity-provider token they gave it with, issue 34) beside the grant.
+    ///
+    /// This provided method refuses: a store that keeps grants overrides it (both backends
+    /// do).
+    fn add_grant_as<'a>(
+        &'a self,
+        grant: &'a Grant,
+        principal: Option<&'a toolgate_core::Principal>,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        let _ = (grant, principal, now);
         Box::pin(async { Err(no_grants()) })
     }
 
@@ -648,6 +662,14 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         now: Timestamp,
     ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
         (**self).add_grant(grant, now)
+    }
+    fn add_grant_as<'a>(
+        &'a self,
+        grant: &'a Grant,
+        principal: Option<&'a toolgate_core::Principal>,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        (**self).add_grant_as(grant, principal, now)
     }
     fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
         (**self).grants()

@@ -417,7 +417,11 @@ pub(crate) async fn approve_and_grant(
     };
     // A double submit replays the approval: the grant was given by the first.
     if !receipt.replayed
-        && let Err(e) = app.0.store.add_grant(&grant, now).await
+        && let Err(e) = app
+            .0
+            .store
+            .add_grant_as(&grant, who.principal.as_ref(), now)
+            .await
     {
         return html::refusal(
             StatusCode::SERVICE_UNAVAILABLE,

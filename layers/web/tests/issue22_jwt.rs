@@ -318,6 +318,20 @@ async fn issue34_a_grant_saved_by_jwt_records_the_approvers_subject_and_issuer()
     let grants = s.inbox.store().grants().await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].grant.granted_by(), "carol");
+    // The grant itself records who gave it, as the approval does (issue 34 item 5).
+    let giver = grants[0]
+        .principal
+        .clone()
+        .expect("the grant keeps its giver's principal");
+    assert_eq!(
+        (giver.subject.as_str(), giver.issuer.as_str()),
+        ("id-carol", ISS)
+    );
+    let json = grants[0].to_json(toolgate_inbox::Timestamp::now());
+    assert_eq!(
+        json["granted_by_principal"]["subject"], "id-carol",
+        "{json}"
+    );
     let shown = format!("id-carol ({ISS})");
     let one = carol.get(&r.header("location")).await;
     assert!(one.body.contains(&shown), "{}", one.body);

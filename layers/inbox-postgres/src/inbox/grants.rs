@@ -15,7 +15,8 @@ use super::{Inner, PostgresInbox};
 use crate::error;
 
 /// The columns [`PostgresInbox::read_grants`] reads, in order.
-const GRANT_COLUMNS: &str = "id, body, uses, last_used_at, created_at, revoked_by, revoked_at";
+const GRANT_COLUMNS: &str =
+    "id, body, uses, last_used_at, created_at, revoked_by, revoked_at, giver_subject, giver_issuer";
 
 /// A grant live at `$1` (R45): not revoked, before its expiry, fewer than `max_calls` sends.
 const GRANT_LIVE: &str =
@@ -48,13 +49,16 @@ impl PostgresInbox {
                 let body: String = r.try_get(1).map_err(err)?;
                 let by: Option<String> = r.try_get(5).map_err(err)?;
                 let at: Option<i64> = r.try_get(6).map_err(err)?;
-                StoredGrant::from_stored(
+                let giver: (Option<String>, Option<String>) =
+                    (r.try_get(7).map_err(err)?, r.try_get(8).map_err(err)?);
+                StoredGrant::from_stored_by(
                     &id,
                     &body,
                     r.try_get(2).map_err(err)?,
                     r.try_get(3).map_err(err)?,
                     r.try_get(4).map_err(err)?,
                     (by, at),
+                    giver,
                 )
             })
             .collect()
@@ -75,22 +79,29 @@ impl PostgresInbox {
     pub(super) async fn add_grant_op(
         &self,
         grant: &Grant,
+        principal: Option<&toolgate_core::Principal>,
         now: Timestamp,
     ) -> Result<StoredGrant, InboxError> {
+        let (subject, issuer) = (
+            principal.map(|p| p.subject.as_str()),
+            principal.map(|p| p.issuer.as_str()),
+        );
         let expires = i64::try_from(grant.expires_at()).unwrap_or(i64::MAX);
         let max = grant
             .max_calls()
             .map(|m| i64::try_from(m).unwrap_or(i64::MAX));
         let inserted = self
             .update_grant(
-                "INSERT INTO grants (id, body, expires_at, max_calls, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO grants (id, body, expires_at, max_calls, created_at, giver_subject, \
+                 giver_issuer) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     &grant.id(),
                     &grant.source_text(),
                     &expires,
                     &max,
                     &now.as_millis(),
+                    &subject,
+                    &issuer,
                 ],
             )
             .await;
@@ -101,6 +112,7 @@ impl PostgresInbox {
                 uses: 0,
                 last_used_at: None,
                 revoked: None,
+                principal: principal.cloned(),
             }),
             Err(e) if e.kind() == Kind::Duplicate => Err(InboxError::new(
                 Kind::Duplicate,

@@ -4,7 +4,7 @@ use super::*;
 
 /// The columns [`read_grants`] reads, in order.
 pub(super) const GRANT_COLUMNS: &str =
-    "id, body, uses, last_used_at, created_at, revoked_by, revoked_at";
+    "id, body, uses, last_used_at, created_at, revoked_by, revoked_at, giver_subject, giver_issuer";
 
 /// A grant live at `?1` (R45): not revoked, before its expiry, fewer than `max_calls` sends.
 pub(super) const GRANT_LIVE: &str =
@@ -29,13 +29,17 @@ pub(super) fn read_grants(
                 r.get::<_, i64>(4)?,
                 r.get::<_, Option<String>>(5)?,
                 r.get::<_, Option<i64>>(6)?,
+                (
+                    r.get::<_, Option<String>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
+                ),
             ))
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(|e| inner.err(e))?;
     rows.into_iter()
-        .map(|(id, body, uses, last, created, by, at)| {
-            StoredGrant::from_stored(&id, &body, uses, last, created, (by, at))
+        .map(|(id, body, uses, last, created, by, at, giver)| {
+            StoredGrant::from_stored_by(&id, &body, uses, last, created, (by, at), giver)
         })
         .collect()
 }

@@ -107,6 +107,14 @@ ALTER TABLE held_calls ADD COLUMN approver_subject TEXT;
 ALTER TABLE held_calls ADD COLUMN approver_issuer TEXT;
 ";
 
+/// Who gave each grant, by their verified principal (issue 34: a grant given with an
+/// identity-provider token records its `sub` and `iss`, as an approval does). Added, when
+/// missing, each time a file is opened; grants given before have none.
+pub(crate) const GRANT_GIVER_COLUMNS: &str = "
+ALTER TABLE grants ADD COLUMN giver_subject TEXT;
+ALTER TABLE grants ADD COLUMN giver_issuer TEXT;
+";
+
 /// Four eyes (R51): how many distinct people must approve each held call, and the
 /// approvals given so far to one that needs several (a JSON array, one element per person:
 /// name, principal, time, key, and the input and definition hashes approved). Like
@@ -147,6 +155,7 @@ impl Inner {
             self.add_repeat_column(conn)?;
             self.add_principal_columns(conn)?;
             self.add_approvals_columns(conn)?;
+            self.add_columns(conn, "grants", "giver_subject", GRANT_GIVER_COLUMNS)?;
             return query::add_page_indexes(self, conn);
         }
         if version > SCHEMA_VERSION {
@@ -187,57 +196,55 @@ impl Inner {
         self.add_repeat_column(conn)?;
         self.add_principal_columns(conn)?;
         self.add_approvals_columns(conn)?;
+        self.add_columns(conn, "grants", "giver_subject", GRANT_GIVER_COLUMNS)?;
         query::add_page_indexes(self, conn)
+    }
+
+    /// Adds `columns` (SQL) to a file whose `table` lacks `probe` (read first: a file that
+    /// has it is not written to; looked up again under the write lock, since another process
+    /// may have added them meanwhile).
+    pub(super) fn add_columns(
+        &self,
+        conn: &mut Connection,
+        table: &str,
+        probe: &str,
+        columns: &str,
+    ) -> Result<(), InboxError> {
+        let has = |c: &Connection| -> rusqlite::Result<bool> {
+            c.query_row(
+                "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                [table, probe],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+        };
+        if has(conn).map_err(|e| self.err(e))? {
+            return Ok(());
+        }
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        if !has(&tx).map_err(|e| self.err(e))? {
+            tx.execute_batch(columns).map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Adds [`APPROVALS_COLUMNS`] to a file that lacks them (read first: a file that has
     /// them is not written to).
     pub(super) fn add_approvals_columns(&self, conn: &mut Connection) -> Result<(), InboxError> {
-        let has = |c: &Connection| -> rusqlite::Result<bool> {
-            c.query_row(
-                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'approvals_json'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)
-        };
-        if has(conn).map_err(|e| self.err(e))? {
-            return Ok(());
-        }
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
-        // Another process may have added them while we waited for the lock.
-        if !has(&tx).map_err(|e| self.err(e))? {
-            tx.execute_batch(APPROVALS_COLUMNS)
-                .map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))
+        self.add_columns(conn, "held_calls", "approvals_json", APPROVALS_COLUMNS)
     }
 
     /// Adds [`APPROVER_PRINCIPAL_COLUMNS`] to a file that lacks them (read first: a file
     /// that has them is not written to).
     pub(super) fn add_principal_columns(&self, conn: &mut Connection) -> Result<(), InboxError> {
-        let has = |c: &Connection| -> rusqlite::Result<bool> {
-            c.query_row(
-                "SELECT count(*) FROM pragma_table_info('held_calls') WHERE name = 'approver_subject'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)
-        };
-        if has(conn).map_err(|e| self.err(e))? {
-            return Ok(());
-        }
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
-        // Another process may have added them while we waited for the lock.
-        if !has(&tx).map_err(|e| self.err(e))? {
-            tx.execute_batch(APPROVER_PRINCIPAL_COLUMNS)
-                .map_err(|e| self.err(e))?;
-        }
-        tx.commit().map_err(|e| self.err(e))
+        self.add_columns(
+            conn,
+            "held_calls",
+            "approver_subject",
+            APPROVER_PRINCIPAL_COLUMNS,
+        )
     }
 
     /// Adds [`SHADOW_TABLE`] to a file that lacks it (read first: a file that has it is not

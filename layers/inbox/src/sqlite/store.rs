@@ -239,17 +239,19 @@ impl InboxStore for SqliteInbox {
         })
     }
 
-    fn add_grant<'a>(
+    fn add_grant_as<'a>(
         &'a self,
         grant: &'a Grant,
+        principal: Option<&'a toolgate_core::Principal>,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
         let grant = grant.clone();
+        let principal = principal.cloned();
         self.run(move |inner, conn| {
             let inserted = conn
                 .prepare_cached(
-                    "INSERT INTO grants (id, body, expires_at, max_calls, created_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT INTO grants (id, body, expires_at, max_calls, created_at, \
+                     giver_subject, giver_issuer) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -260,6 +262,8 @@ impl InboxStore for SqliteInbox {
                             .max_calls()
                             .map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
                         now.as_millis(),
+                        principal.as_ref().map(|p| p.subject.as_str()),
+                        principal.as_ref().map(|p| p.issuer.as_str()),
                     ])
                 });
             match inserted {
@@ -269,6 +273,7 @@ impl InboxStore for SqliteInbox {
                     uses: 0,
                     last_used_at: None,
                     revoked: None,
+                    principal: principal.clone(),
                 }),
                 Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
                     Err(InboxError::new(

@@ -241,6 +241,7 @@ pub async fn run_grants(fixture: &dyn Fixture) {
     case!(r45_a_revocation_records_who_and_when_and_ends_the_grant_for_good);
     case!(r45_racing_uses_never_pass_max_calls);
     case!(r45_the_grant_store_answers_by_the_first_live_matching_grant_and_counts_its_sends);
+    case!(issue34_a_grant_keeps_its_givers_principal_across_a_restart);
 }
 
 /// The cases of [`InboxStore::find_open`] only (also run by [`run_all`]): for a store that
@@ -2679,6 +2680,37 @@ pub fn grant(id: &str, expires_at: u64, extra: &str) -> Grant {
 
 fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
+}
+
+/// Issue 34 item 5: a grant given with an identity-provider token keeps its giver's `sub` and
+/// `iss`, as an approval does; one given without keeps none.
+pub async fn issue34_a_grant_keeps_its_givers_principal_across_a_restart(fixture: &dyn Fixture) {
+    let store = fixture.fresh().await;
+    let giver = toolgate_core::Principal {
+        subject: "id-alice".into(),
+        issuer: "https://idp.test".into(),
+    };
+    let added = store
+        .add_grant_as(&grant("g-p", 60_000, ""), Some(&giver), at(1))
+        .await
+        .unwrap();
+    assert_eq!(added.principal.as_ref(), Some(&giver));
+    store
+        .add_grant(&grant("g-n", 60_000, ""), at(2))
+        .await
+        .unwrap();
+    let store = fixture.reopen(&store).await;
+    let all = store.grants().await.unwrap();
+    assert_eq!(
+        all[0].principal.as_ref(),
+        Some(&giver),
+        "kept across a restart"
+    );
+    assert_eq!(all[1].principal, None);
+    assert_eq!(
+        all[0].to_json(at(3))["granted_by_principal"],
+        json!({"subject": "id-alice", "issuer": "https://idp.test"})
+    );
 }
 
 pub async fn r45_grants_are_kept_in_the_order_given_with_unique_ids_across_a_restart(

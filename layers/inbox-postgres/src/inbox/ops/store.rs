@@ -245,12 +245,13 @@ impl InboxStore for PostgresInbox {
         })
     }
 
-    fn add_grant<'a>(
+    fn add_grant_as<'a>(
         &'a self,
         grant: &'a Grant,
+        principal: Option<&'a toolgate_core::Principal>,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
-        Box::pin(self.add_grant_op(grant, now))
+        Box::pin(self.add_grant_op(grant, principal, now))
     }
 
     fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
