@@ -16,14 +16,43 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use serde_json::json;
-use toolgate_inbox::suite::held;
 use toolgate_inbox::{
     Answer, Claim, Completion, InboxStore, NewHeldCall, Outcome, SqliteInbox, SqliteOptions,
     Synchronous,
 };
 
+/// A held call as the gate holds one: `payments__refund` for order `i`. Built here, not from
+/// the store's test kit (`suite`): a shipped crate's bench never links its test kit.
 fn new_call(i: u64) -> NewHeldCall {
-    held(json!({"order": i}), Duration::from_secs(3600))
+    use std::sync::Arc;
+    use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, ToolIdentity};
+    let input = json!({"order": i});
+    let request = toolgate_engine::approval::ApprovalRequest {
+        interaction_id: toolgate_core::id::random_id("ia_").expect("randomness"),
+        call_id: CallId::new("call-bench"),
+        tool: "payments__refund".into(),
+        identities: vec![ToolIdentity::mcp("payments", "refund")],
+        agent: AgentRef::profile("support"),
+        input_hash: toolgate_engine::canon::input_hash(&input).expect("canonical"),
+        input: Arc::new(input),
+        literals: Default::default(),
+        definition_hash: "sha256:definition-v1".into(),
+        asks: vec![Ask {
+            source: AskSource::PolicyRule(0),
+            reason: "refunds need a person".into(),
+        }],
+        run: RunContext::default(),
+        turn: None,
+        ticket: None,
+        target: None,
+        approvals: 1,
+    };
+    NewHeldCall::from_request(
+        &request,
+        toolgate_inbox::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .expect("a holdable call")
 }
 
 fn one_cycle(rt: &tokio::runtime::Runtime, store: &SqliteInbox, c: NewHeldCall) {
