@@ -36,8 +36,8 @@ use toolgate_core::names::lower_key;
 pub use glob::Glob;
 use index::Index;
 pub use limits::{DEFAULT_REGEX_SIZE_LIMIT, Limits, MAX_INPUT_DEPTH_CEILING};
-pub use quota::{PerKey, QUOTA_MAX_CEILING, QUOTA_WINDOW_CEILING_SECS, Quota};
 pub use parse::MAX_APPROVALS;
+pub use quota::{PerKey, QUOTA_MAX_CEILING, QUOTA_WINDOW_CEILING_SECS, Quota};
 pub use rule::Rule;
 pub(crate) use select::read_selection;
 /// A rule's effect, or the policy default's (defined in `toolgate-core`, which
@@ -159,6 +159,9 @@ pub struct Policy {
     /// The quotas' selections, indexed as the rules are (a call looks only at the quotas
     /// that could cover it).
     quota_index: Index,
+    /// Whether a rule or a quota selects by labels, and by session labels (R49): read on
+    /// every call, worked out once.
+    labels: (bool, bool),
 }
 
 impl Default for Policy {
@@ -177,6 +180,7 @@ impl Policy {
             updated_at: None,
             index: Index::default(),
             quota_index: Index::default(),
+            labels: (false, false),
         }
     }
 
@@ -314,13 +318,12 @@ impl Policy {
     /// Whether a rule or a quota selects by the session's labels (R49): deciding a call
     /// then reads the session's labels, and sending it records the tool's.
     pub fn uses_session_labels(&self) -> bool {
-        self.rules.iter().any(|r| !r.session_labels.is_empty())
-            || self.quotas.iter().any(|q| !q.select.session_labels.is_empty())
+        self.labels.1
     }
 
     /// Whether a rule or a quota selects by labels at all (R49).
     pub fn uses_labels(&self) -> bool {
-        self.rules.iter().any(Rule::has_labels) || self.quotas.iter().any(|q| q.select.has_labels())
+        self.labels.0
     }
 
     /// The default effect for mcp/http calls no rule matches (R21).

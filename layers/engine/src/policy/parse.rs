@@ -98,6 +98,11 @@ impl Policy {
         rules.shrink_to_fit();
         let index = Index::build(&rules);
         let quota_index = Index::build(quotas.iter().map(|q| &q.select));
+        let labels = (
+            rules.iter().any(Rule::has_labels) || quotas.iter().any(|q| q.select.has_labels()),
+            rules.iter().any(|r| !r.session_labels.is_empty())
+                || quotas.iter().any(|q| !q.select.session_labels.is_empty()),
+        );
         Some(Self {
             default,
             rules,
@@ -105,6 +110,7 @@ impl Policy {
             updated_at,
             index,
             quota_index,
+            labels,
         })
     }
 }
