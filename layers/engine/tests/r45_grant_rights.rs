@@ -234,3 +234,40 @@ fn r52_a_grant_answers_a_discovered_tool_only_while_its_giver_may_answer_it() {
     let lookup = decide(&gone, "bank__lookup");
     assert!(lookup.decision.granted.is_none(), "{lookup:?}");
 }
+
+/// Found by the property above (its saved regression): rights over `server: "*"` cover
+/// every MCP tool and nothing else (a selector's `server` matches only MCP tools, R18), so
+/// a grant `tool: "create_issue"` with no `server` or `kind` — which would also answer a
+/// local or HTTP tool of that name, declared or discovered later — is wider than the card.
+#[test]
+fn r52_rights_over_every_server_give_no_grant_that_reaches_a_local_tool() {
+    let who = Approver {
+        name: "p".into(),
+        token_sha256: None,
+        tools: Some(vec![ToolSelector {
+            tool: None,
+            server: Some(Glob::new("*")),
+            kind: None,
+            agent: None,
+        }]),
+        edit_policy: false,
+        may_edit: false,
+    };
+    let catalog = [vec![ToolIdentity::mcp("github", "create_issue")]];
+    let grant = |extra: &str| {
+        parse_grants(&format!(
+            r#"[{{"id": "g", "agent": "support", "tool": "create_issue", "expires_at": 1, "granted_by": "p", "reason": "r"{extra}}}]"#
+        ))
+        .unwrap()
+        .remove(0)
+    };
+    let wide = who.may_grant(&grant(""), catalog.iter().map(Vec::as_slice));
+    assert_eq!(wide.unwrap_err().field, "tool");
+    for narrowed in [r#", "server": "github""#, r#", "kind": "mcp""#] {
+        assert!(
+            who.may_grant(&grant(narrowed), catalog.iter().map(Vec::as_slice))
+                .is_ok(),
+            "{narrowed}"
+        );
+    }
+}

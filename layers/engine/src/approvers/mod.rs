@@ -138,11 +138,14 @@ impl ToolSelector {
                 select.kind() == Some(k) || (k == ToolKind::Mcp && select.server().is_some())
             }
         };
+        // A selector's `server` matches only MCP tools (R18): even `*` covers a grant only
+        // when the grant, too, selects MCP tools alone (by its own `server` or `kind`).
+        let server_ok = |s: &Glob| match select.server() {
+            Some(inner) => s.as_str() == "*" || s.covers(inner),
+            None => s.as_str() == "*" && select.kind() == Some(ToolKind::Mcp),
+        };
         kind_ok
-            && self
-                .server
-                .as_ref()
-                .is_none_or(|s| within(select.server(), s))
+            && self.server.as_ref().is_none_or(server_ok)
             && self.tool.as_ref().is_none_or(|t| within(select.tool(), t))
             && self.agent.as_ref().is_none_or(|a| within(grant.agent(), a))
     }
