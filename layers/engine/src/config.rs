@@ -455,7 +455,8 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
                 o.path_of("labels"),
                 "a tool with `governed: false` carries no labels (R49, R42)",
             );
-        } else if let Some(labels) = crate::labels::read_labels(l, &o.path_of("labels"), false, errs)
+        } else if let Some(labels) =
+            crate::labels::read_labels(l, &o.path_of("labels"), false, errs)
         {
             decl.labels = labels;
         }

@@ -202,10 +202,7 @@ impl FetchClient {
             })?;
             let status = response.status().as_u16();
             let too_large = || format!("the answer is larger than the {limit} bytes read");
-            if response
-                .content_length()
-                .is_some_and(|n| n > limit as u64)
-            {
+            if response.content_length().is_some_and(|n| n > limit as u64) {
                 return Err(too_large());
             }
             let mut body = Vec::new();
@@ -273,7 +270,11 @@ fn tls_backend(
     builder: reqwest::ClientBuilder,
     tls: &OutboundTls,
 ) -> Result<reqwest::ClientBuilder, String> {
-    if let Some(p) = tls.ca_file.as_ref().or(tls.client_identity.as_ref().map(|(c, _)| c)) {
+    if let Some(p) = tls
+        .ca_file
+        .as_ref()
+        .or(tls.client_identity.as_ref().map(|(c, _)| c))
+    {
         return Err(format!(
             "`{}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so TLS settings are of no use",
             p.display()
@@ -346,7 +347,12 @@ fn client_identity(
     let text = read(cert, "client certificate")?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("the client certificate `{}` is not PEM: {e}", cert.display()))?;
+        .map_err(|e| {
+            format!(
+                "the client certificate `{}` is not PEM: {e}",
+                cert.display()
+            )
+        })?;
     if chain.is_empty() {
         return Err(format!(
             "the client certificate `{}` holds no certificate",
@@ -354,8 +360,12 @@ fn client_identity(
         ));
     }
     let text = read(key, "client key")?;
-    let key = PrivateKeyDer::from_pem_slice(&text)
-        .map_err(|e| format!("the client key `{}` is not a PEM private key: {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&text).map_err(|e| {
+        format!(
+            "the client key `{}` is not a PEM private key: {e}",
+            key.display()
+        )
+    })?;
     Ok((chain, key))
 }
 

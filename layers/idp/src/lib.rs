@@ -77,9 +77,9 @@ mod jwks;
 mod metadata;
 mod typ;
 
-pub use fetch::{FetchClient, Fetched, OutboundTls, TLS, check_fetch_url};
 #[cfg(feature = "tls")]
 pub use fetch::client_config;
+pub use fetch::{FetchClient, Fetched, OutboundTls, TLS, check_fetch_url};
 use jwks::Lookup;
 pub use jwks::{Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};

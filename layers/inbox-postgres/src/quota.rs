@@ -25,6 +25,15 @@
 //! The table, `quota_sends`, lives beside the inbox's tables (in its schema), created when
 //! missing; the inbox's schema never reads it.
 //!
+//! Each session's labels (R49) live beside it, in `session_labels` (one row per session and
+//! label, keyed by [`session_key`]: the calls made in no session share the key `null`),
+//! created when missing like `quota_sends`, so a database set up before it existed gets it
+//! when a counter starts on it. [`AsyncQuotaCounter::reserve_labelled`] adds the sent tool's
+//! labels in the reservation's own transaction — in the one statement that records the sends
+//! and prunes the old ones, so labels add no round trip to a send — and
+//! [`AsyncQuotaCounter::session_labels`] reads them from the database (one statement): a
+//! session judged on any replica is judged by what every replica recorded.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
@@ -46,8 +55,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use deadpool_postgres::Pool;
-use toolgate_engine::quota::{AsyncQuotaCounter, ReserveFuture};
-use toolgate_engine::quota::{Millis, QuotaError, QuotaFull, QuotaGroup, retry_after_ms};
+use toolgate_engine::labels::LabelSet;
+use toolgate_engine::quota::{AsyncQuotaCounter, LabelsFuture, ReserveFuture};
+use toolgate_engine::quota::{
+    Millis, QuotaError, QuotaFull, QuotaGroup, retry_after_ms, session_key,
+};
 
 use crate::PostgresInbox;
 
@@ -55,13 +67,37 @@ use crate::PostgresInbox;
 /// group key's `hashtext`. Two groups whose keys share a hash only wait for each other.
 pub const QUOTA_LOCK: i32 = 0x5447_5154;
 
-/// The table of sends, created when missing.
+/// The table of sends and the table of each session's labels (R49), created when missing.
 pub const QUOTA_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS quota_sends (
     key   TEXT NOT NULL,
     at_ms BIGINT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS quota_sends_by_key ON quota_sends (key, at_ms)";
+CREATE INDEX IF NOT EXISTS quota_sends_by_key ON quota_sends (key, at_ms);
+CREATE TABLE IF NOT EXISTS session_labels (
+    session TEXT NOT NULL,
+    label   TEXT NOT NULL,
+    at_ms   BIGINT NOT NULL,
+    PRIMARY KEY (session, label)
+)";
+
+/// A reservation's writes, in one statement: one send at `$2` in each group of `$1` (keys,
+/// each once), the sends of each that left its window (`$3`, the window's start per key)
+/// pruned, and the labels `$5` added to the session keyed `$4` (R49). The sub-statements
+/// share one snapshot: the prune never sees the send added beside it (which is in its
+/// window anyway).
+const WRITE: &str = "
+WITH sent AS (
+    INSERT INTO quota_sends (key, at_ms) SELECT k, $2::bigint FROM unnest($1::text[]) AS k
+), pruned AS (
+    DELETE FROM quota_sends AS q USING unnest($1::text[], $3::bigint[]) AS p (k, since)
+    WHERE q.key = p.k AND q.at_ms <= p.since
+), labelled AS (
+    INSERT INTO session_labels (session, label, at_ms)
+    SELECT $4::text, l, $2::bigint FROM unnest($5::text[]) AS l
+    ON CONFLICT DO NOTHING
+)
+SELECT 1";
 
 /// At most this many groups are remembered for the advisory check; past it the memory
 /// starts over (the reservation still decides).
@@ -175,6 +211,7 @@ impl PostgresQuotaCounter {
         &self,
         groups: &[QuotaGroup],
         local: Millis,
+        labelled: Option<(Option<&str>, &LabelSet)>,
     ) -> Result<Vec<(String, Vec<Millis>)>, QuotaError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.db(&e))?;
@@ -243,26 +280,18 @@ impl PostgresQuotaCounter {
                 .collect();
             return Err(self.remember_full(seen, full, retry));
         }
-        let insert = tx
-            .prepare_cached("INSERT INTO quota_sends (key, at_ms) VALUES ($1, $2)")
-            .await
-            .map_err(|e| self.db(&e))?;
-        let prune = tx
-            .prepare_cached("DELETE FROM quota_sends WHERE key = $1 AND at_ms <= $2")
-            .await
-            .map_err(|e| self.db(&e))?;
         let mut written: Vec<&QuotaGroup> = groups.iter().collect();
         written.sort_by(|a, b| a.key.cmp(&b.key));
         written.dedup_by(|a, b| a.key == b.key);
-        for g in written {
-            tx.execute(&insert, &[&g.key, &clamp(latest)])
-                .await
-                .map_err(|e| self.db(&e))?;
-            // Old sends of this group are pruned as it is written.
-            tx.execute(&prune, &[&g.key, &since(now, g.window_ms)])
-                .await
-                .map_err(|e| self.db(&e))?;
-        }
+        // Old sends of each group are pruned as it is written; the session's labels (R49)
+        // are added in the same statement.
+        let keys: Vec<&str> = written.iter().map(|g| g.key.as_str()).collect();
+        let starts: Vec<i64> = written.iter().map(|g| since(now, g.window_ms)).collect();
+        let (session, labels) = label_params(labelled);
+        let write = tx.prepare_cached(WRITE).await.map_err(|e| self.db(&e))?;
+        tx.execute(&write, &[&keys, &clamp(latest), &starts, &session, &labels])
+            .await
+            .map_err(|e| self.db(&e))?;
         tx.commit().await.map_err(|e| self.db(&e))?;
         Ok(groups
             .iter()
@@ -272,6 +301,57 @@ impl PostgresQuotaCounter {
                 (g.key.clone(), w)
             })
             .collect())
+    }
+
+    /// The session's labels (R49) as the database holds them now: one statement.
+    async fn labels_in_db(&self, session: Option<&str>) -> Result<LabelSet, QuotaError> {
+        let client = self.client().await?;
+        let read = client
+            .prepare_cached("SELECT label FROM session_labels WHERE session = $1")
+            .await
+            .map_err(|e| self.db(&e))?;
+        let rows = client
+            .query(&read, &[&session_key(session)])
+            .await
+            .map_err(|e| self.db(&e))?;
+        let mut labels = LabelSet::new();
+        for row in rows {
+            let label: &str = row.try_get(0).map_err(|e| self.db(&e))?;
+            labels.insert(label);
+        }
+        Ok(labels)
+    }
+
+    /// A send that falls in no quota group: only its labels are recorded (R49), in one
+    /// statement (no lock: adding a label twice adds it once).
+    async fn label_in_db(
+        &self,
+        local: Millis,
+        session: Option<&str>,
+        labels: &LabelSet,
+    ) -> Result<(), QuotaError> {
+        let client = self.client().await?;
+        let write = client
+            .prepare_cached(WRITE)
+            .await
+            .map_err(|e| self.db(&e))?;
+        let none: Vec<&str> = Vec::new();
+        let starts: Vec<i64> = Vec::new();
+        let (session, labels) = label_params(Some((session, labels)));
+        client
+            .execute(
+                &write,
+                &[
+                    &none,
+                    &clamp(self.on_db_clock(local)),
+                    &starts,
+                    &session,
+                    &labels,
+                ],
+            )
+            .await
+            .map_err(|e| self.db(&e))?;
+        Ok(())
     }
 
     /// Remembers what a refused reservation read, and says it is full.
@@ -294,6 +374,14 @@ impl PostgresQuotaCounter {
             map.clear();
         }
         map.extend(seen);
+    }
+}
+
+/// The session's key and the labels to add, as [`WRITE`]'s `$4` and `$5` (none: no labels).
+fn label_params<'a>(labelled: Option<(Option<&str>, &'a LabelSet)>) -> (String, Vec<&'a str>) {
+    match labelled {
+        Some((session, labels)) => (session_key(session), labels.iter().collect()),
+        None => (String::new(), Vec::new()),
     }
 }
 
@@ -326,7 +414,35 @@ impl AsyncQuotaCounter for PostgresQuotaCounter {
             if groups.is_empty() {
                 return Ok(());
             }
-            let seen = self.reserve_in_db(groups, now).await?;
+            let seen = self.reserve_in_db(groups, now, None).await?;
+            self.remember(seen);
+            Ok(())
+        })
+    }
+
+    /// Read from the database at each call: a label another replica recorded counts.
+    fn session_labels<'a>(&'a self, session: Option<&'a str>) -> LabelsFuture<'a> {
+        Box::pin(self.labels_in_db(session))
+    }
+
+    /// The reservation's transaction, with the labels added in its writing statement; with
+    /// no groups, the labels alone, in one statement.
+    fn reserve_labelled<'a>(
+        &'a self,
+        groups: &'a [QuotaGroup],
+        now: Millis,
+        session: Option<&'a str>,
+        labels: &'a LabelSet,
+    ) -> ReserveFuture<'a> {
+        Box::pin(async move {
+            if groups.is_empty() {
+                if labels.is_empty() {
+                    return Ok(());
+                }
+                return self.label_in_db(now, session, labels).await;
+            }
+            let labelled = (!labels.is_empty()).then_some((session, labels));
+            let seen = self.reserve_in_db(groups, now, labelled).await?;
             self.remember(seen);
             Ok(())
         })

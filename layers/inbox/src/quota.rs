@@ -12,6 +12,15 @@
 //! The table lives in its own file or beside the inbox's tables in the inbox's file (it has
 //! its own name, `quota_sends`, and the inbox's schema never reads it).
 //!
+//! Each session's labels (R49) live beside the sends, in `session_labels`: one row per
+//! session and label, keyed by [`session_key`] (the calls made in no session share the key
+//! `null`, which no session's can equal). [`QuotaCounter::reserve_labelled`] adds the sent
+//! tool's labels in the reservation's own transaction, so a send is never recorded without
+//! its labels nor the labels without the send, and a restart (or another process on the
+//! file) reads them back with [`QuotaCounter::session_labels`]. A file written before the
+//! table existed gets it when the counter opens it (created when missing; its sends are
+//! kept).
+//!
 //! ```
 //! use toolgate_engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
 //! use toolgate_inbox::SqliteQuotaCounter;
@@ -30,8 +39,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior, params};
+use toolgate_engine::labels::LabelSet;
 use toolgate_engine::quota::{
-    Millis, QuotaCounter, QuotaError, QuotaFull, QuotaGroup, retry_after_ms,
+    Millis, QuotaCounter, QuotaError, QuotaFull, QuotaGroup, retry_after_ms, session_key,
 };
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS quota_sends (
@@ -39,6 +49,28 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS quota_sends (
     at_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS quota_sends_by_key ON quota_sends (key, at_ms);";
+
+/// Each session's labels (R49): the labels of the tools sent in it, one row per label, with
+/// the time the first send carrying it was recorded. Created when missing each time the
+/// counter opens a file, so a file written before it existed gets it (and keeps its sends);
+/// a program that does not know it ignores it.
+const SESSION_LABELS_TABLE: &str = "CREATE TABLE IF NOT EXISTS session_labels (
+    session TEXT NOT NULL,
+    label   TEXT NOT NULL,
+    at_ms   INTEGER NOT NULL,
+    PRIMARY KEY (session, label)
+) WITHOUT ROWID;";
+
+/// What a counter's transaction records.
+#[derive(Clone, Copy)]
+enum Record<'a> {
+    /// Nothing: a check.
+    Nothing,
+    /// The send, in each group.
+    Send,
+    /// The send, and the sent tool's labels in the session's (R49).
+    Labelled(Option<&'a str>, &'a LabelSet),
+}
 
 /// The quota counter on a SQLite file (module docs).
 #[derive(Debug)]
@@ -69,6 +101,8 @@ impl SqliteQuotaCounter {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| unavailable(&path, e))?;
         conn.execute_batch(SCHEMA)
+            .map_err(|e| unavailable(&path, e))?;
+        conn.execute_batch(SESSION_LABELS_TABLE)
             .map_err(|e| unavailable(&path, e))?;
         Ok(Self {
             path,
@@ -101,10 +135,40 @@ impl SqliteQuotaCounter {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    fn decide(&self, groups: &[QuotaGroup], now: Millis, record: bool) -> Result<(), QuotaError> {
-        if groups.is_empty() {
+    /// The labels recorded for `session` (R49), read from the file now.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read.
+    fn read_labels(&self, session: Option<&str>) -> Result<LabelSet, QuotaError> {
+        let conn = self
+            .conn
+            .lock()
+            .map_err(|_| unavailable(&self.path, "its lock is poisoned"))?;
+        let mut stmt = conn
+            .prepare_cached("SELECT label FROM session_labels WHERE session = ?1")
+            .map_err(|e| unavailable(&self.path, e))?;
+        let labels = stmt
+            .query_map(params![session_key(session)], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<Vec<String>, _>>())
+            .map_err(|e| unavailable(&self.path, e))?;
+        Ok(LabelSet::of(labels))
+    }
+
+    fn decide(
+        &self,
+        groups: &[QuotaGroup],
+        now: Millis,
+        what: Record<'_>,
+    ) -> Result<(), QuotaError> {
+        let labelled = match what {
+            Record::Labelled(session, labels) if !labels.is_empty() => Some((session, labels)),
+            _ => None,
+        };
+        if groups.is_empty() && labelled.is_none() {
             return Ok(());
         }
+        let record = !matches!(what, Record::Nothing);
         let mut conn = self
             .conn
             .lock()
@@ -163,6 +227,19 @@ impl SqliteQuotaCounter {
                 .map_err(|e| unavailable(&self.path, e))?;
             }
         }
+        // R49: the sent tool's labels join the session's in the same transaction.
+        if let Some((session, labels)) = labelled {
+            let key = session_key(session);
+            let mut add = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO session_labels (session, label, at_ms) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(|e| unavailable(&self.path, e))?;
+            for label in labels.iter() {
+                add.execute(params![key, label, clamp(latest)])
+                    .map_err(|e| unavailable(&self.path, e))?;
+            }
+        }
         tx.commit().map_err(|e| unavailable(&self.path, e))
     }
 }
@@ -179,10 +256,28 @@ fn since(now: Millis, window_ms: u64) -> i64 {
 
 impl QuotaCounter for SqliteQuotaCounter {
     fn check(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
-        self.decide(groups, now, false)
+        self.decide(groups, now, Record::Nothing)
     }
 
     fn reserve(&self, groups: &[QuotaGroup], now: Millis) -> Result<(), QuotaError> {
-        self.decide(groups, now, true)
+        self.decide(groups, now, Record::Send)
+    }
+
+    /// Read from the file, so a send recorded by another process on it (or before a
+    /// restart) counts.
+    fn session_labels(&self, session: Option<&str>) -> Result<LabelSet, QuotaError> {
+        self.read_labels(session)
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: the groups checked, the send recorded in each and
+    /// the labels added to the session's, or nothing.
+    fn reserve_labelled(
+        &self,
+        groups: &[QuotaGroup],
+        now: Millis,
+        session: Option<&str>,
+        labels: &LabelSet,
+    ) -> Result<(), QuotaError> {
+        self.decide(groups, now, Record::Labelled(session, labels))
     }
 }

@@ -127,7 +127,8 @@ pub use filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 
 pub use future::{OnceResponse, ResponseFuture};
 pub use handle::{
-    AsyncQuotaCounter, GovernanceHandle, Ledger, Pinned, PinnedDecision, ReserveFuture,
+    AsyncQuotaCounter, GovernanceHandle, LabelsFuture, LabelsReadFuture, Ledger, Pinned,
+    PinnedDecision, ReadSessionLabels, ReserveFuture, SessionLabelsLayer,
 };
 pub use permit::{Permit, RequirePermit, RequirePermitLayer};
 pub use stack::{Toolgate, ToolgateBuilder, ToolgateLayer};

@@ -81,8 +81,13 @@ impl Governance {
     /// Whether sends record their tools' labels in their sessions (R49): the enforced or
     /// the shadow policy selects by `session_labels`.
     pub fn records_session_labels(&self) -> bool {
-        let uses = |p: &PolicyState| matches!(p, PolicyState::Readable(p) if p.uses_session_labels());
-        uses(&self.policy) || self.shadow.as_ref().is_some_and(|s| s.uses_session_labels())
+        let uses =
+            |p: &PolicyState| matches!(p, PolicyState::Readable(p) if p.uses_session_labels());
+        uses(&self.policy)
+            || self
+                .shadow
+                .as_ref()
+                .is_some_and(|s| s.uses_session_labels())
     }
 
     /// The refusal for a counter's answer about `groups` (R44): `rate_limited` with the
@@ -240,7 +245,8 @@ impl Governance {
             .into_iter()
             .filter_map(|(i, by_input)| {
                 let q = policy.quotas().get(i)?;
-                let per_call = q.per().contains(&PerKey::Session) || q.per().contains(&PerKey::Input);
+                let per_call =
+                    q.per().contains(&PerKey::Session) || q.per().contains(&PerKey::Input);
                 Some(if by_input || per_call {
                     Item::PerCall { quota: i, by_input }
                 } else {

@@ -259,7 +259,10 @@ fn counter_id(select: &Rule, per: &[PerKey], window_secs: u64) -> Box<str> {
     if select.has_labels()
         && let Value::Array(parts) = &mut id
     {
-        parts.push(serde_json::json!([&*select.labels, &*select.session_labels]));
+        parts.push(serde_json::json!([
+            &*select.labels,
+            &*select.session_labels
+        ]));
     }
     crate::canon::sha256_hex(id.to_string().as_bytes()).into_boxed_str()
 }

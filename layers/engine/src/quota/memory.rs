@@ -299,13 +299,11 @@ impl QuotaCounter for MemoryQuotaCounter {
         self.reserve_locked(groups, now)
     }
 
-    fn session_labels(
-        &self,
-        session: Option<&str>,
-    ) -> Result<crate::labels::LabelSet, QuotaError> {
-        let sessions = self.sessions.lock().map_err(|_| {
-            QuotaError::Unavailable(String::from("the counter's lock is poisoned"))
-        })?;
+    fn session_labels(&self, session: Option<&str>) -> Result<crate::labels::LabelSet, QuotaError> {
+        let sessions = self
+            .sessions
+            .lock()
+            .map_err(|_| QuotaError::Unavailable(String::from("the counter's lock is poisoned")))?;
         Ok(sessions
             .get(&session.map(str::to_owned))
             .cloned()
@@ -321,9 +319,10 @@ impl QuotaCounter for MemoryQuotaCounter {
         session: Option<&str>,
         labels: &crate::labels::LabelSet,
     ) -> Result<(), QuotaError> {
-        let mut sessions = self.sessions.lock().map_err(|_| {
-            QuotaError::Unavailable(String::from("the counter's lock is poisoned"))
-        })?;
+        let mut sessions = self
+            .sessions
+            .lock()
+            .map_err(|_| QuotaError::Unavailable(String::from("the counter's lock is poisoned")))?;
         self.reserve_locked(groups, now)?;
         sessions
             .entry(session.map(str::to_owned))

@@ -406,7 +406,11 @@ impl GovernedServer {
             down: Arc::clone(&down),
             upstream: observe.upstream.clone(),
         };
-        let mut stack: Stack = BoxCloneService::new(layer.layer(timed));
+        // R49: with a shared store's counter, each call's session labels are read before the
+        // stack decides it (a policy without `session_labels` reads nothing).
+        let mut stack: Stack = BoxCloneService::new(
+            toolgate::SessionLabelsLayer::new(handle.clone()).layer(layer.layer(timed)),
+        );
         if let Some(wrap) = &observe.wrap {
             stack = wrap(stack);
         }

@@ -2,6 +2,8 @@
 //! ([`AsyncQuotaCounter`], the engine's seam for shared stores), and the ledger of counters
 //! and the clock a handle's snapshots are decided with.
 
+use toolgate_engine::labels::LabelSet;
+
 use super::*;
 
 /// The synchronous view of an [`AsyncQuotaCounter`]: its advisory check; a synchronous
@@ -18,6 +20,27 @@ impl QuotaCounter for CheckOnly {
         if groups.is_empty() {
             return Ok(());
         }
+        Err(QuotaError::Unavailable(String::from(
+            "the quota counter is reserved asynchronously and this path cannot wait for it",
+        )))
+    }
+
+    /// Not read here: a call's session labels are read from the shared store before it is
+    /// decided ([`GovernanceHandle::read_session_labels`]); a call that was not read for is
+    /// refused where its decision needs them (fail closed).
+    fn session_labels(&self, _: Option<&str>) -> Result<LabelSet, QuotaError> {
+        Err(QuotaError::Unavailable(String::from(
+            "the session's labels are kept in a shared store that was not read for this call (put `toolgate::SessionLabelsLayer` around the stack)",
+        )))
+    }
+
+    fn reserve_labelled(
+        &self,
+        _: &[QuotaGroup],
+        _: Millis,
+        _: Option<&str>,
+        _: &LabelSet,
+    ) -> Result<(), QuotaError> {
         Err(QuotaError::Unavailable(String::from(
             "the quota counter is reserved asynchronously and this path cannot wait for it",
         )))
@@ -91,9 +114,21 @@ impl fmt::Debug for Ledger {
 }
 
 impl Ledger {
-    /// The history a call made now is decided against (R44, R45).
+    /// The history a call made now is decided against (R44, R45). With an asynchronous
+    /// counter, the session's labels (R49) are those read for this call before it was
+    /// decided ([`GovernanceHandle::read_session_labels`]); none were read, none are known.
     pub fn history<'a>(&'a self, call: &'a ToolCall) -> History<'a> {
-        History::new(self.clock.now_ms(), &*self.sends, &*self.grants)
-            .in_session(call.turn.as_ref().map(|t| t.session.as_str()))
+        let session = call.turn.as_ref().map(|t| t.session.as_str());
+        // Only a handle with an asynchronous counter looks for labels read ahead.
+        let read = self.reserving.as_ref().and_then(|counter| {
+            call.extensions
+                .get::<ReadLabels>()
+                .filter(|read| read.serves(call, session, counter))
+        });
+        let sends: &dyn QuotaCounter = match read {
+            Some(read) => read,
+            None => &*self.sends,
+        };
+        History::new(self.clock.now_ms(), sends, &*self.grants).in_session(session)
     }
 }

@@ -18,15 +18,18 @@ use toolgate_engine::{
     CallView, ConfigErrors, Decided, Governance, History, PolicyState, ResolvedAgent,
 };
 
+mod labels;
 mod ledger;
 mod pin;
 
+use labels::ReadLabels;
+pub use labels::{LabelsReadFuture, ReadSessionLabels, SessionLabelsLayer};
 use ledger::CheckOnly;
 pub use ledger::Ledger;
 pub(crate) use pin::new_seal;
 use pin::{About, PinState};
 pub use pin::{Pinned, PinnedDecision};
-pub use toolgate_engine::quota::{AsyncQuotaCounter, ReserveFuture};
+pub use toolgate_engine::quota::{AsyncQuotaCounter, LabelsFuture, ReserveFuture};
 
 /// Ids of handles: each [`GovernanceHandle::new`] takes the next (clones share it).
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
@@ -180,15 +183,23 @@ impl GovernanceHandle {
         governance.record_send(decided, &ledger.history(call))
     }
 
-    /// Whether sending the call `decided` must await an asynchronous reservation
-    /// ([`GovernanceHandle::record_send_async`]): an asynchronous counter is set and the call
-    /// falls in a quota group.
-    pub(crate) fn reserves_asynchronously(&self, decided: &Decided) -> bool {
-        !decided.quota_groups().is_empty() && self.ledger.load().reserving.is_some()
+    /// Whether sending the call `decided` (by `governance`) must await an asynchronous
+    /// reservation ([`GovernanceHandle::record_send_async`]): an asynchronous counter is set
+    /// and the call falls in a quota group, or its send records its tool's labels in its
+    /// session (R49).
+    pub(crate) fn reserves_asynchronously(
+        &self,
+        governance: &Governance,
+        decided: &Decided,
+    ) -> bool {
+        self.ledger.load().reserving.is_some()
+            && (!decided.quota_groups().is_empty() || governance.records_session_labels())
     }
 
     /// [`GovernanceHandle::record_send`], awaiting an asynchronous counter's atomic
-    /// reservation when one is set (R44), then counting the grant that answered the call.
+    /// reservation when one is set (R44) — with the sent tool's labels added to the
+    /// session's in the same step when the policy selects by session labels (R49) — then
+    /// counting the grant that answered the call.
     pub(crate) async fn record_send_async(
         &self,
         governance: &Governance,
@@ -201,7 +212,16 @@ impl GovernanceHandle {
             return governance.record_send(decided, &history);
         };
         let groups = decided.quota_groups();
-        if !groups.is_empty() {
+        if governance.records_session_labels() {
+            let labels = governance
+                .decided_entry(decided)
+                .and_then(|e| governance.tool_labels(&e.name))
+                .unwrap_or_default();
+            counter
+                .reserve_labelled(groups, history.now, history.session, &labels)
+                .await
+                .map_err(|e| governance.quota_refusal(groups, &e))?;
+        } else if !groups.is_empty() {
             counter
                 .reserve(groups, history.now)
                 .await

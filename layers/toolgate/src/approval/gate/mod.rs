@@ -300,7 +300,11 @@ where
             },
             // R44: with an asynchronous counter (a shared database) the reservation is
             // awaited, never blocked on, before the call is sent.
-            Verdict::Run { .. } if self.handle.reserves_asynchronously(pinned.decided()) => {
+            Verdict::Run { .. }
+                if self
+                    .handle
+                    .reserves_asynchronously(governance, pinned.decided()) =>
+            {
                 let hooks = hooks.cloned();
                 self.send_reserving(call, pinned.clone(), input_binding, sink, hooks)
             }

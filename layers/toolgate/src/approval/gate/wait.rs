@@ -294,7 +294,10 @@ where
                 )));
             }
             // R38: the approved call passes every check again against the configuration in
-            // force now (the newest snapshot, not the one pinned when it was asked about).
+            // force now (the newest snapshot, not the one pinned when it was asked about),
+            // and the session's labels now (R49: read again from a shared store).
+            let mut call = call;
+            handle.read_session_labels(&mut call).await;
             let ledger = handle.ledger();
             let history = ledger.history(&call);
             let mut decided = match recheck(&now, &call, &history, &approver, (&asks, approvals)) {
@@ -318,7 +321,6 @@ where
                 return Ok(ToolResponse::Refused(refusal));
             }
             // Layers inside the gate decide by the snapshot the call was last checked by.
-            let mut call = call;
             // R38: the permit the tool side checks, for the input and definition approved.
             let attached = match now.catalog().get(&tool) {
                 Some(entry) => Permit::attach(&mut call, &handle, &now, entry),
