@@ -111,6 +111,7 @@ impl OpenCalls {
 
 /// What the server side's transport shows each received line to: R20's number tap, handed
 /// in by the server (the transport knows no server, only this seam).
+#[cfg(feature = "serve")]
 pub(crate) trait CallTap: Send + Sync {
     /// A line no envelope reads (a batch, …): the tap's own full reading.
     fn tap(&self, line: &[u8]);

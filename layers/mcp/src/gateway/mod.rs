@@ -335,13 +335,10 @@ impl McpGateway {
         self.conn(server).map(|c| c.listing.load_full())
     }
 
-    /// Whether a call naming `tool` could be sent now: a connected server lists it and it
-    /// is registered (issue 33 item 12: the gateway lists and holds only what it can send).
-    /// The refusal says why not (`unknown_tool`).
+    /// The MCP Apps part of a tool's `_meta` as its server listed it: the `ui` object (and
+    /// the older flat `ui/resourceUri` key), nothing else of `_meta`; `None` when the tool
+    /// has none or is not listed.
     #[cfg(feature = "serve")]
-    /// The MCP Apps part of a tool's `_meta` as its server listed it (issue 35 item 10):
-    /// the `ui` object (and the older flat `ui/resourceUri` key), nothing else of `_meta`;
-    /// `None` when the tool has none or is not listed.
     pub(crate) fn app_meta(
         &self,
         tool: &toolgate_core::ToolRef,
@@ -357,6 +354,10 @@ impl McpGateway {
         (!kept.is_empty()).then_some(kept)
     }
 
+    /// Whether a call naming `tool` could be sent now: a connected server lists it and it
+    /// is registered (the gateway lists and holds only what it can send). The refusal says
+    /// why not (`unknown_tool`).
+    #[cfg(feature = "serve")]
     pub(crate) fn sendable(
         &self,
         tool: &toolgate_core::ToolRef,
