@@ -178,6 +178,7 @@ fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
         ticket: None,
         target: None,
         approvals: 1,
+        labels: None,
     };
     toolgate_inbox::NewHeldCall::from_request(
         &request,

@@ -48,6 +48,11 @@ pub struct Interaction {
     /// The execution target (seed 000, issue 24), when the tool's declaration names its
     /// fields: shown first.
     pub target: Option<crate::target::ExecutionTarget>,
+    /// The labels the decision read (R49), when a rule or a quota selects by labels: the
+    /// tool's, and what the call's session had already done when it was asked about ("this
+    /// session has read: private, untrusted"), shown beside the reasons so a person sees why a
+    /// rule on session labels matched.
+    pub labels: Option<crate::decision::LabelsRead>,
 }
 
 impl Interaction {
@@ -68,6 +73,7 @@ impl Interaction {
             input: Value::Null,
             turn: None,
             target: None,
+            labels: None,
         }
     }
 
@@ -106,9 +112,48 @@ impl Interaction {
         self
     }
 
+    /// Sets the labels the decision read (R49).
+    #[must_use]
+    pub fn labels(mut self, labels: Option<crate::decision::LabelsRead>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// What a person reads about the labels the decision read (R49): `this session has
+    /// read: private, untrusted` (the session's labels when the call was asked about), then
+    /// `the tool carries: egress`; `None` when the decision read none.
+    ///
+    /// ```
+    /// use toolgate_core::{Interaction, LabelsRead, ToolIdentity};
+    /// let i = Interaction::new("ia_1", ToolIdentity::http("post"), "post").labels(Some(LabelsRead {
+    ///     tool: vec!["egress".into()],
+    ///     session: Some(vec!["private".into(), "untrusted".into()]),
+    /// }));
+    /// assert_eq!(
+    ///     i.labels_line().unwrap(),
+    ///     "this session has read: private, untrusted; the tool carries: egress"
+    /// );
+    /// ```
+    pub fn labels_line(&self) -> Option<String> {
+        let read = self.labels.as_ref()?;
+        let list = |l: &[String]| {
+            if l.is_empty() {
+                String::from("nothing labelled")
+            } else {
+                l.join(", ")
+            }
+        };
+        let tool = format!("the tool carries: {}", list(&read.tool));
+        Some(match &read.session {
+            Some(session) => format!("this session has read: {}; {tool}", list(session)),
+            None => tool,
+        })
+    }
+
     /// The interaction as JSON: `id`, `prompt`, `reasons`, `kind`, `server` (MCP tools
     /// only), `tool` (the own name), `toolName` (the model's name), `agent`, `input`, and
-    /// `session`/`turn` when the call has them; `target` (first) when it has one.
+    /// `session`/`turn` when the call has them; `target` (first) when it has one; `labels`
+    /// (`{"tool": [...], "session": [...]}`, R49) when the decision read labels.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         if let Some(t) = &self.target {
@@ -131,6 +176,14 @@ impl Interaction {
         if let Some(t) = &self.turn {
             m.insert("session".into(), Value::from(t.session.clone()));
             m.insert("turn".into(), Value::from(t.turn.clone()));
+        }
+        if let Some(l) = &self.labels {
+            let mut o = Map::new();
+            o.insert("tool".into(), Value::from(l.tool.clone()));
+            if let Some(session) = &l.session {
+                o.insert("session".into(), Value::from(session.clone()));
+            }
+            m.insert("labels".into(), Value::Object(o));
         }
         Value::Object(m)
     }
@@ -174,6 +227,12 @@ impl Interaction {
         for r in &self.reasons {
             s.push_str("    - ");
             s.push_str(&visible(r));
+            s.push('\n');
+        }
+        // R49: what the session had already done when the call was asked about.
+        if let Some(line) = self.labels_line() {
+            s.push_str("  labels: ");
+            s.push_str(&line);
             s.push('\n');
         }
         s.push_str("  input:\n");

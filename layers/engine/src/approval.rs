@@ -61,6 +61,10 @@ pub struct ApprovalRequest {
     /// the held call, and redeems a resumed call only when the held call gathered at least
     /// the number its fresh decision asks for (R38).
     pub approvals: u8,
+    /// The labels the decision read (R49): the tool's and its session's when it was asked
+    /// about, shown to the person beside the reasons; `None` when no rule or quota reads
+    /// labels.
+    pub labels: Option<toolgate_core::LabelsRead>,
 }
 
 /// Marks a call as the execution of a held call (put it in the call's extensions). The
@@ -97,6 +101,7 @@ impl ApprovalRequest {
             .input((*self.input).clone())
             .turn(self.turn.clone())
             .target(self.target.clone())
+            .labels(self.labels.clone())
     }
 
     /// The prompt (R43): `Approve server / tool?` for an MCP tool, `Approve tool?` otherwise.

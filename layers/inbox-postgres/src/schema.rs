@@ -146,6 +146,12 @@ ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approvals_needed INTEGER NOT NUL
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approvals_json TEXT;
 ";
 
+/// The labels a held call's decision read (R49: the tool's and its session's, as JSON),
+/// shown to the person; added like [`APPROVALS_COLUMNS`] to an inbox that lacks it (calls
+/// held before show none).
+pub(crate) const LABELS_COLUMN: &str =
+    "ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS labels_json TEXT;";
+
 /// The shadow tenant policy (R46), one row beside `stored_policy`, announced on the same
 /// channel (`policy <updatedAt>`, so a running gate's watch looks again). Like
 /// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds it, under the migration
@@ -452,6 +458,19 @@ pub(crate) async fn migrate(
             .map_err(err)?;
         if !four_eyes {
             tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
+        }
+        // Looked up first, like the columns above (R49).
+        let labelled: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+                 AND table_name = 'held_calls' AND column_name = 'labels_json')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !labelled {
+            tx.batch_execute(LABELS_COLUMN).await.map_err(err)?;
         }
         if !exists("grants").await.map_err(err)? {
             tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;

@@ -128,8 +128,19 @@ async fn r49_two_replicas_judge_one_session_by_one_history_and_ask_before_the_wa
                 .any(|r| r.contains("private data and untrusted content")),
             "{held:?}"
         );
-        let record = inbox.store().get(&held.interaction_id).await.unwrap();
-        assert_eq!(record.unwrap().state, State::Pending);
+        let record = inbox
+            .store()
+            .get(&held.interaction_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.state, State::Pending);
+        // Issue 37 item 3: the held call keeps what its session had done when asked (read
+        // back from the database), for the card, the API and `inbox show`.
+        assert_eq!(
+            record.interaction().labels_line().as_deref(),
+            Some("this session has read: private, untrusted; the tool carries: egress")
+        );
     }
     // Calls in other sessions are judged by their own sends.
     for (stack, session) in [(&one, "s2"), (&two, "s3"), (&two, "null")] {

@@ -46,6 +46,7 @@ fn new_call(i: u64) -> NewHeldCall {
         ticket: None,
         target: None,
         approvals: 1,
+        labels: None,
     };
     NewHeldCall::from_request(
         &request,

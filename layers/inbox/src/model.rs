@@ -206,6 +206,10 @@ pub struct NewHeldCall {
     /// How many distinct people must approve the call before it is sent (R51), from 1 to
     /// [`MAX_APPROVALS`]: the gate's decision, kept with the call.
     pub approvals: u8,
+    /// The labels the decision read when the call was asked about (R49): the tool's, and
+    /// what its session had already done — shown to the person; `None` when no rule or
+    /// quota read labels.
+    pub labels: Option<toolgate_core::LabelsRead>,
 }
 
 impl NewHeldCall {
@@ -255,6 +259,7 @@ impl NewHeldCall {
             expires_at: now.saturating_add(ttl),
             target: request.target.clone(),
             approvals: request.approvals.max(1),
+            labels: request.labels.clone(),
         })
     }
 }
@@ -376,6 +381,7 @@ impl HeldRecord {
         .input(input)
         .turn(self.call.turn.clone())
         .target(self.call.target.clone())
+        .labels(self.call.labels.clone())
     }
 
     /// Whether an unanswered call is past its expiry at `now`.

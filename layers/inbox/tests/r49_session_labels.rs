@@ -107,15 +107,31 @@ async fn r49_a_sessions_labels_survive_a_restart_and_decide_the_way_out() {
             .any(|r| r.contains("private data and untrusted content")),
         "{held:?}"
     );
+    let record = inbox
+        .store()
+        .get(&held.interaction_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.state, State::Pending);
+    // Issue 37 item 3: the held call keeps what its session had done when it was asked, and
+    // every channel's interaction (the page's card, the API, `inbox show`) shows it beside
+    // the reasons.
+    let shown = record.interaction();
     assert_eq!(
-        inbox
-            .store()
-            .get(&held.interaction_id)
-            .await
-            .unwrap()
-            .unwrap()
-            .state,
-        State::Pending
+        shown.labels_line().as_deref(),
+        Some("this session has read: private, untrusted; the tool carries: egress")
+    );
+    assert!(
+        shown
+            .render()
+            .contains("labels: this session has read: private, untrusted"),
+        "{}",
+        shown.render()
+    );
+    assert_eq!(
+        shown.to_json()["labels"],
+        json!({"tool": ["egress"], "session": ["private", "untrusted"]})
     );
     let r = run(&stack, "post", None).await;
     assert!(

@@ -106,6 +106,15 @@ pub(crate) fn card_cued(
         );
     }
     out.push_str("</ul></dd>");
+    // R49: what the session had already done when the call was asked about, beside the
+    // reasons, so the person sees why a rule on session labels matched.
+    if let Some(line) = shown.labels_line() {
+        let _ = write!(
+            out,
+            "<dt>Labels</dt><dd class=\"labels\">{}</dd>",
+            text(&line)
+        );
+    }
     let _ = write!(
         out,
         "<dt>Held</dt><dd><span class=\"ago\" data-since=\"{}\">{} ago</span> <time datetime=\"{}\">{}</time></dd>",

@@ -39,6 +39,8 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "target": r.call.target.as_ref().map(toolgate_core::ExecutionTarget::to_json),
         // R51: how many distinct people must approve the call before it is sent.
         "approvals_needed": r.approvals_needed(),
+        // R49: the labels the decision read (the tool's, the session's when asked).
+        "labels": shown.to_json().get("labels").cloned(),
         // Issue 24: the same post is a Slack message (incoming webhook) with Approve and
         // Deny buttons, answered through `POST /v1/callbacks/slack`.
         "text": fallback_text(r),
@@ -168,12 +170,16 @@ pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
         blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("*Runs on* {}", parts.join(" · "))}}));
     }
     blocks.push(json!({"type": "header", "text": {"type": "plain_text", "text": clip(&toolgate_core::display::visible(&shown.prompt), 140)}}));
-    let reasons: Vec<String> = r
+    let mut reasons: Vec<String> = r
         .call
         .reasons
         .iter()
         .map(|a| format!("• {} ({})", mrkdwn(&a.reason), mrkdwn(&a.source.describe())))
         .collect();
+    // R49: what the session had already done when the call was asked about.
+    if let Some(line) = shown.labels_line() {
+        reasons.push(format!("_{}_", mrkdwn(&line)));
+    }
     blocks.push(
         json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(&format!(
         "*Agent* {} · *as* `{}`\n{}",

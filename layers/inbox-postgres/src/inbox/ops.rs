@@ -36,14 +36,14 @@ pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, def
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer, target_json, approvals_needed, approvals_json";
+    approver_issuer, target_json, approvals_needed, approvals_json, labels_json";
 
-/// A new held call, `pending` (`$1` … `$19`).
+/// A new held call, `pending` (`$1` … `$20`).
 const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool, identities, \
     definition_hash, agent_profile, agent_subagent, input_json, input_canonical, input_hash, \
     reasons, run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-    turn_id, target_json, approvals_needed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-    $11, $12, $13, $14, $15, 'pending', $14, $16, $17, $18, $19)";
+    turn_id, target_json, approvals_needed, labels_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+    $9, $10, $11, $12, $13, $14, $15, 'pending', $14, $16, $17, $18, $19, $20)";
 
 /// The advisory lock every [`InboxStore::hold_unless_repeated`] of call `c` takes: the first
 /// 63 bits of the SHA-256 of its agent, tool (ASCII lower-case) and input hash.
@@ -330,8 +330,8 @@ impl PostgresInbox {
                 self.record_err(&id, why)
             })?;
             if state::same_input(&record, &c.input_json) {
-                // After every [`COLUMNS`] one (`approvals_json` is the last, 31).
-                let told: Option<i64> = row.try_get(32).map_err(err)?;
+                // After every [`COLUMNS`] one (`labels_json` is the last, 32).
+                let told: Option<i64> = row.try_get(33).map_err(err)?;
                 newest = Some((record, told.is_some()));
                 break;
             }

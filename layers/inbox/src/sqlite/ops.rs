@@ -8,7 +8,7 @@ pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, def
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer, target_json, approvals_needed, approvals_json";
+    approver_issuer, target_json, approvals_needed, approvals_json, labels_json";
 
 pub(super) fn bool_int(b: bool) -> i64 {
     i64::from(b)
@@ -30,6 +30,7 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, Str
     let target: Option<String> = row.get(29)?;
     let approvals_needed: i64 = row.get(30)?;
     let approvals_json: Option<String> = row.get(31)?;
+    let labels_json: Option<String> = row.get(32)?;
     let parsed = (|| {
         let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
         let result = match result_json {
@@ -80,6 +81,7 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, Str
             expires_at: Timestamp::from_millis(row.get(14)?),
             target: target.as_deref().and_then(edit::target_from_json),
             approvals: needed,
+            labels: labels_json.as_deref().and_then(codec::labels_from_json),
         },
         state,
         approver: row.get(16)?,
@@ -102,8 +104,8 @@ pub(super) fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Resu
             "INSERT INTO held_calls (interaction_id, call_id, tool, identities, definition_hash, \
              agent_profile, agent_subagent, input_json, input_canonical, input_hash, reasons, \
              run_mode, run_background, created_at, expires_at, state, updated_at, session_id, \
-             turn_id, target_json, approvals_needed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-             ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?14, ?16, ?17, ?18, ?19)",
+             turn_id, target_json, approvals_needed, labels_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+             ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?14, ?16, ?17, ?18, ?19, ?20)",
         )
         .map_err(|e| inner.err(e))?;
     let inserted = stmt.execute(params![
@@ -126,6 +128,7 @@ pub(super) fn hold_op(inner: &Inner, conn: &Connection, c: &NewHeldCall) -> Resu
         c.turn.as_ref().map(|t| t.turn.as_str()),
         c.target.as_ref().map(|t| t.to_json().to_string()),
         i64::from(c.approvals.max(1)),
+        c.labels.as_ref().map(codec::labels_json),
     ]);
     match inserted {
         Ok(_) => Ok(()),
@@ -299,7 +302,7 @@ pub(super) fn hold_unless_repeated_op(
                 .map_err(|why| inner.record_err("?", why))?;
             if same_input(&record, &c.input_json) {
                 // After every [`COLUMNS`] one (`approvals_json` is the last, 31).
-                let told: Option<i64> = row.get(32).map_err(|e| inner.err(e))?;
+                let told: Option<i64> = row.get(33).map_err(|e| inner.err(e))?;
                 newest = Some((record, told.is_some()));
                 break;
             }

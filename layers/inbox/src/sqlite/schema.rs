@@ -129,6 +129,10 @@ ALTER TABLE held_calls ADD COLUMN approvals_needed INTEGER NOT NULL DEFAULT 1
 ALTER TABLE held_calls ADD COLUMN approvals_json TEXT;
 ";
 
+/// The labels a held call's decision read (R49: the tool's and its session's, as JSON), shown
+/// to the person; added to a file that lacks it when opened (calls held before show none).
+pub(crate) const LABELS_COLUMN: &str = "ALTER TABLE held_calls ADD COLUMN labels_json TEXT;";
+
 /// The index of every held call by agent, input hash and age (see [`REPEAT_COLUMN`]).
 pub const REPEAT_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, input_hash, created_at);
@@ -155,6 +159,7 @@ impl Inner {
             self.add_repeat_column(conn)?;
             self.add_principal_columns(conn)?;
             self.add_approvals_columns(conn)?;
+            self.add_columns(conn, "held_calls", "labels_json", LABELS_COLUMN)?;
             self.add_columns(conn, "grants", "giver_subject", GRANT_GIVER_COLUMNS)?;
             return query::add_page_indexes(self, conn);
         }
@@ -196,6 +201,7 @@ impl Inner {
         self.add_repeat_column(conn)?;
         self.add_principal_columns(conn)?;
         self.add_approvals_columns(conn)?;
+        self.add_columns(conn, "held_calls", "labels_json", LABELS_COLUMN)?;
         self.add_columns(conn, "grants", "giver_subject", GRANT_GIVER_COLUMNS)?;
         query::add_page_indexes(self, conn)
     }

@@ -104,6 +104,7 @@ pub fn request(input: Value) -> ApprovalRequest {
         ticket: None,
         target: None,
         approvals: 1,
+        labels: None,
     }
 }
 

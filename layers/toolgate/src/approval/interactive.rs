@@ -73,7 +73,7 @@ impl Shared {
 /// let (channel, mut questions) = InteractiveChannel::new(Duration::from_secs(60));
 /// # let request = ApprovalRequest { interaction_id: "ia_1".into(), call_id: CallId::new("c"), tool: "refund".into(),
 /// #   identities: vec![], agent: AgentRef::profile("a"), input: Default::default(), literals: Default::default(), input_hash: String::new(),
-/// #   definition_hash: String::new(), asks: vec![], run: RunContext::default(), turn: None, ticket: None, target: None, approvals: 1 };
+/// #   definition_hash: String::new(), asks: vec![], run: RunContext::default(), turn: None, ticket: None, target: None, approvals: 1, labels: None };
 /// let waiting = tokio::spawn(channel.request(request));
 /// let question = questions.recv().await.unwrap();
 /// assert_eq!(question.request().tool, "refund");

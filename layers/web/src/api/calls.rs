@@ -84,6 +84,10 @@ pub(crate) fn interaction_json(r: &HeldRecord) -> Value {
     o.insert("toolName".into(), r.call.tool.clone().into());
     o.insert("agent".into(), r.call.agent.rule_name().into());
     o.insert("input".into(), shown.input.clone());
+    // R49: the labels the decision read (the tool's, the session's when asked).
+    if let Some(labels) = shown.to_json().get("labels") {
+        o.insert("labels".into(), labels.clone());
+    }
     o.insert("inputHash".into(), r.call.input_hash.clone().into());
     o.insert(
         "definitionHash".into(),

@@ -59,6 +59,9 @@ pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
                 .as_deref()
                 .and_then(codec::target_from_json),
             approvals: codec::approvals_needed_from(i64::from(col::<i32>(row, 30)?))?,
+            labels: col::<Option<String>>(row, 32)?
+                .as_deref()
+                .and_then(codec::labels_from_json),
         },
         state,
         approver: col(row, 16)?,
@@ -341,6 +344,7 @@ pub(crate) struct HeldRow<'a> {
     pub(crate) turn: Option<&'a str>,
     pub(crate) target: Option<String>,
     pub(crate) approvals: i32,
+    pub(crate) labels: Option<String>,
 }
 
 impl<'a> HeldRow<'a> {
@@ -356,10 +360,11 @@ impl<'a> HeldRow<'a> {
             turn: c.turn.as_ref().map(|t| t.turn.as_str()),
             target: codec::target_json(c.target.as_ref()),
             approvals: i32::from(c.approvals.max(1)),
+            labels: c.labels.as_ref().map(codec::labels_json),
         }
     }
 
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 19] {
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 20] {
         let c = self.c;
         [
             &c.interaction_id,
@@ -381,6 +386,7 @@ impl<'a> HeldRow<'a> {
             &self.turn,
             &self.target,
             &self.approvals,
+            &self.labels,
         ]
     }
 }

@@ -292,7 +292,12 @@ where
                     channel,
                     call,
                     entry,
-                    (decision.asks.clone(), ticket, decision.approvals),
+                    (
+                        decision.asks.clone(),
+                        ticket,
+                        decision.approvals,
+                        decision.labels.clone(),
+                    ),
                     sink,
                     timeout,
                 ),
@@ -402,7 +407,12 @@ where
                     channel,
                     call,
                     entry,
-                    (decision.asks.clone(), ticket, decision.approvals),
+                    (
+                        decision.asks.clone(),
+                        ticket,
+                        decision.approvals,
+                        decision.labels.clone(),
+                    ),
                     sink,
                     timeout,
                 )

@@ -101,7 +101,12 @@ where
         channel: Arc<dyn ApprovalChannel>,
         call: ToolCall,
         entry: &Entry,
-        (asks, ticket, approvals): (Vec<Ask>, Option<ResumeTicket>, u8),
+        (asks, ticket, approvals, labels): (
+            Vec<Ask>,
+            Option<ResumeTicket>,
+            u8,
+            Option<toolgate_core::LabelsRead>,
+        ),
         sink: Option<DecisionSink>,
         timeout: Option<std::time::Duration>,
     ) -> GateFuture<S::Future, S::Error> {
@@ -149,6 +154,8 @@ where
                     )
                 }),
             approvals: approvals.max(1),
+            // R49: what the session had done when it was asked, for the person.
+            labels,
         };
         // Release the capacity our `poll_ready` reserved: a person may take minutes.
         // The future gets a fresh handle and polls it ready only once approved; the
