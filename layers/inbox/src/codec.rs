@@ -190,6 +190,45 @@ pub fn target_from_json(text: &str) -> Option<toolgate_core::ExecutionTarget> {
     (!t.is_empty()).then_some(t)
 }
 
+/// The stored text of the labels a decision read (R49): `{"tool": [...], "session": [...]}`
+/// (`session` absent when the decision read none).
+///
+/// ```
+/// use toolgate_core::LabelsRead;
+/// use toolgate_inbox::codec::{labels_from_json, labels_json};
+/// let read = LabelsRead { tool: vec!["egress".into()], session: Some(vec!["private".into()]) };
+/// assert_eq!(labels_json(&read), r#"{"session":["private"],"tool":["egress"]}"#);
+/// assert_eq!(labels_from_json(&labels_json(&read)), Some(read));
+/// assert_eq!(labels_from_json("{"), None);
+/// ```
+pub fn labels_json(read: &toolgate_core::LabelsRead) -> String {
+    let mut m = Map::new();
+    m.insert("tool".into(), Value::from(read.tool.clone()));
+    if let Some(session) = &read.session {
+        m.insert("session".into(), Value::from(session.clone()));
+    }
+    Value::Object(m).to_string()
+}
+
+/// [`labels_json`]'s text read back; text that does not read is none (the labels are shown
+/// to a person only: the call itself is decided again when it is sent, R38).
+pub fn labels_from_json(text: &str) -> Option<toolgate_core::LabelsRead> {
+    let v: Value = parse_json(text).ok()?;
+    let list = |v: &Value| -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|l| l.as_str().map(str::to_owned))
+            .collect()
+    };
+    Some(toolgate_core::LabelsRead {
+        tool: list(v.get("tool")?)?,
+        session: match v.get("session") {
+            Some(s) => Some(list(s)?),
+            None => None,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,43 +313,4 @@ mod tests {
         );
         assert_eq!(next_updated_at(None, now), "2030-01-01T00:00:00.000001Z");
     }
-}
-
-/// The stored text of the labels a decision read (R49): `{"tool": [...], "session": [...]}`
-/// (`session` absent when the decision read none).
-///
-/// ```
-/// use toolgate_core::LabelsRead;
-/// use toolgate_inbox::codec::{labels_from_json, labels_json};
-/// let read = LabelsRead { tool: vec!["egress".into()], session: Some(vec!["private".into()]) };
-/// assert_eq!(labels_json(&read), r#"{"session":["private"],"tool":["egress"]}"#);
-/// assert_eq!(labels_from_json(&labels_json(&read)), Some(read));
-/// assert_eq!(labels_from_json("{"), None);
-/// ```
-pub fn labels_json(read: &toolgate_core::LabelsRead) -> String {
-    let mut m = Map::new();
-    m.insert("tool".into(), Value::from(read.tool.clone()));
-    if let Some(session) = &read.session {
-        m.insert("session".into(), Value::from(session.clone()));
-    }
-    Value::Object(m).to_string()
-}
-
-/// [`labels_json`]'s text read back; text that does not read is none (the labels are shown
-/// to a person only: the call itself is decided again when it is sent, R38).
-pub fn labels_from_json(text: &str) -> Option<toolgate_core::LabelsRead> {
-    let v: Value = parse_json(text).ok()?;
-    let list = |v: &Value| -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|l| l.as_str().map(str::to_owned))
-            .collect()
-    };
-    Some(toolgate_core::LabelsRead {
-        tool: list(v.get("tool")?)?,
-        session: match v.get("session") {
-            Some(s) => Some(list(s)?),
-            None => None,
-        },
-    })
 }
