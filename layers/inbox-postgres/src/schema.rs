@@ -533,6 +533,7 @@ pub(crate) async fn migrate(
             .await
             .map_err(err)?;
         tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
+        tx.batch_execute(LABELS_COLUMN).await.map_err(err)?;
         tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
             .await
             .map_err(err)?;
