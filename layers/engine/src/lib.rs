@@ -74,7 +74,6 @@ mod quota_cover;
 pub mod recording;
 pub mod replay;
 pub mod simulate;
-pub mod slack;
 
 /// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
 /// code written against it still compiles.

@@ -94,6 +94,7 @@ mod policy;
 mod poller;
 mod rights;
 mod risk;
+pub mod slack;
 mod state;
 mod throttle;
 mod token;
@@ -149,6 +150,11 @@ pub struct WebSettings {
     /// The Slack app's signing secret (issue 24), read from `approvers.slack`'s
     /// `signing_secret_file`; without one, `POST /v1/callbacks/slack` refuses every request.
     pub slack_secret: Option<String>,
+    /// What a press's `response_url` must start with for toolgate to post the message's
+    /// update there ([`slack::SLACK_RESPONSE_URL_PREFIX`], Slack's own; a test points it at
+    /// a receiver on loopback). A press whose `response_url` does not is answered, and its
+    /// message is not updated (logged): a signed callback never makes the page post elsewhere.
+    pub slack_response_url_prefix: String,
     /// What `GET /metrics` answers (issue 23); `None`: 404.
     pub metrics: Option<WebMetrics>,
 }
@@ -229,6 +235,7 @@ impl WebSettings {
             governance: None,
             verifier: None,
             slack_secret: None,
+            slack_response_url_prefix: String::from(slack::SLACK_RESPONSE_URL_PREFIX),
             metrics: None,
         }
     }

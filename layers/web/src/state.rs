@@ -33,6 +33,9 @@ pub(crate) struct Inner {
     /// Each held call the poller saw change (issue 24: the live update sends only these).
     pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The outbound client Slack's `response_url`s are posted with (answering from Slack is
+    /// configured); `None` when it could not be made (then no message is updated, logged).
+    pub(crate) slack_out: Option<toolgate_idp::FetchClient>,
 }
 
 impl std::fmt::Debug for App {
@@ -95,8 +98,16 @@ impl App {
                 settings.poll_interval,
             ));
         }
+        let slack_out = settings.slack_secret.as_ref().and_then(|_| {
+            toolgate_idp::FetchClient::new(None)
+                .map_err(|why| {
+                    tracing::error!(%why, "Slack's messages cannot be updated: no outbound client");
+                })
+                .ok()
+        });
         Self(Arc::new(Inner {
             store,
+            slack_out,
             settings,
             secret: crate::token::random_hex(32),
             hosts,

@@ -49,7 +49,11 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
 }
 
 /// Posts `body` to `url` through the outbound client; `Ok` on a 2xx answer.
-async fn post(client: &toolgate_idp::FetchClient, url: &str, body: &str) -> Result<(), String> {
+pub(crate) async fn post(
+    client: &toolgate_idp::FetchClient,
+    url: &str,
+    body: &str,
+) -> Result<(), String> {
     use axum::http::{HeaderValue, header};
     let headers = [
         (
@@ -141,8 +145,14 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
 
 /// Slack's mrkdwn escaping (`&`, `<`, `>`), with hidden characters marked.
 pub(crate) fn mrkdwn(s: &str) -> String {
-    toolgate_core::display::visible(s)
-        .replace('&', "&amp;")
+    escape(&toolgate_core::display::visible(s))
+}
+
+/// Slack's mrkdwn escaping alone, for text whose hidden characters are marked already (the
+/// input, laid out over lines by [`toolgate_core::display::visible_json`]: its line breaks
+/// are shown as line breaks).
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
@@ -189,7 +199,7 @@ pub(crate) fn blocks(r: &HeldRecord, public_url: Option<&str>) -> Value {
     ), SECTION_CHARS)}}),
     );
     let input = toolgate_core::display::visible_json(&shown.input).replace("```", "'''");
-    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&mrkdwn(&input), SECTION_CHARS))}}));
+    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!("```{}```", clip(&escape(&input), SECTION_CHARS))}}));
     // R51: a call that needs several people's approvals says how many it has, and whose.
     if let Some(line) = r.approvals_line() {
         let waits = if r.approvals_missing() > 0 {

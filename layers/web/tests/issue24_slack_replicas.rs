@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::engine::slack::signature;
 use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
+use toolgate_web::slack::signature;
 
 fn gov(secret_file: &std::path::Path) -> toolgate::engine::Governance {
     governance_tweaked("token", |c| {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::engine::slack::signature;
 use toolgate_inbox::{InboxStore, State};
+use toolgate_web::slack::signature;
 
 const ALICE_KEY: &str = "tgk-alice-0123456789";
 
@@ -136,7 +136,15 @@ async fn issue33_a_reload_revokes_the_key_the_slack_user_and_the_narrowed_rights
     assert_eq!(api_answer(&r, &held).await, 401);
     // The Slack user whose mapping a reload removed: refused.
     let (status, reply) = slack_press(&r, "U_ALICE", &held).await;
-    assert_eq!(status, 403, "{reply}");
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["response_type"], "ephemeral", "{reply}");
+    assert!(
+        reply["text"]
+            .as_str()
+            .unwrap()
+            .contains("not mapped to an approver"),
+        "{reply}"
+    );
     // Alice, narrowed to lookups, on the page: she may not approve the refund, nor save
     // a grant from its card.
     let page = alice.get(&format!("/calls/{held}")).await;

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::*;
 use serde_json::{Value, json};
 use toolgate::core::{AgentRef, ToolCall, Turn};
-use toolgate::engine::slack::signature;
 use toolgate_inbox::{InboxStore, State};
+use toolgate_web::slack::signature;
 
 const CAROL: &str = "carol-token-0123456789";
 const ALICE_KEY: &str = "tgk-alice-0123456789";

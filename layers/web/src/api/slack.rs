@@ -1,13 +1,21 @@
-//! Answering from Slack (issue 24): the webhook post as Block Kit (the execution target
-//! first, the prompt, the reasons, the input, Approve and Deny buttons whose value binds the
-//! card's hashes, R35), and `POST /v1/callbacks/slack`, Slack's interactive callback.
+//! Answering from Slack: the webhook post as Block Kit (the execution target first, the
+//! prompt, the reasons, the input, Approve and Deny buttons whose value binds the card's
+//! hashes, R35), and `POST /v1/callbacks/slack`, Slack's interactive callback.
 //!
 //! A callback is taken only with a valid v0 signature of its body under the configured
 //! signing secret, a timestamp within five minutes, and a signature not seen before by any
-//! process sharing the inbox (a replay is refused, [`toolgate_inbox::InboxStore::take_nonce`]); its Slack user must be mapped to an approver in `approvers.slack.users`,
-//! and the answer is checked as the page checks one — that approver's rights, the hashes —
-//! and recorded under the approver's name. The same press retried by Slack (same
-//! `action_ts`) is the same answer.
+//! process sharing the inbox (a replay is refused, [`toolgate_inbox::InboxStore::take_nonce`]);
+//! its Slack user must be mapped to an approver in `approvers.slack.users`, and the answer is
+//! checked as the page checks one — that approver's rights, the hashes — and recorded under
+//! the approver's name. The same press retried by Slack (same `action_ts`) is the same answer.
+//!
+//! Slack ignores the HTTP reply to a button press: what the person sees is posted to the
+//! press's `response_url` — the message replaced by its outcome once answered (its buttons
+//! gone), or kept with its count brought up to date while it waits for more approvals (R51),
+//! and a refusal (not an approver, no rights, already answered, changed since it was shown)
+//! as an ephemeral message in toolgate's words, never an HTTP error Slack would show as a
+//! generic failure. The HTTP reply carries the same JSON. A request that is not a signed,
+//! fresh, first press from Slack is still refused with its HTTP status.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,11 +23,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use serde_json::json;
-use toolgate_engine::slack::{self, SlackDecision};
+use serde_json::{Value, json};
 use toolgate_inbox::Answer;
 
 use super::{refuse, reply};
+use crate::slack::{self, SlackCallback, SlackDecision};
 use crate::state::App;
 use crate::webhook::mrkdwn;
 
@@ -29,18 +37,42 @@ fn now_secs() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// The message Slack shows the person who pressed (`ephemeral`), with `status`.
-fn tell(status: StatusCode, text: &str) -> Response {
-    reply(
-        status,
-        &json!({"response_type": "ephemeral", "replace_original": false, "text": text}),
-    )
+/// A message Slack shows only the person who pressed.
+fn ephemeral(text: &str) -> Value {
+    json!({"response_type": "ephemeral", "replace_original": false, "text": text})
+}
+
+/// Shows `message` to Slack: posted to the press's `response_url` (in the background: Slack
+/// wants its reply within three seconds) when it starts with the configured prefix, and
+/// returned as the HTTP reply (200) too.
+fn show(app: &App, response_url: Option<&str>, message: Value) -> Response {
+    match response_url {
+        Some(url) if url.starts_with(&app.0.settings.slack_response_url_prefix) => {
+            match &app.0.slack_out {
+                Some(client) => {
+                    let (client, url) = (client.clone(), url.to_owned());
+                    let body = message.to_string();
+                    tokio::spawn(async move {
+                        if let Err(why) = crate::webhook::post(&client, &url, &body).await {
+                            tracing::warn!(%why, "Slack's message could not be updated through its response_url");
+                        }
+                    });
+                }
+                None => tracing::warn!("Slack's message is not updated: no outbound client"),
+            }
+        }
+        Some(url) => tracing::warn!(
+            response_url = %toolgate_core::display::visible(url),
+            "a Slack press named a response_url that is not Slack's; nothing was posted there"
+        ),
+        None => {}
+    }
+    reply(StatusCode::OK, &message)
 }
 
 /// `POST /v1/callbacks/slack`.
 pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
-    // The approvers in force (issue 33 item 4): a Slack user whose mapping a reload
-    // removed answers nothing.
+    // The approvers in force: a Slack user whose mapping a reload removed answers nothing.
     let approvers = app.0.settings.in_force.get();
     let (Some(secret), Some(settings)) = (
         app.0.settings.slack_secret.as_deref(),
@@ -67,8 +99,8 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
     }
     // A signature is taken once while its timestamp is fresh (after that, `verify` refuses
     // it as stale): a replayed request is refused.
-    // Kept in the inbox (issue 24), so that replicas behind a load balancer and a
-    // restarted process refuse the same replay; kept past the window `verify` allows.
+    // Kept in the inbox, so that replicas behind a load balancer and a restarted process
+    // refuse the same replay; kept past the window `verify` allows.
     let sig = sig.unwrap_or_default();
     let now_ms = toolgate_inbox::Timestamp::now();
     let until = now_ms.saturating_add(std::time::Duration::from_secs(
@@ -98,23 +130,28 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         }
     }
     let action = match slack::parse_callback(&body) {
-        Ok(a) => a,
+        Ok(SlackCallback::Answer(a)) => a,
+        // The message's link button: Slack opens the card itself; acknowledged, nothing
+        // changes.
+        Ok(SlackCallback::Opened { .. }) => return reply(StatusCode::OK, &json!({})),
         Err(why) => {
             return refuse(StatusCode::BAD_REQUEST, "invalid_request", why);
         }
     };
+    let respond = action.response_url.as_deref();
     let Some(approver) = settings
         .approver_of(&action.user)
         .and_then(|name| approvers.approver(name))
         .cloned()
     else {
         tracing::warn!(slack_user = %toolgate_core::display::visible(&action.user), "a Slack user no approver is mapped to pressed a button");
-        return tell(
-            StatusCode::FORBIDDEN,
-            &format!(
+        return show(
+            &app,
+            respond,
+            ephemeral(&format!(
                 "Slack user `{}` is not mapped to an approver (`approvers.slack.users`); nothing was changed",
                 mrkdwn(&action.user)
-            ),
+            )),
         );
     };
     let id = &action.interaction_id;
@@ -127,8 +164,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         principal: None,
         binding: None,
     };
-    // One answer path (issue 33 item 7): rights in force, R35 (the hashes the message
-    // showed), the store.
+    // One answer path: rights in force, R35 (the hashes the message showed), the store.
     let shown = crate::answer::Shown {
         input_hash: Some(action.input_hash.as_str()),
         definition_hash: Some(action.definition_hash.as_str()),
@@ -147,20 +183,22 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
                 mrkdwn(&progress)
             );
             match app.0.store.get(id).await {
-                Ok(Some(now)) => reply(
-                    StatusCode::OK,
-                    &json!({
+                Ok(Some(now)) => show(
+                    &app,
+                    respond,
+                    json!({
                         "replace_original": true,
                         "text": text,
                         "blocks": crate::webhook::blocks(&now, approvers.public_url.as_deref()),
                     }),
                 ),
-                _ => tell(StatusCode::OK, &text),
+                _ => show(&app, respond, ephemeral(&text)),
             }
         }
-        Ok((record, receipt)) => reply(
-            StatusCode::OK,
-            &json!({
+        Ok((record, receipt)) => show(
+            &app,
+            respond,
+            json!({
                 "replace_original": true,
                 "text": match receipt.progress() {
                     // R51: the last approval needed, or a denial after some.
@@ -180,6 +218,8 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
                 },
             }),
         ),
-        Err(refusal) => tell(refusal.status(), &mrkdwn(&refusal.message())),
+        // Not an approver of this call, already answered, changed since it was shown: the
+        // person is told in toolgate's words, in Slack.
+        Err(refusal) => show(&app, respond, ephemeral(&mrkdwn(&refusal.message()))),
     }
 }

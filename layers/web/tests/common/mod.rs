@@ -116,12 +116,21 @@ pub async fn start_with(auth: &str, poll: Duration) -> Server {
 }
 
 pub async fn start_gov(gov: Governance, poll: Duration) -> Server {
+    start_gov_with(gov, poll, |_| {}).await
+}
+
+/// As [`start_gov`], with the page's settings changed by `tweak` before it starts.
+pub async fn start_gov_with(
+    gov: Governance,
+    poll: Duration,
+    tweak: impl FnOnce(&mut WebSettings),
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("inbox.db");
     let gate = Inbox::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
     let page_store: Arc<dyn InboxStore> =
         Arc::new(SqliteInbox::open(&db, SqliteOptions::default()).unwrap());
-    start_stores(gov, poll, gate, page_store, None, dir, db).await
+    start_stores_with(gov, poll, gate, page_store, None, dir, db, tweak).await
 }
 
 /// The gate on `inbox`, the page on `page_store` (another connection to the same inbox).
@@ -134,9 +143,28 @@ pub async fn start_stores(
     dir: tempfile::TempDir,
     db: PathBuf,
 ) -> Server {
+    start_stores_with(gov, poll, inbox, page_store, wake, dir, db, |_| {}).await
+}
+
+/// As [`start_stores`], with the page's settings changed by `tweak` before it starts.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a test helper: the parts of one server"
+)]
+pub async fn start_stores_with(
+    gov: Governance,
+    poll: Duration,
+    inbox: Inbox,
+    page_store: Arc<dyn InboxStore>,
+    wake: Option<Arc<tokio::sync::Notify>>,
+    dir: tempfile::TempDir,
+    db: PathBuf,
+    tweak: impl FnOnce(&mut WebSettings),
+) -> Server {
     let mut settings =
         WebSettings::from_governance(&gov, std::path::Path::new("toolgate.json")).unwrap();
     settings.poll_interval = poll;
+    tweak(&mut settings);
     // `approvers.auth: jwt` (issue 22): the identity provider's keys.
     settings.connect_identity_provider().await.unwrap();
     let in_force = settings.in_force.clone();
