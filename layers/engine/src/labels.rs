@@ -69,12 +69,13 @@ pub fn check_label(label: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A set of labels, sorted, each once.
+/// A set of labels, sorted, each once. Cloned by reference (a session's labels are handed
+/// to every decision in it): adding a label makes a new list.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct LabelSet(Vec<Box<str>>);
+pub struct LabelSet(Option<std::sync::Arc<[Box<str>]>>);
 
 /// The empty set, for a call whose labels nobody looked up.
-pub static NO_LABELS: LabelSet = LabelSet(Vec::new());
+pub static NO_LABELS: LabelSet = LabelSet(None);
 
 impl LabelSet {
     /// The empty set.
@@ -83,35 +84,61 @@ impl LabelSet {
     }
 
     /// The set of these labels (not validated: see [`check_label`]).
+    ///
+    /// ```
+    /// use toolgate_engine::labels::LabelSet;
+    /// let set = LabelSet::of(["untrusted", "private", "private"]);
+    /// assert_eq!(set.to_vec(), ["private", "untrusted"]);
+    /// assert!(set.contains("private") && !set.contains("egress"));
+    /// assert_eq!(set.clone(), set);
+    /// assert_eq!(LabelSet::of([] as [&str; 0]), LabelSet::new());
+    /// ```
     pub fn of<I, S>(labels: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut set = Self::new();
-        for l in labels {
-            set.insert(l.as_ref());
+        let mut all: Vec<Box<str>> = labels.into_iter().map(|l| l.as_ref().into()).collect();
+        all.sort_unstable();
+        all.dedup();
+        Self::from_sorted(all)
+    }
+
+    fn from_sorted(all: Vec<Box<str>>) -> Self {
+        if all.is_empty() {
+            Self(None)
+        } else {
+            Self(Some(all.into()))
         }
-        set
+    }
+
+    fn slice(&self) -> &[Box<str>] {
+        self.0.as_deref().unwrap_or(&[])
     }
 
     /// Adds one label.
     pub fn insert(&mut self, label: &str) {
-        if let Err(at) = self.0.binary_search_by(|l| (**l).cmp(label)) {
-            self.0.insert(at, label.into());
+        if let Err(at) = self.slice().binary_search_by(|l| (**l).cmp(label)) {
+            let mut all = self.slice().to_vec();
+            all.insert(at, label.into());
+            *self = Self::from_sorted(all);
         }
     }
 
     /// Adds every label of `other`.
     pub fn extend(&mut self, other: &LabelSet) {
-        for l in &other.0 {
-            self.insert(l);
+        if other.slice().iter().all(|l| self.contains(l)) {
+            return;
         }
+        let mut all: Vec<Box<str>> = self.slice().iter().chain(other.slice()).cloned().collect();
+        all.sort_unstable();
+        all.dedup();
+        *self = Self::from_sorted(all);
     }
 
     /// Whether the set holds `label`.
     pub fn contains(&self, label: &str) -> bool {
-        self.0.binary_search_by(|l| (**l).cmp(label)).is_ok()
+        self.slice().binary_search_by(|l| (**l).cmp(label)).is_ok()
     }
 
     /// Whether the set holds every one of `labels`.
@@ -125,12 +152,12 @@ impl LabelSet {
 
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.slice().is_empty()
     }
 
     /// The labels, sorted.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|l| &**l)
+        self.slice().iter().map(|l| &**l)
     }
 
     /// The labels, sorted, as owned strings.

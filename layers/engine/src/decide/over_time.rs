@@ -187,22 +187,30 @@ impl Governance {
             return Groups::Shared(Arc::clone(fixed));
         }
         let mut out = Vec::new();
+        // R49: the call's labels as masks, once, for the quotas that select by labels.
+        let bits = policy.call_bits(labels);
         for item in &cover.items {
             match item {
                 Item::Fixed(g) => out.push(g.clone()),
                 Item::PerCall { quota, by_input } => {
-                    if *by_input
-                        && !entry.records.iter().any(|r| {
-                            let id = r.identity();
-                            let subject = Subject {
-                                kind: id.kind(),
-                                tool: id.name(),
-                                server: id.server(),
-                                agent: who.rule_name(),
-                            };
-                            policy.quota_covers(*quota, &subject, input, literals, labels)
-                        })
-                    {
+                    // A quota without `when` is a candidate because its selectors select a
+                    // record of this pair: only its label tests are left to judge.
+                    let covers = !*by_input
+                        || if policy.quota_has_when(*quota) {
+                            entry.records.iter().any(|r| {
+                                let id = r.identity();
+                                let subject = Subject {
+                                    kind: id.kind(),
+                                    tool: id.name(),
+                                    server: id.server(),
+                                    agent: who.rule_name(),
+                                };
+                                policy.quota_covers(*quota, &subject, input, literals, labels)
+                            })
+                        } else {
+                            policy.quota_labels_hold(*quota, labels, bits)
+                        };
+                    if !covers {
                         continue;
                     }
                     out.extend(quota_group(

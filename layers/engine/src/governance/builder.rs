@@ -559,6 +559,7 @@ impl GovernanceBuilder {
             exposures,
             quota_covers: crate::quota_cover::CoverCache::default(),
             rule_covers: crate::quota_cover::CoverCache::default(),
+            labels_by_entry: std::sync::Arc::default(),
         };
         gov.renew_quota_covers();
         Ok(gov)

@@ -153,6 +153,10 @@ pub struct Governance {
     /// Which rules could match each (profile, tool) pair's calls, worked out on first use:
     /// rebuilt whenever a policy is replaced.
     pub(crate) rule_covers: crate::quota_cover::CoverCache<crate::policy::RuleCover>,
+    /// Each catalog entry's labels (R49), by catalog index, worked out on first use: they
+    /// depend on the declarations and the servers' settings only, which a snapshot made by
+    /// replacing a policy shares (so it shares these).
+    pub(crate) labels_by_entry: std::sync::Arc<std::sync::OnceLock<Box<[crate::labels::LabelSet]>>>,
 }
 
 /// Where a tool its server listed is reported (R52): `servers.<server>.tools.<name as listed>`.
@@ -329,6 +333,23 @@ impl Governance {
     }
 
     pub(crate) fn entry_labels(&self, entry: &crate::catalog::Entry) -> crate::labels::LabelSet {
+        let cached = self.catalog.index_of(entry).and_then(|i| {
+            self.labels_by_entry
+                .get_or_init(|| {
+                    self.catalog
+                        .entries()
+                        .iter()
+                        .map(|e| self.labels_of_records(e))
+                        .collect()
+                })
+                .get(i)
+                .cloned()
+        });
+        cached.unwrap_or_else(|| self.labels_of_records(entry))
+    }
+
+    /// [`Governance::entry_labels`], worked out from the entry's records.
+    fn labels_of_records(&self, entry: &crate::catalog::Entry) -> crate::labels::LabelSet {
         let mut set = crate::labels::LabelSet::new();
         for r in &entry.records {
             for l in &r.decl.labels {

@@ -21,6 +21,7 @@
 
 mod glob;
 mod index;
+mod label_bits;
 mod limits;
 mod parse;
 mod quota;
@@ -162,6 +163,8 @@ pub struct Policy {
     /// Whether a rule or a quota selects by labels, and by session labels (R49): read on
     /// every call, worked out once.
     labels: (bool, bool),
+    /// The rules' and quotas' label tests as bits (R49), when they name 1 to 64 labels.
+    label_bits: Option<label_bits::LabelBits>,
 }
 
 impl Default for Policy {
@@ -181,6 +184,7 @@ impl Policy {
             index: Index::default(),
             quota_index: Index::default(),
             labels: (false, false),
+            label_bits: None,
         }
     }
 
@@ -261,10 +265,12 @@ impl Policy {
             agent: &agent,
         };
         let mut covering = Vec::new();
+        let bits = self.call_bits(labels);
         self.quota_index
             .for_each_candidate(&tool, lower.server, |i| {
                 if self.quotas.get(i).is_some_and(|q| {
-                    q.covers(&lower, input, literals.root()) && q.select.labels_hold(labels)
+                    q.covers(&lower, input, literals.root())
+                        && self.quota_labels_hold(i, labels, bits)
                 }) {
                     covering.push(i);
                 }
@@ -313,6 +319,53 @@ impl Policy {
         self.quotas.get(i).is_some_and(|q| {
             q.select.matches_call(subject, input, literals) && q.select.labels_hold(labels)
         })
+    }
+
+    /// A call's labels as masks over this policy's labels (R49), when it has bits for them:
+    /// worked out once per evaluation, then each rule's or quota's label test is two mask
+    /// tests.
+    pub(crate) fn call_bits(&self, labels: &CallLabels<'_>) -> Option<label_bits::CallBits> {
+        self.label_bits.as_ref().map(|b| b.of_call(labels))
+    }
+
+    /// Whether quota `i`'s label tests (`labels`, `session_labels`) hold for the call
+    /// (R49), by its bits when `bits` were worked out ([`Policy::call_bits`]).
+    pub(crate) fn quota_labels_hold(
+        &self,
+        i: usize,
+        labels: &CallLabels<'_>,
+        bits: Option<label_bits::CallBits>,
+    ) -> bool {
+        match (&self.label_bits, bits) {
+            (Some(b), Some(call)) => b.quota_holds(i, call),
+            _ => self
+                .quotas
+                .get(i)
+                .is_some_and(|q| q.select.labels_hold(labels)),
+        }
+    }
+
+    /// Whether quota `i` sets `when` (its cover then depends on the input).
+    pub(crate) fn quota_has_when(&self, i: usize) -> bool {
+        self.quotas.get(i).is_some_and(|q| q.select.has_when())
+    }
+
+    /// Whether rule `i`'s label tests hold for the call (R49), by its bits when `bits` were
+    /// worked out.
+    fn rule_labels_hold(
+        &self,
+        i: usize,
+        rule: &Rule,
+        labels: &CallLabels<'_>,
+        bits: Option<label_bits::CallBits>,
+    ) -> bool {
+        if !rule.has_labels() {
+            return true;
+        }
+        match (&self.label_bits, bits) {
+            (Some(b), Some(call)) => b.rule_holds(i, call),
+            _ => rule.labels_hold(labels),
+        }
     }
 
     /// Whether a rule or a quota selects by the session's labels (R49): deciding a call
@@ -450,13 +503,16 @@ impl Policy {
             agent: &agent,
         };
         let mut eval = Evaluation::default();
+        let bits = self.call_bits(labels);
         // Candidates come each once but in no order (index.rs): the strictest effect wins and,
         // among rules of that effect, the first in policy order, as in the plain loop.
         self.index.for_each_candidate(&tool, lower.server, |i| {
             let Some(rule) = self.rules.get(i) else {
                 return;
             };
-            if rule.matches(&lower, input, literals.root()) && rule.labels_hold(labels) {
+            if rule.matches(&lower, input, literals.root())
+                && self.rule_labels_hold(i, rule, labels, bits)
+            {
                 eval.take(i, rule.effect);
             }
         });
@@ -509,10 +565,15 @@ impl Policy {
             return self.default_only(candidates.kind);
         }
         let mut eval = Evaluation::default();
+        let bits = if candidates.by_input.is_empty() {
+            None
+        } else {
+            self.call_bits(labels)
+        };
         let passing = candidates.by_input.iter().copied().filter(|&i| {
-            self.rules
-                .get(i)
-                .is_some_and(|r| r.when_holds(input, literals.root()) && r.labels_hold(labels))
+            self.rules.get(i).is_some_and(|r| {
+                r.when_holds(input, literals.root()) && self.rule_labels_hold(i, r, labels, bits)
+            })
         });
         for i in candidates.always.iter().copied().chain(passing) {
             let Some(rule) = self.rules.get(i) else {

@@ -103,6 +103,11 @@ impl Policy {
             rules.iter().any(|r| !r.session_labels.is_empty())
                 || quotas.iter().any(|q| !q.select.session_labels.is_empty()),
         );
+        let label_bits = if labels.0 {
+            super::label_bits::LabelBits::build(rules.iter(), quotas.iter().map(|q| &q.select))
+        } else {
+            None
+        };
         Some(Self {
             default,
             rules,
@@ -111,6 +116,7 @@ impl Policy {
             index,
             quota_index,
             labels,
+            label_bits,
         })
     }
 }

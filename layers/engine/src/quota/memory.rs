@@ -117,7 +117,7 @@ pub struct MemoryQuotaCounter {
     logs: RwLock<HashMap<u64, Bucket, PrehashedState>>,
     reserves: AtomicU64,
     /// Each session's labels (R49), written under this lock together with the sends.
-    sessions: std::sync::Mutex<HashMap<Option<String>, crate::labels::LabelSet>>,
+    sessions: std::sync::Mutex<SessionLabels>,
 }
 
 /// Sweep empty logs after this many reservations.
@@ -304,10 +304,7 @@ impl QuotaCounter for MemoryQuotaCounter {
             .sessions
             .lock()
             .map_err(|_| QuotaError::Unavailable(String::from("the counter's lock is poisoned")))?;
-        Ok(sessions
-            .get(&session.map(str::to_owned))
-            .cloned()
-            .unwrap_or_default())
+        Ok(sessions.of(session).cloned().unwrap_or_default())
     }
 
     /// The sends and the session's labels, recorded under the labels' lock: a reader of the
@@ -324,10 +321,33 @@ impl QuotaCounter for MemoryQuotaCounter {
             .lock()
             .map_err(|_| QuotaError::Unavailable(String::from("the counter's lock is poisoned")))?;
         self.reserve_locked(groups, now)?;
-        sessions
-            .entry(session.map(str::to_owned))
-            .or_default()
-            .extend(labels);
+        if !labels.is_empty() {
+            sessions.entry(session).extend(labels);
+        }
         Ok(())
+    }
+}
+
+/// Each session's labels (R49), and those of the calls made in no session (one history):
+/// looked up by the session's id without making a key.
+#[derive(Debug, Default)]
+struct SessionLabels {
+    none: crate::labels::LabelSet,
+    by_session: HashMap<String, crate::labels::LabelSet>,
+}
+
+impl SessionLabels {
+    fn of(&self, session: Option<&str>) -> Option<&crate::labels::LabelSet> {
+        match session {
+            None => Some(&self.none),
+            Some(s) => self.by_session.get(s),
+        }
+    }
+
+    fn entry(&mut self, session: Option<&str>) -> &mut crate::labels::LabelSet {
+        match session {
+            None => &mut self.none,
+            Some(s) => self.by_session.entry(s.to_owned()).or_default(),
+        }
     }
 }
