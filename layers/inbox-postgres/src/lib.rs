@@ -3,7 +3,7 @@
 //! The PostgreSQL backend of toolgate's durable approval inbox (SPEC R26, R35, R38, R22), for
 //! several runtime instances sharing one inbox. It implements the same
 //! [`toolgate_inbox::InboxStore`] contract as the embedded SQLite backend and passes the same
-//! shared suite (`toolgate_inbox::suite::run_all`, feature `suite`); everything built on the trait — the
+//! shared suite (`toolgate_inbox_suite::run_all`, a test kit of its own); everything built on the trait — the
 //! [`toolgate_inbox::InboxChannel`] the approval gate holds calls with,
 //! [`toolgate_inbox::Inbox::resume`], the stored policy — works unchanged.
 //!

@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::core::Principal;
-use toolgate_inbox::suite::held;
 use toolgate_inbox::{Answer, InboxStore};
+use toolgate_inbox_suite::held;
 
 #[tokio::test]
 async fn issue22_an_inbox_without_the_principal_columns_gains_them_and_keeps_its_answers() {

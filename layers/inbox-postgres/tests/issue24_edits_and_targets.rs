@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::core::ExecutionTarget;
-use toolgate_inbox::suite::held;
 use toolgate_inbox::{Answer, EditedInput, InboxStore, State};
+use toolgate_inbox_suite::held;
 
 #[tokio::test]
 async fn issue24_an_inbox_without_edits_and_targets_gains_them_and_keeps_its_calls() {

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
-use toolgate_inbox::suite::held as held_call;
 use toolgate_inbox::{Answer, InboxStore, State};
 use toolgate_inbox_postgres::{Notice, PostgresInbox};
+use toolgate_inbox_suite::held as held_call;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_listening_connection_reconnects_and_says_notices_were_missed() {

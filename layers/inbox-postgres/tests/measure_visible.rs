@@ -12,8 +12,8 @@ use common::*;
 use serde_json::json;
 use toolgate::engine::approvers::ToolSelector;
 use toolgate::engine::policy::Glob;
-use toolgate_inbox::suite::held;
 use toolgate_inbox::{HeldQuery, InboxStore, VisibleTo};
+use toolgate_inbox_suite::held;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a timed run for the figures in the report; prints, asserts nothing about time"]

@@ -10,7 +10,7 @@ use toolgate_inbox_postgres::PostgresOptions;
 async fn r26_r35_r22_postgres_passes_the_shared_suite() {
     let url = require_pg!();
     let fixture = PgFixture::new(url, PostgresOptions::default().instance("suite"));
-    toolgate_inbox::suite::run_all(&fixture).await;
+    toolgate_inbox_suite::run_all(&fixture).await;
     fixture.cleanup().await;
 }
 
@@ -23,6 +23,6 @@ async fn r26_postgres_passes_the_shared_suite_on_a_single_threaded_runtime_with_
         url,
         PostgresOptions::default().instance("suite-1").pool_size(1),
     );
-    toolgate_inbox::suite::run_all(&fixture).await;
+    toolgate_inbox_suite::run_all(&fixture).await;
     fixture.cleanup().await;
 }

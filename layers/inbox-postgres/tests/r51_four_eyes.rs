@@ -26,7 +26,7 @@ use tower::util::BoxCloneService;
 async fn r51_postgres_passes_the_four_eyes_cases() {
     let url = require_pg!();
     let fixture = PgFixture::new(url, PostgresOptions::default().instance("suite-r51"));
-    toolgate_inbox::suite::four_eyes::run_four_eyes(&fixture).await;
+    toolgate_inbox_suite::four_eyes::run_four_eyes(&fixture).await;
     fixture.cleanup().await;
 }
 
@@ -206,7 +206,7 @@ async fn r51_two_approvals_at_the_same_instant_through_two_replicas_send_the_cal
 async fn r51_an_inbox_without_the_approvals_columns_gains_them_on_connect_and_its_calls_need_one() {
     let url = require_pg!();
     let schema = fresh_schema();
-    let old = toolgate_inbox::suite::held(json!({"n": 1}), Duration::from_secs(3600));
+    let old = toolgate_inbox_suite::held(json!({"n": 1}), Duration::from_secs(3600));
     {
         let store = connect(&url, &schema, "gate").await;
         store.hold(old.clone()).await.unwrap();
@@ -228,7 +228,7 @@ async fn r51_an_inbox_without_the_approvals_columns_gains_them_on_connect_and_it
         .await
         .unwrap();
     assert_eq!((receipt.approvals, receipt.approvals_needed), (1, 1));
-    let two = toolgate_inbox::suite::four_eyes::held_needing(2, json!({"n": 2}));
+    let two = toolgate_inbox_suite::four_eyes::held_needing(2, json!({"n": 2}));
     store.hold(two.clone()).await.unwrap();
     store
         .answer(&two.interaction_id, Answer::approved_by("alice"))

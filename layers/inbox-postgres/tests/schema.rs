@@ -215,7 +215,7 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
         has_open_index(&client, &schema).await,
         "the upgrade adds the index of open calls"
     );
-    let mut c = toolgate_inbox::suite::held(
+    let mut c = toolgate_inbox_suite::held(
         serde_json::json!({"n": 1}),
         std::time::Duration::from_secs(60),
     );
@@ -327,7 +327,7 @@ async fn r26_r38_an_inbox_without_the_index_of_open_calls_gains_it_and_find_open
             .get::<_, i64>(0)
     };
     let before = scans().await;
-    let c = toolgate_inbox::suite::held(
+    let c = toolgate_inbox_suite::held(
         serde_json::json!({"order": 7}),
         std::time::Duration::from_secs(60),
     );

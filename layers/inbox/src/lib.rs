@@ -78,7 +78,7 @@
 //! | [`Inbox`] | a store + its channel + [`Inbox::resume`] and [`Inbox::result`] |
 //! | [`put_policy_text`], [`put_policy_text_if_unchanged`], [`load_policy_state`], [`poll_policy`] | the stored tenant policy (R22, R23); a put based on a stale `updatedAt` is a conflict |
 //! | [`put_shadow_policy_text`], [`load_shadow_policy`], [`PolicyWatch::poll_shadow_once`] | the stored shadow policy (R46), beside the enforced one: decided on every call and recorded, never enforced; one that cannot be read is a load error at start-up and changes nothing at run time |
-//! | `suite` | the conformance suite every backend runs (feature `suite`, for tests) |
+//! | `toolgate-inbox-suite` | the conformance suite every backend runs: a test kit of its own (`publish = false`), not part of this crate |
 //! | [`state`] | the state machine's decisions (answer, replay, expiry, claim, result), pure, shared by every backend |
 //! | [`StoredGrant`], [`InboxGrants`] | grants kept in the inbox (R45): `live`, `expired`, `spent` or `revoked`; the engine's grant store on any inbox |
 //! | [`codec`] | the stored text forms (identities, reasons, run mode, policy body, `updatedAt`), shared by every backend |
@@ -149,8 +149,8 @@ mod resume;
 mod sqlite;
 pub mod state;
 mod store;
-#[cfg(feature = "suite")]
-pub mod suite;
+#[cfg(test)]
+mod test_calls;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
 pub use edit::{EditedInput, StoredEdit};

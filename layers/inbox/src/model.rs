@@ -1032,7 +1032,8 @@ mod tests {
     }
 
     fn record(needed: u8) -> HeldRecord {
-        let mut call = crate::suite::held(serde_json::json!({"n": 1}), Duration::from_secs(60));
+        let mut call =
+            crate::test_calls::held(serde_json::json!({"n": 1}), Duration::from_secs(60));
         call.approvals = needed;
         HeldRecord {
             call,

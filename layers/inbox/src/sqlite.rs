@@ -494,7 +494,7 @@ mod tests {
     /// keep theirs.
     #[test]
     fn issue22_an_inbox_file_without_the_principal_columns_gains_them_and_keeps_its_answers() {
-        use crate::suite::held;
+        use crate::test_calls::held;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("inbox.db");
         let old = held(serde_json::json!({"n": 1}), Duration::from_secs(3600));
@@ -550,7 +550,7 @@ mod tests {
     /// the columns on open; its calls need one, and keep being answered as before.
     #[test]
     fn r51_an_inbox_file_without_the_approvals_columns_gains_them_and_its_calls_need_one() {
-        use crate::suite::held;
+        use crate::test_calls::held;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("inbox.db");
         let old = held(serde_json::json!({"n": 1}), Duration::from_secs(3600));
@@ -586,7 +586,11 @@ mod tests {
                 State::Approved
             );
             // A call held now needs what it records.
-            let mut two = crate::suite::four_eyes::held_needing(2, serde_json::json!({"n": 2}));
+            let mut two = crate::test_calls::held_needing(
+                2,
+                serde_json::json!({"n": 2}),
+                Duration::from_secs(3600),
+            );
             two.created_at = Timestamp::now();
             store.hold(two.clone()).await.unwrap();
             store

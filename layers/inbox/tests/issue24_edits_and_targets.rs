@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::core::ExecutionTarget;
-use toolgate_inbox::suite::held;
 use toolgate_inbox::{Answer, EditedInput, InboxStore, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox_suite::held;
 
 #[tokio::test]
 async fn issue24_an_inbox_file_without_targets_and_edits_gains_them_and_keeps_its_calls() {

@@ -387,7 +387,7 @@ async fn r26_an_inbox_file_in_exclusive_locking_mode_is_refused_even_for_reads()
 /// wait (the configured busy timeout), not fail, and change nothing twice.
 #[tokio::test(flavor = "current_thread")]
 async fn r26_an_operation_that_meets_a_lock_waits_for_it_then_runs_once() {
-    use toolgate_inbox::suite::held as new_held;
+    use toolgate_inbox_suite::held as new_held;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("inbox.db");
     let store = SqliteInbox::open(

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::SqliteFixture;
 use serde_json::json;
 use toolgate::engine::policy::Policy;
-use toolgate_inbox::suite::Fixture;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
     Completion, HeldRecord, InboxError, InboxStore, NewHeldCall, PolicySaveError, SqliteInbox,
     SqliteOptions, State, StoredPolicy, Timestamp,
 };
+use toolgate_inbox_suite::Fixture;
 
 /// A store that keeps the trait's provided `find_open` (it overrides everything else, by
 /// forwarding to a SQLite inbox) and counts the listings that method makes.
@@ -137,7 +137,7 @@ async fn r26_r38_the_provided_scanning_find_open_passes_the_suites_cases() {
         sqlite: SqliteFixture::new(SqliteOptions::default()),
         lists: Arc::default(),
     };
-    toolgate_inbox::suite::run_find_open(&fixture).await;
+    toolgate_inbox_suite::run_find_open(&fixture).await;
     assert!(
         fixture.lists.load(Ordering::SeqCst) > 0,
         "the provided method ran (it lists), not SQLite's own"
@@ -148,7 +148,7 @@ async fn r26_r38_the_provided_scanning_find_open_passes_the_suites_cases() {
 async fn r26_a_version_2_file_without_the_index_of_open_calls_gains_it_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("inbox.db");
-    let c = toolgate_inbox::suite::held(json!({"n": 1}), std::time::Duration::from_secs(60));
+    let c = toolgate_inbox_suite::held(json!({"n": 1}), std::time::Duration::from_secs(60));
     {
         let store = SqliteInbox::open(&path, SqliteOptions::default()).unwrap();
         store.hold(c.clone()).await.unwrap();

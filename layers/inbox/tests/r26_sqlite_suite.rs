@@ -9,17 +9,17 @@ use toolgate_inbox::{SqliteOptions, Synchronous};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn r26_r35_r22_sqlite_passes_the_shared_suite() {
     let fixture = SqliteFixture::new(SqliteOptions::default());
-    toolgate_inbox::suite::run_all(&fixture).await;
+    toolgate_inbox_suite::run_all(&fixture).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn r26_r35_r22_sqlite_with_synchronous_full_passes_the_shared_suite() {
     let fixture = SqliteFixture::new(SqliteOptions::default().synchronous(Synchronous::Full));
-    toolgate_inbox::suite::run_all(&fixture).await;
+    toolgate_inbox_suite::run_all(&fixture).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn r26_sqlite_passes_the_shared_suite_on_a_single_threaded_runtime() {
     let fixture = SqliteFixture::new(SqliteOptions::default());
-    toolgate_inbox::suite::run_all(&fixture).await;
+    toolgate_inbox_suite::run_all(&fixture).await;
 }

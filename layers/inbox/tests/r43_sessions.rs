@@ -220,7 +220,7 @@ async fn r43_a_version_1_inbox_file_is_upgraded_in_place() {
         )
         .unwrap();
     assert_eq!(indexed, 1, "the upgrade adds the index of open calls");
-    let mut c = toolgate_inbox::suite::held(json!({"n": 1}), std::time::Duration::from_secs(60));
+    let mut c = toolgate_inbox_suite::held(json!({"n": 1}), std::time::Duration::from_secs(60));
     c.turn = Some(Turn::new("s", "t"));
     store.hold(c.clone()).await.unwrap();
     assert_eq!(store.pending("s").await.unwrap()[0].call, c);

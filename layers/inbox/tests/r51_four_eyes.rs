@@ -16,7 +16,7 @@ use toolgate_inbox::{Answer, Inbox, InboxStore, ResumeError, SqliteOptions, Stat
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn r51_sqlite_passes_the_four_eyes_cases() {
     let fixture = SqliteFixture::new(SqliteOptions::default());
-    toolgate_inbox::suite::four_eyes::run_four_eyes(&fixture).await;
+    toolgate_inbox_suite::four_eyes::run_four_eyes(&fixture).await;
 }
 
 /// `refund` asks; the tenant policy asks for `approvals` people's approvals of it.

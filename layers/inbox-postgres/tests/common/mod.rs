@@ -13,9 +13,9 @@ use toolgate::core::{AgentRef, CallId, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::Governance;
 use toolgate::engine::config::{Format, load_str};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
-use toolgate_inbox::suite::Fixture;
 use toolgate_inbox::{BoxFuture, Inbox, InboxStore};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
+use toolgate_inbox_suite::Fixture;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use toolgate_inbox::suite::Fixture;
 use toolgate_inbox::{BoxFuture, InboxStore, SqliteInbox, SqliteOptions};
+use toolgate_inbox_suite::Fixture;
 
 /// A directory of fresh SQLite inboxes, one file per store.
 #[derive(Debug)]

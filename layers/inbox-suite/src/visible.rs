@@ -19,9 +19,9 @@ use toolgate_engine::approvers::{Approver, ToolSelector};
 use toolgate_engine::policy::Glob;
 
 use super::{Fixture, request};
-use crate::model::{Answer, HeldRecord, NewHeldCall, Timestamp};
-use crate::query::{HeldQuery, Order, VisibleTo};
-use crate::store::InboxStore;
+use toolgate_inbox::InboxStore;
+use toolgate_inbox::{Answer, HeldRecord, NewHeldCall, Timestamp};
+use toolgate_inbox::{HeldQuery, Order, VisibleTo};
 
 /// The cases of this file (also run by [`super::run_all`]).
 pub async fn run_visible(fixture: &dyn Fixture) {

@@ -16,9 +16,9 @@ use serde_json::json;
 use toolgate_core::{AgentRef, Ask, AskSource, ToolIdentity, Turn};
 
 use super::{Fixture, request};
-use crate::model::{Answer, HeldRecord, NewHeldCall, Timestamp};
-use crate::query::{HeldCursor, HeldQuery, Listing, Order};
-use crate::store::InboxStore;
+use toolgate_inbox::InboxStore;
+use toolgate_inbox::{Answer, HeldRecord, NewHeldCall, Timestamp};
+use toolgate_inbox::{HeldCursor, HeldQuery, Listing, Order};
 
 /// The cases of this file (also run by [`super::run_all`]).
 pub async fn run_query(fixture: &dyn Fixture) {
@@ -278,7 +278,7 @@ pub async fn issue24_the_change_feed_lists_each_change_since_a_moment(fixture: &
         vec![a.interaction_id.clone()],
         "issue 24: only the answer"
     );
-    assert_eq!(later[0].state, crate::model::State::Approved);
+    assert_eq!(later[0].state, toolgate_inbox::State::Approved);
     assert!(later[0].updated_at >= mark);
     assert_eq!(
         store.changed_since(before, 1).await.unwrap().len(),

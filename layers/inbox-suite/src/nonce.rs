@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use super::{Fixture, new_id};
-use crate::model::Timestamp;
-use crate::store::InboxStore;
+use toolgate_inbox::InboxStore;
+use toolgate_inbox::Timestamp;
 
 /// The cases of this file (also run by [`super::run_all`]).
 pub async fn run_nonce(fixture: &dyn Fixture) {

@@ -15,10 +15,10 @@ use serde_json::json;
 use toolgate_core::ExecutionTarget;
 
 use super::{Fixture, held, held_expired};
-use crate::edit::EditedInput;
-use crate::error::{AnswerError, ClaimError};
-use crate::model::{Answer, Claim, NewHeldCall, State};
-use crate::store::InboxStore;
+use toolgate_inbox::EditedInput;
+use toolgate_inbox::InboxStore;
+use toolgate_inbox::{Answer, Claim, NewHeldCall, State};
+use toolgate_inbox::{AnswerError, ClaimError};
 
 const HOUR: Duration = Duration::from_secs(3600);
 

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use toolgate_core::Principal;
 
 use super::{Fixture, HOUR, claim_of, request, state};
-use crate::error::{AnswerError, ClaimError};
-use crate::model::{Answer, AnswerReceipt, NewHeldCall, State, Timestamp};
-use crate::store::InboxStore;
+use toolgate_inbox::InboxStore;
+use toolgate_inbox::{Answer, AnswerReceipt, NewHeldCall, State, Timestamp};
+use toolgate_inbox::{AnswerError, ClaimError};
 
 /// Runs every four-eyes case (also run by [`super::run_all`]).
 pub async fn run_four_eyes(fixture: &dyn Fixture) {
@@ -65,7 +65,7 @@ pub async fn r51_a_call_that_needs_two_is_approved_only_by_the_second_distinct_p
     let store = fixture.fresh().await;
     let c = held_needing(2, json!({"amount": 900}));
     match store.hold_unless_repeated(c.clone()).await.unwrap() {
-        crate::Holding::Held => {}
+        toolgate_inbox::Holding::Held => {}
         other => panic!("R51: held anew, got {other:?}"),
     }
     let r = store.get(&c.interaction_id).await.unwrap().unwrap();
@@ -287,7 +287,7 @@ pub async fn r51_an_approval_bound_to_another_input_or_definition_is_refused(
     for needed in [2, 1] {
         let c = held_needing(needed, json!({"amount": 905, "needed": needed}));
         hold(&*store, &c).await;
-        let other = crate::suite::held(json!({"amount": 1}), HOUR);
+        let other = crate::held(json!({"amount": 1}), HOUR);
         let refused = store
             .answer(
                 &c.interaction_id,
@@ -491,7 +491,7 @@ pub async fn r51_a_call_that_needs_several_approvals_is_not_approved_with_an_edi
     let store = fixture.fresh().await;
     let c = held_needing(2, json!({"amount": 910}));
     hold(&*store, &c).await;
-    let edit = crate::EditedInput::new(&json!({"amount": 10})).unwrap();
+    let edit = toolgate_inbox::EditedInput::new(&json!({"amount": 10})).unwrap();
     match store
         .answer_edited(&c.interaction_id, Answer::approve("k-e", "alice"), edit)
         .await
