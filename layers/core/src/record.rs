@@ -118,7 +118,8 @@ impl std::fmt::Display for Principal {
 /// ```
 /// use toolgate_core::{Check, Decision, Refusal, RefusalCode, ShadowNote, Verdict};
 /// let enforced = Decision { verdict: Verdict::Run { auto_approved: false }, decided_by: Check::Passed,
-///     reasons: vec![], asks: vec![], matched_rules: vec![], granted: None, retry_after_secs: None };
+///     reasons: vec![], asks: vec![], matched_rules: vec![], granted: None, retry_after_secs: None,
+///     approvals: 1, labels: None };
 /// let shadow = ShadowNote { decision: Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")) };
 /// assert!(shadow.disagrees_with(&enforced));
 /// assert_eq!(shadow.kind(&enforced), "run->refused");
