@@ -14,7 +14,7 @@ mod common;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use toolgate_idp::testing::{
+use toolgate_idp_kit::{
     JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
 };
 use toolgate_mcp::drift_server::DriftServer;

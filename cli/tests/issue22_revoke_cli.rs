@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_idp::testing::{SigningKey, claims, jwks};
+use toolgate_idp_kit::{SigningKey, claims, jwks};
 use toolgate_mcp::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";

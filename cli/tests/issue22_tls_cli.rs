@@ -9,8 +9,8 @@ mod common;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use toolgate_idp::testing::{SigningKey, claims, jwks};
-use toolgate_idp::testing_tls::{TestCa, TlsServer};
+use toolgate_idp_kit::tls::{TestCa, TlsServer};
+use toolgate_idp_kit::{SigningKey, claims, jwks};
 use toolgate_mcp::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";

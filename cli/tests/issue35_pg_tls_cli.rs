@@ -35,7 +35,7 @@ fn check(dir: &Path, url: &str, env: &[(&str, &str)]) -> (bool, Value) {
 #[test]
 fn issue35_check_says_which_trust_roots_the_postgres_inbox_uses() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = toolgate_idp::testing_tls::TestCa::new().write(dir.path());
+    let ca = toolgate_idp_kit::tls::TestCa::new().write(dir.path());
     let ca = ca.display().to_string();
 
     let url =
@@ -191,7 +191,7 @@ async fn issue35_inbox_commands_reach_the_postgres_inbox_over_tls() {
 
     // Another CA's root file: refused, naming it, nothing sent in plain text.
     let dir = tempfile::tempdir().unwrap();
-    let other = toolgate_idp::testing_tls::TestCa::new().write(dir.path());
+    let other = toolgate_idp_kit::tls::TestCa::new().write(dir.path());
     let (head, query) = url.split_once('?').unwrap();
     let query: Vec<&str> = query
         .split('&')

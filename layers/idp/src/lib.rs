@@ -695,11 +695,5 @@ impl Verifier {
     }
 }
 
-#[cfg(feature = "testing")]
-pub mod testing;
-
-#[cfg(feature = "testing-tls")]
-pub mod testing_tls;
-
 #[cfg(test)]
 mod tests;

@@ -4,8 +4,10 @@ use serde_json::{Value, json};
 use toolgate_engine::ConfigErrors;
 use toolgate_engine::jwt::JwtSettings;
 
-use crate::testing::{JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned};
 use crate::{MIN_REFETCH, Rejection, Verifier, parse_jwks};
+use toolgate_idp_kit::{
+    JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
+};
 
 const ISS: &str = "https://idp.test/";
 const AUD: &str = "http://127.0.0.1:8931/mcp";
@@ -322,7 +324,7 @@ async fn issue34_a_failing_provider_and_an_unknown_kid_never_evict_the_last_good
 /// Issue 22: `https://` JWKS over real TLS on loopback, with a test CA.
 mod tls {
     use super::*;
-    use crate::testing_tls::{TestCa, TlsServer};
+    use toolgate_idp_kit::tls::{TestCa, TlsServer};
 
     async fn https_verifier(url: &str, ca: Option<&std::path::Path>) -> Result<Verifier, String> {
         let mut keys = json!({"jwks_url": url, "jwks_cache_secs": 1});

@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
-use toolgate_idp::testing::{
+use toolgate_idp_kit::{
     JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
 };
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, token_hash};

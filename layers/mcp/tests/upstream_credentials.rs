@@ -512,7 +512,7 @@ async fn issue22_4_a_rotated_client_secret_is_read_at_the_next_token_fetch() {
 /// configured `ca_file` is trusted, and the token it gives reaches the upstream.
 #[tokio::test]
 async fn issue22_5_an_https_token_endpoint_signed_by_the_configured_ca_gives_the_token() {
-    use toolgate_idp::testing_tls::{TestCa, TlsServer};
+    use toolgate_idp_kit::tls::{TestCa, TlsServer};
     let ca = TestCa::new();
     let endpoint = TlsServer::start(
         ca.server_cert(&["127.0.0.1"]),
@@ -547,7 +547,7 @@ async fn issue22_5_an_https_token_endpoint_signed_by_the_configured_ca_gives_the
 /// request went to the endpoint. Plain `http://` off this machine is refused when read.
 #[tokio::test]
 async fn issue22_5_an_https_token_endpoint_the_trust_does_not_cover_gives_no_token() {
-    use toolgate_idp::testing_tls::{TestCa, TlsServer};
+    use toolgate_idp_kit::tls::{TestCa, TlsServer};
     let ca = TestCa::new();
     let endpoint = TlsServer::start(
         ca.server_cert(&["127.0.0.1"]),

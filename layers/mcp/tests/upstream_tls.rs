@@ -7,7 +7,7 @@ use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, ToolCall, ToolIdentity, ToolResponse};
 use toolgate::engine::Governance;
-use toolgate_idp::testing_tls::{TestCa, tls_front};
+use toolgate_idp_kit::tls::{TestCa, tls_front};
 use toolgate_mcp::drift_server::DriftServer;
 use toolgate_mcp::serve::ServeConfig;
 use toolgate_mcp::{McpGateway, McpServerConfig};

@@ -512,7 +512,7 @@ async fn issue24_the_openapi_document_is_served_and_each_operation_answers() {
 
 #[tokio::test]
 async fn issue24_identity_provider_tokens_are_accepted_with_the_approvers_rights() {
-    use toolgate_idp::testing::{SigningKey, claims, jwks};
+    use toolgate_idp_kit::{SigningKey, claims, jwks};
     const ISS: &str = "https://idp.test/realms/people";
     const AUD: &str = "toolgate-approvals";
     let key = SigningKey::rsa1();

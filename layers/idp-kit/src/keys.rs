@@ -1,6 +1,5 @@
-//! Test support (feature `testing`): the tests' own signing keys (pre-generated fixtures,
-//! **never** for production), tokens minted with them, and a loopback HTTP server serving
-//! their JWKS that counts its fetches.
+//! The tests' own signing keys (pre-generated fixtures, **never** for production), tokens
+//! minted with them, and a loopback HTTP server serving their JWKS that counts its fetches.
 
 #![allow(
     clippy::unwrap_used,
@@ -17,12 +16,12 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const RSA1: &str = include_str!("../tests/fixtures/rsa1.pem");
-const RSA2: &str = include_str!("../tests/fixtures/rsa2.pem");
-const EC1: &str = include_str!("../tests/fixtures/ec1.pem");
+const RSA1: &str = include_str!("../fixtures/rsa1.pem");
+const RSA2: &str = include_str!("../fixtures/rsa2.pem");
+const EC1: &str = include_str!("../fixtures/ec1.pem");
 /// The public key of [`SigningKey::rsa1`] as PEM: what an attacker signs an HS256 token
 /// with, hoping a verifier takes it as an HMAC secret.
-pub const RSA1_PUBLIC_PEM: &str = include_str!("../tests/fixtures/rsa1.pub.pem");
+pub const RSA1_PUBLIC_PEM: &str = include_str!("../fixtures/rsa1.pub.pem");
 
 /// A signing key of the tests and its public JWK.
 #[derive(Clone)]

@@ -1,9 +1,9 @@
-//! TLS fixtures for tests (feature `testing-tls`; never for production): a test CA generated
+//! TLS fixtures for tests (never for production): a test CA generated
 //! by the test, server certificates it signs, and a loopback HTTPS server answering JSON.
 //!
 //! ```
 //! # async fn run() {
-//! use toolgate_idp::testing_tls::{TestCa, TlsServer};
+//! use toolgate_idp_kit::tls::{TestCa, TlsServer};
 //! let ca = TestCa::new();
 //! let server = TlsServer::start(ca.server_cert(&["127.0.0.1", "localhost"]), serde_json::json!({"keys": []})).await;
 //! assert!(server.url("/jwks.json").starts_with("https://127.0.0.1:"));
