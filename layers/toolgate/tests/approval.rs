@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate::approval::{
     ApprovalAnswer, ApprovalAnswerError, ApprovalChannel, ApprovalGateLayer, ApprovalOutcome,
-    ApprovalRequest, FnChannel, HookCall, Hooks, InteractiveChannel, ToolHooks,
+    ApprovalRequest, FnChannel, HookCall, HookFuture, Hooks, InteractiveChannel, ToolHooks,
 };
 use toolgate::core::{
     AgentRef, AskSource, CallId, ChannelKind, Check, Refusal, RefusalCode, RunContext, RunMode,
@@ -1158,19 +1158,33 @@ struct Recording {
 }
 
 impl ToolHooks for Recording {
-    fn evaluate_approval(&self, _call: &HookCall<'_>) -> Option<String> {
-        self.log.lock().unwrap().push("evaluate_approval");
-        self.ask.then(|| HOOK_REASON.to_owned())
+    fn evaluate_approval<'a>(&'a self, _call: &'a HookCall<'a>) -> HookFuture<'a, Option<String>> {
+        Box::pin(async move {
+            // Awaits before answering, as a remote decision service would.
+            tokio::task::yield_now().await;
+            self.log.lock().unwrap().push("evaluate_approval");
+            self.ask.then(|| HOOK_REASON.to_owned())
+        })
     }
 
-    fn before_call(&self, _call: &HookCall<'_>) -> Result<(), String> {
-        self.log.lock().unwrap().push("before_call");
-        Ok(())
+    fn before_call<'a>(&'a self, _call: &'a HookCall<'a>) -> HookFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            self.log.lock().unwrap().push("before_call");
+            Ok(())
+        })
     }
 
-    fn after_call(&self, _call: &HookCall<'_>, _response: &ToolResponse) -> Result<(), String> {
-        self.log.lock().unwrap().push("after_call");
-        Ok(())
+    fn after_call<'a>(
+        &'a self,
+        _call: &'a HookCall<'a>,
+        _response: &'a ToolResponse,
+    ) -> HookFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            self.log.lock().unwrap().push("after_call");
+            Ok(())
+        })
     }
 }
 
@@ -1464,4 +1478,81 @@ async fn r42_an_ungoverned_tool_is_never_hooked_asked_or_cancelled() {
     assert!(mentions(refusal(&r), "the hook cancels"), "{r:?}");
     assert_eq!(asked.count(), 1);
     assert_eq!(tool.runs(), 1);
+}
+
+/// A hook backed by a decision service that answers after a delay (issue 36 item 4): it asks
+/// about the calls of one session, and cancels a call whose input says so.
+struct Remote {
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl ToolHooks for Remote {
+    fn evaluate_approval<'a>(&'a self, call: &'a HookCall<'a>) -> HookFuture<'a, Option<String>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let (session, turn) = call
+                .turn
+                .map(|t| (t.session.clone(), t.turn.clone()))
+                .unwrap_or_default();
+            self.seen.lock().unwrap().push((session.clone(), turn));
+            (session == "risky").then(|| "the decision service asks about this session".to_owned())
+        })
+    }
+
+    fn before_call<'a>(&'a self, call: &'a HookCall<'a>) -> HookFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match call.input.get("cancel") {
+                Some(_) => Err(String::from("the decision service cancelled the call")),
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn r32_an_asynchronous_hook_awaits_a_decision_service_and_sees_the_session() {
+    let tool = Tool::default();
+    let (channel, asked) = approving();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let svc = ServiceBuilder::new()
+        .layer(
+            ApprovalGateLayer::new(handle("interactive", Asks::default()))
+                .channel(channel)
+                .hooks(Remote {
+                    seen: Arc::clone(&seen),
+                }),
+        )
+        .service(tool.service());
+    // A calm session: the service asks nothing; the call runs.
+    completed(&send(&svc, refund_call(json!({})).in_turn("calm", "t1")).await);
+    assert_eq!(asked.count(), 0);
+    // The risky session: the service's ask joins the one question.
+    completed(&send(&svc, refund_call(json!({})).in_turn("risky", "t2")).await);
+    assert_eq!(sources(&asked.only()), [AskSource::Hook]);
+    assert_eq!(tool.runs(), 2);
+    // `before_call` awaited and cancelled: refused with its text, never sent.
+    let r = send(
+        &svc,
+        refund_call(json!({"cancel": true})).in_turn("calm", "t3"),
+    )
+    .await;
+    let refused = refusal(&r);
+    assert_eq!(refused.code, RefusalCode::Rejected);
+    assert!(
+        refused
+            .reasons
+            .iter()
+            .any(|r| r.contains("cancelled the call")),
+        "{refused:?}"
+    );
+    assert_eq!(tool.runs(), 2);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ("calm".to_owned(), "t1".to_owned()),
+            ("risky".to_owned(), "t2".to_owned()),
+            ("calm".to_owned(), "t3".to_owned())
+        ]
+    );
 }

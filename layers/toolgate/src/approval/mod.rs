@@ -54,7 +54,7 @@ mod observe;
 mod terminal;
 
 pub use gate::{ApprovalGate, ApprovalGateLayer, GateFuture};
-pub use hooks::{HookCall, Hooks, ToolHooks};
+pub use hooks::{HookCall, HookFuture, Hooks, ToolHooks};
 pub use interactive::{
     ApprovalAnswer, ApprovalAnswerError, InteractiveChannel, PendingApproval, PendingApprovals,
 };

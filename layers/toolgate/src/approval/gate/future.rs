@@ -1,35 +1,34 @@
-//! The gate's response future: the tool's own future on the run path (then `after_call`),
-//! a refusal, or the boxed wait of the ask path.
+//! The gate's response future: the tool's own future on the run path, a refusal, or a boxed
+//! future — the ask path's wait, or a hooked call (its hooks may await).
 
 use super::*;
 
+/// What `after_call` needs once the call itself has been handed to the tool.
 pub(super) struct After {
     hooks: Arc<dyn ToolHooks>,
-    call_id: CallId,
+    call: ToolCall,
     tool: String,
-    agent: AgentRef,
-    input: Value,
 }
 
 impl After {
     pub(super) fn of(hooks: &Arc<dyn ToolHooks>, call: &ToolCall, tool: &str) -> Self {
+        // The hook sees the call as sent, without the extensions the tool's side reads.
+        let mut seen = ToolCall::new(call.agent.clone(), tool, call.input.clone());
+        seen.tool = call.tool.clone();
+        seen.id = call.id.clone();
+        seen.turn = call.turn.clone();
+        seen.run = call.run;
         Self {
             hooks: Arc::clone(hooks),
-            call_id: call.id.clone(),
+            call: seen,
             tool: tool.to_owned(),
-            agent: call.agent.clone(),
-            input: call.input.clone(),
         }
     }
 
-    pub(super) fn apply(&self, response: ToolResponse) -> ToolResponse {
-        let view = HookCall {
-            call_id: &self.call_id,
-            tool: &self.tool,
-            agent: &self.agent,
-            input: &self.input,
-        };
-        match self.hooks.after_call(&view, &response) {
+    /// `after_call` on the tool's response: kept, or replaced by the hook's rejection.
+    pub(super) async fn apply(self, response: ToolResponse) -> ToolResponse {
+        let view = HookCall::of(&self.call, &self.tool);
+        match self.hooks.after_call(&view, &response).await {
             Ok(()) => response,
             Err(text) => ToolResponse::Failed(ToolOutput::new(Value::String(text))),
         }
@@ -54,7 +53,7 @@ pin_project! {
 pin_project! {
     #[project = GateProj]
     enum GateKind<F, E> {
-        Inner { #[pin] future: F, after: Option<After> },
+        Inner { #[pin] future: F },
         Refused { response: OnceResponse },
         Waiting { future: BoxFuture<Result<ToolResponse, E>> },
     }
@@ -67,10 +66,10 @@ impl<F, E> fmt::Debug for GateFuture<F, E> {
 }
 
 impl<F, E> GateFuture<F, E> {
-    /// The tool's own future, then `after_call` when there are hooks.
-    pub(super) fn inner(future: F, after: Option<After>) -> Self {
+    /// The tool's own future (a call with no hooks).
+    pub(super) fn inner(future: F) -> Self {
         Self {
-            kind: GateKind::Inner { future, after },
+            kind: GateKind::Inner { future },
         }
     }
 
@@ -98,13 +97,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            GateProj::Inner { future, after } => match future.poll(cx) {
-                Poll::Ready(Ok(response)) => Poll::Ready(Ok(match after.take() {
-                    Some(a) => a.apply(response),
-                    None => response,
-                })),
-                other => other,
-            },
+            GateProj::Inner { future } => future.poll(cx),
             GateProj::Refused { response } => Poll::Ready(Ok(response.take())),
             GateProj::Waiting { future } => future.as_mut().poll(cx),
         }

@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 use serde_json::Value;
 use toolgate_core::{
-    AgentRef, Ask, AskSource, CallId, ChannelKind, Check, Decision, DecisionNote, DecisionSink,
-    Refusal, RefusalCode, ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
+    Ask, AskSource, ChannelKind, Check, Decision, DecisionNote, DecisionSink, Refusal, RefusalCode,
+    ToolCall, ToolOutput, ToolResponse, Verdict, WaitEnd,
 };
 use toolgate_engine::ask::{self, WaitRefused};
 use toolgate_engine::catalog::Entry;
@@ -174,12 +174,7 @@ fn rejected(why: impl Into<String>, asks: &[Ask]) -> Refusal {
 }
 
 fn hook_view<'a>(call: &'a ToolCall, tool: &'a str) -> HookCall<'a> {
-    HookCall {
-        call_id: &call.id,
-        tool,
-        agent: &call.agent,
-        input: &call.input,
-    }
+    HookCall::of(call, tool)
 }
 
 fn hook_refusal(text: String) -> Refusal {
@@ -204,6 +199,55 @@ where
         // Decide once: the decision an earlier layer of this handle pinned — only if it is
         // about this very call, input included (R14, R38) — or made now.
         let (pinned, input_binding) = self.handle.decide_to_send(&mut call, self.seal);
+        let Some(entry) = pinned.entry() else {
+            return GateFuture::refused(
+                pinned
+                    .decision()
+                    .refusal()
+                    .unwrap_or_else(|| rejected("the decision was inconsistent", &[])),
+            );
+        };
+        // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
+        // and the tenant policy): its ask joins the others before they are routed; it never
+        // sees a call those checks refused. R42: the host's own ungoverned tools see no hook
+        // at all (no ask, no before_call, no after_call).
+        let decision = pinned.decision();
+        let passed = !matches!(decision.verdict, Verdict::Refused(_))
+            || decision.decided_by == Check::Routing;
+        match self.hooks.as_ref().filter(|_| !entry.ungoverned) {
+            // R32: `evaluate_approval` may await (a remote decision service): the call is
+            // routed once it has answered, by a gate holding the service polled ready for it.
+            Some(hooks) if passed => {
+                let hooks = Arc::clone(hooks);
+                let fresh = self.inner.clone();
+                let mut gate = self.clone();
+                gate.inner = std::mem::replace(&mut self.inner, fresh);
+                let tool = entry.name.to_string();
+                GateFuture::waiting(Box::pin(async move {
+                    let message = hooks.evaluate_approval(&hook_view(&call, &tool)).await;
+                    gate.dispatch(call, pinned, input_binding, message).await
+                }))
+            }
+            _ => self.dispatch(call, pinned, input_binding, None),
+        }
+    }
+}
+
+impl<S> ApprovalGate<S>
+where
+    S: Service<ToolCall, Response = ToolResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    /// Routes `call`, decided as `pinned`, with the ask of `evaluate_approval` when a hook
+    /// gave one: refused, sent, or asked about through the channel.
+    fn dispatch(
+        &mut self,
+        mut call: ToolCall,
+        pinned: PinnedDecision,
+        input_binding: Option<crate::binding::Binding>,
+        hook_message: Option<String>,
+    ) -> GateFuture<S::Future, S::Error> {
         let governance = pinned.governance();
         let Some(entry) = pinned.entry() else {
             return GateFuture::refused(
@@ -213,24 +257,13 @@ where
                     .unwrap_or_else(|| rejected("the decision was inconsistent", &[])),
             );
         };
-        let tool: &str = &entry.name;
         // Where an ask goes is the engine's (R26, R39): the kind in the verdict, the
         // agent's timeout here.
         let timeout = pinned.agent().and_then(|a| governance.ask_route(a).timeout);
         let mut decision = std::borrow::Cow::Borrowed(pinned.decision());
-        // A hook is consulted only about a call that passed every check (R14 steps 1–6, R36
-        // and the tenant policy): its ask joins the others before they are routed; it never
-        // sees a call those checks refused.
-        let passed = !matches!(decision.verdict, Verdict::Refused(_))
-            || decision.decided_by == Check::Routing;
-        // R42: the host's own ungoverned tools see no hook at all (no ask, no before_call,
-        // no after_call).
         let hooks = self.hooks.as_ref().filter(|_| !entry.ungoverned);
         let mut hook_ask = None;
-        if let Some(hooks) = hooks
-            && passed
-            && let Some(message) = hooks.evaluate_approval(&hook_view(&call, tool))
-        {
+        if let Some(message) = hook_message {
             let ask = Ask {
                 source: AskSource::Hook,
                 reason: message,
@@ -304,23 +337,18 @@ where
                 Err(refusal) => GateFuture::refused(refusal),
             },
             // R44: with an asynchronous counter (a shared database) the reservation is
-            // awaited, never blocked on, before the call is sent.
+            // awaited, never blocked on, before the call is sent; R32: so are the hooks
+            // (`before_call` before the send is counted, `after_call` on the result).
             Verdict::Run { .. }
-                if self
-                    .handle
-                    .reserves_asynchronously(governance, pinned.decided()) =>
+                if hooks.is_some()
+                    || self
+                        .handle
+                        .reserves_asynchronously(governance, pinned.decided()) =>
             {
                 let hooks = hooks.cloned();
                 self.send_reserving(call, pinned.clone(), input_binding, sink, hooks)
             }
             Verdict::Run { .. } => {
-                // R32, R44: `before_call` may still cancel the call, and a cancelled call is
-                // no send: the hook is asked before the send is counted.
-                if let Some(hooks) = hooks
-                    && let Err(text) = hooks.before_call(&hook_view(&call, tool))
-                {
-                    return GateFuture::refused(hook_refusal(text));
-                }
                 // R44, R45: the send is counted against its quotas (and its grant) right
                 // before it is sent, atomically with the check; a full quota refuses it.
                 if let Err(r) = self.handle.record_send(governance, pinned.decided(), &call) {
@@ -340,11 +368,7 @@ where
                 {
                     return GateFuture::refused(r);
                 }
-                if let Some(hooks) = hooks {
-                    let after = After::of(hooks, &call, tool);
-                    return GateFuture::inner(self.inner.call(call), Some(after));
-                }
-                GateFuture::inner(self.inner.call(call), None)
+                GateFuture::inner(self.inner.call(call))
             }
             Verdict::Ask { channel: kind } => {
                 // Until a question is actually asked, a refusal here is `unroutable`.

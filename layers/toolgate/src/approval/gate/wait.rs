@@ -54,7 +54,7 @@ where
         let future = async move {
             // R32, R44: a call `before_call` cancels is no send, so it is asked first.
             if let (Some(h), Some(entry)) = (&hooks, pinned.entry())
-                && let Err(text) = h.before_call(&hook_view(&call, &entry.name))
+                && let Err(text) = h.before_call(&hook_view(&call, &entry.name)).await
             {
                 return Ok(ToolResponse::Refused(hook_refusal(text)));
             }
@@ -85,7 +85,7 @@ where
             let after = hooks.as_ref().map(|h| After::of(h, &call, &tool));
             let response = inner.call(call).await?;
             Ok(match after {
-                Some(a) => a.apply(response),
+                Some(a) => a.apply(response).await,
                 None => response,
             })
         };
@@ -317,7 +317,7 @@ where
             decided.decision.granted = None;
             // R32, R44: a call `before_call` cancels is no send, so it is asked first.
             if let Some(h) = &hooks
-                && let Err(text) = h.before_call(&hook_view(&call, &tool))
+                && let Err(text) = h.before_call(&hook_view(&call, &tool)).await
             {
                 return Ok(ToolResponse::Refused(hook_refusal(text)));
             }
@@ -343,7 +343,7 @@ where
             let after = hooks.as_ref().map(|h| After::of(h, &call, &tool));
             let response = inner.call(call).await?;
             return Ok(match after {
-                Some(a) => a.apply(response),
+                Some(a) => a.apply(response).await,
                 None => response,
             });
         }
