@@ -88,6 +88,25 @@ pub(super) fn check(
             Err(e) => errs.errors.extend(e.errors),
         }
     }
+    // R32: the decision services of `hooks`, each problem named by its path, and which
+    // service is asked when.
+    #[cfg(feature = "mcp")]
+    if let Some(section) = mcp::hooks_section(&text, Format::from_path(config_path)) {
+        match toolgate_mcp::hooks::read_hooks(&section) {
+            Ok(hooks) => notes.extend(hooks.iter().enumerate().map(|(i, h)| {
+                format!(
+                    "hooks[{i}]: the decision service `{}` is asked {} (within {} ms; no answer refuses the call)",
+                    h.url,
+                    match h.phase {
+                        toolgate_mcp::hooks::HookPhase::BeforeCall => "before each call is sent",
+                        _ => "after each call's result",
+                    },
+                    h.timeout.as_millis()
+                )
+            })),
+            Err(e) => errs.errors.extend(e.errors),
+        }
+    }
     #[cfg(not(feature = "mcp"))]
     let _ = &built;
     if let Some(w) = built.as_ref().and_then(writable_inbox) {

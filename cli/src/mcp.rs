@@ -69,6 +69,15 @@ pub(crate) fn section(text: &str, format: Format) -> Option<serde_json::Value> {
     }
 }
 
+/// The top-level `hooks` of a configuration text, when it parses and has one (`toolgate
+/// check` reads it with [`toolgate_mcp::hooks::read_hooks`]).
+pub(crate) fn hooks_section(text: &str, format: Format) -> Option<serde_json::Value> {
+    match config::parse_text(text, format).ok()? {
+        serde_json::Value::Object(mut top) => top.remove("hooks"),
+        _ => None,
+    }
+}
+
 pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
     let (path, agent, http) = match command {
         McpCommand::Serve {

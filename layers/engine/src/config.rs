@@ -80,6 +80,9 @@ const TOP: &[&str] = &[
     // Read by `toolgate mcp serve` (toolgate-mcp's `serve` module): the upstream MCP
     // servers, bearer tokens and call timeout. The engine only checks it is an object.
     "mcp",
+    // The decision services asked before a call is sent and after its result (R32), read
+    // by toolgate-mcp's `hooks` module. The engine only checks it is a list.
+    "hooks",
 ];
 const TOOL: &[&str] = &[
     "toolset",
@@ -184,6 +187,14 @@ pub fn read_with_literals(
         && !v.is_object()
     {
         errs.push("mcp", format!("expected an object, found {v}"));
+    }
+    if let Some(v) = top.raw("hooks", &mut errs)
+        && !v.is_array()
+    {
+        errs.push(
+            "hooks",
+            format!("expected a list of decision services, found {v}"),
+        );
     }
     if let Some(v) = top.raw("limits", &mut errs) {
         b = b.limits(read_limits(v, &mut errs));

@@ -82,6 +82,7 @@ fn serve(threads: usize, entry: PathBuf) {
             wire_names: WireNames::Qualified,
             jwt: None,
             gateway: Default::default(),
+            hooks: Vec::new(),
         };
         let server = GovernedServer::start(handle, &config, None)
             .await

@@ -180,6 +180,7 @@ fn bench(c: &mut Criterion) {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let list_server = rt.block_on(async {
         GovernedServer::start(handle.clone(), &empty, None)
@@ -242,6 +243,7 @@ fn bench(c: &mut Criterion) {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let proxy = rt.block_on(async {
         GovernedServer::start(handle, &config, None)

@@ -162,6 +162,8 @@ mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
 mod gateway;
+#[cfg(feature = "serve")]
+pub mod hooks;
 mod lines;
 pub mod lock;
 mod oauth;

@@ -125,6 +125,7 @@ fn serve_config() -> ServeConfig {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     }
 }
 
@@ -760,6 +761,7 @@ async fn an_upstream_that_exits_is_refused_with_a_reason_while_it_reconnects_and
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -807,6 +809,7 @@ async fn a_slow_upstream_call_ends_at_the_call_timeout_as_a_failed_result() {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -1005,6 +1008,7 @@ async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
         wire_names: WireNames::Own,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     Some(GovernedServer::start(handle, &config, None).await.unwrap())
 }
@@ -1165,6 +1169,7 @@ async fn r41_own_wire_names_behind_a_prefixing_gateway_are_the_stripped_own_name
         wire_names: WireNames::Own,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let server = GovernedServer::start(handle, &config, None).await.unwrap();
     let dev = connect(&server, "dev", Client::new(None)).await;
@@ -2132,4 +2137,154 @@ async fn issue35_a_2026_07_28_client_listening_is_told_its_list_changed_after_a_
     );
     let quiet = tokio::time::timeout(Duration::from_millis(500), dev_stream.next()).await;
     assert!(quiet.is_err(), "dev's list did not change: {quiet:?}");
+}
+
+/// A decision service on loopback in OPA's data-API shape (issue 36 item 5): it keeps what
+/// it was asked, says no to a `forbidden` query (with a reason), has no rule for an
+/// `undefined` one, takes too long for a `slow` one, and rejects a result that shows a secret.
+async fn decision_service() -> (String, Arc<Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/v1/data/toolgate/allow",
+        listener.local_addr().unwrap()
+    );
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&asked);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let kept = Arc::clone(&kept);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0_u8; 8192];
+                let body: Value = loop {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let t = String::from_utf8_lossy(&buf).into_owned();
+                    if let Some(i) = t.find("\r\n\r\n")
+                        && let Ok(v) = serde_json::from_str::<Value>(&t[i + 4..])
+                    {
+                        break v;
+                    }
+                };
+                kept.lock().unwrap().push(body.clone());
+                let input = &body["input"];
+                let query = input["input"]["query"].as_str().unwrap_or_default();
+                let answer = match (input["phase"].as_str(), query) {
+                    (Some("before_call"), "forbidden") => {
+                        json!({"result": {"allow": false, "reason": "forbidden queries stay here"}})
+                    }
+                    (Some("before_call"), "undefined") => json!({}),
+                    (Some("before_call"), "slow") => {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        json!({"result": true})
+                    }
+                    (Some("after_call"), _) if input["output"].to_string().contains("secret") => {
+                        json!({"result": false})
+                    }
+                    _ => json!({"result": true}),
+                };
+                let text = answer.to_string();
+                let _ = conn
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                            text.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    });
+    (url, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn r32_mcp_serve_asks_the_configured_decision_services_and_only_tightens() {
+    let (url, asked) = decision_service().await;
+    let text_config = format!(
+        r#"{{"approval": {{"channel": "elicitation"}}, {AGENTS},
+            "hooks": [{{"url": "{url}", "phase": "before_call", "timeout_ms": 300}},
+                      {{"url": "{url}", "phase": "after_call"}}]}}"#
+    );
+    let mut document: Value = serde_json::from_str(&text_config).unwrap();
+    document["mcp"] = json!({"servers": {"drift": {"command": "drift"}}});
+    let (_, read) = ServeConfig::split(document).unwrap();
+    assert_eq!(read.hooks.len(), 2, "read from the top-level `hooks`");
+    let handle = GovernanceHandle::new(load_str(&text_config, Format::Json).unwrap());
+    let mut config = serve_config();
+    config.hooks = read.hooks;
+    let server = GovernedServer::start(handle, &config, None).await.unwrap();
+    let dev = connect(&server, "dev", Client::new(None)).await;
+
+    // Yes from both phases: the call runs as toolgate decided it.
+    let ran = call(
+        &dev,
+        "drift__lookup",
+        json!({"query": "k1", "api_key": "sk-live-0123456789"}),
+    )
+    .await;
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    assert_eq!(text(&ran), "found k1");
+    {
+        let asked = asked.lock().unwrap();
+        let phases: Vec<&str> = asked
+            .iter()
+            .filter_map(|q| q["input"]["phase"].as_str())
+            .collect();
+        assert_eq!(phases, ["before_call", "after_call"]);
+        let q = &asked[0]["input"];
+        assert_eq!(
+            (q["tool"].as_str(), q["agent"].as_str()),
+            (Some("drift__lookup"), Some("dev"))
+        );
+        assert_eq!(q["input"]["query"], "k1");
+        // Redacted as the audit record is: the secret never reaches the service.
+        assert_ne!(q["input"]["api_key"], "sk-live-0123456789", "{q}");
+        assert!(!asked[1].to_string().contains("sk-live-0123456789"));
+        assert_eq!(asked[1]["input"]["outcome"], "completed");
+    }
+    // No, with a reason: cancelled before it is sent.
+    let before = calls_received(&dev, "lookup").await;
+    for (query, words) in [
+        ("forbidden", "forbidden queries stay here"),
+        ("undefined", "no `result`"),
+        ("slow", "could not be asked"),
+    ] {
+        let r = call(&dev, "drift__lookup", json!({"query": query})).await;
+        assert_eq!(r.is_error, Some(true), "{query}: {r:?}");
+        assert!(text(&r).contains(words), "{query}: {}", text(&r));
+    }
+    // (`drift__stats` itself passes the services, which say yes.)
+    assert_eq!(
+        calls_received(&dev, "lookup").await,
+        before,
+        "none was sent"
+    );
+    // A result the after_call service rejects never reaches the model.
+    let r = call(&dev, "drift__lookup", json!({"query": "secret"})).await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(!text(&r).contains("found secret"), "{}", text(&r));
+    assert!(text(&r).contains("said no"), "{}", text(&r));
+}
+
+#[test]
+fn r32_a_decision_service_that_is_not_fetchable_is_a_configuration_error() {
+    let mut document = json!({"mcp": {"servers": {"drift": {"command": "drift"}}},
+        "hooks": [{"url": "http://opa.example.com/v1/data/x", "phase": "before_call"}]});
+    let e = ServeConfig::split(document.clone()).unwrap_err();
+    let paths: Vec<&str> = e.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["hooks[0].url"], "{e:?}");
+    document["hooks"] = json!({"url": "x"});
+    let e = ServeConfig::split(document).unwrap_err();
+    assert_eq!(e.errors[0].path, "hooks", "{e:?}");
 }

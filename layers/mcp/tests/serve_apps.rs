@@ -103,6 +103,7 @@ async fn issue35_an_apps_ui_reference_reaches_only_an_agent_that_may_read_it() {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let server = GovernedServer::start(GovernanceHandle::new(gov), &config, None)
         .await

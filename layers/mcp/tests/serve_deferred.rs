@@ -38,6 +38,7 @@ async fn server(audit: &std::path::Path) -> GovernedServer {
             deferred_tools: true,
             ..GatewayOptions::default()
         },
+        hooks: Vec::new(),
     };
     GovernedServer::start(handle, &config, None).await.unwrap()
 }

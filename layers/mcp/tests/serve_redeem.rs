@@ -33,6 +33,7 @@ async fn server(inbox: Inbox) -> GovernedServer {
         wire_names: WireNames::Qualified,
         jwt: None,
         gateway: Default::default(),
+        hooks: Vec::new(),
     };
     let handle = GovernanceHandle::new(load_str(CONFIG, Format::Json).unwrap());
     GovernedServer::start(handle, &config, Some(inbox))

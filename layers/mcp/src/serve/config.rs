@@ -72,6 +72,9 @@ pub struct ServeConfig {
     /// The gateway's own settings (issue 23): the definition lock, the description scanner,
     /// deferred tools.
     pub gateway: super::options::GatewayOptions,
+    /// The decision services asked before a call is sent and after its result (the
+    /// configuration's top-level `hooks`, R32; [`crate::hooks`]).
+    pub hooks: Vec<crate::hooks::HookService>,
 }
 
 /// How `toolgate mcp serve` names the tools on its downstream wire (`mcp.wire_names`).
@@ -118,7 +121,23 @@ impl ServeConfig {
                 "the configuration has no `mcp` section: `toolgate mcp serve` needs `mcp.servers`",
             ));
         };
-        Ok((document, Self::read(&section)?))
+        // R32: the decision services of the top-level `hooks` (the engine checks only that
+        // it is a list); every problem of both sections is reported.
+        let hooks = document.get("hooks").map(crate::hooks::read_hooks);
+        match (Self::read(&section), hooks) {
+            (Ok(config), None) => Ok((document, config)),
+            (Ok(mut config), Some(Ok(hooks))) => {
+                config.hooks = hooks;
+                Ok((document, config))
+            }
+            (Ok(_), Some(Err(e))) => Err(e),
+            (Err(mut e), hooks) => {
+                if let Some(Err(more)) = hooks {
+                    e.errors.extend(more.errors);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Resolves the relative paths of every stdio server against `dir`, the configuration
@@ -302,6 +321,8 @@ impl ServeConfig {
                 wire_names,
                 jwt,
                 gateway,
+                // Read from the top-level `hooks` by [`ServeConfig::split`].
+                hooks: Vec::new(),
             })
         } else {
             Err(errs)

@@ -335,6 +335,19 @@ impl GovernedServer {
         if let Some(waits) = &observe.waits {
             builder = builder.wait_observer(ops::SharedWaits(Arc::clone(waits)));
         }
+        // R32: the configuration's decision services, asked before each call is sent and
+        // after its result, with the input redacted as the audit record redacts it.
+        if !config.hooks.is_empty() {
+            let redactor =
+                toolgate::redact::RedactorBuilder::from_settings(governance.redaction_settings())
+                    .build()
+                    .map_err(ServeError::Config)?;
+            let services = crate::hooks::DecisionServices::new(config.hooks.clone(), redactor)
+                .map_err(|why| {
+                    ServeError::Config(toolgate::engine::ConfigErrors::one("hooks", why))
+                })?;
+            builder = builder.hooks(services);
+        }
         let mut channels = Vec::new();
         // R47: each kind asks are routed to is answered by its own channel, and only by it:
         // the calling client (elicitation) never stands in for the inbox or a terminal.
