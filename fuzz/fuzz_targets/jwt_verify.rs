@@ -9,7 +9,7 @@ use serde_json::json;
 use toolgate_engine::ConfigErrors;
 use toolgate_engine::jwt::JwtSettings;
 
-const FIXTURE_JWKS: &str = include_str!("../../layers/idp/tests/fixtures/public-jwks.json");
+const FIXTURE_JWKS: &str = include_str!("../../layers/idp-kit/fixtures/public-jwks.json");
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
