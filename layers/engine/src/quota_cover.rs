@@ -32,8 +32,14 @@ use crate::quota::QuotaGroup;
 pub(crate) enum Item {
     /// Covers every call of the pair, with this group.
     Fixed(QuotaGroup),
-    /// Decided per call: its `when` reads the input (`by_input`), or its key has the session.
-    PerCall { quota: usize, by_input: bool },
+    /// Decided per call: its `when` reads the input or it selects by labels (`by_input`),
+    /// or its key has the session. `labels`: it selects by labels and not by `when`, with
+    /// its `labels` and `session_labels` masks (R49): two mask tests per call.
+    PerCall {
+        quota: usize,
+        by_input: bool,
+        labels: Option<(u64, u64)>,
+    },
 }
 
 /// The quotas that could cover one pair's calls, in policy order.

@@ -140,10 +140,7 @@ impl Governance {
                 } else {
                     None
                 };
-                let labels = crate::policy::CallLabels {
-                    tool: &tool_labels,
-                    session: session_labels.as_ref(),
-                };
+                let labels = crate::policy::CallLabels::new(&tool_labels, session_labels.as_ref());
                 if policy.uses_labels() {
                     read = Some(toolgate_core::LabelsRead {
                         tool: tool_labels.to_vec(),

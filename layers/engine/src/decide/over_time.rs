@@ -192,24 +192,29 @@ impl Governance {
         for item in &cover.items {
             match item {
                 Item::Fixed(g) => out.push(g.clone()),
-                Item::PerCall { quota, by_input } => {
-                    // A quota without `when` is a candidate because its selectors select a
-                    // record of this pair: only its label tests are left to judge.
-                    let covers = !*by_input
-                        || if policy.quota_has_when(*quota) {
-                            entry.records.iter().any(|r| {
-                                let id = r.identity();
-                                let subject = Subject {
-                                    kind: id.kind(),
-                                    tool: id.name(),
-                                    server: id.server(),
-                                    agent: who.rule_name(),
-                                };
-                                policy.quota_covers(*quota, &subject, input, literals, labels)
-                            })
-                        } else {
-                            policy.quota_labels_hold(*quota, labels, bits)
-                        };
+                Item::PerCall {
+                    quota,
+                    by_input,
+                    labels: masks,
+                } => {
+                    let covers = match masks {
+                        // A quota without `when` is a candidate because its selectors select
+                        // a record of this pair: only its label tests are left to judge.
+                        Some(m) => Policy::masks_hold(*m, bits),
+                        None => {
+                            !*by_input
+                                || entry.records.iter().any(|r| {
+                                    let id = r.identity();
+                                    let subject = Subject {
+                                        kind: id.kind(),
+                                        tool: id.name(),
+                                        server: id.server(),
+                                        agent: who.rule_name(),
+                                    };
+                                    policy.quota_covers(*quota, &subject, input, literals, labels)
+                                })
+                        }
+                    };
                     if !covers {
                         continue;
                     }
@@ -256,7 +261,11 @@ impl Governance {
                 let per_call =
                     q.per().contains(&PerKey::Session) || q.per().contains(&PerKey::Input);
                 Some(if by_input || per_call {
-                    Item::PerCall { quota: i, by_input }
+                    Item::PerCall {
+                        quota: i,
+                        by_input,
+                        labels: policy.quota_label_masks(i),
+                    }
                 } else {
                     Item::Fixed(quota_group(policy, i, entry, agent, None, None)?)
                 })

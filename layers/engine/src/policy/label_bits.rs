@@ -73,6 +73,16 @@ impl LabelBits {
         }
     }
 
+    /// Rule `i`'s masks (`labels`, `session_labels`).
+    pub(crate) fn rule_masks(&self, i: usize) -> Option<(u64, u64)> {
+        self.rules.get(i).copied()
+    }
+
+    /// Quota `i`'s masks (`labels`, `session_labels`).
+    pub(crate) fn quota_masks(&self, i: usize) -> Option<(u64, u64)> {
+        self.quotas.get(i).copied()
+    }
+
     /// Whether rule `i`'s label tests hold for the call (as [`Rule::labels_hold`]).
     pub(crate) fn rule_holds(&self, i: usize, call: CallBits) -> bool {
         self.rules.get(i).is_some_and(|m| holds(*m, call))
@@ -84,7 +94,8 @@ impl LabelBits {
     }
 }
 
-fn holds((tool, session): (u64, u64), call: CallBits) -> bool {
+/// Whether a rule's or a quota's masks (`labels`, `session_labels`) hold for the call.
+pub(crate) fn holds((tool, session): (u64, u64), call: CallBits) -> bool {
     tool & !call.tool == 0 && (session == 0 || call.session.is_some_and(|s| session & !s == 0))
 }
 
@@ -125,7 +136,7 @@ mod tests {
             let policy = Policy::from_json(&serde_json::json!({"rules": rules_json}), &Limits::default()).unwrap();
             let tool = LabelSet::of(&tool);
             let session = session.map(|s| LabelSet::of(&s));
-            let call = CallLabels { tool: &tool, session: session.as_ref() };
+            let call = CallLabels::new(&tool, session.as_ref());
             match LabelBits::build(policy.rules().iter(), std::iter::empty()) {
                 Some(bits) => {
                     let masks = bits.of_call(&call);

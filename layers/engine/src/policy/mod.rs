@@ -64,21 +64,45 @@ pub struct Subject<'a> {
 
 /// A call's labels (R49): the called tool's, and its session's before this call (`None`
 /// without a history: then no `session_labels` test holds).
-#[derive(Debug, Clone, Copy)]
+///
+/// ```
+/// use toolgate_engine::labels::LabelSet;
+/// use toolgate_engine::policy::CallLabels;
+/// let tool = LabelSet::of(["egress"]);
+/// let session = LabelSet::of(["private"]);
+/// let labels = CallLabels::new(&tool, Some(&session));
+/// assert!(labels.tool.contains("egress"));
+/// ```
+#[derive(Debug, Clone)]
 pub struct CallLabels<'a> {
     /// The labels the called tool carries.
     pub tool: &'a crate::labels::LabelSet,
     /// The session's labels before this call, when there is a history.
     pub session: Option<&'a crate::labels::LabelSet>,
+    /// The labels as masks over one policy's labels (that policy's address), worked out
+    /// once per decision and read by its rules and its quotas alike.
+    bits: std::cell::Cell<Option<(usize, label_bits::CallBits)>>,
+}
+
+impl<'a> CallLabels<'a> {
+    /// The call's labels: the tool's, and the session's before the call (`None` without a
+    /// history).
+    pub fn new(
+        tool: &'a crate::labels::LabelSet,
+        session: Option<&'a crate::labels::LabelSet>,
+    ) -> Self {
+        Self {
+            tool,
+            session,
+            bits: std::cell::Cell::new(None),
+        }
+    }
 }
 
 impl CallLabels<'static> {
     /// No labels, no history: a rule selecting by labels never matches.
     pub fn none() -> Self {
-        Self {
-            tool: &crate::labels::NO_LABELS,
-            session: None,
-        }
+        Self::new(&crate::labels::NO_LABELS, None)
     }
 }
 
@@ -142,6 +166,9 @@ pub(crate) struct RuleCandidates {
     kind: ToolKind,
     always: Box<[usize]>,
     by_input: Box<[usize]>,
+    /// The rules whose selectors select the subject, that set no `when` and select by labels
+    /// (R49), each with its `labels` and `session_labels` masks: two mask tests per call.
+    by_labels: Box<[(usize, (u64, u64))]>,
 }
 
 /// The rule candidates of every record of one catalog entry, for one agent, in record
@@ -325,7 +352,16 @@ impl Policy {
     /// worked out once per evaluation, then each rule's or quota's label test is two mask
     /// tests.
     pub(crate) fn call_bits(&self, labels: &CallLabels<'_>) -> Option<label_bits::CallBits> {
-        self.label_bits.as_ref().map(|b| b.of_call(labels))
+        let bits = self.label_bits.as_ref()?;
+        let me = std::ptr::from_ref(bits) as usize;
+        if let Some((of, call)) = labels.bits.get()
+            && of == me
+        {
+            return Some(call);
+        }
+        let call = bits.of_call(labels);
+        labels.bits.set(Some((me, call)));
+        Some(call)
     }
 
     /// Whether quota `i`'s label tests (`labels`, `session_labels`) hold for the call
@@ -345,9 +381,19 @@ impl Policy {
         }
     }
 
-    /// Whether quota `i` sets `when` (its cover then depends on the input).
-    pub(crate) fn quota_has_when(&self, i: usize) -> bool {
-        self.quotas.get(i).is_some_and(|q| q.select.has_when())
+    /// Quota `i`'s label masks (`labels`, `session_labels`), when it selects by labels and
+    /// not by `when` and this policy has bits for its labels (R49).
+    pub(crate) fn quota_label_masks(&self, i: usize) -> Option<(u64, u64)> {
+        let q = self.quotas.get(i)?;
+        if !q.select.has_labels() || q.select.has_when() {
+            return None;
+        }
+        self.label_bits.as_ref()?.quota_masks(i)
+    }
+
+    /// Whether a quota's masks hold for the call's `bits` (R49).
+    pub(crate) fn masks_hold(masks: (u64, u64), bits: Option<label_bits::CallBits>) -> bool {
+        bits.is_some_and(|call| label_bits::holds(masks, call))
     }
 
     /// Whether rule `i`'s label tests hold for the call (R49), by its bits when `bits` were
@@ -522,7 +568,7 @@ impl Policy {
     /// The rules that could match calls of `subject`, whatever their input (see
     /// [`RuleCandidates`]).
     pub(crate) fn rule_candidates(&self, subject: &Subject<'_>) -> RuleCandidates {
-        let (mut always, mut by_input) = (Vec::new(), Vec::new());
+        let (mut always, mut by_input, mut by_labels) = (Vec::new(), Vec::new(), Vec::new());
         if !self.rules.is_empty() {
             let tool = lower_key(subject.tool);
             let server = subject.server.map(lower_key);
@@ -537,10 +583,11 @@ impl Policy {
                 if let Some(rule) = self.rules.get(i)
                     && rule.matches_selectors(&lower)
                 {
-                    if rule.has_when() || rule.has_labels() {
-                        by_input.push(i);
-                    } else {
-                        always.push(i);
+                    let masks = self.label_bits.as_ref().and_then(|b| b.rule_masks(i));
+                    match masks {
+                        Some(m) if rule.has_labels() && !rule.has_when() => by_labels.push((i, m)),
+                        _ if rule.has_when() || rule.has_labels() => by_input.push(i),
+                        _ => always.push(i),
                     }
                 }
             });
@@ -549,6 +596,7 @@ impl Policy {
             kind: subject.kind,
             always: always.into_boxed_slice(),
             by_input: by_input.into_boxed_slice(),
+            by_labels: by_labels.into_boxed_slice(),
         }
     }
 
@@ -565,17 +613,30 @@ impl Policy {
             return self.default_only(candidates.kind);
         }
         let mut eval = Evaluation::default();
-        let bits = if candidates.by_input.is_empty() {
+        let bits = if candidates.by_input.is_empty() && candidates.by_labels.is_empty() {
             None
         } else {
             self.call_bits(labels)
         };
+        // R49: the rules that select by labels alone, by their masks.
+        let labelled = candidates
+            .by_labels
+            .iter()
+            .filter(|(_, m)| bits.is_some_and(|call| label_bits::holds(*m, call)))
+            .map(|(i, _)| *i);
         let passing = candidates.by_input.iter().copied().filter(|&i| {
+            // The label test first: two mask tests, before any `when` reads the input.
             self.rules.get(i).is_some_and(|r| {
-                r.when_holds(input, literals.root()) && self.rule_labels_hold(i, r, labels, bits)
+                self.rule_labels_hold(i, r, labels, bits) && r.when_holds(input, literals.root())
             })
         });
-        for i in candidates.always.iter().copied().chain(passing) {
+        for i in candidates
+            .always
+            .iter()
+            .copied()
+            .chain(passing)
+            .chain(labelled)
+        {
             let Some(rule) = self.rules.get(i) else {
                 continue;
             };
