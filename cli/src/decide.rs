@@ -59,7 +59,7 @@ pub(super) fn check(
     // token's agent a profile of the configuration.
     let mut notes: Vec<String> = Vec::new();
     #[cfg(feature = "mcp")]
-    if let Some(section) = mcp::section(&text, Format::from_path(config_path)) {
+    if let Some(section) = mcp::section(&text, Format::from_path(config_path), "mcp") {
         match toolgate_mcp::serve::ServeConfig::read(&section) {
             Ok(serve) => {
                 // Issue 35 item 1: which trust roots each `https://` upstream is reached with
@@ -91,7 +91,7 @@ pub(super) fn check(
     // R32: the decision services of `hooks`, each problem named by its path, and which
     // service is asked when.
     #[cfg(feature = "mcp")]
-    if let Some(section) = mcp::hooks_section(&text, Format::from_path(config_path)) {
+    if let Some(section) = mcp::section(&text, Format::from_path(config_path), "hooks") {
         match toolgate_mcp::hooks::read_hooks(&section) {
             Ok(hooks) => notes.extend(hooks.iter().enumerate().map(|(i, h)| {
                 format!(

@@ -438,7 +438,9 @@ fn run(command: Command) -> Result<ExitCode, String> {
             let mut effective = config::effective(&build(builder)?);
             // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
             #[cfg(feature = "mcp")]
-            if let Some(section) = mcp::section(&read_file(&config)?, Format::from_path(&config)) {
+            if let Some(section) =
+                mcp::section(&read_file(&config)?, Format::from_path(&config), "mcp")
+            {
                 let section = toolgate_mcp::serve::ServeConfig::effective(&section)
                     .map_err(|e| format!("the configuration does not load:\n{e}"))?;
                 if let Value::Object(top) = &mut effective {

@@ -60,20 +60,12 @@ pub(crate) enum McpCommand {
     },
 }
 
-/// The `mcp` section of a configuration text, when it parses and has one (`toolgate check`
-/// and `toolgate config print` read it with [`ServeConfig`]).
-pub(crate) fn section(text: &str, format: Format) -> Option<serde_json::Value> {
+/// The top-level section `key` of a configuration text, when it parses and has one
+/// (`toolgate check` and `toolgate config print` read `mcp` with [`ServeConfig`], `check`
+/// reads `hooks` with [`toolgate_mcp::hooks::read_hooks`]).
+pub(crate) fn section(text: &str, format: Format, key: &str) -> Option<serde_json::Value> {
     match config::parse_text(text, format).ok()? {
-        serde_json::Value::Object(mut top) => top.remove("mcp"),
-        _ => None,
-    }
-}
-
-/// The top-level `hooks` of a configuration text, when it parses and has one (`toolgate
-/// check` reads it with [`toolgate_mcp::hooks::read_hooks`]).
-pub(crate) fn hooks_section(text: &str, format: Format) -> Option<serde_json::Value> {
-    match config::parse_text(text, format).ok()? {
-        serde_json::Value::Object(mut top) => top.remove("hooks"),
+        serde_json::Value::Object(mut top) => top.remove(key),
         _ => None,
     }
 }
@@ -214,7 +206,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
                     .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
             let server = server.clone();
-            let started = (section(&text, format), serve.clone());
+            let started = (section(&text, format, "mcp"), serve.clone());
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
                     match reload(&path, &server, &started, store.as_deref(), follower.as_ref()).await {
@@ -267,7 +259,7 @@ async fn reload(
     let governance =
         config::load_str_in(&text, format, &config::config_dir(path)).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
-    let now = section(&text, format);
+    let now = section(&text, format, "mcp");
     // The new section must read (a broken file is never half applied). Its tokens replace the
     // ones in force (revocation without a restart), and so do its servers (issue 23: added,
     // removed and changed ones; the others stay connected); the call timeout and wire names
