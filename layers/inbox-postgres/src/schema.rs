@@ -213,6 +213,13 @@ CREATE TABLE IF NOT EXISTS held_edits (
 );
 ";
 
+/// The index a repeat of an edited call is found by (R26): the agent repeats the input it
+/// sent, which the edit replaced. Like [`OPEN_INDEX`], not a schema version of its own:
+/// `migrate` creates it, under the migration lock, when missing.
+pub(crate) const EDITS_INDEX: &str = "
+CREATE INDEX IF NOT EXISTS held_edits_original ON held_edits (original_input_hash);
+";
+
 /// The nonces of signed callbacks taken (issue 24, the Slack replay guard), each until when
 /// it is kept. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates it,
 /// under the migration lock, in an inbox that lacks it.
@@ -503,6 +510,19 @@ pub(crate) async fn migrate(
         if !edits {
             tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
         }
+        // Looked up first, like the columns above: `CREATE INDEX` locks the table.
+        let edits_indexed: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+                 AND tablename = 'held_edits' AND indexname = 'held_edits_original')",
+                &[&current],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !edits_indexed {
+            tx.batch_execute(EDITS_INDEX).await.map_err(err)?;
+        }
         if !exists("seen_nonces").await.map_err(err)? {
             tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         }
@@ -540,6 +560,7 @@ pub(crate) async fn migrate(
         tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
         tx.batch_execute(GRANT_GIVER_COLUMNS).await.map_err(err)?;
         tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
+        tx.batch_execute(EDITS_INDEX).await.map_err(err)?;
         tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(

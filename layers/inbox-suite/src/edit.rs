@@ -17,7 +17,7 @@ use toolgate_core::ExecutionTarget;
 use super::{Fixture, held, held_expired};
 use toolgate_inbox::EditedInput;
 use toolgate_inbox::InboxStore;
-use toolgate_inbox::{Answer, Claim, NewHeldCall, State};
+use toolgate_inbox::{Answer, Claim, Completion, Holding, NewHeldCall, Outcome, State};
 use toolgate_inbox::{AnswerError, ClaimError};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -35,6 +35,7 @@ pub async fn run_edit(fixture: &dyn Fixture) {
     case!(issue24_only_a_pending_unexpired_call_is_approved_with_edits);
     case!(issue24_racing_edited_and_plain_answers_have_exactly_one_winner);
     case!(issue24_a_held_call_keeps_its_execution_target);
+    case!(issue35_r26_a_repeat_of_the_input_the_agent_sent_finds_the_edited_call);
 }
 
 fn claim(c: &NewHeldCall, input_hash: &str, token: &str) -> Claim {
@@ -330,4 +331,93 @@ pub async fn issue24_a_held_call_keeps_its_execution_target(fixture: &dyn Fixtur
         .unwrap();
     let r = again.get(&c.interaction_id).await.unwrap().unwrap();
     assert_eq!(r.call.target, Some(target));
+}
+
+/// Issue 35 item 9, R26: after a person approved a held call with an edited input, the agent
+/// repeats the input it sent. The repeat finds the edited call (open, then sent) by that
+/// input, never holds a fresh card for it, and is told once that it was sent; another input
+/// is its own call.
+pub async fn issue35_r26_a_repeat_of_the_input_the_agent_sent_finds_the_edited_call(
+    fixture: &dyn Fixture,
+) {
+    let store = fixture.fresh().await;
+    let sent = json!({"amount": 1000, "order": "A-1"});
+    let c = held(sent.clone(), HOUR);
+    let id = c.interaction_id.clone();
+    store.hold(c.clone()).await.unwrap();
+    let edit = EditedInput::new(&json!({"amount": 100, "order": "A-1"})).unwrap();
+    store
+        .answer_edited(&id, Answer::approve("k-edit", "alice"), edit.clone())
+        .await
+        .unwrap();
+    let found = store
+        .find_open_all(&c.agent, &c.tool, &c.input_hash)
+        .await
+        .unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "found by the input the agent sent: {found:?}"
+    );
+    assert_eq!(found[0].id(), id);
+    assert_eq!(
+        found[0].call.input_hash, edit.input_hash,
+        "it holds the edited input"
+    );
+    assert_eq!(
+        found[0].edited_from.as_deref(),
+        Some(c.input_json.as_str()),
+        "and keeps the agent's"
+    );
+    let literals = toolgate_engine::number::NumberLiterals::scan(&c.input_json);
+    assert!(found[0].repeated_by(&sent, &literals));
+    assert!(!found[0].repeated_by(&json!({"amount": 1001, "order": "A-1"}), &literals));
+    let plain = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        plain.edited_from, found[0].edited_from,
+        "every read says so"
+    );
+
+    let mut repeat = c.clone();
+    repeat.interaction_id = format!("{id}-again");
+    match store.hold_unless_repeated(repeat.clone()).await.unwrap() {
+        Holding::Open(r) => {
+            assert_eq!(r.id(), id, "R26: the edited call, not a fresh card");
+            assert_eq!(r.state, State::Approved);
+        }
+        other => panic!("R26: a repeat of an edited, approved call finds it, got {other:?}"),
+    }
+    store
+        .claim(&id, claim(&c, &edit.input_hash, "t-edit"))
+        .await
+        .unwrap();
+    store
+        .complete(
+            &id,
+            Completion {
+                outcome: Outcome::Done,
+                result: json!({"outcome": "completed", "content": "ok"}),
+                token: "t-edit".into(),
+            },
+        )
+        .await
+        .unwrap();
+    match store.hold_unless_repeated(repeat.clone()).await.unwrap() {
+        Holding::Ended(r) => {
+            assert_eq!(r.id(), id, "R26: told that the edited call was sent");
+            assert_eq!(r.state, State::Done);
+        }
+        other => panic!("R26: a repeat of a sent edited call is told so, got {other:?}"),
+    }
+    assert!(
+        store.get(&repeat.interaction_id).await.unwrap().is_none(),
+        "nothing new was held"
+    );
+    // Told once: the repeat after that asks anew.
+    let mut third = c.clone();
+    third.interaction_id = format!("{id}-third");
+    assert_eq!(
+        store.hold_unless_repeated(third).await.unwrap(),
+        Holding::Held
+    );
 }

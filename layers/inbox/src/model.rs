@@ -313,6 +313,11 @@ pub struct HeldRecord {
     pub finished_at: Option<Timestamp>,
     /// The last change.
     pub updated_at: Timestamp,
+    /// The input the agent sent, exactly as written, when a person approved the call with an
+    /// edited input ([`call`](HeldRecord::call) then holds the edited one, the input that is
+    /// sent); `None` for a call approved as held. A repeat of the agent's call is a repeat
+    /// of this one (R26): it is answered by the edited call, never held anew.
+    pub edited_from: Option<String>,
 }
 
 impl HeldRecord {
@@ -336,11 +341,13 @@ impl HeldRecord {
     /// The input pretty-printed for a person with every number as written (R20), or why
     /// it cannot be read.
     pub fn input_pretty(&self) -> Result<String, String> {
-        let value = self.input()?;
-        Ok(toolgate_engine::number::to_pretty_text(
-            &value,
-            &self.literals(),
-        ))
+        pretty(&self.call.input_json)
+    }
+
+    /// [`HeldRecord::edited_from`] pretty-printed as [`HeldRecord::input_pretty`] does, when
+    /// the call was approved with an edited input.
+    pub fn edited_from_pretty(&self) -> Option<Result<String, String>> {
+        self.edited_from.as_deref().map(pretty)
     }
 
     /// Whether this record holds exactly `input` with `literals` (R35): the same value,
@@ -351,10 +358,22 @@ impl HeldRecord {
         input: &Value,
         literals: &toolgate_engine::number::NumberLiterals,
     ) -> bool {
-        match self.input() {
-            Ok(v) => toolgate_engine::number::same_input(&v, &self.literals(), input, literals),
-            Err(_) => false,
-        }
+        text_holds(&self.call.input_json, input, literals)
+    }
+
+    /// Whether a call with `input` (its numbers as written in `literals`) repeats this one
+    /// (R26): its input is exactly the held one, or, when a person approved the call with an
+    /// edited input, exactly the input the agent sent ([`HeldRecord::edited_from`]).
+    pub fn repeated_by(
+        &self,
+        input: &Value,
+        literals: &toolgate_engine::number::NumberLiterals,
+    ) -> bool {
+        self.holds_input(input, literals)
+            || self
+                .edited_from
+                .as_deref()
+                .is_some_and(|sent| text_holds(sent, input, literals))
     }
 
     /// The approval interaction a person sees about this call (R43), the same one every
@@ -1019,6 +1038,34 @@ pub struct CallResult {
     pub finished_at: Option<Timestamp>,
 }
 
+/// The stored input text `stored` pretty-printed for a person with every number as written
+/// (R20), or why it cannot be read.
+fn pretty(stored: &str) -> Result<String, String> {
+    let value = crate::codec::parse_json(stored)?;
+    Ok(toolgate_engine::number::to_pretty_text(
+        &value,
+        &toolgate_engine::number::NumberLiterals::scan(stored),
+    ))
+}
+
+/// Whether the stored input text `stored` is exactly `input` (its numbers as written in
+/// `literals`): the same JSON value with every number as written (R20, R35).
+fn text_holds(
+    stored: &str,
+    input: &Value,
+    literals: &toolgate_engine::number::NumberLiterals,
+) -> bool {
+    match crate::codec::parse_json(stored) {
+        Ok(v) => toolgate_engine::number::same_input(
+            &v,
+            &toolgate_engine::number::NumberLiterals::scan(stored),
+            input,
+            literals,
+        ),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1049,6 +1096,7 @@ mod tests {
             result: None,
             finished_at: None,
             updated_at: Timestamp::from_millis(1),
+            edited_from: None,
         }
     }
 

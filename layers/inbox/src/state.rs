@@ -432,16 +432,21 @@ pub fn repeat_of(record: &crate::model::HeldRecord, told: bool, now: Timestamp) 
     }
 }
 
-/// Whether `record` holds exactly the input `input_json` (a held call's stored text): the
-/// same JSON value with every number as written, so two inputs that only share a canonical
-/// hash (a number past 2^53 rounded through a double) are two calls (R20, R35).
+/// Whether a call with the input `input_json` (a held call's stored text) repeats `record`
+/// ([`HeldRecord::repeated_by`](crate::model::HeldRecord::repeated_by)): the same JSON value
+/// with every number as written, so two inputs that only share a canonical hash (a number
+/// past 2^53 rounded through a double) are two calls (R20, R35); for a call approved with an
+/// edited input, the input the agent sent.
 pub fn same_input(record: &crate::model::HeldRecord, input_json: &str) -> bool {
     match crate::codec::parse_json(input_json) {
-        Ok(b) => record.holds_input(
+        Ok(b) => record.repeated_by(
             &b,
             &toolgate_engine::number::NumberLiterals::scan(input_json),
         ),
-        Err(_) => record.call.input_json == input_json,
+        Err(_) => {
+            record.call.input_json == input_json
+                || record.edited_from.as_deref() == Some(input_json)
+        }
     }
 }
 

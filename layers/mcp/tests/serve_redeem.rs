@@ -14,7 +14,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox::{Answer, EditedInput, Inbox, SqliteInbox, SqliteOptions, State};
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, token_hash};
 
 const CONFIG: &str = r#"{
@@ -153,4 +153,84 @@ async fn r26_r35_a_pending_call_is_reported_again_past_an_approved_one_with_the_
     assert_eq!(again, int, "R26: the same held call, not a second one");
     assert_eq!(inbox.store().list(None).await.unwrap().len(), 2);
     assert_eq!(bare_runs(&dev).await, 0, "nothing was sent");
+}
+
+/// Issue 35 item 9: a person edits a held call's input and approves it. The agent's repeat
+/// carries the input it sent (it never learns the edit): it is answered by the edited call,
+/// sent once with the edited input, audited with both; the repeat after that is told it was
+/// sent; nothing new is held for the original input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_r26_a_repeat_of_an_edited_call_is_answered_by_the_edited_call_sent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let inbox = Inbox::new(
+        SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap(),
+    );
+    let document = format!(
+        r#"{{"approval": {{"channel": "inbox"}},
+            "servers": {{"drift": {{"trust_tool_annotations": true}}}},
+            "policy": {{"rules": [{{"effect": "ask", "server": "drift", "tool": "write_note", "reason": "notes are read by customers"}}]}},
+            "audit": {{"file": {}}},
+            "agents": [{{"name": "dev", "allowed_tools": ["drift__write_note", "drift__stats"]}}]}}"#,
+        json!(audit.to_str().unwrap())
+    );
+    let config = ServeConfig {
+        servers: vec![common::drift("drift")],
+        tokens: HashMap::from([(token_hash("dev-token"), String::from("dev"))]),
+        token_names: HashMap::new(),
+        call_timeout: Duration::from_secs(20),
+        wire_names: WireNames::Qualified,
+        jwt: None,
+        gateway: Default::default(),
+        hooks: Vec::new(),
+    };
+    let handle = GovernanceHandle::new(load_str(&document, Format::Json).unwrap());
+    let server = GovernedServer::start(handle, &config, Some(inbox.clone()))
+        .await
+        .unwrap();
+    let dev = connect(&server).await;
+    let sent = json!({"text": "refund 1000 to A-1"});
+    let id = held_id(&call(&dev, "drift__write_note", sent.clone()).await);
+    let edited = json!({"text": "refund 100 to A-1"});
+    let edit = EditedInput::new(&edited).unwrap();
+    inbox
+        .store()
+        .answer_edited(&id, Answer::approve("k-edit", "alice"), edit)
+        .await
+        .unwrap();
+
+    // The agent repeats what it sent: the edited call is sent, once.
+    let ran = call(&dev, "drift__write_note", sent.clone()).await;
+    assert_eq!(text(&ran), "saved", "{ran:?}");
+    let stats = call(&dev, "drift__stats", json!({})).await;
+    assert_eq!(
+        stats.structured_content.unwrap()["notes"],
+        json!(["refund 100 to A-1"]),
+        "the edited input was sent, never the original"
+    );
+    let store = inbox.store();
+    assert_eq!(store.get(&id).await.unwrap().unwrap().state, State::Done);
+
+    // The next repeat is told it was sent (R26), and nothing new is held.
+    let again = call(&dev, "drift__write_note", sent.clone()).await;
+    assert_eq!(again.is_error, Some(true), "{again:?}");
+    assert!(text(&again).contains("already sent"), "{again:?}");
+    assert_eq!(store.list(None).await.unwrap().len(), 1, "no fresh card");
+
+    // The audit record of the send binds the edited input and the one the agent sent (by
+    // hash: the audit keeps inputs only when told to).
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let send = records
+        .iter()
+        .find(|r| r.get("edit").is_some_and(|e| !e.is_null()))
+        .unwrap_or_else(|| panic!("no audit record of the edited send: {records:#?}"));
+    let hash = |v: &Value| toolgate::engine::canon::input_hash(v).unwrap();
+    assert_eq!(send["outcome"], "completed", "{send:#}");
+    assert_eq!(send["input_hash"], hash(&edited), "{send:#}");
+    assert_eq!(send["edit"]["original_input_hash"], hash(&sent), "{send:#}");
+    assert_eq!(send["edit"]["edited_by"], "alice", "{send:#}");
 }

@@ -173,11 +173,31 @@ pub(crate) fn card_cued(
         Ok(text) => toolgate_core::display::visible_layout(text),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
+    // Approved with an edited input: the edit beside the input the agent sent (issue 35),
+    // so whoever reads the card later sees that the call sent is not the one asked for.
+    let summary = match r.edited_from.as_deref() {
+        Some(_) => format!(
+            "Input, as edited by {} and approved",
+            text(r.approver.as_deref().unwrap_or("an approver"))
+        ),
+        None => String::from("Input, exactly as it will be sent"),
+    };
     let _ = write!(
         out,
-        "<details class=\"input\" open><summary>Input, exactly as it will be sent</summary><pre class=\"input\">{}</pre></details>",
+        "<details class=\"input\" open><summary>{summary}</summary><pre class=\"input\">{}</pre></details>",
         esc(&input)
     );
+    if let Some(sent) = r.edited_from_pretty() {
+        let original = match sent {
+            Ok(text) => toolgate_core::display::visible_layout(text),
+            Err(e) => format!("(the agent's input cannot be read: {e})"),
+        };
+        let _ = write!(
+            out,
+            "<details class=\"original\" open><summary>Input the agent sent, replaced by the edit</summary><pre class=\"original\">{}</pre></details>",
+            esc(&original)
+        );
+    }
     if let Some(result) = &r.result {
         let _ = write!(
             out,

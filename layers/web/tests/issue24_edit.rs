@@ -175,18 +175,28 @@ async fn issue24_r38_an_edited_approval_is_sent_with_the_edited_input_and_audite
     );
     assert_eq!(last["edit"]["edited_by"], "alice");
     assert_eq!(last["approval"]["approver"], "alice");
-    // The agent calling again with the original input is asked afresh: that is not the
-    // call that was approved.
-    let again = stack
-        .clone()
-        .oneshot(ToolCall::new(
+    // The agent calling again with the input it sent repeats the edited call (issue 35,
+    // R26): it is told, once, that the call was sent, and nothing new is held or sent; the
+    // repeat after that asks afresh.
+    let original = || {
+        ToolCall::new(
             AgentRef::profile("support"),
             "refund",
             json!({"order": 7, "amount": 500}),
-        ))
-        .await
-        .unwrap();
-    assert!(matches!(again, ToolResponse::Held(_)), "{again:?}");
+        )
+    };
+    let again = stack.clone().oneshot(original()).await.unwrap();
+    match &again {
+        ToolResponse::Refused(r) => assert!(
+            r.reasons[0].contains(&format!(
+                "held call `{id}` with this input was already sent"
+            )),
+            "{again:?}"
+        ),
+        other => panic!("a repeat of the sent edited call is told so, got {other:?}"),
+    }
+    let third = stack.clone().oneshot(original()).await.unwrap();
+    assert!(matches!(third, ToolResponse::Held(_)), "{third:?}");
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
 
@@ -335,4 +345,31 @@ async fn issue24_may_edit_is_off_by_default_and_an_edit_is_bound_to_what_was_sho
     let edit = s.inbox.store().edit_of(&issue).await.unwrap().unwrap();
     assert_eq!(edit.edited_by, "alice");
     assert_eq!(edit.original_input().unwrap(), json!({"title": "a"}));
+    // Issue 35: the card shows the edit beside the input the agent sent.
+    let page = bob.get(&format!("/calls/{issue}")).await;
+    assert!(
+        page.body.contains("Input, as edited by alice and approved"),
+        "{}",
+        page.body
+    );
+    let original = page
+        .body
+        .split("<pre class=\"original\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap_or_else(|| panic!("no original input on the card: {}", page.body));
+    assert!(
+        original.contains("&quot;a&quot;") || original.contains("\"a\""),
+        "{original}"
+    );
+    let shown = page
+        .body
+        .split("<pre class=\"input\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</pre>").next())
+        .unwrap();
+    assert!(
+        shown.contains("&quot;b&quot;") || shown.contains("\"b\""),
+        "{shown}"
+    );
 }

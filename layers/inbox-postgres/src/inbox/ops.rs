@@ -36,7 +36,22 @@ pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, def
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer, target_json, approvals_needed, approvals_json, labels_json";
+    approver_issuer, target_json, approvals_needed, approvals_json, labels_json, \
+    (SELECT original_input_json FROM held_edits WHERE held_edits.interaction_id = held_calls.interaction_id)";
+
+/// The held calls a call with input hash `$3` repeats (R26), selecting `select` where `filter`
+/// holds, in `order`: those held with that input, and those a person approved with an edited
+/// input in place of an input with that hash (the agent repeats what it sent, not what the
+/// person sent in its place). Two branches, not one `OR`, so that the planner reads each by
+/// its index (`held_calls_open` or `held_calls_by_input`, and `held_edits_original`).
+fn by_input(select: &str, filter: &str, order: &str) -> String {
+    format!(
+        "SELECT * FROM (SELECT {select} FROM held_calls WHERE {filter} AND input_hash = $3 \
+         UNION ALL SELECT {select} FROM held_calls WHERE {filter} AND input_hash <> $3 \
+         AND interaction_id IN (SELECT interaction_id FROM held_edits \
+         WHERE original_input_hash = $3)) AS held_calls ORDER BY {order}"
+    )
+}
 
 /// A new held call, `pending` (`$1` … `$20`).
 const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool, identities, \
@@ -276,13 +291,12 @@ impl PostgresInbox {
         let rows = self
             .query(
                 &client,
-                &format!(
-                    "SELECT {COLUMNS} FROM held_calls WHERE agent_profile = $1 \
-                     AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
+                &by_input(
+                    COLUMNS,
+                    "agent_profile = $1 AND agent_subagent IS NOT DISTINCT FROM $2::text \
                      AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
-                     AND state IN ('pending', 'approved') \
-                     ORDER BY state = 'approved' DESC, created_at DESC, \
-                     interaction_id COLLATE \"C\" DESC"
+                     AND state IN ('pending', 'approved')",
+                    "state = 'approved' DESC, created_at DESC, interaction_id COLLATE \"C\" DESC",
                 ),
                 &[&agent.profile, &agent.subagent, &input_hash, &tool],
             )
@@ -311,13 +325,12 @@ impl PostgresInbox {
             .map_err(err)?;
         let rows = tx
             .query(
-                &format!(
-                    "SELECT {COLUMNS}, repeat_told_at FROM held_calls WHERE agent_profile = $1 \
-                     AND agent_subagent IS NOT DISTINCT FROM $2::text AND input_hash = $3 \
-                     AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\") \
-                     ORDER BY created_at DESC, \
-                     (state IN ('pending', 'approved', 'claimed')) DESC, \
-                     (repeat_told_at IS NULL) DESC, interaction_id COLLATE \"C\" DESC"
+                &by_input(
+                    &format!("{COLUMNS}, repeat_told_at"),
+                    "agent_profile = $1 AND agent_subagent IS NOT DISTINCT FROM $2::text \
+                     AND lower(tool COLLATE \"C\") = lower($4::text COLLATE \"C\")",
+                    "created_at DESC, (state IN ('pending', 'approved', 'claimed')) DESC, \
+                     (repeat_told_at IS NULL) DESC, interaction_id COLLATE \"C\" DESC",
                 ),
                 &[&c.agent.profile, &c.agent.subagent, &c.input_hash, &c.tool],
             )
@@ -330,8 +343,8 @@ impl PostgresInbox {
                 self.record_err(&id, why)
             })?;
             if state::same_input(&record, &c.input_json) {
-                // After every [`COLUMNS`] one (`labels_json` is the last, 32).
-                let told: Option<i64> = row.try_get(33).map_err(err)?;
+                // After every [`COLUMNS`] one (`edited_from` is the last, 33).
+                let told: Option<i64> = row.try_get(34).map_err(err)?;
                 newest = Some((record, told.is_some()));
                 break;
             }

@@ -9,9 +9,10 @@ use crate::error::{AnswerError, InboxError};
 use crate::model::{Answer, AnswerReceipt, State, Timestamp};
 use crate::state;
 
-/// Beside `held_calls`: the input each edited approval replaced, and who edited. Like
-/// `OPEN_INDEX`, not a schema version of its own: created when the first edit is recorded;
-/// a program that does not know it ignores it.
+/// Beside `held_calls`: the input each edited approval replaced, and who edited, with the
+/// index a repeat of the agent's input finds an edited call by (R26). Like `OPEN_INDEX`, not
+/// a schema version of its own: created, when missing, each time a file is opened (every
+/// look-up of held calls reads it); a program that does not know it ignores it.
 pub(crate) const EDITS_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS held_edits (
     interaction_id           TEXT PRIMARY KEY NOT NULL,
@@ -22,6 +23,7 @@ CREATE TABLE IF NOT EXISTS held_edits (
     edited_at                INTEGER NOT NULL,
     answer_key               TEXT
 );
+CREATE INDEX IF NOT EXISTS held_edits_original ON held_edits (original_input_hash);
 ";
 
 pub(super) fn answer_edited_op(

@@ -8,7 +8,8 @@ pub(super) const COLUMNS: &str = "interaction_id, call_id, tool, identities, def
     agent_subagent, input_json, input_canonical, input_hash, reasons, run_mode, run_background, \
     created_at, expires_at, state, approver, answer_key, answer_reason, answered_at, claimed_by, \
     claimed_at, result_json, finished_at, updated_at, session_id, turn_id, approver_subject, \
-    approver_issuer, target_json, approvals_needed, approvals_json, labels_json";
+    approver_issuer, target_json, approvals_needed, approvals_json, labels_json, \
+    (SELECT original_input_json FROM held_edits WHERE held_edits.interaction_id = held_calls.interaction_id)";
 
 pub(super) fn bool_int(b: bool) -> i64 {
     i64::from(b)
@@ -95,6 +96,7 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, Str
         result,
         finished_at: ts(23)?,
         updated_at: Timestamp::from_millis(row.get(24)?),
+        edited_from: row.get(33)?,
     }))
 }
 
@@ -191,6 +193,12 @@ pub(super) fn list_op(
     Ok(out)
 }
 
+/// The calls a call with input hash `?3` repeats (R26): those held with that input, and those
+/// a person approved with an edited input in place of an input with that hash (the agent
+/// repeats what it sent, not what the person sent in its place).
+const BY_INPUT: &str = "(input_hash = ?3 OR interaction_id IN \
+    (SELECT interaction_id FROM held_edits WHERE original_input_hash = ?3))";
+
 /// The statement of [`InboxStore::find_open`], selecting `columns`.
 pub(super) fn find_open_sql(columns: &str) -> String {
     format!("{} LIMIT 1", find_open_all_sql(columns))
@@ -201,7 +209,7 @@ pub(super) fn find_open_sql(columns: &str) -> String {
 pub(super) fn find_open_all_sql(columns: &str) -> String {
     format!(
         "SELECT {columns} FROM held_calls WHERE agent_profile = ?1 AND agent_subagent IS ?2 \
-         AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE AND state IN ('pending', 'approved') \
+         AND {BY_INPUT} AND tool = ?4 COLLATE NOCASE AND state IN ('pending', 'approved') \
          ORDER BY state = 'approved' DESC, created_at DESC, interaction_id DESC"
     )
 }
@@ -266,7 +274,7 @@ pub(super) fn find_open_op(
 pub(super) fn repeats_sql(columns: &str) -> String {
     format!(
         "SELECT {columns}, repeat_told_at FROM held_calls WHERE agent_profile = ?1 \
-         AND agent_subagent IS ?2 AND input_hash = ?3 AND tool = ?4 COLLATE NOCASE \
+         AND agent_subagent IS ?2 AND {BY_INPUT} AND tool = ?4 COLLATE NOCASE \
          ORDER BY created_at DESC, state IN ('pending', 'approved', 'claimed') DESC, \
          repeat_told_at IS NULL DESC, rowid DESC"
     )
@@ -301,8 +309,8 @@ pub(super) fn hold_unless_repeated_op(
                 .map_err(|e| inner.err(e))?
                 .map_err(|why| inner.record_err("?", why))?;
             if same_input(&record, &c.input_json) {
-                // After every [`COLUMNS`] one (`approvals_json` is the last, 31).
-                let told: Option<i64> = row.get(33).map_err(|e| inner.err(e))?;
+                // After every [`COLUMNS`] one (`edited_from` is the last, 33).
+                let told: Option<i64> = row.get(34).map_err(|e| inner.err(e))?;
                 newest = Some((record, told.is_some()));
                 break;
             }

@@ -155,6 +155,8 @@ impl Inner {
         if version == SCHEMA_VERSION {
             self.check_application_id(conn)?;
             conn.execute_batch(OPEN_INDEX).map_err(|e| self.err(e))?;
+            conn.execute_batch(super::edit::EDITS_TABLE)
+                .map_err(|e| self.err(e))?;
             self.add_shadow_table(conn)?;
             self.add_repeat_column(conn)?;
             self.add_principal_columns(conn)?;
@@ -197,6 +199,8 @@ impl Inner {
         }
         tx.commit().map_err(|e| self.err(e))?;
         self.check_application_id(conn)?;
+        conn.execute_batch(super::edit::EDITS_TABLE)
+            .map_err(|e| self.err(e))?;
         self.add_shadow_table(conn)?;
         self.add_repeat_column(conn)?;
         self.add_principal_columns(conn)?;

@@ -220,7 +220,9 @@ impl Shared {
     /// first (approved first, then newest) whose stored input equals this call's exactly is
     /// it, so an input that only canonicalises alike (`1.0` and `1`, a number past 2^53
     /// rounded through a double) never redeems another's approval, nor hides its own
-    /// behind another's: with none its own, the call is held anew.
+    /// behind another's: with none its own, the call is held anew. A call a person approved
+    /// with an edited input is found by the input the agent sent, and redeeming it sends the
+    /// edited input, once.
     async fn held_for(
         &self,
         inbox: &Inbox,
@@ -237,7 +239,7 @@ impl Shared {
             .map_err(|e| format!("the durable inbox could not be read: {e}"))?;
         Ok(found
             .into_iter()
-            .find(|r| r.holds_input(&call.input, NumberLiterals::of(call)))
+            .find(|r| r.repeated_by(&call.input, NumberLiterals::of(call)))
             .map(|r| {
                 let reasons = r.call.reasons.iter().map(|a| a.reason.clone()).collect();
                 (r.id().to_owned(), r.state, reasons)

@@ -75,6 +75,7 @@ pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
         result,
         finished_at: ts(23)?,
         updated_at: Timestamp::from_millis(col(row, 24)?),
+        edited_from: col(row, 33)?,
     })
 }
 
