@@ -4,8 +4,9 @@
 //! with a printed reason, and fails when `CI` is set.
 //!
 //! Sticky sessions: the balancer keeps each MCP session (`Mcp-Session-Id`, learnt from the
-//! response that opened it) on the replica that opened it, because a session's streams,
-//! its open elicitation questions and its log level live in that process; everything that
+//! response that opened it) on the replica that opened it, because a session's streams
+//! and its log level live in that process (a 2026-07-28 client has no session: its requests go
+//! round robin, and its approval questions are in the database); everything that
 //! decides a call — held calls, answers, claims, quotas, the stored policy — is in the
 //! database, so a client whose replica died opens a new session through the balancer and
 //! goes on, on any replica. The page's sign-ins live in its process too: the page backend
@@ -30,6 +31,8 @@ mod common;
 use common::{Proc, free_port, hanging_relay, http_get, upstream_at};
 
 const DEV_TOKEN: &str = "replica-dev-token";
+/// The token of `asker`, whose asks go to its own client by elicitation (R47).
+const ASKER_TOKEN: &str = "replica-asker-token";
 /// `correct horse`, alice's sign-in token on the page.
 const ALICE: &str = "correct horse";
 const ALICE_HASH: &str = "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631";
@@ -136,10 +139,16 @@ fn write_config(dir: &Path, pg: &str, upstream: SocketAddr, lb_page: u16) -> Pat
         },
         "servers": {"drift": {"trust_tool_annotations": true}},
         "behavior_gating": {"require_approval_for_non_read_only": true},
-        "agents": [{"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare"]}],
+        "agents": [
+            {"name": "dev", "allowed_tools": ["drift__lookup", "drift__bare"]},
+            {"name": "asker", "allowed_tools": ["drift__bare"], "approval": {"channel": "elicitation"}}
+        ],
         "mcp": {
             "servers": {"drift": {"url": format!("http://{upstream}/mcp")}},
-            "tokens": [{"sha256": toolgate_mcp::serve::token_hash(DEV_TOKEN), "agent": "dev"}],
+            "tokens": [
+                {"sha256": toolgate_mcp::serve::token_hash(DEV_TOKEN), "agent": "dev"},
+                {"sha256": toolgate_mcp::serve::token_hash(ASKER_TOKEN), "agent": "asker"}
+            ],
             "call_timeout_secs": 60
         }
     });
@@ -162,6 +171,11 @@ fn haproxy_config(lb_mcp: u16, mcp: [u16; 2], lb_page: u16, page: [u16; 2]) -> S
         .replace("127.0.0.1:18789", &format!("127.0.0.1:{}", page[1]))
         // The test's checks are quick, so a killed replica leaves at once.
         .replace("inter 2s", "inter 200ms")
+        // Which replica answered, for the test to see a retry cross replicas.
+        .replace(
+            "backend toolgate_mcp\n    balance roundrobin\n",
+            "backend toolgate_mcp\n    balance roundrobin\n    http-response set-header X-Toolgate-Replica %s\n",
+        )
 }
 
 async fn client(addr: &str) -> RunningService<RoleClient, ()> {
@@ -423,6 +437,47 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
         assert_eq!(drift.calls("lookup"), n as u64);
     }
 
+    // Issue 35 item 7: a 2026-07-28 client (the Python SDK's default) has no session, so the
+    // balancer sticks nothing and sends each request to the next replica: a question asked by
+    // one replica is answered by the client's retry on the other, from the shared inbox.
+    if let Some(python) = common::python_sdk() {
+        let before = drift.calls("bare");
+        let out = Command::new(&python)
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../layers/mcp/tests/python/replica_elicit.py"),
+            )
+            .args([&format!("http://{lb}/mcp"), ASKER_TOKEN, "4"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the Python SDK client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut crossed = 0;
+        for call in &seen {
+            assert_eq!(call["protocol"], "2026-07-28", "{call}");
+            assert_eq!(call["isError"], false, "{call}");
+            assert_eq!(call["text"], "bare ran", "{call}");
+            assert_eq!(call["asked"].as_array().unwrap().len(), 1, "{call}");
+            let replicas = call["replicas"].as_array().unwrap();
+            assert_eq!(replicas.len(), 2, "the question and its retry: {call}");
+            crossed += usize::from(replicas[0] != replicas[1]);
+        }
+        assert!(
+            crossed > 0,
+            "round robin sent every retry to the replica that asked: {seen:?}"
+        );
+        assert_eq!(drift.calls("bare") - before, 4, "each call sent once");
+        eprintln!("REPLICAS ELICITATION: {crossed} of 4 retries answered by the other replica");
+    }
+
+    // The sends of `bare` from here on (the 2026-07-28 calls above sent their own).
+    let bare_before = drift.calls("bare");
+    let bare_sent = || drift.calls("bare") - bare_before;
     // Held through replica A, approved on the page served by replica B, repeated through
     // both replicas at once: sent exactly once.
     let on_a = client(&a).await;
@@ -449,13 +504,13 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
         .filter(|r| r.is_error == Some(false))
         .count();
     assert_eq!(ran, 1, "one repeat runs it: {ra:?} {rb:?}");
-    assert_eq!(drift.calls("bare"), 1, "sent exactly once");
+    assert_eq!(bare_sent(), 1, "sent exactly once");
     let through_lb = client(&lb).await;
     let again = call(&through_lb, "drift__bare", json!({"n": 1}))
         .await
         .unwrap();
     assert_eq!(again.is_error, Some(true), "{again:?}");
-    assert_eq!(drift.calls("bare"), 1, "never sent twice");
+    assert_eq!(bare_sent(), 1, "never sent twice");
     assert_eq!(state_of(&db, &id).await.0, "done");
 
     // A policy put reaches both replicas within a second (LISTEN/NOTIFY).
@@ -542,11 +597,7 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
     );
     let repeat = call(&on_b, "drift__bare", json!({"n": 2})).await.unwrap();
     assert_eq!(repeat.is_error, Some(true), "{repeat:?}");
-    assert_eq!(
-        drift.calls("bare"),
-        1,
-        "an unknown call is never sent again"
-    );
+    assert_eq!(bare_sent(), 1, "an unknown call is never sent again");
 
     // A client whose replica dies reconnects through the balancer and goes on.
     let sticky = client(&lb).await;
@@ -580,7 +631,7 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
     let redeemed = call(&sticky, "drift__bare", json!({"n": 3})).await.unwrap();
     assert_eq!(redeemed.is_error, Some(false), "{redeemed:?}");
     assert_eq!(
-        drift.calls("bare"),
+        bare_sent(),
         2,
         "the approved call ran once, on the other replica"
     );

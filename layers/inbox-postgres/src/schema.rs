@@ -220,6 +220,19 @@ pub(crate) const EDITS_INDEX: &str = "
 CREATE INDEX IF NOT EXISTS held_edits_original ON held_edits (original_input_hash);
 ";
 
+/// The approval questions open for their clients' retries (R47, protocol 2026-07-28), each
+/// until its expiry, so that any replica answers a retry. Like [`OPEN_INDEX`], not a schema
+/// version of its own: `migrate` creates it, under the migration lock, in an inbox that
+/// lacks it.
+pub(crate) const QUESTIONS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS open_questions (
+    key        TEXT PRIMARY KEY,
+    body       TEXT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS open_questions_by_expiry ON open_questions (expires_at);
+";
+
 /// The nonces of signed callbacks taken (issue 24, the Slack replay guard), each until when
 /// it is kept. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates it,
 /// under the migration lock, in an inbox that lacks it.
@@ -526,6 +539,9 @@ pub(crate) async fn migrate(
         if !exists("seen_nonces").await.map_err(err)? {
             tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
         }
+        if !exists("open_questions").await.map_err(err)? {
+            tx.batch_execute(QUESTIONS_TABLE).await.map_err(err)?;
+        }
         let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
         if !exists("stored_shadow_policy").await.map_err(err)? {
             tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
@@ -562,6 +578,7 @@ pub(crate) async fn migrate(
         tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
         tx.batch_execute(EDITS_INDEX).await.map_err(err)?;
         tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
+        tx.batch_execute(QUESTIONS_TABLE).await.map_err(err)?;
         let version = SCHEMA_VERSION.to_string();
         tx.execute(
             "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \

@@ -6,7 +6,7 @@
 //!
 //! One file per rule family — the lifecycle of a held call (R26), the stored and shadow
 //! policy (R22, R46), sessions (R43), repeats (R38), grants (R45), edits, four eyes (R51),
-//! pages, visibility and nonces — each case a function named after the rule it protects;
+//! pages, visibility, nonces and open questions (R47) — each case a function named after the rule it protects;
 //! `run_all` runs them all. A test kit, not shipped: `publish = false`, so no shipped crate
 //! carries panicking test code or a feature for it.
 //!
@@ -30,6 +30,7 @@ mod lifecycle;
 pub mod nonce;
 mod policy;
 pub mod query;
+pub mod questions;
 mod repeats;
 mod sessions;
 pub mod visible;
@@ -239,6 +240,7 @@ pub async fn run_all(fixture: &dyn Fixture) {
     edit::run_edit(fixture).await;
     visible::run_visible(fixture).await;
     nonce::run_nonce(fixture).await;
+    questions::run_questions(fixture).await;
     four_eyes::run_four_eyes(fixture).await;
 }
 

@@ -142,6 +142,7 @@ mod grants;
 mod model;
 mod policy;
 mod query;
+mod question;
 #[cfg(feature = "sqlite")]
 mod quota;
 mod resume;
@@ -173,6 +174,7 @@ pub use policy::{
     put_shadow_policy_text,
 };
 pub use query::{HeldCursor, HeldPage, HeldQuery, Listing, MAX_PAGE, Order, SqlDialect, VisibleTo};
+pub use question::OpenQuestion;
 #[cfg(feature = "sqlite")]
 pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};

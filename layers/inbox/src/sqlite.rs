@@ -60,6 +60,7 @@ use crate::store::{BoxFuture, InboxStore};
 mod edit;
 mod nonce;
 mod query;
+mod question;
 pub use query::PAGE_INDEXES;
 
 mod grant_rows;

@@ -321,6 +321,48 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         })
     }
 
+    /// Keeps `question` open until its expiry (R47: a question a 2026-07-28 client took to
+    /// its user, answered by its retry on any replica sharing the inbox). Answers `false`,
+    /// keeping nothing, when `at_most` questions are open already; questions past their
+    /// expiry at `now` are pruned first. A key already open is an error (keys come from
+    /// unguessable states, so two are never alike).
+    ///
+    /// This provided method refuses: a store that keeps questions overrides it (both
+    /// backends do).
+    fn open_question<'a>(
+        &'a self,
+        question: crate::question::OpenQuestion,
+        at_most: u32,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let _ = (question, at_most, now);
+        Box::pin(async {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                "this inbox cannot keep approval questions",
+            ))
+        })
+    }
+
+    /// Takes the question open under `key` out of the store, once: of racing takes exactly
+    /// one gets it (one conditional delete), and it is never answerable again. A question
+    /// past its expiry is given back too, for the caller to say so; `None` when no question
+    /// is open under `key` (never opened, taken already, or pruned).
+    ///
+    /// This provided method refuses, like [`InboxStore::open_question`].
+    fn take_question<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
+        let _ = key;
+        Box::pin(async {
+            Err(InboxError::new(
+                crate::error::InboxErrorKind::Unavailable,
+                "this inbox cannot keep approval questions",
+            ))
+        })
+    }
+
     /// Cancels a pending call: `pending → cancelled`.
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>>;
 
@@ -598,6 +640,20 @@ impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
         now: Timestamp,
     ) -> BoxFuture<'a, Result<bool, InboxError>> {
         (**self).take_nonce(nonce, until, now)
+    }
+    fn open_question<'a>(
+        &'a self,
+        question: crate::question::OpenQuestion,
+        at_most: u32,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        (**self).open_question(question, at_most, now)
+    }
+    fn take_question<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
+        (**self).take_question(key)
     }
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         (**self).cancel(id)

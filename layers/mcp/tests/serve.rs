@@ -1437,6 +1437,159 @@ async fn r47_a_2026_07_28_client_is_asked_by_input_required_and_its_answer_decid
     );
 }
 
+/// Serves `server` over streamable HTTP on a free loopback port; its address.
+async fn served_http(server: &GovernedServer) -> std::net::SocketAddr {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = server.clone();
+    tokio::spawn(async move {
+        s.serve_http("127.0.0.1:0".parse().unwrap(), None, |a| {
+            let _ = tx.send(a);
+        })
+        .await
+    });
+    rx.await.unwrap()
+}
+
+/// A client speaking protocol 2026-07-28 over streamable HTTP with `token`.
+async fn http_2026(
+    addr: std::net::SocketAddr,
+    token: &str,
+    client: Client,
+) -> RunningService<RoleClient, Client> {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+            .auth_header(token),
+    );
+    client
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
+/// A retry of `tool` with `args` carrying `state` and the answer `action`.
+fn retry(tool: &str, args: Value, state: &str, action: &str) -> CallToolRequestParams {
+    let Value::Object(args) = args else { panic!() };
+    let mut r = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+    r.request_state = Some(state.to_owned());
+    r.input_responses = Some(std::collections::BTreeMap::from([(
+        String::from(toolgate_mcp::serve::APPROVAL_INPUT_KEY),
+        json!({ "action": action }),
+    )]));
+    r
+}
+
+/// Issue 35 item 7: stateless replicas. Two servers share one durable inbox; a 2026-07-28
+/// client's question is asked by one and its retry answered by the other (no session, no
+/// stickiness), once; a replayed, foreign or altered retry answers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_r47_a_question_asked_by_one_replica_is_answered_by_another() {
+    use rmcp::model::CallToolResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inbox.db");
+    let replica = || async {
+        let inbox = Inbox::new(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
+        let server = server("elicitation", Some(inbox), "").await;
+        let addr = served_http(&server).await;
+        (server, addr)
+    };
+    let (_a, a) = replica().await;
+    let (_b, b) = replica().await;
+    let on_a = http_2026(a, "dev-token", Client::new(Some(ElicitationAction::Accept))).await;
+    let on_b = http_2026(b, "dev-token", Client::new(Some(ElicitationAction::Accept))).await;
+    let args = json!({"n": 35});
+    let Value::Object(map) = args.clone() else {
+        panic!()
+    };
+    let first = on_a
+        .call_tool_once(CallToolRequestParams::new("drift__bare").with_arguments(map))
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("a question, by InputRequiredResult: {first:?}")
+    };
+    let state = asked.request_state.clone().expect("a requestState");
+    assert_eq!(calls_received(&on_a, "bare").await, 0, "nothing ran yet");
+    // Another caller (another token) with the same state: nothing answered, and the
+    // question is still open for its own caller.
+    let viewer = http_2026(
+        b,
+        "viewer-token",
+        Client::new(Some(ElicitationAction::Accept)),
+    )
+    .await;
+    let foreign = viewer
+        .call_tool_once(retry("drift__bare", args.clone(), &state, "accept"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(foreign) = foreign else {
+        panic!("{foreign:?}")
+    };
+    assert_eq!(foreign.is_error, Some(true), "{foreign:?}");
+    // Another input with the same state: nothing answered.
+    let altered = on_b
+        .call_tool_once(retry("drift__bare", json!({"n": 36}), &state, "accept"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(altered) = altered else {
+        panic!("{altered:?}")
+    };
+    assert_eq!(code(&altered).as_deref(), Some("rejected"), "{altered:?}");
+    // The retry reaches the other replica: answered, and the call runs there, once.
+    let answered = on_b
+        .call_tool_once(retry("drift__bare", args.clone(), &state, "accept"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(ran) = answered else {
+        panic!("{answered:?}")
+    };
+    assert_eq!(text(&ran), "bare ran", "{ran:?}");
+    assert_eq!(calls_received(&on_b, "bare").await, 1);
+    // Replayed, on either replica: answered once.
+    for client in [&on_a, &on_b] {
+        let again = client
+            .call_tool_once(retry("drift__bare", args.clone(), &state, "accept"))
+            .await
+            .unwrap();
+        let CallToolResponse::Complete(again) = again else {
+            panic!("{again:?}")
+        };
+        assert_eq!(code(&again).as_deref(), Some("rejected"), "{again:?}");
+        assert!(text(&again).contains("answered already"), "{again:?}");
+    }
+    assert_eq!(calls_received(&on_a, "bare").await, 0);
+    assert_eq!(calls_received(&on_b, "bare").await, 1, "sent once in all");
+    // A decline crosses replicas the same way.
+    let Value::Object(map) = json!({"n": 37}) else {
+        panic!()
+    };
+    let CallToolResponse::InputRequired(asked) = on_b
+        .call_tool_once(CallToolRequestParams::new("drift__bare").with_arguments(map))
+        .await
+        .unwrap()
+    else {
+        panic!("a question")
+    };
+    let state = asked.request_state.unwrap();
+    let declined = on_a
+        .call_tool_once(retry("drift__bare", json!({"n": 37}), &state, "decline"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(declined) = declined else {
+        panic!("{declined:?}")
+    };
+    assert_eq!(code(&declined).as_deref(), Some("rejected"), "{declined:?}");
+    assert!(text(&declined).contains("declined"), "{declined:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r47_a_forged_or_foreign_retry_answers_nothing() {
     let server = server("elicitation", None, "").await;

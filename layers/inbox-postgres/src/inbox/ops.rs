@@ -17,7 +17,7 @@ use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
     Completion, GivenApproval, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore,
-    NewHeldCall, PolicySaveError, State, StoredPolicy, Timestamp, codec,
+    NewHeldCall, OpenQuestion, PolicySaveError, State, StoredPolicy, Timestamp, codec,
     state::{self, PendingLost, Repeat},
 };
 use toolgate_inbox::{RevokeError, StoredGrant};
@@ -27,6 +27,7 @@ use crate::error;
 
 mod edit;
 mod nonce;
+mod question;
 mod store;
 
 pub(crate) use store::read_row;

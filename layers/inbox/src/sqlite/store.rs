@@ -128,6 +128,23 @@ impl InboxStore for SqliteInbox {
         self.run(move |inner, conn| nonce::take_op(inner, conn, &nonce, until, now))
     }
 
+    fn open_question<'a>(
+        &'a self,
+        question: crate::question::OpenQuestion,
+        at_most: u32,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        self.run(move |inner, conn| question::open_op(inner, conn, &question, at_most, now))
+    }
+
+    fn take_question<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
+        let key = key.to_owned();
+        self.run(move |inner, conn| question::take_op(inner, conn, &key))
+    }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         let id = id.to_owned();
         self.run(move |inner, conn| cancel_op(inner, conn, &id, Timestamp::now()))

@@ -13,12 +13,15 @@
 //! - **before 2026-07-28** (sessions opened by `initialize`): a server-to-client
 //!   `elicitation/create` request while the call waits, when the client declared the
 //!   capability (form mode) at `initialize`;
-//! - **2026-07-28 and later** (no server-to-client requests): the capability is read from the
-//!   request's own `_meta` (`io.modelcontextprotocol/clientCapabilities`), and the question
-//!   goes back as the call's `InputRequiredResult` (SEP-2322): the governed call keeps waiting
-//!   in the gate while the client asks its user, and the client's retry — the same tool, the
-//!   same input, toolgate's unguessable `requestState`, from the same caller — carries the
-//!   answer to it and receives the call's result ([`OpenQuestions`]).
+//! - **2026-07-28 and later** (no server-to-client requests, no sessions): the capability is
+//!   read from the request's own `_meta` (`io.modelcontextprotocol/clientCapabilities`), and
+//!   the question goes back as the call's `InputRequiredResult` (SEP-2322). Nothing waits:
+//!   the call ends there, and the question is kept ([`QuestionBook`]) — in the durable inbox
+//!   every replica shares when one is configured, else in this process — under a key bound
+//!   to toolgate's unguessable `requestState`, the caller, the agent, the tool and the input.
+//!   The client's retry (the same tool and input, that `requestState`, from the same caller),
+//!   on whichever replica it reaches, takes the question once and is decided afresh, its
+//!   answer standing for the question it was asked (R38: a new reason is a new question).
 //!
 //! A question toolgate asks opens with [`APPROVAL_HEADER`] and carries [`APPROVAL_META`]; a
 //! question an upstream server asks during a call is relayed with its server's name first
@@ -34,12 +37,15 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::oneshot;
+use sha2::{Digest, Sha256};
 use toolgate::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, VerifiedOutcome,
 };
-use toolgate_core::{ChannelKind, ToolResponse};
+use toolgate::engine::number::NumberLiterals;
+use toolgate_core::ChannelKind;
+use toolgate_inbox::{InboxStore, OpenQuestion, Timestamp};
 
 use super::lock;
 use crate::relay::{APPROVAL_HEADER, APPROVAL_META};
@@ -87,9 +93,13 @@ pub(super) enum Way {
     Cannot,
     /// A server-to-client `elicitation/create` request.
     Request(Peer<RoleServer>),
-    /// The question goes to the request handler, which returns it as the call's
-    /// `InputRequiredResult`; at most one question per call.
-    InputRequired(Mutex<Option<oneshot::Sender<Question>>>),
+    /// 2026-07-28, the first request: the question is kept here for the request handler,
+    /// which returns it as the call's `InputRequiredResult`; the call ends held. At most one
+    /// question per call.
+    Defer(Mutex<Option<Deferred>>),
+    /// 2026-07-28, the retry: the answer its client brought to the question it was asked,
+    /// and the reasons that question gave.
+    Answered { answer: Answer, asked: Vec<String> },
 }
 
 /// The calling client, for the task that runs its call.
@@ -102,13 +112,25 @@ tokio::task_local! {
     pub(super) static ASKER: Arc<Asker>;
 }
 
-/// A question handed to the request handler (2026-07-28 clients), with where its answer goes.
-pub(super) struct Question {
+/// A question kept for the request handler (2026-07-28 clients): what the client's user reads,
+/// and the reasons it gives.
+pub(super) struct Deferred {
     pub(super) params: ElicitRequestParams,
-    pub(super) answer: oneshot::Sender<Answer>,
+    pub(super) asked: Vec<String>,
+}
+
+impl Asker {
+    /// The question the call was asked, when it was deferred to the client.
+    pub(super) fn deferred(&self) -> Option<Deferred> {
+        match &self.way {
+            Way::Defer(slot) => lock(slot).take(),
+            _ => None,
+        }
+    }
 }
 
 /// What the client's retry said.
+#[derive(Clone)]
 pub(super) enum Answer {
     /// The client's elicitation result.
     Result(ElicitResult),
@@ -189,21 +211,33 @@ impl Asker {
                     "the MCP client could not be asked by elicitation: {e}"
                 )),
             },
-            Way::InputRequired(slot) => {
-                let Some(to_handler) = lock(slot).take() else {
+            Way::Defer(slot) => {
+                let mut slot = lock(slot);
+                if slot.is_some() {
                     return ApprovalOutcome::Unroutable(String::from(
                         "a call is asked one question by elicitation, and this one was asked already",
                     ));
-                };
-                let (tx, rx) = oneshot::channel();
-                if to_handler.send(Question { params, answer: tx }).is_err() {
-                    return ApprovalOutcome::Cancelled;
                 }
-                match rx.await {
-                    Ok(Answer::Result(answer)) => outcome(answer, &self.principal),
-                    Ok(Answer::Unreadable(why)) => ApprovalOutcome::Refused { reason: why },
-                    // The question was dropped unanswered: the server is going away.
-                    Err(_) => ApprovalOutcome::Cancelled,
+                *slot = Some(Deferred {
+                    params,
+                    asked: request.reasons(),
+                });
+                ApprovalOutcome::Held {
+                    interaction_id: request.interaction_id.clone(),
+                }
+            }
+            Way::Answered { answer, asked } => {
+                // R38: the answer stands only for the question it was asked.
+                if let Some(new) = request.reasons().into_iter().find(|r| !asked.contains(r)) {
+                    return ApprovalOutcome::Refused {
+                        reason: format!(
+                            "the decision changed since the client's user was asked: it now also asks \"{new}\", which the answer did not answer; call again to be asked"
+                        ),
+                    };
+                }
+                match answer.clone() {
+                    Answer::Result(answer) => outcome(answer, &self.principal),
+                    Answer::Unreadable(why) => ApprovalOutcome::Refused { reason: why },
                 }
             }
         }
@@ -266,76 +300,132 @@ impl ApprovalChannel for ElicitationChannel {
     }
 }
 
-/// A question a 2026-07-28 client took away to its user; its retry answers it.
-pub(super) struct Open {
-    /// The key the retry must come with (`Caller::key`).
-    pub(super) caller: String,
-    pub(super) agent: String,
-    pub(super) tool: String,
-    pub(super) input: Value,
-    pub(super) answer: oneshot::Sender<Answer>,
-    pub(super) done: oneshot::Receiver<ToolResponse>,
+/// Where the questions 2026-07-28 clients took to their users are kept for their retries:
+/// the durable inbox every replica shares, or this process's memory when there is none (one
+/// process: a retry that reaches another is not answered).
+pub(super) enum QuestionBook {
+    Memory(Mutex<HashMap<String, OpenQuestion>>),
+    Store(Arc<dyn InboxStore>),
 }
 
-/// The questions open for a retry, by their unguessable `requestState`.
-#[derive(Default)]
-pub(super) struct OpenQuestions {
-    open: Mutex<HashMap<String, Open>>,
+/// What a kept question remembers, beside its key: the input exactly as asked about (every
+/// number as written, R20) and the reasons the question gave.
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    input: String,
+    asked: Vec<String>,
 }
 
-/// Why a retry was not taken as the answer to an open question.
-pub(super) enum RetryRefused {
-    /// No open question has this state (never issued, answered already, or ended).
-    Unknown,
-    /// The retry is not the call the question was about, or comes from another caller.
-    Mismatch,
+/// Who asks and what about: the caller's key, its agent, the tool and the input.
+pub(super) struct Asked<'a> {
+    pub(super) caller: &'a str,
+    pub(super) agent: &'a str,
+    pub(super) tool: &'a str,
+    pub(super) input: &'a Value,
+    pub(super) literals: &'a NumberLiterals,
 }
 
-impl OpenQuestions {
-    /// Keeps a question open under a new unguessable state. Given back when it cannot be:
-    /// too many are open, or no randomness could be had for the state (boxed: the rare
-    /// path, and it keeps the `Result` small).
-    pub(super) fn open(&self, question: Open) -> Result<String, Box<Open>> {
-        let mut open = lock(&self.open);
-        // A question whose call has ended (the gate's wait expired) is gone.
-        open.retain(|_, q| !q.answer.is_closed());
-        if open.len() >= MAX_OPEN_QUESTIONS {
-            return Err(Box::new(question));
+impl Asked<'_> {
+    /// The key the question about this call, asked under `state`, is kept by: a SHA-256 of the
+    /// state, the caller, the agent, the tool and the input's canonical hash. The state itself
+    /// is never kept, and a retry by another caller or about another call finds nothing.
+    fn key(&self, state: &str) -> Option<String> {
+        let input = toolgate::engine::canon::input_hash(self.input)?;
+        let mut h = Sha256::new();
+        for part in [state, self.caller, self.agent, self.tool, &input] {
+            h.update(part.as_bytes());
+            h.update([0]);
         }
+        Some(format!("sha256:{}", toolgate_core::id::hex(&h.finalize())))
+    }
+}
+
+impl QuestionBook {
+    /// Keeps `question` about `call` until `expires_at`; gives back the unguessable state the
+    /// client's retry must carry, or why it could not be kept (too many open, no randomness,
+    /// the store failing): then the call is refused.
+    pub(super) async fn open(
+        &self,
+        call: &Asked<'_>,
+        asked: Vec<String>,
+        expires_at: Timestamp,
+    ) -> Result<String, String> {
         // Fail closed: with no randomness there is no unguessable state, so no question.
-        let Some(state) = toolgate::approval::interaction_id() else {
-            return Err(Box::new(question));
+        let state = toolgate::approval::interaction_id()
+            .ok_or_else(|| String::from("no unguessable state could be made for the question"))?;
+        let key = call.key(&state).ok_or_else(|| {
+            String::from("the input cannot be canonicalised, so no question can be bound to it")
+        })?;
+        let body = serde_json::to_string(&Kept {
+            input: toolgate::engine::number::to_text(call.input, call.literals),
+            asked,
+        })
+        .map_err(|e| format!("the question could not be written: {e}"))?;
+        let question = OpenQuestion {
+            key,
+            body,
+            expires_at,
         };
-        open.insert(state.clone(), question);
-        Ok(state)
+        let now = Timestamp::now();
+        let kept = match self {
+            Self::Memory(open) => {
+                let mut open = lock(open);
+                open.retain(|_, q| !q.is_past(now));
+                open.len() < MAX_OPEN_QUESTIONS
+                    && open.insert(question.key.clone(), question).is_none()
+            }
+            Self::Store(store) => store
+                .open_question(question, MAX_OPEN_QUESTIONS as u32, now)
+                .await
+                .map_err(|e| format!("the approval question could not be kept: {e}"))?,
+        };
+        if kept {
+            Ok(state)
+        } else {
+            Err(String::from(
+                "too many approval questions are open for their clients' answers; try again later",
+            ))
+        }
     }
 
-    /// Closes the question open under `state`, if it still is (its wait is over: the gate
-    /// reads the dropped question as a cancellation).
-    pub(super) fn close(&self, state: &str) {
-        lock(&self.open).remove(state);
-    }
-
-    /// Takes the retry's answer to the question open under `state` and gives back where the
-    /// call's result comes. The retry must come from the caller the question was asked of,
-    /// for the same agent, tool and input.
-    pub(super) fn answer(
+    /// Takes the question the retry `call` answers under `state`, once, and reads the answer
+    /// from the retry's `responses`: the way the retried call's gate is answered, or why the
+    /// retry answers nothing.
+    pub(super) async fn answer(
         &self,
         state: &str,
-        (caller, agent, tool, input): (&str, &str, &str, &Value),
+        call: &Asked<'_>,
         responses: Option<&InputResponses>,
-    ) -> Result<oneshot::Receiver<ToolResponse>, RetryRefused> {
-        let mut open = lock(&self.open);
-        let Some(q) = open.get(state) else {
-            return Err(RetryRefused::Unknown);
+    ) -> Result<Way, String> {
+        let unknown = || {
+            String::from(
+                "no approval question of toolgate's is open under this `requestState` for this caller and call: it was answered already, it expired, it was never asked, or the retry is another call (another tool, input or caller); nothing was answered",
+            )
         };
-        if q.caller != caller || q.agent != agent || q.tool != tool || &q.input != input {
-            return Err(RetryRefused::Mismatch);
+        let key = call.key(state).ok_or_else(unknown)?;
+        let taken = match self {
+            Self::Memory(open) => lock(open).remove(&key),
+            Self::Store(store) => store
+                .take_question(&key)
+                .await
+                .map_err(|e| format!("the approval question could not be read: {e}"))?,
+        };
+        let question = taken.ok_or_else(unknown)?;
+        if question.is_past(Timestamp::now()) {
+            return Err(String::from(
+                "the approval question expired before the client's retry answered it; nothing was answered, and calling again asks anew",
+            ));
         }
-        let Some(q) = open.remove(state) else {
-            return Err(RetryRefused::Unknown);
-        };
-        drop(open);
+        let kept: Kept = serde_json::from_str(&question.body)
+            .map_err(|e| format!("the kept approval question cannot be read: {e}"))?;
+        // R35: the exact input asked about, every number as written.
+        let same =
+            toolgate::engine::number::parse_with_literals(&kept.input).is_ok_and(|(v, l)| {
+                toolgate::engine::number::same_input(&v, &l, call.input, call.literals)
+            });
+        if !same {
+            return Err(unknown());
+        }
         let answer = match responses.and_then(|r| r.get(APPROVAL_INPUT_KEY)) {
             None => Answer::Unreadable(String::from(
                 "the client's retry carried no answer to toolgate's approval question",
@@ -347,9 +437,10 @@ impl OpenQuestions {
                 )),
             },
         };
-        // The gate may have stopped waiting meanwhile (expired): its own ending stands.
-        let _ = q.answer.send(answer);
-        Ok(q.done)
+        Ok(Way::Answered {
+            answer,
+            asked: kept.asked,
+        })
     }
 }
 
@@ -406,75 +497,5 @@ mod tests {
             approver,
             "elicitation: token `laptop` (agent `support`, session `mcp-1-2-3`)"
         );
-    }
-
-    #[tokio::test]
-    async fn r47_a_retry_answers_only_the_question_of_its_own_caller_and_call() {
-        let qs = OpenQuestions::default();
-        let (tx, mut rx) = oneshot::channel();
-        let (done_tx, done_rx) = oneshot::channel();
-        let input = serde_json::json!({"amount": 5});
-        let state = qs
-            .open(Open {
-                caller: "tok-a".into(),
-                agent: "support".into(),
-                tool: "bank__transfer".into(),
-                input: input.clone(),
-                answer: tx,
-                done: done_rx,
-            })
-            .ok()
-            .unwrap();
-        let accept = InputResponses::from([(
-            APPROVAL_INPUT_KEY.to_owned(),
-            serde_json::json!({"action": "accept"}),
-        )]);
-        // Another caller, another input, another tool, a guessed state: refused, still open.
-        for who in [
-            ("tok-b", "support", "bank__transfer", &input),
-            (
-                "tok-a",
-                "support",
-                "bank__transfer",
-                &serde_json::json!({"amount": 6}),
-            ),
-            ("tok-a", "support", "bank__other", &input),
-        ] {
-            assert!(matches!(
-                qs.answer(&state, who, Some(&accept)),
-                Err(RetryRefused::Mismatch)
-            ));
-        }
-        assert!(matches!(
-            qs.answer(
-                "guessed",
-                ("tok-a", "support", "bank__transfer", &input),
-                Some(&accept)
-            ),
-            Err(RetryRefused::Unknown)
-        ));
-        assert!(rx.try_recv().is_err(), "nothing answered yet");
-        let done = qs
-            .answer(
-                &state,
-                ("tok-a", "support", "bank__transfer", &input),
-                Some(&accept),
-            )
-            .ok()
-            .unwrap();
-        assert!(
-            matches!(rx.try_recv(), Ok(Answer::Result(r)) if r.action == ElicitationAction::Accept)
-        );
-        // Answered once: the same state again is unknown.
-        assert!(matches!(
-            qs.answer(
-                &state,
-                ("tok-a", "support", "bank__transfer", &input),
-                Some(&accept)
-            ),
-            Err(RetryRefused::Unknown)
-        ));
-        drop(done_tx);
-        assert!(done.await.is_err());
     }
 }

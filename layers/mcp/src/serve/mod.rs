@@ -78,6 +78,7 @@ mod revoke;
 mod sendable;
 mod servers;
 mod session;
+mod tasks;
 mod upstream;
 mod wire;
 pub(crate) mod written;
@@ -167,8 +168,9 @@ struct Shared {
     stack: Mutex<Stack>,
     inbox: Option<Inbox>,
     tokens: std::sync::RwLock<Arc<Tokens>>,
-    /// Approval questions a 2026-07-28 client took to its user, open for its retry.
-    questions: elicit::OpenQuestions,
+    /// Approval questions a 2026-07-28 client took to its user, open for its retry: in the
+    /// durable inbox when there is one (any replica answers the retry), else in memory.
+    questions: elicit::QuestionBook,
     watched: Mutex<Vec<Watched>>,
     sessions: AtomicU64,
     /// When the server started (Unix seconds): part of every session id, so ids of one run
@@ -429,13 +431,17 @@ impl GovernedServer {
         if let Some(wrap) = &observe.wrap {
             stack = wrap(stack);
         }
+        let questions = match &inbox {
+            Some(inbox) => elicit::QuestionBook::Store(Arc::clone(inbox.store())),
+            None => elicit::QuestionBook::Memory(Mutex::default()),
+        };
         let shared = Arc::new(Shared {
             gateway,
             lists: Mutex::default(),
             stack: Mutex::new(stack),
             inbox,
             tokens: std::sync::RwLock::new(Arc::new(Tokens::load(config).await?)),
-            questions: elicit::OpenQuestions::default(),
+            questions,
             watched: Mutex::new(Vec::new()),
             sessions: AtomicU64::new(0),
             started: std::time::SystemTime::now()

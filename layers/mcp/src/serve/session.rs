@@ -53,7 +53,7 @@ impl GovernedSession {
 
     /// The caller of this request: the operator's agent on stdio, else the request's bearer
     /// token's. An HTTP session is bound to the token that opened it.
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    pub(super) fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         if let Some(a) = &self.agent {
             return Ok(Caller {
                 agent: a.clone(),
@@ -148,6 +148,13 @@ impl ServerHandler for GovernedSession {
         }
         if completions {
             capabilities.completions = Some(Map::new());
+        }
+        // Issue 35 item 8: held calls are tasks when they are held durably.
+        if self.shared.inbox.is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), Map::new());
         }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
@@ -293,6 +300,22 @@ impl ServerHandler for GovernedSession {
     /// the governed run wherever it is (issue 35 item 6): a wait for a person ends
     /// `cancelled` (R26), a send in flight is cancelled upstream with the upstream's own
     /// request id (`notifications/cancelled`), and the audit record says it was cancelled.
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.task(request, ctx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_held_task(request, ctx).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -374,33 +397,33 @@ impl GovernedSession {
             Err(refusal) => return Ok(call_result(ToolResponse::Refused(refusal)).into()),
         };
         let input = Value::Object(request.arguments.unwrap_or_default());
-        // A 2026-07-28 client's retry, carrying its user's answer to toolgate's question.
-        if let Some(state) = &request.request_state {
-            let retry = (
-                caller.key.as_str(),
-                caller.agent.as_str(),
-                name.as_str(),
-                &input,
-            );
-            let response = match self.shared.questions.answer(
-                state,
-                retry,
-                request.input_responses.as_ref(),
-            ) {
-                Ok(done) => done.await.unwrap_or_else(|_| {
-                    refused(String::from(
-                        "the call ended before its result could be given (the server is stopping)",
-                    ))
-                }),
-                Err(elicit::RetryRefused::Unknown) => refused(String::from(
-                    "no approval question of toolgate's is open under this `requestState`: it was answered already, its wait ended, or it was never asked",
-                )),
-                Err(elicit::RetryRefused::Mismatch) => refused(String::from(
-                    "this retry is not the call toolgate's approval question was about (another tool, input or caller): nothing was answered",
-                )),
-            };
-            return Ok(self.result(response));
-        }
+        // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
+        // version says it can be: its own declaration, per request from 2026-07-28. A
+        // 2026-07-28 client's retry carries its user's answer to the question it was asked.
+        let asked = elicit::Asked {
+            caller: &caller.key,
+            agent: &caller.agent,
+            tool: &name,
+            input: &input,
+            literals: &literals,
+        };
+        let way = if let Some(state) = &request.request_state {
+            match self
+                .shared
+                .questions
+                .answer(state, &asked, request.input_responses.as_ref())
+                .await
+            {
+                Ok(way) => way,
+                Err(why) => return Ok(self.result(refused(why))),
+            }
+        } else if !elicit::declares_form(ctx.client_capabilities().as_ref()) {
+            elicit::Way::Cannot
+        } else if elicit::input_required_era(&ctx) {
+            elicit::Way::Defer(Mutex::new(None))
+        } else {
+            elicit::Way::Request(ctx.peer.clone())
+        };
         let turn = self.turns.fetch_add(1, Ordering::Relaxed);
         let agent_ref = match &caller.subagent {
             Some(id) => AgentRef::subagent(&caller.agent, id),
@@ -409,7 +432,7 @@ impl GovernedSession {
         let mut call = ToolCall::new(agent_ref, name.clone(), input.clone())
             .in_turn(self.session.clone(), format!("call-{turn}"));
         if !literals.is_empty() {
-            call.extensions.insert(literals);
+            call.extensions.insert(literals.clone());
         }
         // What the upstream server sends while it serves this call comes back to this client
         // (only once the stack has let the call through: `crate::relay`).
@@ -427,89 +450,44 @@ impl GovernedSession {
             session: self.session.clone(),
             verified: caller.principal.clone(),
         };
-        // R47: the client is asked only for asks routed to `elicitation`, and as its protocol
-        // version says it can be: its own declaration, per request from 2026-07-28.
-        let form = elicit::declares_form(ctx.client_capabilities().as_ref());
+        let asker = Arc::new(elicit::Asker { way, principal });
         let shared = Arc::clone(&self.shared);
-        if !(form && elicit::input_required_era(&ctx)) {
-            let way = if form {
-                elicit::Way::Request(ctx.peer.clone())
-            } else {
-                elicit::Way::Cannot
-            };
-            let asker = Arc::new(elicit::Asker { way, principal });
-            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
-            let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
-            return Ok(self.result(response));
-        }
-        // 2026-07-28 and later: no server-to-client request. The call runs on its own task; a
-        // question comes back as this request's `InputRequiredResult`, and the client's retry
-        // brings the answer to the gate still waiting for it.
-        let (ask, asked) = tokio::sync::oneshot::channel();
-        let asker = Arc::new(elicit::Asker {
-            way: elicit::Way::InputRequired(Mutex::new(Some(ask))),
-            principal,
-        });
-        let (done, mut ended) = tokio::sync::oneshot::channel();
-        let peer = ctx.peer.clone();
-        let floor = Arc::clone(&self.log_level);
-        tokio::spawn(async move {
-            let run = elicit::ASKER.scope(asker, async move { shared.run(call).await });
-            let _ = done.send(relayed::drive(run, relayed, &peer, token, &floor).await);
-        });
-        enum First {
-            Ended(Result<ToolResponse, tokio::sync::oneshot::error::RecvError>),
-            Asked(Result<elicit::Question, tokio::sync::oneshot::error::RecvError>),
-        }
-        let first = tokio::select! {
-            biased;
-            r = &mut ended => First::Ended(r),
-            q = asked => First::Asked(q),
-        };
-        let ended = match first {
-            First::Ended(r) => r,
-            // The call ended without asking.
-            First::Asked(Err(_)) => ended.await,
-            First::Asked(Ok(question)) => {
-                let open = elicit::Open {
-                    caller: caller.key,
-                    agent: caller.agent,
-                    tool: name,
-                    input,
-                    answer: question.answer,
-                    done: ended,
-                };
-                match self.shared.questions.open(open) {
-                    Ok(state) => {
-                        let weak = Arc::downgrade(&self.shared);
-                        let closing = state.clone();
-                        tokio::spawn(async move {
-                            tokio::time::sleep(elicit::QUESTION_OPEN_AT_MOST).await;
-                            if let Some(shared) = weak.upgrade() {
-                                shared.questions.close(&closing);
-                            }
-                        });
-                        return Ok(CallToolResponse::InputRequired(elicit::input_required(
-                            question.params,
-                            state,
-                        )));
-                    }
-                    Err(open) => {
-                        let open = *open;
-                        let _ = open.answer.send(elicit::Answer::Unreadable(String::from(
-                            "too many approval questions are open for their clients' answers; try again later",
-                        )));
-                        open.done.await
-                    }
-                }
+        let run = elicit::ASKER.scope(Arc::clone(&asker), async move { shared.run(call).await });
+        let response = relayed::drive(run, relayed, &ctx.peer, token, &self.log_level).await;
+        // 2026-07-28 and later: no server-to-client request, and nothing waits. The question
+        // goes back as this request's `InputRequiredResult`, kept for the client's retry on
+        // any replica; the call ended held.
+        let Some(deferred) = asker.deferred() else {
+            // Issue 35 item 8: a call held in the inbox is a task for a client that takes
+            // tasks (SEP-2663), answered from the inbox by any replica.
+            if let ToolResponse::Held(held) = &response
+                && self.shared.inbox.is_some()
+                && tasks::client_takes_tasks(&ctx)
+            {
+                return Ok(CallToolResponse::Task(tasks::created(held)));
             }
+            return Ok(self.result(response));
         };
-        let response = ended.unwrap_or_else(|_| {
-            refused(String::from(
-                "the call ended before its result could be given (the server is stopping)",
-            ))
-        });
-        Ok(self.result(response))
+        let gov = self.shared.gateway.handle().load();
+        let wait = gov
+            .agent(&caller.agent)
+            .and_then(|a| gov.ask_route(a).timeout)
+            .map_or(elicit::QUESTION_OPEN_AT_MOST, |t| {
+                t.min(elicit::QUESTION_OPEN_AT_MOST)
+            });
+        let expires_at = toolgate_inbox::Timestamp::now().saturating_add(wait);
+        match self
+            .shared
+            .questions
+            .open(&asked, deferred.asked, expires_at)
+            .await
+        {
+            Ok(state) => Ok(CallToolResponse::InputRequired(elicit::input_required(
+                deferred.params,
+                state,
+            ))),
+            Err(why) => Ok(self.result(refused(why))),
+        }
     }
 }
 

@@ -188,6 +188,22 @@ impl InboxStore for PostgresInbox {
         Box::pin(self.take_nonce_op(nonce, until, now))
     }
 
+    fn open_question<'a>(
+        &'a self,
+        question: OpenQuestion,
+        at_most: u32,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(async move { self.open_question_op(&question, at_most, now).await })
+    }
+
+    fn take_question<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<OpenQuestion>, InboxError>> {
+        Box::pin(self.take_question_op(key))
+    }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         Box::pin(self.cancel_op(id))
     }
