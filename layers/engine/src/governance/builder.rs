@@ -257,90 +257,8 @@ impl GovernanceBuilder {
             errs.push(path.clone(), message.clone());
         }
         let s = self.settings;
-        let policy_path = "policy";
-
-        // R15, R27: an inert setting never passes silently.
-        if !s.enforce_tool_invocation {
-            if s.require_approval_for_non_read_only {
-                errs.push(
-                    "behavior_gating.require_approval_for_non_read_only",
-                    "the behaviour posture is on but `enforce_tool_invocation` is false, so it would never apply",
-                );
-            }
-            if let PolicyState::Readable(p) = &self.policy
-                && !p.is_empty()
-            {
-                errs.push(
-                    policy_path,
-                    "a non-empty tenant policy is set but `enforce_tool_invocation` is false, so it would never apply",
-                );
-            }
-            if self.shadow.as_ref().is_some_and(|p| !p.is_empty()) {
-                errs.push("policy_shadow", super::SHADOW_DISARMED);
-            }
-        }
-        if s.limits.max_input_depth > crate::policy::MAX_INPUT_DEPTH_CEILING {
-            errs.push(
-                "limits.max_input_depth",
-                format!(
-                    "`{}` is more than the most this project accepts ({})",
-                    s.limits.max_input_depth,
-                    crate::policy::MAX_INPUT_DEPTH_CEILING
-                ),
-            );
-        }
-        if s.limits.regex_size_limit > crate::policy::DEFAULT_REGEX_SIZE_LIMIT {
-            errs.push(
-                "limits.regex_size_limit",
-                format!(
-                    "`{}` is more than the regular-expression engine's default limit ({}); only a smaller one may be set",
-                    s.limits.regex_size_limit,
-                    crate::policy::DEFAULT_REGEX_SIZE_LIMIT
-                ),
-            );
-        }
-
-        let mut servers: HashMap<String, ServerSettings> = HashMap::new();
-        let mut by_normalised: HashMap<String, &str> = HashMap::new();
-        for (name, settings) in &self.servers {
-            let path = crate::error::field("servers", name);
-            if name.trim().is_empty() {
-                errs.push(path, "a server name must not be blank");
-                continue;
-            }
-            if let Some(prefix) = &settings.tool_prefix
-                && prefix.trim().is_empty()
-            {
-                errs.push(
-                    format!("{path}.tool_prefix"),
-                    "`tool_prefix` must not be blank (R41)",
-                );
-            }
-            // Two names that normalise alike name one server's tools (R1, R2); the same name
-            // twice is reported below.
-            let normalised = toolgate_core::names::server_key(name);
-            if let Some(first) = by_normalised
-                .get(&normalised)
-                .filter(|first| name_key(first) != name_key(name))
-            {
-                errs.push(
-                    path,
-                    format!(
-                        "server `{name}` and server `{first}` normalise to the same name (R1, R2: their tools' names would be the same); rename one"
-                    ),
-                );
-                continue;
-            }
-            by_normalised.entry(normalised).or_insert(name.as_str());
-            if servers.insert(name_key(name), settings.clone()).is_some() {
-                errs.push(
-                    path,
-                    format!(
-                        "server `{name}` is configured twice (names compare case-insensitively)"
-                    ),
-                );
-            }
-        }
+        check_settings(&s, &self.policy, self.shadow.as_deref(), &mut errs);
+        let servers = index_servers(&self.servers, &mut errs);
 
         // R41: behind a prefixing gateway the own name is the listed name less the prefix;
         // every later step (identity, qualified name, rules, exemptions, posture) uses it.
@@ -357,151 +275,10 @@ impl GovernanceBuilder {
         let all: Vec<&ToolDeclaration> = decls.iter().chain(&listings).collect();
         check_prefixed_names(&all, &path_of, &servers, &mut errs);
         check_ungoverned_records(&all, &path_of, &mut errs);
-
-        let mut catalog = Catalog::new();
-        let mut collisions = Vec::new();
-        for (i, decl) in all.iter().enumerate() {
-            let path = path_of(i);
-            let id = &decl.identity;
-            if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
-                let key = if id.kind() == ToolKind::Mcp {
-                    "server"
-                } else {
-                    "toolset"
-                };
-                errs.push(
-                    format!("{path}.{key}"),
-                    format!("`{key}` must not be blank"),
-                );
-                continue;
-            }
-            let registered = match i < configured {
-                true => catalog.register((*decl).clone()),
-                false => catalog.register_listed((*decl).clone()),
-            };
-            match registered {
-                Ok(Registered::Collision) => collisions.push(i),
-                Ok(_) => {}
-                Err(e) => {
-                    let source_ok = match id.kind() {
-                        ToolKind::Http => true,
-                        _ => toolgate_core::names::normalize_segment(id.source()).is_ok(),
-                    };
-                    let key = match id.kind() {
-                        _ if source_ok => "name",
-                        ToolKind::Mcp => "server",
-                        _ => "toolset",
-                    };
-                    errs.push(format!("{path}.{key}"), format!("{e} (R1)"));
-                }
-            }
-        }
-
-        // R31: exemptions.
-        for (i, ex) in self.exemptions.iter().enumerate() {
-            let path = index("behavior_gating.exemptions", i);
-            if ex.tool.trim().is_empty() {
-                errs.push(format!("{path}.tool"), "`tool` must not be blank");
-            }
-            if ex.reason.trim().is_empty() {
-                errs.push(
-                    format!("{path}.reason"),
-                    "an exemption needs a reason that is not blank (R31)",
-                );
-            }
-            match &ex.server {
-                Some(server) if server.trim().is_empty() => {
-                    errs.push(format!("{path}.server"), "`server` must not be blank");
-                }
-                Some(_) => {}
-                None => {
-                    let untrusted = all.iter().find(|d| {
-                        d.identity.kind() == ToolKind::Mcp
-                            && d.identity.name().eq_ignore_ascii_case(&ex.tool)
-                            && !trusted(&servers, d.identity.source())
-                    });
-                    if let Some(d) = untrusted {
-                        errs.push(
-                            format!("{path}.server"),
-                            format!(
-                                "`{}` is declared by MCP server `{}`, which is not trusted: name the server the exemption covers (R31)",
-                                ex.tool,
-                                d.identity.source()
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-
-        // Agents: names, parents, cycles (R39).
-        let mut agent_index: HashMap<String, usize, foldhash::fast::RandomState> =
-            HashMap::default();
-        for (i, a) in self.agents.iter().enumerate() {
-            let path = index("agents", i);
-            if a.name.trim().is_empty() {
-                errs.push(format!("{path}.name"), "an agent name must not be blank");
-                continue;
-            }
-            if agent_index.insert(name_key(&a.name), i).is_some() {
-                errs.push(
-                    format!("{path}.name"),
-                    format!(
-                        "agent `{}` is defined twice (names compare case-insensitively)",
-                        a.name
-                    ),
-                );
-            }
-        }
-        for (i, a) in self.agents.iter().enumerate() {
-            let Some(parent) = &a.parent else { continue };
-            let path = format!("{}.parent", index("agents", i));
-            if parent.trim().is_empty() {
-                errs.push(path, "`parent` must not be blank");
-                continue;
-            }
-            if !agent_index.contains_key(&name_key(parent)) {
-                errs.push(path, format!("no agent profile is named `{parent}`"));
-                continue;
-            }
-            // Walk up; a walk longer than the number of profiles is a cycle.
-            let mut at = Some(i);
-            let mut steps = 0usize;
-            while let Some(k) = at {
-                steps += 1;
-                if steps > self.agents.len() {
-                    errs.push(
-                        path.clone(),
-                        format!("the `parent` chain of `{}` is a cycle (R39)", a.name),
-                    );
-                    break;
-                }
-                at = self
-                    .agents
-                    .get(k)
-                    .and_then(|p| p.parent.as_ref())
-                    .and_then(|p| agent_index.get(&name_key(p)).copied());
-            }
-        }
-
-        // R42: an override `require_approval` naming an ungoverned tool would never ask.
-        for (k, a) in self.agents.iter().enumerate() {
-            for (j, (tool, mode)) in a.overrides.iter().enumerate() {
-                if *mode != ApprovalMode::RequireApproval || tool.trim().is_empty() {
-                    continue;
-                }
-                if catalog.get(tool).is_some_and(|e| e.ungoverned) {
-                    let path = index(&format!("{}.overrides", index("agents", k)), j);
-                    errs.push(
-                        format!("{path}.approval"),
-                        format!(
-                            "`{tool}` is declared `governed: false`, so an override `require_approval` would never ask (R42)"
-                        ),
-                    );
-                }
-            }
-        }
-
+        let (mut catalog, collisions) = register_tools(&all, configured, &path_of, &mut errs);
+        check_exemptions(&self.exemptions, &all, &servers, &mut errs);
+        let agent_index = index_agents(&self.agents, &mut errs);
+        check_overrides(&self.agents, &catalog, &mut errs);
         if !errs.is_empty() {
             return Err(errs);
         }
@@ -514,26 +291,7 @@ impl GovernanceBuilder {
         }
 
         let agents = resolve_agents(&self.agents, &agent_index);
-        // R39: a subagent is never looser. One whose parent routes asks to `none` (refused)
-        // cannot route its own asks to a person.
-        for (i, (profile, resolved)) in self.agents.iter().zip(&agents).enumerate() {
-            let parent_channel = resolved
-                .parent
-                .and_then(|p| agents.get(p))
-                .map(|p| p.approval_channel.unwrap_or(s.channel));
-            if let (Some(own), Some(ChannelKind::None)) = (profile.approval_channel, parent_channel)
-                && own != ChannelKind::None
-            {
-                errs.push(
-                    format!("{}.approval.channel", index("agents", i)),
-                    format!(
-                        "agent `{}` cannot route asks to `{}`: its parent's asks are refused (`none`), and a subagent is never looser (R39)",
-                        profile.name,
-                        own.as_str()
-                    ),
-                );
-            }
-        }
+        check_subagent_channels(&self.agents, &agents, s.channel, &mut errs);
         if !errs.is_empty() {
             return Err(errs);
         }
@@ -563,6 +321,304 @@ impl GovernanceBuilder {
         };
         gov.renew_quota_covers();
         Ok(gov)
+    }
+}
+
+/// R15, R27: an inert setting never passes silently; limits past what this project accepts
+/// are refused.
+fn check_settings(
+    s: &HostSettings,
+    policy: &PolicyState,
+    shadow: Option<&Policy>,
+    errs: &mut ConfigErrors,
+) {
+    let policy_path = "policy";
+    // R15, R27: an inert setting never passes silently.
+    if !s.enforce_tool_invocation {
+        if s.require_approval_for_non_read_only {
+            errs.push(
+                "behavior_gating.require_approval_for_non_read_only",
+                "the behaviour posture is on but `enforce_tool_invocation` is false, so it would never apply",
+            );
+        }
+        if let PolicyState::Readable(p) = policy
+            && !p.is_empty()
+        {
+            errs.push(
+                policy_path,
+                "a non-empty tenant policy is set but `enforce_tool_invocation` is false, so it would never apply",
+            );
+        }
+        if shadow.is_some_and(|p| !p.is_empty()) {
+            errs.push("policy_shadow", super::SHADOW_DISARMED);
+        }
+    }
+    if s.limits.max_input_depth > crate::policy::MAX_INPUT_DEPTH_CEILING {
+        errs.push(
+            "limits.max_input_depth",
+            format!(
+                "`{}` is more than the most this project accepts ({})",
+                s.limits.max_input_depth,
+                crate::policy::MAX_INPUT_DEPTH_CEILING
+            ),
+        );
+    }
+    if s.limits.regex_size_limit > crate::policy::DEFAULT_REGEX_SIZE_LIMIT {
+        errs.push(
+            "limits.regex_size_limit",
+            format!(
+                "`{}` is more than the regular-expression engine's default limit ({}); only a smaller one may be set",
+                s.limits.regex_size_limit,
+                crate::policy::DEFAULT_REGEX_SIZE_LIMIT
+            ),
+        );
+    }
+}
+
+/// The servers' settings by their name's key, each name checked: not blank, a prefix not
+/// blank (R41), no two names that normalise alike (R1, R2) or compare alike.
+fn index_servers(
+    configured: &[(String, ServerSettings)],
+    errs: &mut ConfigErrors,
+) -> HashMap<String, ServerSettings> {
+    let mut servers: HashMap<String, ServerSettings> = HashMap::new();
+    let mut by_normalised: HashMap<String, &str> = HashMap::new();
+    for (name, settings) in configured {
+        let path = crate::error::field("servers", name);
+        if name.trim().is_empty() {
+            errs.push(path, "a server name must not be blank");
+            continue;
+        }
+        if let Some(prefix) = &settings.tool_prefix
+            && prefix.trim().is_empty()
+        {
+            errs.push(
+                format!("{path}.tool_prefix"),
+                "`tool_prefix` must not be blank (R41)",
+            );
+        }
+        // Two names that normalise alike name one server's tools (R1, R2); the same name
+        // twice is reported below.
+        let normalised = toolgate_core::names::server_key(name);
+        if let Some(first) = by_normalised
+            .get(&normalised)
+            .filter(|first| name_key(first) != name_key(name))
+        {
+            errs.push(
+                path,
+                format!(
+                    "server `{name}` and server `{first}` normalise to the same name (R1, R2: their tools' names would be the same); rename one"
+                ),
+            );
+            continue;
+        }
+        by_normalised.entry(normalised).or_insert(name.as_str());
+        if servers.insert(name_key(name), settings.clone()).is_some() {
+            errs.push(
+                path,
+                format!("server `{name}` is configured twice (names compare case-insensitively)"),
+            );
+        }
+    }
+    servers
+}
+
+/// The catalog of every declared and listed tool (R1), with the indexes of the collisions.
+fn register_tools(
+    all: &[&ToolDeclaration],
+    configured: usize,
+    path_of: &dyn Fn(usize) -> String,
+    errs: &mut ConfigErrors,
+) -> (Catalog, Vec<usize>) {
+    let mut catalog = Catalog::new();
+    let mut collisions = Vec::new();
+    for (i, decl) in all.iter().enumerate() {
+        let path = path_of(i);
+        let id = &decl.identity;
+        if id.kind() != ToolKind::Http && id.source().trim().is_empty() {
+            let key = if id.kind() == ToolKind::Mcp {
+                "server"
+            } else {
+                "toolset"
+            };
+            errs.push(
+                format!("{path}.{key}"),
+                format!("`{key}` must not be blank"),
+            );
+            continue;
+        }
+        let registered = match i < configured {
+            true => catalog.register((*decl).clone()),
+            false => catalog.register_listed((*decl).clone()),
+        };
+        match registered {
+            Ok(Registered::Collision) => collisions.push(i),
+            Ok(_) => {}
+            Err(e) => {
+                let source_ok = match id.kind() {
+                    ToolKind::Http => true,
+                    _ => toolgate_core::names::normalize_segment(id.source()).is_ok(),
+                };
+                let key = match id.kind() {
+                    _ if source_ok => "name",
+                    ToolKind::Mcp => "server",
+                    _ => "toolset",
+                };
+                errs.push(format!("{path}.{key}"), format!("{e} (R1)"));
+            }
+        }
+    }
+    (catalog, collisions)
+}
+
+/// R31: each exemption names a tool and a reason; one without a server may not cover a tool
+/// of an untrusted server.
+fn check_exemptions(
+    exemptions: &[Exemption],
+    all: &[&ToolDeclaration],
+    servers: &HashMap<String, ServerSettings>,
+    errs: &mut ConfigErrors,
+) {
+    // R31: exemptions.
+    for (i, ex) in exemptions.iter().enumerate() {
+        let path = index("behavior_gating.exemptions", i);
+        if ex.tool.trim().is_empty() {
+            errs.push(format!("{path}.tool"), "`tool` must not be blank");
+        }
+        if ex.reason.trim().is_empty() {
+            errs.push(
+                format!("{path}.reason"),
+                "an exemption needs a reason that is not blank (R31)",
+            );
+        }
+        match &ex.server {
+            Some(server) if server.trim().is_empty() => {
+                errs.push(format!("{path}.server"), "`server` must not be blank");
+            }
+            Some(_) => {}
+            None => {
+                let untrusted = all.iter().find(|d| {
+                    d.identity.kind() == ToolKind::Mcp
+                        && d.identity.name().eq_ignore_ascii_case(&ex.tool)
+                        && !trusted(servers, d.identity.source())
+                });
+                if let Some(d) = untrusted {
+                    errs.push(
+                        format!("{path}.server"),
+                        format!(
+                            "`{}` is declared by MCP server `{}`, which is not trusted: name the server the exemption covers (R31)",
+                            ex.tool,
+                            d.identity.source()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The agent profiles by their name's key, each name checked, and each `parent` named,
+/// known and not a cycle (R39).
+fn index_agents(
+    profiles: &[AgentProfile],
+    errs: &mut ConfigErrors,
+) -> HashMap<String, usize, foldhash::fast::RandomState> {
+    // Agents: names, parents, cycles (R39).
+    let mut agent_index: HashMap<String, usize, foldhash::fast::RandomState> = HashMap::default();
+    for (i, a) in profiles.iter().enumerate() {
+        let path = index("agents", i);
+        if a.name.trim().is_empty() {
+            errs.push(format!("{path}.name"), "an agent name must not be blank");
+            continue;
+        }
+        if agent_index.insert(name_key(&a.name), i).is_some() {
+            errs.push(
+                format!("{path}.name"),
+                format!(
+                    "agent `{}` is defined twice (names compare case-insensitively)",
+                    a.name
+                ),
+            );
+        }
+    }
+    for (i, a) in profiles.iter().enumerate() {
+        let Some(parent) = &a.parent else { continue };
+        let path = format!("{}.parent", index("agents", i));
+        if parent.trim().is_empty() {
+            errs.push(path, "`parent` must not be blank");
+            continue;
+        }
+        if !agent_index.contains_key(&name_key(parent)) {
+            errs.push(path, format!("no agent profile is named `{parent}`"));
+            continue;
+        }
+        // Walk up; a walk longer than the number of profiles is a cycle.
+        let mut at = Some(i);
+        let mut steps = 0usize;
+        while let Some(k) = at {
+            steps += 1;
+            if steps > profiles.len() {
+                errs.push(
+                    path.clone(),
+                    format!("the `parent` chain of `{}` is a cycle (R39)", a.name),
+                );
+                break;
+            }
+            at = profiles
+                .get(k)
+                .and_then(|p| p.parent.as_ref())
+                .and_then(|p| agent_index.get(&name_key(p)).copied());
+        }
+    }
+    agent_index
+}
+
+/// R42: an override `require_approval` naming an ungoverned tool would never ask.
+fn check_overrides(profiles: &[AgentProfile], catalog: &Catalog, errs: &mut ConfigErrors) {
+    // R42: an override `require_approval` naming an ungoverned tool would never ask.
+    for (k, a) in profiles.iter().enumerate() {
+        for (j, (tool, mode)) in a.overrides.iter().enumerate() {
+            if *mode != ApprovalMode::RequireApproval || tool.trim().is_empty() {
+                continue;
+            }
+            if catalog.get(tool).is_some_and(|e| e.ungoverned) {
+                let path = index(&format!("{}.overrides", index("agents", k)), j);
+                errs.push(
+                    format!("{path}.approval"),
+                    format!(
+                        "`{tool}` is declared `governed: false`, so an override `require_approval` would never ask (R42)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// R39: a subagent is never looser. One whose parent routes asks to `none` (refused) cannot
+/// route its own asks to a person.
+fn check_subagent_channels(
+    profiles: &[AgentProfile],
+    agents: &[super::profile::ResolvedAgent],
+    host: ChannelKind,
+    errs: &mut ConfigErrors,
+) {
+    for (i, (profile, resolved)) in profiles.iter().zip(agents).enumerate() {
+        let parent_channel = resolved
+            .parent
+            .and_then(|p| agents.get(p))
+            .map(|p| p.approval_channel.unwrap_or(host));
+        if let (Some(own), Some(ChannelKind::None)) = (profile.approval_channel, parent_channel)
+            && own != ChannelKind::None
+        {
+            errs.push(
+                format!("{}.approval.channel", index("agents", i)),
+                format!(
+                    "agent `{}` cannot route asks to `{}`: its parent's asks are refused (`none`), and a subagent is never looser (R39)",
+                    profile.name,
+                    own.as_str()
+                ),
+            );
+        }
     }
 }
 
