@@ -243,7 +243,7 @@ where
     /// gave one: refused, sent, or asked about through the channel.
     fn dispatch(
         &mut self,
-        mut call: ToolCall,
+        call: ToolCall,
         pinned: PinnedDecision,
         input_binding: Option<crate::binding::Binding>,
         hook_message: Option<String>,
@@ -277,37 +277,8 @@ where
             hook_ask = Some(ask);
         }
         let sink = call.extensions.get::<DecisionSink>().cloned();
-        // R46: the shadow's decision is recorded beside the enforced one (with the same
-        // hook's ask) and read by nothing that decides.
-        if let (Some(sink), Some(shadow)) = (&sink, pinned.shadow()) {
-            let decision = match &hook_ask {
-                Some(ask) => governance.with_extra_asks(shadow, call.run, vec![ask.clone()]),
-                None => shadow.decision.clone(),
-            };
-            sink.record_shadow(toolgate_core::ShadowNote { decision });
-        }
         if let Some(sink) = &sink {
-            let wait = match decision.verdict {
-                Verdict::Refused(_) => WaitEnd::Refused,
-                Verdict::Run {
-                    auto_approved: true,
-                } => WaitEnd::AutoApproved,
-                // R45: a call a grant answered is recorded as approved by whoever gave it
-                // (the grant itself is in the decision, `granted`).
-                Verdict::Run { .. } => match &decision.granted {
-                    Some(g) => WaitEnd::Approved {
-                        approver: g.granted_by.clone(),
-                    },
-                    None => WaitEnd::NotAsked,
-                },
-                Verdict::Ask { .. } => WaitEnd::Unroutable,
-            };
-            sink.record(DecisionNote {
-                decision: decision.clone().into_owned(),
-                wait,
-                interaction_id: None,
-                input_hash: pinned.canonical_input_hash(&call.input),
-            });
+            note_decision(sink, &pinned, &decision, hook_ask.as_ref(), &call);
         }
         let ticket = call.extensions.get::<ResumeTicket>().cloned();
         match decision.verdict {
@@ -349,79 +320,17 @@ where
                 self.send_reserving(call, pinned.clone(), input_binding, sink, hooks)
             }
             Verdict::Run { .. } => {
-                // R44, R45: the send is counted against its quotas (and its grant) right
-                // before it is sent, atomically with the check; a full quota refuses it.
-                if let Err(r) = self.handle.record_send(governance, pinned.decided(), &call) {
-                    if let Some(sink) = &sink {
-                        let refused = Decision::refused(r.clone());
-                        sink.update(|note| {
-                            note.decision = refused;
-                            note.wait = WaitEnd::Refused;
-                        });
-                    }
-                    return GateFuture::refused(r);
-                }
-                // R38: the permit the tool side checks, minted only here and on the ask path.
-                // `call.input` is the input just hashed: the gate holds the call.
-                if let Err(r) =
-                    Permit::attach_bound(&mut call, &self.handle, &pinned, entry, input_binding)
-                {
-                    return GateFuture::refused(r);
-                }
-                GateFuture::inner(self.inner.call(call))
+                self.send_now(call, &pinned, entry, input_binding, sink.as_ref())
             }
             Verdict::Ask { channel: kind } => {
                 // Until a question is actually asked, a refusal here is `unroutable`.
                 if let Some(sink) = &sink {
                     sink.update(|note| note.wait = WaitEnd::Unroutable);
                 }
-                let Some(channel) = self
-                    .channels
-                    .iter()
-                    .find(|c| c.kind() == kind)
-                    .or(self.channels.first())
-                    .cloned()
-                else {
-                    return GateFuture::refused(Refusal::with_reasons(
-                        RefusalCode::NoApprovalChannel,
-                        Check::Routing,
-                        std::iter::once(format!(
-                            "the configuration routes asks to the `{}` channel but the gate was given no channel",
-                            kind.as_str()
-                        ))
-                        .chain(decision.reasons.iter().cloned())
-                        .collect(),
-                    ));
+                let channel = match self.channel_for(kind, &decision) {
+                    Ok(c) => c,
+                    Err(refusal) => return GateFuture::refused(refusal),
                 };
-                if channel.kind() != kind {
-                    return GateFuture::refused(Refusal::with_reasons(
-                        RefusalCode::NoApprovalChannel,
-                        Check::Routing,
-                        std::iter::once(format!(
-                            "the request cannot be routed: the configuration names the `{}` channel but the gate's channel is `{}`",
-                            kind.as_str(),
-                            channel.kind().as_str()
-                        ))
-                        .chain(decision.reasons.iter().cloned())
-                        .collect(),
-                    ));
-                }
-                // R51: a call that needs several people's approvals goes only to a channel that
-                // gathers that many; anything less would send it on fewer answers.
-                if decision.approvals > channel.approvals_gathered() {
-                    return GateFuture::refused(Refusal::with_reasons(
-                        RefusalCode::NoApprovalChannel,
-                        Check::Routing,
-                        std::iter::once(format!(
-                            "the call needs {} approvals from distinct people (R51) and this host's `{}` channel gathers {}: refused rather than sent on fewer answers",
-                            decision.approvals,
-                            channel.kind().as_str(),
-                            channel.approvals_gathered()
-                        ))
-                        .chain(decision.reasons.iter().cloned())
-                        .collect(),
-                    ));
-                }
                 if ticket.is_some()
                     && let Err(refusal) = self.ticket_channel()
                 {
@@ -443,4 +352,137 @@ where
             }
         }
     }
+
+    /// Sends a call nothing asks about: its quotas (and grant) counted right before the
+    /// send, atomically with the check (R44, R45), and the permit the tool side checks
+    /// attached (R38).
+    fn send_now(
+        &mut self,
+        mut call: ToolCall,
+        pinned: &PinnedDecision,
+        entry: &Entry,
+        input_binding: Option<crate::binding::Binding>,
+        sink: Option<&DecisionSink>,
+    ) -> GateFuture<S::Future, S::Error> {
+        // R44, R45: the send is counted against its quotas (and its grant) right
+        // before it is sent, atomically with the check; a full quota refuses it.
+        if let Err(r) = self
+            .handle
+            .record_send(pinned.governance(), pinned.decided(), &call)
+        {
+            if let Some(sink) = sink {
+                let refused = Decision::refused(r.clone());
+                sink.update(|note| {
+                    note.decision = refused;
+                    note.wait = WaitEnd::Refused;
+                });
+            }
+            return GateFuture::refused(r);
+        }
+        // R38: the permit the tool side checks, minted only here and on the ask path.
+        // `call.input` is the input just hashed: the gate holds the call.
+        if let Err(r) = Permit::attach_bound(&mut call, &self.handle, pinned, entry, input_binding)
+        {
+            return GateFuture::refused(r);
+        }
+        GateFuture::inner(self.inner.call(call))
+    }
+
+    /// The channel asks of `kind` go to, checked (R26, R47, R51): one of that kind the gate
+    /// was given, which gathers as many approvals as `decision` needs.
+    fn channel_for(
+        &self,
+        kind: ChannelKind,
+        decision: &Decision,
+    ) -> Result<Arc<dyn ApprovalChannel>, Refusal> {
+        let Some(channel) = self
+            .channels
+            .iter()
+            .find(|c| c.kind() == kind)
+            .or(self.channels.first())
+            .cloned()
+        else {
+            return Err(Refusal::with_reasons(
+                RefusalCode::NoApprovalChannel,
+                Check::Routing,
+                std::iter::once(format!(
+                    "the configuration routes asks to the `{}` channel but the gate was given no channel",
+                    kind.as_str()
+                ))
+                .chain(decision.reasons.iter().cloned())
+                .collect(),
+            ));
+        };
+        if channel.kind() != kind {
+            return Err(Refusal::with_reasons(
+                RefusalCode::NoApprovalChannel,
+                Check::Routing,
+                std::iter::once(format!(
+                    "the request cannot be routed: the configuration names the `{}` channel but the gate's channel is `{}`",
+                    kind.as_str(),
+                    channel.kind().as_str()
+                ))
+                .chain(decision.reasons.iter().cloned())
+                .collect(),
+            ));
+        }
+        // R51: a call that needs several people's approvals goes only to a channel that
+        // gathers that many; anything less would send it on fewer answers.
+        if decision.approvals > channel.approvals_gathered() {
+            return Err(Refusal::with_reasons(
+                RefusalCode::NoApprovalChannel,
+                Check::Routing,
+                std::iter::once(format!(
+                    "the call needs {} approvals from distinct people (R51) and this host's `{}` channel gathers {}: refused rather than sent on fewer answers",
+                    decision.approvals,
+                    channel.kind().as_str(),
+                    channel.approvals_gathered()
+                ))
+                .chain(decision.reasons.iter().cloned())
+                .collect(),
+            ));
+        }
+        Ok(channel)
+    }
+}
+
+/// Records `decision` (with the hook's ask, when one joined it) on the call's sink: the
+/// shadow's decision beside it (R46, read by nothing that decides), and how the wait ends as
+/// far as is known before any question is asked.
+fn note_decision(
+    sink: &DecisionSink,
+    pinned: &PinnedDecision,
+    decision: &Decision,
+    hook_ask: Option<&Ask>,
+    call: &ToolCall,
+) {
+    let governance = pinned.governance();
+    if let Some(shadow) = pinned.shadow() {
+        let decision = match hook_ask {
+            Some(ask) => governance.with_extra_asks(shadow, call.run, vec![ask.clone()]),
+            None => shadow.decision.clone(),
+        };
+        sink.record_shadow(toolgate_core::ShadowNote { decision });
+    }
+    let wait = match decision.verdict {
+        Verdict::Refused(_) => WaitEnd::Refused,
+        Verdict::Run {
+            auto_approved: true,
+        } => WaitEnd::AutoApproved,
+        // R45: a call a grant answered is recorded as approved by whoever gave it (the grant
+        // itself is in the decision, `granted`).
+        Verdict::Run { .. } => match &decision.granted {
+            Some(g) => WaitEnd::Approved {
+                approver: g.granted_by.clone(),
+            },
+            None => WaitEnd::NotAsked,
+        },
+        Verdict::Ask { .. } => WaitEnd::Unroutable,
+    };
+    sink.record(DecisionNote {
+        decision: decision.clone(),
+        wait,
+        interaction_id: None,
+        input_hash: pinned.canonical_input_hash(&call.input),
+    });
 }
