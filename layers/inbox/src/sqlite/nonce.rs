@@ -4,7 +4,7 @@
 //!
 //! [`InboxStore::take_nonce`]: crate::InboxStore::take_nonce
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::Inner;
 use crate::error::InboxError;
@@ -29,9 +29,17 @@ pub(super) fn take_op(
     now: Timestamp,
 ) -> Result<bool, InboxError> {
     conn.execute_batch(NONCES_TABLE).map_err(|e| inner.err(e))?;
-    // INVARIANT: one statement; a nonce still kept conflicts and is left as it is (0 rows),
-    // a nonce past its window is taken anew.
-    let taken = conn
+    // INVARIANT: the take and the pruning in one `IMMEDIATE` transaction, which takes the
+    // write lock before it writes: an attempt that meets another connection's lock (the fast
+    // path runs with no busy timeout, and runs the operation again when it does) has changed
+    // nothing. Two autocommit statements would leave the nonce taken by a first attempt
+    // whose pruning failed, and its retry would find it taken (issue 35: seen under load).
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    // One statement takes it: a nonce still kept conflicts and is left as it is (0 rows), a
+    // nonce past its window is taken anew.
+    let taken = tx
         .execute(
             "INSERT INTO seen_nonces (nonce, until_ms) VALUES (?1, ?2) \
              ON CONFLICT (nonce) DO UPDATE SET until_ms = excluded.until_ms \
@@ -39,10 +47,11 @@ pub(super) fn take_op(
             params![nonce, until.as_millis(), now.as_millis()],
         )
         .map_err(|e| inner.err(e))?;
-    conn.execute(
+    tx.execute(
         "DELETE FROM seen_nonces WHERE until_ms < ?1",
         [now.as_millis()],
     )
     .map_err(|e| inner.err(e))?;
+    tx.commit().map_err(|e| inner.err(e))?;
     Ok(taken == 1)
 }
