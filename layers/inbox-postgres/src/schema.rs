@@ -2,7 +2,7 @@
 //! instances starting together do not race), and checked against the schema version this
 //! program writes.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 use toolgate_inbox::{InboxError, InboxErrorKind as Kind};
 
 use crate::error;
@@ -283,6 +283,105 @@ pub(crate) async fn migrate(
     server: &str,
 ) -> Result<Located, InboxError> {
     let err = |e: tokio_postgres::Error| error::db(server, &e);
+    check_server(client, server).await?;
+    let tx = client.transaction().await.map_err(err)?;
+    // INVARIANT: one instance at a time creates or checks the schema, so concurrent first
+    // starts cannot race on `CREATE TABLE IF NOT EXISTS` (which is not atomic in PostgreSQL).
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(err)?;
+    let current = select_schema(&tx, schema, server).await?;
+    let located = if table_exists(&tx, &current, "toolgate_inbox_meta")
+        .await
+        .map_err(err)?
+    {
+        let channel = upgrade(&tx, &current, server).await?;
+        Located {
+            schema: current,
+            channel,
+        }
+    } else {
+        let channel = create(&tx, &current, server).await?;
+        Located {
+            schema: current,
+            channel,
+        }
+    };
+    tx.commit().await.map_err(err)?;
+    Ok(located)
+}
+
+/// What an inbox of schema version 2 gains when it lacks it, in the order this program
+/// learnt them: each a probe (`$1` the schema; true when it is there) and the statements that
+/// add it. Each is looked up first: `ALTER TABLE` and `CREATE INDEX` lock the table against
+/// writes even when nothing is missing.
+const ADDITIONS: &[(&str, &str)] = &[
+    (
+        "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+         AND tablename = 'held_calls' AND indexname = 'held_calls_open')",
+        OPEN_INDEX,
+    ),
+    (
+        "SELECT (SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'held_calls' \
+         AND indexname IN ('held_calls_by_state_created', 'held_calls_by_updated')) >= 2",
+        PAGE_INDEXES,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'held_calls' AND column_name = 'repeat_told_at') \
+         AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+         AND tablename = 'held_calls' AND indexname = 'held_calls_by_input')",
+        REPEAT_COLUMN,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'held_calls' AND column_name = 'approver_issuer')",
+        APPROVER_PRINCIPAL_COLUMNS,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'held_calls' AND column_name = 'approvals_json')",
+        APPROVALS_COLUMNS,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'held_calls' AND column_name = 'labels_json')",
+        LABELS_COLUMN,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'grants')",
+        GRANTS_TABLE,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'grants' AND column_name = 'giver_subject')",
+        GRANT_GIVER_COLUMNS,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
+         AND table_name = 'held_calls' AND column_name = 'target_json') \
+         AND EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 \
+         AND tablename = 'held_edits')",
+        EDIT_AND_TARGET,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
+         AND tablename = 'held_edits' AND indexname = 'held_edits_original')",
+        EDITS_INDEX,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'seen_nonces')",
+        NONCES_TABLE,
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'open_questions')",
+        QUESTIONS_TABLE,
+    ),
+];
+
+/// The server is one the inbox runs on: PostgreSQL 11 or newer, in UTF-8.
+async fn check_server(client: &Client, server: &str) -> Result<(), InboxError> {
+    let err = |e: tokio_postgres::Error| error::db(server, &e);
     let row = client
         .query_one(
             "SELECT current_setting('server_version_num')::int, current_setting('server_encoding')",
@@ -308,13 +407,17 @@ pub(crate) async fn migrate(
             ),
         ));
     }
+    Ok(())
+}
 
-    let tx = client.transaction().await.map_err(err)?;
-    // INVARIANT: one instance at a time creates or checks the schema, so concurrent first
-    // starts cannot race on `CREATE TABLE IF NOT EXISTS` (which is not atomic in PostgreSQL).
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await
-        .map_err(err)?;
+/// The schema the inbox lives in: `schema`, created when missing and selected by the
+/// connection's `search_path`, else the connection's current one.
+async fn select_schema(
+    tx: &Transaction<'_>,
+    schema: Option<&str>,
+    server: &str,
+) -> Result<String, InboxError> {
+    let err = |e: tokio_postgres::Error| error::db(server, &e);
     if let Some(schema) = schema {
         tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS {}",
@@ -346,255 +449,137 @@ pub(crate) async fn migrate(
             ),
         ));
     }
-    let exists = |table: &'static str| {
-        let tx = &tx;
-        let current = current.clone();
-        async move {
-            tx.query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2)",
-                &[&current, &table],
-            )
-            .await
-            .and_then(|r| r.try_get::<_, bool>(0))
-        }
-    };
-    let foreign = || {
-        InboxError::new(
-            Kind::Schema,
-            format!(
-                "the schema `{current}` of `{server}` holds tables that are not a toolgate inbox; they were left unchanged"
-            ),
-        )
-    };
-    let located = if exists("toolgate_inbox_meta").await.map_err(err)? {
-        let rows = tx
-            .query(
-                "SELECT key, value FROM toolgate_inbox_meta WHERE key IN ('application', 'schema_version', 'notify_channel')",
-                &[],
-            )
-            .await
-            .map_err(err)?;
-        let mut meta = std::collections::HashMap::new();
-        for row in rows {
-            let key: String = row.try_get(0).map_err(err)?;
-            let value: String = row.try_get(1).map_err(err)?;
-            meta.insert(key, value);
-        }
-        if meta.get("application").map(String::as_str) != Some(APPLICATION) {
-            return Err(foreign());
-        }
-        let stored: i64 = meta
-            .get("schema_version")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(foreign)?;
-        if stored > SCHEMA_VERSION {
-            return Err(InboxError::new(
-                Kind::Schema,
-                format!(
-                    "the inbox in schema `{current}` of `{server}` has schema version {stored}, newer than this program's {SCHEMA_VERSION}"
-                ),
-            ));
-        }
-        if stored == 1 {
-            tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
-            tx.execute(
-                "UPDATE toolgate_inbox_meta SET value = $1 WHERE key = 'schema_version'",
-                &[&SCHEMA_VERSION.to_string()],
-            )
-            .await
-            .map_err(err)?;
-        } else if stored < SCHEMA_VERSION {
-            return Err(InboxError::new(
-                Kind::Schema,
-                format!(
-                    "the inbox in schema `{current}` of `{server}` has schema version {stored}, which this program cannot upgrade"
-                ),
-            ));
-        }
-        // Looked up first: `CREATE INDEX IF NOT EXISTS` would lock the table against
-        // writes on every connect even when the index is there.
-        let indexed: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
-                 AND tablename = 'held_calls' AND indexname = 'held_calls_open')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !indexed {
-            tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
-        }
-        let paged: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'held_calls' \
-                 AND indexname IN ('held_calls_by_state_created', 'held_calls_by_updated')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if paged < 2 {
-            tx.batch_execute(PAGE_INDEXES).await.map_err(err)?;
-        }
-        let told: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'held_calls' AND column_name = 'repeat_told_at') \
-                 AND EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
-                 AND tablename = 'held_calls' AND indexname = 'held_calls_by_input')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !told {
-            tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
-        }
-        // Looked up first, like the index above: `ALTER TABLE` takes an exclusive lock.
-        let principals: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'held_calls' AND column_name = 'approver_issuer')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !principals {
-            tx.batch_execute(APPROVER_PRINCIPAL_COLUMNS)
-                .await
-                .map_err(err)?;
-        }
-        // Looked up first, like the columns above.
-        let four_eyes: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'held_calls' AND column_name = 'approvals_json')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !four_eyes {
-            tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
-        }
-        // Looked up first, like the columns above (R49).
-        let labelled: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'held_calls' AND column_name = 'labels_json')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !labelled {
-            tx.batch_execute(LABELS_COLUMN).await.map_err(err)?;
-        }
-        if !exists("grants").await.map_err(err)? {
-            tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
-        }
-        // Looked up first, like the columns above (issue 34).
-        let givers: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'grants' AND column_name = 'giver_subject')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !givers {
-            tx.batch_execute(GRANT_GIVER_COLUMNS).await.map_err(err)?;
-        }
-        // Looked up first, like the columns above.
-        let edits: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 \
-                 AND table_name = 'held_calls' AND column_name = 'target_json') \
-                 AND EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 \
-                 AND tablename = 'held_edits')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !edits {
-            tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
-        }
-        // Looked up first, like the columns above: `CREATE INDEX` locks the table.
-        let edits_indexed: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 \
-                 AND tablename = 'held_edits' AND indexname = 'held_edits_original')",
-                &[&current],
-            )
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(err)?;
-        if !edits_indexed {
-            tx.batch_execute(EDITS_INDEX).await.map_err(err)?;
-        }
-        if !exists("seen_nonces").await.map_err(err)? {
-            tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
-        }
-        if !exists("open_questions").await.map_err(err)? {
-            tx.batch_execute(QUESTIONS_TABLE).await.map_err(err)?;
-        }
-        let channel = meta.get("notify_channel").cloned().ok_or_else(foreign)?;
-        if !exists("stored_shadow_policy").await.map_err(err)? {
-            tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
-                .await
-                .map_err(err)?;
-        }
-        Located {
-            schema: current.clone(),
-            channel,
-        }
-    } else {
-        if exists("held_calls").await.map_err(err)? || exists("stored_policy").await.map_err(err)? {
-            return Err(foreign());
-        }
-        let channel = channel_for(&current);
-        tx.batch_execute(META_TABLE).await.map_err(err)?;
-        tx.batch_execute(&SCHEMA_V1.replace("{channel}", &quote_literal(&channel)))
-            .await
-            .map_err(err)?;
-        tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
-        tx.batch_execute(OPEN_INDEX).await.map_err(err)?;
-        tx.batch_execute(PAGE_INDEXES).await.map_err(err)?;
-        tx.batch_execute(REPEAT_COLUMN).await.map_err(err)?;
-        tx.batch_execute(APPROVER_PRINCIPAL_COLUMNS)
-            .await
-            .map_err(err)?;
-        tx.batch_execute(APPROVALS_COLUMNS).await.map_err(err)?;
-        tx.batch_execute(LABELS_COLUMN).await.map_err(err)?;
-        tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
-            .await
-            .map_err(err)?;
-        tx.batch_execute(GRANTS_TABLE).await.map_err(err)?;
-        tx.batch_execute(GRANT_GIVER_COLUMNS).await.map_err(err)?;
-        tx.batch_execute(EDIT_AND_TARGET).await.map_err(err)?;
-        tx.batch_execute(EDITS_INDEX).await.map_err(err)?;
-        tx.batch_execute(NONCES_TABLE).await.map_err(err)?;
-        tx.batch_execute(QUESTIONS_TABLE).await.map_err(err)?;
-        let version = SCHEMA_VERSION.to_string();
-        tx.execute(
-            "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \
-             ('schema_version', $2), ('notify_channel', $3), \
-             ('created_at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))",
-            &[&APPLICATION, &version, &channel],
+    Ok(current)
+}
+
+async fn table_exists(
+    tx: &Transaction<'_>,
+    current: &str,
+    table: &str,
+) -> Result<bool, tokio_postgres::Error> {
+    tx.query_one(
+        "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = $2)",
+        &[&current, &table],
+    )
+    .await
+    .and_then(|r| r.try_get::<_, bool>(0))
+}
+
+fn foreign(current: &str, server: &str) -> InboxError {
+    InboxError::new(
+        Kind::Schema,
+        format!(
+            "the schema `{current}` of `{server}` holds tables that are not a toolgate inbox; they were left unchanged"
+        ),
+    )
+}
+
+/// Checks the toolgate inbox in `current` and adds what this program knows and it lacks
+/// (schema version 1 → 2, then [`ADDITIONS`] and the shadow policy's table); its `NOTIFY`
+/// channel.
+async fn upgrade(tx: &Transaction<'_>, current: &str, server: &str) -> Result<String, InboxError> {
+    let err = |e: tokio_postgres::Error| error::db(server, &e);
+    let rows = tx
+        .query(
+            "SELECT key, value FROM toolgate_inbox_meta WHERE key IN ('application', 'schema_version', 'notify_channel')",
+            &[],
         )
         .await
         .map_err(err)?;
-        Located {
-            schema: current.clone(),
-            channel,
+    let mut meta = std::collections::HashMap::new();
+    for row in rows {
+        let key: String = row.try_get(0).map_err(err)?;
+        let value: String = row.try_get(1).map_err(err)?;
+        meta.insert(key, value);
+    }
+    if meta.get("application").map(String::as_str) != Some(APPLICATION) {
+        return Err(foreign(current, server));
+    }
+    let stored: i64 = meta
+        .get("schema_version")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| foreign(current, server))?;
+    if stored > SCHEMA_VERSION {
+        return Err(InboxError::new(
+            Kind::Schema,
+            format!(
+                "the inbox in schema `{current}` of `{server}` has schema version {stored}, newer than this program's {SCHEMA_VERSION}"
+            ),
+        ));
+    }
+    if stored == 1 {
+        tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
+        tx.execute(
+            "UPDATE toolgate_inbox_meta SET value = $1 WHERE key = 'schema_version'",
+            &[&SCHEMA_VERSION.to_string()],
+        )
+        .await
+        .map_err(err)?;
+    } else if stored < SCHEMA_VERSION {
+        return Err(InboxError::new(
+            Kind::Schema,
+            format!(
+                "the inbox in schema `{current}` of `{server}` has schema version {stored}, which this program cannot upgrade"
+            ),
+        ));
+    }
+    for (probe, statements) in ADDITIONS {
+        let present: bool = tx
+            .query_one(*probe, &[&current])
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        if !present {
+            tx.batch_execute(statements).await.map_err(err)?;
         }
-    };
-    tx.commit().await.map_err(err)?;
-    Ok(located)
+    }
+    let channel = meta
+        .get("notify_channel")
+        .cloned()
+        .ok_or_else(|| foreign(current, server))?;
+    if !table_exists(tx, current, "stored_shadow_policy")
+        .await
+        .map_err(err)?
+    {
+        tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
+            .await
+            .map_err(err)?;
+    }
+    Ok(channel)
+}
+
+/// Creates a new inbox in `current`, which must hold none of its tables; its `NOTIFY` channel.
+async fn create(tx: &Transaction<'_>, current: &str, server: &str) -> Result<String, InboxError> {
+    let err = |e: tokio_postgres::Error| error::db(server, &e);
+    if table_exists(tx, current, "held_calls").await.map_err(err)?
+        || table_exists(tx, current, "stored_policy")
+            .await
+            .map_err(err)?
+    {
+        return Err(foreign(current, server));
+    }
+    let channel = channel_for(current);
+    tx.batch_execute(META_TABLE).await.map_err(err)?;
+    tx.batch_execute(&SCHEMA_V1.replace("{channel}", &quote_literal(&channel)))
+        .await
+        .map_err(err)?;
+    tx.batch_execute(SCHEMA_V2).await.map_err(err)?;
+    for (_, statements) in ADDITIONS {
+        tx.batch_execute(statements).await.map_err(err)?;
+    }
+    tx.batch_execute(&SHADOW_TABLE.replace("{channel}", &quote_literal(&channel)))
+        .await
+        .map_err(err)?;
+    let version = SCHEMA_VERSION.to_string();
+    tx.execute(
+        "INSERT INTO toolgate_inbox_meta (key, value) VALUES ('application', $1), \
+         ('schema_version', $2), ('notify_channel', $3), \
+         ('created_at', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))",
+        &[&APPLICATION, &version, &channel],
+    )
+    .await
+    .map_err(err)?;
+    Ok(channel)
 }
 
 #[cfg(test)]
