@@ -36,6 +36,18 @@ impl Governance {
         let discovered: std::collections::HashSet<String> =
             servers.iter().map(|s| name_key(s.as_ref())).collect();
         let mut out = Vec::new();
+        self.catalog_warnings(&mut out);
+        self.profile_warnings(&discovered, &mut out);
+        self.routing_warnings(&mut out);
+        self.policy_warnings(&mut out);
+        out
+    }
+}
+
+impl Governance {
+    /// The catalog's: collisions (R24), declarations' claims, names of prefixed servers (R41)
+    /// and every bypass of the approval decision (R42).
+    fn catalog_warnings(&self, out: &mut Vec<Warning>) {
         for &i in &self.collisions {
             let Some((path, decl)) = self.declared().nth(i) else {
                 continue;
@@ -128,6 +140,15 @@ impl Governance {
                 ),
             });
         }
+    }
+
+    /// Names in agent profiles that resolve to no registered tool (R6, R9, R48), those of
+    /// servers discovered at run time grouped per agent and server.
+    fn profile_warnings(
+        &self,
+        discovered: &std::collections::HashSet<String>,
+        out: &mut Vec<Warning>,
+    ) {
         // R6, R9, R48: names in agent profiles that resolve to no registered tool.
         let mut patterns_seen = std::collections::HashSet::new();
         // Per agent: the names of servers discovered at run time, grouped by server (sorted).
@@ -201,6 +222,11 @@ impl Governance {
                 }
             }
         }
+    }
+
+    /// Asks that can never be answered (R26) and asks answered by the agent's own client
+    /// (R47).
+    fn routing_warnings(&self, out: &mut Vec<Warning>) {
         // R26: asks that can never be answered.
         if self.settings.channel == ChannelKind::None {
             let posture = self.settings.require_approval_for_non_read_only
@@ -252,6 +278,11 @@ impl Governance {
                 ),
             });
         }
+    }
+
+    /// The posture's and the stored policy's: exemptions that do nothing, labels nothing
+    /// carries (R49), rules that cannot match as written (R40).
+    fn policy_warnings(&self, out: &mut Vec<Warning>) {
         if !self.settings.require_approval_for_non_read_only && !self.exemptions.is_empty() {
             out.push(Warning {
                 path: String::from("behavior_gating.exemptions"),
@@ -372,11 +403,8 @@ impl Governance {
                 }
             }
         }
-        out
     }
-}
 
-impl Governance {
     /// Every label a declaration or a server carries, and `egress` (R49).
     fn known_labels(&self) -> crate::labels::LabelSet {
         let mut known = crate::labels::LabelSet::of([crate::labels::EGRESS]);
