@@ -92,6 +92,43 @@ pub(super) fn http_url(o: &Obj<'_>, key: &str, errs: &mut ConfigErrors) -> Optio
 pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<ApproverSettings> {
     let o = Obj::open(v, "approvers", SECTION, errs)?;
     let before = errs.errors.len();
+    let auth = read_auth(&o, errs);
+    let jwt_auth = matches!(auth, Some(ApproverAuth::Jwt(_)));
+    let groups = read_groups(&o, jwt_auth, errs);
+    let listen = read_listen(&o, errs);
+    let webhook = http_url(&o, "webhook", errs);
+    let public_url = http_url(&o, "public_url", errs);
+    let allowed_hosts = read_allowed_hosts(&o, errs);
+    let token_auth = matches!(auth, Some(ApproverAuth::Token));
+    // With `auth: jwt`, groups alone may name every approver.
+    let groups_suffice = jwt_auth && !groups.is_empty();
+    let people = read_people(&o, (token_auth, jwt_auth, groups_suffice), errs);
+    let names: Vec<&str> = people.iter().map(|p| p.name.as_str()).collect();
+    let api_keys = o
+        .array("api_keys", errs)
+        .map(|items| crate::api_access::read_api_keys(items, &o.path_of("api_keys"), &names, errs))
+        .unwrap_or_default();
+    let slack = o
+        .raw("slack", errs)
+        .and_then(|v| crate::api_access::read_slack(v, &o.path_of("slack"), &names, errs));
+    if errs.errors.len() > before {
+        return None;
+    }
+    Some(ApproverSettings {
+        api_keys,
+        slack,
+        auth: auth?,
+        listen: listen?,
+        people,
+        webhook,
+        public_url,
+        allowed_hosts,
+        groups,
+    })
+}
+
+/// `auth` and its settings (`header` for a proxy header, `jwt` for an identity provider).
+fn read_auth(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<ApproverAuth> {
     let auth = match o.choice(
         "auth",
         &["token", "proxy_header", "jwt"],
@@ -159,7 +196,12 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
     if o.has("jwt") && !jwt_auth && auth.is_some() {
         errs.push(o.path_of("jwt"), "`jwt` applies only with `auth: jwt`");
     }
-    let groups = match o.array("groups", errs) {
+    auth
+}
+
+/// `groups` (only with `auth: jwt`), none named twice.
+fn read_groups(o: &Obj<'_>, jwt_auth: bool, errs: &mut ConfigErrors) -> Vec<ApproverGroup> {
+    match o.array("groups", errs) {
         None => Vec::new(),
         Some(_) if !jwt_auth => {
             errs.push(
@@ -184,8 +226,12 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
             }
             groups
         }
-    };
-    let listen = match o.non_blank("listen", errs) {
+    }
+}
+
+/// `listen`, the page's address (`127.0.0.1:8788` when not set).
+fn read_listen(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<SocketAddr> {
+    match o.non_blank("listen", errs) {
         None => DEFAULT_LISTEN.parse().ok(),
         Some(text) => match text.parse::<SocketAddr>() {
             Ok(a) => Some(a),
@@ -197,10 +243,12 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
                 None
             }
         },
-    };
-    let webhook = http_url(&o, "webhook", errs);
-    let public_url = http_url(&o, "public_url", errs);
-    let allowed_hosts = o.array("allowed_hosts", errs).map(|items| {
+    }
+}
+
+/// `allowed_hosts`, each a host (and port) without scheme or path, at least one.
+fn read_allowed_hosts(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<Vec<String>> {
+    o.array("allowed_hosts", errs).map(|items| {
         let mut hosts = Vec::new();
         if items.is_empty() {
             errs.push(
@@ -220,10 +268,16 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
             }
         }
         hosts
-    });
-    let token_auth = matches!(auth, Some(ApproverAuth::Token));
-    // With `auth: jwt`, groups alone may name every approver.
-    let groups_suffice = jwt_auth && !groups.is_empty();
+    })
+}
+
+/// `people`, each named once and with a token of their own; required unless `groups` name
+/// every approver (`auth: jwt`).
+fn read_people(
+    o: &Obj<'_>,
+    (token_auth, jwt_auth, groups_suffice): (bool, bool, bool),
+    errs: &mut ConfigErrors,
+) -> Vec<Approver> {
     let mut people = Vec::new();
     match o.array("people", errs) {
         None => {
@@ -266,28 +320,7 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
             }
         }
     }
-    let names: Vec<&str> = people.iter().map(|p| p.name.as_str()).collect();
-    let api_keys = o
-        .array("api_keys", errs)
-        .map(|items| crate::api_access::read_api_keys(items, &o.path_of("api_keys"), &names, errs))
-        .unwrap_or_default();
-    let slack = o
-        .raw("slack", errs)
-        .and_then(|v| crate::api_access::read_slack(v, &o.path_of("slack"), &names, errs));
-    if errs.errors.len() > before {
-        return None;
-    }
-    Some(ApproverSettings {
-        api_keys,
-        slack,
-        auth: auth?,
-        listen: listen?,
-        people,
-        webhook,
-        public_url,
-        allowed_hosts,
-        groups,
-    })
+    people
 }
 
 pub(super) fn read_jwt(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<JwtApprovers> {
