@@ -112,147 +112,175 @@ pub(super) fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Optio
             );
             return None;
         }
-        (Some(cmd), None) => {
-            let program = string(cmd, &format!("{path}.command"), errs)?;
-            let mut c = McpServerConfig::stdio(id, program)
-                .map_err(|e| errs.push(e.path.clone(), e.message.clone()))
-                .ok()?;
-            if let Some(args) = obj.get("args") {
-                match args.as_array() {
-                    Some(list) => {
-                        for (i, a) in list.iter().enumerate() {
-                            match a.as_str() {
-                                Some(a) => c = c.arg(a),
-                                None => errs.push(
-                                    format!("{path}.args[{i}]"),
-                                    format!("expected a string, found {a}"),
-                                ),
-                            }
-                        }
-                    }
-                    None => errs.push(format!("{path}.args"), "expected an array of strings"),
-                }
-            }
-            if let Some(env) = obj.get("env") {
-                match env.as_object() {
-                    Some(map) => {
-                        for (k, val) in map {
-                            match val.as_str() {
-                                Some(val) => c = c.env(k, val),
-                                None => errs.push(
-                                    format!("{path}.env.{k}"),
-                                    format!("expected a string, found {val}"),
-                                ),
-                            }
-                        }
-                    }
-                    None => errs.push(format!("{path}.env"), "expected an object of strings"),
-                }
-            }
-            if let Some(cwd) = obj.get("cwd")
-                && let Some(dir) = string(cwd, &format!("{path}.cwd"), errs)
-            {
-                c = c.current_dir(PathBuf::from(dir));
-            }
-            if obj.contains_key("oauth") {
-                errs.push(
-                    format!("{path}.oauth"),
-                    "`oauth` is for a streamable HTTP server (`url`), not a `command`",
-                );
-            }
-            if obj.contains_key("headers") {
-                errs.push(
-                    format!("{path}.headers"),
-                    "`headers` are for a streamable HTTP server (`url`), not a `command`: a stdio server takes its secrets in `env_secrets`",
-                );
-            }
-            for (key, source) in secrets(
-                obj.get("env_secrets"),
-                &format!("{path}.env_secrets"),
-                false,
-                errs,
-            ) {
-                if obj
-                    .get("env")
-                    .and_then(Value::as_object)
-                    .is_some_and(|e| e.contains_key(&key))
-                {
-                    errs.push(
-                        format!("{path}.env_secrets.{key}"),
-                        format!("`{key}` is set in `env` too: give it once"),
-                    );
-                }
-                c = c.env_secret(key, source);
-            }
-            c
-        }
-        (None, Some(url)) => {
-            if obj.contains_key("args") || obj.contains_key("env") || obj.contains_key("cwd") {
-                errs.push(
-                    path.clone(),
-                    "`args`, `env` and `cwd` are for a stdio server (`command`), not a `url`",
-                );
-            }
-            if obj.contains_key("env_secrets") {
-                errs.push(
-                    format!("{path}.env_secrets"),
-                    "`env_secrets` are for a stdio server (`command`), not a `url`: an HTTP server takes its secrets in `headers`",
-                );
-            }
-            let url = string(url, &format!("{path}.url"), errs)?;
-            // The field is this section's `url`, whatever path the server config names.
-            let mut c = McpServerConfig::streamable_http(id, url)
-                .map_err(|e| errs.push(format!("{path}.url"), e.message.clone()))
-                .ok()?;
-            let mut seen: Vec<String> = Vec::new();
-            for (name, source) in
-                secrets(obj.get("headers"), &format!("{path}.headers"), true, errs)
-            {
-                let at = format!("{path}.headers.{name}");
-                #[cfg(feature = "http")]
-                if let Err(e) = crate::gateway::header_name(&name) {
-                    errs.push(at.clone(), e);
-                }
-                if seen.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
-                    errs.push(at, format!("the header `{name}` is given twice"));
-                }
-                seen.push(name.clone());
-                c = c.header(name, source);
-            }
-            // Issue 35 item 1: the server's TLS, and plain HTTP opted into by name.
-            if let Some(t) = obj.get("tls") {
-                c = read_tls(c, t, &format!("{path}.tls"), errs);
-            }
-            if let Some(v) = obj.get("plain_http") {
-                match v {
-                    Value::Bool(b) => c = c.plain_http(*b),
-                    other => errs.push(
-                        format!("{path}.plain_http"),
-                        format!("expected `true` or `false`, found {other}"),
-                    ),
-                }
-            }
-            if let Some(why) = c.url_problem() {
-                errs.push(format!("{path}.url"), why);
-            }
-            if let Some(o) = obj.get("oauth")
-                && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
-            {
-                if let Some(name) = seen
-                    .iter()
-                    .find(|n| n.eq_ignore_ascii_case("authorization"))
-                {
-                    errs.push(
-                        format!("{path}.headers.{name}"),
-                        "the server authenticates with `oauth`, which sends the `Authorization` header: give one of them",
-                    );
-                }
-                c = c.oauth(creds);
-            }
-            c
-        }
+        (Some(cmd), None) => read_stdio(id, &path, obj, cmd, errs)?,
+        (None, Some(url)) => read_http(id, &path, obj, url, errs)?,
     };
-    let mut config = config;
+    Some(read_common(config, &path, obj, errs))
+}
+
+/// A stdio server: `command`, its `args`, `env`, `cwd` and `env_secrets` (and not the
+/// settings of a streamable HTTP server).
+fn read_stdio(
+    id: &str,
+    path: &str,
+    obj: &serde_json::Map<String, Value>,
+    cmd: &Value,
+    errs: &mut ConfigErrors,
+) -> Option<McpServerConfig> {
+    let program = string(cmd, &format!("{path}.command"), errs)?;
+    let mut c = McpServerConfig::stdio(id, program)
+        .map_err(|e| errs.push(e.path.clone(), e.message.clone()))
+        .ok()?;
+    if let Some(args) = obj.get("args") {
+        match args.as_array() {
+            Some(list) => {
+                for (i, a) in list.iter().enumerate() {
+                    match a.as_str() {
+                        Some(a) => c = c.arg(a),
+                        None => errs.push(
+                            format!("{path}.args[{i}]"),
+                            format!("expected a string, found {a}"),
+                        ),
+                    }
+                }
+            }
+            None => errs.push(format!("{path}.args"), "expected an array of strings"),
+        }
+    }
+    if let Some(env) = obj.get("env") {
+        match env.as_object() {
+            Some(map) => {
+                for (k, val) in map {
+                    match val.as_str() {
+                        Some(val) => c = c.env(k, val),
+                        None => errs.push(
+                            format!("{path}.env.{k}"),
+                            format!("expected a string, found {val}"),
+                        ),
+                    }
+                }
+            }
+            None => errs.push(format!("{path}.env"), "expected an object of strings"),
+        }
+    }
+    if let Some(cwd) = obj.get("cwd")
+        && let Some(dir) = string(cwd, &format!("{path}.cwd"), errs)
+    {
+        c = c.current_dir(PathBuf::from(dir));
+    }
+    if obj.contains_key("oauth") {
+        errs.push(
+            format!("{path}.oauth"),
+            "`oauth` is for a streamable HTTP server (`url`), not a `command`",
+        );
+    }
+    if obj.contains_key("headers") {
+        errs.push(
+            format!("{path}.headers"),
+            "`headers` are for a streamable HTTP server (`url`), not a `command`: a stdio server takes its secrets in `env_secrets`",
+        );
+    }
+    for (key, source) in secrets(
+        obj.get("env_secrets"),
+        &format!("{path}.env_secrets"),
+        false,
+        errs,
+    ) {
+        if obj
+            .get("env")
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(&key))
+        {
+            errs.push(
+                format!("{path}.env_secrets.{key}"),
+                format!("`{key}` is set in `env` too: give it once"),
+            );
+        }
+        c = c.env_secret(key, source);
+    }
+    Some(c)
+}
+
+/// A streamable HTTP server: `url`, its secret `headers`, `tls`, `plain_http` and `oauth`
+/// (and not the settings of a stdio server).
+fn read_http(
+    id: &str,
+    path: &str,
+    obj: &serde_json::Map<String, Value>,
+    url: &Value,
+    errs: &mut ConfigErrors,
+) -> Option<McpServerConfig> {
+    if obj.contains_key("args") || obj.contains_key("env") || obj.contains_key("cwd") {
+        errs.push(
+            path,
+            "`args`, `env` and `cwd` are for a stdio server (`command`), not a `url`",
+        );
+    }
+    if obj.contains_key("env_secrets") {
+        errs.push(
+            format!("{path}.env_secrets"),
+            "`env_secrets` are for a stdio server (`command`), not a `url`: an HTTP server takes its secrets in `headers`",
+        );
+    }
+    let url = string(url, &format!("{path}.url"), errs)?;
+    // The field is this section's `url`, whatever path the server config names.
+    let mut c = McpServerConfig::streamable_http(id, url)
+        .map_err(|e| errs.push(format!("{path}.url"), e.message.clone()))
+        .ok()?;
+    let mut seen: Vec<String> = Vec::new();
+    for (name, source) in secrets(obj.get("headers"), &format!("{path}.headers"), true, errs) {
+        let at = format!("{path}.headers.{name}");
+        #[cfg(feature = "http")]
+        if let Err(e) = crate::gateway::header_name(&name) {
+            errs.push(at.clone(), e);
+        }
+        if seen.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            errs.push(at, format!("the header `{name}` is given twice"));
+        }
+        seen.push(name.clone());
+        c = c.header(name, source);
+    }
+    // Issue 35 item 1: the server's TLS, and plain HTTP opted into by name.
+    if let Some(t) = obj.get("tls") {
+        c = read_tls(c, t, &format!("{path}.tls"), errs);
+    }
+    if let Some(v) = obj.get("plain_http") {
+        match v {
+            Value::Bool(b) => c = c.plain_http(*b),
+            other => errs.push(
+                format!("{path}.plain_http"),
+                format!("expected `true` or `false`, found {other}"),
+            ),
+        }
+    }
+    if let Some(why) = c.url_problem() {
+        errs.push(format!("{path}.url"), why);
+    }
+    if let Some(o) = obj.get("oauth")
+        && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
+    {
+        if let Some(name) = seen
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case("authorization"))
+        {
+            errs.push(
+                format!("{path}.headers.{name}"),
+                "the server authenticates with `oauth`, which sends the `Authorization` header: give one of them",
+            );
+        }
+        c = c.oauth(creds);
+    }
+    Some(c)
+}
+
+/// What any server may set: `relist_every_secs`, and the operator's word on its tools,
+/// resources and prompts (`confidential`, `network`).
+fn read_common(
+    mut config: McpServerConfig,
+    path: &str,
+    obj: &serde_json::Map<String, Value>,
+    errs: &mut ConfigErrors,
+) -> McpServerConfig {
     if let Some(v) = obj.get("relist_every_secs")
         && let Some(every) = secs(v, &format!("{path}.relist_every_secs"), errs)
     {
@@ -293,7 +321,7 @@ pub(super) fn read_server(id: &str, v: &Value, errs: &mut ConfigErrors) -> Optio
             format!("expected `\"none\"` or `\"egress\"`, found {other}"),
         ),
     }
-    Some(config)
+    config
 }
 
 /// `mcp.servers.<id>.oauth`: OAuth 2.0 client credentials.
