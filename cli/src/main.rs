@@ -270,75 +270,14 @@ fn run(command: Command) -> Result<ExitCode, String> {
             config,
             agent,
             json,
-        } => {
-            let gov = build(load_builder(&config)?)?;
-            let exposure = gov.expose(&agent).map_err(|e| e.to_string())?;
-            if json {
-                print_json(&json!({
-                    "agent": exposure.agent,
-                    "tools": exposure.tools.iter().map(|t| json!({
-                        "name": &*t.name,
-                        "approval": if t.wrapped { "wrapped" } else { "raw" },
-                    })).collect::<Vec<_>>(),
-                    "omitted": exposure.omitted.iter().map(|t| json!({
-                        "name": &*t.name,
-                        "refusal": t.refusal.code.as_str(),
-                    })).collect::<Vec<_>>(),
-                }));
-            } else {
-                println!("agent {}", exposure.agent);
-                let width = exposure
-                    .tools
-                    .iter()
-                    .map(|t| t.name.len())
-                    .chain(exposure.omitted.iter().map(|t| t.name.len()))
-                    .max()
-                    .unwrap_or(4)
-                    .max(8);
-                println!("\n{:width$}  APPROVAL", "EXPOSED");
-                for t in &exposure.tools {
-                    println!(
-                        "{:width$}  {}",
-                        t.name,
-                        if t.wrapped { "wrapped" } else { "raw" }
-                    );
-                }
-                println!("\n{:width$}  {:<19}  REASON", "OMITTED", "REFUSAL");
-                for t in &exposure.omitted {
-                    println!(
-                        "{:width$}  {:<19}  {}",
-                        t.name,
-                        t.refusal.code.as_str(),
-                        t.refusal
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => expose(&config, &agent, json),
         Command::Decide {
             config,
             policy,
             call,
             grants,
             json,
-        } => {
-            let d = decide(&config, policy.as_deref(), &call, grants.as_deref())?;
-            let decision = &d.decision;
-            // `granted` (R45) is always given: `null` without `--grants`.
-            let out = json!({
-                "outcome": decision.verdict.as_str(),
-                "refusal": decision.refusal().map(|r| r.code.as_str()),
-                "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
-                "granted": decision.granted.as_ref().map(|g| g.id.as_str()),
-                "reasons": decision.reasons,
-            });
-            if json {
-                print_json(&out);
-            } else {
-                print!("{}", explain_text(decision, None));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => decide_command(&config, policy.as_deref(), &call, grants.as_deref(), json),
         Command::Simulate {
             config,
             policy,
@@ -348,108 +287,17 @@ fn run(command: Command) -> Result<ExitCode, String> {
         } => simulate(&config, policy.as_deref(), grants.as_deref(), &calls, json),
         Command::Audit {
             action: AuditCommand::Verify { file, json },
-        } => {
-            let f = std::fs::File::open(&file)
-                .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
-            match toolgate_engine::chain::verify_chain(std::io::BufReader::new(f)) {
-                Ok(n) => {
-                    if json {
-                        print_json(&json!({"valid": true, "records": n}));
-                    } else {
-                        println!("{n} records; the chain is intact");
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(b) => {
-                    if json {
-                        print_json(
-                            &json!({"valid": false, "line": b.line, "seq": b.seq, "problem": b.problem}),
-                        );
-                    } else {
-                        println!("the chain is broken at {b}");
-                    }
-                    Ok(ExitCode::from(1))
-                }
-            }
-        }
+        } => audit_verify(&file, json),
         Command::Explain {
             config,
             policy,
             call,
             grants,
             json,
-        } => {
-            let Decided {
-                decision,
-                name,
-                facts,
-                route,
-                quotas,
-            } = decide(&config, policy.as_deref(), &call, grants.as_deref())?;
-            if json {
-                let mut v = explain_json(&decision);
-                // Added: the quotas covering the call (R44) and the grant that answered it
-                // (R45).
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert("quotas".into(), Value::Array(quotas.clone()));
-                    obj.insert(
-                        "granted".into(),
-                        json!(
-                            decision
-                                .granted
-                                .as_ref()
-                                .map(|g| json!({"id": g.id, "granted_by": g.granted_by}))
-                        ),
-                    );
-                    obj.insert("retry_after_secs".into(), json!(decision.retry_after_secs));
-                }
-                if let (Some(obj), Some(f)) = (v.as_object_mut(), facts) {
-                    obj.insert(String::from("tool"), f);
-                }
-                // Added (SPEC §7's fields unchanged): who answers an ask, and how long
-                // they have.
-                if let (Some(obj), Some(r)) = (v.as_object_mut(), route) {
-                    obj.insert(String::from("approval"), route_json(&r));
-                }
-                print_json(&v);
-            } else {
-                print!("{}", explain_text(&decision, Some(&name)));
-                print!("{}", quotas_text(&quotas));
-                if let Some(r) = route {
-                    print!("{}", route_text(&r));
-                }
-                if let Some(f) = facts {
-                    print!("{}", facts_text(&f));
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => explain(&config, policy.as_deref(), &call, grants.as_deref(), json),
         Command::Config {
             action: ConfigCommand::Print { config, policy },
-        } => {
-            let mut builder = load_builder(&config)?;
-            if let Some(path) = policy {
-                let text = read_file(&path)?;
-                let p = Policy::from_json_str(&text, &builder.current_limits())
-                    .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
-                builder = builder.policy(p);
-            }
-            #[allow(unused_mut)]
-            let mut effective = config::effective(&build(builder)?);
-            // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
-            #[cfg(feature = "mcp")]
-            if let Some(section) =
-                mcp::section(&read_file(&config)?, Format::from_path(&config), "mcp")
-            {
-                let section = toolgate_mcp::serve::ServeConfig::effective(&section)
-                    .map_err(|e| format!("the configuration does not load:\n{e}"))?;
-                if let Value::Object(top) = &mut effective {
-                    top.insert("mcp".into(), section);
-                }
-            }
-            print_json(&effective);
-            Ok(ExitCode::SUCCESS)
-        }
+        } => config_print(&config, policy.as_deref()),
         Command::Inbox { action } => inbox::run_inbox(action),
         Command::Grant { action } => grant::run_grant(action),
         Command::Policy { action } => inbox::run_policy(action),
@@ -458,6 +306,183 @@ fn run(command: Command) -> Result<ExitCode, String> {
         #[cfg(feature = "mcp")]
         Command::Mcp { action } => mcp::run(action),
     }
+}
+
+/// `toolgate expose`: the tools an agent sees (R6–R13) and those it does not, with why.
+fn expose(config: &Path, agent: &str, json: bool) -> Result<ExitCode, String> {
+    let gov = build(load_builder(config)?)?;
+    let exposure = gov.expose(agent).map_err(|e| e.to_string())?;
+    if json {
+        print_json(&json!({
+            "agent": exposure.agent,
+            "tools": exposure.tools.iter().map(|t| json!({
+                "name": &*t.name,
+                "approval": if t.wrapped { "wrapped" } else { "raw" },
+            })).collect::<Vec<_>>(),
+            "omitted": exposure.omitted.iter().map(|t| json!({
+                "name": &*t.name,
+                "refusal": t.refusal.code.as_str(),
+            })).collect::<Vec<_>>(),
+        }));
+    } else {
+        println!("agent {}", exposure.agent);
+        let width = exposure
+            .tools
+            .iter()
+            .map(|t| t.name.len())
+            .chain(exposure.omitted.iter().map(|t| t.name.len()))
+            .max()
+            .unwrap_or(4)
+            .max(8);
+        println!("\n{:width$}  APPROVAL", "EXPOSED");
+        for t in &exposure.tools {
+            println!(
+                "{:width$}  {}",
+                t.name,
+                if t.wrapped { "wrapped" } else { "raw" }
+            );
+        }
+        println!("\n{:width$}  {:<19}  REASON", "OMITTED", "REFUSAL");
+        for t in &exposure.omitted {
+            println!(
+                "{:width$}  {:<19}  {}",
+                t.name,
+                t.refusal.code.as_str(),
+                t.refusal
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate decide`: one call's decision, as SPEC §7 prints it.
+fn decide_command(
+    config: &Path,
+    policy: Option<&Path>,
+    call: &str,
+    grants: Option<&Path>,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let d = decide(config, policy, call, grants)?;
+    let decision = &d.decision;
+    // `granted` (R45) is always given: `null` without `--grants`.
+    let out = json!({
+        "outcome": decision.verdict.as_str(),
+        "refusal": decision.refusal().map(|r| r.code.as_str()),
+        "auto_approved": matches!(decision.verdict, Verdict::Run { auto_approved: true }),
+        "granted": decision.granted.as_ref().map(|g| g.id.as_str()),
+        "reasons": decision.reasons,
+    });
+    if json {
+        print_json(&out);
+    } else {
+        print!("{}", explain_text(decision, None));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate audit verify`: whether an audit file's hash chain is intact, and where not.
+fn audit_verify(file: &Path, json: bool) -> Result<ExitCode, String> {
+    let f =
+        std::fs::File::open(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+    match toolgate_engine::chain::verify_chain(std::io::BufReader::new(f)) {
+        Ok(n) => {
+            if json {
+                print_json(&json!({"valid": true, "records": n}));
+            } else {
+                println!("{n} records; the chain is intact");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(b) => {
+            if json {
+                print_json(
+                    &json!({"valid": false, "line": b.line, "seq": b.seq, "problem": b.problem}),
+                );
+            } else {
+                println!("the chain is broken at {b}");
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `toolgate explain`: the decision with every rule, quota, grant and route behind it.
+fn explain(
+    config: &Path,
+    policy: Option<&Path>,
+    call: &str,
+    grants: Option<&Path>,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let Decided {
+        decision,
+        name,
+        facts,
+        route,
+        quotas,
+    } = decide(config, policy, call, grants)?;
+    if json {
+        let mut v = explain_json(&decision);
+        // Added: the quotas covering the call (R44) and the grant that answered it
+        // (R45).
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("quotas".into(), Value::Array(quotas.clone()));
+            obj.insert(
+                "granted".into(),
+                json!(
+                    decision
+                        .granted
+                        .as_ref()
+                        .map(|g| json!({"id": g.id, "granted_by": g.granted_by}))
+                ),
+            );
+            obj.insert("retry_after_secs".into(), json!(decision.retry_after_secs));
+        }
+        if let (Some(obj), Some(f)) = (v.as_object_mut(), facts) {
+            obj.insert(String::from("tool"), f);
+        }
+        // Added (SPEC §7's fields unchanged): who answers an ask, and how long
+        // they have.
+        if let (Some(obj), Some(r)) = (v.as_object_mut(), route) {
+            obj.insert(String::from("approval"), route_json(&r));
+        }
+        print_json(&v);
+    } else {
+        print!("{}", explain_text(&decision, Some(&name)));
+        print!("{}", quotas_text(&quotas));
+        if let Some(r) = route {
+            print!("{}", route_text(&r));
+        }
+        if let Some(f) = facts {
+            print!("{}", facts_text(&f));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate config print`: the configuration in force, every default spelled.
+fn config_print(config: &Path, policy: Option<&Path>) -> Result<ExitCode, String> {
+    let mut builder = load_builder(config)?;
+    if let Some(path) = policy {
+        let text = read_file(path)?;
+        let p = Policy::from_json_str(&text, &builder.current_limits())
+            .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
+        builder = builder.policy(p);
+    }
+    #[allow(unused_mut)]
+    let mut effective = config::effective(&build(builder)?);
+    // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
+    #[cfg(feature = "mcp")]
+    if let Some(section) = mcp::section(&read_file(config)?, Format::from_path(config), "mcp") {
+        let section = toolgate_mcp::serve::ServeConfig::effective(&section)
+            .map_err(|e| format!("the configuration does not load:\n{e}"))?;
+        if let Value::Object(top) = &mut effective {
+            top.insert("mcp".into(), section);
+        }
+    }
+    print_json(&effective);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The governance `decide`, `explain` and `simulate` decide with: the CONFIG, its `policy`
