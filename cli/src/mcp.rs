@@ -110,42 +110,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
     rt.block_on(async move {
-        // The PostgreSQL inbox, when it is one: its database counts the quotas' sends too.
-        let mut shared_db = None;
-        let inbox = match governance.inbox_settings() {
-            None => None,
-            Some(settings) => Some(match &settings.store {
-                InboxStoreSetting::Sqlite(path) => {
-                    // Claims name this process, so a later start can tell it stopped.
-                    let mut options = toolgate_inbox::SqliteOptions::default()
-                        .instance(crate::recover::process_instance());
-                    if settings.synchronous
-                        == Some(toolgate_engine::recording::InboxSynchronous::Full)
-                    {
-                        options = options.synchronous(toolgate_inbox::Synchronous::Full);
-                    }
-                    let store = toolgate_inbox::SqliteInbox::open(path, options)
-                        .map_err(|e| format!("inbox: {e}"))?;
-                    Inbox::new(store).with_ttl(settings.ttl.unwrap_or(toolgate_inbox::DEFAULT_TTL))
-                }
-                InboxStoreSetting::Postgres(url) => {
-                    let store = toolgate_inbox_postgres::PostgresInbox::connect(
-                        url,
-                        toolgate_inbox_postgres::PostgresOptions::default()
-                            .instance(crate::recover::process_instance())
-                            .plaintext_hosts_from_env(),
-                    )
-                    .await
-                    .map_err(|e| format!("inbox: {e}"))?;
-                    shared_db = Some(store.clone());
-                    let mut inbox = Inbox::shared(Arc::new(store));
-                    if let Some(ttl) = settings.ttl {
-                        inbox = inbox.with_ttl(ttl);
-                    }
-                    inbox
-                }
-            }),
-        };
+        let (inbox, shared_db) = open_inbox(&governance).await?;
         if let Some(inbox) = &inbox {
             // Claims left by a process that stopped become `unknown` (issue 20 item 11).
             crate::recover::recover_at_start(&**inbox.store()).await;
@@ -201,31 +166,13 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             .await
             .map_err(|e| format!("cannot serve MCP:\n{e}"))?;
         #[cfg(unix)]
-        {
-            let mut hup =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-                    .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
-            let server = server.clone();
-            let started = (section(&text, format, "mcp"), serve.clone());
-            tokio::spawn(async move {
-                while hup.recv().await.is_some() {
-                    match reload(&path, &server, &started, store.as_deref(), follower.as_ref()).await {
-                        Ok(()) => {
-                            eprintln!("toolgate: reloaded `{}`", path.display());
-                            // An added or changed server that is not connected yet says so.
-                            let (ready, body) = server.readiness().await;
-                            if !ready {
-                                eprintln!("toolgate: warning: not ready: {}", body["not_ready"]);
-                            }
-                        }
-                        Err(e) => eprintln!(
-                            "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
-                            path.display()
-                        ),
-                    }
-                }
-            });
-        }
+        reload_on_hangup(
+            path.clone(),
+            &server,
+            (section(&text, format, "mcp"), serve.clone()),
+            store,
+            follower,
+        )?;
         match http {
             Some(addr) => server
                 .serve_http(addr, agent.as_deref(), |bound| {
@@ -240,6 +187,95 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The inbox the configuration names, opened, and its PostgreSQL store when it is one (its
+/// database counts the quotas' sends too).
+async fn open_inbox(
+    governance: &toolgate::engine::Governance,
+) -> Result<
+    (
+        Option<Inbox>,
+        Option<toolgate_inbox_postgres::PostgresInbox>,
+    ),
+    String,
+> {
+    let mut shared_db = None;
+    let inbox = match governance.inbox_settings() {
+        None => None,
+        Some(settings) => Some(match &settings.store {
+            InboxStoreSetting::Sqlite(path) => {
+                // Claims name this process, so a later start can tell it stopped.
+                let mut options = toolgate_inbox::SqliteOptions::default()
+                    .instance(crate::recover::process_instance());
+                if settings.synchronous == Some(toolgate_engine::recording::InboxSynchronous::Full)
+                {
+                    options = options.synchronous(toolgate_inbox::Synchronous::Full);
+                }
+                let store = toolgate_inbox::SqliteInbox::open(path, options)
+                    .map_err(|e| format!("inbox: {e}"))?;
+                Inbox::new(store).with_ttl(settings.ttl.unwrap_or(toolgate_inbox::DEFAULT_TTL))
+            }
+            InboxStoreSetting::Postgres(url) => {
+                let store = toolgate_inbox_postgres::PostgresInbox::connect(
+                    url,
+                    toolgate_inbox_postgres::PostgresOptions::default()
+                        .instance(crate::recover::process_instance())
+                        .plaintext_hosts_from_env(),
+                )
+                .await
+                .map_err(|e| format!("inbox: {e}"))?;
+                shared_db = Some(store.clone());
+                let mut inbox = Inbox::shared(Arc::new(store));
+                if let Some(ttl) = settings.ttl {
+                    inbox = inbox.with_ttl(ttl);
+                }
+                inbox
+            }
+        }),
+    };
+    Ok((inbox, shared_db))
+}
+/// On SIGHUP, reads the configuration at `path` again and makes it the one in force; a failed
+/// reload changes nothing and says why.
+#[cfg(unix)]
+fn reload_on_hangup(
+    path: std::path::PathBuf,
+    server: &GovernedServer,
+    started: (Option<serde_json::Value>, ServeConfig),
+    store: Option<Arc<dyn toolgate_inbox::InboxStore>>,
+    follower: Option<crate::follow::Follower>,
+) -> Result<(), String> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+    let server = server.clone();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match reload(
+                &path,
+                &server,
+                &started,
+                store.as_deref(),
+                follower.as_ref(),
+            )
+            .await
+            {
+                Ok(()) => {
+                    eprintln!("toolgate: reloaded `{}`", path.display());
+                    // An added or changed server that is not connected yet says so.
+                    let (ready, body) = server.readiness().await;
+                    if !ready {
+                        eprintln!("toolgate: warning: not ready: {}", body["not_ready"]);
+                    }
+                }
+                Err(e) => eprintln!(
+                    "toolgate: RELOAD FAILED: `{}` was not applied; the configuration in force is unchanged:\n{e}",
+                    path.display()
+                ),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Reads the configuration at `path` again and makes its governance the one in force
