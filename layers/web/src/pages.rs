@@ -123,6 +123,48 @@ pub(crate) fn card_cued(
         r.call.created_at,
         r.call.created_at
     );
+    answer_lines(out, r, now);
+    approvals_html(out, r);
+    if let Some(why) = &r.answer_reason {
+        let _ = write!(
+            out,
+            "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
+            text(why)
+        );
+    }
+    out.push_str("</dl>");
+    input_details(out, r);
+    if let Some(result) = &r.result {
+        let _ = write!(
+            out,
+            "<details class=\"result\"><summary>Result</summary><pre>{}</pre></details>",
+            esc(&visible_json(result))
+        );
+    }
+    if r.state == CallState::Pending {
+        if answerable {
+            answer_forms(out, r, who);
+            // R51: a grant is one person's answer, and an edit would be one approver's
+            // alone: neither is offered for a call that needs several approvals.
+            if r.approvals_needed() <= 1 {
+                crate::grants::grant_form(out, r, who);
+                crate::api::edit::edit_form(out, r, who);
+            }
+        } else {
+            out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
+        }
+    }
+    let _ = write!(
+        out,
+        "<p class=\"hashes\">input <code>{}</code> · definition <code>{}</code></p></article>",
+        esc(&r.call.input_hash),
+        esc(&r.call.definition_hash)
+    );
+}
+
+/// The card's lines about the answer: when a pending call expires, who approved or denied
+/// it (everyone whose approval counted, R51).
+fn answer_lines(out: &mut String, r: &HeldRecord, now: Timestamp) {
     if r.state == CallState::Pending {
         let left = if now < r.call.expires_at {
             format!("in {}", age(now.age(r.call.expires_at)))
@@ -157,15 +199,11 @@ pub(crate) fn card_cued(
             text(&approver),
         );
     }
-    approvals_html(out, r);
-    if let Some(why) = &r.answer_reason {
-        let _ = write!(
-            out,
-            "<dt>Reason</dt><dd class=\"answer-reason\">{}</dd>",
-            text(why)
-        );
-    }
-    out.push_str("</dl>");
+}
+
+/// The call's input exactly as it will be sent (hidden characters marked, every number as
+/// written, R20) and, for a call approved with an edited input, the input the agent sent.
+fn input_details(out: &mut String, r: &HeldRecord) {
     // Hidden characters (a right-to-left override, a zero-width space) are shown marked:
     // the person reads the value that is sent (issue 20).
     // Every number as written, too (R20: an integer past 64 bits keeps its digits).
@@ -198,32 +236,6 @@ pub(crate) fn card_cued(
             esc(&original)
         );
     }
-    if let Some(result) = &r.result {
-        let _ = write!(
-            out,
-            "<details class=\"result\"><summary>Result</summary><pre>{}</pre></details>",
-            esc(&visible_json(result))
-        );
-    }
-    if r.state == CallState::Pending {
-        if answerable {
-            answer_forms(out, r, who);
-            // R51: a grant is one person's answer, and an edit would be one approver's
-            // alone: neither is offered for a call that needs several approvals.
-            if r.approvals_needed() <= 1 {
-                crate::grants::grant_form(out, r, who);
-                crate::api::edit::edit_form(out, r, who);
-            }
-        } else {
-            out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
-        }
-    }
-    let _ = write!(
-        out,
-        "<p class=\"hashes\">input <code>{}</code> · definition <code>{}</code></p></article>",
-        esc(&r.call.input_hash),
-        esc(&r.call.definition_hash)
-    );
 }
 
 /// R51: how many of the approvals a call needs it has, and from whom
