@@ -73,40 +73,10 @@ pub(crate) async fn bulk(
             ),
         );
     }
-    let mut items: Vec<(&str, &str, &str)> = Vec::new();
-    for (i, (_, v)) in fields.iter().filter(|(k, _)| k == "item").enumerate() {
-        let mut parts = v.split(' ');
-        match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some(id), Some(ih), Some(dh), None) if !id.is_empty() => {
-                if !items.iter().any(|(seen, _, _)| *seen == id) {
-                    items.push((id, ih, dh));
-                }
-            }
-            _ => {
-                return refused(
-                    StatusCode::BAD_REQUEST,
-                    &format!(
-                        "`item[{i}]` is `{v}`, not a held call's id and hashes; nothing was answered"
-                    ),
-                );
-            }
-        }
-    }
-    if items.is_empty() {
-        return refused(
-            StatusCode::BAD_REQUEST,
-            "no held call was selected; nothing was answered",
-        );
-    }
-    if items.len() > MAX_BULK {
-        return refused(
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "{} held calls were selected; one bulk answer takes at most {MAX_BULK}; nothing was answered",
-                items.len()
-            ),
-        );
-    }
+    let items = match selected(&fields) {
+        Ok(items) => items,
+        Err(r) => return r,
+    };
     // Every call is checked before any is answered: the selection is refused whole.
     let mut records: Vec<HeldRecord> = Vec::with_capacity(items.len());
     for (id, input_hash, definition_hash) in &items {
@@ -149,15 +119,76 @@ pub(crate) async fn bulk(
             Err(refusal) => failed.push((record, refusal.message())),
         }
     }
+    let body = result_body(approve, &done, &failed, records.len());
+    let status = if failed.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    (
+        status,
+        html::page("Bulk answer", Some((&who, Tab::Pending)), &body),
+    )
+        .into_response()
+}
+
+/// The held calls selected (`item` fields: an id and the two hashes shown, R35), each once:
+/// at least one, at most [`MAX_BULK`]; a malformed one refuses the selection whole.
+fn selected(fields: &[(String, String)]) -> Result<Vec<(&str, &str, &str)>, Response> {
+    let mut items: Vec<(&str, &str, &str)> = Vec::new();
+    for (i, (_, v)) in fields.iter().filter(|(k, _)| k == "item").enumerate() {
+        let mut parts = v.split(' ');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(id), Some(ih), Some(dh), None) if !id.is_empty() => {
+                if !items.iter().any(|(seen, _, _)| *seen == id) {
+                    items.push((id, ih, dh));
+                }
+            }
+            _ => {
+                return Err(refused(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "`item[{i}]` is `{v}`, not a held call's id and hashes; nothing was answered"
+                    ),
+                ));
+            }
+        }
+    }
+    if items.is_empty() {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "no held call was selected; nothing was answered",
+        ));
+    }
+    if items.len() > MAX_BULK {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "{} held calls were selected; one bulk answer takes at most {MAX_BULK}; nothing was answered",
+                items.len()
+            ),
+        ));
+    }
+    Ok(items)
+}
+
+/// The page that says what a bulk answer did: the calls answered (with a four-eyes call's
+/// progress, R51) and those that were not, with why.
+fn result_body(
+    approve: bool,
+    done: &[(&HeldRecord, toolgate_inbox::AnswerReceipt)],
+    failed: &[(&HeldRecord, String)],
+    selected: usize,
+) -> String {
     let verb = if approve { "Approved" } else { "Denied" };
     let mut body = format!(
         "<section id=\"bulk-result\" class=\"bulk-result\"><h1>{verb} {} of {} selected held call{}</h1><p class=\"banner ok\" role=\"status\" id=\"bulk-done\">{verb} {}.</p><ul class=\"answered\">",
         done.len(),
-        records.len(),
-        if records.len() == 1 { "" } else { "s" },
+        selected,
+        if selected == 1 { "" } else { "s" },
         done.len()
     );
-    for (r, receipt) in &done {
+    for (r, receipt) in done {
         // R51: an approval that is not the last one a call needs says so.
         let progress = receipt
             .progress()
@@ -173,7 +204,7 @@ pub(crate) async fn bulk(
     body.push_str("</ul>");
     if !failed.is_empty() {
         body.push_str("<h2>Not answered</h2><ul class=\"failed\">");
-        for (r, why) in &failed {
+        for (r, why) in failed {
             let _ = write!(
                 body,
                 "<li id=\"failed-{id}\"><a href=\"/calls/{id}\">{}</a>: <span class=\"error\">{}</span></li>",
@@ -187,14 +218,5 @@ pub(crate) async fn bulk(
     body.push_str(
         "<p><a href=\"/\" id=\"back-pending\">Back to pending approvals</a></p></section>",
     );
-    let status = if failed.is_empty() {
-        StatusCode::OK
-    } else {
-        StatusCode::CONFLICT
-    };
-    (
-        status,
-        html::page("Bulk answer", Some((&who, Tab::Pending)), &body),
-    )
-        .into_response()
+    body
 }
