@@ -199,79 +199,11 @@ pub fn read_with_literals(
     if let Some(v) = top.raw("limits", &mut errs) {
         b = b.limits(read_limits(v, &mut errs));
     }
-    if let Some(v) = top.raw("behavior_gating", &mut errs)
-        && let Some(o) = Obj::open(
-            v,
-            "behavior_gating",
-            &["require_approval_for_non_read_only", "exemptions"],
-            &mut errs,
-        )
-    {
-        if let Some(on) = o.bool("require_approval_for_non_read_only", &mut errs) {
-            b = b.require_approval_for_non_read_only(on);
-        }
-        if let Some(items) = o.array("exemptions", &mut errs) {
-            for (i, item) in items.iter().enumerate() {
-                let path = index("behavior_gating.exemptions", i);
-                let Some(e) = Obj::open(item, &path, &["tool", "server", "reason"], &mut errs)
-                else {
-                    continue;
-                };
-                let tool = required_non_blank(&e, "tool", &mut errs);
-                let server = e.non_blank("server", &mut errs);
-                if !e.has("reason") {
-                    errs.push(e.path_of("reason"), "an exemption needs a `reason` (R31)");
-                }
-                let reason = e.str("reason", &mut errs);
-                if let (Some(tool), Some(reason)) = (tool, reason) {
-                    let mut ex = Exemption::new(tool, reason);
-                    ex.server = server.map(str::to_owned);
-                    b = b.exemption(ex);
-                }
-            }
-        }
+    if let Some(v) = top.raw("behavior_gating", &mut errs) {
+        b = read_behavior_gating(b, v, &mut errs);
     }
     if let Some(v) = top.raw("servers", &mut errs) {
-        match v {
-            Value::Object(map) => {
-                for (name, s) in map {
-                    let path = field("servers", name);
-                    let Some(o) = Obj::open(
-                        s,
-                        &path,
-                        &["trust_tool_annotations", "tool_prefix", "labels"],
-                        &mut errs,
-                    ) else {
-                        continue;
-                    };
-                    let trust = o.bool("trust_tool_annotations", &mut errs).unwrap_or(false);
-                    // R41: used as written, never trimmed; blank is refused when built.
-                    let prefix = o.str("tool_prefix", &mut errs).map(str::to_owned);
-                    // R49: the operator's labels for every tool of the server.
-                    let labels = o
-                        .raw("labels", &mut errs)
-                        .and_then(|l| {
-                            crate::labels::read_labels(l, &o.path_of("labels"), false, &mut errs)
-                        })
-                        .unwrap_or_default();
-                    b = b.server(
-                        name.clone(),
-                        ServerSettings {
-                            trust_tool_annotations: trust,
-                            tool_prefix: prefix,
-                            labels,
-                        },
-                    );
-                }
-            }
-            other => errs.push(
-                "servers",
-                format!(
-                    "expected an object of servers by name, found {}",
-                    type_name(other)
-                ),
-            ),
-        }
+        b = read_servers(b, v, &mut errs);
     }
     if let Some(items) = top.array("tools", &mut errs) {
         for (i, item) in items.iter().enumerate() {
@@ -321,6 +253,89 @@ pub fn read_with_literals(
         }
     }
     if errs.is_empty() { Ok(b) } else { Err(errs) }
+}
+
+/// `behavior_gating`: the posture (R27) and its exemptions (R31), each with a reason.
+fn read_behavior_gating(
+    mut b: GovernanceBuilder,
+    v: &Value,
+    errs: &mut ConfigErrors,
+) -> GovernanceBuilder {
+    let Some(o) = Obj::open(
+        v,
+        "behavior_gating",
+        &["require_approval_for_non_read_only", "exemptions"],
+        errs,
+    ) else {
+        return b;
+    };
+    if let Some(on) = o.bool("require_approval_for_non_read_only", errs) {
+        b = b.require_approval_for_non_read_only(on);
+    }
+    if let Some(items) = o.array("exemptions", errs) {
+        for (i, item) in items.iter().enumerate() {
+            let path = index("behavior_gating.exemptions", i);
+            let Some(e) = Obj::open(item, &path, &["tool", "server", "reason"], errs) else {
+                continue;
+            };
+            let tool = required_non_blank(&e, "tool", errs);
+            let server = e.non_blank("server", errs);
+            if !e.has("reason") {
+                errs.push(e.path_of("reason"), "an exemption needs a `reason` (R31)");
+            }
+            let reason = e.str("reason", errs);
+            if let (Some(tool), Some(reason)) = (tool, reason) {
+                let mut ex = Exemption::new(tool, reason);
+                ex.server = server.map(str::to_owned);
+                b = b.exemption(ex);
+            }
+        }
+    }
+    b
+}
+
+/// `servers`: each MCP server's trust in its annotations, gateway prefix (R41) and labels
+/// (R49), by name.
+fn read_servers(mut b: GovernanceBuilder, v: &Value, errs: &mut ConfigErrors) -> GovernanceBuilder {
+    match v {
+        Value::Object(map) => {
+            for (name, s) in map {
+                let path = field("servers", name);
+                let Some(o) = Obj::open(
+                    s,
+                    &path,
+                    &["trust_tool_annotations", "tool_prefix", "labels"],
+                    errs,
+                ) else {
+                    continue;
+                };
+                let trust = o.bool("trust_tool_annotations", errs).unwrap_or(false);
+                // R41: used as written, never trimmed; blank is refused when built.
+                let prefix = o.str("tool_prefix", errs).map(str::to_owned);
+                // R49: the operator's labels for every tool of the server.
+                let labels = o
+                    .raw("labels", errs)
+                    .and_then(|l| crate::labels::read_labels(l, &o.path_of("labels"), false, errs))
+                    .unwrap_or_default();
+                b = b.server(
+                    name.clone(),
+                    ServerSettings {
+                        trust_tool_annotations: trust,
+                        tool_prefix: prefix,
+                        labels,
+                    },
+                );
+            }
+        }
+        other => errs.push(
+            "servers",
+            format!(
+                "expected an object of servers by name, found {}",
+                type_name(other)
+            ),
+        ),
+    }
+    b
 }
 
 fn required_non_blank<'a>(o: &Obj<'a>, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
