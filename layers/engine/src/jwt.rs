@@ -103,6 +103,87 @@ pub struct JwtSettings {
     pub required_scopes: Vec<String>,
 }
 
+/// Where the identity provider's keys come from: `jwks_file` or `jwks_url` (one of them; a
+/// URL the outbound policy allows).
+fn read_keys(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<JwksSource> {
+    match (o.has("jwks_file"), o.has("jwks_url")) {
+        (true, true) => {
+            errs.push(o.path.clone(), "give `jwks_file` or `jwks_url`, not both");
+            None
+        }
+        (false, false) => {
+            errs.push(
+                o.path_of("jwks_file"),
+                "missing: the identity provider's keys, `jwks_file` (a JWKS file) or `jwks_url`",
+            );
+            None
+        }
+        (true, false) => o
+            .non_blank("jwks_file", errs)
+            .map(|p| JwksSource::File(PathBuf::from(p))),
+        (false, true) => match o.non_blank("jwks_url", errs) {
+            Some(u) => match fetch_url_problem(u) {
+                None => Some(JwksSource::Url(u.to_owned())),
+                Some(why) => {
+                    errs.push(o.path_of("jwks_url"), why);
+                    None
+                }
+            },
+            None => None,
+        },
+    }
+}
+
+/// `algorithms`: the signature algorithms accepted, each known and listed once; never `none`
+/// nor an HMAC one (default: the asymmetric ones).
+fn read_algorithms(o: &Obj<'_>, errs: &mut ConfigErrors) -> Vec<String> {
+    match o.array("algorithms", errs) {
+        None => DEFAULT_ALGORITHMS.iter().map(|s| (*s).to_owned()).collect(),
+        Some(items) => {
+            if items.is_empty() {
+                errs.push(
+                    o.path_of("algorithms"),
+                    format!(
+                        "at least one algorithm is required, from {}",
+                        list(ALGORITHMS)
+                    ),
+                );
+            }
+            let mut algs: Vec<String> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let at = index(&o.path_of("algorithms"), i);
+                match item.as_str() {
+                    Some(a) if ALGORITHMS.contains(&a) => {
+                        if algs.iter().any(|x| x == a) {
+                            errs.push(at, format!("`{a}` is listed twice"));
+                        } else {
+                            algs.push(a.to_owned());
+                        }
+                    }
+                    Some(a) if a.eq_ignore_ascii_case("none") || a.starts_with("HS") => {
+                        errs.push(
+                            at,
+                            format!("`{a}` is never allowed: tokens must be signed with the identity provider's private key; expected one of {}", list(ALGORITHMS)),
+                        );
+                    }
+                    Some(a) => errs.push(
+                        at,
+                        format!(
+                            "unknown algorithm `{a}`; expected one of {}",
+                            list(ALGORITHMS)
+                        ),
+                    ),
+                    None => errs.push(
+                        at,
+                        format!("expected an algorithm name, found {}", type_name(item)),
+                    ),
+                }
+            }
+            algs
+        }
+    }
+}
+
 impl JwtSettings {
     /// Reads the settings object at `path`; `extra` are the fields its section adds (the MCP
     /// server's claim mapping, the page's name claim), read by the caller.
@@ -123,32 +204,7 @@ impl JwtSettings {
         };
         let issuer = required("issuer", errs);
         let audience = required("audience", errs);
-        let keys = match (o.has("jwks_file"), o.has("jwks_url")) {
-            (true, true) => {
-                errs.push(o.path.clone(), "give `jwks_file` or `jwks_url`, not both");
-                None
-            }
-            (false, false) => {
-                errs.push(
-                    o.path_of("jwks_file"),
-                    "missing: the identity provider's keys, `jwks_file` (a JWKS file) or `jwks_url`",
-                );
-                None
-            }
-            (true, false) => o
-                .non_blank("jwks_file", errs)
-                .map(|p| JwksSource::File(PathBuf::from(p))),
-            (false, true) => match o.non_blank("jwks_url", errs) {
-                Some(u) => match fetch_url_problem(u) {
-                    None => Some(JwksSource::Url(u.to_owned())),
-                    Some(why) => {
-                        errs.push(o.path_of("jwks_url"), why);
-                        None
-                    }
-                },
-                None => None,
-            },
-        };
+        let keys = read_keys(&o, errs);
         let ca_file = match o.non_blank("ca_file", errs) {
             None => None,
             Some(p) => match &keys {
@@ -171,51 +227,7 @@ impl JwtSettings {
         let cache = o
             .positive("jwks_cache_secs", errs)
             .map_or(DEFAULT_JWKS_CACHE, Duration::from_secs);
-        let algorithms = match o.array("algorithms", errs) {
-            None => DEFAULT_ALGORITHMS.iter().map(|s| (*s).to_owned()).collect(),
-            Some(items) => {
-                if items.is_empty() {
-                    errs.push(
-                        o.path_of("algorithms"),
-                        format!(
-                            "at least one algorithm is required, from {}",
-                            list(ALGORITHMS)
-                        ),
-                    );
-                }
-                let mut algs: Vec<String> = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let at = index(&o.path_of("algorithms"), i);
-                    match item.as_str() {
-                        Some(a) if ALGORITHMS.contains(&a) => {
-                            if algs.iter().any(|x| x == a) {
-                                errs.push(at, format!("`{a}` is listed twice"));
-                            } else {
-                                algs.push(a.to_owned());
-                            }
-                        }
-                        Some(a) if a.eq_ignore_ascii_case("none") || a.starts_with("HS") => {
-                            errs.push(
-                                at,
-                                format!("`{a}` is never allowed: tokens must be signed with the identity provider's private key; expected one of {}", list(ALGORITHMS)),
-                            );
-                        }
-                        Some(a) => errs.push(
-                            at,
-                            format!(
-                                "unknown algorithm `{a}`; expected one of {}",
-                                list(ALGORITHMS)
-                            ),
-                        ),
-                        None => errs.push(
-                            at,
-                            format!("expected an algorithm name, found {}", type_name(item)),
-                        ),
-                    }
-                }
-                algs
-            }
-        };
+        let algorithms = read_algorithms(&o, errs);
         let leeway = match o.raw("leeway_secs", errs) {
             None => DEFAULT_LEEWAY,
             Some(v) => match v.as_u64() {
