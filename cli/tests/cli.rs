@@ -294,6 +294,54 @@ fn round2_prefix_ungoverned_subagent_and_config_print() {
     );
 }
 
+/// R49: `config print` keeps the operator's labels of servers and tools, so the printed
+/// configuration decides as the original (before, both were dropped: a rule on session
+/// labels loaded back matching nothing).
+#[test]
+fn r49_config_print_keeps_server_and_tool_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "labels.json",
+        r#"{"servers": {"gh": {"labels": ["private"]}},
+            "tools": [{"kind": "mcp", "server": "gh", "name": "read_issue", "labels": ["untrusted"]}],
+            "agents": [{"name": "a", "allowed_tools": ["gh__read_issue"]}],
+            "policy": {"rules": [{"effect": "ask", "tool": "*", "labels": ["private"]}]}}"#,
+    );
+    let o = toolgate(&["config", "print", &cfg]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let printed = json_out(&o);
+    assert_eq!(
+        printed["servers"]["gh"]["labels"],
+        serde_json::json!(["private"]),
+        "{printed}"
+    );
+    assert_eq!(
+        printed["tools"][0]["labels"],
+        serde_json::json!(["untrusted"]),
+        "{printed}"
+    );
+    let again = toolgate(&[
+        "config",
+        "print",
+        &write(
+            d.path(),
+            "printed.json",
+            &String::from_utf8_lossy(&o.stdout),
+        ),
+    ]);
+    assert_eq!(
+        printed,
+        json_out(&again),
+        "the printed configuration loads back the same"
+    );
+}
+
 #[test]
 fn r33_audit_verify_refuses_a_record_edited_with_a_duplicate_key() {
     use toolgate_engine::chain::{GENESIS, link};

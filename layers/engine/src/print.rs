@@ -76,6 +76,10 @@ pub fn effective(gov: &Governance) -> Value {
         if let Some(p) = &settings.tool_prefix {
             o.insert("tool_prefix".into(), p.clone().into());
         }
+        // R49: the operator's labels for every tool of the server.
+        if !settings.labels.is_empty() {
+            o.insert("labels".into(), json!(settings.labels));
+        }
         servers.insert(name.clone(), Value::Object(o));
     }
     if !servers.is_empty() {
@@ -199,6 +203,10 @@ fn tool(d: &ToolDeclaration) -> Value {
     }
     if d.confidential {
         o.insert("confidential".into(), true.into());
+    }
+    // R49: the operator's labels for the tool.
+    if !d.labels.is_empty() {
+        o.insert("labels".into(), json!(d.labels));
     }
     if let Some(a) = &d.annotations {
         let mut ann = Map::new();
