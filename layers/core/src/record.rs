@@ -87,6 +87,64 @@ struct Slot {
     note: Option<DecisionNote>,
     shadow: Option<ShadowNote>,
     answered_by: Option<Principal>,
+    delegation: Option<Delegation>,
+}
+
+/// Whom a call was sent upstream for, when its server takes calls on behalf of the caller:
+/// the MCP tool service exchanged the caller's verified token (RFC 8693) for one of the
+/// server's own and records what the issued token says. Audit records and spans show it.
+///
+/// ```
+/// use toolgate_core::Delegation;
+/// let d = Delegation {
+///     server: "crm".into(),
+///     subject: "alice".into(),
+///     actors: vec!["support-bot".into()],
+///     token_url: "https://idp.example/token".into(),
+/// };
+/// assert_eq!(d.act_chain(), serde_json::json!({"sub": "support-bot"}));
+/// assert_eq!(d.to_string(), "alice, by support-bot");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delegation {
+    /// The upstream server's id.
+    pub server: String,
+    /// The subject the issued token speaks for (its `sub`; the caller's when the token is not
+    /// a readable JWT).
+    pub subject: String,
+    /// The issued token's `act` chain (RFC 8693 §4.1), the current actor first: the calling
+    /// agent, then whoever acted before it. Empty when the token is not a readable JWT or
+    /// names no actor.
+    pub actors: Vec<String>,
+    /// The token endpoint that issued it.
+    pub token_url: String,
+}
+
+impl Delegation {
+    /// The actors as RFC 8693 nests them (`{"sub": A, "act": {"sub": B}}`), or `null`.
+    pub fn act_chain(&self) -> serde_json::Value {
+        self.actors
+            .iter()
+            .rev()
+            .fold(serde_json::Value::Null, |inner, sub| {
+                let mut o = serde_json::Map::new();
+                o.insert("sub".into(), serde_json::Value::from(sub.as_str()));
+                if !inner.is_null() {
+                    o.insert("act".into(), inner);
+                }
+                serde_json::Value::Object(o)
+            })
+    }
+}
+
+impl std::fmt::Display for Delegation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.subject)?;
+        if !self.actors.is_empty() {
+            write!(f, ", by {}", self.actors.join(", for "))?;
+        }
+        Ok(())
+    }
 }
 
 /// A verified principal: the `sub` and `iss` of an identity-provider token (issue 22, R47).
@@ -252,5 +310,17 @@ impl DecisionSink {
     /// A copy of the answering person's verified principal, when one was recorded.
     pub fn answered_by(&self) -> Option<Principal> {
         self.0.lock().ok().and_then(|slot| slot.answered_by.clone())
+    }
+
+    /// Records whom the call was sent upstream for (see [`Delegation`]).
+    pub fn record_delegation(&self, delegation: Delegation) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.delegation = Some(delegation);
+        }
+    }
+
+    /// A copy of the recorded delegation, when the call was sent on behalf of its caller.
+    pub fn delegation(&self) -> Option<Delegation> {
+        self.0.lock().ok().and_then(|slot| slot.delegation.clone())
     }
 }

@@ -8,7 +8,7 @@ use toolgate_core::{ApprovalMode, NetworkScope};
 use toolgate_engine::{ConfigErrors, ServerSettings};
 
 pub use crate::config_error::ConfigError;
-use crate::oauth::OAuthClientCredentials;
+use crate::oauth::{OAuthClientCredentials, TokenExchange};
 use crate::secret::SecretSource;
 
 /// The environment variables a stdio server inherits from the host by default: enough to
@@ -59,6 +59,8 @@ pub(crate) enum Transport {
         headers: Vec<(String, SecretSource)>,
         /// OAuth 2.0 client credentials: an access token fetched when connecting.
         oauth: Option<OAuthClientCredentials>,
+        /// RFC 8693: each `tools/call` sent with a token exchanged for the caller's.
+        token_exchange: Option<Box<TokenExchange>>,
         /// Trust only the CA certificates of this PEM file (else the system's roots).
         ca_file: Option<PathBuf>,
         /// Mutual TLS: a client certificate chain and its key (PEM files).
@@ -196,6 +198,7 @@ impl McpServerConfig {
                 url,
                 headers: Vec::new(),
                 oauth: None,
+                token_exchange: None,
                 ca_file: None,
                 client_identity: None,
                 plain_http: false,
@@ -289,6 +292,28 @@ impl McpServerConfig {
         })
     }
 
+    /// How the server's calls are authorized on behalf of their callers, in words (for
+    /// `check`); `None` without a [`TokenExchange`].
+    pub fn on_behalf(&self) -> Option<String> {
+        let Transport::StreamableHttp {
+            url,
+            token_exchange: Some(x),
+            ..
+        } = &self.transport
+        else {
+            return None;
+        };
+        let resource = x.client.resource.as_deref().unwrap_or(url);
+        Some(format!(
+            "each call is sent with a token exchanged at `{}` for the caller's (RFC 8693: the caller's subject, the calling agent as actor), for the resource `{resource}`{}; a call without a verified caller token is refused",
+            x.client.token_url,
+            x.audience
+                .as_deref()
+                .map(|a| format!(" and the audience `{a}`"))
+                .unwrap_or_default()
+        ))
+    }
+
     /// A server whose transport is handed to
     /// [`McpGateway::connect_with`](crate::McpGateway::connect_with) (an in-process
     /// pipe, a socket, …).
@@ -379,6 +404,24 @@ impl McpServerConfig {
         self
     }
 
+    /// Sends each `tools/call` to this streamable HTTP server with a token exchanged for the
+    /// caller's (RFC 8693, see [`TokenExchange`]): on behalf of the caller's verified subject,
+    /// the calling agent as actor. A call with no verified caller token is refused.
+    pub fn token_exchange(mut self, exchange: TokenExchange) -> Self {
+        if let Transport::StreamableHttp { token_exchange, .. } = &mut self.transport {
+            *token_exchange = Some(Box::new(exchange));
+        }
+        self
+    }
+
+    /// The token exchange of this server, when its calls are sent on behalf of the caller.
+    pub(crate) fn exchange(&self) -> Option<&TokenExchange> {
+        match &self.transport {
+            Transport::StreamableHttp { token_exchange, .. } => token_exchange.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Reads every secret of this server now (environment secrets, headers, the OAuth
     /// client secret), so a secret
     /// that cannot be read is an error at start rather than when connecting. Already read
@@ -412,12 +455,23 @@ impl McpServerConfig {
             };
         match &mut self.transport {
             Transport::Stdio { env_secrets, .. } => load("env_secrets", env_secrets, &mut errs),
-            Transport::StreamableHttp { headers, oauth, .. } => {
+            Transport::StreamableHttp {
+                headers,
+                oauth,
+                token_exchange,
+                ..
+            } => {
                 load("headers", headers, &mut errs);
                 if let Some(o) = oauth {
                     match o.client_secret.loaded() {
                         Ok(s) => o.client_secret = s,
                         Err(e) => errs.push(format!("{path}.oauth.client_secret"), e),
+                    }
+                }
+                if let Some(x) = token_exchange {
+                    match x.client.client_secret.loaded() {
+                        Ok(s) => x.client.client_secret = s,
+                        Err(e) => errs.push(format!("{path}.token_exchange.client_secret"), e),
                     }
                 }
             }
@@ -466,12 +520,14 @@ impl McpServerConfig {
             Transport::StreamableHttp {
                 headers,
                 oauth,
+                token_exchange,
                 ca_file,
                 client_identity,
                 ..
             } => {
                 resolve(headers);
                 *oauth = oauth.take().map(|o| o.relative_to(dir));
+                *token_exchange = token_exchange.take().map(|x| Box::new(x.relative_to(dir)));
                 let at = |p: &mut PathBuf| {
                     if p.is_relative() {
                         *p = dir.join(&*p);

@@ -99,6 +99,7 @@ struct State {
     calls: BTreeMap<String, u64>,
     notes: Vec<String>,
     peers: Vec<Peer<RoleServer>>,
+    bearers: Vec<String>,
 }
 
 /// The drift server. Clones share one state (every streamable HTTP session sees the same
@@ -246,6 +247,12 @@ impl DriftServer {
     /// The `tools/call` requests received for `tool`.
     pub fn calls(&self, tool: &str) -> u64 {
         self.state().calls.get(tool).copied().unwrap_or(0)
+    }
+
+    /// The bearer token each `tools/call` came with over streamable HTTP, in order (an
+    /// empty string for a call without one): what a gateway sent on whose behalf.
+    pub fn bearers(&self) -> Vec<String> {
+        self.state().bearers.clone()
     }
 
     /// Switches the mode; with `notify`, tells every connected client its tools changed.
@@ -397,6 +404,16 @@ impl ServerHandler for DriftServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(parts) = context.extensions.get::<hyper::http::request::Parts>() {
+            let bearer = parts
+                .headers
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or_default()
+                .to_owned();
+            self.state().bearers.push(bearer);
+        }
         // `bare` with `wait_ms`: a slow call that honours `notifications/cancelled`, counted
         // as `bare finished` or `bare cancelled` (cancellation tests, issue 35).
         let wait = request

@@ -161,6 +161,8 @@ mod declare;
 mod drift;
 #[cfg(feature = "drift-server")]
 pub mod drift_server;
+#[cfg(feature = "http")]
+mod exchange;
 mod gateway;
 #[cfg(feature = "serve")]
 pub mod hooks;
@@ -177,8 +179,12 @@ mod secret;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod service;
+#[cfg(feature = "http")]
+mod token_endpoint;
 
-pub use oauth::{ClientAuth, OAuthClientCredentials};
+pub use oauth::{
+    ClientAuth, OAuthClientCredentials, SubjectToken, SubjectTokenType, TokenExchange,
+};
 pub use rmcp;
 pub use secret::{Secret, SecretSource};
 

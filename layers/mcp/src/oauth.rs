@@ -151,3 +151,143 @@ impl OAuthClientCredentials {
         self
     }
 }
+
+/// How the caller's token is typed in a token exchange (RFC 8693 §3 `subject_token_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SubjectTokenType {
+    /// `urn:ietf:params:oauth:token-type:access_token`: the caller's access token. The
+    /// default.
+    #[default]
+    AccessToken,
+    /// `urn:ietf:params:oauth:token-type:jwt`: the caller's token as a JWT.
+    Jwt,
+}
+
+impl SubjectTokenType {
+    /// As written in the configuration (`"access_token"`, `"jwt"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectTokenType::AccessToken => "access_token",
+            SubjectTokenType::Jwt => "jwt",
+        }
+    }
+
+    /// The token type URI RFC 8693 §3 names.
+    pub fn uri(self) -> &'static str {
+        match self {
+            SubjectTokenType::AccessToken => "urn:ietf:params:oauth:token-type:access_token",
+            SubjectTokenType::Jwt => "urn:ietf:params:oauth:token-type:jwt",
+        }
+    }
+}
+
+/// OAuth 2.0 Token Exchange (RFC 8693) for a streamable HTTP upstream: each `tools/call` is
+/// sent with a token toolgate asks `token_url` for **on behalf of the caller** — the
+/// caller's verified identity-provider token as the `subject_token`, toolgate
+/// authenticating as `client_id` — scoped to the server (`resource`, default: the server's
+/// URL; `audience` when set). The issued token's `act` claim names the calling agent as the
+/// actor (RFC 8693 §4.1; it is the client the caller's token was issued to), and audit
+/// records and spans show the chain. A token is kept per caller token until shortly before
+/// its `expires_in` (one without an expiry is used once), and asked for again, once, when the
+/// server answers 401.
+///
+/// Fail closed: a call whose caller has no verified token (a static bearer token, stdio),
+/// a token endpoint that refuses or cannot be reached, or an answer that is no bearer
+/// token refuses the call with why; it is never sent with the connection's own credentials
+/// instead. The connection's own requests (`initialize`, listings, notifications) carry the
+/// server's `oauth` or `headers` credentials, as without an exchange.
+///
+/// ```
+/// use toolgate_mcp::{McpServerConfig, OAuthClientCredentials, SecretSource, TokenExchange};
+///
+/// let client = OAuthClientCredentials::new("https://idp.example.com/token", "toolgate", SecretSource::env("S"))
+///     .unwrap()
+///     .scope("crm:read");
+/// let crm = McpServerConfig::streamable_http("crm", "https://crm.example.com/mcp")
+///     .unwrap()
+///     .token_exchange(TokenExchange::new(client).audience("crm"));
+/// assert_eq!(crm.id(), "crm");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct TokenExchange {
+    pub(crate) client: OAuthClientCredentials,
+    pub(crate) audience: Option<String>,
+    pub(crate) subject_token_type: SubjectTokenType,
+}
+
+impl TokenExchange {
+    /// Exchanges at `client`'s token endpoint, authenticating as its client, asking for its
+    /// `scope` and `resource` (the server's URL when it names none).
+    pub fn new(client: OAuthClientCredentials) -> Self {
+        Self {
+            client,
+            audience: None,
+            subject_token_type: SubjectTokenType::AccessToken,
+        }
+    }
+
+    /// The `audience` to ask for (RFC 8693 §2.1: the logical name of the upstream service).
+    pub fn audience(mut self, audience: impl Into<String>) -> Self {
+        self.audience = Some(audience.into());
+        self
+    }
+
+    /// How the caller's token is typed (default [`SubjectTokenType::AccessToken`]).
+    pub fn subject_token_type(mut self, kind: SubjectTokenType) -> Self {
+        self.subject_token_type = kind;
+        self
+    }
+
+    /// The token endpoint.
+    pub fn token_url(&self) -> &str {
+        &self.client.token_url
+    }
+
+    pub(crate) fn relative_to(mut self, dir: &Path) -> Self {
+        self.client = self.client.relative_to(dir);
+        self
+    }
+}
+
+/// The caller's verified identity-provider token, as it came, and the subject it names: put
+/// it in a [`ToolCall`](toolgate_core::ToolCall)'s extensions to have a server with a
+/// [`TokenExchange`] called on the caller's behalf (`toolgate mcp serve --http` puts it
+/// there for every caller whose JWT it verified). A call without it is refused by such a
+/// server. Never shown: `Debug` hides the token.
+///
+/// ```
+/// use toolgate_mcp::SubjectToken;
+/// let t = SubjectToken::new("eyJ…", "alice");
+/// assert_eq!(t.subject(), "alice");
+/// assert!(!format!("{t:?}").contains("eyJ"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectToken {
+    token: crate::Secret,
+    subject: String,
+}
+
+impl SubjectToken {
+    /// The caller's token (already verified by the host) and its `sub`.
+    pub fn new(token: impl Into<String>, subject: impl Into<String>) -> Self {
+        Self {
+            token: crate::Secret::new(token),
+            subject: subject.into(),
+        }
+    }
+
+    /// The subject the token names (its `sub`).
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    #[cfg_attr(
+        not(feature = "http"),
+        expect(dead_code, reason = "exchanged only over streamable HTTP")
+    )]
+    pub(crate) fn token(&self) -> &crate::Secret {
+        &self.token
+    }
+}

@@ -26,7 +26,21 @@ pub(crate) struct ServerView {
     pub(crate) inflight: Arc<crate::relay::InFlight>,
     pub(crate) stale: Option<String>,
     pub(crate) listing: Arc<Listing>,
+    /// RFC 8693: calls sent on behalf of their callers, when the server has a token
+    /// exchange.
+    #[cfg_attr(
+        not(feature = "http"),
+        expect(dead_code, reason = "exchanged only over streamable HTTP")
+    )]
+    pub(crate) exchange: Exchange,
 }
+
+/// A server's token exchange, when it has one (only streamable HTTP servers can).
+#[cfg(feature = "http")]
+pub(crate) type Exchange = Option<Arc<crate::exchange::Exchanger>>;
+/// A server's token exchange: never, without streamable HTTP.
+#[cfg(not(feature = "http"))]
+pub(crate) type Exchange = Option<std::convert::Infallible>;
 
 /// The gateway as its call service holds it: the current [`State`]; holding it keeps the
 /// connections open.

@@ -52,6 +52,17 @@ pub enum McpCallError {
         /// What went wrong.
         message: String,
     },
+    /// The call was not sent: the server takes calls only on behalf of their caller (RFC
+    /// 8693 token exchange), and no token could be had for this one — the caller has no
+    /// verified token, or the token endpoint refused or could not be reached.
+    Credentials {
+        /// The server id.
+        server: String,
+        /// The tool's own name.
+        tool: String,
+        /// Why there is no token.
+        message: String,
+    },
 }
 
 impl fmt::Display for McpCallError {
@@ -73,6 +84,14 @@ impl fmt::Display for McpCallError {
             } => write!(
                 f,
                 "the call to `{tool}` on MCP server `{server}` failed: {message}"
+            ),
+            McpCallError::Credentials {
+                server,
+                tool,
+                message,
+            } => write!(
+                f,
+                "the call to `{tool}` on MCP server `{server}` was not sent: it is made on behalf of its caller, and {message}"
             ),
         }
     }
@@ -274,10 +293,10 @@ fn check(
 /// Sends `tools/call` as [`Peer::call_tool`] does (a `notifications/cancelled` when the
 /// call is abandoned), noting the progress token of the request in the call's relay
 /// registration, so the server's progress notifications for it find their way back.
-async fn call_relayed(
+async fn send_call(
     peer: &Peer<RoleClient>,
-    params: CallToolRequestParams,
-    registration: Registration,
+    request: CallToolRequest,
+    registration: Option<Registration>,
 ) -> Result<CallToolResult, ServiceError> {
     /// Tells the server the call was abandoned, unless it was answered.
     struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
@@ -299,11 +318,13 @@ async fn call_relayed(
     }
     let handle = peer
         .send_request_with_option(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            ClientRequest::CallToolRequest(request),
             PeerRequestOptions::no_options(),
         )
         .await?;
-    registration.set_token(handle.progress_token.clone());
+    if let Some(r) = &registration {
+        r.set_token(handle.progress_token.clone());
+    }
     let mut guard = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
     let result = handle.await_response().await;
     guard.0 = None;
@@ -311,6 +332,59 @@ async fn call_relayed(
     match result? {
         ServerResult::CallToolResult(r) => Ok(r),
         _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// What a call needs to be sent on behalf of its caller (RFC 8693), taken from the call
+/// before it is sent: the server's token exchange, the caller's token, and where the call's
+/// records are gathered.
+struct OnBehalfOf {
+    #[cfg(feature = "http")]
+    exchange: Option<(
+        Arc<crate::exchange::Exchanger>,
+        Option<crate::SubjectToken>,
+        Option<toolgate_core::DecisionSink>,
+    )>,
+}
+
+impl OnBehalfOf {
+    #[cfg_attr(not(feature = "http"), allow(unused_variables))]
+    fn of(server: &ServerView, extensions: &toolgate_core::Extensions) -> Self {
+        Self {
+            #[cfg(feature = "http")]
+            exchange: server.exchange.clone().map(|x| {
+                (
+                    x,
+                    extensions.get::<crate::SubjectToken>().cloned(),
+                    extensions.get::<toolgate_core::DecisionSink>().cloned(),
+                )
+            }),
+        }
+    }
+
+    /// Puts the caller's exchanged token in `request`'s extensions (the HTTP client sends
+    /// the request with it) and records whom it speaks for; nothing for a server without an
+    /// exchange. Why there is no token, else.
+    #[cfg_attr(not(feature = "http"), allow(unused_variables, clippy::unused_async))]
+    async fn authorize(self, request: &mut CallToolRequest) -> Result<(), String> {
+        #[cfg(feature = "http")]
+        if let Some((exchanger, subject, sink)) = self.exchange {
+            let Some(subject) = subject else {
+                return Err(String::from(
+                    "the caller has no verified identity-provider token to exchange (only a caller authenticated by `mcp.jwt` has one)",
+                ));
+            };
+            let issued = exchanger.current(&subject).await?;
+            if let Some(sink) = sink {
+                sink.record_delegation(issued.delegation.clone());
+            }
+            request.extensions.insert(crate::exchange::OnBehalf {
+                exchanger,
+                subject,
+                token: issued.token,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -458,14 +532,20 @@ impl Service<ToolCall> for McpToolService {
         // listed name, not the own name the call was governed by).
         let sent = listed.raw.clone();
         let own = listed.decl.identity.name().to_owned();
+        let behalf = OnBehalfOf::of(server, &call.extensions);
         McpFuture {
             kind: Kind::Call {
                 future: Box::pin(async move {
                     let params = CallToolRequestParams::new(sent).with_arguments(arguments);
-                    let result = match registered {
-                        Some(registration) => call_relayed(&peer, params, registration).await,
-                        None => peer.call_tool(params).await,
-                    };
+                    let mut request = CallToolRequest::new(params);
+                    behalf.authorize(&mut request).await.map_err(|message| {
+                        McpCallError::Credentials {
+                            server: server_id.clone(),
+                            tool: own.clone(),
+                            message,
+                        }
+                    })?;
+                    let result = send_call(&peer, request, registered).await;
                     match result {
                         Ok(result) => Ok(response(result)),
                         Err(e) => Err(error(&server_id, &own, e)),

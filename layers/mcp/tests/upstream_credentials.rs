@@ -277,15 +277,21 @@ async fn token_endpoint(expires_in: u64) -> (String, Arc<AtomicUsize>) {
                             let body = req.into_body().collect().await.unwrap().to_bytes();
                             let body = String::from_utf8_lossy(&body).into_owned();
                             let fields: Vec<&str> = body.split('&').collect();
+                            let exchange = fields.contains(
+                                &"grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange",
+                            ) && fields.iter().any(|f| f.starts_with("subject_token="));
                             let (status, answer) = if auth_ok
-                                && fields.contains(&"grant_type=client_credentials")
+                                && (exchange || fields.contains(&"grant_type=client_credentials"))
                                 && fields.contains(&"scope=mcp%3Atools")
                             {
                                 let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-                                (
-                                    hyper::StatusCode::OK,
-                                    json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": expires_in}),
-                                )
+                                let mut answer = json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": expires_in});
+                                if exchange {
+                                    answer["access_token"] = json!(format!("xtok-{n}"));
+                                    answer["issued_token_type"] =
+                                        json!("urn:ietf:params:oauth:token-type:access_token");
+                                }
+                                (hyper::StatusCode::OK, answer)
                             } else {
                                 (
                                     hyper::StatusCode::UNAUTHORIZED,
@@ -609,4 +615,79 @@ async fn issue22_5_an_https_token_endpoint_the_trust_does_not_cover_gives_no_tok
     section["servers"]["remote"]["oauth"]["ca_file"] = json!("ca.pem");
     let err = ServeConfig::read(&section).unwrap_err().to_string();
     assert!(err.contains("mcp.servers.remote.oauth.ca_file"), "{err}");
+}
+
+/// A call to `remote`'s `lookup` made for the caller whose verified token is `subject`.
+async fn lookup_for(gateway: &McpGateway, subject: Option<&str>) -> Result<ToolResponse, String> {
+    let mut call = ToolCall::by_identity(
+        AgentRef::profile("test"),
+        ToolIdentity::mcp("remote", "lookup"),
+        json!({"query": "for someone"}),
+    );
+    if let Some(s) = subject {
+        call.extensions
+            .insert(toolgate_mcp::SubjectToken::new(s, "alice"));
+    }
+    gateway
+        .service()
+        .with_insecure_no_permit()
+        .oneshot(call)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn issue35_11_an_exchanged_token_the_server_refuses_is_exchanged_again_once() {
+    let (token_url, issued) = token_endpoint(3600).await;
+    // The connection's own requests carry the client credentials' `tok-1`; calls carry
+    // the token exchanged for their caller.
+    let accepted = Arc::new(Mutex::new(vec![
+        String::from("tok-1"),
+        String::from("xtok-2"),
+    ]));
+    let (url, refused) = bearer_upstream(Arc::clone(&accepted)).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("client-secret"), "s3cr:et&+\n").unwrap();
+    let mut section = oauth_section(&url, &token_url, "client-secret");
+    section["servers"]["remote"]["token_exchange"] = section["servers"]["remote"]["oauth"].clone();
+    section["jwt"] =
+        json!({"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "test"}});
+    let config = server(section, dir.path()).unwrap();
+
+    let gateway = new_gateway();
+    // Only toolgate's own HTTP client sends a call with its caller's exchanged token.
+    let custom = gateway
+        .connect_with(config.clone(), tokio::io::duplex(64).0)
+        .await
+        .unwrap_err();
+    assert!(custom.to_string().contains("token_exchange"), "{custom}");
+    gateway.connect(config).await.unwrap();
+    assert_eq!(issued.load(Ordering::SeqCst), 1);
+
+    let r = lookup_for(&gateway, Some("alice-token")).await.unwrap();
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    assert_eq!(issued.load(Ordering::SeqCst), 2, "one exchange");
+    assert_eq!(refused.load(Ordering::SeqCst), 0);
+
+    // The server stops taking `xtok-2`: the call is refused once, exchanged again, sent.
+    *accepted.lock().unwrap() = vec![String::from("tok-1"), String::from("xtok-3")];
+    let r = lookup_for(&gateway, Some("alice-token")).await.unwrap();
+    assert!(matches!(r, ToolResponse::Completed(_)), "{r:?}");
+    assert_eq!(issued.load(Ordering::SeqCst), 3);
+    assert_eq!(refused.load(Ordering::SeqCst), 1);
+
+    // No caller token: refused before anything is sent or asked for.
+    let err = lookup_for(&gateway, None).await.unwrap_err();
+    assert!(err.contains("was not sent"), "{err}");
+    assert!(err.contains("no verified identity-provider token"), "{err}");
+    assert_eq!(issued.load(Ordering::SeqCst), 3);
+    assert_eq!(refused.load(Ordering::SeqCst), 1);
+
+    // A token the exchange cannot replace with one the server takes: refused, not looped,
+    // and never sent with the connection's own token instead.
+    *accepted.lock().unwrap() = vec![String::from("tok-1")];
+    let err = lookup_for(&gateway, Some("alice-token")).await.unwrap_err();
+    assert!(err.contains("Auth required"), "{err}");
+    assert_eq!(refused.load(Ordering::SeqCst), 3, "one retry, no more");
+    gateway.shutdown().await;
 }

@@ -42,6 +42,7 @@
 //! | [`TOOLGATE_APPROVAL_SOURCE`] | how the approval gate's wait ended (`WaitEnd::as_str`): `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held`, `refused` |
 //! | [`TOOLGATE_APPROVAL_APPROVER`] | who approved or denied, when a person did |
 //! | [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`], [`TOOLGATE_APPROVAL_PRINCIPAL_ISSUER`] | `sub` and `iss` of the answering person's verified identity-provider token, beside the approver, only when their answer came with one (issue 22: a JWT approver of the page, a session authenticated by JWT answering by elicitation); absent for a static-token, header or `--as` approver |
+//! | [`TOOLGATE_DELEGATION_SUBJECT`], [`TOOLGATE_DELEGATION_ACTORS`] | the subject a call was sent upstream for and its `act` chain (current actor first, comma-separated), when the tool exchanged the caller's token (RFC 8693) |
 //! | [`TOOLGATE_AGENT_PROFILE`] | the calling agent's profile |
 //! | [`TOOLGATE_AGENT_SUBAGENT`] | the subagent's id, for a subagent |
 //! | [`TOOLGATE_PRINCIPAL_SUBJECT`], [`TOOLGATE_PRINCIPAL_ISSUER`] | `sub` and `iss` of the caller's verified identity-provider token (issue 22) |
@@ -123,6 +124,12 @@ pub const TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT: &str = "toolgate.approval.princip
 /// `toolgate.approval.principal.issuer`: the `iss` of the answering person's verified
 /// identity-provider token, beside [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`].
 pub const TOOLGATE_APPROVAL_PRINCIPAL_ISSUER: &str = "toolgate.approval.principal.issuer";
+/// `toolgate.delegation.subject`: the subject a call was sent upstream for, when the tool
+/// exchanged the caller's token (RFC 8693).
+pub const TOOLGATE_DELEGATION_SUBJECT: &str = "toolgate.delegation.subject";
+/// `toolgate.delegation.actors`: the exchanged token's `act` chain, the current actor
+/// first, comma-separated, beside [`TOOLGATE_DELEGATION_SUBJECT`].
+pub const TOOLGATE_DELEGATION_ACTORS: &str = "toolgate.delegation.actors";
 /// `toolgate.agent.profile`: the calling agent's profile.
 pub const TOOLGATE_AGENT_PROFILE: &str = "toolgate.agent.profile";
 /// `toolgate.agent.subagent`: the subagent's id.

@@ -66,6 +66,9 @@ impl Finish {
             &mut attributes,
         );
         self.shadow(note.as_ref(), response, &mut attributes);
+        if let Some(d) = self.sink.delegation() {
+            record::delegation(&d, &mut attributes);
+        }
         let outcome = result
             .as_ref()
             .map_or(CallOutcome::Error, ToolResponse::outcome)

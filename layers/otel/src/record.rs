@@ -219,6 +219,21 @@ pub(crate) fn shadow(
     disagrees
 }
 
+/// Whom the call was sent upstream for (RFC 8693 token exchange): the subject and the
+/// `act` chain, current actor first.
+pub(crate) fn delegation(d: &toolgate::core::Delegation, attributes: &mut Vec<KeyValue>) {
+    attributes.push(KeyValue::new(
+        attr::TOOLGATE_DELEGATION_SUBJECT,
+        bounded(d.subject.clone(), MAX_NAME_CHARS),
+    ));
+    if !d.actors.is_empty() {
+        attributes.push(KeyValue::new(
+            attr::TOOLGATE_DELEGATION_ACTORS,
+            bounded(d.actors.join(","), MAX_NAME_CHARS),
+        ));
+    }
+}
+
 /// The decision's attributes: from the response's refusal, and from the gate's note when
 /// there is one. `response` is `None` when the call never completed (a transport error, or
 /// the future was dropped): then the note alone tells what was decided.

@@ -74,6 +74,18 @@ fn person(request: &ApprovalRequest) -> ApprovalOutcome {
 
 /// The tool: fails, errors, echoes or hangs by name; otherwise completes.
 async fn tool(call: ToolCall) -> Result<ToolResponse, io::Error> {
+    // As the MCP tool service does for a call it sent on behalf of its caller (RFC 8693).
+    if let (Some(subject), Some(sink)) = (
+        call.input.get("sent_for").and_then(Value::as_str),
+        call.extensions.get::<DecisionSink>(),
+    ) {
+        sink.record_delegation(toolgate::core::Delegation {
+            server: "crm".into(),
+            subject: subject.into(),
+            actors: vec!["support-bot".into(), "planner".into()],
+            token_url: "https://idp.example/token".into(),
+        });
+    }
     match call.tool.display_name().as_str() {
         "notes__fail" => Ok(ToolResponse::Failed(ToolOutput::new(json!("disk full")))),
         "notes__boom" => Err(io::Error::other("connection reset")),
@@ -689,4 +701,22 @@ async fn issue22_a_call_with_a_verified_principal_names_it_on_its_span() {
     assert_attr(&span, attr::TOOLGATE_PRINCIPAL_ISSUER, "https://idp.test/");
     let (_, span) = h.span_of(&h.stack(), "notes__read", json!({})).await;
     assert_no_attr(&span, attr::TOOLGATE_PRINCIPAL_SUBJECT);
+}
+
+#[tokio::test]
+async fn issue35_11_a_call_sent_on_behalf_of_its_caller_names_the_subject_and_the_act_chain() {
+    let h = Harness::new();
+    let (response, span) = h
+        .span_of(&h.stack(), "notes__read", json!({"sent_for": "alice"}))
+        .await;
+    assert!(matches!(response, ToolResponse::Completed(_)));
+    assert_attr(&span, attr::TOOLGATE_DELEGATION_SUBJECT, "alice");
+    assert_attr(
+        &span,
+        attr::TOOLGATE_DELEGATION_ACTORS,
+        "support-bot,planner",
+    );
+    let (_, span) = h.span_of(&h.stack(), "notes__read", json!({})).await;
+    assert_no_attr(&span, attr::TOOLGATE_DELEGATION_SUBJECT);
+    assert_no_attr(&span, attr::TOOLGATE_DELEGATION_ACTORS);
 }

@@ -134,6 +134,8 @@ pub(super) struct ServerConn {
     pub(super) stale: Mutex<Option<String>>,
     /// What the server calls itself (recorded, never used as the source).
     pub(super) reported_name: Option<String>,
+    /// RFC 8693: calls sent on behalf of their callers (streamable HTTP only).
+    pub(super) exchange: crate::routes::Exchange,
 }
 
 impl fmt::Debug for ServerConn {

@@ -18,6 +18,7 @@ use crate::config::{DEFAULT_INHERITED_ENV, McpServerConfig, Transport};
 use crate::declare::Listing;
 use crate::drift::{DriftEvent, DriftTrigger};
 use crate::relay::InFlight;
+use crate::routes::Exchange;
 
 impl McpGateway {
     /// The server settings in force for `config` by the current snapshot; a conflict
@@ -122,6 +123,7 @@ impl McpGateway {
                 url,
                 headers,
                 oauth,
+                token_exchange,
                 ca_file,
                 client_identity,
                 ..
@@ -143,35 +145,40 @@ impl McpGateway {
                 let custom = super::http::secret_headers(&id, &headers)?;
                 let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                let Some(oauth) = oauth else {
-                    let transport = StreamableHttpClientTransport::with_client(
-                        client.reqwest().clone(),
-                        transport_config,
-                    );
-                    let connected = self.connect_with(config, transport).await;
-                    return with_tls_reason(connected, &client, &url).await;
+                let tokens = match oauth {
+                    None => None,
+                    Some(oauth) => {
+                        if headers
+                            .iter()
+                            .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                        {
+                            return Err(GatewayError::Config(format!(
+                                "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
+                            )));
+                        }
+                        let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
+                        // The first token now: a token endpoint that refuses fails connecting.
+                        tokens.current().await.map_err(connect_err)?;
+                        Some(Arc::new(tokens))
+                    }
                 };
-                if headers
-                    .iter()
-                    .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-                {
-                    return Err(GatewayError::Config(format!(
-                        "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
-                    )));
-                }
-                let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
-                // The first token now: a token endpoint that refuses fails connecting.
-                tokens.current().await.map_err(connect_err)?;
-                let client = super::http::OAuthHttpClient {
+                // RFC 8693: each call on behalf of its caller, with a token exchanged for the
+                // caller's (checked now: the secret, the endpoint, its trust).
+                let exchange = match token_exchange {
+                    None => None,
+                    Some(x) => Some(Arc::new(
+                        crate::exchange::Exchanger::new(&id, &url, *x, config.request_timeout)
+                            .map_err(GatewayError::Config)?,
+                    )),
+                };
+                let upstream = super::http::UpstreamHttpClient {
                     http: client.reqwest().clone(),
-                    tokens: Arc::new(tokens),
+                    tokens,
                 };
-                let probe = toolgate_idp::FetchClient::with_tls(&tls)
-                    .map_err(|e| GatewayError::Config(format!("servers.{id}: {e}")))?;
                 let transport =
-                    StreamableHttpClientTransport::with_client(client, transport_config);
-                let connected = self.connect_with(config, transport).await;
-                with_tls_reason(connected, &probe, &url).await
+                    StreamableHttpClientTransport::with_client(upstream, transport_config);
+                let connected = self.connect_inner(config, transport, exchange).await;
+                with_tls_reason(connected, &client, &url).await
             }
             #[cfg(not(feature = "http"))]
             Transport::StreamableHttp { .. } => Err(GatewayError::Config(format!(
@@ -184,11 +191,35 @@ impl McpGateway {
     }
 
     /// As [`connect`](Self::connect), over a transport you made (any rmcp client
-    /// transport: an in-process pipe, a socket, …).
+    /// transport: an in-process pipe, a socket, …). A server with a
+    /// [`TokenExchange`](crate::TokenExchange) is refused: only toolgate's own HTTP client
+    /// sends a call with the token exchanged for its caller.
     pub async fn connect_with<T, E, A>(
         &self,
         config: McpServerConfig,
         transport: T,
+    ) -> Result<DriftEvent, GatewayError>
+    where
+        T: IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if config.exchange().is_some() {
+            return Err(GatewayError::Config(format!(
+                "servers.{}.token_exchange: a transport you made would not send the token exchanged for each caller: connect the server with `connect`",
+                config.id()
+            )));
+        }
+        self.connect_inner(config, transport, Exchange::default())
+            .await
+    }
+
+    /// Connects over `transport`, calls to the server made on behalf of their callers
+    /// through `exchange` when it has one.
+    async fn connect_inner<T, E, A>(
+        &self,
+        config: McpServerConfig,
+        transport: T,
+        exchange: Exchange,
     ) -> Result<DriftEvent, GatewayError>
     where
         T: IntoTransport<RoleClient, E, A> + Send + 'static,
@@ -264,6 +295,7 @@ impl McpGateway {
             listing: ArcSwap::from_pointee(Listing::default()),
             stale: Mutex::new(None),
             reported_name,
+            exchange,
             config,
         });
         let _listing = conn.listing_lock.lock().await;

@@ -209,6 +209,7 @@ impl Inner {
                     inflight: Arc::clone(&conn.inflight),
                     stale: lock(&conn.stale).clone(),
                     listing,
+                    exchange: conn.exchange.clone(),
                 },
             );
         }

@@ -13,12 +13,13 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
-use serde_json::Value;
 use toolgate_engine::ConfigErrors;
 
 use super::error::GatewayError;
-use crate::oauth::{ClientAuth, OAuthClientCredentials};
+use crate::exchange::OnBehalf;
+use crate::oauth::OAuthClientCredentials;
 use crate::secret::{Secret, SecretSource};
+use crate::token_endpoint::{ask_token_endpoint, push_param};
 
 /// The headers rmcp sets itself: a configured one would conflict.
 pub(crate) const RESERVED_HEADERS: &[&str] = &[
@@ -87,9 +88,6 @@ pub(crate) fn secret_headers(
     }
 }
 
-/// The largest answer of a token endpoint read.
-const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
-
 /// An access token and when to fetch the next one.
 struct Cached {
     token: Secret,
@@ -114,30 +112,6 @@ impl std::fmt::Debug for Tokens {
             .field("token_url", &self.creds.token_url)
             .finish_non_exhaustive()
     }
-}
-
-/// `application/x-www-form-urlencoded` (RFC 6749 appendix B).
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
-                out.push(char::from(b));
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-/// At most `n` characters of `s`, for a server's own words in an error.
-fn bounded(s: &str, n: usize) -> String {
-    let mut out: String = s.chars().take(n).collect();
-    if s.chars().count() > n {
-        out.push('…');
-    }
-    out
 }
 
 impl Tokens {
@@ -175,145 +149,34 @@ impl Tokens {
 
     /// Asks the token endpoint for a new token.
     async fn fetch(&self) -> Result<Cached, String> {
-        let url = &self.creds.token_url;
-        // Issue 22: the client secret is read again for each token asked for, so a rotated
-        // secret (its file rewritten) is taken at the next fetch — a token's expiry, or the
-        // server refusing it — without a restart or a reconnect. One that can no longer be
-        // read fails the fetch (the call is refused); the old one is never used instead.
-        let secret = self.creds.client_secret.read_again().map_err(|e| {
-            format!(
-                "`servers.{}.oauth.client_secret` cannot be read: {e}",
-                self.server
-            )
-        })?;
         let mut body = String::from("grant_type=client_credentials");
-        let mut headers = vec![
-            (
-                reqwest::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/x-www-form-urlencoded"),
-            ),
-            (
-                reqwest::header::ACCEPT,
-                HeaderValue::from_static("application/json"),
-            ),
-        ];
-        match self.creds.client_auth {
-            ClientAuth::Basic => {
-                use base64::Engine as _;
-                let pair = format!(
-                    "{}:{}",
-                    form_encode(&self.creds.client_id),
-                    form_encode(secret.expose())
-                );
-                let mut v = HeaderValue::from_str(&format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(pair)
-                ))
-                .map_err(|_| String::from("the client credentials make no valid header"))?;
-                v.set_sensitive(true);
-                headers.push((reqwest::header::AUTHORIZATION, v));
-            }
-            ClientAuth::Post => {
-                body.push_str("&client_id=");
-                body.push_str(&form_encode(&self.creds.client_id));
-                body.push_str("&client_secret=");
-                body.push_str(&form_encode(secret.expose()));
-            }
-        }
         if let Some(scope) = &self.creds.scope {
-            body.push_str("&scope=");
-            body.push_str(&form_encode(scope));
+            push_param(&mut body, "scope", scope);
         }
         if let Some(resource) = &self.creds.resource {
-            body.push_str("&resource=");
-            body.push_str(&form_encode(resource));
+            push_param(&mut body, "resource", resource);
         }
         let asked = Instant::now();
-        // A TLS failure (an unknown CA, a name the certificate is not for, an expired one)
-        // fails the fetch with why: no token, so the call is refused (fail closed).
-        let response = self
-            .http
-            .post(url, &headers, body, MAX_TOKEN_ANSWER_BYTES, self.timeout)
-            .await
-            .map_err(|e| format!("cannot reach the token endpoint `{url}`: {e}"))?;
-        let status = reqwest::StatusCode::from_u16(response.status).map_err(|_| {
-            format!("the token endpoint `{url}` answered a status that is no HTTP status")
-        })?;
-        let bytes = response.body;
-        let json: Option<Value> = serde_json::from_slice(&bytes).ok();
-        if !status.is_success() {
-            let said = json
-                .as_ref()
-                .and_then(|j| j.get("error").and_then(Value::as_str))
-                .map(|e| {
-                    let description = json
-                        .as_ref()
-                        .and_then(|j| j.get("error_description").and_then(Value::as_str))
-                        .map(|d| format!(" ({})", bounded(d, 200)))
-                        .unwrap_or_default();
-                    format!(": `{}`{description}", bounded(e, 100))
-                })
-                .unwrap_or_default();
-            return Err(format!(
-                "the token endpoint `{url}` refused the client credentials of `{}` with HTTP {status}{said}",
-                self.creds.client_id
-            ));
-        }
-        let Some(json) = json else {
-            return Err(format!(
-                "the token endpoint `{url}` answered HTTP {status} with no JSON"
-            ));
-        };
-        let token = match json.get("access_token").and_then(Value::as_str) {
-            Some(t) if !t.trim().is_empty() => Secret::new(t),
-            _ => {
-                return Err(format!(
-                    "the token endpoint `{url}` answered without an `access_token`"
-                ));
-            }
-        };
-        if reqwest::header::HeaderValue::from_str(&format!("Bearer {}", token.expose())).is_err() {
-            return Err(format!(
-                "the token endpoint `{url}` answered an access token that is no valid header value"
-            ));
-        }
-        match json.get("token_type") {
-            None => {}
-            Some(Value::String(t)) if t.eq_ignore_ascii_case("bearer") => {}
-            Some(other) => {
-                return Err(format!(
-                    "the token endpoint `{url}` answered a token of type {}, not a bearer token",
-                    bounded(&other.to_string(), 40)
-                ));
-            }
-        }
-        let expires_in = match json.get("expires_in") {
-            None | Some(Value::Null) => None,
-            Some(v) => match v
-                .as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            {
-                Some(secs) => Some(Duration::from_secs(secs)),
-                None => {
-                    return Err(format!(
-                        "the token endpoint `{url}` answered an `expires_in` that is not a whole number of seconds"
-                    ));
-                }
-            },
-        };
-        // Fetched again a tenth of its life (at most a minute) before it expires.
-        let refresh_at = expires_in.map(|life| {
-            let margin = (life / 10).min(Duration::from_secs(60));
-            asked + life.saturating_sub(margin)
-        });
+        let answer = ask_token_endpoint(
+            &self.http,
+            &self.creds,
+            &self.server,
+            "oauth",
+            body,
+            self.timeout,
+        )
+        .await?;
         tracing::debug!(
             target: "toolgate_mcp::oauth",
             server = self.server.as_str(),
-            expires_in_secs = expires_in.map(|d| d.as_secs()),
+            expires_in_secs = answer.expires_in.map(|d| d.as_secs()),
             "fetched an access token for MCP server `{}`",
             self.server
         );
-        Ok(Cached { token, refresh_at })
+        Ok(Cached {
+            refresh_at: answer.refresh_at(asked),
+            token: answer.token,
+        })
     }
 
     /// The token to send: the one kept, unless it is (about to be) expired.
@@ -346,12 +209,27 @@ impl Tokens {
     }
 }
 
-/// rmcp's reqwest client with the bearer token of OAuth 2.0 client credentials on every
-/// request: a request the server answers 401 is sent once more with a new token.
+/// rmcp's reqwest client, with the bearer token each request is owed: a request made on
+/// behalf of a caller (RFC 8693, its exchanged token in the request's extensions) carries
+/// that token and no other; any other request carries the token of the server's OAuth 2.0
+/// client credentials, when it has them. A request the server answers 401 is sent once
+/// more with a new token.
 #[derive(Clone, Debug)]
-pub(crate) struct OAuthHttpClient {
+pub(crate) struct UpstreamHttpClient {
     pub(crate) http: reqwest::Client,
-    pub(crate) tokens: Arc<Tokens>,
+    pub(crate) tokens: Option<Arc<Tokens>>,
+}
+
+/// The exchanged token `message` is to be sent with, when it is a request made on behalf
+/// of a caller.
+fn on_behalf(message: &ClientJsonRpcMessage) -> Option<OnBehalf> {
+    use rmcp::model::GetExtensions as _;
+    match message {
+        rmcp::model::JsonRpcMessage::Request(r) => {
+            r.request.extensions().get::<OnBehalf>().cloned()
+        }
+        _ => None,
+    }
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -372,23 +250,43 @@ fn token_error(server: &str, message: String) -> HttpError {
     )))
 }
 
-impl OAuthHttpClient {
-    /// Runs `call` with the current token; on a 401, once more with a new one.
-    async fn authorized<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+impl UpstreamHttpClient {
+    /// Runs `call` with the token the request is owed (`on_behalf`'s, else the client
+    /// credentials', else `auth` as rmcp gave it); on a 401, once more with a new one.
+    async fn authorized<T, F, Fut>(
+        &self,
+        on_behalf: Option<OnBehalf>,
+        auth: Option<String>,
+        call: F,
+    ) -> Result<T, HttpError>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, HttpError>>,
     {
-        let server = &self.tokens.server;
-        let token = self
-            .tokens
-            .current()
-            .await
-            .map_err(|m| token_error(server, m))?;
+        if let Some(b) = on_behalf {
+            return match call(Some(b.token.expose().to_owned())).await {
+                Err(e) if unauthorized(&e) => {
+                    let fresh = b
+                        .exchanger
+                        .replace(&b.subject, &b.token)
+                        .await
+                        .map_err(|m| token_error(b.exchanger.server(), m))?;
+                    if fresh.token == b.token {
+                        return Err(e);
+                    }
+                    call(Some(fresh.token.expose().to_owned())).await
+                }
+                other => other,
+            };
+        }
+        let Some(tokens) = &self.tokens else {
+            return call(auth).await;
+        };
+        let server = &tokens.server;
+        let token = tokens.current().await.map_err(|m| token_error(server, m))?;
         match call(Some(token.expose().to_owned())).await {
             Err(e) if unauthorized(&e) => {
-                let fresh = self
-                    .tokens
+                let fresh = tokens
                     .replace(&token)
                     .await
                     .map_err(|m| token_error(server, m))?;
@@ -409,7 +307,7 @@ impl OAuthHttpClient {
 
 type SseStream = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 
-impl StreamableHttpClient for OAuthHttpClient {
+impl StreamableHttpClient for UpstreamHttpClient {
     type Error = reqwest::Error;
 
     async fn post_message(
@@ -417,10 +315,10 @@ impl StreamableHttpClient for OAuthHttpClient {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(on_behalf(&message), auth, |token| {
             self.http.post_message(
                 uri.clone(),
                 message.clone(),
@@ -437,11 +335,11 @@ impl StreamableHttpClient for OAuthHttpClient {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(on_behalf(&message), auth, |token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -459,11 +357,11 @@ impl StreamableHttpClient for OAuthHttpClient {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        self.authorized(on_behalf(&message), auth, |token| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -480,10 +378,10 @@ impl StreamableHttpClient for OAuthHttpClient {
         &self,
         uri: Arc<str>,
         session_id: Arc<str>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        self.authorized(|token| {
+        self.authorized(None, auth, |token| {
             self.http.delete_session(
                 uri.clone(),
                 session_id.clone(),
@@ -499,10 +397,10 @@ impl StreamableHttpClient for OAuthHttpClient {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<SseStream, HttpError> {
-        self.authorized(|token| {
+        self.authorized(None, auth, |token| {
             self.http.get_stream(
                 uri.clone(),
                 session_id.clone(),
@@ -519,11 +417,11 @@ impl StreamableHttpClient for OAuthHttpClient {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth: Option<String>,
+        auth: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<SseStream, HttpError> {
-        self.authorized(|token| {
+        self.authorized(None, auth, |token| {
             self.http.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),

@@ -28,6 +28,8 @@ pub(super) struct JwtCaller {
     pub(super) client: String,
     /// The subagent id of the subagent claim, when the token has one.
     pub(super) subagent: Option<String>,
+    /// The token as it came (RFC 8693: the subject token of an exchange).
+    pub(super) subject_token: crate::SubjectToken,
 }
 
 /// `mcp.jwt` in force: its settings, the verifier with the provider's keys, and the paths
@@ -211,6 +213,8 @@ impl Tokens {
                 subagent.as_deref().unwrap_or_default()
             )),
             jwt: Some(JwtCaller {
+                // RFC 8693: exchanged for a server that takes calls on the caller's behalf.
+                subject_token: crate::SubjectToken::new(token, principal.subject.clone()),
                 principal,
                 client,
                 subagent,
@@ -276,4 +280,6 @@ pub(super) struct Caller {
     pub(super) key: String,
     pub(super) subagent: Option<String>,
     pub(super) principal: Option<toolgate_idp::Principal>,
+    /// The caller's verified token, for a server with a token exchange (RFC 8693).
+    pub(super) subject_token: Option<crate::SubjectToken>,
 }

@@ -311,6 +311,16 @@ impl ServeConfig {
             }
         };
         let jwt = obj.get("jwt").and_then(|v| read_jwt(v, &mut errs));
+        // RFC 8693: a call is exchanged on behalf of the caller's verified token; without
+        // `mcp.jwt` no caller would have one, and every call to the server would be refused.
+        if !obj.contains_key("jwt") {
+            for s in servers.iter().filter(|s| s.exchange().is_some()) {
+                errs.push(
+                    format!("mcp.servers.{}.token_exchange", s.id()),
+                    "calls are exchanged on behalf of the caller's verified identity-provider token, and no caller has one without `mcp.jwt`: configure `mcp.jwt`, or authenticate the server with `oauth` or `headers`",
+                );
+            }
+        }
         let gateway = super::options::GatewayOptions::read(obj, &mut errs);
         if errs.is_empty() {
             Ok(Self {
@@ -553,6 +563,44 @@ mod tests {
         }}}}))
         .unwrap();
         assert!(format!("{good:?}").contains(r#"env: "E""#));
+    }
+
+    #[test]
+    fn issue35_11_every_bad_token_exchange_field_is_named() {
+        let p = paths(json!({
+            "servers": {
+                "a": {"command": "x", "token_exchange": {}},
+                "b": {"url": "http://127.0.0.1:1/", "token_exchange": {
+                    "token_url": "http://idp.internal/token", "client_id": "gw", "client_secret": {"env": "E"},
+                    "subject_token_type": "id_token", "actor": "me"
+                }},
+                "c": {"url": "http://127.0.0.1:1/", "token_exchange": {
+                    "token_url": "http://127.0.0.1:2/token", "client_id": "gw", "client_secret": {"env": "E"}
+                }}
+            }
+        }));
+        for want in [
+            "mcp.servers.a.token_exchange",
+            "mcp.servers.b.token_exchange.token_url",
+            "mcp.servers.b.token_exchange.subject_token_type",
+            "mcp.servers.b.token_exchange.actor",
+            // Without `mcp.jwt` no caller has a token to exchange.
+            "mcp.servers.c.token_exchange",
+        ] {
+            assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+        }
+        let good = ServeConfig::read(&json!({
+            "servers": {"c": {"url": "http://127.0.0.1:1/", "token_exchange": {
+                "token_url": "http://127.0.0.1:2/token", "client_id": "gw", "client_secret": {"env": "E"},
+                "audience": "crm", "subject_token_type": "jwt", "scope": "crm:read"
+            }}},
+            "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "agents": {"c": "dev"}}
+        }))
+        .unwrap();
+        let x = good.servers[0].exchange().unwrap();
+        assert_eq!(x.audience.as_deref(), Some("crm"));
+        assert_eq!(x.subject_token_type, crate::SubjectTokenType::Jwt);
+        assert_eq!(x.token_url(), "http://127.0.0.1:2/token");
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl GovernedSession {
                 key: format!("session {}", self.session),
                 subagent: None,
                 principal: None,
+                subject_token: None,
             });
         }
         let auth = ctx
@@ -87,6 +88,7 @@ impl GovernedSession {
                 key: key.clone(),
                 subagent: j.subagent.clone(),
                 principal: Some(j.principal.clone()),
+                subject_token: Some(j.subject_token.clone()),
             },
             (_, Some(hash)) => Caller {
                 agent: auth.agent.clone(),
@@ -94,6 +96,7 @@ impl GovernedSession {
                 key: format!("token {hash}"),
                 subagent: None,
                 principal: None,
+                subject_token: None,
             },
             (_, None) => Caller {
                 agent: auth.agent.clone(),
@@ -101,6 +104,7 @@ impl GovernedSession {
                 key: String::from("open"),
                 subagent: None,
                 principal: None,
+                subject_token: None,
             },
         })
     }
@@ -439,6 +443,11 @@ impl GovernedSession {
         // Issue 22: the verified principal behind a JWT, for the audit record and the span.
         if let Some(p) = &caller.principal {
             call.extensions.insert(p.clone());
+        }
+        // RFC 8693: the caller's verified token, exchanged by a server that takes calls on
+        // the caller's behalf (never recorded).
+        if let Some(t) = &caller.subject_token {
+            call.extensions.insert(t.clone());
         }
         let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
         let token = ctx.meta.get_progress_token();

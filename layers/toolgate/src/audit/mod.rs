@@ -26,6 +26,7 @@
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
 //! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused`; with `principal: {subject, issuer}` of the answering person when their answer came with a verified identity-provider token (issue 22) |
+//! | `delegation` | `{server, subject, act, token_url}` when the call was sent upstream on behalf of its caller (RFC 8693 token exchange): the subject the exchanged token speaks for and its `act` chain (`{"sub": agent, "act": {…}}`, the current actor outermost; `null` when the token is no readable JWT); absent otherwise |
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
 //! | `input_hash` | RFC 8785 + SHA-256 of the input the decision was made on (R35) |
@@ -623,6 +624,14 @@ impl Pending {
             None => Value::Null,
         };
         record.insert("approval".into(), approval);
+        // RFC 8693: whom the call was sent upstream for, when the tool exchanged the
+        // caller's token (absent otherwise, so other records are unchanged).
+        if let Some(d) = self.sink.delegation() {
+            record.insert(
+                "delegation".into(),
+                json!({"server": d.server, "subject": d.subject, "act": d.act_chain(), "token_url": d.token_url}),
+            );
+        }
         let outcome = result
             .as_ref()
             .map_or(CallOutcome::Error, ToolResponse::outcome);

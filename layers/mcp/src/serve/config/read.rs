@@ -26,6 +26,7 @@ pub(super) const SERVER: &[&str] = &[
     "env_secrets",
     "headers",
     "oauth",
+    "token_exchange",
     "confidential",
     "network",
     "tls",
@@ -40,6 +41,19 @@ pub(super) const OAUTH: &[&str] = &[
     "client_secret",
     "scope",
     "resource",
+    "client_auth",
+    "ca_file",
+];
+
+/// `mcp.servers.<id>.token_exchange`: the client of [`OAUTH`], and what to ask for.
+pub(super) const TOKEN_EXCHANGE: &[&str] = &[
+    "token_url",
+    "client_id",
+    "client_secret",
+    "scope",
+    "resource",
+    "audience",
+    "subject_token_type",
     "client_auth",
     "ca_file",
 ];
@@ -168,11 +182,13 @@ fn read_stdio(
     {
         c = c.current_dir(PathBuf::from(dir));
     }
-    if obj.contains_key("oauth") {
-        errs.push(
-            format!("{path}.oauth"),
-            "`oauth` is for a streamable HTTP server (`url`), not a `command`",
-        );
+    for field in ["oauth", "token_exchange"] {
+        if obj.contains_key(field) {
+            errs.push(
+                format!("{path}.{field}"),
+                format!("`{field}` is for a streamable HTTP server (`url`), not a `command`"),
+            );
+        }
     }
     if obj.contains_key("headers") {
         errs.push(
@@ -256,8 +272,13 @@ fn read_http(
     if let Some(why) = c.url_problem() {
         errs.push(format!("{path}.url"), why);
     }
+    if let Some(x) = obj.get("token_exchange")
+        && let Some(exchange) = read_token_exchange(x, &format!("{path}.token_exchange"), errs)
+    {
+        c = c.token_exchange(exchange);
+    }
     if let Some(o) = obj.get("oauth")
-        && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), errs)
+        && let Some(creds) = read_oauth(o, &format!("{path}.oauth"), OAUTH, errs)
     {
         if let Some(name) = seen
             .iter()
@@ -324,10 +345,43 @@ fn read_common(
     config
 }
 
-/// `mcp.servers.<id>.oauth`: OAuth 2.0 client credentials.
+/// `mcp.servers.<id>.token_exchange`: an RFC 8693 token exchange on behalf of the caller —
+/// the client of `oauth`, with the `audience` and `subject_token_type` to ask for.
+fn read_token_exchange(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<crate::TokenExchange> {
+    let client = read_oauth(v, path, TOKEN_EXCHANGE, errs);
+    let obj = v.as_object()?;
+    let audience = obj
+        .get("audience")
+        .and_then(|a| string(a, &format!("{path}.audience"), errs))
+        .map(str::to_owned);
+    let kind = match obj.get("subject_token_type") {
+        None => Some(crate::SubjectTokenType::AccessToken),
+        Some(Value::String(s)) if s == "access_token" => Some(crate::SubjectTokenType::AccessToken),
+        Some(Value::String(s)) if s == "jwt" => Some(crate::SubjectTokenType::Jwt),
+        Some(other) => {
+            errs.push(
+                format!("{path}.subject_token_type"),
+                format!("expected `\"access_token\"` or `\"jwt\"`, found {other}"),
+            );
+            None
+        }
+    };
+    let mut exchange = crate::TokenExchange::new(client?).subject_token_type(kind?);
+    if let Some(a) = audience {
+        exchange = exchange.audience(a);
+    }
+    Some(exchange)
+}
+
+/// `mcp.servers.<id>.oauth`: OAuth 2.0 client credentials (the fields `known` allows).
 pub(super) fn read_oauth(
     v: &Value,
     path: &str,
+    known: &[&str],
     errs: &mut ConfigErrors,
 ) -> Option<crate::OAuthClientCredentials> {
     let Some(obj) = v.as_object() else {
@@ -340,7 +394,7 @@ pub(super) fn read_oauth(
         );
         return None;
     };
-    unknown_fields(obj, path, OAUTH, errs);
+    unknown_fields(obj, path, known, errs);
     let field = |name: &str, errs: &mut ConfigErrors| match obj.get(name) {
         Some(v) => string(v, &format!("{path}.{name}"), errs).map(str::to_owned),
         None => {

@@ -1,0 +1,200 @@
+//! Token endpoints (RFC 6749 §3.2): one request as a confidential client and its answer read
+//! strictly, shared by OAuth 2.0 client credentials (`crate::gateway`) and token exchange
+//! (`crate::exchange`).
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::HeaderValue;
+use serde_json::Value;
+
+use crate::oauth::{ClientAuth, OAuthClientCredentials};
+use crate::secret::Secret;
+
+/// The largest answer of a token endpoint read.
+const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
+
+/// `application/x-www-form-urlencoded` (RFC 6749 appendix B).
+fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                out.push(char::from(b));
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// At most `n` characters of `s`, for a server's own words in an error.
+fn bounded(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
+    if s.chars().count() > n {
+        out.push('…');
+    }
+    out
+}
+
+/// `name=value`, form-encoded, appended to a request body (after a `&` when it has one).
+pub(crate) fn push_param(body: &mut String, name: &str, value: &str) {
+    if !body.is_empty() {
+        body.push('&');
+    }
+    body.push_str(name);
+    body.push('=');
+    body.push_str(&form_encode(value));
+}
+
+/// What a token endpoint answered: the access token, its lifetime, and the whole answer.
+pub(crate) struct TokenAnswer {
+    pub(crate) token: Secret,
+    pub(crate) expires_in: Option<Duration>,
+    pub(crate) json: Value,
+}
+
+impl TokenAnswer {
+    /// When to ask again: a tenth of the token's life (at most a minute) before it expires;
+    /// never for a token without an expiry (`None`).
+    pub(crate) fn refresh_at(&self, asked: Instant) -> Option<Instant> {
+        self.expires_in.map(|life| {
+            let margin = (life / 10).min(Duration::from_secs(60));
+            asked + life.saturating_sub(margin)
+        })
+    }
+}
+
+/// Posts `body` (a form, the grant's own parameters) to `creds`' token endpoint as its
+/// client — `client_secret_basic` or `client_secret_post`, the secret read again for each
+/// request, so a rotated secret (its file rewritten) is taken at the next one — and reads
+/// the answer: a bearer access token, or why there is none (the endpoint's own `error` and
+/// `error_description`, bounded). `field` names the configuration (`oauth`,
+/// `token_exchange`) in errors.
+pub(crate) async fn ask_token_endpoint(
+    http: &toolgate_idp::FetchClient,
+    creds: &OAuthClientCredentials,
+    server: &str,
+    field: &str,
+    mut body: String,
+    timeout: Duration,
+) -> Result<TokenAnswer, String> {
+    let url = &creds.token_url;
+    // Issue 22: one that can no longer be read fails the request (the call is refused);
+    // the old one is never used instead.
+    let secret = creds
+        .client_secret
+        .read_again()
+        .map_err(|e| format!("`servers.{server}.{field}.client_secret` cannot be read: {e}"))?;
+    let mut headers = vec![
+        (
+            reqwest::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded"),
+        ),
+        (
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("application/json"),
+        ),
+    ];
+    match creds.client_auth {
+        ClientAuth::Basic => {
+            use base64::Engine as _;
+            let pair = format!(
+                "{}:{}",
+                form_encode(&creds.client_id),
+                form_encode(secret.expose())
+            );
+            let mut v = HeaderValue::from_str(&format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            ))
+            .map_err(|_| String::from("the client credentials make no valid header"))?;
+            v.set_sensitive(true);
+            headers.push((reqwest::header::AUTHORIZATION, v));
+        }
+        ClientAuth::Post => {
+            push_param(&mut body, "client_id", &creds.client_id);
+            push_param(&mut body, "client_secret", secret.expose());
+        }
+    }
+    // A TLS failure (an unknown CA, a name the certificate is not for, an expired one)
+    // fails the request with why: no token, so the call is refused (fail closed).
+    let response = http
+        .post(url, &headers, body, MAX_TOKEN_ANSWER_BYTES, timeout)
+        .await
+        .map_err(|e| format!("cannot reach the token endpoint `{url}`: {e}"))?;
+    let status = reqwest::StatusCode::from_u16(response.status).map_err(|_| {
+        format!("the token endpoint `{url}` answered a status that is no HTTP status")
+    })?;
+    let json: Option<Value> = serde_json::from_slice(&response.body).ok();
+    if !status.is_success() {
+        let said = json
+            .as_ref()
+            .and_then(|j| j.get("error").and_then(Value::as_str))
+            .map(|e| {
+                let description = json
+                    .as_ref()
+                    .and_then(|j| j.get("error_description").and_then(Value::as_str))
+                    .map(|d| format!(" ({})", bounded(d, 200)))
+                    .unwrap_or_default();
+                format!(": `{}`{description}", bounded(e, 100))
+            })
+            .unwrap_or_default();
+        let asked = if field == "oauth" {
+            "the client credentials of"
+        } else {
+            "the token exchange of client"
+        };
+        return Err(format!(
+            "the token endpoint `{url}` refused {asked} `{}` with HTTP {status}{said}",
+            creds.client_id
+        ));
+    }
+    let Some(json) = json else {
+        return Err(format!(
+            "the token endpoint `{url}` answered HTTP {status} with no JSON"
+        ));
+    };
+    let token = match json.get("access_token").and_then(Value::as_str) {
+        Some(t) if !t.trim().is_empty() => Secret::new(t),
+        _ => {
+            return Err(format!(
+                "the token endpoint `{url}` answered without an `access_token`"
+            ));
+        }
+    };
+    if HeaderValue::from_str(&format!("Bearer {}", token.expose())).is_err() {
+        return Err(format!(
+            "the token endpoint `{url}` answered an access token that is no valid header value"
+        ));
+    }
+    match json.get("token_type") {
+        None => {}
+        Some(Value::String(t)) if t.eq_ignore_ascii_case("bearer") => {}
+        Some(other) => {
+            return Err(format!(
+                "the token endpoint `{url}` answered a token of type {}, not a bearer token",
+                bounded(&other.to_string(), 40)
+            ));
+        }
+    }
+    let expires_in = match json.get("expires_in") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        {
+            Some(secs) => Some(Duration::from_secs(secs)),
+            None => {
+                return Err(format!(
+                    "the token endpoint `{url}` answered an `expires_in` that is not a whole number of seconds"
+                ));
+            }
+        },
+    };
+    Ok(TokenAnswer {
+        token,
+        expires_in,
+        json,
+    })
+}
