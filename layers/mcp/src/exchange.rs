@@ -67,6 +67,30 @@ pub(crate) struct OnBehalf {
     pub(crate) token: Secret,
 }
 
+/// Why a request to a server with a token exchange cannot be sent for a caller without a
+/// verified token.
+pub(crate) const NO_SUBJECT: &str = "the caller has no verified identity-provider token to exchange (only a caller authenticated by `mcp.jwt` has one)";
+
+/// Makes a request to the server of `exchanger` one sent on behalf of `subject`: its
+/// exchanged token goes into the request's `extensions` (the HTTP client sends the request
+/// with it). Whom it speaks for; why there is no token, else — the request must not be sent.
+pub(crate) async fn authorize(
+    exchanger: Arc<Exchanger>,
+    subject: Option<&SubjectToken>,
+    extensions: &mut rmcp::model::Extensions,
+) -> Result<Delegation, String> {
+    let Some(subject) = subject else {
+        return Err(String::from(NO_SUBJECT));
+    };
+    let issued = exchanger.current(subject).await?;
+    extensions.insert(OnBehalf {
+        exchanger,
+        subject: subject.clone(),
+        token: issued.token,
+    });
+    Ok(issued.delegation)
+}
+
 fn key(subject: &SubjectToken) -> [u8; 32] {
     Sha256::digest(subject.token().expose().as_bytes()).into()
 }

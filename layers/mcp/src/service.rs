@@ -298,7 +298,28 @@ async fn send_call(
     request: CallToolRequest,
     registration: Option<Registration>,
 ) -> Result<CallToolResult, ServiceError> {
-    /// Tells the server the call was abandoned, unless it was answered.
+    let sent = send_cancel_on_drop(peer, ClientRequest::CallToolRequest(request), |handle| {
+        if let Some(r) = &registration {
+            r.set_token(handle.progress_token.clone());
+        }
+    })
+    .await;
+    drop(registration);
+    match sent? {
+        ServerResult::CallToolResult(r) => Ok(r),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Sends `request` and awaits its answer; a request abandoned before it is answered (its
+/// future dropped) is cancelled at the server (`notifications/cancelled`). `sent` sees the
+/// request's handle once it is on its way.
+pub(crate) async fn send_cancel_on_drop(
+    peer: &Peer<RoleClient>,
+    request: ClientRequest,
+    sent: impl FnOnce(&rmcp::service::RequestHandle<RoleClient>),
+) -> Result<ServerResult, ServiceError> {
+    /// Tells the server the request was abandoned, unless it was answered.
     struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
     impl Drop for CancelOnDrop {
         fn drop(&mut self) {
@@ -317,22 +338,13 @@ async fn send_call(
         }
     }
     let handle = peer
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(request),
-            PeerRequestOptions::no_options(),
-        )
+        .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
-    if let Some(r) = &registration {
-        r.set_token(handle.progress_token.clone());
-    }
+    sent(&handle);
     let mut guard = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
     let result = handle.await_response().await;
     guard.0 = None;
-    drop(registration);
-    match result? {
-        ServerResult::CallToolResult(r) => Ok(r),
-        _ => Err(ServiceError::UnexpectedResponse),
-    }
+    result
 }
 
 /// What a call needs to be sent on behalf of its caller (RFC 8693), taken from the call
@@ -369,20 +381,12 @@ impl OnBehalfOf {
     async fn authorize(self, request: &mut CallToolRequest) -> Result<(), String> {
         #[cfg(feature = "http")]
         if let Some((exchanger, subject, sink)) = self.exchange {
-            let Some(subject) = subject else {
-                return Err(String::from(
-                    "the caller has no verified identity-provider token to exchange (only a caller authenticated by `mcp.jwt` has one)",
-                ));
-            };
-            let issued = exchanger.current(&subject).await?;
+            let delegation =
+                crate::exchange::authorize(exchanger, subject.as_ref(), &mut request.extensions)
+                    .await?;
             if let Some(sink) = sink {
-                sink.record_delegation(issued.delegation.clone());
+                sink.record_delegation(delegation);
             }
-            request.extensions.insert(crate::exchange::OnBehalf {
-                exchanger,
-                subject,
-                token: issued.token,
-            });
         }
         Ok(())
     }

@@ -241,6 +241,26 @@ impl McpGateway {
             })
     }
 
+    /// Makes a request to `server` one sent on behalf of `subject` when the server has a
+    /// token exchange (RFC 8693: the exchanged token into the request's `extensions`); for
+    /// any other server, nothing. Why there is no token, else: the request must not be
+    /// sent.
+    #[cfg_attr(not(feature = "http"), allow(unused_variables, clippy::unused_async))]
+    pub(crate) async fn on_behalf(
+        &self,
+        server: &str,
+        subject: Option<&crate::SubjectToken>,
+        extensions: &mut rmcp::model::Extensions,
+    ) -> Result<Option<toolgate_core::Delegation>, String> {
+        #[cfg(feature = "http")]
+        if let Some(exchanger) = self.conn(server).and_then(|c| c.exchange.clone()) {
+            return crate::exchange::authorize(exchanger, subject, extensions)
+                .await
+                .map(Some);
+        }
+        Ok(None)
+    }
+
     /// A connected server's configuration (issue 23: what it withholds from confidential
     /// work, its operator's network scope).
     #[cfg(feature = "serve")]

@@ -4,6 +4,35 @@
 use super::*;
 
 impl GovernedSession {
+    /// Sends `request` to `server` — on behalf of the caller when the server has a token
+    /// exchange (RFC 8693: the caller's exchanged token, never the connection's) — and its
+    /// result. A request that cannot have its caller's token is not sent.
+    async fn send_for(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        server: &str,
+        peer: &rmcp::Peer<rmcp::RoleClient>,
+        mut request: rmcp::model::ClientRequest,
+    ) -> Result<rmcp::model::ServerResult, ErrorData> {
+        use rmcp::model::GetExtensions as _;
+        let subject = self.caller(ctx)?.subject_token;
+        self.shared
+            .gateway
+            .on_behalf(server, subject.as_ref(), request.extensions_mut())
+            .await
+            .map_err(|why| {
+                ErrorData::invalid_request(
+                    format!(
+                        "toolgate did not send the request to MCP server `{server}`: it is made on behalf of its caller, and {why}"
+                    ),
+                    None,
+                )
+            })?;
+        crate::service::send_cancel_on_drop(peer, request, |_| {})
+            .await
+            .map_err(|e| upstream_error(server, e))
+    }
+
     pub(crate) fn record(
         &self,
         agent: &str,
@@ -185,13 +214,19 @@ impl GovernedSession {
             true,
             extra,
         )?;
-        peer.read_resource(ReadResourceRequestParams::new(uri))
-            .await
-            .map(|mut r| {
+        let request = rmcp::model::ClientRequest::ReadResourceRequest(
+            rmcp::model::ReadResourceRequest::new(ReadResourceRequestParams::new(uri)),
+        );
+        match self.send_for(ctx, &server, &peer, request).await? {
+            rmcp::model::ServerResult::ReadResourceResult(mut r) => {
                 complete(&mut r.result_type);
-                r
-            })
-            .map_err(|e| upstream_error(&server, e))
+                Ok(r)
+            }
+            _ => Err(upstream_error(
+                &server,
+                rmcp::ServiceError::UnexpectedResponse,
+            )),
+        }
     }
 
     pub(crate) async fn content_subscribe(
@@ -328,13 +363,19 @@ impl GovernedSession {
         )?;
         let mut upstream = GetPromptRequestParams::new(name);
         upstream.arguments = request.arguments;
-        peer.get_prompt(upstream)
-            .await
-            .map(|mut r| {
+        let request = rmcp::model::ClientRequest::GetPromptRequest(
+            rmcp::model::GetPromptRequest::new(upstream),
+        );
+        match self.send_for(ctx, &server, &peer, request).await? {
+            rmcp::model::ServerResult::GetPromptResult(mut r) => {
                 complete(&mut r.result_type);
-                r
-            })
-            .map_err(|e| upstream_error(&server, e))
+                Ok(r)
+            }
+            _ => Err(upstream_error(
+                &server,
+                rmcp::ServiceError::UnexpectedResponse,
+            )),
+        }
     }
 
     pub(crate) async fn content_complete(
@@ -422,13 +463,19 @@ impl GovernedSession {
         if !offers {
             return Ok(CompleteResult::default());
         }
-        peer.complete(upstream)
-            .await
-            .map(|mut r| {
+        let request = rmcp::model::ClientRequest::CompleteRequest(
+            rmcp::model::CompleteRequest::new(upstream),
+        );
+        match self.send_for(ctx, &server, &peer, request).await? {
+            rmcp::model::ServerResult::CompleteResult(mut r) => {
                 complete(&mut r.result_type);
-                r
-            })
-            .map_err(|e| upstream_error(&server, e))
+                Ok(r)
+            }
+            _ => Err(upstream_error(
+                &server,
+                rmcp::ServiceError::UnexpectedResponse,
+            )),
+        }
     }
 }
 
