@@ -498,7 +498,7 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
         );
     }
     if let Some(l) = &d.labels {
-        let list = |v: &[String]| {
+        let list = |v: &toolgate_engine::labels::LabelSet| {
             if v.is_empty() {
                 String::from("none")
             } else {
@@ -507,7 +507,7 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
         };
         let session = l
             .session
-            .as_deref()
+            .as_ref()
             .map_or_else(|| String::from("not read (no history)"), list);
         let _ = writeln!(
             s,

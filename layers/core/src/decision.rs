@@ -487,10 +487,10 @@ pub struct Decision {
 /// (`None` when no rule or quota reads them, or without a history).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LabelsRead {
-    /// The labels the called tool carries, sorted.
-    pub tool: Vec<String>,
-    /// The session's labels before this call, sorted.
-    pub session: Option<Vec<String>>,
+    /// The labels the called tool carries (shared with the snapshot, not copied).
+    pub tool: crate::LabelSet,
+    /// The session's labels before this call (shared with the counter, not copied).
+    pub session: Option<crate::LabelSet>,
 }
 
 impl Decision {

@@ -124,10 +124,10 @@ impl Interaction {
     /// `the tool carries: egress`; `None` when the decision read none.
     ///
     /// ```
-    /// use toolgate_core::{Interaction, LabelsRead, ToolIdentity};
+    /// use toolgate_core::{Interaction, LabelSet, LabelsRead, ToolIdentity};
     /// let i = Interaction::new("ia_1", ToolIdentity::http("post"), "post").labels(Some(LabelsRead {
-    ///     tool: vec!["egress".into()],
-    ///     session: Some(vec!["private".into(), "untrusted".into()]),
+    ///     tool: LabelSet::of(["egress"]),
+    ///     session: Some(LabelSet::of(["private", "untrusted"])),
     /// }));
     /// assert_eq!(
     ///     i.labels_line().unwrap(),
@@ -136,7 +136,7 @@ impl Interaction {
     /// ```
     pub fn labels_line(&self) -> Option<String> {
         let read = self.labels.as_ref()?;
-        let list = |l: &[String]| {
+        let list = |l: &crate::LabelSet| {
             if l.is_empty() {
                 String::from("nothing labelled")
             } else {
@@ -179,9 +179,9 @@ impl Interaction {
         }
         if let Some(l) = &self.labels {
             let mut o = Map::new();
-            o.insert("tool".into(), Value::from(l.tool.clone()));
+            o.insert("tool".into(), Value::from(&l.tool));
             if let Some(session) = &l.session {
-                o.insert("session".into(), Value::from(session.clone()));
+                o.insert("session".into(), Value::from(session));
             }
             m.insert("labels".into(), Value::Object(o));
         }

@@ -22,6 +22,7 @@ pub mod display;
 mod edit;
 pub mod id;
 mod interaction;
+pub mod labels;
 pub mod names;
 mod record;
 mod response;
@@ -37,6 +38,7 @@ pub use decl::{
 };
 pub use edit::InputEdit;
 pub use interaction::Interaction;
+pub use labels::LabelSet;
 pub use record::{DecisionNote, DecisionSink, Delegation, Principal, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};
 pub use target::{ExecutionTarget, TargetSource, TargetSpec};

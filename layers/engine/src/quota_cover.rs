@@ -46,6 +46,9 @@ pub(crate) enum Item {
 #[derive(Debug)]
 pub(crate) struct Cover {
     pub(crate) items: Box<[Item]>,
+    /// The quotas that select by labels and not by `when` (R49), filed by a label each
+    /// requires: a call tests only those under its labels (not in `items`).
+    pub(crate) by_labels: crate::policy::label_bits::ByLabels<usize>,
     /// Every group, when every item is fixed (and there is one at least).
     pub(crate) fixed: Option<Arc<[QuotaGroup]>>,
 }
@@ -62,7 +65,32 @@ pub(crate) fn has_rules(p: &Policy) -> bool {
 
 impl Cover {
     pub(crate) fn new(items: Vec<Item>) -> Self {
-        let fixed = if !items.is_empty() && items.iter().all(|i| matches!(i, Item::Fixed(_))) {
+        let (labelled, items): (Vec<Item>, Vec<Item>) = items.into_iter().partition(|i| {
+            matches!(
+                i,
+                Item::PerCall {
+                    labels: Some(_),
+                    ..
+                }
+            )
+        });
+        let by_labels = crate::policy::label_bits::ByLabels::new(
+            labelled
+                .into_iter()
+                .filter_map(|i| match i {
+                    Item::PerCall {
+                        quota,
+                        labels: Some(m),
+                        ..
+                    } => Some((quota, m)),
+                    _ => None,
+                })
+                .collect(),
+        );
+        let fixed = if !items.is_empty()
+            && by_labels.is_empty()
+            && items.iter().all(|i| matches!(i, Item::Fixed(_)))
+        {
             Some(
                 items
                     .iter()
@@ -77,6 +105,7 @@ impl Cover {
         };
         Self {
             items: items.into_boxed_slice(),
+            by_labels,
             fixed,
         }
     }

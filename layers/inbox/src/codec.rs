@@ -194,18 +194,18 @@ pub fn target_from_json(text: &str) -> Option<toolgate_core::ExecutionTarget> {
 /// (`session` absent when the decision read none).
 ///
 /// ```
-/// use toolgate_core::LabelsRead;
+/// use toolgate_core::{LabelSet, LabelsRead};
 /// use toolgate_inbox::codec::{labels_from_json, labels_json};
-/// let read = LabelsRead { tool: vec!["egress".into()], session: Some(vec!["private".into()]) };
+/// let read = LabelsRead { tool: LabelSet::of(["egress"]), session: Some(LabelSet::of(["private"])) };
 /// assert_eq!(labels_json(&read), r#"{"session":["private"],"tool":["egress"]}"#);
 /// assert_eq!(labels_from_json(&labels_json(&read)), Some(read));
 /// assert_eq!(labels_from_json("{"), None);
 /// ```
 pub fn labels_json(read: &toolgate_core::LabelsRead) -> String {
     let mut m = Map::new();
-    m.insert("tool".into(), Value::from(read.tool.clone()));
+    m.insert("tool".into(), Value::from(&read.tool));
     if let Some(session) = &read.session {
-        m.insert("session".into(), Value::from(session.clone()));
+        m.insert("session".into(), Value::from(session));
     }
     Value::Object(m).to_string()
 }
@@ -214,11 +214,12 @@ pub fn labels_json(read: &toolgate_core::LabelsRead) -> String {
 /// to a person only: the call itself is decided again when it is sent, R38).
 pub fn labels_from_json(text: &str) -> Option<toolgate_core::LabelsRead> {
     let v: Value = parse_json(text).ok()?;
-    let list = |v: &Value| -> Option<Vec<String>> {
+    let list = |v: &Value| -> Option<toolgate_core::LabelSet> {
         v.as_array()?
             .iter()
             .map(|l| l.as_str().map(str::to_owned))
-            .collect()
+            .collect::<Option<Vec<String>>>()
+            .map(toolgate_core::LabelSet::of)
     };
     Some(toolgate_core::LabelsRead {
         tool: list(v.get("tool")?)?,

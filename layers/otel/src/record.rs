@@ -328,9 +328,9 @@ pub(crate) fn decision(
         ));
     }
     if let Some(l) = &d.labels {
-        let strings = |v: &[String]| {
+        let strings = |v: &toolgate::core::LabelSet| {
             Value::Array(Array::String(
-                v.iter().map(|s| StringValue::from(s.clone())).collect(),
+                v.iter().map(|s| StringValue::from(s.to_owned())).collect(),
             ))
         };
         attributes.push(KeyValue::new(attr::TOOLGATE_LABELS_TOOL, strings(&l.tool)));

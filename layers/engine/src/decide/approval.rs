@@ -143,8 +143,8 @@ impl Governance {
                 let labels = crate::policy::CallLabels::new(&tool_labels, session_labels.as_ref());
                 if policy.uses_labels() {
                     read = Some(toolgate_core::LabelsRead {
-                        tool: tool_labels.to_vec(),
-                        session: session_labels.as_ref().map(crate::labels::LabelSet::to_vec),
+                        tool: tool_labels.clone(),
+                        session: session_labels.clone(),
                     });
                 }
                 // The rules that could match this profile's calls to this tool, found once

@@ -229,6 +229,24 @@ impl Governance {
                 }
             }
         }
+        // R49: the quotas that select by labels alone, only those filed under the call's
+        // labels; their groups take their place in policy order.
+        if let Some(call) = bits.filter(|_| !cover.by_labels.is_empty()) {
+            let before = out.len();
+            cover.by_labels.for_each_holding(call, |quota| {
+                out.extend(quota_group(
+                    policy,
+                    quota,
+                    entry,
+                    who.rule_name(),
+                    session,
+                    Some((input, literals)),
+                ));
+            });
+            if out.len() > before {
+                out.sort_by_key(|g| g.quota);
+            }
+        }
         if out.is_empty() {
             Groups::None
         } else {

@@ -9,8 +9,9 @@ use super::{CallLabels, Rule};
 /// tested label by label).
 #[derive(Debug, Clone)]
 pub(crate) struct LabelBits {
-    /// Every label a rule or a quota names, sorted: label `universe[i]` is bit `i`.
-    universe: Box<[Box<str>]>,
+    /// Every label a rule or a quota names, with its bit (a hash lookup per label of a call:
+    /// a search of the sorted list cost a string comparison per step).
+    universe: std::collections::HashMap<Box<str>, u64, foldhash::fast::FixedState>,
     /// Each rule's `labels` and `session_labels` masks, by rule index.
     rules: Box<[(u64, u64)]>,
     /// Each quota's, by quota index.
@@ -52,7 +53,11 @@ impl LabelBits {
         Some(Self {
             rules: rules.map(masks).collect(),
             quotas: quotas.map(masks).collect(),
-            universe: universe.into_iter().map(Box::from).collect(),
+            universe: universe
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| (Box::from(l), 1_u64 << i))
+                .collect(),
         })
     }
 
@@ -60,12 +65,8 @@ impl LabelBits {
     /// can ask for them).
     pub(crate) fn of_call(&self, labels: &CallLabels<'_>) -> CallBits {
         let mask = |set: &crate::labels::LabelSet| -> u64 {
-            set.iter().fold(0, |m, l| {
-                m | self
-                    .universe
-                    .binary_search_by(|u| (**u).cmp(l))
-                    .map_or(0, |i| 1_u64 << i)
-            })
+            set.iter()
+                .fold(0, |m, l| m | self.universe.get(l).copied().unwrap_or(0))
         };
         CallBits {
             tool: mask(labels.tool),
@@ -94,6 +95,121 @@ impl LabelBits {
     }
 }
 
+/// Candidates that select by labels alone (a rule or a quota without `when`), each filed
+/// under one label it requires — the one the fewest of them require — so that a call
+/// visits only those filed under a label it has: a session that has not read what a rule
+/// asks for costs nothing per rule (R49).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ByLabels<T> {
+    /// The bits candidates are filed under, of the tool's labels and of the session's.
+    keys: (u64, u64),
+    /// Sorted by `(session, bit)`.
+    buckets: Box<[Bucket<T>]>,
+}
+
+/// The candidates filed under one label: a bit of the tool's labels, or of the session's.
+#[derive(Debug, Clone)]
+struct Bucket<T> {
+    session: bool,
+    bit: u32,
+    items: Box<[Masked<T>]>,
+}
+
+/// A candidate and its masks (`labels`, `session_labels`).
+type Masked<T> = (T, (u64, u64));
+/// Which label a candidate is filed under: (of the session?, its bit).
+type Key = (bool, u32);
+
+/// The set bits of `mask`, lowest first.
+fn set_bits(mut mask: u64) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let bit = mask.trailing_zeros();
+            mask &= mask - 1;
+            bit
+        })
+    })
+}
+
+impl<T: Copy> ByLabels<T> {
+    /// Files `items` (each with its `labels` and `session_labels` masks); an item with both
+    /// empty is never filed (it would hold for every call: the caller keeps it elsewhere).
+    pub(crate) fn new(items: Vec<Masked<T>>) -> Self {
+        // How many items require each label: (session?, bit) → count.
+        let mut count: std::collections::HashMap<Key, u32> = std::collections::HashMap::new();
+        let required = |(tool, session): (u64, u64)| {
+            set_bits(tool)
+                .map(|b| (false, b))
+                .chain(set_bits(session).map(|b| (true, b)))
+        };
+        for (_, masks) in &items {
+            for key in required(*masks) {
+                *count.entry(key).or_default() += 1;
+            }
+        }
+        let mut filed: Vec<(Key, Masked<T>)> = items
+            .into_iter()
+            .filter_map(|(t, masks)| {
+                let key = required(masks).min_by_key(|k| count.get(k).copied().unwrap_or(0))?;
+                Some((key, (t, masks)))
+            })
+            .collect();
+        filed.sort_by_key(|f| f.0);
+        let mut keys = (0_u64, 0_u64);
+        let mut buckets: Vec<(Key, Vec<Masked<T>>)> = Vec::new();
+        for ((session, bit), item) in filed {
+            if session {
+                keys.1 |= 1 << bit;
+            } else {
+                keys.0 |= 1 << bit;
+            }
+            match buckets.last_mut() {
+                Some(b) if b.0 == (session, bit) => b.1.push(item),
+                _ => buckets.push(((session, bit), vec![item])),
+            }
+        }
+        Self {
+            keys,
+            buckets: buckets
+                .into_iter()
+                .map(|((session, bit), items)| Bucket {
+                    session,
+                    bit,
+                    items: items.into_boxed_slice(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether nothing is filed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Every filed candidate whose masks hold for the call, in no particular order.
+    pub(crate) fn for_each_holding(&self, call: CallBits, mut f: impl FnMut(T)) {
+        let mut visit = |session: bool, bits: u64| {
+            for bit in set_bits(bits) {
+                if let Ok(at) = self
+                    .buckets
+                    .binary_search_by_key(&(session, bit), |b| (b.session, b.bit))
+                    && let Some(bucket) = self.buckets.get(at)
+                {
+                    for (t, masks) in &bucket.items {
+                        if holds(*masks, call) {
+                            f(*t);
+                        }
+                    }
+                }
+            }
+        };
+        visit(false, call.tool & self.keys.0);
+        if let Some(session) = call.session {
+            visit(true, session & self.keys.1);
+        }
+    }
+}
+
 /// Whether a rule's or a quota's masks (`labels`, `session_labels`) hold for the call.
 pub(crate) fn holds((tool, session): (u64, u64), call: CallBits) -> bool {
     tool & !call.tool == 0 && (session == 0 || call.session.is_some_and(|s| session & !s == 0))
@@ -116,6 +232,33 @@ mod tests {
     }
 
     proptest! {
+        /// R49: the index of candidates filed by a required label yields exactly those
+        /// whose masks hold, each once, for any call (or no session).
+        #[test]
+        fn r49_the_label_index_yields_exactly_the_candidates_that_hold(
+            items in prop::collection::vec((0_u64..64, 0_u64..64), 0..40),
+            tool in 0_u64..64,
+            session in prop::option::of(0_u64..64),
+        ) {
+            let filed: Vec<(usize, (u64, u64))> = items
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, (t, s))| *t != 0 || *s != 0)
+                .collect();
+            let index = ByLabels::new(filed.clone());
+            let call = CallBits { tool, session };
+            let mut got = Vec::new();
+            index.for_each_holding(call, |i| got.push(i));
+            got.sort_unstable();
+            let want: Vec<usize> = filed
+                .iter()
+                .filter(|(_, m)| holds(*m, call))
+                .map(|(i, _)| *i)
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+
         /// R49: the masks agree with testing the rule label by label, for every call's
         /// tool labels and session labels (or none: no history).
         #[test]

@@ -21,7 +21,7 @@
 
 mod glob;
 mod index;
-mod label_bits;
+pub(crate) mod label_bits;
 mod limits;
 mod parse;
 mod quota;
@@ -167,8 +167,8 @@ pub(crate) struct RuleCandidates {
     always: Box<[usize]>,
     by_input: Box<[usize]>,
     /// The rules whose selectors select the subject, that set no `when` and select by labels
-    /// (R49), each with its `labels` and `session_labels` masks: two mask tests per call.
-    by_labels: Box<[(usize, (u64, u64))]>,
+    /// (R49), filed by a label each requires: a call tests only those under its labels.
+    by_labels: label_bits::ByLabels<usize>,
 }
 
 /// The rule candidates of every record of one catalog entry, for one agent, in record
@@ -596,7 +596,7 @@ impl Policy {
             kind: subject.kind,
             always: always.into_boxed_slice(),
             by_input: by_input.into_boxed_slice(),
-            by_labels: by_labels.into_boxed_slice(),
+            by_labels: label_bits::ByLabels::new(by_labels),
         }
     }
 
@@ -618,29 +618,27 @@ impl Policy {
         } else {
             self.call_bits(labels)
         };
-        // R49: the rules that select by labels alone, by their masks.
-        let labelled = candidates
-            .by_labels
-            .iter()
-            .filter(|(_, m)| bits.is_some_and(|call| label_bits::holds(*m, call)))
-            .map(|(i, _)| *i);
         let passing = candidates.by_input.iter().copied().filter(|&i| {
             // The label test first: two mask tests, before any `when` reads the input.
             self.rules.get(i).is_some_and(|r| {
                 self.rule_labels_hold(i, r, labels, bits) && r.when_holds(input, literals.root())
             })
         });
-        for i in candidates
-            .always
-            .iter()
-            .copied()
-            .chain(passing)
-            .chain(labelled)
-        {
+        for i in candidates.always.iter().copied().chain(passing) {
             let Some(rule) = self.rules.get(i) else {
                 continue;
             };
             eval.take(i, rule.effect);
+        }
+        // R49: the rules that select by labels alone, only those filed under the call's
+        // labels (the order does not matter: `take` keeps the strictest, first in policy
+        // order, and `finish` sorts what matched).
+        if let Some(call) = bits {
+            candidates.by_labels.for_each_holding(call, |i| {
+                if let Some(rule) = self.rules.get(i) {
+                    eval.take(i, rule.effect);
+                }
+            });
         }
         eval.finish(candidates.kind, self.default)
     }
