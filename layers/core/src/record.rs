@@ -290,8 +290,8 @@ impl DecisionSink {
         self.0.lock().ok().and_then(|slot| slot.shadow.clone())
     }
 
-    /// Records the verified principal of the person whose answer decided the call (issue
-    /// 22): the approval gate records it when the channel knew one.
+    /// Records the verified principal of the person whose answer decided the call (R47):
+    /// the approval gate records it when the channel knew one.
     ///
     /// ```
     /// use toolgate_core::{DecisionSink, Principal};

@@ -76,9 +76,10 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// Held calls, oldest first, optionally only those in `state`.
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>>;
 
-    /// One page of the held calls `query` selects, in its order, after its cursor (issue
-    /// 24): the pending or the answered calls, filtered by agent, tool, server, session,
-    /// reason source, age and input text ([`HeldQuery::matches`] says what each means).
+    /// One page of the held calls `query` selects, in its order, after its cursor
+    /// (held-calls.md, "Pages of held calls"): the pending or the answered calls, filtered
+    /// by agent, tool, server, session, reason source, age and input text
+    /// ([`HeldQuery::matches`] says what each means).
     ///
     /// The backends answer with one statement over an index; this provided method lists
     /// every call and filters in memory (correct, but linear in the inbox).

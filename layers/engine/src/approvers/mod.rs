@@ -482,10 +482,10 @@ impl ApproverSettings {
         self.people.iter().find(|a| a.name == name)
     }
 
-    /// The rights of an identity-provider approver named `name` who is in `groups` (issue
-    /// 22): the union of the named person's (when `people` names them) and every listed
-    /// group's — the held calls any of them may answer, policy editing when any may.
-    /// `None` when neither names them: a token that verifies is no approver by itself.
+    /// The rights of an identity-provider approver named `name` who is in `groups`: the
+    /// union of the named person's (when `people` names them) and every listed group's —
+    /// the held calls any of them may answer, policy editing when any may. `None` when
+    /// neither names them: a token that verifies is no approver by itself.
     ///
     /// ```
     /// use toolgate_core::ToolIdentity;
