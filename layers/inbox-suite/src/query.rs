@@ -172,11 +172,7 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
             "count_held counts what matches says, for {q:?}"
         );
         let whole = store.query_held(&q.clone().limit(1_000)).await.unwrap();
-        assert_eq!(
-            ids(&whole.records),
-            expected,
-            "one page, for {q:?}"
-        );
+        assert_eq!(ids(&whole.records), expected, "one page, for {q:?}");
         assert!(whole.next.is_none());
         for size in [1, 3, 7] {
             assert_eq!(
