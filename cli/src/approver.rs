@@ -1,4 +1,4 @@
-//! Who answers a held call or gives a grant from the command line (issue 34 item 2).
+//! Who answers a held call or gives a grant from the command line (held-calls.md).
 //!
 //! Without an `approvers` section (or without `--config`), `--as NAME` is recorded as given:
 //! whoever can open the inbox store answers, so the store must not be writable by the

@@ -62,8 +62,8 @@ pub(super) fn check(
     if let Some(section) = mcp::section(&text, Format::from_path(config_path), "mcp") {
         match toolgate_mcp::serve::ServeConfig::read(&section) {
             Ok(serve) => {
-                // Issue 35 item 1: which trust roots each `https://` upstream is reached with
-                // (its files as `mcp serve` reads them: relative to the configuration).
+                // Which trust roots each `https://` upstream is reached with (its files as
+                // `mcp serve` reads them: relative to the configuration).
                 let resolved = serve
                     .clone()
                     .relative_to(&toolgate_engine::config::config_dir(config_path));
@@ -83,7 +83,7 @@ pub(super) fn check(
                         errs.errors.extend(e.errors);
                     }
                     // The upstream servers' tools are listed when they are connected: their
-                    // unseen names are one warning per agent and server (issue 23).
+                    // unseen names are one warning per agent and server (R6).
                     let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();
                     warnings = gov.warnings_discovering(&ids);
                 }
@@ -545,9 +545,10 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
     s
 }
 
-/// Issue 35 item 4: how a PostgreSQL inbox will be reached — plain text or TLS, and which
-/// certificates it trusts — as `inbox.postgres: …`; a URL that cannot connect as written (an
-/// unknown `sslmode`, plain text to another host, an unreadable `sslrootcert`) is an error.
+/// How a PostgreSQL inbox will be reached (held-calls.md, "PostgreSQL over TLS") — plain
+/// text or TLS, and which certificates it trusts — as `inbox.postgres: …`; a URL that
+/// cannot connect as written (an unknown `sslmode`, plain text to another host, an
+/// unreadable `sslrootcert`) is an error.
 fn inbox_transport(gov: &Governance, errs: &mut ConfigErrors) -> Option<String> {
     let toolgate_engine::recording::InboxStoreSetting::Postgres(url) = &gov.inbox_settings()?.store
     else {
@@ -563,7 +564,7 @@ fn inbox_transport(gov: &Governance, errs: &mut ConfigErrors) -> Option<String> 
     }
 }
 
-/// Issue 34 item 2: the inbox store must not be writable by the agents' account. A SQLite
+/// The inbox store must not be writable by the agents' account (held-calls.md). A SQLite
 /// inbox file that its group or anyone may write is a warning: an agent running as another
 /// account of that group could answer its own held calls by writing the file.
 fn writable_inbox(gov: &Governance) -> Option<toolgate_engine::Warning> {

@@ -1,5 +1,4 @@
-//! The inbox's stored tenant policy in the gate of `toolgate mcp serve` (issue 23, R22, R23,
-//! R46).
+//! The inbox's stored tenant policy in the gate of `toolgate mcp serve` (R22, R23, R46).
 //!
 //! `toolgate policy put` (or the approval page) stores a policy in the inbox; every running
 //! `toolgate mcp serve` on that inbox decides by it:

@@ -189,7 +189,7 @@ impl StoreArgs {
         create: bool,
     ) -> Result<(Arc<dyn InboxStore>, Option<PostgresInbox>), String> {
         let opened = self.open_without_recovery(create).await?;
-        // Claims left by a process that stopped become `unknown` (issue 20 item 11).
+        // Claims left by a process that stopped become `unknown` (R26).
         crate::recover::recover_at_start(&*opened.0).await;
         Ok(opened)
     }
@@ -456,9 +456,8 @@ async fn show(store: &dyn InboxStore, id: &str, json: bool) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whom an answer is given as (issue 34 item 2, `crate::approver`): `Ok(Err(why))` is a
-/// refused credential or name (exit 1), `Err` a usage error or a configuration that cannot
-/// be read (exit 2).
+/// Whom an answer is given as (`crate::approver`): `Ok(Err(why))` is a refused credential
+/// or name (exit 1), `Err` a usage error or a configuration that cannot be read (exit 2).
 pub(crate) async fn acting_for(
     args: &StoreArgs,
     named: Option<&str>,

@@ -1,6 +1,6 @@
 //! `toolgate mcp serve`: toolgate as an MCP server in front of the MCP servers named in the
-//! configuration's `mcp` section (issue 15). Every `tools/call` passes the composite governed
-//! stack; see `toolgate_mcp::serve` for what is offered.
+//! configuration's `mcp` section (serve.md). Every `tools/call` passes the composite
+//! governed stack; see `toolgate_mcp::serve` for what is offered.
 //!
 //! On SIGHUP (Unix) the configuration file is read again and its governance (agents,
 //! policy, posture, …) replaces the one in force; sessions whose list changed get
@@ -112,7 +112,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
     rt.block_on(async move {
         let (inbox, shared_db) = open_inbox(&governance).await?;
         if let Some(inbox) = &inbox {
-            // Claims left by a process that stopped become `unknown` (issue 20 item 11).
+            // Claims left by a process that stopped become `unknown` (R26).
             crate::recover::recover_at_start(&**inbox.store()).await;
         }
         // R44: the quotas' sends are counted in the inbox's store, so every `toolgate mcp
@@ -124,8 +124,8 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
             _ => None,
         };
-        // Issue 23: the inbox's stored policy (`toolgate policy put`) replaces the
-        // configuration's, now and whenever it is put again (`crate::follow`).
+        // The inbox's stored policy (`toolgate policy put`) replaces the configuration's,
+        // now and whenever it is put again (`crate::follow`).
         let store = inbox.as_ref().map(|i| Arc::clone(i.store()));
         let (governance, stamps) = match &store {
             Some(store) => {
@@ -159,7 +159,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             ),
             _ => None,
         };
-        // Issue 23: decisions, waits, upstream latency and held calls on `/metrics`.
+        // Decisions, waits, upstream latency and held calls on `/metrics`.
         let metrics = toolgate_otel::PrometheusMetrics::new()?;
         let observe = crate::ops::mcp_observe(&metrics, store.clone());
         let server = GovernedServer::start_observed(handle, &serve, inbox, observe)
@@ -297,9 +297,9 @@ async fn reload(
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format, "mcp");
     // The new section must read (a broken file is never half applied). Its tokens replace the
-    // ones in force (revocation without a restart), and so do its servers (issue 23: added,
-    // removed and changed ones; the others stay connected); the call timeout and wire names
-    // are the ones the server started with.
+    // ones in force (revocation without a restart), and so do its servers (added, removed
+    // and changed ones; the others stay connected); the call timeout and wire names are the
+    // ones the server started with.
     let (_, fresh) = ServeConfig::split(document).map_err(|e| e.to_string())?;
     let fresh = fresh
         .relative_to(&config::config_dir(path))
@@ -312,8 +312,7 @@ async fn reload(
     serve.tokens = fresh.tokens;
     serve.token_names = fresh.token_names;
     serve.servers = fresh.servers;
-    // `mcp.jwt` too (issue 22): its keys are read or fetched again, its claim mapping
-    // replaced.
+    // `mcp.jwt` too: its keys are read or fetched again, its claim mapping replaced.
     serve.jwt = fresh.jwt;
     let mut rest_now = now.clone();
     let mut rest_then = started.0.clone();
@@ -330,7 +329,7 @@ async fn reload(
             path.display()
         );
     }
-    // The inbox's stored policy stays in force over the configuration's (issue 23).
+    // The inbox's stored policy stays in force over the configuration's.
     let governance = match store {
         Some(store) => crate::follow::onto(store, governance).await?.0,
         None => governance,

@@ -1,11 +1,11 @@
 //! `toolgate mcp lock`: the definition lock of the configuration's upstream MCP servers
-//! (issue 23; `toolgate_mcp::lock`).
+//! (`toolgate_mcp::lock`; serve.md, "The definition lock and the description scanner").
 //!
 //! Connects every server of the `mcp` section, lists its tools, and writes the lock file
 //! (`mcp.lock_file`, default `toolgate.lock` beside the configuration). With `--check` it
 //! writes nothing and compares: every difference on standard error, exit 1 when there is
 //! any. The description scanner's findings are printed as warnings either way, unless
-//! `mcp.scan` is `"off"` (issue 34 item 8).
+//! `mcp.scan` is `"off"`.
 //!
 //! Exit codes: 0 written, or no difference; 1 (`--check`) a difference; 2 a configuration
 //! that does not load, a server that cannot be connected, a lock file that cannot be read or

@@ -1,7 +1,7 @@
-//! Metrics of `toolgate mcp serve --http` and `toolgate serve` on `GET /metrics` (issue 23),
-//! in the Prometheus text format through `toolgate_otel::PrometheusMetrics` (the
-//! OpenTelemetry Prometheus exporter): decisions by outcome and code, approval waits,
-//! upstream latency, and the held calls pending in the inbox (counted for each scrape).
+//! Metrics of `toolgate mcp serve --http` and `toolgate serve` on `GET /metrics`, in the
+//! Prometheus text format through `toolgate_otel::PrometheusMetrics` (the OpenTelemetry
+//! Prometheus exporter): decisions by outcome and code, approval waits, upstream latency,
+//! and the held calls pending in the inbox (counted for each scrape).
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
-//! `toolgate policy simulate` (R46, issue 21): the calls an audit log recorded, decided again
-//! under the policy in force and under a proposed one, and what would change. The replay
-//! itself is the engine's ([`toolgate_engine::replay`]); this module reads the files and
-//! prints the report.
+//! `toolgate policy simulate` (R46): the calls an audit log recorded, decided again under
+//! the policy in force and under a proposed one, and what would change. The replay itself
+//! is the engine's ([`toolgate_engine::replay`]); this module reads the files and prints
+//! the report.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -68,8 +68,8 @@ pub(crate) fn run(
             Some(n) => format!("; {n} inputs were recorded redacted"),
         }
     );
-    // Issue 33 item 8: what the replay read besides calls, and what it could not judge —
-    // never reported as unchanged.
+    // R52: what the replay read besides calls, and what it could not judge — never reported
+    // as unchanged.
     let count = |k: &str| report[k].as_u64().unwrap_or_default();
     if count("paired") > 0 {
         println!(

@@ -1,4 +1,4 @@
-//! Claims left by a process that stopped (issue 20 item 11, R26).
+//! Claims left by a process that stopped (R26).
 //!
 //! Every toolgate process that opens an inbox names itself with [`process_instance`]:
 //! `toolgate:<host>:<boot id>:<pid>:<start time>`, recorded with each claim it makes. At

@@ -69,7 +69,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let gov = load_config(&path)?;
     let mut settings = toolgate_web::WebSettings::from_governance(&gov, &path)?;
     // Each sign-in, answer and policy save is logged to standard error, with the approver's
-    // name and never a token (issue 20).
+    // name and never a token.
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
@@ -81,16 +81,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let addr = settings.approvers.listen;
     let rt = runtime()?;
     rt.block_on(async move {
-        // `approvers.auth: jwt` (issue 22): the identity provider's keys, read or fetched
-        // now; on SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its
-        // cache lifetime and for an unknown key), so a removed key stops working at once.
+        // `approvers.auth: jwt`: the identity provider's keys, read or fetched now; on
+        // SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its cache
+        // lifetime and for an unknown key), so a removed key stops working at once.
         settings.connect_identity_provider().await?;
         // On SIGHUP the configuration is read again too: its `approvers` (people, tokens,
         // groups, management keys, Slack users) and its tools replace the ones in force, so
         // a revoked token stops signing in and the sessions signed in with it end at their
-        // next request (issue 22), and a removed key, Slack user or narrowed right stops
-        // answering, granting and receiving held calls (issue 33). A file that does not read
-        // keeps the ones in force.
+        // next request, and a removed key, Slack user or narrowed right stops answering,
+        // granting and receiving held calls. A file that does not read keeps the ones in
+        // force.
         #[cfg(unix)]
         {
             let verifier = settings.verifier.clone();
@@ -100,9 +100,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
                 .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    // One snapshot, swapped whole (issue 33 item 4): the people, groups,
-                    // management keys and Slack users, and the configuration grants and
-                    // edits are checked against, for every request, callback and stream.
+                    // One snapshot, swapped whole: the people, groups, management keys and
+                    // Slack users, and the configuration grants and edits are checked
+                    // against, for every request, callback and stream.
                     let people = load_config(&path).and_then(|gov| {
                         toolgate_web::WebSettings::from_governance(&gov, &path)?;
                         in_force.replace_configuration(std::sync::Arc::new(gov))
@@ -129,7 +129,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
             });
         }
         let (store, postgres) = args.store.open_shared(true).await?;
-        // Issue 23: `/metrics` (the held calls pending, counted for each scrape).
+        // `/metrics` (the held calls pending, counted for each scrape).
         let metrics = toolgate_otel::PrometheusMetrics::new()?;
         settings.metrics = Some(toolgate_web::WebMetrics::new(crate::ops::text(
             metrics,

@@ -74,8 +74,8 @@ pub(super) fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
         map.insert("approver".into(), json!(r.approver));
         // R51: how many distinct people must approve the call and whose approvals it has.
         map.insert("approvals".into(), approvals_json(r));
-        // Issue 22: the verified principal the answer was given with (`null` for a
-        // static-token, header or `--as` approver).
+        // R47: the verified principal the answer was given with (`null` for a static-token,
+        // header or `--as` approver).
         map.insert(
             "approver_principal".into(),
             r.approver_principal.as_ref().map_or(
@@ -116,13 +116,13 @@ pub(super) fn approvals_json(r: &HeldRecord) -> Value {
 }
 
 /// The held call as text a person reads; every value with its hidden characters shown
-/// marked (issue 20: a right-to-left override never makes the reader see another value).
+/// marked (a right-to-left override never makes the reader see another value).
 pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     use toolgate_core::display::{visible as v, visible_layout};
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
-    // The execution target first (seed 000, issue 24): where the call would run.
+    // The execution target first (seed 000): where the call would run.
     if let Some(t) = &c.target {
         let _ = writeln!(s, "runs on:      {}", t.describe());
     }

@@ -308,7 +308,7 @@ pub struct ToolDeclaration {
     pub governed: bool,
     /// Why a host tool is not governed (R42): required, not blank, when `governed` is false.
     pub ungoverned_reason: Option<String>,
-    /// Which fields make up the call's execution target (seed 000, issue 24): shown first
+    /// Which fields make up the call's execution target (seed 000): shown first
     /// wherever a person reads the call. Not part of the tool's definition (R35).
     pub target: Option<crate::target::TargetSpec>,
     /// The operator's labels for the tool (R49; `tools[].labels`): never read from a

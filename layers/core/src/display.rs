@@ -1,4 +1,4 @@
-//! What a person reads: text with every hidden character shown (issue 20, item 9).
+//! What a person reads: text with every hidden character shown (approval-page.md).
 //!
 //! A right-to-left override (U+202E) or a zero-width space (U+200B) in a call's input, a
 //! tool's name, an agent's name or a reason makes a person read another value than the one

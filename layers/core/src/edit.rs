@@ -1,5 +1,6 @@
-//! An approval with an edited input (issue 24): the call is sent with the input a person
-//! changed it to, and what it was before travels with it, for the audit record.
+//! An approval with an edited input (approval-page.md, "Approve with edits"): the call is
+//! sent with the input a person changed it to, and what it was before travels with it, for
+//! the audit record.
 
 /// Carried in a resumed call's [`Extensions`](crate::Extensions) when the person who
 /// approved it changed its input first: the call's `input` is the edited one (decided

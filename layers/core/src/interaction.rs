@@ -45,7 +45,7 @@ pub struct Interaction {
     pub input: Value,
     /// The session and turn the call belongs to, if any.
     pub turn: Option<Turn>,
-    /// The execution target (seed 000, issue 24), when the tool's declaration names its
+    /// The execution target (seed 000), when the tool's declaration names its
     /// fields: shown first.
     pub target: Option<crate::target::ExecutionTarget>,
     /// The labels the decision read (R49), when a rule or a quota selects by labels: the

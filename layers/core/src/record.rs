@@ -81,7 +81,7 @@ pub struct DecisionNote {
 pub struct DecisionSink(Arc<Mutex<Slot>>);
 
 /// What a sink holds: the enforced decision's note, the shadow policy's decision (R46) and
-/// the verified principal of the person who answered (issue 22).
+/// the verified principal of the person who answered (R47).
 #[derive(Debug, Default)]
 struct Slot {
     note: Option<DecisionNote>,
@@ -147,7 +147,7 @@ impl std::fmt::Display for Delegation {
     }
 }
 
-/// A verified principal: the `sub` and `iss` of an identity-provider token (issue 22, R47).
+/// A verified principal: the `sub` and `iss` of an identity-provider token (R47).
 /// Records name it next to the agent or approver it was mapped to; a caller or approver
 /// known only by a static token or a proxy's header has none.
 ///
@@ -290,8 +290,8 @@ impl DecisionSink {
         self.0.lock().ok().and_then(|slot| slot.shadow.clone())
     }
 
-    /// Records the verified principal of the person whose answer decided the call (issue
-    /// 22): the approval gate records it when the channel knew one.
+    /// Records the verified principal of the person whose answer decided the call (R47):
+    /// the approval gate records it when the channel knew one.
     ///
     /// ```
     /// use toolgate_core::{DecisionSink, Principal};

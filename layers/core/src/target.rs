@@ -1,4 +1,4 @@
-//! The execution target of a call (seed 000, issue 24): where a shell command or a skill
+//! The execution target of a call (seed 000): where a shell command or a skill
 //! script would run — the host, the working directory, the sandbox. A tool declaration names
 //! the fields that make it up ([`TargetSpec`]): a field of the call's input, or the value
 //! the host put on the call ([`ExecutionTarget`] in the call's extensions). Every place a

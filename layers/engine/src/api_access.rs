@@ -1,7 +1,7 @@
-//! Who may use the approval page's HTTP API and its chat callbacks (issue 24): the
-//! `approvers.api_keys` (management keys, kept as their SHA-256, each with scopes) and the
-//! `approvers.slack` settings (the signing secret's file and which Slack user is which
-//! approver).
+//! Who may use the approval page's HTTP API and its chat callbacks (approval-page.md, "The
+//! HTTP API" and "Answering from Slack"): the `approvers.api_keys` (management keys, kept as
+//! their SHA-256, each with scopes) and the `approvers.slack` settings (the signing secret's
+//! file and which Slack user is which approver).
 //!
 //! ```
 //! use toolgate_engine::config::{load_str, Format};

@@ -51,8 +51,8 @@ pub struct ApprovalRequest {
     /// ([`ResumeTicket`]): a durable channel then redeems that answer instead of asking
     /// again (R26, R38).
     pub ticket: Option<ResumeTicket>,
-    /// The call's execution target (seed 000, issue 24), when its declaration names the
-    /// fields: shown first on every channel.
+    /// The call's execution target (seed 000), when its declaration names the fields: shown
+    /// first on every channel.
     pub target: Option<toolgate_core::ExecutionTarget>,
     /// How many distinct people must approve the call before it is sent (R51): the
     /// decision's `approvals` (1 for most calls). The gate routes a call that needs more
@@ -169,7 +169,7 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Asks the question like [`ApprovalChannel::request`], and says who answered by their
-    /// verified identity-provider principal when the channel knows it (issue 22): the
+    /// verified identity-provider principal when the channel knows it (R47): the
     /// approval gate calls this one and records the principal with the call (the audit
     /// record's `approval.principal`). The default knows no principal; a channel whose
     /// answers come from signed-in people (the durable inbox) overrides it.
@@ -185,7 +185,7 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
 }
 
 /// How a wait ended, with the verified principal of the person who answered, when known
-/// (issue 22). `answered_by` is set only beside a person's answer (approved or denied).
+/// (R47). `answered_by` is set only beside a person's answer (approved or denied).
 ///
 /// ```
 /// use toolgate_engine::approval::{ApprovalOutcome, VerifiedOutcome};

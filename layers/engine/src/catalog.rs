@@ -133,7 +133,7 @@ pub struct Entry {
     pub confidential: bool,
     /// Not governed (R42): only when every record behind the name says `governed: false`.
     pub ungoverned: bool,
-    /// The name and description as shared text, so an exposure copies no string (issue 26).
+    /// The name and description as shared text, so an exposure copies no string.
     pub(crate) shared: SharedText,
 }
 

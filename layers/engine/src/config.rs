@@ -493,8 +493,9 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
     identity.map(|_| decl)
 }
 
-/// A declaration's `target` (issue 24): `host`, `working_directory`, `sandbox`, each
-/// `input.<dotted path>` or `extension`; at least one.
+/// A declaration's `target` (seed 000; configuration.md, "Gateway prefixes and the host's own
+/// tools"): `host`, `working_directory`, `sandbox`, each `input.<dotted path>` or
+/// `extension`; at least one.
 fn read_target(
     v: &Value,
     path: &str,
@@ -616,7 +617,7 @@ fn read_agent(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AgentPro
     if o.has("parent") {
         a.parent = o.non_blank("parent", errs).map(str::to_owned);
     }
-    // Issue 34: the subagent ids a token may name for this profile, as R19 patterns.
+    // The subagent ids a token may name for this profile, as R19 patterns.
     if let Some(items) = o.array("subagents", errs) {
         for (i, item) in items.iter().enumerate() {
             let ipath = index(&o.path_of("subagents"), i);

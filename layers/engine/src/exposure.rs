@@ -4,7 +4,7 @@
 //!
 //! Names and descriptions are `Arc<str>` shared with the catalog, and an omitted tool's reason
 //! is written when it is read ([`Omission`]), so building an exposure copies no string and
-//! allocates nothing per tool (issue 26).
+//! allocates nothing per tool.
 
 use std::fmt;
 use std::sync::Arc;

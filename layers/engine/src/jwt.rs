@@ -1,7 +1,7 @@
 //! How bearer JWTs from an identity provider are verified: the settings shared by the MCP
-//! server's `mcp.jwt` and the approval page's `approvers.jwt` (issue 22). Data only: the
-//! verification itself (signatures, the JWKS) is in the `toolgate-idp` crate, kept out of
-//! the engine.
+//! server's `mcp.jwt` and the approval page's `approvers.jwt` (serve.md, "Agents and
+//! approvers from the identity provider"). Data only: the verification itself (signatures,
+//! the JWKS) is in the `toolgate-idp` crate, kept out of the engine.
 //!
 //! ```
 //! use serde_json::json;
@@ -361,8 +361,8 @@ pub fn fetch_url_problem(url: &str) -> Option<String> {
     }
 }
 
-/// The verified principal behind a request: the `sub` and `iss` of its token (issue 22,
-/// R47). Defined in `toolgate-core` (records and the decision sink carry it); named here too.
+/// The verified principal behind a request: the `sub` and `iss` of its token (R47).
+/// Defined in `toolgate-core` (records and the decision sink carry it); named here too.
 pub use toolgate_core::Principal;
 
 #[cfg(test)]
@@ -425,7 +425,7 @@ mod tests {
             errors(with("required_scopes", json!(["a b"]))),
             ["mcp.jwt.required_scopes[0]"]
         );
-        // Stricter reading of `http://` (issue 22): loopback only.
+        // The stricter reading of `http://` (serve.md): loopback only.
         let url = json!({"issuer": "i", "audience": "a", "jwks_url": "http://idp/jwks"});
         assert_eq!(errors(url), ["mcp.jwt.jwks_url"]);
         assert_eq!(

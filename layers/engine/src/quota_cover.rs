@@ -1,5 +1,5 @@
 //! Which quotas cover the calls of one agent profile to one tool, with their group keys,
-//! worked out once per snapshot (R44, issue 21's performance target).
+//! worked out once per snapshot (R44), for speed.
 //!
 //! A quota covers a call by its selectors (`kind`, `server`, `tool`, `agent`: fixed for one
 //! profile and one catalog entry) and its `when` (the input). Its group key is its counter

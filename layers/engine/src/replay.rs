@@ -11,7 +11,7 @@
 //! Recorded inputs are redacted (R33): a rule or quota reading a redacted field sees the
 //! redaction marker, not the value. The report says how many records carried one.
 //!
-//! What a replay sees is what ran (R46, R52; issue 33 item 8):
+//! What a replay sees is what ran (R46, R52):
 //! - a chained log (records with `hash`) is verified first, and one whose chain is broken is
 //!   not replayed (an error naming the break); a log with no chain is replayed, and the
 //!   report says its records could not be checked ([`Report::unchained`]);

@@ -21,9 +21,9 @@ use hyper::http::{HeaderName, HeaderValue, Method};
 /// Whether this build fetches `https://` URLs (the `tls` feature).
 pub const TLS: bool = cfg!(feature = "tls");
 
-/// How an outbound connection proves who it talks to, and who it is (issue 35 item 1): the
-/// trust (only the CA certificates of `ca_file`, else the system's roots) and, for mutual
-/// TLS, a client certificate chain and its private key (PEM files). The same settings for
+/// How an outbound connection proves who it talks to, and who it is: the trust (only the CA
+/// certificates of `ca_file`, else the system's roots) and, for mutual TLS, a client
+/// certificate chain and its private key (PEM files). The same settings for
 /// every outbound use: JWKS, OAuth token endpoints, upstream MCP servers, webhooks.
 ///
 /// ```
@@ -65,8 +65,8 @@ impl OutboundTls {
 
 /// An HTTP(S) client for one outbound destination (its trust: the system's roots or its own
 /// CA file; optionally a client certificate). Cheap to clone; follows no redirect; reads no
-/// proxy from the environment. The one client of the project (issue 35 item 2): the same
-/// `reqwest` client rmcp's streamable HTTP transport takes ([`FetchClient::reqwest`]).
+/// proxy from the environment. The one client of the project: the same `reqwest` client
+/// rmcp's streamable HTTP transport takes ([`FetchClient::reqwest`]).
 ///
 /// ```
 /// # async fn run() -> Result<(), String> {

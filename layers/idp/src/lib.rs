@@ -1,9 +1,10 @@
 //! # toolgate-idp
 //!
-//! Identities from the organisation's identity provider (issue 22): bearer JWTs verified
-//! against the provider's signing keys (a JWKS, RFC 7517), for `toolgate mcp serve --http`
-//! (an OAuth 2.1 resource server, the MCP authorization spec) and the approval page
-//! (`toolgate serve`). One verifier, so both take a token alike.
+//! Identities from the organisation's identity provider (serve.md, "Agents and approvers
+//! from the identity provider"): bearer JWTs verified against the provider's signing keys (a
+//! JWKS, RFC 7517), for `toolgate mcp serve --http` (an OAuth 2.1 resource server, the MCP
+//! authorization spec) and the approval page (`toolgate serve`). One verifier, so both take a
+//! token alike.
 //!
 //! A token is taken only when all of these hold, else it is refused with why
 //! ([`Rejection`]):
@@ -31,8 +32,8 @@
 //! provider's set stops verifying once the new set is in hand. Keys that were never had, or
 //! that a reload could not read, refuse every token: fail closed. A fetch that fails after
 //! the cache lifetime, or for a token naming an unknown `kid`, keeps the last good set in
-//! force until a fetch succeeds (issue 34 item 4): a provider that is down, or a made-up
-//! `kid` sent while it is, never refuses every agent's token.
+//! force until a fetch succeeds: a provider that is down, or a made-up `kid` sent while it
+//! is, never refuses every agent's token.
 //!
 //! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
 //! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
@@ -276,7 +277,7 @@ pub fn verify_typed(
             settings.algorithms.join(", ")
         )));
     }
-    // Issue 34 item 5: before any key is looked for (a token of another kind never has the
+    // The header `typ`, before any key is looked for (a token of another kind never has the
     // keys fetched again for its `kid`).
     if let Some(why) = token_type.problem(header.typ.as_deref()) {
         return Err(bad(why));
@@ -325,8 +326,8 @@ pub fn verify_typed(
             )));
         }
     };
-    // Issue 34 item 5: `iss` is one string, the issuer (RFC 7519 §4.1.1: a StringOrURI); a
-    // list that merely contains it is refused.
+    // `iss` is one string, the issuer (RFC 7519 §4.1.1: a StringOrURI); a list that merely
+    // contains it is refused.
     if claims.get("iss").and_then(Value::as_str) != Some(settings.issuer.as_str()) {
         return Err(bad(format!(
             "the token's issuer (`iss`) is not the string `{}`",
@@ -505,7 +506,7 @@ impl Verifier {
     /// How many times the keys were read or fetched (or failed to be) since start: a
     /// holder of something verified earlier (an open MCP session) compares it to learn that
     /// the keys may have changed — a key removed by a JWKS refresh, a reload — and verifies
-    /// again (issue 22: revocation without restart).
+    /// again (revocation without restart).
     ///
     /// ```no_run
     /// # async fn run(v: toolgate_idp::Verifier) {
@@ -524,9 +525,9 @@ impl Verifier {
         self.load_keeping(for_unknown_kid, false).await
     }
 
-    /// As [`Verifier::load`]; with `keep`, a failed fetch keeps the last good keys (issue 34
-    /// item 4: a provider that fails, or a token naming an unknown `kid` while it does,
-    /// never blinds every agent).
+    /// As [`Verifier::load`]; with `keep`, a failed fetch keeps the last good keys (a provider
+    /// that fails, or a token naming an unknown `kid` while it does, never blinds every
+    /// agent).
     async fn load_keeping(&self, for_unknown_kid: bool, keep: bool) -> Result<(), String> {
         let done = self.load_keys(for_unknown_kid, keep).await;
         // After the keys in force were replaced: whoever sees the new generation verifies
@@ -637,9 +638,8 @@ impl Verifier {
                 }
             }
         }
-        // The last good keys stay in force until a fetch succeeds (issue 34 item 4): a
-        // provider that is down never refuses every token; a key it removed goes with the
-        // next fetch that succeeds.
+        // The last good keys stay in force until a fetch succeeds: a provider that is down
+        // never refuses every token; a key it removed goes with the next fetch that succeeds.
         let (keys, _, _, failed) = self.snapshot();
         match keys {
             Some(k) => Ok((k, fresh)),

@@ -1,4 +1,4 @@
-//! The verifier against tokens signed by the tests' own keys (issue 22).
+//! The verifier against tokens signed by the tests' own keys.
 
 use serde_json::{Value, json};
 use toolgate_engine::ConfigErrors;
@@ -286,10 +286,10 @@ async fn issue22_keys_are_fetched_again_once_their_cache_lifetime_passed() {
     assert!(v.verify(&k2.sign(&good(json!({})))).await.is_ok());
 }
 
-/// Issue 34 item 4: while the identity provider fails (here: an HTML page instead of a JWKS),
-/// a token naming an unknown key id — sent by anyone, unauthenticated — never evicts the
-/// keys in hand, and neither does the cache lifetime passing: every agent's token keeps
-/// verifying until a fetch succeeds.
+/// While the identity provider fails (here: an HTML page instead of a JWKS), a token naming an
+/// unknown key id — sent by anyone, unauthenticated — never evicts the keys in hand, and
+/// neither does the cache lifetime passing: every agent's token keeps verifying until a fetch
+/// succeeds.
 #[tokio::test]
 async fn issue34_a_failing_provider_and_an_unknown_kid_never_evict_the_last_good_keys() {
     let (k1, k2) = (SigningKey::rsa1(), SigningKey::rsa2());
@@ -321,7 +321,7 @@ async fn issue34_a_failing_provider_and_an_unknown_kid_never_evict_the_last_good
     );
 }
 
-/// Issue 22: `https://` JWKS over real TLS on loopback, with a test CA.
+/// `https://` JWKS over real TLS on loopback, with a test CA.
 mod tls {
     use super::*;
     use toolgate_idp_kit::tls::{TestCa, TlsServer};
@@ -403,8 +403,8 @@ mod tls {
         assert!(v.verify(&token).await.is_ok());
         // The server now shows a certificate of another CA (an impostor on the path): once
         // the cache lifetime passes, the refetch fails and takes nothing from it; the last
-        // good keys stay in force until a fetch succeeds (issue 34 item 4), and a token
-        // naming a key the impostor might serve is refused.
+        // good keys stay in force until a fetch succeeds, and a token naming a key the
+        // impostor might serve is refused.
         server.serve_cert(other.server_cert(&["127.0.0.1"]));
         tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
         assert!(v.verify(&token).await.is_ok());
@@ -432,7 +432,7 @@ mod tls {
     }
 }
 
-/// Issue 34 item 5: `iss` is the issuer as one string; a list that contains it is refused.
+/// `iss` is the issuer as one string; a list that contains it is refused.
 #[tokio::test]
 async fn issue34_an_issuer_list_containing_the_issuer_is_refused() {
     let k1 = SigningKey::rsa1();
@@ -442,8 +442,8 @@ async fn issue34_an_issuer_list_containing_the_issuer_is_refused() {
     assert!(invalid(v.verify(&listed).await).contains("issuer"));
 }
 
-/// Issue 34 item 5: without `token_type`, a token whose header `typ` names another kind of
-/// JWT is refused (RFC 8725 §3.11); an untyped, `JWT` or access-token-typed one is taken.
+/// Without `token_type`, a token whose header `typ` names another kind of JWT is refused
+/// (RFC 8725 §3.11); an untyped, `JWT` or access-token-typed one is taken.
 #[tokio::test]
 async fn issue34_a_token_typed_as_another_kind_of_jwt_is_refused() {
     let k1 = SigningKey::rsa1();
@@ -479,8 +479,8 @@ async fn issue34_a_token_typed_as_another_kind_of_jwt_is_refused() {
     }
 }
 
-/// Issue 34 item 5: with `"token_type": "at+jwt"`, only RFC 9068 access tokens (`typ`
-/// `at+jwt` or `application/at+jwt`, any case) are taken.
+/// With `"token_type": "at+jwt"`, only RFC 9068 access tokens (`typ` `at+jwt` or
+/// `application/at+jwt`, any case) are taken.
 #[tokio::test]
 async fn issue34_token_type_at_jwt_takes_only_access_tokens() {
     let k1 = SigningKey::rsa1();
@@ -518,7 +518,7 @@ async fn issue34_token_type_at_jwt_takes_only_access_tokens() {
     assert!(plain.verify(&k1.sign_typed(&claims, None)).await.is_ok());
 }
 
-/// Issue 34 item 5: `token_type` is validated, its error named by its field.
+/// `token_type` is validated, its error named by its field.
 #[test]
 fn issue34_a_bad_token_type_names_its_field() {
     use crate::TokenType;

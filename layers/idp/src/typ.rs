@@ -1,6 +1,7 @@
-//! The JOSE header `typ` of a bearer token (issue 34 item 5): explicit typing (RFC 8725
-//! §3.11) keeps a JWT of another kind — a DPoP proof, a logout token, a security event — from
-//! being taken as an access token, and an RFC 9068 provider marks its access tokens `at+jwt`.
+//! The JOSE header `typ` of a bearer token (serve.md, "Agents and approvers from the identity
+//! provider"): explicit typing (RFC 8725 §3.11) keeps a JWT of another kind — a DPoP proof, a
+//! logout token, a security event — from being taken as an access token, and an RFC 9068
+//! provider marks its access tokens `at+jwt`.
 
 use serde_json::Value;
 use toolgate_engine::ConfigErrors;

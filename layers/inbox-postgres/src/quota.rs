@@ -12,7 +12,7 @@
 //! interleaving. A database that cannot be reached, read or written refuses the call (fail
 //! closed: [`QuotaError::Unavailable`]).
 //!
-//! Windows are judged by the **database's clock** (issue 33 item 5): the reservation reads
+//! Windows are judged by the **database's clock** (R44): the reservation reads
 //! `clock_timestamp()` once its locks are held and counts, records and prunes by it,
 //! whatever the calling replica's clock says, so replicas whose clocks disagree still share
 //! one window. The replica's `now` is only used for what it last saw (the advisory check

@@ -104,10 +104,10 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
     WHERE state IN ('pending', 'approved');
 ";
 
-/// The indexes the approval page's pages and change feed read (issue 24): the calls of one
-/// state in the order they were held, and every call by its last change. Like
-/// [`OPEN_INDEX`], not a schema version of its own: `migrate` creates them, under the
-/// migration lock, in an inbox that lacks them.
+/// The indexes the approval page's pages and change feed read (held-calls.md, "Pages of
+/// held calls"): the calls of one state in the order they were held, and every call by its
+/// last change. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates
+/// them, under the migration lock, in an inbox that lacks them.
 pub const PAGE_INDEXES: &str = "
 CREATE INDEX IF NOT EXISTS held_calls_by_state_created ON held_calls (state, created_at, interaction_id);
 CREATE INDEX IF NOT EXISTS held_calls_by_updated ON held_calls (updated_at, interaction_id);
@@ -123,10 +123,10 @@ CREATE INDEX IF NOT EXISTS held_calls_by_input ON held_calls (agent_profile, inp
 ";
 
 /// What an answer records besides the approver's name: their verified principal, the `sub`
-/// and `iss` of the identity-provider token they answered with (issue 22). Like
-/// [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under the
-/// migration lock, to an inbox that lacks them (answers recorded before have none; a
-/// program that does not know them ignores them).
+/// and `iss` of the identity-provider token they answered with (R47). Like [`OPEN_INDEX`],
+/// not a schema version of its own: `migrate` adds them, under the migration lock, to an
+/// inbox that lacks them (answers recorded before have none; a program that does not know
+/// them ignores them).
 pub(crate) const APPROVER_PRINCIPAL_COLUMNS: &str = "
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_subject TEXT;
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS approver_issuer TEXT;
@@ -188,18 +188,18 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 ";
 
-/// Who gave each grant, by their verified principal (issue 34). Added, under the migration
-/// lock, to an inbox that lacks them; grants given before have none.
+/// Who gave each grant, by their verified principal. Added, under the migration lock, to an
+/// inbox that lacks them; grants given before have none.
 pub(crate) const GRANT_GIVER_COLUMNS: &str = "
 ALTER TABLE grants ADD COLUMN IF NOT EXISTS giver_subject TEXT;
 ALTER TABLE grants ADD COLUMN IF NOT EXISTS giver_issuer TEXT;
 ";
 
-/// Approve with edits and the execution target (issue 24): the target each call was held
-/// with, as JSON, and beside `held_calls` the input each edited approval replaced and who
-/// edited. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` adds them, under
-/// the migration lock, to an inbox that lacks them (calls held before have no target; a
-/// program that does not know them ignores them).
+/// Approve with edits and the execution target (approval-page.md, "Approve with edits"):
+/// the target each call was held with, as JSON, and beside `held_calls` the input each
+/// edited approval replaced and who edited. Like [`OPEN_INDEX`], not a schema version of
+/// its own: `migrate` adds them, under the migration lock, to an inbox that lacks them
+/// (calls held before have no target; a program that does not know them ignores them).
 pub(crate) const EDIT_AND_TARGET: &str = "
 ALTER TABLE held_calls ADD COLUMN IF NOT EXISTS target_json TEXT;
 CREATE TABLE IF NOT EXISTS held_edits (
@@ -233,9 +233,10 @@ CREATE TABLE IF NOT EXISTS open_questions (
 CREATE INDEX IF NOT EXISTS open_questions_by_expiry ON open_questions (expires_at);
 ";
 
-/// The nonces of signed callbacks taken (issue 24, the Slack replay guard), each until when
-/// it is kept. Like [`OPEN_INDEX`], not a schema version of its own: `migrate` creates it,
-/// under the migration lock, in an inbox that lacks it.
+/// The nonces of signed callbacks taken (the Slack replay guard; approval-page.md,
+/// "Answering from Slack"), each until when it is kept. Like [`OPEN_INDEX`], not a schema
+/// version of its own: `migrate` creates it, under the migration lock, in an inbox that
+/// lacks it.
 pub(crate) const NONCES_TABLE: &str = "
 CREATE TABLE IF NOT EXISTS seen_nonces (
     nonce    TEXT PRIMARY KEY,

@@ -1,6 +1,6 @@
-//! The conformance cases of approve-with-edits and the execution target (issue 24): every
-//! backend's [`InboxStore::answer_edited`], [`InboxStore::edit_of`] and the target a held
-//! call keeps. Run by [`super::run_all`].
+//! The conformance cases of approve-with-edits and the execution target (approval-page.md,
+//! "Approve with edits"): every backend's [`InboxStore::answer_edited`],
+//! [`InboxStore::edit_of`] and the target a held call keeps. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -333,10 +333,10 @@ pub async fn issue24_a_held_call_keeps_its_execution_target(fixture: &dyn Fixtur
     assert_eq!(r.call.target, Some(target));
 }
 
-/// Issue 35 item 9, R26: after a person approved a held call with an edited input, the agent
-/// repeats the input it sent. The repeat finds the edited call (open, then sent) by that
-/// input, never holds a fresh card for it, and is told once that it was sent; another input
-/// is its own call.
+/// R26: after a person approved a held call with an edited input, the agent repeats the
+/// input it sent. The repeat finds the edited call (open, then sent) by that input, never
+/// holds a fresh card for it, and is told once that it was sent; another input is its own
+/// call.
 pub async fn issue35_r26_a_repeat_of_the_input_the_agent_sent_finds_the_edited_call(
     fixture: &dyn Fixture,
 ) {

@@ -17,8 +17,8 @@ fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms)
 }
 
-/// Issue 34 item 5: a grant given with an identity-provider token keeps its giver's `sub` and
-/// `iss`, as an approval does; one given without keeps none.
+/// A grant given with an identity-provider token keeps its giver's `sub` and `iss`, as an
+/// approval does; one given without keeps none.
 pub async fn issue34_a_grant_keeps_its_givers_principal_across_a_restart(fixture: &dyn Fixture) {
     let store = fixture.fresh().await;
     let giver = toolgate_core::Principal {

@@ -58,9 +58,9 @@ pub async fn r26_the_happy_path_pending_approved_claimed_done(fixture: &dyn Fixt
     assert!(r.finished_at.is_some());
 }
 
-/// R47, issue 22: an answer is kept with the verified principal (`sub`, `iss`) it was given
-/// with, read back by `get`, `list` and the claim; an answer without one (a static-token,
-/// header or command-line approver) keeps only the name.
+/// R47: an answer is kept with the verified principal (`sub`, `iss`) it was given with,
+/// read back by `get`, `list` and the claim; an answer without one (a static-token, header
+/// or command-line approver) keeps only the name.
 pub async fn r47_an_answer_keeps_the_approvers_verified_principal(fixture: &dyn Fixture) {
     let store = fixture.fresh().await;
     let p = toolgate_core::Principal {
@@ -185,7 +185,7 @@ pub async fn r26_the_same_key_twice_is_one_answer(fixture: &dyn Fixture) {
         .unwrap();
     assert!(third.replayed && third.approved);
     assert_eq!(third.approver, "alice", "the first answer stands");
-    // A key is its approver's (issue 34 item 5): bob's same key is no repeat of alice's.
+    // A key is its approver's: bob's same key is no repeat of alice's.
     let bobs = store
         .answer(&id, Answer::approve("K", "bob"))
         .await

@@ -1,7 +1,7 @@
-//! The conformance case of the replay guard (issue 24): every backend's
-//! [`InboxStore::take_nonce`] takes a nonce once across handles on one inbox (replicas, a
-//! restarted process) until its window ends, and of racing takes exactly one wins. Run by
-//! [`super::run_all`].
+//! The conformance case of the replay guard (approval-page.md, "Answering from Slack"):
+//! every backend's [`InboxStore::take_nonce`] takes a nonce once across handles on one
+//! inbox (replicas, a restarted process) until its window ends, and of racing takes exactly
+//! one wins. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -36,7 +36,7 @@ pub async fn issue24_a_nonce_is_taken_once_across_handles_until_its_window_ends(
     );
     assert!(
         !b.take_nonce(&nonce, until, now).await.unwrap(),
-        "issue 24: another handle on the same inbox refuses the replay"
+        "another handle on the same inbox refuses the replay"
     );
     assert!(!a.take_nonce(&nonce, until, now).await.unwrap());
     // A restarted process (a new handle) still refuses it within the window.
@@ -69,6 +69,6 @@ pub async fn issue24_a_nonce_is_taken_once_across_handles_until_its_window_ends(
                 won += 1;
             }
         }
-        assert_eq!(won, 1, "issue 24: exactly one take of a nonce wins");
+        assert_eq!(won, 1, "exactly one take of a nonce wins");
     }
 }

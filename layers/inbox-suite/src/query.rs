@@ -1,5 +1,5 @@
-//! The conformance cases of the paged, filtered reads (issue 24): every backend's
-//! [`InboxStore::query_held`], [`InboxStore::count_held`] and
+//! The conformance cases of the paged, filtered reads (held-calls.md, "Pages of held
+//! calls"): every backend's [`InboxStore::query_held`], [`InboxStore::count_held`] and
 //! [`InboxStore::changed_since`] give what [`HeldQuery::matches`] says, in order, page by
 //! page. Run by [`super::run_all`].
 #![allow(
@@ -72,7 +72,7 @@ async fn walk(store: &dyn InboxStore, q: &HeldQuery) -> Vec<String> {
         let page = store.query_held(&q).await.unwrap();
         assert!(
             page.records.len() <= q.page_size(),
-            "issue 24: a page is at most its size"
+            "a page is at most its size"
         );
         out.extend(page.records.iter().map(|r| r.id().to_owned()));
         match page.next {
@@ -80,7 +80,7 @@ async fn walk(store: &dyn InboxStore, q: &HeldQuery) -> Vec<String> {
             None => return out,
         }
     }
-    panic!("issue 24: paging never ended");
+    panic!("paging never ended");
 }
 
 fn ids(records: &[HeldRecord]) -> Vec<String> {
@@ -169,20 +169,16 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
         assert_eq!(
             count,
             expected.len() as u64,
-            "issue 24: count_held counts what matches says, for {q:?}"
+            "count_held counts what matches says, for {q:?}"
         );
         let whole = store.query_held(&q.clone().limit(1_000)).await.unwrap();
-        assert_eq!(
-            ids(&whole.records),
-            expected,
-            "issue 24: one page, for {q:?}"
-        );
+        assert_eq!(ids(&whole.records), expected, "one page, for {q:?}");
         assert!(whole.next.is_none());
         for size in [1, 3, 7] {
             assert_eq!(
                 walk(&*store, &q.clone().limit(size)).await,
                 expected,
-                "issue 24: pages of {size} concatenate to the whole, in order, for {q:?}"
+                "pages of {size} concatenate to the whole, in order, for {q:?}"
             );
         }
     }
@@ -254,7 +250,7 @@ pub async fn issue24_the_change_feed_lists_each_change_since_a_moment(fixture: &
     store.hold(b.clone()).await.unwrap();
     let before = Timestamp::now().saturating_sub(Duration::from_secs(1));
     let seen = store.changed_since(before, 100).await.unwrap();
-    assert_eq!(seen.len(), 2, "issue 24: both held calls are changes");
+    assert_eq!(seen.len(), 2, "both held calls are changes");
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mark = Timestamp::now();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -276,7 +272,7 @@ pub async fn issue24_the_change_feed_lists_each_change_since_a_moment(fixture: &
     assert_eq!(
         ids(&later),
         vec![a.interaction_id.clone()],
-        "issue 24: only the answer"
+        "only the answer"
     );
     assert_eq!(later[0].state, toolgate_inbox::State::Approved);
     assert!(later[0].updated_at >= mark);

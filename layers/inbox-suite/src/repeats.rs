@@ -724,7 +724,7 @@ pub async fn r47_cancelling_a_turn_ends_its_approved_unsent_calls_for_good(fixtu
     );
 }
 
-/// What a process that finds another, stopped one's claims does (issue 20 item 11).
+/// What a process that finds another, stopped one's claims does (R26).
 pub async fn r26_a_stopped_instances_claims_become_unknown_and_a_repeat_is_told_so(
     fixture: &dyn Fixture,
 ) {

@@ -369,8 +369,8 @@ pub async fn r43_without_an_idempotency_key_each_answer_is_its_own(fixture: &dyn
     assert!(matches!(e, AnswerError::AlreadyDecided { .. }), "{e:?}");
 }
 
-/// Issue 34 item 5: a key is its approver's: another person giving the same key is told the
-/// call was already answered, never handed the first person's receipt.
+/// A key is its approver's: another person giving the same key is told the call was already
+/// answered, never handed the first person's receipt.
 pub async fn issue34_an_idempotency_key_is_its_approvers(fixture: &dyn Fixture) {
     let store = fixture.fresh().await;
     let c = held(json!({}), HOUR);

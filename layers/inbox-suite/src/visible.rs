@@ -1,8 +1,8 @@
-//! The conformance case of the approver's selectors in the store's query (issue 20, issue
-//! 24): every backend's [`InboxStore::query_held`] and [`InboxStore::count_held`] with a
-//! [`VisibleTo`] select exactly the calls [`Approver::may_answer`] (what the page's
-//! `may_see` asks) lets the approver answer, and the ones they answered. Run by
-//! [`super::run_all`].
+//! The conformance case of the approver's selectors in the store's query (held-calls.md,
+//! "Pages of held calls"): every backend's [`InboxStore::query_held`] and
+//! [`InboxStore::count_held`] with a [`VisibleTo`] select exactly the calls
+//! [`Approver::may_answer`] (what the page's `may_see` asks) lets the approver answer, and
+//! the ones they answered. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -172,7 +172,7 @@ pub async fn issue24_r24_the_stores_selector_filter_agrees_with_may_answer(fixtu
                     assert_eq!(
                         q.matches(r),
                         base_q.matches(r) && may_see(r),
-                        "issue 24: `VisibleTo::sees` is `may_see` for {selectors:?} on {:?}",
+                        "`VisibleTo::sees` is `may_see` for {selectors:?} on {:?}",
                         r.call.identities
                     );
                 }

@@ -95,8 +95,8 @@ impl ApprovalChannel for InboxChannel {
         Box::pin(async move { verified.await.outcome })
     }
 
-    /// Issue 22: an approval or a denial read from the store comes with the verified
-    /// principal the person answered with, when they had one.
+    /// R47: an approval or a denial read from the store comes with the verified principal
+    /// the person answered with, when they had one.
     fn request_verified(&self, request: ApprovalRequest) -> BoxFuture<VerifiedOutcome> {
         let store = Arc::clone(&self.store);
         let ttl = self.ttl;

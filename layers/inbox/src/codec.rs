@@ -162,8 +162,8 @@ pub fn next_updated_at(previous: Option<&str>, now: SystemTime) -> String {
     humantime::format_rfc3339_micros(at).to_string()
 }
 
-/// The stored text of a held call's execution target (issue 24, seed 000): its JSON form
-/// (`{"host", "workingDirectory", "sandbox"}`, the parts it has), or none.
+/// The stored text of a held call's execution target (seed 000): its JSON form (`{"host",
+/// "workingDirectory", "sandbox"}`, the parts it has), or none.
 ///
 /// ```
 /// use toolgate_core::ExecutionTarget;

@@ -1,10 +1,11 @@
-//! Approve with edits (issue 24): a person approves a held call with an input they changed.
-//! The store replaces the held call's input with the edited one in the same transaction
-//! that records the approval, and keeps the input the agent sent and who edited
-//! ([`StoredEdit`]). The call is then sent — by [`Inbox::resume`](crate::Inbox::resume),
-//! or by the agent calling again with the edited input — through every check again on the
-//! edited input (R38), and its claim is bound to the edited input's hash (R35). A call with
-//! the original input is not the approved one: it is asked about afresh.
+//! Approve with edits (approval-page.md, "Approve with edits"): a person approves a held
+//! call with an input they changed. The store replaces the held call's input with the
+//! edited one in the same transaction that records the approval, and keeps the input the
+//! agent sent and who edited ([`StoredEdit`]). The call is then sent — by
+//! [`Inbox::resume`](crate::Inbox::resume), or by the agent calling again with the edited
+//! input — through every check again on the edited input (R38), and its claim is bound to
+//! the edited input's hash (R35). A call with the original input is not the approved one:
+//! it is asked about afresh.
 
 use serde_json::Value;
 use toolgate_engine::canon;

@@ -94,7 +94,7 @@ pub struct StoredGrant {
     /// Its revocation, if it was revoked.
     pub revoked: Option<Revocation>,
     /// The verified principal of the person who gave it, when they gave it with an
-    /// identity-provider token (issue 34: as an approval records it).
+    /// identity-provider token (as an approval records it).
     pub principal: Option<toolgate_core::Principal>,
 }
 

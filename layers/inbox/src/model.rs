@@ -205,8 +205,8 @@ pub struct NewHeldCall {
     pub created_at: Timestamp,
     /// When an unanswered call expires.
     pub expires_at: Timestamp,
-    /// The execution target the gate captured (seed 000, issue 24), shown first; `None`
-    /// when the tool's declaration names none (or the store keeps none).
+    /// The execution target the gate captured (seed 000), shown first; `None` when the
+    /// tool's declaration names none (or the store keeps none).
     pub target: Option<toolgate_core::ExecutionTarget>,
     /// How many distinct people must approve the call before it is sent (R51), from 1 to
     /// [`MAX_APPROVALS`]: the gate's decision, kept with the call.
@@ -294,8 +294,8 @@ pub struct HeldRecord {
     /// Who answered (approved or denied).
     pub approver: Option<String>,
     /// The answering person's verified principal (`sub`, `iss`), when they answered with an
-    /// identity-provider token (issue 22); `None` for a static-token, header or
-    /// command-line approver, and for answers recorded before the store kept it.
+    /// identity-provider token (R47); `None` for a static-token, header or command-line
+    /// approver, and for answers recorded before the store kept it.
     pub approver_principal: Option<Principal>,
     /// The approvals given so far to a call that needs more than one (R51), in the order
     /// given, one per person; empty for a call that needs one (its approval is
@@ -534,7 +534,7 @@ pub struct Claim {
 pub struct Claimed {
     /// Who approved the call.
     pub approver: String,
-    /// Their verified principal, when the approval was given with one (issue 22).
+    /// Their verified principal, when the approval was given with one (R47).
     pub approver_principal: Option<Principal>,
 }
 

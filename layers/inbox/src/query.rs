@@ -1,6 +1,6 @@
-//! Paged, filtered reads of the held calls (issue 24): what the approval page lists at
-//! thousands of held calls without reading them all, and the change feed its live update
-//! is made of.
+//! Paged, filtered reads of the held calls (held-calls.md, "Pages of held calls"): what the
+//! approval page lists at thousands of held calls without reading them all, and the change
+//! feed its live update is made of.
 //!
 //! [`HeldQuery`] says which calls (pending or answered, by agent, tool, server, session,
 //! reason source, age and input text) and in which order; [`InboxStore::query_held`]
@@ -121,11 +121,11 @@ pub struct HeldQuery {
     pub visible_to: Option<VisibleTo>,
 }
 
-/// Only the held calls an approver with `tools` selectors may see (issue 20, issue 24): the
-/// calls they may answer — every identity behind the call's tool matched by one of the
-/// selectors, for the call's agent ([`Approver::may_answer`]) — and the calls they answered
-/// themselves. The backends put this into their one statement, so that a person whose
-/// rights cover few of many calls reads one page, not every call.
+/// Only the held calls an approver with `tools` selectors may see (held-calls.md, "Pages of
+/// held calls"): the calls they may answer — every identity behind the call's tool matched
+/// by one of the selectors, for the call's agent ([`Approver::may_answer`]) — and the calls
+/// they answered themselves. The backends put this into their one statement, so that a
+/// person whose rights cover few of many calls reads one page, not every call.
 ///
 /// ```
 /// use toolgate_engine::approvers::ToolSelector;

@@ -208,8 +208,9 @@ impl Inbox {
             )));
         };
         let mut call = rebuild(&record, &token).map_err(ResumeError::Store)?;
-        // Approved with edits (issue 24): the input the agent sent goes with the call, for
-        // the audit record; the call itself carries the edited input.
+        // Approved with edits (approval-page.md, "Approve with edits"): the input the agent
+        // sent goes with the call, for the audit record; the call itself carries the edited
+        // input.
         match self.store.edit_of(id).await {
             Ok(None) => {}
             Ok(Some(edit)) => {

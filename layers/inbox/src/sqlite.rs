@@ -93,7 +93,7 @@ struct Inner {
     busy: AtomicBool,
     /// The identity (device, inode) of the file the connection has open, checked before
     /// each operation: a file deleted or replaced behind the connection's back is never
-    /// written to (issue 20 item 12).
+    /// written to (held-calls.md).
     identity: Mutex<Option<FileIdentity>>,
     /// Set once a connection was opened: a file deleted since is not created again in its
     /// place, even with [`SqliteOptions::create`].
@@ -228,7 +228,7 @@ impl Inner {
     /// statement or an `IMMEDIATE` transaction, and both take the write lock before they
     /// write), so the caller runs it again from the start on the blocking pool, with the
     /// busy timeout. This saves the thread hand-off that otherwise doubles the CPU cost of
-    /// an operation (issue 12).
+    /// an operation.
     fn try_fast<T, E, F>(&self, op: &F) -> Option<Result<T, E>>
     where
         E: From<InboxError>,
@@ -280,8 +280,8 @@ impl Inner {
     /// Checks that the open connection's file is still the one at the path: a file deleted
     /// (or moved away) is refused, never written to, and a file replaced by another is
     /// reopened — the connection to the old one is closed first — so that no answer goes
-    /// into a file nobody reads again (issue 20 item 12). Nothing to check when no
-    /// connection is open: the next one opens (and checks) the file at the path.
+    /// into a file nobody reads again. Nothing to check when no connection is open: the
+    /// next one opens (and checks) the file at the path.
     fn same_file(&self, guard: &mut Option<Connection>) -> Result<(), InboxError> {
         if guard.is_none() {
             return Ok(());
@@ -490,9 +490,8 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION, "no schema version of its own");
     }
 
-    /// Issue 22: a file written before answers kept the approver's principal gains the
-    /// columns on open; its answers keep their names (with no principal), and new answers
-    /// keep theirs.
+    /// A file written before answers kept the approver's principal gains the columns on
+    /// open; its answers keep their names (with no principal), and new answers keep theirs.
     #[test]
     fn issue22_an_inbox_file_without_the_principal_columns_gains_them_and_keeps_its_answers() {
         use crate::test_calls::held;

@@ -105,8 +105,8 @@ pub struct RecordedAnswer {
 /// one): then [`pending_lost`] says why it lost.
 ///
 /// Without a key an answer is its own: it never replays one already recorded (R43). A key
-/// is its approver's (issue 34 item 5): another person giving the same key repeats nothing,
-/// and is told the call was already answered — never handed the first person's receipt.
+/// is its approver's: another person giving the same key repeats nothing, and is told the
+/// call was already answered — never handed the first person's receipt.
 pub fn replay(
     id: &str,
     answer: &Answer,
@@ -363,9 +363,9 @@ pub fn claim_lost(
     ))
 }
 
-/// Why an approval with an edited input (issue 24) of a call that needs `needed` approvals
-/// (R51) is refused: each approver must approve the same input (R35), and an edit would be
-/// one person's alone. Nothing is recorded.
+/// Why an approval with an edited input of a call that needs `needed` approvals (R51) is
+/// refused: each approver must approve the same input (R35), and an edit would be one
+/// person's alone. Nothing is recorded.
 pub fn edit_needs_one_approval(id: &str, needed: i64) -> AnswerError {
     AnswerError::Invalid(format!(
         "held call `{id}` needs {needed} approvals from distinct people (R51), and every one approves the same input: it cannot be approved with an edited input; approve it as held, or deny it and let the agent call again"
@@ -498,7 +498,7 @@ mod tests {
             .unwrap();
         assert!(receipt.replayed && receipt.approved);
         assert_eq!(receipt.approver, "alice", "the first answer's approver");
-        // Issue 34 item 5: a key is its approver's; another person's same key repeats nothing.
+        // A key is its approver's; another person's same key repeats nothing.
         assert_eq!(
             replay("ia", &Answer::approve("k", "carol"), recorded("k", true)),
             None

@@ -76,9 +76,10 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// Held calls, oldest first, optionally only those in `state`.
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>>;
 
-    /// One page of the held calls `query` selects, in its order, after its cursor (issue
-    /// 24): the pending or the answered calls, filtered by agent, tool, server, session,
-    /// reason source, age and input text ([`HeldQuery::matches`] says what each means).
+    /// One page of the held calls `query` selects, in its order, after its cursor
+    /// (held-calls.md, "Pages of held calls"): the pending or the answered calls, filtered
+    /// by agent, tool, server, session, reason source, age and input text
+    /// ([`HeldQuery::matches`] says what each means).
     ///
     /// The backends answer with one statement over an index; this provided method lists
     /// every call and filters in memory (correct, but linear in the inbox).
@@ -266,12 +267,12 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         answer: Answer,
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>>;
 
-    /// Records an approval with an edited input (issue 24): `pending → approved`, the held
-    /// call's input replaced by `edit` (so its claim is bound to the edited input's hash,
-    /// R35) and the input the agent sent kept beside it with who edited
-    /// ([`InboxStore::edit_of`]), in one transaction. A retry with the same key and the same
-    /// edit is replayed; anything else on a call no longer pending is refused as
-    /// [`InboxStore::answer`] refuses it.
+    /// Records an approval with an edited input (approval-page.md, "Approve with edits"):
+    /// `pending → approved`, the held call's input replaced by `edit` (so its claim is
+    /// bound to the edited input's hash, R35) and the input the agent sent kept beside it
+    /// with who edited ([`InboxStore::edit_of`]), in one transaction. A retry with the same
+    /// key and the same edit is replayed; anything else on a call no longer pending is
+    /// refused as [`InboxStore::answer`] refuses it.
     ///
     /// This provided method refuses: a store that records edits overrides it (both backends do).
     fn answer_edited<'a>(
@@ -297,12 +298,13 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
-    /// Takes `nonce` once (issue 24: the replay guard of signed callbacks such as Slack's):
-    /// records it as seen until `until` and answers `true`, or answers `false` when it was
-    /// taken before and its `until` is not yet past at `now` — by any handle or process
-    /// sharing the inbox, so replicas behind a load balancer and a restarted process refuse
-    /// the same replay. One conditional insert: of racing takes of one nonce exactly one is
-    /// `true`. Nonces whose `until` is past at `now` are pruned.
+    /// Takes `nonce` once (the replay guard of signed callbacks such as Slack's;
+    /// approval-page.md, "Answering from Slack"): records it as seen until `until` and
+    /// answers `true`, or answers `false` when it was taken before and its `until` is not
+    /// yet past at `now` — by any handle or process sharing the inbox, so replicas behind a
+    /// load balancer and a restarted process refuse the same replay. One conditional
+    /// insert: of racing takes of one nonce exactly one is `true`. Nonces whose `until` is
+    /// past at `now` are pruned.
     ///
     /// This provided method refuses: a store that keeps nonces overrides it (both backends
     /// do).
@@ -473,7 +475,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     }
 
     /// [`InboxStore::add_grant`], recording the giver's verified principal (the `sub` and
-    /// `iss` of the identity-provider token they gave it with, issue 34) beside the grant.
+    /// `iss` of the identity-provider token they gave it with) beside the grant.
     ///
     /// This provided method refuses: a store that keeps grants overrides it (both backends
     /// do).

@@ -168,7 +168,7 @@ impl McpServerConfig {
     /// feature: the system's roots, or only a [`ca_file`](Self::ca_file)'s, optionally a
     /// [client certificate](Self::client_identity)), or plain `http://` to a loopback host —
     /// to any other host only when [`plain_http`](Self::plain_http) opts this server in
-    /// (issue 35 item 1; checked when connecting and by [`url_problem`](Self::url_problem)).
+    /// (checked when connecting and by [`url_problem`](Self::url_problem)).
     ///
     /// ```
     /// use toolgate_mcp::McpServerConfig;

@@ -26,7 +26,7 @@ pub(crate) struct Listed {
     /// [`canon::definition_hash`] of `decl`.
     pub(crate) hash: String,
     /// Why the governance snapshot would not take it, if it would not (or the gateway
-    /// withholds it, issue 23): calls are refused.
+    /// withholds it): calls are refused.
     pub(crate) unregistered: Option<String>,
     /// The tool as the server listed it (what `toolgate.lock` hashes).
     pub(crate) listed: Tool,

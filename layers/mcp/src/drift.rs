@@ -97,10 +97,10 @@ pub enum ToolChange {
         /// What the posture says about the new definition.
         posture: Option<PostureStatus>,
     },
-    /// A tool the gateway withholds (issue 23): its definition is not the locked one
-    /// (`mcp.locked`), or the description scanner flagged it under `mcp.scan: "withhold"`.
-    /// No agent is shown it and every call to it is refused, until it is listed with a
-    /// definition that passes.
+    /// A tool the gateway withholds (serve.md, "The definition lock and the description
+    /// scanner"): its definition is not the locked one (`mcp.locked`), or the description
+    /// scanner flagged it under `mcp.scan: "withhold"`. No agent is shown it and every call
+    /// to it is refused, until it is listed with a definition that passes.
     Withheld {
         /// The qualified name.
         tool: String,

@@ -415,7 +415,7 @@ impl ServerHandler for DriftServer {
             self.state().bearers.push(bearer);
         }
         // `bare` with `wait_ms`: a slow call that honours `notifications/cancelled`, counted
-        // as `bare finished` or `bare cancelled` (cancellation tests, issue 35).
+        // as `bare finished` or `bare cancelled` (cancellation tests).
         let wait = request
             .arguments
             .as_ref()

@@ -1,6 +1,6 @@
-//! A newline-delimited JSON-RPC transport of our own (issue 26): rmcp's stdio framing, with
-//! the hot messages decoded by their method or request id instead of by trying rmcp's
-//! untagged enums in turn.
+//! A newline-delimited JSON-RPC transport of our own: rmcp's stdio framing, with the hot
+//! messages decoded by their method or request id instead of by trying rmcp's untagged
+//! enums in turn.
 //!
 //! rmcp decodes every message as `JsonRpcMessage<Req, Resp, Not>`: the whole message is
 //! buffered into serde's `Content`, then each variant of the untagged enums is tried until one
@@ -567,8 +567,8 @@ where
         Role::sent(&item, &self.open);
         // Written out now, so the future rmcp spawns to send it holds bytes, not the message:
         // a message is kilobytes (the largest variant of rmcp's enums), and tokio copies a
-        // spawned future several times (issue 26: ≈ 40 % of the proxy's instructions were
-        // those copies).
+        // spawned future several times (≈ 40 % of the proxy's instructions were those
+        // copies).
         let mut bytes = Vec::with_capacity(256);
         let written = Role::write(&item, &mut bytes).map_err(std::io::Error::other);
         drop(item);

@@ -1,5 +1,5 @@
-//! The definition lock (`toolgate.lock`, issue 23): what each upstream tool was, by hash,
-//! when the operator last looked.
+//! The definition lock (`toolgate.lock`; serve.md, "The definition lock and the description
+//! scanner"): what each upstream tool was, by hash, when the operator last looked.
 //!
 //! `toolgate mcp lock` connects every configured server and writes, for each tool it lists,
 //! the hash of its definition as the server gave it (name, title, description, input and

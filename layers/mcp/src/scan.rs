@@ -1,8 +1,8 @@
-//! The description scanner (issues 23 and 34): hidden instructions in what an upstream
-//! server says about a tool — its name, title, description, annotations' title and every
-//! string of its input and output schemas, property *names* (the keys of `properties`, the
-//! entries of `required`, `$defs`) as much as descriptions, titles, `enum` and `const`
-//! values, defaults and examples.
+//! The description scanner (serve.md, "The definition lock and the description scanner"):
+//! hidden instructions in what an upstream server says about a tool — its name, title,
+//! description, annotations' title and every string of its input and output schemas,
+//! property *names* (the keys of `properties`, the entries of `required`, `$defs`) as much
+//! as descriptions, titles, `enum` and `const` values, defaults and examples.
 //!
 //! Three kinds of finding ([`FindingKind`]):
 //!

@@ -155,9 +155,9 @@ impl SecretSource {
         })
     }
 
-    /// Reads the secret again from where it came from (issue 22: a rotated client secret
-    /// is taken without a restart): a file is read again, a variable looked up again, a
-    /// value handed over in code is that value.
+    /// Reads the secret again from where it came from (a rotated client secret is taken
+    /// without a restart): a file is read again, a variable looked up again, a value handed
+    /// over in code is that value.
     #[cfg(feature = "http")]
     pub(crate) fn read_again(&self) -> Result<Secret, String> {
         match &self.from {

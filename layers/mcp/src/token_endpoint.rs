@@ -80,7 +80,7 @@ pub(crate) async fn ask_token_endpoint(
     timeout: Duration,
 ) -> Result<TokenAnswer, String> {
     let url = &creds.token_url;
-    // Issue 22: one that can no longer be read fails the request (the call is refused);
+    // A client secret that can no longer be read fails the request (the call is refused);
     // the old one is never used instead.
     let secret = creds
         .client_secret

@@ -41,11 +41,11 @@
 //! | [`TOOLGATE_DECISION_REASONS`] | every reason of the refusal or of the asks, each redacted and truncated |
 //! | [`TOOLGATE_APPROVAL_SOURCE`] | how the approval gate's wait ended (`WaitEnd::as_str`): `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held`, `refused` |
 //! | [`TOOLGATE_APPROVAL_APPROVER`] | who approved or denied, when a person did |
-//! | [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`], [`TOOLGATE_APPROVAL_PRINCIPAL_ISSUER`] | `sub` and `iss` of the answering person's verified identity-provider token, beside the approver, only when their answer came with one (issue 22: a JWT approver of the page, a session authenticated by JWT answering by elicitation); absent for a static-token, header or `--as` approver |
+//! | [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`], [`TOOLGATE_APPROVAL_PRINCIPAL_ISSUER`] | `sub` and `iss` of the answering person's verified identity-provider token, beside the approver, only when their answer came with one (R47: a JWT approver of the page, a session authenticated by JWT answering by elicitation); absent for a static-token, header or `--as` approver |
 //! | [`TOOLGATE_DELEGATION_SUBJECT`], [`TOOLGATE_DELEGATION_ACTORS`] | the subject a call was sent upstream for and its `act` chain (current actor first, comma-separated), when the tool exchanged the caller's token (RFC 8693) |
 //! | [`TOOLGATE_AGENT_PROFILE`] | the calling agent's profile |
 //! | [`TOOLGATE_AGENT_SUBAGENT`] | the subagent's id, for a subagent |
-//! | [`TOOLGATE_PRINCIPAL_SUBJECT`], [`TOOLGATE_PRINCIPAL_ISSUER`] | `sub` and `iss` of the caller's verified identity-provider token (issue 22) |
+//! | [`TOOLGATE_PRINCIPAL_SUBJECT`], [`TOOLGATE_PRINCIPAL_ISSUER`] | `sub` and `iss` of the caller's verified identity-provider token |
 //! | [`TOOLGATE_TOOL_NETWORK_DECLARED`], [`TOOLGATE_TOOL_NETWORK_EFFECTIVE`] | the declared network scope of each record and the effective one (an operator's override keeps the declared value, seed 000) |
 //! | [`TOOLGATE_RUN_MODE`] | the run's approval mode (`use_agent_policy`, …) |
 //! | [`TOOLGATE_RUN_BACKGROUND`] | whether the run is a background task |
@@ -119,7 +119,7 @@ pub const TOOLGATE_APPROVAL_SOURCE: &str = "toolgate.approval.source";
 /// `toolgate.approval.approver`: who approved or denied.
 pub const TOOLGATE_APPROVAL_APPROVER: &str = "toolgate.approval.approver";
 /// `toolgate.approval.principal.subject`: the `sub` of the answering person's verified
-/// identity-provider token (issue 22), when their answer came with one.
+/// identity-provider token (R47), when their answer came with one.
 pub const TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT: &str = "toolgate.approval.principal.subject";
 /// `toolgate.approval.principal.issuer`: the `iss` of the answering person's verified
 /// identity-provider token, beside [`TOOLGATE_APPROVAL_PRINCIPAL_SUBJECT`].
@@ -135,7 +135,7 @@ pub const TOOLGATE_AGENT_PROFILE: &str = "toolgate.agent.profile";
 /// `toolgate.agent.subagent`: the subagent's id.
 pub const TOOLGATE_AGENT_SUBAGENT: &str = "toolgate.agent.subagent";
 /// `toolgate.principal.subject`: the `sub` of the caller's verified identity-provider token
-/// (issue 22).
+/// (serve.md, "Agents and approvers from the identity provider").
 pub const TOOLGATE_PRINCIPAL_SUBJECT: &str = "toolgate.principal.subject";
 /// `toolgate.principal.issuer`: the `iss` of the caller's verified identity-provider token.
 pub const TOOLGATE_PRINCIPAL_ISSUER: &str = "toolgate.principal.issuer";

@@ -1,5 +1,6 @@
-//! Metrics in the Prometheus text format (issue 23), through the OpenTelemetry Prometheus
-//! exporter: what `toolgate mcp serve --http` and `toolgate serve` answer on `/metrics`.
+//! Metrics in the Prometheus text format (serve.md, "Operations: health, readiness,
+//! metrics, the stored policy, replicas"), through the OpenTelemetry Prometheus exporter:
+//! what `toolgate mcp serve --http` and `toolgate serve` answer on `/metrics`.
 //!
 //! [`PrometheusMetrics`] owns a meter provider whose reader is the exporter, and hands out
 //! what records on it:

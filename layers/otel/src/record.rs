@@ -157,7 +157,7 @@ pub(crate) fn start(shared: &Shared, call: &ToolCall) -> Started {
     if let Some(sub) = &call.agent.subagent {
         attributes.push(KeyValue::new(attr::TOOLGATE_AGENT_SUBAGENT, sub.clone()));
     }
-    // Issue 22: the verified principal of the caller's identity-provider token.
+    // The verified principal of the caller's identity-provider token.
     if let Some(p) = call.extensions.get::<toolgate::engine::jwt::Principal>() {
         attributes.push(KeyValue::new(
             attr::TOOLGATE_PRINCIPAL_SUBJECT,
@@ -361,8 +361,8 @@ pub(crate) fn decision(
             attr::TOOLGATE_APPROVAL_APPROVER,
             approver.clone(),
         ));
-        // Issue 22: the answering person's verified principal, only when their answer came
-        // with a verified identity-provider token (never for a static-token, header or
+        // R47: the answering person's verified principal, only when their answer came with
+        // a verified identity-provider token (never for a static-token, header or
         // command-line approver).
         if let Some(p) = answered_by {
             attributes.push(KeyValue::new(

@@ -1,4 +1,4 @@
-//! Answering a held call, once for every surface (issue 33 item 7): the page's form, a
+//! Answering a held call, once for every surface (approval-page.md): the page's form, a
 //! bulk selection, "approve, and allow matching calls", the HTTP API and Slack each parse
 //! their request and render the outcome; the checks and the store are here.
 //!
@@ -224,7 +224,7 @@ pub(crate) async fn store(
                 interaction = %toolgate_core::display::visible(record.id()),
                 tool = %toolgate_core::display::visible(&record.call.tool),
                 approver = %toolgate_core::display::visible(&receipt.approver),
-                // Issue 22: the verified identity behind an identity-provider token.
+                // R47: the verified identity behind an identity-provider token.
                 principal = %toolgate_core::display::visible(&principal),
                 approved = receipt.approved,
                 replayed = receipt.replayed,

@@ -61,11 +61,11 @@ fn named(hosts: &[String]) -> String {
         .join(", ")
 }
 
-/// Where a request may come from (issue 20): every request names one of the allowed hosts
-/// (`Host`; else 421, so a DNS-rebinding page that reaches the port under its own name is
-/// answered nothing), and a state-changing one that says where its form came from (`Origin`,
-/// `Sec-Fetch-Site`) came from this page (else 403). In `proxy_header` mode too: there the
-/// proxy's header makes anyone who reaches the page an approver.
+/// Where a request may come from (approval-page.md): every request names one of the allowed
+/// hosts (`Host`; else 421, so a DNS-rebinding page that reaches the port under its own
+/// name is answered nothing), and a state-changing one that says where its form came from
+/// (`Origin`, `Sec-Fetch-Site`) came from this page (else 403). In `proxy_header` mode too:
+/// there the proxy's header makes anyone who reaches the page an approver.
 async fn where_from(
     axum::extract::State(app): axum::extract::State<App>,
     req: Request,
@@ -162,7 +162,8 @@ pub fn router(app: App) -> Router {
         ))
         .layer(middleware::from_fn_with_state(app.clone(), where_from))
         .layer(middleware::from_fn(security_headers))
-        // Issue 23: for load balancers and monitoring, before the host check and sign-in.
+        // For load balancers and monitoring, before the host check and sign-in
+        // (approval-page.md, "Operations and replicas").
         .route("/healthz", get(crate::ops::healthz))
         .route("/readyz", get(crate::ops::readyz))
         .route("/metrics", get(crate::ops::metrics))

@@ -21,9 +21,9 @@ use crate::token::same;
 pub(crate) const SESSION_COOKIE: &str = "tg_session";
 const LOGIN_COOKIE: &str = "tg_login";
 
-/// Who an identity-provider token made this request (`auth: jwt`, issue 22): the
-/// [`identify`] middleware verifies the token once and every handler of the request reads
-/// the result through [`App::who`].
+/// Who an identity-provider token made this request (`auth: jwt`): the [`identify`]
+/// middleware verifies the token once and every handler of the request reads the result
+/// through [`App::who`].
 #[derive(Debug, Clone)]
 pub(crate) struct Identified {
     who: Option<Who>,
@@ -31,10 +31,10 @@ pub(crate) struct Identified {
     refused: Option<(StatusCode, String)>,
 }
 
-/// The person a page or API request comes from (issue 33 item 7), as a handler takes it:
-/// read from the request's extensions, where [`identify`] put an identity-provider token's
-/// approver, or from the request's session cookie or trusted header (the approvers in force
-/// either way) — never from a task-local.
+/// The person a page or API request comes from, as a handler takes it: read from the
+/// request's extensions, where [`identify`] put an identity-provider token's approver, or
+/// from the request's session cookie or trusted header (the approvers in force either way)
+/// — never from a task-local.
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
     who: Option<Who>,
@@ -94,8 +94,8 @@ pub(crate) async fn identify(
     let Some(identified) = identify_jwt(&app, jwt, req.headers()).await else {
         return next.run(req).await;
     };
-    // The request's extensions carry who it is (issue 33 item 7): handlers take it as the
-    // [`Identity`] extractor.
+    // The request's extensions carry who it is: handlers take it as the [`Identity`]
+    // extractor.
     let mut req = req;
     req.extensions_mut().insert(identified);
     next.run(req).await
@@ -103,7 +103,7 @@ pub(crate) async fn identify(
 
 /// Who an identity-provider token in `headers` is, against the approvers in force now; `None`
 /// for a management key of the HTTP API (no identity-provider token). Used by [`identify`]
-/// for each request and by a page's event stream for each event (issue 33 item 4).
+/// for each request and by a page's event stream for each event.
 pub(crate) async fn identify_jwt(
     app: &App,
     jwt: &toolgate_engine::approvers::JwtApprovers,
@@ -119,7 +119,7 @@ pub(crate) async fn identify_jwt(
         .and_then(|h| headers.get(h))
         .and_then(|v| v.to_str().ok());
     let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
-    // A management key of the HTTP API (issue 24) is no identity-provider token.
+    // A management key of the HTTP API is no identity-provider token.
     if bearer
         .is_some_and(|t| crate::auth::key_of(&app.0.settings.in_force.get(), t.trim()).is_some())
     {
@@ -202,8 +202,8 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 impl App {
     /// The authenticated person, if any.
     /// Who `headers` speak for now, against the approvers in force, outside the request
-    /// that carried them (a page's event stream, issue 33 item 4): an identity-provider
-    /// token is verified again.
+    /// that carried them (a page's event stream): an identity-provider token is verified
+    /// again.
     pub(crate) async fn who_now(&self, headers: &HeaderMap) -> Option<Who> {
         match &self.0.settings.approvers.auth {
             ApproverAuth::Jwt(jwt) => identify_jwt(self, jwt, headers).await?.who,
@@ -235,7 +235,7 @@ impl App {
                     sessions.remove(id);
                     return None;
                 }
-                // Issue 22: the token signed in with must still be this approver's.
+                // The token signed in with must still be this approver's.
                 let in_force = settings.in_force.get();
                 let approver = in_force.approver(&session.approver).filter(|a| {
                     a.token_sha256
@@ -372,7 +372,7 @@ pub(crate) async fn login(
     if app.proxy_mode() {
         return Redirect::to("/").into_response();
     }
-    // Throttled per address before anything else is looked at (issue 20).
+    // Throttled per address before anything else is looked at.
     let ip = client_ip(peer.as_ref().map(|e| &e.0));
     let taken = match app.0.throttle.lock() {
         Ok(mut t) => t.take(ip, Instant::now()),

@@ -1,9 +1,9 @@
-//! Bulk answers (issue 24): approve or deny a selection of held calls in one form. Each
-//! selected card sends its id with the input and definition hashes it showed; the whole
-//! selection is checked before anything is answered — a call the person may not answer, a
-//! call not in the inbox, or (approving) one that is not the call shown (R35) refuses the
-//! selection whole, naming it — and then each call is answered with its own idempotency key
-//! (the form's key and the call's id), as one answer each on the store.
+//! Bulk answers (approval-page.md): approve or deny a selection of held calls in one form.
+//! Each selected card sends its id with the input and definition hashes it showed; the
+//! whole selection is checked before anything is answered — a call the person may not
+//! answer, a call not in the inbox, or (approving) one that is not the call shown (R35)
+//! refuses the selection whole, naming it — and then each call is answered with its own
+//! idempotency key (the form's key and the call's id), as one answer each on the store.
 
 use std::fmt::Write as _;
 
@@ -80,8 +80,8 @@ pub(crate) async fn bulk(
     // Every call is checked before any is answered: the selection is refused whole.
     let mut records: Vec<HeldRecord> = Vec::with_capacity(items.len());
     for (id, input_hash, definition_hash) in &items {
-        // One answer path (issue 33 item 7): rights in force and R35, for every call of
-        // the selection before any is answered.
+        // One answer path: rights in force and R35, for every call of the selection before
+        // any is answered.
         let shown = crate::answer::Shown {
             input_hash: Some(&**input_hash),
             definition_hash: Some(&**definition_hash),
@@ -112,7 +112,7 @@ pub(crate) async fn bulk(
     let mut failed = Vec::new();
     for record in &records {
         let id = record.id();
-        // Issue 22: each answer of a selection keeps the approver's verified identity.
+        // R47: each answer of a selection keeps the approver's verified identity.
         let answer = who.answer(approve, format!("{key}:{id}"), reason.clone());
         match crate::answer::store(&app, record, answer, "page bulk").await {
             Ok(receipt) => done.push((record, receipt)),

@@ -1,4 +1,4 @@
-//! Who an approver's credential names, verified as the page verifies it (issue 34 item 2):
+//! Who an approver's credential names, verified as the page verifies it (held-calls.md):
 //! the one check behind the page's sign-in, the HTTP API's management keys, the page's
 //! identity-provider tokens and the command line's `toolgate inbox approve` / `grant add`.
 //!

@@ -1,9 +1,9 @@
 //! Server-sent events: one poller reads the store's change feed
 //! ([`InboxStore::changed_since`]) and passes on each call that changed; every open page
-//! gets only what changed (issue 24) — `added` (the new card, rendered for that person and
-//! only when it passes the page's filters), `ended` (the id and state of a call answered,
-//! expired or cancelled) — and a `changed` event for the pages that refresh themselves
-//! (history, grants).
+//! gets only what changed — `added` (the new card, rendered for that person and only when
+//! it passes the page's filters), `ended` (the id and state of a call answered, expired or
+//! cancelled) — and a `changed` event for the pages that refresh themselves (history,
+//! grants).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -63,9 +63,9 @@ fn delta_event(
 }
 
 /// The stream of one page. Who the page is for is read again for every event, from the
-/// request's own credentials against the approvers in force (issue 33 item 4): a person a
-/// reload removed, or whose sign-in ended, gets nothing more (the stream ends), and one a
-/// reload narrowed gets only the calls they may still answer.
+/// request's own credentials against the approvers in force: a person a reload removed, or
+/// whose sign-in ended, gets nothing more (the stream ends), and one a reload narrowed gets
+/// only the calls they may still answer.
 fn changes(
     app: App,
     headers: HeaderMap,

@@ -2,17 +2,17 @@
 //! held call's card, and the Grants tab (every grant with its state, and Revoke).
 //!
 //! The grant form is pre-filled from the card — agent, tool (and server), session, a `when`
-//! that binds every value the input shows with `equals` (issue 34 item 7, [`cover`]), how
-//! long, how many calls — and editable; it says in words what the grant leaves open. It is
-//! bound to the card's hashes like Approve (R35): a call whose input or tool definition
-//! differs from what the page showed is refused, nothing approved and nothing granted. The
-//! grant is checked before anything is written (every field as `toolgate grant add` checks
-//! it, and the person's rights: an approver grants only what their `tools` selectors cover;
-//! then what it leaves open of the card: one that leaves more open than the offer is shown
-//! in words first and saved only from there); then the call is approved — with the
-//! approver's verified `sub` and `iss` when they signed in with an identity-provider token,
-//! as every answer of the page — and the grant stored. A double submit is one approval and
-//! one grant. The call's page then lists what the saved grant leaves open.
+//! that binds every value the input shows with `equals` ([`cover`]), how long, how many
+//! calls — and editable; it says in words what the grant leaves open. It is bound to the
+//! card's hashes like Approve (R35): a call whose input or tool definition differs from
+//! what the page showed is refused, nothing approved and nothing granted. The grant is
+//! checked before anything is written (every field as `toolgate grant add` checks it, and
+//! the person's rights: an approver grants only what their `tools` selectors cover; then
+//! what it leaves open of the card: one that leaves more open than the offer is shown in
+//! words first and saved only from there); then the call is approved — with the approver's
+//! verified `sub` and `iss` when they signed in with an identity-provider token, as every
+//! answer of the page — and the grant stored. A double submit is one approval and one
+//! grant. The call's page then lists what the saved grant leaves open.
 //!
 //! Revoking asks for a confirmation first; only a person with rights over what the grant
 //! answers may revoke it.
@@ -168,9 +168,9 @@ fn tool_of(r: &HeldRecord) -> (String, Option<String>) {
 /// leaves open as offered, and that an edited grant is shown with what it leaves open
 /// before anything is saved. An offer that leaves a field of the card open (a top-level
 /// key no path can name) carries a box the person ticks to save it so. Every pre-filled
-/// value is shown with its hidden characters marked (issue 20): a value a person cannot
-/// read is never put in a form raw, and its marked spelling never matches the original, so
-/// such a field can only make the grant narrower.
+/// value is shown with its hidden characters marked: a value a person cannot read is never
+/// put in a form raw, and its marked spelling never matches the original, so such a field
+/// can only make the grant narrower.
 pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
     let id = esc(r.id());
     let (tool, server) = tool_of(r);
@@ -327,15 +327,15 @@ pub(crate) async fn approve_and_grant(
             "the form has no idempotency key; reload the page and answer again",
         );
     };
-    // The configuration in force (issue 33 item 4): rights a reload narrowed are narrow.
+    // The configuration in force: rights a reload narrowed are narrow.
     let Some(gov) = app.0.settings.in_force.governance() else {
         return refused(
             StatusCode::SERVICE_UNAVAILABLE,
             "this page was started without the configuration's tools, so a grant's rights cannot be checked; nothing was changed",
         );
     };
-    // One answer path (issue 33 item 7): rights in force and R35 — the approval and the
-    // grant answer exactly what the page showed.
+    // One answer path: rights in force and R35 — the approval and the grant answer exactly
+    // what the page showed.
     let shown = crate::answer::Shown {
         input_hash: form.input_hash.as_deref(),
         definition_hash: form.definition_hash.as_deref(),
@@ -385,10 +385,10 @@ pub(crate) async fn approve_and_grant(
             );
         }
     };
-    // Issue 34 item 7: what the grant leaves open of the card, computed here whatever the
-    // form said. Wider than the offer (or an offer that already leaves a field of the card
-    // open) is saved only with the digest of this very list, which the person is shown
-    // first: nothing is widened without the words.
+    // What the grant leaves open of the card, computed here whatever the form said. Wider
+    // than the offer (or an offer that already leaves a field of the card open) is saved
+    // only with the digest of this very list, which the person is shown first: nothing is
+    // widened without the words.
     let given = open_of(
         &record,
         Selects {
@@ -406,7 +406,7 @@ pub(crate) async fn approve_and_grant(
         return confirm_open(&id, &form, &request, &given, &print, &who);
     }
     // One answer, as every form of the page gives it: the approver's name and, signed in
-    // with an identity-provider token, their `sub` and `iss` (issue 34 item 5).
+    // with an identity-provider token, their `sub` and `iss` (R47).
     let answer = who.answer(true, key, None);
     let receipt = match crate::answer::store(&app, &record, answer, "page grant").await {
         Ok(r) => r,

@@ -1,4 +1,4 @@
-//! The approvers in force (issue 22, revocation without restart): the people, their
+//! The approvers in force (revocation without restart; approval-page.md): the people, their
 //! sign-in tokens and the groups' rights can be replaced while the page runs — `toolgate
 //! serve` replaces them on SIGHUP — and every request reads the ones in force: a sign-in
 //! with a token no longer listed is refused, and so is every page request of a session
@@ -34,9 +34,9 @@ use toolgate_engine::approvers::ApproverSettings;
 #[derive(Debug, Clone)]
 pub struct ApproversInForce(Arc<RwLock<Arc<InForce>>>);
 
-/// One snapshot of what a reload replaces (issue 33 item 4): the approvers (people, groups,
-/// management keys, Slack's user mapping) and the configuration grants and edits are judged
-/// against, swapped whole so that one request reads one of them.
+/// One snapshot of what a reload replaces: the approvers (people, groups, management keys,
+/// Slack's user mapping) and the configuration grants and edits are judged against, swapped
+/// whole so that one request reads one of them.
 #[derive(Debug)]
 struct InForce {
     approvers: Arc<ApproverSettings>,
@@ -90,9 +90,9 @@ impl ApproversInForce {
         self.swap(approvers, governance)
     }
 
-    /// Makes a configuration read again the one in force, whole (issue 33 item 4): its
-    /// `approvers` — people, groups, management keys, Slack's users — and the configuration
-    /// itself, for grants and edits. From the next request, callback and stream event on.
+    /// Makes a configuration read again the one in force, whole: its `approvers` — people,
+    /// groups, management keys, Slack's users — and the configuration itself, for grants
+    /// and edits. From the next request, callback and stream event on.
     ///
     /// # Errors
     ///

@@ -137,25 +137,27 @@ pub struct WebSettings {
     /// The configuration grants given on the page are checked against (R45: its tools and
     /// each approver's rights over them); `None`: the page gives and revokes no grant.
     pub governance: Option<Arc<Governance>>,
-    /// The identity provider's token verifier, for `approvers.auth: jwt` (issue 22): made
-    /// by [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
+    /// The identity provider's token verifier, for `approvers.auth: jwt` (serve.md, "Agents
+    /// and approvers from the identity provider"): made by
+    /// [`WebSettings::connect_identity_provider`]. Without one, that mode refuses every
     /// request (fail closed).
     pub verifier: Option<toolgate_idp::Verifier>,
-    /// The people, tokens and groups in force (issue 22): made from `approvers` by
+    /// The people, tokens and groups in force: made from `approvers` by
     /// [`WebSettings::new`]; sign-ins, sessions and rights read it on every request, so
     /// replacing it ([`ApproversInForce::replace`], `toolgate serve` on SIGHUP) revokes a
     /// token or a person without a restart. The rest of `approvers` (listen address, hosts,
     /// webhook, how people sign in) is read once, at start.
     pub in_force: ApproversInForce,
-    /// The Slack app's signing secret (issue 24), read from `approvers.slack`'s
-    /// `signing_secret_file`; without one, `POST /v1/callbacks/slack` refuses every request.
+    /// The Slack app's signing secret (approval-page.md, "Answering from Slack"), read from
+    /// `approvers.slack`'s `signing_secret_file`; without one, `POST /v1/callbacks/slack`
+    /// refuses every request.
     pub slack_secret: Option<String>,
     /// What a press's `response_url` must start with for toolgate to post the message's
     /// update there ([`slack::SLACK_RESPONSE_URL_PREFIX`], Slack's own; a test points it at
     /// a receiver on loopback). A press whose `response_url` does not is answered, and its
     /// message is not updated (logged): a signed callback never makes the page post elsewhere.
     pub slack_response_url_prefix: String,
-    /// What `GET /metrics` answers (issue 23); `None`: 404.
+    /// What `GET /metrics` answers; `None`: 404.
     pub metrics: Option<WebMetrics>,
 }
 

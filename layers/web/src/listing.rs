@@ -1,7 +1,7 @@
-//! The pending and history lists at scale (issue 24): one page at a time from the store
-//! ([`toolgate_inbox::HeldQuery`], newest or oldest first), filtered by agent, tool, server,
-//! session, reason source and age and searched by input text, with the count of what
-//! matches, a pager, and the bulk answer bar.
+//! The pending and history lists at scale (approval-page.md): one page at a time from the
+//! store ([`toolgate_inbox::HeldQuery`], newest or oldest first), filtered by agent, tool,
+//! server, session, reason source and age and searched by input text, with the count of
+//! what matches, a pager, and the bulk answer bar.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -24,7 +24,8 @@ use crate::state::App;
 use crate::state::Who;
 use crate::token::random_hex;
 
-/// How many cards or rows a page shows unless `size` says otherwise: a card with its forms is about 6 KB, so a page stays under 100 KB (issue 24).
+/// How many cards or rows a page shows unless `size` says otherwise: a card with its forms
+/// is about 6 KB, so a page stays under 100 KB.
 pub(crate) const PAGE_SIZE: usize = 15;
 
 /// The most a page shows (`size`).
@@ -269,7 +270,7 @@ pub(crate) fn visible_query(who: &Who, q: &HeldQuery) -> HeldQuery {
     q
 }
 
-/// Where the Previous link of a page goes (issue 24).
+/// Where the Previous link of a page goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Previous {
     /// This is the first page: no link.

@@ -1,8 +1,9 @@
-//! Operations (issue 23): `GET /healthz` (alive), `GET /readyz` (the inbox's store
-//! reachable; 503 with a JSON body naming what is not), `GET /metrics` (the host's metrics
-//! text, Prometheus, when [`WebSettings::metrics`](crate::WebSettings::metrics) is set).
-//! Answered before the page's host check and sign-in, so a load balancer's health check
-//! reaches them; they show no held call, no name and no policy.
+//! Operations (approval-page.md, "Operations and replicas"): `GET /healthz` (alive), `GET
+//! /readyz` (the inbox's store reachable; 503 with a JSON body naming what is not), `GET
+//! /metrics` (the host's metrics text, Prometheus, when
+//! [`WebSettings::metrics`](crate::WebSettings::metrics) is set). Answered before the
+//! page's host check and sign-in, so a load balancer's health check reaches them; they show
+//! no held call, no name and no policy.
 
 use std::fmt;
 use std::future::Future;

@@ -34,7 +34,7 @@ pub(crate) fn agent_text(r: &HeldRecord) -> String {
     }
 }
 
-/// The answering person's verified principal beside their name (issue 22): ` <span
+/// The answering person's verified principal beside their name (R47): ` <span
 /// class="principal">sub (iss)</span>`, or nothing for a name-only approver.
 pub(crate) fn principal_html(r: &HeldRecord) -> String {
     r.approver_principal
@@ -45,9 +45,9 @@ pub(crate) fn principal_html(r: &HeldRecord) -> String {
 
 /// One card: the prompt, the model's name, every reason with its source, the agent, the
 /// input as it will be sent, age and expiry, and (pending, answerable) the two forms.
-/// One card with its risk cues (issue 24, [`crate::risk`]); on a list (`link`), a pending
-/// call the person may answer also gets the checkbox that selects it for a bulk answer,
-/// carrying the hashes the card shows (R35).
+/// One card with its risk cues ([`crate::risk`]); on a list (`link`), a pending call the
+/// person may answer also gets the checkbox that selects it for a bulk answer, carrying the
+/// hashes the card shows (R35).
 pub(crate) fn card_cued(
     out: &mut String,
     r: &HeldRecord,
@@ -63,7 +63,7 @@ pub(crate) fn card_cued(
         "<article class=\"card state-{}\" id=\"card-{id}\" data-id=\"{id}\">",
         r.state.as_str()
     );
-    // The execution target first (seed 000, issue 24).
+    // The execution target first (seed 000).
     crate::api::target::card_line(out, &shown);
     out.push_str("<h3 class=\"prompt\">");
     if link {
@@ -205,14 +205,14 @@ fn answer_lines(out: &mut String, r: &HeldRecord, now: Timestamp) {
 /// written, R20) and, for a call approved with an edited input, the input the agent sent.
 fn input_details(out: &mut String, r: &HeldRecord) {
     // Hidden characters (a right-to-left override, a zero-width space) are shown marked:
-    // the person reads the value that is sent (issue 20).
+    // the person reads the value that is sent.
     // Every number as written, too (R20: an integer past 64 bits keeps its digits).
     let input = match r.input_pretty() {
         Ok(text) => toolgate_core::display::visible_layout(text),
         Err(e) => format!("(the stored input cannot be read: {e})"),
     };
-    // Approved with an edited input: the edit beside the input the agent sent (issue 35),
-    // so whoever reads the card later sees that the call sent is not the one asked for.
+    // Approved with an edited input: the edit beside the input the agent sent, so whoever
+    // reads the card later sees that the call sent is not the one asked for.
     let summary = match r.edited_from.as_deref() {
         Some(_) => format!(
             "Input, as edited by {} and approved",
@@ -240,7 +240,7 @@ fn input_details(out: &mut String, r: &HeldRecord) {
 
 /// R51: how many of the approvals a call needs it has, and from whom
 /// (`1 of 2 approvals: alice`), for a call that needs more than one; each approver's
-/// principal (issue 22) beside their name.
+/// principal (R47) beside their name.
 pub(crate) fn approvals_html(out: &mut String, r: &HeldRecord) {
     let Some(line) = r.approvals_line() else {
         return;
@@ -433,10 +433,10 @@ pub(crate) async fn answer(
             ),
         );
     }
-    // Issue 22: the verified identity behind an identity-provider token is kept with the
-    // answer (a static-token or header approver has none).
+    // R47: the verified identity behind an identity-provider token is kept with the answer
+    // (a static-token or header approver has none).
     let answer = who.answer(approve, key, reason);
-    // One answer path (issue 33 item 7): rights in force, R35, the store.
+    // One answer path: rights in force, R35, the store.
     let shown = Shown {
         input_hash: form.input_hash.as_deref(),
         definition_hash: form.definition_hash.as_deref(),

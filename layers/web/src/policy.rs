@@ -384,13 +384,13 @@ fn page_response(
 pub(crate) struct PageQuery {
     edit: Option<String>,
     saved: Option<String>,
-    /// A rule to delete, after the confirmation this shows (issue 24).
+    /// A rule to delete, after the confirmation this shows.
     delete: Option<String>,
 }
 
-/// The confirmation before a rule is deleted (issue 24): the rule as written, and the form
-/// that deletes it (on the `updatedAt` the page was read at, so a change in between is a
-/// conflict).
+/// The confirmation before a rule is deleted (approval-page.md): the rule as written, and
+/// the form that deletes it (on the `updatedAt` the page was read at, so a change in
+/// between is a conflict).
 fn confirm_delete(who: &Who, loaded: &Loaded, i: usize, rule: &Value) -> Response {
     let body = format!(
         "<section class=\"panel\" id=\"confirm\"><h1>Delete rule {i}?</h1>\

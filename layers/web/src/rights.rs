@@ -15,8 +15,8 @@ pub(crate) fn store_failed(e: impl std::fmt::Display) -> Response {
     )
 }
 
-/// Whether `who` is shown `r` (issue 20): an approver sees only the held calls they may
-/// answer ([`toolgate_engine::approvers::Approver::may_answer`]), and the ones they
+/// Whether `who` is shown `r` (approval-page.md): an approver sees only the held calls they
+/// may answer ([`toolgate_engine::approvers::Approver::may_answer`]), and the ones they
 /// answered themselves; a call to any other tool, its input included, stays out of every
 /// list, card and history row they are sent.
 pub(crate) fn may_see(who: &Who, r: &HeldRecord) -> bool {

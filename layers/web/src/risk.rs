@@ -1,7 +1,7 @@
-//! Risk cues on a card (issue 24): what should make a person look twice before approving —
-//! the posture's claim that the tool is destructive, a tool whose purpose is egress, and a
-//! `deny` rule of the stored policy that selects the tool but whose condition this input did
-//! not meet (one step from a refusal).
+//! Risk cues on a card (approval-page.md): what should make a person look twice before
+//! approving — the posture's claim that the tool is destructive, a tool whose purpose is
+//! egress, and a `deny` rule of the stored policy that selects the tool but whose condition
+//! this input did not meet (one step from a refusal).
 
 use std::fmt::Write as _;
 

@@ -23,14 +23,14 @@ pub(crate) struct Inner {
     /// A per-process secret: CSRF tokens for proxy-authenticated people derive from it.
     pub(crate) secret: String,
     pub(crate) sessions: Mutex<HashMap<String, Session>>,
-    /// Sign-in attempts by client address (issue 20).
+    /// Sign-in attempts by client address.
     pub(crate) throttle: Mutex<crate::throttle::Throttle>,
-    /// The `Host` values the page answers, and the origins it takes a form from (issue 20):
+    /// The `Host` values the page answers, and the origins it takes a form from:
     /// `approvers.allowed_hosts`, or the defaults for the address it listens on.
     pub(crate) hosts: Vec<String>,
     /// Bumped whenever the poller sees the held calls change.
     pub(crate) changes: watch::Receiver<u64>,
-    /// Each held call the poller saw change (issue 24: the live update sends only these).
+    /// Each held call the poller saw change (the live update sends only these).
     pub(crate) deltas: tokio::sync::broadcast::Sender<Arc<toolgate_inbox::HeldRecord>>,
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The outbound client Slack's `response_url`s are posted with (answering from Slack is
@@ -77,8 +77,8 @@ impl App {
         listen: std::net::SocketAddr,
     ) -> Self {
         let hosts = settings.approvers.hosts(listen);
-        // One snapshot in force for every request (issue 33 item 4): the configuration set
-        // on the settings joins the approvers there.
+        // One snapshot in force for every request: the configuration set on the settings
+        // joins the approvers there.
         settings.in_force.adopt(settings.governance.clone());
         let (tx, rx) = watch::channel(0_u64);
         let (deltas, _) = tokio::sync::broadcast::channel(1024);
@@ -134,7 +134,7 @@ impl App {
 pub(crate) struct Session {
     pub(crate) approver: String,
     /// The SHA-256 of the token signed in with: the session lasts only while that token is
-    /// the approver's in the approvers in force (issue 22: revocation without restart).
+    /// the approver's in the approvers in force (revocation without restart).
     pub(crate) token_sha256: String,
     pub(crate) csrf: String,
     pub(crate) since: Instant,
@@ -153,8 +153,8 @@ impl Who {
     /// This person's answer to a held call, as every form of the page gives it (the card's
     /// Approve and Deny, the bulk bar, "Approve, and allow …", the edited approval): their
     /// approver name and, when they signed in with an identity-provider token, their
-    /// verified principal (`sub`, `iss`; issue 22), kept with the answer. One function, so
-    /// no form records less than another (issue 34 item 5: the grant's approval had none).
+    /// verified principal (`sub`, `iss`; R47), kept with the answer. One function, so no
+    /// form records less than another (the grant's approval had none).
     pub(crate) fn answer(
         &self,
         approve: bool,

@@ -1,7 +1,7 @@
-//! Sign-in throttling (issue 20): a token bucket per client address, so nobody guesses
-//! tokens at speed. Each sign-in attempt takes a token; a bucket holds [`BURST`] and gets
-//! one back every [`REFILL`]. An empty bucket refuses the attempt (429) with the wait.
-//! IPv6 addresses are grouped by their /64 (one host usually has a whole /64).
+//! Sign-in throttling (approval-page.md): a token bucket per client address, so nobody
+//! guesses tokens at speed. Each sign-in attempt takes a token; a bucket holds [`BURST`]
+//! and gets one back every [`REFILL`]. An empty bucket refuses the attempt (429) with the
+//! wait. IPv6 addresses are grouped by their /64 (one host usually has a whole /64).
 //!
 //! The clock is passed in ([`Throttle::take`]), so the tests drive it.
 

@@ -2,8 +2,8 @@
 //! a link to its card, retried with backoff. It runs beside the page, reading the store;
 //! it never touches the gate, so a slow or failing receiver never blocks a call.
 //!
-//! It is sent with the project's one outbound client (`toolgate_idp::FetchClient`, issue 35
-//! item 2): `https://` receivers (Slack's incoming webhooks among them) directly, trusting the
+//! It is sent with the project's one outbound client (`toolgate_idp::FetchClient`):
+//! `https://` receivers (Slack's incoming webhooks among them) directly, trusting the
 //! system's roots; plain `http://` only to a loopback receiver (the post carries the call's
 //! input).
 
@@ -41,8 +41,8 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
         "approvals_needed": r.approvals_needed(),
         // R49: the labels the decision read (the tool's, the session's when asked).
         "labels": shown.to_json().get("labels").cloned(),
-        // Issue 24: the same post is a Slack message (incoming webhook) with Approve and
-        // Deny buttons, answered through `POST /v1/callbacks/slack`.
+        // The same post is a Slack message (incoming webhook) with Approve and Deny
+        // buttons, answered through `POST /v1/callbacks/slack`.
         "text": fallback_text(r),
         "blocks": blocks(r, public_url),
     })

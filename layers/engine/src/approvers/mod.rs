@@ -49,9 +49,10 @@ pub enum ApproverAuth {
     /// name in this header; the page trusts it (bind the page where only the proxy reaches
     /// it).
     ProxyHeader(String),
-    /// Each request carries an access token of the identity provider (issue 22), verified
-    /// as the MCP server verifies its callers': the approver's name and groups come from its
-    /// claims (`auth: jwt`, the `jwt` settings).
+    /// Each request carries an access token of the identity provider, verified as the MCP
+    /// server verifies its callers': the approver's name and groups come from its claims
+    /// (`auth: jwt`, the `jwt` settings; serve.md, "Agents and approvers from the identity
+    /// provider").
     Jwt(Box<JwtApprovers>),
 }
 
@@ -179,8 +180,9 @@ pub struct Approver {
     pub tools: Option<Vec<ToolSelector>>,
     /// Whether this person may replace the stored tenant policy.
     pub edit_policy: bool,
-    /// `may_edit` (issue 24): whether this person may change a held call's input before
-    /// approving it (the edited call is decided again in full, R38). Off by default.
+    /// `may_edit` (approval-page.md, "Approve with edits"): whether this person may change a
+    /// held call's input before approving it (the edited call is decided again in full,
+    /// R38). Off by default.
     pub may_edit: bool,
 }
 
@@ -395,9 +397,10 @@ pub struct ApproverSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// `groups`: rights by the identity provider's groups or roles (`auth: jwt` only).
     pub groups: Vec<ApproverGroup>,
-    /// `api_keys` (issue 24): the management keys of the HTTP API, by their SHA-256.
+    /// `api_keys`: the management keys of the HTTP API, by their SHA-256 (approval-page.md,
+    /// "The HTTP API").
     pub api_keys: Vec<crate::api_access::ApiKey>,
-    /// `slack` (issue 24): answering from Slack.
+    /// `slack`: answering from Slack (approval-page.md, "Answering from Slack").
     pub slack: Option<crate::api_access::SlackSettings>,
 }
 
@@ -479,10 +482,10 @@ impl ApproverSettings {
         self.people.iter().find(|a| a.name == name)
     }
 
-    /// The rights of an identity-provider approver named `name` who is in `groups` (issue
-    /// 22): the union of the named person's (when `people` names them) and every listed
-    /// group's — the held calls any of them may answer, policy editing when any may.
-    /// `None` when neither names them: a token that verifies is no approver by itself.
+    /// The rights of an identity-provider approver named `name` who is in `groups`: the
+    /// union of the named person's (when `people` names them) and every listed group's —
+    /// the held calls any of them may answer, policy editing when any may. `None` when
+    /// neither names them: a token that verifies is no approver by itself.
     ///
     /// ```
     /// use toolgate_core::ToolIdentity;

@@ -250,7 +250,7 @@ impl Governance {
 
     pub(super) fn compute_exposure(&self, profile: &ResolvedAgent) -> Exposure {
         // Sized once: growing the lists by doubling was over half of a first exposure's
-        // instructions at 10,000 tools (issue 26), each step a reallocation and a copy.
+        // instructions at 10,000 tools, each step a reallocation and a copy.
         // Whatever is left over is given back below (the exposure is kept per agent).
         let mut tools = Vec::with_capacity(self.catalog.entries().len());
         let mut omitted = Vec::new();
@@ -258,7 +258,7 @@ impl Governance {
         let agent: Arc<str> = Arc::from(profile.name.as_str());
         // Walked in name order (sealed once per snapshot): no sort, no key allocation. Names
         // and descriptions are the catalog's shared text and reasons are written when read,
-        // so nothing here copies a string (issue 26).
+        // so nothing here copies a string.
         for entry in self.catalog.sorted() {
             let text = &entry.shared;
             match self.standing(profile, entry) {

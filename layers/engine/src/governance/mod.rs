@@ -425,12 +425,12 @@ impl Governance {
         self.agents.iter().map(|a| a.name.as_str())
     }
 
-    /// Whether a subagent id taken from a caller's credential (a token's subagent claim,
-    /// issue 34) may act under `profile`: only an id one of the profile's declared
-    /// `subagents` patterns matches (R19), holding no white space or control character, and
-    /// naming no profile — not even one that differs from it only by case or white space
-    /// (SPEC §8: a subagent id never shadows a profile). A profile that declares none
-    /// admits none. The refusal says why, for the caller.
+    /// Whether a subagent id taken from a caller's credential (a token's subagent claim) may
+    /// act under `profile`: only an id one of the profile's declared `subagents` patterns
+    /// matches (R19), holding no white space or control character, and naming no profile —
+    /// not even one that differs from it only by case or white space (SPEC §8: a subagent id
+    /// never shadows a profile). A profile that declares none admits none. The refusal says
+    /// why, for the caller.
     ///
     /// ```
     /// use toolgate_engine::config::{self, Format};

@@ -34,12 +34,13 @@ pub struct AgentProfile {
     /// what its parent records.
     pub audit_content: (Option<bool>, Option<bool>),
     /// The qualified names (`server__name`) of the MCP resources and resource templates the
-    /// agent may list and read through `toolgate mcp serve` (issue 23); patterns as R48.
+    /// agent may list and read through `toolgate mcp serve` (serve.md, "Resources, prompts
+    /// and completion, governed"); patterns as R48.
     pub allowed_resources: Vec<String>,
     /// The qualified names of the MCP prompts the agent may list and get; patterns as R48.
     pub allowed_prompts: Vec<String>,
     /// The subagent ids a token may name for this profile (`agents[i].subagents`, R19
-    /// patterns; issue 34): `toolgate mcp serve` accepts a subagent id from a token's
+    /// patterns): `toolgate mcp serve` accepts a subagent id from a token's
     /// subagent claim only when one of these matches it ([`Governance::admit_subagent`](crate::Governance::admit_subagent)).
     pub subagents: Vec<String>,
 }
@@ -64,7 +65,7 @@ impl AgentProfile {
         self
     }
 
-    /// Allows these MCP resources (qualified names or R48 patterns, issue 23).
+    /// Allows these MCP resources (qualified names or R48 patterns).
     #[must_use]
     pub fn allow_resources<I, S>(mut self, names: I) -> Self
     where
@@ -76,7 +77,7 @@ impl AgentProfile {
         self
     }
 
-    /// Allows these MCP prompts (qualified names or R48 patterns, issue 23).
+    /// Allows these MCP prompts (qualified names or R48 patterns).
     #[must_use]
     pub fn allow_prompts<I, S>(mut self, names: I) -> Self
     where
@@ -210,7 +211,7 @@ impl ResolvedAgent {
 
     /// Whether the MCP resource or resource template of this qualified name (`server__name`,
     /// any case) is allowed by the agent's `allowed_resources` and every ancestor's (R39,
-    /// R48 patterns; issue 23).
+    /// R48 patterns).
     pub fn allows_resource(&self, qualified: &str) -> bool {
         let key = name_key(qualified);
         !self.resources.is_empty() && self.resources.iter().all(|l| l.allows(&key))

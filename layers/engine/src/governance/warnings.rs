@@ -19,8 +19,8 @@ impl Governance {
     /// As [`Governance::warnings`], for a host that discovers the tools of `servers` at run
     /// time (an MCP gateway lists them when it connects): allowed names of those servers
     /// that name no registered tool are one warning per agent and server, with their count
-    /// and the first few, instead of one per name (issue 23: a 1,000-tool server must not
-    /// drown a real typo).
+    /// and the first few, instead of one per name (R6; a 1,000-tool server must not drown a
+    /// real typo).
     ///
     /// ```
     /// use toolgate_engine::config::{load_str, Format};
@@ -368,9 +368,9 @@ impl Governance {
                         });
                     }
                 }
-                // Issue 34: a rule written for a profile does not reach its subagents (R19:
-                // `agent` matches the subagent's id), so a subagent a token may name escapes
-                // a `deny` or `ask` its pattern does not cover.
+                // A rule written for a profile does not reach its subagents (R19: `agent`
+                // matches the subagent's id), so a subagent a token may name escapes a `deny`
+                // or `ask` its pattern does not cover.
                 if let Some(pattern) = rule.agent() {
                     for agent in self.agents.iter().filter(|a| pattern.matches(&a.name)) {
                         let open: Vec<&str> = agent

@@ -15,10 +15,10 @@ pub struct Glob {
     /// The pattern as written.
     source: Box<str>,
     /// The pattern ASCII-lower-cased, stars kept; `None` when that is `source` itself (one
-    /// string per pattern in the common case: issue 12, memory per rule).
+    /// string per pattern in the common case, to keep the memory per rule small).
     lower: Option<Box<str>>,
     /// Where its first and last `*` are (byte offsets), found once here rather than on
-    /// every match (issue 21: quotas are matched on every call).
+    /// every match (quotas are matched on every call).
     stars: Stars,
 }
 

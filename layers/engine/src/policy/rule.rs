@@ -40,7 +40,7 @@ pub struct Rule {
     pub(super) when: Vec<(String, Vec<String>, Test)>,
     pub(super) reason: Option<Box<str>>,
     /// The rule as written, as compact JSON text with every number as written (R20): one
-    /// string instead of a parsed object per rule (issue 12: memory per rule).
+    /// string instead of a parsed object per rule (to keep the memory per rule small).
     pub(super) source: Box<str>,
     /// Without `kind`, select every kind, `local` included (a grant's selection, R45),
     /// instead of `mcp` and `http` only (a rule's and a quota's, R15, R44).

@@ -495,7 +495,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// R44, issue 26: the hash a group carries from when it was made never lets a quota
+        /// R44: the hash a group carries from when it was made never lets a quota
         /// be exceeded. Groups carry forged hashes (stale, as if their key changed after
         /// they were made, or equal for different keys): every reservation is exactly what a
         /// model counting by key text says, no key ever holds more than `max` sends in a

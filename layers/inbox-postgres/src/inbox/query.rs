@@ -1,7 +1,8 @@
-//! The PostgreSQL statements of the paged, filtered reads (issue 24,
-//! [`toolgate_inbox::HeldQuery`]): one `SELECT` per page, one `count(*)`, and the change
-//! feed by `updated_at`, over the indexes [`crate::schema::PAGE_INDEXES`] adds. What each
-//! filter means is `HeldQuery::matches`'s; the SQLite backend's statements say the same.
+//! The PostgreSQL statements of the paged, filtered reads ([`toolgate_inbox::HeldQuery`];
+//! held-calls.md, "Pages of held calls"): one `SELECT` per page, one `count(*)`, and the
+//! change feed by `updated_at`, over the indexes [`crate::schema::PAGE_INDEXES`] adds. What
+//! each filter means is `HeldQuery::matches`'s; the SQLite backend's statements say the
+//! same.
 
 use tokio_postgres::types::ToSql;
 use toolgate_inbox::{

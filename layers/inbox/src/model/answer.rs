@@ -168,7 +168,7 @@ pub struct Answer {
     /// Why (kept with a denial).
     pub reason: Option<String>,
     /// The answering person's verified principal (`sub`, `iss`), when they signed in with
-    /// an identity-provider token (issue 22): kept with the answer and shown beside the name.
+    /// an identity-provider token (R47): kept with the answer and shown beside the name.
     pub principal: Option<Principal>,
     /// What the person was shown (R35): an approval bound to an input or a definition the
     /// held call does not hold is refused by the store, in the transaction that would record
@@ -247,7 +247,7 @@ impl Answer {
         self
     }
 
-    /// Sets the answering person's verified principal (issue 22).
+    /// Sets the answering person's verified principal (R47).
     ///
     /// ```
     /// use toolgate_inbox::Answer;

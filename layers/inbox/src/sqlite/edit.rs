@@ -1,5 +1,6 @@
-//! The SQLite side of approve-with-edits (issue 24): the `held_edits` table, created when
-//! first needed, and the one transaction that approves a pending call with a new input.
+//! The SQLite side of approve-with-edits (approval-page.md, "Approve with edits"): the
+//! `held_edits` table, created when first needed, and the one transaction that approves a
+//! pending call with a new input.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -160,9 +161,9 @@ pub(super) fn edit_of_op(
     .map_err(|e| inner.err(e))
 }
 
-/// The execution target each call was held with (issue 24, seed 000), as JSON. Like
-/// `REPEAT_COLUMN`, not a schema version of its own: added, when missing, each time a
-/// version-2 file is opened; a program that does not know it ignores it.
+/// The execution target each call was held with (seed 000), as JSON. Like `REPEAT_COLUMN`,
+/// not a schema version of its own: added, when missing, each time a version-2 file is
+/// opened; a program that does not know it ignores it.
 pub(crate) const TARGET_COLUMN: &str = "ALTER TABLE held_calls ADD COLUMN target_json TEXT;";
 
 pub(super) fn add_target_column(inner: &Inner, conn: &mut Connection) -> Result<(), InboxError> {

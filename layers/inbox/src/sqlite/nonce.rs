@@ -1,6 +1,6 @@
-//! The SQLite side of the replay guard (issue 24, [`InboxStore::take_nonce`]): the
-//! `seen_nonces` table, created when first needed, and the one conditional insert that
-//! takes a nonce.
+//! The SQLite side of the replay guard ([`InboxStore::take_nonce`]; approval-page.md,
+//! "Answering from Slack"): the `seen_nonces` table, created when first needed, and the one
+//! conditional insert that takes a nonce.
 //!
 //! [`InboxStore::take_nonce`]: crate::InboxStore::take_nonce
 
@@ -33,7 +33,7 @@ pub(super) fn take_op(
     // write lock before it writes: an attempt that meets another connection's lock (the fast
     // path runs with no busy timeout, and runs the operation again when it does) has changed
     // nothing. Two autocommit statements would leave the nonce taken by a first attempt
-    // whose pruning failed, and its retry would find it taken (issue 35: seen under load).
+    // whose pruning failed, and its retry would find it taken (seen under load).
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| inner.err(e))?;

@@ -1,6 +1,7 @@
-//! The SQLite statements of the paged, filtered reads (issue 24, [`crate::HeldQuery`]): one
-//! `SELECT` per page, one `count(*)`, and the change feed by `updated_at`, each over an
-//! index ([`PAGE_INDEXES`]). What each filter means is [`HeldQuery::matches`]'s.
+//! The SQLite statements of the paged, filtered reads ([`crate::HeldQuery`]; held-calls.md,
+//! "Pages of held calls"): one `SELECT` per page, one `count(*)`, and the change feed by
+//! `updated_at`, each over an index ([`PAGE_INDEXES`]). What each filter means is
+//! [`HeldQuery::matches`]'s.
 
 use rusqlite::{Connection, ErrorCode, types::Value as Sql};
 
@@ -200,9 +201,9 @@ mod tests {
     use toolgate_engine::approvers::ToolSelector;
     use toolgate_engine::policy::Glob;
 
-    /// Issue 24: a page of what an approver with selectors may see is one statement that
-    /// reads the index of the calls of one state in the order held (the selectors are a
-    /// condition on each row it reads, never a scan of the whole table).
+    /// A page of what an approver with selectors may see is one statement that reads the
+    /// index of the calls of one state in the order held (the selectors are a condition on
+    /// each row it reads, never a scan of the whole table).
     #[test]
     fn issue24_an_approvers_page_reads_the_index_of_one_state_in_order() {
         let dir = tempfile::tempdir().unwrap();

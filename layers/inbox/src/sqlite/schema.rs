@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS grants (
 ";
 
 /// What an answer records besides the approver's name: their verified principal, the
-/// `sub` and `iss` of the identity-provider token they answered with (issue 22). Like
+/// `sub` and `iss` of the identity-provider token they answered with (R47). Like
 /// [`OPEN_INDEX`], not a schema version of its own: added, when missing, each time a
 /// version-2 file is opened (answers recorded before have none); a program that does not
 /// know them ignores them.
@@ -107,7 +107,7 @@ ALTER TABLE held_calls ADD COLUMN approver_subject TEXT;
 ALTER TABLE held_calls ADD COLUMN approver_issuer TEXT;
 ";
 
-/// Who gave each grant, by their verified principal (issue 34: a grant given with an
+/// Who gave each grant, by their verified principal (a grant given with an
 /// identity-provider token records its `sub` and `iss`, as an approval does). Added, when
 /// missing, each time a file is opened; grants given before have none.
 pub(crate) const GRANT_GIVER_COLUMNS: &str = "

@@ -34,7 +34,7 @@ pub(super) struct GatewayClient {
     pub(super) relay_requests: bool,
     /// The server's configured id: a relayed elicitation names it (`crate::relay`).
     pub(super) server: Arc<str>,
-    /// Where the server's resource and prompt notifications go (issue 23).
+    /// Where the server's resource and prompt notifications go.
     pub(super) content: tokio::sync::broadcast::Sender<crate::ContentEvent>,
 }
 

@@ -91,11 +91,11 @@ impl McpGateway {
                     cmd.current_dir(dir);
                 }
                 cmd.kill_on_drop(true);
-                // The command line tried, for a report (issue 20); the environment's values
-                // are never shown.
+                // The command line tried, for a report; the environment's values are never
+                // shown.
                 let line = command_line(&program, &args);
-                // Our own stdio transport (issue 26): the hot messages decoded by method
-                // or request id (`crate::lines`).
+                // Our own stdio transport: the hot messages decoded by method or request id
+                // (`crate::lines`).
                 let (child, stderr) = crate::lines::ChildTransport::spawn(&mut cmd)
                     .map_err(|e| connect_err(format!("cannot start `{line}`: {e}")))?;
                 let tail = stderr.map(|stderr| forward_stderr(id.clone(), stderr));
@@ -130,12 +130,12 @@ impl McpGateway {
             } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                // Issue 35 item 1: `https://`, or plain `http://` to loopback or where the
-                // operator opted this server in; checked again here for a config made in code.
+                // `https://`, or plain `http://` to loopback or where the operator opted
+                // this server in; checked again here for a config made in code.
                 if let Some(why) = config.url_problem() {
                     return Err(GatewayError::Config(format!("servers.{id}.url: {why}")));
                 }
-                // The project's one outbound client (issue 35 item 2), with this server's TLS.
+                // The project's one outbound client, with this server's TLS.
                 let tls = toolgate_idp::OutboundTls {
                     ca_file,
                     client_identity,

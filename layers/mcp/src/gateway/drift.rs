@@ -62,8 +62,8 @@ fn retire(builder: GovernanceBuilder, decl: &ToolDeclaration, why: &str) -> Gove
 }
 
 impl Inner {
-    /// Issue 23: the lock (`mcp.locked`) and the description scanner (`mcp.scan`) on each
-    /// tool `changes` adds or changes. Findings become [`ToolChange::Flagged`]; a tool to
+    /// The lock (`mcp.locked`) and the description scanner (`mcp.scan`) on each tool
+    /// `changes` adds or changes. Findings become [`ToolChange::Flagged`]; a tool to
     /// withhold becomes [`ToolChange::Withheld`] (replacing its `Added`, after its
     /// `Changed`). Returns the own names withheld, each with the reason its calls are
     /// refused with.
@@ -284,7 +284,7 @@ impl Inner {
                 Arc::make_mut(t).unregistered.clone_from(&o.unregistered);
             }
         }
-        // Issue 23: the lock and the description scanner, on every tool added or changed.
+        // The lock and the description scanner, on every tool added or changed.
         let withheld = self.screen(conn, tools, &new, &mut changes);
         let register: Vec<ToolDeclaration> = changes
             .iter()

@@ -129,8 +129,8 @@ impl Tokens {
                 server: id.to_owned(),
                 errors: ConfigErrors::one(format!("servers.{id}.oauth.client_secret"), e),
             })?;
-        // Issue 22: `https://` over TLS (toolgate-idp's `tls` feature), the system's roots or
-        // the configured `ca_file`; plain `http://` to loopback only. Checked now, named.
+        // `https://` over TLS (toolgate-idp's `tls` feature), the system's roots or the
+        // configured `ca_file`; plain `http://` to loopback only. Checked now, named.
         let field = |name: &str, e: String| GatewayError::Secret {
             server: id.to_owned(),
             errors: ConfigErrors::one(format!("servers.{id}.oauth.{name}"), e),

@@ -33,8 +33,9 @@ use self::conn::{ServerConn, close, lock, server_key};
 pub use self::error::GatewayError;
 pub use self::model::{ModelTool, model_tools};
 
-/// A resource or prompt notification of an upstream server (issue 23), attributed to its
-/// configured id: `toolgate mcp serve` forwards it to its sessions.
+/// A resource or prompt notification of an upstream server (serve.md, "Resources, prompts
+/// and completion, governed"), attributed to its configured id: `toolgate mcp serve`
+/// forwards it to its sessions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ContentEvent {
@@ -61,7 +62,7 @@ pub(crate) struct Inner {
     /// Serialises registrations into the governance snapshot.
     register: tokio::sync::Mutex<()>,
     events: broadcast::Sender<DriftEvent>,
-    /// The servers' resource and prompt notifications (issue 23).
+    /// The servers' resource and prompt notifications.
     pub(crate) content: broadcast::Sender<ContentEvent>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Declare sampling and elicitation to the servers: their requests during a call are
@@ -100,10 +101,11 @@ pub struct McpGatewayBuilder {
 }
 
 impl McpGatewayBuilder {
-    /// Withholds every tool whose definition is not the one in `lock` (`mcp.locked: true`,
-    /// issue 23): a changed tool, one the lock does not name, any tool of a server the lock
-    /// does not name. Each is reported as a [`ToolChange::Withheld`](crate::ToolChange::Withheld)
-    /// drift event (traced, audited); no agent is shown it and every call to it is refused.
+    /// Withholds every tool whose definition is not the one in `lock` (`mcp.locked: true`;
+    /// serve.md, "The definition lock and the description scanner"): a changed tool, one
+    /// the lock does not name, any tool of a server the lock does not name. Each is
+    /// reported as a [`ToolChange::Withheld`](crate::ToolChange::Withheld) drift event
+    /// (traced, audited); no agent is shown it and every call to it is refused.
     pub fn locked(mut self, lock: crate::lock::Lockfile) -> Self {
         self.lock = Some(Arc::new(lock));
         self
@@ -261,15 +263,15 @@ impl McpGateway {
         Ok(None)
     }
 
-    /// A connected server's configuration (issue 23: what it withholds from confidential
+    /// A connected server's configuration (R7, R8: what it withholds from confidential
     /// work, its operator's network scope).
     #[cfg(feature = "serve")]
     pub(crate) fn server_config(&self, server: &str) -> Option<crate::McpServerConfig> {
         self.conn(server).map(|c| c.config.clone())
     }
 
-    /// Whether a server is open-world (issue 23: its resources are egress): one of its tools
-    /// as listed is open-world (`openWorldHint` true or absent, R8), or it lists none.
+    /// Whether a server is open-world (then its resources are egress): one of its tools as
+    /// listed is open-world (`openWorldHint` true or absent, R8), or it lists none.
     #[cfg(feature = "serve")]
     pub(crate) fn open_world(&self, server: &str) -> bool {
         self.conn(server).is_none_or(|c| {

@@ -1,6 +1,6 @@
 //! Who a streamable HTTP request speaks for: static bearer tokens (`mcp.tokens`) and
-//! identity-provider JWTs (`mcp.jwt`, issue 22), with the RFC 9728 metadata and the 401/403
-//! answers.
+//! identity-provider JWTs (`mcp.jwt`; serve.md, "Agents and approvers from the identity
+//! provider"), with the RFC 9728 metadata and the 401/403 answers.
 
 use super::config::DEFAULT_AGENT_CLAIMS;
 use super::*;
@@ -20,7 +20,7 @@ pub(super) struct Authenticated {
     pub(super) jwt: Option<JwtCaller>,
 }
 
-/// The caller a verified JWT names (`mcp.jwt`, issue 22).
+/// The caller a verified JWT names (`mcp.jwt`).
 #[derive(Debug, Clone)]
 pub(super) struct JwtCaller {
     pub(super) principal: toolgate_idp::Principal,
@@ -224,10 +224,10 @@ impl Tokens {
 }
 
 /// The claim naming a verified token's agent and its value. With `agent_claim` written,
-/// only that claim. Without it (issue 34 item 6), the client the token was issued to:
-/// `client_id` (RFC 9068 §2.2), else `azp`; a token carrying both with different values is
-/// refused, and so is one where either is present but not a non-blank string — toolgate does
-/// not choose between two clients.
+/// only that claim. Without it, the client the token was issued to: `client_id` (RFC 9068
+/// §2.2), else `azp`; a token carrying both with different values is refused, and so is one
+/// where either is present but not a non-blank string — toolgate does not choose between
+/// two clients.
 ///
 /// # Errors
 ///

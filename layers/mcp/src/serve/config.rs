@@ -66,11 +66,11 @@ pub struct ServeConfig {
     pub call_timeout: Duration,
     /// How the downstream client names the tools.
     pub wire_names: WireNames,
-    /// Bearer JWTs from an identity provider (`mcp.jwt`, issue 22), beside or instead of the
-    /// static tokens.
+    /// Bearer JWTs from an identity provider (`mcp.jwt`), beside or instead of the static
+    /// tokens.
     pub jwt: Option<McpJwt>,
-    /// The gateway's own settings (issue 23): the definition lock, the description scanner,
-    /// deferred tools.
+    /// The gateway's own settings: the definition lock, the description scanner, deferred
+    /// tools.
     pub gateway: super::options::GatewayOptions,
     /// The decision services asked before a call is sent and after its result (the
     /// configuration's top-level `hooks`, R32; [`crate::hooks`]).
@@ -433,11 +433,11 @@ impl ServeConfig {
         if errs.is_empty() { Ok(()) } else { Err(errs) }
     }
 
-    /// R44 (issue 33 item 5): quotas count in one place. A policy with quotas and no inbox
-    /// would be counted in each `toolgate mcp serve` process alone — every stdio connection
-    /// and every restart starting at zero — so it is refused unless the operator opts into
-    /// that in so many words (`mcp.quota_counting: "per_process"`). With an inbox, its
-    /// store (the SQLite file or the PostgreSQL database) counts for every process.
+    /// R44: quotas count in one place. A policy with quotas and no inbox would be counted
+    /// in each `toolgate mcp serve` process alone — every stdio connection and every
+    /// restart starting at zero — so it is refused unless the operator opts into that in so
+    /// many words (`mcp.quota_counting: "per_process"`). With an inbox, its store (the
+    /// SQLite file or the PostgreSQL database) counts for every process.
     ///
     /// # Errors
     ///
@@ -730,9 +730,9 @@ mod tests {
         ServeConfig::read(&printed).unwrap();
     }
 
-    /// Issue 34 items 5 and 6: `token_type` reads, prints back and names its field; without
-    /// `agent_claim` none is printed (the default is `client_id`, else `azp`, which no one
-    /// claim spells), and a subagent claim cannot be one of those two.
+    /// `token_type` reads, prints back and names its field; without `agent_claim` none is
+    /// printed (the default is `client_id`, else `azp`, which no one claim spells), and a
+    /// subagent claim cannot be one of those two.
     #[test]
     fn issue34_token_type_and_the_default_agent_claim_read_and_print_back() {
         let section = |jwt: Value| json!({"servers": {"a": {"command": "x"}}, "jwt": jwt});

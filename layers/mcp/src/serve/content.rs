@@ -1,4 +1,4 @@
-//! Resources, prompts and completion, governed (issue 23).
+//! Resources, prompts and completion, governed (serve.md).
 //!
 //! Offered downstream when an upstream server has them. Each is named like a tool: a
 //! resource, resource template or prompt of server `kb` named `page` is `kb__page`; a
@@ -22,15 +22,15 @@
 //! withheld, egress on an air-gapped host, or offered by no server at all — is refused
 //! before anything is sent, with one and the same JSON-RPC error whose `data.toolgate`
 //! carries the outcome, the code `not_allowed` and one reason, so the caller learns nothing
-//! about what exists that it may not see (issue 33 item 10). The audit record keeps the
-//! true code (`not_allowed`, `confidential`, `air_gapped`, `unknown_tool`) and reason.
-//! Every read, subscription, get and completion, refused or not, is audited (`event`: `mcp_resource_read`, `mcp_resource_subscribe`,
-//! `mcp_prompt_get`, `mcp_completion`; URIs and arguments redacted) before it is sent — an
-//! audit record that cannot be written refuses it — and traced in a span
-//! (`toolgate.mcp.content`). `notifications/resources/list_changed` and
-//! `…/prompts/list_changed` of any upstream go to every session that listed; a
-//! `notifications/resources/updated` goes to the sessions subscribed to that URI whose agent
-//! may still read it.
+//! about what exists that it may not see. The audit record keeps the true code
+//! (`not_allowed`, `confidential`, `air_gapped`, `unknown_tool`) and reason. Every read,
+//! subscription, get and completion, refused or not, is audited (`event`:
+//! `mcp_resource_read`, `mcp_resource_subscribe`, `mcp_prompt_get`, `mcp_completion`; URIs
+//! and arguments redacted) before it is sent — an audit record that cannot be written
+//! refuses it — and traced in a span (`toolgate.mcp.content`).
+//! `notifications/resources/list_changed` and `…/prompts/list_changed` of any upstream go
+//! to every session that listed; a `notifications/resources/updated` goes to the sessions
+//! subscribed to that URI whose agent may still read it.
 
 use std::collections::HashMap;
 
@@ -165,12 +165,12 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
     go(&parts, uri, 0)
 }
 
-/// What a URI is compared by when deciding which listed resource it names (issue 33 item 9):
-/// RFC 3986 syntax-based normalisation (section 6.2.2: percent-encodings of unreserved
-/// characters decoded, the others' hex upper-cased, dot segments removed), then the stricter
-/// reading: the fragment and the query dropped (a server may well ignore them) and ASCII
-/// case folded (scheme and host are case-insensitive, and a server may fold the path too).
-/// So `kb://docs/payroll?`, `…/payroll#`, `…/%70ayroll` and `…/PAYROLL` are all the listed
+/// What a URI is compared by when deciding which listed resource it names: RFC 3986
+/// syntax-based normalisation (section 6.2.2: percent-encodings of unreserved characters
+/// decoded, the others' hex upper-cased, dot segments removed), then the stricter reading:
+/// the fragment and the query dropped (a server may well ignore them) and ASCII case folded
+/// (scheme and host are case-insensitive, and a server may fold the path too). So
+/// `kb://docs/payroll?`, `…/payroll#`, `…/%70ayroll` and `…/PAYROLL` are all the listed
 /// `kb://docs/payroll`, never a template's.
 pub(crate) fn claim_key(uri: &str) -> String {
     let uri = uri.split('#').next().unwrap_or_default();

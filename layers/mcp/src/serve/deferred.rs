@@ -1,5 +1,5 @@
-//! Deferred tools (`mcp.deferred_tools: true`, issue 23; R13, R38): instead of a long list,
-//! each agent sees two tools,
+//! Deferred tools (`mcp.deferred_tools: true`; R13, R38): instead of a long list, each
+//! agent sees two tools,
 //!
 //! - `tool_search` (`query`, optional `limit`, 1–50, default 10): the tools of the agent's
 //!   own exposure — never anything omitted from it (R13) — whose names and descriptions match

@@ -71,8 +71,8 @@ pub(super) struct Principal {
     pub(super) agent: String,
     /// The downstream session (R43).
     pub(super) session: String,
-    /// Issue 22: the verified `sub` and `iss` of the JWT the caller authenticated with, when
-    /// it did (never read from anything the client says about itself): recorded as the
+    /// R47: the verified `sub` and `iss` of the JWT the caller authenticated with, when it
+    /// did (never read from anything the client says about itself): recorded as the
     /// answering principal of an answer given by elicitation.
     pub(super) verified: Option<toolgate_core::Principal>,
 }
@@ -261,7 +261,7 @@ impl ApprovalChannel for ElicitationChannel {
         Box::pin(async move { answered.await.outcome })
     }
 
-    /// Issue 22: an answer by elicitation is recorded with the verified principal of the
+    /// R47: an answer by elicitation is recorded with the verified principal of the
     /// session's JWT (`sub`, `iss`) when the caller authenticated with one; a static-token,
     /// stdio or unauthenticated caller's answer has none. Only beside a person's answer
     /// (approved or denied).

@@ -1,12 +1,12 @@
-//! `mcp serve --http`: streamable HTTP on loopback as an axum [`Router`](axum::Router)
-//! (issue 33 item 7), outermost first:
+//! `mcp serve --http`: streamable HTTP on loopback as an axum [`Router`](axum::Router),
+//! outermost first:
 //!
-//! 1. the endpoints answered without a token: `/healthz`, `/readyz`, `/metrics` (issue 23)
-//!    and, with `mcp.jwt`, the protected-resource metadata (RFC 9728);
+//! 1. the endpoints answered without a token: `/healthz`, `/readyz`, `/metrics` and, with
+//!    `mcp.jwt`, the protected-resource metadata (RFC 9728);
 //! 2. authentication, a layer that puts the caller ([`Authenticated`]) in the request's
 //!    extensions, or answers 401/403 before anything else is read; it also holds each
-//!    session to the principal that opened it (issue 34 item 1): a request, stream, answer
-//!    or `DELETE` naming another principal's session is answered as for an unknown session;
+//!    session to the principal that opened it: a request, stream, answer or `DELETE` naming
+//!    another principal's session is answered as for an unknown session;
 //! 3. tower-http's body limit ([`written::MAX_MESSAGE`]);
 //! 4. the R20 tap: the body is read before rmcp parses it, so each `tools/call`'s numbers
 //!    are kept as written;
@@ -30,8 +30,8 @@ struct HttpState {
     owners: Arc<SessionOwners>,
 }
 
-/// The principal each session was opened by (issue 34 item 1): its static token's hash, its
-/// JWT's issuer, subject, client and subagent, or, for an `open_as` server, its one agent.
+/// The principal each session was opened by: its static token's hash, its JWT's issuer,
+/// subject, client and subagent, or, for an `open_as` server, its one agent.
 #[derive(Default)]
 struct SessionOwners(Mutex<HashMap<String, String>>);
 
@@ -100,8 +100,8 @@ async fn public(State(st): State<HttpState>, req: Request, next: Next) -> Respon
     next.run(req).await
 }
 
-/// Issue 34 item 3: a subagent id a token names is admitted only when its profile declares
-/// it (`agents[].subagents`), judged on the governance snapshot in force; anything else is
+/// A subagent id a token names is admitted only when its profile declares it
+/// (`agents[].subagents`), judged on the governance snapshot in force; anything else is
 /// refused as an invalid token, never run as the profile or as an undeclared subagent.
 fn admitted(
     st: &HttpState,
@@ -158,8 +158,8 @@ async fn authenticate(State(st): State<HttpState>, mut req: Request, next: Next)
     };
     let owner = owner_key(&auth);
     let asked_in = session_of(req.headers());
-    // Issue 34 item 1: a session answers only to the principal that opened it; anyone else
-    // is told what an unknown session is told (rmcp's own answer), whatever they send.
+    // A session answers only to the principal that opened it; anyone else is told what an
+    // unknown session is told (rmcp's own answer), whatever they send.
     if let Some(id) = &asked_in
         && st.owners.owner(id).is_some_and(|o| o != owner)
     {
@@ -312,8 +312,8 @@ impl GovernedServer {
             Arc::clone(&manager),
             config,
         );
-        // Issue 22: the sessions opened with a token that a reload or a change of keys
-        // revoked are closed (`revoke`).
+        // The sessions opened with a token that a reload or a change of keys revoked are
+        // closed (`revoke`).
         let open_sessions = Arc::new(revoke::OpenSessions::default());
         let _sweeper = revoke::start(
             Arc::downgrade(&self.shared),

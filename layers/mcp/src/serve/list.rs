@@ -108,8 +108,8 @@ impl Shared {
                 return Ok(listed.clone());
             }
         }
-        // Issue 33 item 12: only what a connected server lists (the configuration's HTTP and
-        // toolset tools, and MCP tools no server lists now, cannot be sent from here).
+        // Only what a connected server lists (the configuration's HTTP and toolset tools,
+        // and MCP tools no server lists now, cannot be sent from here).
         let sendable: Vec<Tool> = list_for(&governance, agent)?
             .into_iter()
             .filter(|t| {
@@ -118,7 +118,7 @@ impl Shared {
                     .is_ok()
             })
             .map(|mut t| {
-                // Issue 35 item 10: an MCP App's UI reference, judged per agent when listed.
+                // An MCP App's UI reference, judged per agent when listed.
                 let name = toolgate::core::ToolRef::Name(t.name.to_string());
                 t.meta = self.gateway.app_meta(&name).map(Into::into);
                 t
@@ -197,10 +197,10 @@ pub(super) fn ui_resources(meta: &rmcp::model::MetaObject) -> Vec<String> {
 }
 
 impl Shared {
-    /// Issue 35 item 10: each listed tool's MCP Apps reference kept only when `agent` may
-    /// read the `ui://` resource it names (the same content policy as `resources/read`); a
-    /// reference to one it may not read, or that no server lists, is removed from the
-    /// listing (the tool stays).
+    /// Each listed tool's MCP Apps reference kept only when `agent` may read the `ui://`
+    /// resource it names (the same content policy as `resources/read`); a reference to one
+    /// it may not read, or that no server lists, is removed from the listing (the tool
+    /// stays).
     pub(super) async fn apps_for(&self, agent: &str, tools: &mut [Tool]) {
         for tool in tools.iter_mut() {
             let Some(meta) = &tool.meta else { continue };

@@ -1,5 +1,5 @@
 //! toolgate as an MCP server: any MCP client connects to it, and it governs the tools of
-//! the configured upstream servers (`toolgate mcp serve`, issue 15).
+//! the configured upstream servers (`toolgate mcp serve`; serve.md).
 //!
 //! One thing because it is one MCP server: the downstream session handler, its transports and
 //! the upstream projection share the per-request agent and the governed service.
@@ -7,11 +7,11 @@
 //! - **Downstream** over stdio ([`GovernedServer::serve_stdio`], one agent named by the
 //!   operator) or streamable HTTP ([`GovernedServer::serve_http`], loopback only): each
 //!   request names its agent by a bearer token whose SHA-256 the configuration maps to an
-//!   agent profile, or (`mcp.jwt`, issue 22) by an identity-provider JWT verified with
-//!   `toolgate_idp` whose agent claim the configuration maps to a profile; a missing,
-//!   unknown or unverified token, or a claim naming no profile, is HTTP 401 (with
-//!   `WWW-Authenticate: Bearer resource_metadata=…` pointing to the RFC 9728 document this
-//!   server serves), a missing scope 403, and nothing is listed.
+//!   agent profile, or (`mcp.jwt`) by an identity-provider JWT verified with `toolgate_idp`
+//!   whose agent claim the configuration maps to a profile; a missing, unknown or
+//!   unverified token, or a claim naming no profile, is HTTP 401 (with `WWW-Authenticate:
+//!   Bearer resource_metadata=…` pointing to the RFC 9728 document this server serves), a
+//!   missing scope 403, and nothing is listed.
 //! - **Upstream** the configured servers are connected with the [`McpGateway`]: discovery,
 //!   the trust rule, drift detection (R29, R35), gateway prefixes (R41).
 //! - **`tools/list`** is exactly the agent's exposure (R6–R13): qualified names,
@@ -37,8 +37,8 @@
 //! - **Relays**: while the upstream serves a call the stack let through, its progress
 //!   notifications, log messages and sampling/elicitation requests go to the client that made
 //!   the call (`crate::relay`, `relayed`); `logging/setLevel` sets that session's floor.
-//! - **Resources, prompts, completion** (issue 23, `content`): offered when an upstream has
-//!   them, named like tools, under each agent's `allowed_resources` / `allowed_prompts`, the
+//! - **Resources, prompts, completion** (`content`): offered when an upstream has them,
+//!   named like tools, under each agent's `allowed_resources` / `allowed_prompts`, the
 //!   confidentiality filter and the air gap; every read and get audited and traced.
 //!   `initialize` declares `tools` (with `listChanged`), `logging` (relayed messages) and
 //!   what the upstreams offer of resources, prompts and completions.
@@ -183,16 +183,16 @@ struct Shared {
     /// Held for writing while a reload swaps the snapshot and registers the upstream tools
     /// in it again; listing and notifying wait for it, so no session sees the moment between.
     reload: tokio::sync::RwLock<()>,
-    /// The HTTP sessions rmcp holds, once `serve_http` runs (issue 34 item 1: who opened
-    /// each is remembered while it is open).
+    /// The HTTP sessions rmcp holds, once `serve_http` runs (who opened each is remembered
+    /// while it is open).
     http: Mutex<Option<Arc<http::HttpSessions>>>,
     /// Servers whose connection closed (their tools refused while they reconnect).
     down: Down,
-    /// The upstream servers in force, each with its supervisor (issue 23: changed on reload).
+    /// The upstream servers in force, each with its supervisor (changed on reload).
     servers: servers::Servers,
-    /// What the host records (issue 23): metrics, the wait observer.
+    /// What the host records: metrics, the wait observer.
     observe: Observe,
-    /// Resources, prompts and completion (issue 23).
+    /// Resources, prompts and completion.
     content: content::Content,
     /// `mcp.deferred_tools`: `tool_search` and `tool_call` instead of the list.
     deferred: bool,
@@ -310,8 +310,8 @@ impl GovernedServer {
         Self::start_observed(handle, config, inbox, Observe::default()).await
     }
 
-    /// [`GovernedServer::start`], with what the host records about the server (issue 23):
-    /// a layer wrapping the governed stack outermost, a wait observer, an upstream-latency
+    /// [`GovernedServer::start`], with what the host records about the server: a layer
+    /// wrapping the governed stack outermost, a wait observer, an upstream-latency
     /// observer, and the text `GET /metrics` answers.
     ///
     /// # Errors
@@ -385,8 +385,8 @@ impl GovernedServer {
             channels.push(kind);
             builder = builder.shared_channel(channel);
         }
-        // Issue 33 item 12: what no connected server lists is refused `unknown_tool` before
-        // the schema, the filters and any ask (audited like every refusal).
+        // What no connected server lists is refused `unknown_tool` before the schema, the
+        // filters and any ask (audited like every refusal).
         let down = Down::default();
         let sendable = sendable::SendableLayer {
             gateway: Arc::default(),
@@ -401,7 +401,7 @@ impl GovernedServer {
         let mut gateway = McpGateway::builder(handle.clone())
             .relay_requests()
             .scan(config.gateway.scan);
-        // Issue 23: `mcp.locked` withholds every tool that is not the locked one.
+        // `mcp.locked` withholds every tool that is not the locked one.
         if let Some(lock) = config.gateway.load_lock().map_err(ServeError::Config)? {
             gateway = gateway.locked(lock);
         }
@@ -472,10 +472,10 @@ impl GovernedServer {
     /// each session whose list changed gets `notifications/tools/list_changed`. The `mcp`
     /// section's bearer tokens (`mcp.tokens`) are replaced by `config`'s: a token no longer
     /// listed is refused from the next request on, and so are the sessions opened with it.
-    /// The servers of `config` replace those in force (issue 23): a removed server is
-    /// closed, an added one connected, a changed one connected again with its new entry,
-    /// the others left open — no downstream session is closed (see `servers`). The call
-    /// timeout and wire names are the ones the server started with.
+    /// The servers of `config` replace those in force: a removed server is closed, an added
+    /// one connected, a changed one connected again with its new entry, the others left
+    /// open — no downstream session is closed (see `servers`). The call timeout and wire
+    /// names are the ones the server started with.
     ///
     /// # Errors
     ///
@@ -534,9 +534,9 @@ impl GovernedServer {
         Ok(())
     }
 
-    /// Whether the server is ready (`/readyz`, issue 23): every upstream server connected
-    /// and the inbox's store reachable; with the JSON body saying so, and naming what is not
-    /// ready (`not_ready`).
+    /// Whether the server is ready (`/readyz`): every upstream server connected and the
+    /// inbox's store reachable; with the JSON body saying so, and naming what is not ready
+    /// (`not_ready`).
     pub async fn readiness(&self) -> (bool, Value) {
         ops::readiness(&self.shared).await
     }
@@ -620,10 +620,10 @@ impl GovernedServer {
 
 /// Standard input and output for the stdio transport. Where they are pipes (Unix; the
 /// usual case: the Python SDK's and most clients' `pipe()`), they are read and written
-/// non-blocking by the runtime itself (issue 26): `tokio::io::stdin` and `stdout` hand
-/// every read and write to a blocking thread, a thread hop and ≈ 8 k instructions per
-/// call. Anything else (a terminal, a file, the socket pairs of Node's `child_process`)
-/// keeps tokio's blocking-thread `stdin` and `stdout`. Each stream decides on its own.
+/// non-blocking by the runtime itself: `tokio::io::stdin` and `stdout` hand every read and
+/// write to a blocking thread, a thread hop and ≈ 8 k instructions per call. Anything else
+/// (a terminal, a file, the socket pairs of Node's `child_process`) keeps tokio's
+/// blocking-thread `stdin` and `stdout`. Each stream decides on its own.
 fn stdio() -> (
     Box<dyn tokio::io::AsyncRead + Send + Unpin>,
     Box<dyn tokio::io::AsyncWrite + Send + Unpin>,

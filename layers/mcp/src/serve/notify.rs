@@ -1,9 +1,9 @@
-//! Where a session's change notifications go (issue 35 item 5): the session itself, for
-//! clients of protocol versions before 2026-07-28, or a `subscriptions/listen` stream of a
-//! 2026-07-28 client, which gets only what it asked for and the server accepted, each
-//! notification tagged with the stream's id. `tools/list_changed` (the agent's own list
-//! changed), `resources/list_changed`, `prompts/list_changed` and `resources/updated` (a
-//! resource the agent may still read) go through the same registries either way.
+//! Where a session's change notifications go (serve.md): the session itself, for clients of
+//! protocol versions before 2026-07-28, or a `subscriptions/listen` stream of a 2026-07-28
+//! client, which gets only what it asked for and the server accepted, each notification
+//! tagged with the stream's id. `tools/list_changed` (the agent's own list changed),
+//! `resources/list_changed`, `prompts/list_changed` and `resources/updated` (a resource the
+//! agent may still read) go through the same registries either way.
 
 use rmcp::model::SubscriptionFilter;
 use rmcp::service::{SubscriptionContext, SubscriptionSink};

@@ -1,7 +1,8 @@
-//! Operations (issue 23): what a host records about a running server ([`Observe`]) and
-//! the endpoints `serve_http` answers without a token — `GET /healthz` (alive), `GET
-//! /readyz` (every upstream connected, the inbox's store reachable; 503 with a JSON body
-//! naming what is not ready) and `GET /metrics` (the host's metrics text, Prometheus).
+//! Operations (serve.md, "Operations: health, readiness, metrics, the stored policy,
+//! replicas"): what a host records about a running server ([`Observe`]) and the endpoints
+//! `serve_http` answers without a token — `GET /healthz` (alive), `GET /readyz` (every
+//! upstream connected, the inbox's store reachable; 503 with a JSON body naming what is not
+//! ready) and `GET /metrics` (the host's metrics text, Prometheus).
 
 use super::*;
 

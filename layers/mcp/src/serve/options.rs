@@ -1,4 +1,4 @@
-//! The gateway's own settings in the `mcp` section (issue 23): the definition lock
+//! The gateway's own settings in the `mcp` section (serve.md): the definition lock
 //! (`locked`, `lock_file`), the description scanner (`scan`), deferred tools
 //! (`deferred_tools`) and where quotas are counted (`quota_counting`).
 

@@ -18,7 +18,7 @@ pub fn call_result(response: ToolResponse) -> CallToolResult {
     call_result_with_page(response, None)
 }
 
-/// The address of a held call's card on the approval page (`toolgate serve`, issue 15):
+/// The address of a held call's card on the approval page (`toolgate serve`):
 /// `approvers.public_url`, else `http://` + `approvers.listen`, then `/calls/<id>`; `None`
 /// when the configuration has no `approvers` section (no page).
 pub fn approval_page_link(governance: &Governance, interaction_id: &str) -> Option<String> {
@@ -33,7 +33,7 @@ pub fn approval_page_link(governance: &Governance, interaction_id: &str) -> Opti
 /// [`call_result`], with a held call's text and `structuredContent.toolgate.approval_url`
 /// naming `page`, the address of its card on the approval page, when there is one.
 pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> CallToolResult {
-    // Read from the value in place (issue 26): no copy of the content to decode it.
+    // Read from the value in place: no copy of the content to decode it.
     fn blocks(content: Value) -> Vec<ContentBlock> {
         match <Vec<ContentBlock> as serde::Deserialize>::deserialize(&content) {
             Ok(b) => b,
@@ -68,9 +68,9 @@ pub fn call_result_with_page(response: ToolResponse, page: Option<&str>) -> Call
             r
         }
         ToolResponse::Held(ref held) => {
-            // Issue 34 item 2: the text the model reads never names a way to answer (no
-            // command, no page): a person answers where people answer. The page's address
-            // is in `structuredContent.toolgate.approval_url`, for the client to show.
+            // The text the model reads never names a way to answer (no command, no page): a
+            // person answers where people answer. The page's address is in
+            // `structuredContent.toolgate.approval_url`, for the client to show.
             let text = format!(
                 "{} Do not retry now: once a person has approved it, call this tool again with exactly the same input and the approved call runs once.",
                 response.model_text(),

@@ -1,12 +1,13 @@
-//! Revocation without restart (issue 22): every streamable HTTP request is authenticated
-//! against the tokens in force, so a revoked token is refused from the next request on; and
-//! the sessions opened with one are closed. Each open session remembers the bearer token
-//! its latest request came with; when the tokens in force change (a reload: SIGHUP) or the
-//! identity provider's keys are read or fetched again (a reload, a `jwks_url` refresh on its
-//! cache lifetime or for an unknown `kid`), each session's token is authenticated again, and
-//! a session whose token no longer is — a static token no longer listed, a JWT whose key was
-//! removed, that expired, or that now names another agent — is closed: its streams end, and
-//! a request naming it is answered 404, so the client starts over with a token in force.
+//! Revocation without restart (serve.md, "Agents and approvers from the identity
+//! provider"): every streamable HTTP request is authenticated against the tokens in force,
+//! so a revoked token is refused from the next request on; and the sessions opened with one
+//! are closed. Each open session remembers the bearer token its latest request came with;
+//! when the tokens in force change (a reload: SIGHUP) or the identity provider's keys are
+//! read or fetched again (a reload, a `jwks_url` refresh on its cache lifetime or for an
+//! unknown `kid`), each session's token is authenticated again, and a session whose token
+//! no longer is — a static token no longer listed, a JWT whose key was removed, that
+//! expired, or that now names another agent — is closed: its streams end, and a request
+//! naming it is answered 404, so the client starts over with a token in force.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

@@ -1,8 +1,8 @@
-//! Issue 33 item 12: `toolgate mcp serve` lists and holds only what it can send. A call to a
-//! tool no connected server lists — the configuration's HTTP and toolset tools, an MCP tool
-//! its server stopped listing or never listed — is refused `unknown_tool` inside the
-//! governed stack, right after audit (so it is audited and counted like every refusal) and
-//! before anyone could be asked about it.
+//! `toolgate mcp serve` lists and holds only what it can send. A call to a tool no
+//! connected server lists — the configuration's HTTP and toolset tools, an MCP tool its
+//! server stopped listing or never listed — is refused `unknown_tool` inside the governed
+//! stack, right after audit (so it is audited and counted like every refusal) and before
+//! anyone could be asked about it.
 
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};

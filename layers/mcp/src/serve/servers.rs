@@ -1,5 +1,5 @@
 //! The upstream servers in force, each with its supervisor, and their change on a reload
-//! (issue 23: servers added, removed or changed on SIGHUP without a restart).
+//! (servers added, removed or changed on SIGHUP without a restart; serve.md).
 //!
 //! A reload whose `mcp.servers` differs from the servers in force:
 //! - a **removed** server's supervisor stops and its connection closes (its process ends);

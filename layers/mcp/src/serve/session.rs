@@ -137,7 +137,7 @@ impl ServerHandler for GovernedSession {
             .enable_tool_list_changed()
             .enable_logging()
             .build();
-        // Issue 23: resources, prompts and completion when an upstream has them.
+        // Resources, prompts and completion when an upstream has them.
         let (resources, subscribe, prompts, completions) = content::declared(&self.shared.gateway);
         if resources {
             let mut r = rmcp::model::ResourcesCapability::default();
@@ -153,7 +153,7 @@ impl ServerHandler for GovernedSession {
         if completions {
             capabilities.completions = Some(Map::new());
         }
-        // Issue 35 item 8: held calls are tasks when they are held durably.
+        // Held calls are tasks when they are held durably.
         if self.shared.inbox.is_some() {
             capabilities
                 .extensions
@@ -169,7 +169,7 @@ impl ServerHandler for GovernedSession {
 
     /// A request rmcp could not read as any method it knows arrives here. One naming a method
     /// toolgate serves came with params that method cannot take: `-32602` (invalid params)
-    /// saying which field is wrong, never `-32601` as if the method did not exist (issue 34).
+    /// saying which field is wrong, never `-32601` as if the method did not exist.
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
@@ -178,8 +178,8 @@ impl ServerHandler for GovernedSession {
         Err(unreadable_request(&request))
     }
 
-    /// `subscriptions/listen` (protocol 2026-07-28, issue 35 item 5): what the stream asks
-    /// for, within what toolgate advertises.
+    /// `subscriptions/listen` (protocol 2026-07-28): what the stream asks for, within what
+    /// toolgate advertises.
     fn accepted_subscription_filter(
         &self,
         requested: &rmcp::model::SubscriptionFilter,
@@ -287,7 +287,7 @@ impl ServerHandler for GovernedSession {
             &agent,
             listed.fingerprint,
         );
-        // Issue 23: with `mcp.deferred_tools`, the search and call tools instead of the list.
+        // With `mcp.deferred_tools`, the search and call tools instead of the list.
         if self.shared.deferred {
             return Ok(ListToolsResult::with_all_items(deferred::meta_tools()));
         }
@@ -296,14 +296,14 @@ impl ServerHandler for GovernedSession {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    /// `tools/call`: the governed run, boxed (issue 26). rmcp spawns a task per request
-    /// holding the handler's future by value, and tokio copies a spawned future several times;
-    /// unboxed, this one made each call's tasks kilobytes to copy.
+    /// `tools/call`: the governed run, boxed. rmcp spawns a task per request holding the
+    /// handler's future by value, and tokio copies a spawned future several times; unboxed,
+    /// this one made each call's tasks kilobytes to copy.
     ///
     /// A `notifications/cancelled` for the request (rmcp cancels the request's token) drops
-    /// the governed run wherever it is (issue 35 item 6): a wait for a person ends
-    /// `cancelled` (R26), a send in flight is cancelled upstream with the upstream's own
-    /// request id (`notifications/cancelled`), and the audit record says it was cancelled.
+    /// the governed run wherever it is: a wait for a person ends `cancelled` (R26), a send
+    /// in flight is cancelled upstream with the upstream's own request id
+    /// (`notifications/cancelled`), and the audit record says it was cancelled.
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
@@ -364,7 +364,7 @@ impl GovernedSession {
             Ok(l) => l,
             Err(why) => return Ok(self.result(refused(why.to_owned()))),
         };
-        // Issue 23, `mcp.deferred_tools`: a search answers from the agent's exposure (R13); a
+        // `mcp.deferred_tools`: a search answers from the agent's exposure (R13); a
         // `tool_call` is unwrapped here and is, from now on, the inner call (R38).
         if self.shared.deferred {
             if request.name == deferred::TOOL_SEARCH {
@@ -440,7 +440,7 @@ impl GovernedSession {
         }
         // What the upstream server sends while it serves this call comes back to this client
         // (only once the stack has let the call through: `crate::relay`).
-        // Issue 22: the verified principal behind a JWT, for the audit record and the span.
+        // The verified principal behind a JWT, for the audit record and the span.
         if let Some(p) = &caller.principal {
             call.extensions.insert(p.clone());
         }
@@ -467,8 +467,8 @@ impl GovernedSession {
         // goes back as this request's `InputRequiredResult`, kept for the client's retry on
         // any replica; the call ended held.
         let Some(deferred) = asker.deferred() else {
-            // Issue 35 item 8: a call held in the inbox is a task for a client that takes
-            // tasks (SEP-2663), answered from the inbox by any replica.
+            // A call held in the inbox is a task for a client that takes tasks (SEP-2663),
+            // answered from the inbox by any replica.
             if let ToolResponse::Held(held) = &response
                 && self.shared.inbox.is_some()
                 && tasks::client_takes_tasks(&ctx)
@@ -500,9 +500,9 @@ impl GovernedSession {
     }
 }
 
-/// The answer to a request rmcp read as a custom one (issue 34 item 5): for a method toolgate
-/// serves, its params did not fit (`-32602`, with serde's reason naming the field); for any
-/// other, the method is not served (`-32601`).
+/// The answer to a request rmcp read as a custom one: for a method toolgate serves, its
+/// params did not fit (`-32602`, with serde's reason naming the field); for any other, the
+/// method is not served (`-32601`).
 #[allow(deprecated)] // logging/setLevel is still served (SEP-2577 deprecates it)
 pub(super) fn unreadable_request(request: &rmcp::model::CustomRequest) -> ErrorData {
     use rmcp::model as m;

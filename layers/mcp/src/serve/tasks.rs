@@ -1,4 +1,4 @@
-//! Held calls as MCP tasks (the Tasks extension, SEP-2663; issue 35 item 8).
+//! Held calls as MCP tasks (the Tasks extension, SEP-2663; serve.md).
 //!
 //! When `mcp serve` has a durable inbox, it declares the `io.modelcontextprotocol/tasks`
 //! extension. A call held in the inbox for a client that declared the extension on that

@@ -14,7 +14,7 @@ pub(super) struct Timed {
     pub(super) inner: McpToolService,
     pub(super) timeout: Duration,
     pub(super) down: Down,
-    /// Told how long each call sent upstream took (issue 23: metrics).
+    /// Told how long each call sent upstream took (for the metrics).
     pub(super) upstream: Option<UpstreamObserver>,
 }
 

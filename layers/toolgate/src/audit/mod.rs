@@ -22,10 +22,10 @@
 //! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
 //! | `session` | the session the call belongs to (R43), or `null` |
 //! | `policy_updated_at` | the stored tenant policy's `updated_at` the call was decided under, or `null` (R46) |
-//! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token (issue 22); absent for other callers |
+//! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token; absent for other callers |
 //! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
 //! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
-//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused`; with `principal: {subject, issuer}` of the answering person when their answer came with a verified identity-provider token (issue 22) |
+//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused`; with `principal: {subject, issuer}` of the answering person when their answer came with a verified identity-provider token (R47) |
 //! | `delegation` | `{server, subject, act, token_url}` when the call was sent upstream on behalf of its caller (RFC 8693 token exchange): the subject the exchanged token speaks for and its `act` chain (`{"sub": agent, "act": {…}}`, the current actor outermost; `null` when the token is no readable JWT); absent otherwise |
 //! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
 //! | `duration_ms` | from arrival to outcome |
@@ -438,8 +438,8 @@ where
                 .as_deref()
                 .map_or(Value::Null, Value::from),
         );
-        // R43, R46 (issue 33 item 8): the session the call belongs to, and the stored policy
-        // it was decided under (its `updated_at`), so a replay judges it as it was made.
+        // R43, R46: the session the call belongs to, and the stored policy it was decided
+        // under (its `updated_at`), so a replay judges it as it was made.
         record.insert(
             "session".into(),
             call.turn
@@ -456,8 +456,8 @@ where
             "policy_updated_at".into(),
             policy_at.map_or(Value::Null, Value::from),
         );
-        // Issue 22: the verified principal (`sub`, `iss`) the caller's token named, when it
-        // came with one (absent otherwise, so records of other callers are unchanged).
+        // The verified principal (`sub`, `iss`) the caller's token named, when it came with
+        // one (absent otherwise, so records of other callers are unchanged).
         if let Some(p) = call.extensions.get::<toolgate_engine::jwt::Principal>() {
             record.insert(
                 "principal".into(),
@@ -481,8 +481,8 @@ where
                 layer.redactor.redact_value(&tool, &call.input),
             );
         }
-        // Approved with edits (issue 24): the input the agent sent, beside the edited one
-        // the call carries, and who edited.
+        // Approved with edits (approval-page.md, "Approve with edits"): the input the agent
+        // sent, beside the edited one the call carries, and who edited.
         if let Some(edit) = call.extensions.get::<toolgate_core::InputEdit>() {
             let mut e = serde_json::Map::new();
             e.insert("edited_by".into(), Value::from(edit.edited_by.as_str()));
@@ -611,8 +611,8 @@ impl Pending {
                     _ => Value::Null,
                 };
                 let mut approval = json!({"wait": n.wait.as_str(), "approver": approver, "interaction_id": n.interaction_id});
-                // Issue 22: the answering person's verified principal, when their answer
-                // came with an identity-provider token (absent otherwise).
+                // R47: the answering person's verified principal, when their answer came
+                // with an identity-provider token (absent otherwise).
                 if let (Some(p), Value::Object(o)) = (self.sink.answered_by(), &mut approval) {
                     o.insert(
                         "principal".into(),

@@ -182,7 +182,7 @@ pub(crate) struct AnswerBody {
     pub(crate) key: Option<String>,
     pub(crate) input_hash: Option<String>,
     pub(crate) definition_hash: Option<String>,
-    /// `input`: the edited input an approval sends instead (issue 24, `may_edit`).
+    /// `input`: the edited input an approval sends instead (`may_edit`).
     pub(crate) input: Option<Value>,
 }
 
@@ -270,8 +270,8 @@ pub(crate) async fn answer(
         Ok(a) => a,
         Err(why) => return invalid(format!("{why}; nothing was changed")),
     };
-    // One answer path (issue 33 item 7): rights in force, R35 (a retry of an edited
-    // approval carries the original input's hash), the store.
+    // One answer path: rights in force, R35 (a retry of an edited approval carries the
+    // original input's hash), the store.
     let shown = crate::answer::Shown {
         input_hash: a.input_hash.as_deref(),
         definition_hash: a.definition_hash.as_deref(),

@@ -1,6 +1,6 @@
-//! Approve with edits (issue 24): an approver with `may_edit` (off by default) approves a
-//! held call with an input they changed — on the card (a JSON editor, `POST
-//! /calls/{id}/approve-edited`) or over the API (`{approved: true, input}`).
+//! Approve with edits (approval-page.md, "Approve with edits"): an approver with `may_edit`
+//! (off by default) approves a held call with an input they changed — on the card (a JSON
+//! editor, `POST /calls/{id}/approve-edited`) or over the API (`{approved: true, input}`).
 //!
 //! The edit is checked before anything is written: the approver's rights and `may_edit`,
 //! the hashes the card or the caller was shown (R35: the edit is of the call they saw), a
@@ -241,7 +241,7 @@ pub(crate) async fn approve_edited_form(
     let Some(key) = form.idempotency_key.filter(|k| !k.trim().is_empty()) else {
         return bad("the form has no idempotency key; reload the page and answer again");
     };
-    // One answer path (issue 33 item 7): rights in force and R35 before the edit.
+    // One answer path: rights in force and R35 before the edit.
     let shown = crate::answer::Shown {
         input_hash: form.input_hash.as_deref(),
         definition_hash: form.definition_hash.as_deref(),

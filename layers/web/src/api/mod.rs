@@ -1,6 +1,7 @@
-//! The HTTP API on `toolgate serve` (issue 24, seed 002): the stored tenant policy read and
-//! written as JSON, a session's held calls listed and answered, one call's state, and the
-//! OpenAPI document describing it all (`/v1/openapi.json`).
+//! The HTTP API on `toolgate serve` (seed 002; approval-page.md, "The HTTP API"): the
+//! stored tenant policy read and written as JSON, a session's held calls listed and
+//! answered, one call's state, and the OpenAPI document describing it all
+//! (`/v1/openapi.json`).
 //!
 //! Who may call it: a management key (`Authorization: Bearer <key>`, its SHA-256 in
 //! `approvers.api_keys`, with scopes `policy:read`, `policy:write`, `approvals`), or, with
@@ -62,8 +63,8 @@ pub(crate) struct Caller {
     /// The approver whose rights answers are checked with, and whose name they are
     /// recorded under (`approvals`).
     pub(crate) approver: Option<Approver>,
-    /// The verified principal of an identity-provider caller (issue 22), kept with its
-    /// answers; a management key has none.
+    /// The verified principal of an identity-provider caller (R47), kept with its answers;
+    /// a management key has none.
     pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
 }
 
@@ -116,7 +117,7 @@ pub(crate) fn caller(
     headers: &HeaderMap,
     identity: &crate::auth::Identity,
 ) -> Result<Caller, Response> {
-    // The approvers in force (issue 33 item 4): a key or person a reload removed is gone.
+    // The approvers in force: a key or person a reload removed is gone.
     let approvers = app.0.settings.in_force.get();
     if let Some(key) = bearer(headers).and_then(|t| key_of(&approvers, t)) {
         return Ok(Caller {

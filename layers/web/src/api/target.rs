@@ -1,5 +1,5 @@
-//! The execution target on the card (seed 000, issue 24): where the call would run, shown
-//! before anything else, every value escaped and its hidden characters marked.
+//! The execution target on the card (seed 000): where the call would run, shown before
+//! anything else, every value escaped and its hidden characters marked.
 
 use std::fmt::Write as _;
 

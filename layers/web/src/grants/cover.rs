@@ -1,4 +1,4 @@
-//! What a grant from a card binds, and what it leaves open, in words (issue 34 item 7).
+//! What a grant from a card binds, and what it leaves open, in words (approval-page.md).
 //!
 //! The pre-filled `when` binds every value the card shows with `equals` (R20: JSON values,
 //! numbers by value, arrays whole): an object down to its leaves by dotted path, and an

@@ -1,7 +1,8 @@
-//! The PostgreSQL side of approve-with-edits (issue 24): the one transaction that approves
-//! a pending call with a new input and keeps the input the agent sent in `held_edits`
-//! ([`crate::schema::EDIT_AND_TARGET`]), and the read of that record. The same semantics as
-//! the SQLite backend's (`toolgate_inbox`'s `sqlite/edit.rs`).
+//! The PostgreSQL side of approve-with-edits (approval-page.md, "Approve with edits"): the
+//! one transaction that approves a pending call with a new input and keeps the input the
+//! agent sent in `held_edits` ([`crate::schema::EDIT_AND_TARGET`]), and the read of that
+//! record. The same semantics as the SQLite backend's (`toolgate_inbox`'s
+//! `sqlite/edit.rs`).
 
 use super::*;
 use toolgate_inbox::{EditedInput, StoredEdit};

@@ -1,6 +1,6 @@
-//! The PostgreSQL side of the replay guard (issue 24): one conditional insert into
-//! `seen_nonces` ([`crate::schema::NONCES_TABLE`]) takes a nonce, and the nonces past their
-//! window are pruned.
+//! The PostgreSQL side of the replay guard (approval-page.md, "Answering from Slack"): one
+//! conditional insert into `seen_nonces` ([`crate::schema::NONCES_TABLE`]) takes a nonce,
+//! and the nonces past their window are pruned.
 
 use super::*;
 

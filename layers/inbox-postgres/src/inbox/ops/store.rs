@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// The answering person's verified principal, when both halves are stored (issue 22).
+/// The answering person's verified principal, when both halves are stored (R47).
 pub(crate) fn principal(
     subject: Option<String>,
     issuer: Option<String>,

@@ -1,4 +1,5 @@
-//! `mcp.jwt`: the identity-provider settings of `mcp serve --http` (issue 22).
+//! `mcp.jwt`: the identity-provider settings of `mcp serve --http` (serve.md, "Agents and
+//! approvers from the identity provider").
 
 use super::*;
 
@@ -20,21 +21,21 @@ use super::*;
 /// }
 /// ```
 ///
-/// **The agent.** Without `agent_claim` (issue 34 item 6), the agent is the client the
-/// token was issued to: its `client_id` claim (RFC 9068 §2.2, as a certified provider's
-/// access tokens name it), else its `azp`; a token carrying both with different values is
-/// refused (401) — a stricter reading than RFC 9068, which does not define `azp` for access
-/// tokens: toolgate does not choose between two clients. With `agent_claim` (`azp`,
-/// `client_id`, or any custom claim) only that claim is read. The value must be a string
-/// that `agents` maps to a profile; a token whose claim names no profile is refused (401),
-/// never given a default agent. With `subagent_claim`, a token carrying that claim calls as
-/// that subagent of the mapped profile. `authorization_servers` (default: the issuer) is
-/// what the protected-resource metadata (RFC 9728) tells clients.
+/// **The agent.** Without `agent_claim`, the agent is the client the token was issued to:
+/// its `client_id` claim (RFC 9068 §2.2, as a certified provider's access tokens name it),
+/// else its `azp`; a token carrying both with different values is refused (401) — a
+/// stricter reading than RFC 9068, which does not define `azp` for access tokens: toolgate
+/// does not choose between two clients. With `agent_claim` (`azp`, `client_id`, or any
+/// custom claim) only that claim is read. The value must be a string that `agents` maps to
+/// a profile; a token whose claim names no profile is refused (401), never given a default
+/// agent. With `subagent_claim`, a token carrying that claim calls as that subagent of the
+/// mapped profile. `authorization_servers` (default: the issuer) is what the
+/// protected-resource metadata (RFC 9728) tells clients.
 ///
-/// **`token_type`** (issue 34 item 5): `"at+jwt"` takes only tokens whose JOSE header `typ`
-/// is `at+jwt` (or `application/at+jwt`), as an RFC 9068 provider types its access tokens;
-/// without it a token whose `typ` names another kind of JWT (`dpop+jwt`, `logout+jwt`, …)
-/// is still refused ([`toolgate_idp::TokenType`]).
+/// **`token_type`**: `"at+jwt"` takes only tokens whose JOSE header `typ` is `at+jwt` (or
+/// `application/at+jwt`), as an RFC 9068 provider types its access tokens; without it a
+/// token whose `typ` names another kind of JWT (`dpop+jwt`, `logout+jwt`, …) is still
+/// refused ([`toolgate_idp::TokenType`]).
 ///
 /// ```
 /// use serde_json::json;

@@ -256,7 +256,7 @@ fn read_http(
         seen.push(name.clone());
         c = c.header(name, source);
     }
-    // Issue 35 item 1: the server's TLS, and plain HTTP opted into by name.
+    // The server's TLS, and plain HTTP opted into by name.
     if let Some(t) = obj.get("tls") {
         c = read_tls(c, t, &format!("{path}.tls"), errs);
     }
@@ -307,9 +307,9 @@ fn read_common(
     {
         config = config.relist_every(every);
     }
-    // R7, R8 (issue 33 item 11): the operator's word on what this server's tools, resources
-    // and prompts are — withheld from confidential work (`true`: all of them; a list: those
-    // names), and their network scope (`"none"` or `"egress"`), whatever the server says.
+    // R7, R8: the operator's word on what this server's tools, resources and prompts are —
+    // withheld from confidential work (`true`: all of them; a list: those names), and their
+    // network scope (`"none"` or `"egress"`), whatever the server says.
     match obj.get("confidential") {
         None | Some(Value::Bool(false)) => {}
         Some(Value::Bool(true)) => config = config.confidential(true),
@@ -555,7 +555,7 @@ pub(crate) fn read_secret(
     }
 }
 
-/// `mcp.servers.<id>.tls` (issue 35 item 1): `ca_file` (trust only its CA certificates),
+/// `mcp.servers.<id>.tls` (deploy/README.md): `ca_file` (trust only its CA certificates),
 /// `client_cert` and `client_key` (mutual TLS, both or neither).
 fn read_tls(
     mut c: McpServerConfig,

@@ -1,5 +1,6 @@
 //! The session's resource, prompt and completion requests, each decided for its agent
-//! before anything is sent upstream, audited and traced (issue 23).
+//! before anything is sent upstream, audited and traced (serve.md, "Resources, prompts and
+//! completion, governed").
 
 use super::*;
 
@@ -103,7 +104,7 @@ impl GovernedSession {
     }
 
     /// A request about something no server lists (or lists ambiguously): audited with the
-    /// true reason like every other refusal, and answered as [`hidden`] (issue 33 item 10).
+    /// true reason like every other refusal, and answered as [`hidden`].
     pub(crate) fn refuse_unlisted(
         &self,
         agent: &str,
@@ -479,10 +480,10 @@ impl GovernedSession {
     }
 }
 
-/// What a caller is told when it may not have what it asked for (issue 33 item 10): one
-/// answer whatever the reason — not allowed, withheld as confidential, egress on an
-/// air-gapped host, or listed by no server at all — so a refusal tells nothing about which
-/// hidden resources and prompts exist. The audit record keeps the true code and reason.
+/// What a caller is told when it may not have what it asked for: one answer whatever the
+/// reason — not allowed, withheld as confidential, egress on an air-gapped host, or listed
+/// by no server at all — so a refusal tells nothing about which hidden resources and
+/// prompts exist. The audit record keeps the true code and reason.
 pub(crate) fn hidden(what: &str) -> ErrorData {
     refusal_error(
         what,

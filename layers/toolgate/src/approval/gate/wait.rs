@@ -141,7 +141,7 @@ where
             run: call.run,
             turn: call.turn.clone(),
             ticket,
-            // Issue 24: the first record's declaration names the fields (R24: as the rule
+            // The first record's declaration names the target's fields (R24: as the rule
             // matched it); the host's values come from the call's extensions.
             target: entry
                 .records
@@ -269,7 +269,7 @@ where
                 note.interaction_id = held_id;
             }
         });
-        // Issue 22: who answered, by their verified principal, beside their name.
+        // R47: who answered, by their verified principal, beside their name.
         if let (Some(p), ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. }) =
             (answered_by, &outcome)
         {
