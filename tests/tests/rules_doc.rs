@@ -204,3 +204,50 @@ fn a_rule_missing_from_the_page_is_reported_with_its_citers() {
         "a range past the last rule is caught"
     );
 }
+
+/// The shipped crates' source folders (`src/` of `layers/*`, `cli`, `adapters/*`).
+fn shipped_sources() -> Vec<PathBuf> {
+    let root = root();
+    let mut dirs = vec![root.join("cli/src")];
+    for group in ["layers", "adapters"] {
+        if let Ok(entries) = fs::read_dir(root.join(group)) {
+            dirs.extend(entries.flatten().map(|e| e.path().join("src")));
+        }
+    }
+    let mut out = Vec::new();
+    for d in dirs {
+        sources(&d, &mut out);
+    }
+    out.retain(|p| p.extension().is_some_and(|e| e == "rs"));
+    out
+}
+
+/// The house (STYLE.md, "Round four"): shipped code cites rules and chapters, never a
+/// tracker's issue numbers — in comments, doc comments and messages. Names of the suite's
+/// cases (`fn issue24_…`) are names, not citations.
+#[test]
+fn shipped_code_cites_no_issue_numbers() {
+    let mut found = Vec::new();
+    for path in shipped_sources() {
+        let text = fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            let bytes = lower.as_bytes();
+            let cites = lower.match_indices("issue").any(|(at, _)| {
+                let rest = &bytes[at + "issue".len()..];
+                let rest = rest.strip_prefix(b"s").unwrap_or(rest);
+                rest.strip_prefix(b" ")
+                    .and_then(|r| r.first())
+                    .is_some_and(u8::is_ascii_digit)
+            });
+            if cites {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "cite the rule (docs/rules.md) or the chapter instead:\n{}",
+        found.join("\n")
+    );
+}
