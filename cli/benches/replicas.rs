@@ -22,6 +22,13 @@
 //! ```
 //!
 //! Skips with a message without HAProxy or `TOOLGATE_PG_URL`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -123,13 +123,19 @@ pub(super) fn check(
     let valid = errs.is_empty();
     if json {
         if valid {
-            let mut out = json!({
-                "valid": true,
-                "warnings": warnings.iter().map(|w| json!({"path": w.path, "message": w.message})).collect::<Vec<_>>(),
-            });
+            let mut out = serde_json::Map::new();
+            out.insert("valid".into(), json!(true));
+            out.insert(
+                "warnings".into(),
+                warnings
+                    .iter()
+                    .map(|w| json!({"path": w.path, "message": w.message}))
+                    .collect(),
+            );
             if !notes.is_empty() {
-                out["notes"] = json!(notes);
+                out.insert("notes".into(), json!(notes));
             }
+            let out = serde_json::Value::Object(out);
             print_json(&out);
         } else {
             print_json(&json!({"valid": false, "errors": errors_json(&errs)}));

@@ -470,7 +470,7 @@ fn config_print(config: &Path, policy: Option<&Path>) -> Result<ExitCode, String
             .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
         builder = builder.policy(p);
     }
-    #[allow(unused_mut)]
+    #[allow(unused_mut, reason = "mutated only with some features")]
     let mut effective = config::effective(&build(builder)?);
     // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
     #[cfg(feature = "mcp")]

@@ -265,7 +265,10 @@ fn reload_on_hangup(
                     // An added or changed server that is not connected yet says so.
                     let (ready, body) = server.readiness().await;
                     if !ready {
-                        eprintln!("toolgate: warning: not ready: {}", body["not_ready"]);
+                        eprintln!(
+                            "toolgate: warning: not ready: {}",
+                            body.get("not_ready").unwrap_or(&serde_json::Value::Null)
+                        );
                     }
                 }
                 Err(e) => eprintln!(

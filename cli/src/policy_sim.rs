@@ -58,19 +58,21 @@ pub(crate) fn run(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let changed = report["changed"].as_array().map_or(&[][..], Vec::as_slice);
+    let changed = at(&report, "changed")
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     println!(
         "{} recorded calls replayed ({} skipped: no input recorded){}",
-        report["replayed"],
-        report["skipped"],
-        match report["redacted_inputs"].as_u64() {
+        at(&report, "replayed"),
+        at(&report, "skipped"),
+        match at(&report, "redacted_inputs").as_u64() {
             Some(0) | None => String::new(),
             Some(n) => format!("; {n} inputs were recorded redacted"),
         }
     );
     // R52: what the replay read besides calls, and what it could not judge — never reported
     // as unchanged.
-    let count = |k: &str| report[k].as_u64().unwrap_or_default();
+    let count = |k: &str| at(&report, k).as_u64().unwrap_or_default();
     if count("paired") > 0 {
         println!(
             "{} sends of held calls were folded into the held call they answered",
@@ -83,10 +85,12 @@ pub(crate) fn run(
             count("other_records")
         );
     }
-    if report["unchained"].as_bool() == Some(true) {
+    if at(&report, "unchained").as_bool() == Some(true) {
         println!("note: the log carries no hash chain, so its records could not be checked");
     }
-    let unjudged = report["unjudged"].as_array().map_or(&[][..], Vec::as_slice);
+    let unjudged = at(&report, "unjudged")
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     for u in unjudged {
         println!(
             "not judged: line {}: `{}` is known to neither policy's catalog (no definition of it in the log)",
@@ -132,10 +136,10 @@ pub(crate) fn run(
             side(&c["proposed"]),
         );
     }
-    let t = &report["totals"];
+    let t = at(&report, "totals");
     println!(
         "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run{}",
-        report["replayed"],
+        at(&report, "replayed"),
         t["now_refused"],
         t["now_asked"],
         t["now_run"],
@@ -145,4 +149,10 @@ pub(crate) fn run(
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The field `k` of `v`, or `null` (a report's reading never panics).
+fn at<'a>(v: &'a Value, k: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    v.get(k).unwrap_or(&NULL)
 }

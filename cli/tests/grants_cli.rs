@@ -2,6 +2,13 @@
 //! `approvers` section, and a grant given by the CLI answering the calls of a running
 //! `toolgate mcp serve` on the same inbox, without a restart, audited with the grant.
 #![cfg(feature = "mcp")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

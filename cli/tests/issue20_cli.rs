@@ -1,6 +1,13 @@
 //! Issue 20 at the command line: what a person reads shows hidden characters marked, and
 //! a deny reason has a length bound. A call held by a real stack in this process, read and
 //! answered by the command in another.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,6 +2,13 @@
 //! signed by the identity provider's keys, and on SIGHUP reads its JWKS file again, so a key
 //! removed from it stops working at once; `toolgate check` names a bad `mcp.jwt` field.
 #![cfg(feature = "mcp")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

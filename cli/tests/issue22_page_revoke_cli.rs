@@ -4,6 +4,13 @@
 //! refused at its next request; a configuration that does not read keeps the approvers in
 //! force.
 #![cfg(all(feature = "serve", unix))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};

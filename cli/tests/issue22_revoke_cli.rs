@@ -4,6 +4,13 @@
 //! sessions opened with them are closed (their open event streams end, a request naming
 //! them is answered 404), while a session whose token is still good stays open.
 #![cfg(all(feature = "mcp", unix))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;

@@ -3,6 +3,13 @@
 //! with `ca_file` its tokens verify; without it the server does not start, naming the field
 //! and why; plain `http://` to another host is refused by `toolgate check`.
 #![cfg(all(feature = "mcp", feature = "tls"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

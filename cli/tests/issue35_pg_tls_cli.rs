@@ -2,6 +2,13 @@
 //! will be reached (plain text or TLS, and which certificates it trusts) and refuses a URL
 //! that cannot connect as written; `inbox list --pg-url` reaches the CI's server over TLS
 //! (`TOOLGATE_PG_TLS_URL`, `.ci/postgres.sh`'s test CA) and refuses a root file of another CA.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,5 +1,12 @@
 //! `toolgate policy simulate` (R46, issue 21): recorded calls replayed under the policy in
 //! force and a proposed one, with what would change.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::Path;
 

@@ -1,5 +1,12 @@
 //! R46 on the command line: `policy_shadow` in a configuration is checked like `policy`
 //! (every error at its path) and written back by `config print`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use serde_json::Value;
 

@@ -4,6 +4,13 @@
 //! second `mcp serve` process on the same file) is judged by its own sends only. The upstream
 //! is our drift server, its tools labelled in the configuration.
 #![cfg(feature = "mcp")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::Path;
 

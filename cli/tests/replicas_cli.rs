@@ -12,6 +12,13 @@
 //! goes on, on any replica. The page's sign-ins live in its process too: the page backend
 //! is sticky by a cookie.
 #![cfg(all(feature = "mcp", feature = "serve"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

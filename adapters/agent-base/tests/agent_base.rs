@@ -6,7 +6,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
 )]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

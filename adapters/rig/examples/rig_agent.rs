@@ -11,6 +11,13 @@
 //! It is an example of `toolgate-rig` rather than of the workspace's examples crate: rig-core
 //! turns on serde_json's `preserve_order` for every crate built with it (see the crate's
 //! README), which must not leak into the other crates' builds.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "an example: a failed step ends it with why"
+)]
 
 #[path = "../tests/support/scripted.rs"]
 mod scripted;

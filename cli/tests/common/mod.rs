@@ -1,7 +1,11 @@
 //! Shared by the CLI's integration tests (`mod common;`): the binary, where the npm and
 //! Python packages are, the counting upstream MCP server of our own, a relay that can stop
 //! passing requests on, and small process and port helpers. Each test file uses a part.
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a kit shared by test files: each uses its own part"
+)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

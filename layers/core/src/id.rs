@@ -9,11 +9,11 @@
 /// assert_eq!(s, "sha256:00ab7f");
 /// ```
 pub fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     out.reserve(bytes.len() * 2);
     for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        for nibble in [b >> 4, b & 0xf] {
+            out.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
     }
 }
 

@@ -34,21 +34,6 @@
 //! assert_eq!(d.verdict, Verdict::Refused(RefusalCode::NotAllowed));
 //! ```
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 pub mod api_access;
 pub mod approval;

@@ -6,6 +6,13 @@
 //! snapshot with the shadow (its enforced decisions and sends must be identical), and the
 //! shadow's decisions against a snapshot that *enforces* the shadow policy over the same
 //! history (they must be equal: the shadow is the enforced decision it would have been).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

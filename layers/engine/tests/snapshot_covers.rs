@@ -8,6 +8,13 @@
 //! - R18–R21: the rules a decision matched and its verdict against
 //!   [`Policy::evaluate_exact`] (the index walked and every selector read per call), over
 //!   random rules (`effect`, `tool`, `agent`, `kind`, `when`) and calls.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

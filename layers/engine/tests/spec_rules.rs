@@ -7,6 +7,13 @@
 //!
 //! Each test drives the pure engine: `config::load_str` → `Governance::expose` /
 //! `Governance::decide` / `Governance::warnings`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use serde_json::{Value, json};
 use toolgate_core::{
@@ -129,7 +136,10 @@ fn refused(code: RefusalCode) -> Out {
 }
 
 /// Exposure as `(name, "raw" | "wrapped")` and `(name, code)`, in the engine's order.
-#[allow(clippy::type_complexity)]
+#[allow(
+    clippy::type_complexity,
+    reason = "a table of cases, read where it is written"
+)]
 fn exposure(
     gov: &Governance,
     agent: &str,

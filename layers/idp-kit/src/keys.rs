@@ -5,7 +5,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    reason = "a test kit: a fixture that cannot be made fails the test that asked for it"
 )]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

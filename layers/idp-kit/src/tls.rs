@@ -10,7 +10,12 @@
 //! # }
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run());
 //! ```
-#![allow(clippy::expect_used, clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    reason = "a test kit: a fixture that cannot be made fails the test that asked for it"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

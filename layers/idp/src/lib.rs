@@ -44,21 +44,6 @@
 //! endpoints of its upstreams. Without `tls` an `https://` URL is a start error naming the
 //! field.
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 use std::fmt;
 use std::str::FromStr;

@@ -6,6 +6,13 @@
 //! `verify-full` (and taken under `verify-ca`); `sslmode=disable` to a host that is not
 //! loopback is refused before connecting; an `sslmode` toolgate does not know is refused
 //! naming it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -3,6 +3,13 @@
 //! selectors cover none of them (the selectors in the statement, `HeldQuery::visible_to`).
 //! Run with `cargo test -p toolgate-inbox-postgres --test measure_visible -- --ignored
 //! --nocapture`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -2,6 +2,13 @@
 //! each with its own `PostgresInbox` connections and its own counter on one database, never
 //! send more than `max` calls in a window together; a database that cannot be reached
 //! refuses the call (fail closed).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -2,6 +2,13 @@
 //! same instant through two replicas (two `PostgresInbox`es, each behind its own gate, on
 //! one database) approve the call once, and it is sent once, only after the second; an
 //! inbox created before held calls recorded their approvals gains the columns on connect.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

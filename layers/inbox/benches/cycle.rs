@@ -10,6 +10,13 @@
 //! variant (NORMAL only) outside criterion and prints wall and CPU time per cycle, so that
 //! `strace -f -c` can count the system calls of a known number of cycles:
 //! `INBOX_CYCLES=3000 INBOX_VARIANT=store strace -f -c target/release/deps/cycle-…`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

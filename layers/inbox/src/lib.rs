@@ -110,21 +110,6 @@
 //! The input sent is the stored one, serialised exactly as received (RFC 8785's canonical form
 //! is kept for the hash only, because it rounds large integers through doubles).
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 /// Guides: the chapters of the manual about this crate, every example compiled and run as
 /// a doctest.

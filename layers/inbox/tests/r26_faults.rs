@@ -1,5 +1,12 @@
 //! Faults to survive (R26): a process killed with SIGKILL after the claim and before the
 //! result is recorded; a corrupt database file; a locked database file.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -1,6 +1,11 @@
 //! The inbox file deleted or replaced while a process has it open (issue 20 item 12, R26):
 //! an answer never goes into a file nobody reads again.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::path::Path;
 use std::time::Duration;

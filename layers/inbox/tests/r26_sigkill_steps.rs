@@ -8,6 +8,13 @@
 //! The child process is this test binary run again with `TOOLGATE_INBOX_STEP_CHILD` set; it
 //! resumes one held call through a store that stops for good at the named step (after
 //! writing `at STEP` to a file the parent watches), and the parent kills it there.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

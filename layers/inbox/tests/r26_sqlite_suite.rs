@@ -1,5 +1,12 @@
 //! The shared backend suite (R22, R26, R35) against embedded SQLite, with `synchronous`
 //! `NORMAL` (the default) and `FULL`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

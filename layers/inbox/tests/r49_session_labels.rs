@@ -2,6 +2,13 @@
 //! quota counts: written in the transaction that records the send, read back by a new inbox
 //! and counter on the same file (a restart), one history for the calls made in no session,
 //! and the table added to a file written before it existed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::convert::Infallible;
 use std::path::Path;

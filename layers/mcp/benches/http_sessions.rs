@@ -23,6 +23,13 @@
 //! The clients run in this process on a 2-thread runtime: on a 2-core machine the clients,
 //! the proxy and node share the cores, so the scaling measured is bounded by that. Skips with a
 //! message when server-everything is not installed.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

@@ -23,6 +23,13 @@
 //! The raw client and the gateway each run their own process of the same server. Skips
 //! with a message when the servers are not installed
 //! (`layers/mcp/scripts/install-npm-servers.sh`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::path::PathBuf;
 use std::sync::Arc;

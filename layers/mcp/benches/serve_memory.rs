@@ -15,6 +15,13 @@
 //! cargo build --release -p toolgate-cli
 //! cargo bench -p toolgate-mcp --features serve --bench serve_memory
 //! ```
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader};

@@ -20,6 +20,13 @@
 //! at a wrapper script (benches/mcp/callgrind-toolgate.sh) to count the proxy's
 //! instructions per call. Skips with a message when server-everything or the binary is
 //! missing.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -3,6 +3,13 @@
 //! governance snapshot and agent. Target: ≤ 2 ms (benches/README.md).
 //!
 //! `cargo bench -p toolgate-mcp --features serve --bench tool_search`
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a bench: a failed setup stops it"
+)]
 
 use std::hint::black_box;
 use std::sync::Arc;

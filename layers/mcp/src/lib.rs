@@ -109,21 +109,6 @@
 //! | `prefix-gateway` | `prefix_gateway`, an MCP gateway listing another server's tools with a prefix (R41), and the `toolgate-mcp-prefix-gateway` binary |
 //! | `serve` | `serve`: toolgate as an MCP server in front of the configured servers (`toolgate mcp serve`): stdio or streamable HTTP downstream, asks by elicitation or the durable inbox |
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 /// Serves one client with an rmcp server until the client goes away; transport errors
 /// become `std::io::Error`s. Shared by the test servers (drift server, prefix gateway).

@@ -59,7 +59,10 @@ pub(crate) struct Envelope<'a> {
     #[serde(borrow)]
     method: Option<Cow<'a, str>>,
     /// Read by the server side (`tools/call`).
-    #[cfg_attr(not(feature = "serve"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "serve"),
+        allow(dead_code, reason = "read only by `serve`'s number tap")
+    )]
     #[serde(borrow)]
     params: Option<&'a RawValue>,
     #[serde(borrow)]

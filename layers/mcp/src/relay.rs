@@ -25,7 +25,10 @@
 
 // Sampling and logging are deprecated by SEP-2577 in rmcp, and still what the servers of the
 // protocol versions toolgate speaks send: relaying them is the point of this module.
-#![allow(deprecated)]
+#![allow(
+    deprecated,
+    reason = "logging and sampling (SEP-2577): what today's servers send during a call"
+)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -360,7 +360,13 @@ struct OnBehalfOf {
 }
 
 impl OnBehalfOf {
-    #[cfg_attr(not(feature = "http"), allow(unused_variables))]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(
+            unused_variables,
+            reason = "without `http` no server has a token exchange"
+        )
+    )]
     fn of(server: &ServerView, extensions: &toolgate_core::Extensions) -> Self {
         Self {
             #[cfg(feature = "http")]
@@ -377,7 +383,14 @@ impl OnBehalfOf {
     /// Puts the caller's exchanged token in `request`'s extensions (the HTTP client sends
     /// the request with it) and records whom it speaks for; nothing for a server without an
     /// exchange. Why there is no token, else.
-    #[cfg_attr(not(feature = "http"), allow(unused_variables, clippy::unused_async))]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(
+            unused_variables,
+            clippy::unused_async,
+            reason = "without `http` no server has a token exchange"
+        )
+    )]
     async fn authorize(self, request: &mut CallToolRequest) -> Result<(), String> {
         #[cfg(feature = "http")]
         if let Some((exchanger, subject, sink)) = self.exchange {

@@ -1,5 +1,12 @@
 //! `toolgate_mcp::serve` (issue 15) from the rmcp client: toolgate as an MCP server in front
 //! of our drift server (stdio child), downstream in-process and over streamable HTTP.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 
@@ -92,7 +99,7 @@ impl ClientHandler for Client {
         ));
     }
 
-    #[allow(deprecated)] // logging (SEP-2577): what toolgate relays
+    #[allow(deprecated, reason = "logging (SEP-2577): what toolgate relays")]
     async fn on_logging_message(
         &self,
         params: rmcp::model::LoggingMessageNotificationParam,
@@ -1085,7 +1092,7 @@ async fn a_refused_call_relays_nothing_and_a_level_set_filters_log_messages() {
         Some("not_allowed"),
         "{refused:?}"
     );
-    #[allow(deprecated)] // logging (SEP-2577)
+    #[allow(deprecated, reason = "logging (SEP-2577)")]
     dev.set_level(rmcp::model::SetLevelRequestParams::new(
         rmcp::model::LoggingLevel::Warning,
     ))

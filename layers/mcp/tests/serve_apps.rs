@@ -2,6 +2,13 @@
 //! `ui://` resource reaches an agent only when it may read that resource (the content policy
 //! of `resources/read`); the tool stays listed either way, and the resource itself is read
 //! under the same policy.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,13 @@
 //! `toolgate mcp serve --http` as an OAuth 2.1 resource server (issue 22): bearer JWTs signed
 //! by the tests' own keys (RS256 and ES256), the JWKS served over loopback by the test, the
 //! rmcp client sending the tokens.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

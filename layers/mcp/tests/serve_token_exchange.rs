@@ -5,6 +5,13 @@
 //! The upstream is an rmcp server over real streamable HTTP that answers with the bearer it
 //! got; the token endpoint is the test's (node-oidc-provider's real grant is tested in
 //! `cli/tests/issue34_oidc_provider_cli.rs`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

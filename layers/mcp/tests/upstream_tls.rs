@@ -2,6 +2,13 @@
 //! official Rust SDK) behind a real TLS front on loopback with a test CA, reached through the
 //! project's one outbound client: trust only a `ca_file`'s CAs (or the system's), mutual TLS
 //! with a client certificate, and plain `http://` only to loopback unless opted in.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use serde_json::json;
 use toolgate::GovernanceHandle;

@@ -96,21 +96,6 @@
 //! (which can carry a person's or a hook's words) are always redacted, and the name of a
 //! tool the catalog does not know is redacted and bounded before it names a span.
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 /// Guides: the chapters of the manual about this crate, every example compiled and run as
 /// a doctest.

@@ -3,6 +3,13 @@
 //! Every test drives a real `ServiceBuilder` stack: ToolSpanLayer → ExposureLayer →
 //! ConfidentialityLayer → AirGapLayer → ApprovalGateLayer (with a scripted `FnChannel`) →
 //! a `service_fn` tool.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::io;
 

@@ -69,21 +69,6 @@
 //! | `yaml` | YAML configuration files (via `serde_norway`) |
 //! | `full` | everything above |
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 /// Guides: the chapters of the manual that are about this crate, every example compiled and
 /// run as a doctest.

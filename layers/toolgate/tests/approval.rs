@@ -3,6 +3,13 @@
 //! and records every input it receives. Each test is named after the rule it checks.
 //!
 //! The `TerminalChannel` reads standard input and is not driven here.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::collections::HashSet;
 use std::convert::Infallible;

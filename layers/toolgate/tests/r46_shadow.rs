@@ -4,6 +4,13 @@
 //! configuration, one of them with a shadow policy that disagrees with nearly everything:
 //! every response, every send, every question put to a person, every grant use and every
 //! audit record (less its times, ids and the `shadow` field) must be the same.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,6 +5,13 @@
 //! dark scheme. Screenshots go to `target/screenshots/`.
 //!
 //! Without `chromium` and `chromedriver` the tests skip loudly, except under `CI=true`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 #[path = "support/browser.rs"]
 mod browser_kit;

@@ -6,6 +6,13 @@
 //! `target/screenshots/`.
 //!
 //! Without `chromium` and `chromedriver` the test skips loudly, except under `CI=true`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 #[path = "support/browser.rs"]
 mod browser_kit;

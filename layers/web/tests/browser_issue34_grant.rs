@@ -8,6 +8,13 @@
 //!
 //! Without `chromium` and `chromedriver` the test skips loudly, except under `CI=true`, where
 //! it fails (`.ci/run` installs them with `.ci/chromium.sh`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 #[path = "support/browser.rs"]
 mod browser_kit;

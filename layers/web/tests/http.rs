@@ -1,6 +1,13 @@
 //! The approval page over HTTP, against the real server on 127.0.0.1:0 and a real SQLite
 //! inbox: every refusal (R26 who may answer, R35 what was seen, R22 policy saves), the
 //! cards (R43), escaping, and the event stream.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! Issue 20 on the approval page: hidden characters shown, who sees which calls, where
 //! requests may come from, sign-in throttling, bounded reasons, and the log of each sign-in,
 //! answer and policy save. Against the real server on 127.0.0.1:0 and a real SQLite inbox.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

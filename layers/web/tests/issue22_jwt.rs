@@ -1,6 +1,13 @@
 //! The approval page takes identity-provider tokens (issue 22): two approvers from two groups
 //! with different rights, signed in by JWT (one in `Authorization: Bearer`, one in the
 //! trusted proxy's `X-Forwarded-Access-Token`), tokens signed by the tests' own keys.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -3,6 +3,13 @@
 //! management keys and their scopes, R22 (every error with its path, 409 for an unreadable
 //! stored policy), R35 (an approval carries the hashes it was shown), idempotent answers,
 //! and identity-provider tokens.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! Issue 24: the Slack replay guard is kept in the inbox, so that two page servers on one
 //! inbox (replicas behind a load balancer) and a server started again each refuse a signed
 //! callback another already took.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -5,6 +5,13 @@
 //! the form says in words what the grant leaves open; and the server saves a grant that
 //! leaves more open than the offer only once that list was shown (the check page), so a
 //! widened grant is never saved silently.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -1,6 +1,13 @@
 //! Figures, not assertions about time (issue 24): the pending page with 10,000 held calls
 //! (time to the first byte and its size), a filtered page, a later page, and answer latency.
 //! Run with `cargo test -p toolgate-web --test measure -- --ignored --nocapture`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

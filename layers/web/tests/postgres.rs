@@ -4,6 +4,13 @@
 //!
 //! Needs `TOOLGATE_PG_URL` (`eval "$(bash .ci/postgres.sh)"`): without it the test fails
 //! under CI and skips loudly elsewhere.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

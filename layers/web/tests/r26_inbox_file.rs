@@ -1,5 +1,12 @@
 //! The page over an inbox file deleted while it serves it (issue 20 item 12, R26): an
 //! approval is refused with a clear error, never written into the deleted file and lost.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

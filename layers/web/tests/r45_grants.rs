@@ -4,6 +4,13 @@
 //! an approver grants only what their selectors cover; a double submit is one grant; the
 //! Grants tab lists each grant's state and revokes after a confirmation (CSRF, rights); and
 //! a grant given on the page answers the gate's next matching call, never loosening a deny.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

@@ -2,6 +2,13 @@
 //! audit file recorded (by a real governed stack) replayed under the policy in force and the
 //! proposed one: "this change over the last N recorded calls: X would now be refused, Y
 //! asked, Z run". Nothing is saved by a preview.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 #[path = "support/recorded.rs"]

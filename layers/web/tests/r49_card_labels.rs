@@ -2,6 +2,13 @@
 //! done when the call was asked about ("this session has read: private") beside the reasons,
 //! so the person sees why a rule on session labels matched; a session that read nothing
 //! labelled says so, and a policy that reads no labels shows no such line.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
 
 mod common;
 

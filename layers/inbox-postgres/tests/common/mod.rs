@@ -1,6 +1,11 @@
 //! Fixtures shared by the Postgres inbox's integration tests: the server from
 //! `TOOLGATE_PG_URL`, a fresh schema per store, and a real toolgate stack over a counting tool.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    reason = "a kit shared by test files: each uses its own part"
+)]
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

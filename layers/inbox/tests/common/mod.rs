@@ -1,5 +1,10 @@
 //! Fixtures shared by the inbox's integration tests.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    reason = "a kit shared by test files: each uses its own part"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 // Sampling and logging are deprecated by SEP-2577 in rmcp; servers still send them (relayed).
-#[allow(deprecated)]
+#[allow(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577; servers still send them, and they are relayed"
+)]
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
@@ -38,7 +41,7 @@ pub(super) struct GatewayClient {
     pub(super) content: tokio::sync::broadcast::Sender<crate::ContentEvent>,
 }
 
-#[allow(deprecated)] // sampling and logging (SEP-2577), relayed
+#[allow(deprecated, reason = "sampling and logging (SEP-2577), relayed")]
 impl ClientHandler for GatewayClient {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();

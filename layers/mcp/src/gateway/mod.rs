@@ -247,7 +247,15 @@ impl McpGateway {
     /// token exchange (RFC 8693: the exchanged token into the request's `extensions`); for
     /// any other server, nothing. Why there is no token, else: the request must not be
     /// sent.
-    #[cfg_attr(not(feature = "http"), allow(unused_variables, clippy::unused_async))]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(
+            unused_variables,
+            clippy::unused_async,
+            reason = "without `http` no server has a token exchange: the subject is not read"
+        )
+    )]
+    #[cfg(feature = "serve")]
     pub(crate) async fn on_behalf(
         &self,
         server: &str,

@@ -427,7 +427,10 @@ impl Shared {
             (gone.server, last)
         };
         if last && let Some((peer, _)) = self.gateway.upstream(&server) {
-            #[allow(deprecated)] // resources/unsubscribe: what today's servers take
+            #[allow(
+                deprecated,
+                reason = "resources/unsubscribe: what today's servers take"
+            )]
             let _ = peer
                 .unsubscribe(UnsubscribeRequestParams::new(uri.to_owned()))
                 .await;

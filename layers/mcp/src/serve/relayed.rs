@@ -8,7 +8,10 @@
 
 // Sampling and logging are deprecated by SEP-2577 in rmcp, and still what the clients of the
 // protocol versions toolgate speaks expect: relaying them is the point of this module.
-#![allow(deprecated)]
+#![allow(
+    deprecated,
+    reason = "logging and sampling (SEP-2577): relayed from the upstream servers during a call"
+)]
 
 use std::future::Future;
 use std::sync::Mutex;

@@ -130,7 +130,10 @@ impl GovernedSession {
 }
 
 impl ServerHandler for GovernedSession {
-    #[allow(deprecated)] // logging (SEP-2577): relayed from the upstream servers during a call
+    #[allow(
+        deprecated,
+        reason = "logging (SEP-2577): relayed from the upstream servers during a call"
+    )]
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -339,7 +342,10 @@ impl ServerHandler for GovernedSession {
 
     /// `logging/setLevel`: the floor of the log messages relayed to this session from the
     /// upstream servers during its calls (the servers themselves are shared, never told).
-    #[allow(deprecated)] // logging (SEP-2577): what the clients of today's versions send
+    #[allow(
+        deprecated,
+        reason = "logging (SEP-2577): what the clients of today's versions send"
+    )]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
@@ -503,7 +509,10 @@ impl GovernedSession {
 /// The answer to a request rmcp read as a custom one: for a method toolgate serves, its
 /// params did not fit (`-32602`, with serde's reason naming the field); for any other, the
 /// method is not served (`-32601`).
-#[allow(deprecated)] // logging/setLevel is still served (SEP-2577 deprecates it)
+#[allow(
+    deprecated,
+    reason = "logging/setLevel is still served (SEP-2577 deprecates it)"
+)]
 pub(super) fn unreadable_request(request: &rmcp::model::CustomRequest) -> ErrorData {
     use rmcp::model as m;
     fn reason<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> String {

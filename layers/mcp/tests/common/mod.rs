@@ -1,5 +1,9 @@
 //! Shared by the integration tests: where the servers are, and small stack helpers.
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a kit shared by test files: each uses its own part"
+)]
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -45,7 +45,10 @@ pub struct Pinned {
 /// reading it clone only the call's own `Arc`, never the snapshot's shared count).
 // The pin lives boxed in the call's extensions already: boxing `About` apart would cost an
 // allocation per pin for nothing.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "built once per call and moved, never stored in bulk: boxing would add an allocation per call"
+)]
 pub(super) enum PinState {
     /// Pinned with no decision yet, about the call as it looked then (no input hash: the
     /// decision pinned later takes this over, so a call allocates one `About`).

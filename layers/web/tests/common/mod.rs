@@ -1,7 +1,12 @@
 //! Fixtures for the approval page's tests: a real gate over a real SQLite inbox, and the
 //! page serving the same file on 127.0.0.1:0 (as `toolgate serve` would, from another
 //! connection).
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    reason = "a kit shared by test files: each uses its own part"
+)]
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -2,7 +2,7 @@
 //! (fantoccini), a headless browser per test, and small waits. Included by each browser test
 //! file with `#[path = "support/browser.rs"] mod browser_kit;`.
 
-#![allow(dead_code)] // each test file uses its own part of the kit
+#![allow(dead_code, reason = "each test file uses its own part of the kit")]
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -291,7 +291,7 @@ impl GovernedSession {
             first
         };
         if first {
-            #[allow(deprecated)] // resources/subscribe: what today's servers take
+            #[allow(deprecated, reason = "resources/subscribe: what today's servers take")]
             peer.subscribe(SubscribeRequestParams::new(uri))
                 .await
                 .map_err(|e| upstream_error(&server, e))?;
