@@ -19,12 +19,13 @@ use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
 use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox::{Inbox, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 mod common;
 
 use common::toolgate;
+use toolgate_inbox::StoredPolicies;
 
 fn toolgate_stdin(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))

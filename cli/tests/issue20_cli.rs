@@ -17,7 +17,7 @@ use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
 use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox::{Inbox, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 mod common;

@@ -22,11 +22,12 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_inbox::{Answer, InboxStore, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox::{Answer, SqliteInbox, SqliteOptions, State};
 
 mod common;
 
 use common::{hanging_relay, upstream_at};
+use toolgate_inbox::HeldCalls;
 
 fn write_config(dir: &Path, upstream: &str) -> std::path::PathBuf {
     let config = json!({

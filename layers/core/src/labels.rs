@@ -16,7 +16,8 @@ impl LabelSet {
         Self::default()
     }
 
-    /// The set of these labels (not validated: see [`check_label`]).
+    /// The set of these labels (not validated: `toolgate_engine::labels::check_label` says
+    /// what a label may be).
     ///
     /// ```
     /// use toolgate_core::LabelSet;

@@ -15,7 +15,8 @@
 //! use toolgate::approval::ApprovalGateLayer;
 //! use toolgate_core::{ToolCall, ToolOutput, ToolResponse};
 //! use toolgate_engine::config::{Format, load_str};
-//! use toolgate_inbox::{Inbox, InboxStore, State};
+//! use toolgate_inbox::prelude::*;
+//! use toolgate_inbox::{Inbox, State};
 //! use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 //!
 //! // Each runtime instance connects with its own, stable name.
@@ -97,7 +98,7 @@
 //! the others' `WHERE` against the new row, so they change nothing and return no row. The
 //! loser then reads the row to say why (already decided, expired, changed input or
 //! definition). Answers, cancellations, claims and recorded results all work this way;
-//! [`InboxStore::recover`](toolgate_inbox::InboxStore::recover) moves only the calls claimed
+//! [`HeldCalls::recover`](toolgate_inbox::HeldCalls::recover) moves only the calls claimed
 //! by *this* instance (its [`PostgresOptions::instance`]) to `unknown`, so one instance's
 //! restart never touches another's calls in flight.
 //!
@@ -130,7 +131,7 @@
 //!
 //! Grants (R45) live in the `grants` table; each use is one conditional
 //! `UPDATE grants SET uses = uses + 1 … WHERE id = $1 AND <live>`, so instances racing to
-//! spend a grant never pass its `max_calls`. [`PostgresInbox::grant_store`](toolgate_inbox::InboxStore::grant_store)
+//! spend a grant never pass its `max_calls`. [`PostgresInbox::grant_store`](toolgate_inbox::StoredGrants::grant_store)
 //! gives the engine's grant store on it, driven by a thread with connections of its own
 //! (the engine decides synchronously).
 //!

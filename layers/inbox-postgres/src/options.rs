@@ -25,7 +25,7 @@ pub const MAX_SCHEMA_NAME: usize = 40;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PostgresOptions {
-    /// This runtime instance's name, recorded with each claim; [`toolgate_inbox::InboxStore::recover`]
+    /// This runtime instance's name, recorded with each claim; [`toolgate_inbox::HeldCalls::recover`]
     /// marks only this instance's claims `unknown` (default `default`). Give every instance
     /// that shares one inbox its own name, stable across its restarts.
     pub instance: String,

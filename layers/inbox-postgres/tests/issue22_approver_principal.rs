@@ -15,7 +15,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::core::Principal;
-use toolgate_inbox::{Answer, InboxStore};
+use toolgate_inbox::Answer;
+use toolgate_inbox::HeldCalls;
 use toolgate_inbox_suite::held;
 
 #[tokio::test]

@@ -17,7 +17,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::core::ExecutionTarget;
-use toolgate_inbox::{Answer, EditedInput, InboxStore, State};
+use toolgate_inbox::{Answer, EditedInput, State};
+use toolgate_inbox::{HeldCalls, Nonces};
 use toolgate_inbox_suite::held;
 
 #[tokio::test]

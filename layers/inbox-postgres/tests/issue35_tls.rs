@@ -23,7 +23,8 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{ToolCall, ToolResponse};
-use toolgate_inbox::{Answer, Inbox, InboxErrorKind, InboxStore, State};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, Inbox, InboxErrorKind, State};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions, SslMode, Trust};
 
 /// The parts of `TOOLGATE_PG_TLS_URL`: `postgres://USER@HOST:PORT/DB?sslmode=…&sslrootcert=CA`.

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
-use toolgate_inbox::{Answer, InboxStore, State};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, State};
 use toolgate_inbox_postgres::{Notice, PostgresInbox};
 use toolgate_inbox_suite::held as held_call;
 

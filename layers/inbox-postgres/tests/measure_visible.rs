@@ -19,7 +19,8 @@ use common::*;
 use serde_json::json;
 use toolgate::engine::approvers::ToolSelector;
 use toolgate::engine::policy::Glob;
-use toolgate_inbox::{HeldQuery, InboxStore, VisibleTo};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{HeldQuery, VisibleTo};
 use toolgate_inbox_suite::held;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

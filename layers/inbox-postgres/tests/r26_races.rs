@@ -18,7 +18,8 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{ToolCall, ToolResponse};
-use toolgate_inbox::{Answer, AnswerError, Inbox, InboxStore, ResumeError, State};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, AnswerError, Inbox, ResumeError, State};
 use toolgate_inbox_postgres::PostgresInbox;
 
 const N: usize = 50;

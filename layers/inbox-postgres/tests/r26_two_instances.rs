@@ -23,8 +23,9 @@ use toolgate::GovernanceHandle;
 use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
 use toolgate::engine::policy::Limits;
 use toolgate_inbox::{
-    Answer, Claim, Completion, Inbox, InboxStore, Outcome, ResumeError, State, put_policy_text,
+    Answer, Claim, Completion, Inbox, Outcome, ResumeError, State, put_policy_text,
 };
+use toolgate_inbox::{HeldCalls, StoredPolicies};
 use toolgate_inbox_postgres::{Notice, PostgresInbox, WaitError};
 
 const CALLS: usize = 24;

@@ -23,7 +23,8 @@ use toolgate::core::{RunContext, RunMode, ToolCall, ToolResponse};
 use toolgate::engine::CallView;
 use toolgate::engine::Governance;
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Answer, Inbox, InboxStore, ResumeError, State};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, Inbox, ResumeError, State};
 use toolgate_inbox_postgres::PostgresInbox;
 
 const CALLS: usize = 16;

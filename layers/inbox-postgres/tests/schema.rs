@@ -12,7 +12,8 @@
 mod common;
 
 use common::*;
-use toolgate_inbox::{InboxErrorKind, InboxStore, State};
+use toolgate_inbox::{HeldCalls, StoredPolicies};
+use toolgate_inbox::{InboxErrorKind, State};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions, SCHEMA_VERSION};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

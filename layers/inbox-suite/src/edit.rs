@@ -1,6 +1,6 @@
 //! The conformance cases of approve-with-edits and the execution target (approval-page.md,
-//! "Approve with edits"): every backend's [`InboxStore::answer_edited`],
-//! [`InboxStore::edit_of`] and the target a held call keeps. Run by [`super::run_all`].
+//! "Approve with edits"): every backend's [`HeldCalls::answer_edited`](toolgate_inbox::HeldCalls::answer_edited),
+//! [`HeldCalls::edit_of`](toolgate_inbox::HeldCalls::edit_of) and the target a held call keeps. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,7 +17,6 @@ use toolgate_core::ExecutionTarget;
 
 use super::{Fixture, held, held_expired};
 use toolgate_inbox::EditedInput;
-use toolgate_inbox::InboxStore;
 use toolgate_inbox::{Answer, Claim, Completion, Holding, NewHeldCall, Outcome, State};
 use toolgate_inbox::{AnswerError, ClaimError};
 

@@ -262,7 +262,7 @@ pub async fn run_grants(fixture: &dyn Fixture) {
     case!(issue34_a_grant_keeps_its_givers_principal_across_a_restart);
 }
 
-/// The cases of [`InboxStore::find_open`] only (also run by [`run_all`]): for a store that
+/// The cases of [`HeldCalls::find_open`](toolgate_inbox::HeldCalls::find_open) only (also run by [`run_all`]): for a store that
 /// keeps the provided, scanning method.
 pub async fn run_find_open(fixture: &dyn Fixture) {
     macro_rules! case {

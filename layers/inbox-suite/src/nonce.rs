@@ -1,5 +1,5 @@
 //! The conformance case of the replay guard (approval-page.md, "Answering from Slack"):
-//! every backend's [`InboxStore::take_nonce`] takes a nonce once across handles on one
+//! every backend's [`Nonces::take_nonce`](toolgate_inbox::Nonces::take_nonce) takes a nonce once across handles on one
 //! inbox (replicas, a restarted process) until its window ends, and of racing takes exactly
 //! one wins. Run by [`super::run_all`].
 #![allow(
@@ -14,7 +14,6 @@
 use std::time::Duration;
 
 use super::{Fixture, new_id};
-use toolgate_inbox::InboxStore;
 use toolgate_inbox::Timestamp;
 
 /// The cases of this file (also run by [`super::run_all`]).

@@ -1,6 +1,6 @@
 //! The conformance cases of the paged, filtered reads (held-calls.md, "Pages of held
-//! calls"): every backend's [`InboxStore::query_held`], [`InboxStore::count_held`] and
-//! [`InboxStore::changed_since`] give what [`HeldQuery::matches`] says, in order, page by
+//! calls"): every backend's [`HeldCalls::query_held`](toolgate_inbox::HeldCalls::query_held), [`HeldCalls::count_held`](toolgate_inbox::HeldCalls::count_held) and
+//! [`HeldCalls::changed_since`](toolgate_inbox::HeldCalls::changed_since) give what [`HeldQuery::matches`] says, in order, page by
 //! page. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,

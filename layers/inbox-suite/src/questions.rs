@@ -1,6 +1,6 @@
 //! The conformance case of open approval questions (R47, protocol 2026-07-28): every
-//! backend's [`InboxStore::open_question`] keeps a question for any handle on the inbox (a
-//! replica, a restarted process), [`InboxStore::take_question`] gives it out once, of racing
+//! backend's [`OpenQuestions::open_question`](toolgate_inbox::OpenQuestions::open_question) keeps a question for any handle on the inbox (a
+//! replica, a restarted process), [`OpenQuestions::take_question`](toolgate_inbox::OpenQuestions::take_question) gives it out once, of racing
 //! takes exactly one wins, and no more than the cap are kept. Run by [`super::run_all`].
 #![allow(
     clippy::unwrap_used,
@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::{Fixture, new_id};
-use toolgate_inbox::{InboxStore, OpenQuestion, Timestamp};
+use toolgate_inbox::{OpenQuestion, Timestamp};
 
 /// The cases of this file (also run by [`super::run_all`]).
 pub async fn run_questions(fixture: &dyn Fixture) {

@@ -1,6 +1,6 @@
 //! The conformance case of the approver's selectors in the store's query (held-calls.md,
-//! "Pages of held calls"): every backend's [`InboxStore::query_held`] and
-//! [`InboxStore::count_held`] with a [`VisibleTo`] select exactly the calls
+//! "Pages of held calls"): every backend's [`HeldCalls::query_held`](toolgate_inbox::HeldCalls::query_held) and
+//! [`HeldCalls::count_held`](toolgate_inbox::HeldCalls::count_held) with a [`VisibleTo`] select exactly the calls
 //! [`Approver::may_answer`] (what the page's `may_see` asks) lets the approver answer, and
 //! the ones they answered. Run by [`super::run_all`].
 #![allow(
@@ -20,7 +20,6 @@ use toolgate_engine::approvers::{Approver, ToolSelector};
 use toolgate_engine::policy::Glob;
 
 use super::{Fixture, request};
-use toolgate_inbox::InboxStore;
 use toolgate_inbox::{Answer, HeldRecord, NewHeldCall, Timestamp};
 use toolgate_inbox::{HeldQuery, Order, VisibleTo};
 

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use serde_json::json;
+use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{
-    Answer, Claim, Completion, InboxStore, NewHeldCall, Outcome, SqliteInbox, SqliteOptions,
-    Synchronous,
+    Answer, Claim, Completion, NewHeldCall, Outcome, SqliteInbox, SqliteOptions, Synchronous,
 };
 
 /// A held call as the gate holds one: `payments__refund` for order `i`. Built here, not from

@@ -38,7 +38,7 @@ fn split_ticket(ticket: &ResumeTicket) -> (&str, Option<&str>) {
 ///
 /// - A request **without** a ticket is stored as `pending` and answered
 ///   [`ApprovalOutcome::Held`] at once: nothing holds a process while a person decides.
-///   A repeat of a call already held ([`InboxStore::hold_unless_repeated`]) holds nothing
+///   A repeat of a call already held ([`HeldCalls::hold_unless_repeated`](crate::HeldCalls::hold_unless_repeated)) holds nothing
 ///   new: still open, it is the same card; being sent, it is refused as such; ended, it is
 ///   told its ending once — the person's denial and reason, the expiry, the cancellation, or
 ///   that it was sent — and the repeat after that asks anew (R26).

@@ -246,9 +246,9 @@ impl From<InboxError> for CompleteError {
     }
 }
 
-/// Why a conditional policy put ([`InboxStore::put_policy_if_unchanged`]) saved nothing.
+/// Why a conditional policy put ([`StoredPolicies::put_policy_if_unchanged`]) saved nothing.
 ///
-/// [`InboxStore::put_policy_if_unchanged`]: crate::InboxStore::put_policy_if_unchanged
+/// [`StoredPolicies::put_policy_if_unchanged`]: crate::StoredPolicies::put_policy_if_unchanged
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicySaveError {
     /// The stored policy is not the one the put was based on: someone saved since (R22, R23).

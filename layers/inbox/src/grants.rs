@@ -13,7 +13,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use toolgate_engine::grant::{parse_grants, GrantStore};
-//! use toolgate_inbox::{GrantState, InboxGrants, InboxStore, SqliteInbox, SqliteOptions, Timestamp};
+//! use toolgate_inbox::{GrantState, InboxGrants, SqliteInbox, SqliteOptions, Timestamp};
+//! use toolgate_inbox::prelude::*;
 //! let dir = tempfile::tempdir().unwrap();
 //! let inbox = SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
 //! let g = parse_grants(r#"[{"id": "g-1", "agent": "support", "tool": "refund_order",

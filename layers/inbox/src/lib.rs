@@ -65,7 +65,7 @@
 //! Every arrow is a conditional update (`UPDATE … WHERE state = <from>`), so racing answers
 //! or racing senders have exactly one winner. The claim is committed before the tool is
 //! invoked; a process that dies between the claim and recording the result leaves the call
-//! `claimed`, and [`InboxStore::recover`] at the next start marks it `unknown` — never sent
+//! `claimed`, and [`HeldCalls::recover`] at the next start marks it `unknown` — never sent
 //! again automatically.
 //!
 //! ## Pieces
@@ -86,10 +86,10 @@
 //! ## Sessions and turns (R43)
 //!
 //! A call placed in a turn (`ToolCall::in_turn(session, turn)`) is held with its session and
-//! turn. [`InboxStore::pending`] lists a session's open interactions oldest first (a
+//! turn. [`HeldCalls::pending`] lists a session's open interactions oldest first (a
 //! subagent's held calls on its parent's session, with the subagent's id as `agent`);
-//! [`InboxStore::turn_state`] says whether a turn is paused and by which held calls
-//! ([`TurnState`]); [`InboxStore::cancel_turn`] ends each held call of a turn not yet sent
+//! [`HeldCalls::turn_state`] says whether a turn is paused and by which held calls
+//! ([`TurnState`]); [`HeldCalls::cancel_turn`] ends each held call of a turn not yet sent
 //! (pending or approved) `cancelled`. [`HeldRecord::interaction`] is what a person sees: the prompt
 //! (`Approve server / tool?`), every reason, the identity, the model's name and the input. An
 //! [`Answer`] may carry an idempotency key; without one each answer is its own.
@@ -168,4 +168,15 @@ pub use sqlite::{
     APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, PAGE_INDEXES, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1,
     SCHEMA_V2, SCHEMA_VERSION, SqliteInbox, SqliteOptions, Synchronous,
 };
-pub use store::{BoxFuture, InboxStore};
+pub use store::{
+    BoxFuture, HeldCalls, InboxStore, Nonces, OpenQuestions, StoredGrants, StoredPolicies,
+};
+
+/// The store's traits, to call a backend's methods on its own type
+/// (`use toolgate_inbox::prelude::*;`): [`InboxStore`] is their union, and a
+/// `dyn InboxStore` has every method without them.
+pub mod prelude {
+    pub use crate::store::{
+        HeldCalls, InboxStore, Nonces, OpenQuestions, StoredGrants, StoredPolicies,
+    };
+}

@@ -269,7 +269,7 @@ impl NewHeldCall {
     }
 }
 
-/// What [`InboxStore::hold_unless_repeated`](crate::InboxStore::hold_unless_repeated) did
+/// What [`HeldCalls::hold_unless_repeated`](crate::HeldCalls::hold_unless_repeated) did
 /// with a call (R26).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

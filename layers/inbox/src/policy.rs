@@ -71,7 +71,7 @@ pub async fn put_policy_text(
 /// [`put_policy_text`], saved only if the stored policy is still the one the caller read:
 /// its `updatedAt` equals `expected_updated_at` (`None`: only if no policy is stored). The
 /// check and the save are one transaction in the store
-/// ([`InboxStore::put_policy_if_unchanged`]); a stale base is [`PutPolicyError::Conflict`]
+/// ([`StoredPolicies::put_policy_if_unchanged`](crate::StoredPolicies::put_policy_if_unchanged)); a stale base is [`PutPolicyError::Conflict`]
 /// and saves nothing. An invalid policy is refused before the store is asked.
 pub async fn put_policy_text_if_unchanged(
     store: &dyn InboxStore,

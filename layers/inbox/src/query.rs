@@ -3,16 +3,16 @@
 //! feed its live update is made of.
 //!
 //! [`HeldQuery`] says which calls (pending or answered, by agent, tool, server, session,
-//! reason source, age and input text) and in which order; [`InboxStore::query_held`]
-//! returns one [`HeldPage`] of them after a [`HeldCursor`], [`InboxStore::count_held`] how
-//! many match, and [`InboxStore::changed_since`] the calls changed since a moment. The
+//! reason source, age and input text) and in which order; [`HeldCalls::query_held`]
+//! returns one [`HeldPage`] of them after a [`HeldCursor`], [`HeldCalls::count_held`] how
+//! many match, and [`HeldCalls::changed_since`] the calls changed since a moment. The
 //! backends answer each with one SQL statement over an index; the provided methods (and
 //! [`HeldQuery::matches`], which says what a filter means) list and filter in memory, with
 //! the same results.
 //!
-//! [`InboxStore::query_held`]: crate::InboxStore::query_held
-//! [`InboxStore::count_held`]: crate::InboxStore::count_held
-//! [`InboxStore::changed_since`]: crate::InboxStore::changed_since
+//! [`HeldCalls::query_held`]: crate::HeldCalls::query_held
+//! [`HeldCalls::count_held`]: crate::HeldCalls::count_held
+//! [`HeldCalls::changed_since`]: crate::HeldCalls::changed_since
 
 use crate::model::{HeldRecord, State, Timestamp};
 
@@ -399,7 +399,7 @@ impl HeldQuery {
     }
 
     /// One page of `all` (any order) as this query selects it: the provided
-    /// [`InboxStore::query_held`](crate::InboxStore::query_held)'s work, in memory.
+    /// [`HeldCalls::query_held`](crate::HeldCalls::query_held)'s work, in memory.
     pub fn page_of(&self, all: Vec<HeldRecord>) -> HeldPage {
         let mut records: Vec<HeldRecord> = all
             .into_iter()

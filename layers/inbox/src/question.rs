@@ -1,9 +1,9 @@
 //! Approval questions a client took to its user (R47, protocol 2026-07-28): kept in the
 //! store every replica shares, so the client's retry is answered by whichever replica it
-//! reaches ([`InboxStore::open_question`], [`InboxStore::take_question`]).
+//! reaches ([`OpenQuestions::open_question`], [`OpenQuestions::take_question`]).
 //!
-//! [`InboxStore::open_question`]: crate::InboxStore::open_question
-//! [`InboxStore::take_question`]: crate::InboxStore::take_question
+//! [`OpenQuestions::open_question`]: crate::OpenQuestions::open_question
+//! [`OpenQuestions::take_question`]: crate::OpenQuestions::take_question
 
 use crate::model::Timestamp;
 

@@ -46,7 +46,7 @@ pub struct Resumed {
     pub recorded: Option<State>,
     /// Why the response could not be recorded, when the store failed. The response is still
     /// returned; a call this resume had claimed stays `claimed` and becomes `unknown` at the
-    /// next [`InboxStore::recover`].
+    /// next [`HeldCalls::recover`](crate::HeldCalls::recover).
     pub record_error: Option<InboxError>,
 }
 

@@ -55,7 +55,7 @@ use crate::model::{
     StoredPolicy, Timestamp,
 };
 use crate::state::{self, PendingLost, Repeat, same_input};
-use crate::store::{BoxFuture, InboxStore};
+use crate::store::BoxFuture;
 
 mod edit;
 mod nonce;
@@ -122,7 +122,8 @@ fn file_identity(path: &Path) -> Option<FileIdentity> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use toolgate_inbox::{InboxStore, SqliteInbox, SqliteOptions, State};
+/// use toolgate_inbox::{SqliteInbox, SqliteOptions, State};
+/// use toolgate_inbox::prelude::*;
 /// let dir = tempfile::tempdir().unwrap();
 /// let inbox = SqliteInbox::open(dir.path().join("inbox.db"), SqliteOptions::default()).unwrap();
 /// assert!(inbox.list(Some(State::Pending)).await.unwrap().is_empty());
@@ -422,6 +423,7 @@ impl Inner {
 mod tests {
     use super::ops::{find_open_sql, repeats_sql};
     use super::*;
+    use crate::HeldCalls;
 
     /// The query plan of `sql` (one agent, tool and input hash bound) in a new inbox file.
     fn plan_of(sql: &str) -> Vec<String> {

@@ -393,7 +393,7 @@ pub fn complete_lost(id: &str, state: Option<State>) -> CompleteError {
 }
 
 /// What a repeat of a held call gets, by the newest held call it repeats
-/// ([`InboxStore::hold_unless_repeated`](crate::InboxStore::hold_unless_repeated), R26).
+/// ([`HeldCalls::hold_unless_repeated`](crate::HeldCalls::hold_unless_repeated), R26).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repeat {
     /// It is still asked (`pending`, not due), may be redeemed (`approved`) or is being sent

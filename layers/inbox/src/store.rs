@@ -34,39 +34,49 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// - A state change is one conditional update (`… WHERE state = <from>`), committed before the
 ///   method returns; when two callers race for one transition, exactly one wins and the other
 ///   gets the distinct error for the state it lost to.
-/// - [`answer`](InboxStore::answer): the same idempotency key twice is one answer (the same
+/// - [`answer`](HeldCalls::answer): the same idempotency key twice is one answer (the same
 ///   receipt, `replayed`); the same key with the other answer is
 ///   [`AnswerError::Conflict`]; an id never held is [`AnswerError::UnknownId`]; a call already
 ///   decided with another key is [`AnswerError::AlreadyDecided`]; an answer at or after the
 ///   call's `expires_at` marks it `expired` and is [`AnswerError::Expired`].
-/// - [`claim`](InboxStore::claim) moves `approved → claimed` only when the input hash and
+/// - [`claim`](HeldCalls::claim) moves `approved → claimed` only when the input hash and
 ///   the definition hash equal the approved ones (R35), and is committed before the caller
 ///   invokes the tool.
-/// - [`complete`](InboxStore::complete) moves `claimed → done | failed` only for the claim's
+/// - [`complete`](HeldCalls::complete) moves `claimed → done | failed` only for the claim's
 ///   own token.
-/// - [`recover`](InboxStore::recover) moves this instance's `claimed` calls to `unknown`;
+/// - [`recover`](HeldCalls::recover) moves this instance's `claimed` calls to `unknown`;
 ///   nothing ever moves a call back to `approved`.
 /// - An answer without an idempotency key is its own: it never replays another answer.
-/// - [`session_calls`](InboxStore::session_calls) lists the calls held in a session (or in
-///   one of its turns), oldest first; [`cancel_turn`](InboxStore::cancel_turn) ends every
+/// - [`session_calls`](HeldCalls::session_calls) lists the calls held in a session (or in
+///   one of its turns), oldest first; [`cancel_turn`](HeldCalls::cancel_turn) ends every
 ///   held call of the turn not yet sent — pending or approved — `cancelled` (a pending one
 ///   past its expiry `expired`) in one transaction (R43, R47).
-/// - [`hold_unless_repeated`](InboxStore::hold_unless_repeated) looks for the same call
+/// - [`hold_unless_repeated`](HeldCalls::hold_unless_repeated) looks for the same call
 ///   (agent, tool, exact input) and holds it anew only when there is none open or being
 ///   sent and the last one's ending was already told, in one transaction serialised with
 ///   every other such hold of the same call: concurrent repeats never hold two cards (R26).
-/// - [`find_open`](InboxStore::find_open) finds the open held call of one agent for one
+/// - [`find_open`](HeldCalls::find_open) finds the open held call of one agent for one
 ///   tool and input hash — the approved one when there is one, else the pending one,
 ///   newest first — by an index, not by listing (R26, R38);
-///   [`find_open_all`](InboxStore::find_open_all) returns every such candidate in that
+///   [`find_open_all`](HeldCalls::find_open_all) returns every such candidate in that
 ///   order, for a caller that compares the stored input exactly (R35).
-/// - [`put_policy`](InboxStore::put_policy) replaces the whole stored policy in one
+/// - [`put_policy`](StoredPolicies::put_policy) replaces the whole stored policy in one
 ///   transaction and stamps a strictly increasing `updatedAt`.
-/// - [`put_policy_if_unchanged`](InboxStore::put_policy_if_unchanged) compares the stored
+/// - [`put_policy_if_unchanged`](StoredPolicies::put_policy_if_unchanged) compares the stored
 ///   `updatedAt` with the expected one and replaces the policy in the same transaction, with
 ///   puts serialised across connections and processes: of two puts based on the same
 ///   `updatedAt`, exactly one saves and the other is [`PolicySaveError::Conflict`].
-pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
+pub trait InboxStore: HeldCalls + OpenQuestions + Nonces + StoredPolicies + StoredGrants {}
+
+impl<T> InboxStore for T where
+    T: HeldCalls + OpenQuestions + Nonces + StoredPolicies + StoredGrants + ?Sized
+{
+}
+
+/// Held calls (R26): holding, answering, claiming and completing them, with their sessions
+/// and turns (R43), edits and repeats — the conditional updates of the contract above
+/// [`InboxStore`].
+pub trait HeldCalls: fmt::Debug + Send + Sync + 'static {
     /// Stores a new held call as `pending`.
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>>;
 
@@ -204,7 +214,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         })
     }
 
-    /// Every open held call [`find_open`](InboxStore::find_open) chooses among — `agent`'s
+    /// Every open held call [`find_open`](HeldCalls::find_open) chooses among — `agent`'s
     /// (compared exactly) `approved` and `pending` calls for `tool` (up to ASCII case) whose
     /// input has the RFC 8785 hash `input_hash` — in its order: the approved ones first,
     /// then the pending ones, each newest first (`created_at`, then the id). Two different
@@ -270,9 +280,9 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// Records an approval with an edited input (approval-page.md, "Approve with edits"):
     /// `pending → approved`, the held call's input replaced by `edit` (so its claim is
     /// bound to the edited input's hash, R35) and the input the agent sent kept beside it
-    /// with who edited ([`InboxStore::edit_of`]), in one transaction. A retry with the same
+    /// with who edited ([`HeldCalls::edit_of`]), in one transaction. A retry with the same
     /// key and the same edit is replayed; anything else on a call no longer pending is
-    /// refused as [`InboxStore::answer`] refuses it.
+    /// refused as [`HeldCalls::answer`] refuses it.
     ///
     /// This provided method refuses: a store that records edits overrides it (both backends do).
     fn answer_edited<'a>(
@@ -298,31 +308,52 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
-    /// Takes `nonce` once (the replay guard of signed callbacks such as Slack's;
-    /// approval-page.md, "Answering from Slack"): records it as seen until `until` and
-    /// answers `true`, or answers `false` when it was taken before and its `until` is not
-    /// yet past at `now` — by any handle or process sharing the inbox, so replicas behind a
-    /// load balancer and a restarted process refuse the same replay. One conditional
-    /// insert: of racing takes of one nonce exactly one is `true`. Nonces whose `until` is
-    /// past at `now` are pruned.
-    ///
-    /// This provided method refuses: a store that keeps nonces overrides it (both backends
-    /// do).
-    fn take_nonce<'a>(
+    /// Cancels a pending call: `pending → cancelled`.
+    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>>;
+
+    /// Marks every pending call whose expiry is at or before `now` `expired`; returns their
+    /// ids.
+    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
+
+    /// Claims an approved call for sending: `approved → claimed`.
+    fn claim<'a>(&'a self, id: &'a str, claim: Claim)
+    -> BoxFuture<'a, Result<Claimed, ClaimError>>;
+
+    /// Records the response of a claimed call: `claimed → done | failed`.
+    fn complete<'a>(
         &'a self,
-        nonce: &'a str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        let _ = (nonce, until, now);
-        Box::pin(async {
+        id: &'a str,
+        completion: Completion,
+    ) -> BoxFuture<'a, Result<State, CompleteError>>;
+
+    /// At startup: marks the calls this instance had claimed `unknown` (the process died
+    /// between claim and result); returns their ids. They are never sent again
+    /// automatically.
+    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
+
+    /// Marks the calls that instance `instance` claimed `unknown`, as
+    /// [`recover`](HeldCalls::recover) does for this instance's own: for an instance known
+    /// to have stopped (a process killed between claim and result), never for a live one,
+    /// whose claims are its own to record. Returns their ids, oldest first.
+    ///
+    /// This provided method refuses: a store that can recover another instance's claims
+    /// overrides it (both backends do).
+    fn recover_instance<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
+        Box::pin(async move {
             Err(InboxError::new(
                 crate::error::InboxErrorKind::Unavailable,
-                "this inbox cannot keep the nonces of signed callbacks",
+                format!("this inbox cannot recover the calls instance `{instance}` claimed"),
             ))
         })
     }
+}
 
+/// The questions a 2026-07-28 client took to its user (R47), kept for its retry on any
+/// replica: opened once, taken once.
+pub trait OpenQuestions: fmt::Debug + Send + Sync + 'static {
     /// Keeps `question` open until its expiry (R47: a question a 2026-07-28 client took to
     /// its user, answered by its retry on any replica sharing the inbox). Answers `false`,
     /// keeping nothing, when `at_most` questions are open already; questions past their
@@ -351,7 +382,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     /// past its expiry is given back too, for the caller to say so; `None` when no question
     /// is open under `key` (never opened, taken already, or pruned).
     ///
-    /// This provided method refuses, like [`InboxStore::open_question`].
+    /// This provided method refuses, like [`OpenQuestions::open_question`].
     fn take_question<'a>(
         &'a self,
         key: &'a str,
@@ -364,49 +395,38 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
             ))
         })
     }
+}
 
-    /// Cancels a pending call: `pending → cancelled`.
-    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>>;
-
-    /// Marks every pending call whose expiry is at or before `now` `expired`; returns their
-    /// ids.
-    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
-
-    /// Claims an approved call for sending: `approved → claimed`.
-    fn claim<'a>(&'a self, id: &'a str, claim: Claim)
-    -> BoxFuture<'a, Result<Claimed, ClaimError>>;
-
-    /// Records the response of a claimed call: `claimed → done | failed`.
-    fn complete<'a>(
-        &'a self,
-        id: &'a str,
-        completion: Completion,
-    ) -> BoxFuture<'a, Result<State, CompleteError>>;
-
-    /// At startup: marks the calls this instance had claimed `unknown` (the process died
-    /// between claim and result); returns their ids. They are never sent again
-    /// automatically.
-    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>>;
-
-    /// Marks the calls that instance `instance` claimed `unknown`, as
-    /// [`recover`](InboxStore::recover) does for this instance's own: for an instance known
-    /// to have stopped (a process killed between claim and result), never for a live one,
-    /// whose claims are its own to record. Returns their ids, oldest first.
+/// The replay guard of signed callbacks: a nonce is taken once within its window.
+pub trait Nonces: fmt::Debug + Send + Sync + 'static {
+    /// Takes `nonce` once (the replay guard of signed callbacks such as Slack's;
+    /// approval-page.md, "Answering from Slack"): records it as seen until `until` and
+    /// answers `true`, or answers `false` when it was taken before and its `until` is not
+    /// yet past at `now` — by any handle or process sharing the inbox, so replicas behind a
+    /// load balancer and a restarted process refuse the same replay. One conditional
+    /// insert: of racing takes of one nonce exactly one is `true`. Nonces whose `until` is
+    /// past at `now` are pruned.
     ///
-    /// This provided method refuses: a store that can recover another instance's claims
-    /// overrides it (both backends do).
-    fn recover_instance<'a>(
+    /// This provided method refuses: a store that keeps nonces overrides it (both backends
+    /// do).
+    fn take_nonce<'a>(
         &'a self,
-        instance: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
-        Box::pin(async move {
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let _ = (nonce, until, now);
+        Box::pin(async {
             Err(InboxError::new(
                 crate::error::InboxErrorKind::Unavailable,
-                format!("this inbox cannot recover the calls instance `{instance}` claimed"),
+                "this inbox cannot keep the nonces of signed callbacks",
             ))
         })
     }
+}
 
+/// The stored tenant policy and its shadow (R22, R46), replaced whole.
+pub trait StoredPolicies: fmt::Debug + Send + Sync + 'static {
     /// The stored tenant policy, if one was ever put.
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>>;
 
@@ -459,7 +479,10 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
             ))
         })
     }
+}
 
+/// Standing approvals (R45): added, listed, used and revoked.
+pub trait StoredGrants: fmt::Debug + Send + Sync + 'static {
     /// Stores a grant (R45) after the others, unused and unrevoked, at `now`. A grant whose
     /// id is taken is [`InboxErrorKind::Duplicate`](crate::InboxErrorKind::Duplicate) and
     /// changes nothing.
@@ -474,7 +497,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
         self.add_grant_as(grant, None, now)
     }
 
-    /// [`InboxStore::add_grant`], recording the giver's verified principal (the `sub` and
+    /// [`StoredGrants::add_grant`], recording the giver's verified principal (the `sub` and
     /// `iss` of the identity-provider token they gave it with) beside the grant.
     ///
     /// This provided method refuses: a store that keeps grants overrides it (both backends
@@ -539,223 +562,7 @@ pub trait InboxStore: fmt::Debug + Send + Sync + 'static {
     }
 }
 
-impl<T: InboxStore + ?Sized> InboxStore for std::sync::Arc<T> {
-    fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
-        (**self).hold(call)
-    }
-    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
-        (**self).get(id)
-    }
-    fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
-        (**self).list(state)
-    }
-    fn session_calls<'a>(
-        &'a self,
-        session: &'a str,
-        turn: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
-        (**self).session_calls(session, turn)
-    }
-    fn query_held<'a>(
-        &'a self,
-        query: &'a HeldQuery,
-    ) -> BoxFuture<'a, Result<HeldPage, InboxError>> {
-        (**self).query_held(query)
-    }
-    fn count_held<'a>(&'a self, query: &'a HeldQuery) -> BoxFuture<'a, Result<u64, InboxError>> {
-        (**self).count_held(query)
-    }
-    fn changed_since(
-        &self,
-        since: Timestamp,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
-        (**self).changed_since(since, limit)
-    }
-    fn cancel_turn<'a>(
-        &'a self,
-        session: &'a str,
-        turn: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
-        (**self).cancel_turn(session, turn)
-    }
-    fn pending<'a>(
-        &'a self,
-        session: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
-        (**self).pending(session)
-    }
-    fn turn_state<'a>(
-        &'a self,
-        session: &'a str,
-        turn: &'a str,
-    ) -> BoxFuture<'a, Result<TurnState, InboxError>> {
-        (**self).turn_state(session, turn)
-    }
-    fn find_open<'a>(
-        &'a self,
-        agent: &'a AgentRef,
-        tool: &'a str,
-        input_hash: &'a str,
-    ) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
-        (**self).find_open(agent, tool, input_hash)
-    }
-    fn find_open_all<'a>(
-        &'a self,
-        agent: &'a AgentRef,
-        tool: &'a str,
-        input_hash: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
-        (**self).find_open_all(agent, tool, input_hash)
-    }
-    fn hold_unless_repeated(
-        &self,
-        call: NewHeldCall,
-    ) -> BoxFuture<'_, Result<Holding, InboxError>> {
-        (**self).hold_unless_repeated(call)
-    }
-    fn answer<'a>(
-        &'a self,
-        id: &'a str,
-        answer: Answer,
-    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
-        (**self).answer(id, answer)
-    }
-    fn answer_edited<'a>(
-        &'a self,
-        id: &'a str,
-        answer: Answer,
-        edit: crate::edit::EditedInput,
-    ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
-        (**self).answer_edited(id, answer, edit)
-    }
-    fn edit_of<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::edit::StoredEdit>, InboxError>> {
-        (**self).edit_of(id)
-    }
-    fn take_nonce<'a>(
-        &'a self,
-        nonce: &'a str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        (**self).take_nonce(nonce, until, now)
-    }
-    fn open_question<'a>(
-        &'a self,
-        question: crate::question::OpenQuestion,
-        at_most: u32,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        (**self).open_question(question, at_most, now)
-    }
-    fn take_question<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
-        (**self).take_question(key)
-    }
-    fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
-        (**self).cancel(id)
-    }
-    fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
-        (**self).expire_due(now)
-    }
-    fn claim<'a>(
-        &'a self,
-        id: &'a str,
-        claim: Claim,
-    ) -> BoxFuture<'a, Result<Claimed, ClaimError>> {
-        (**self).claim(id, claim)
-    }
-    fn complete<'a>(
-        &'a self,
-        id: &'a str,
-        completion: Completion,
-    ) -> BoxFuture<'a, Result<State, CompleteError>> {
-        (**self).complete(id, completion)
-    }
-    fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
-        (**self).recover()
-    }
-    fn recover_instance<'a>(
-        &'a self,
-        instance: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
-        (**self).recover_instance(instance)
-    }
-    fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
-        (**self).get_policy()
-    }
-    fn put_policy<'a>(
-        &'a self,
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
-        (**self).put_policy(policy)
-    }
-    fn put_policy_if_unchanged<'a>(
-        &'a self,
-        expected_updated_at: Option<&'a str>,
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<StoredPolicy, PolicySaveError>> {
-        (**self).put_policy_if_unchanged(expected_updated_at, policy)
-    }
-    fn get_shadow_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
-        (**self).get_shadow_policy()
-    }
-    fn put_shadow_policy<'a>(
-        &'a self,
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
-        (**self).put_shadow_policy(policy)
-    }
-    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
-        (**self).clear_shadow_policy()
-    }
-    fn add_grant<'a>(
-        &'a self,
-        grant: &'a Grant,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
-        (**self).add_grant(grant, now)
-    }
-    fn add_grant_as<'a>(
-        &'a self,
-        grant: &'a Grant,
-        principal: Option<&'a toolgate_core::Principal>,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
-        (**self).add_grant_as(grant, principal, now)
-    }
-    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
-        (**self).grants()
-    }
-    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
-        (**self).live_grants(now)
-    }
-    fn use_grant<'a>(
-        &'a self,
-        id: &'a str,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        (**self).use_grant(id, now)
-    }
-    fn grant_store(&self) -> Result<Arc<dyn GrantStore>, InboxError> {
-        (**self).grant_store()
-    }
-    fn revoke_grant<'a>(
-        &'a self,
-        id: &'a str,
-        by: &'a str,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
-        (**self).revoke_grant(id, by, now)
-    }
-}
-
-/// Whether `record` is what [`InboxStore::find_open`] looks for: open (`approved` or
+/// Whether `record` is what [`HeldCalls::find_open`] looks for: open (`approved` or
 /// `pending`), held for `agent` exactly, for `tool` up to ASCII case, with `input_hash`.
 pub(crate) fn is_open_match(
     record: &HeldRecord,

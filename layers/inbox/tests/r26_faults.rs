@@ -20,9 +20,9 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{
-    Answer, AnswerError, Inbox, InboxErrorKind, InboxStore, ResumeError, SqliteInbox,
-    SqliteOptions, State,
+    Answer, AnswerError, Inbox, InboxErrorKind, ResumeError, SqliteInbox, SqliteOptions, State,
 };
 
 const CHILD_ENV: &str = "TOOLGATE_INBOX_FAULT_CHILD";

@@ -1,4 +1,4 @@
-//! `InboxStore::find_open` (R26, R38) beyond the shared suite: the provided, scanning method
+//! `HeldCalls::find_open` (R26, R38) beyond the shared suite: the provided, scanning method
 //! passes the same cases as the backends' indexed ones, and a SQLite inbox made before the
 //! index of open calls gains it when opened.
 #![allow(
@@ -22,6 +22,7 @@ use toolgate_inbox::{
     Completion, HeldRecord, InboxError, InboxStore, NewHeldCall, PolicySaveError, SqliteInbox,
     SqliteOptions, State, StoredPolicy, Timestamp,
 };
+use toolgate_inbox::{HeldCalls, Nonces, OpenQuestions, StoredGrants, StoredPolicies};
 use toolgate_inbox_suite::Fixture;
 
 /// A store that keeps the trait's provided `find_open` (it overrides everything else, by
@@ -32,17 +33,20 @@ struct Scanning {
     lists: Arc<AtomicUsize>,
 }
 
-impl InboxStore for Scanning {
+impl HeldCalls for Scanning {
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
         self.inner.hold(call)
     }
+
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
         self.inner.get(id)
     }
+
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list(state)
     }
+
     fn session_calls<'a>(
         &'a self,
         session: &'a str,
@@ -50,6 +54,7 @@ impl InboxStore for Scanning {
     ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
         self.inner.session_calls(session, turn)
     }
+
     fn cancel_turn<'a>(
         &'a self,
         session: &'a str,
@@ -57,6 +62,7 @@ impl InboxStore for Scanning {
     ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
         self.inner.cancel_turn(session, turn)
     }
+
     fn answer<'a>(
         &'a self,
         id: &'a str,
@@ -64,12 +70,15 @@ impl InboxStore for Scanning {
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         self.inner.answer(id, answer)
     }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         self.inner.cancel(id)
     }
+
     fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         self.inner.expire_due(now)
     }
+
     fn claim<'a>(
         &'a self,
         id: &'a str,
@@ -77,6 +86,7 @@ impl InboxStore for Scanning {
     ) -> BoxFuture<'a, Result<Claimed, ClaimError>> {
         self.inner.claim(id, claim)
     }
+
     fn complete<'a>(
         &'a self,
         id: &'a str,
@@ -84,18 +94,24 @@ impl InboxStore for Scanning {
     ) -> BoxFuture<'a, Result<State, CompleteError>> {
         self.inner.complete(id, completion)
     }
+
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         self.inner.recover()
     }
+}
+
+impl StoredPolicies for Scanning {
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.inner.get_policy()
     }
+
     fn put_policy<'a>(
         &'a self,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         self.inner.put_policy(policy)
     }
+
     fn put_policy_if_unchanged<'a>(
         &'a self,
         expected_updated_at: Option<&'a str>,
@@ -196,3 +212,8 @@ async fn r26_a_version_2_file_without_the_index_of_open_calls_gains_it_when_open
     drop(SqliteInbox::open(&path, SqliteOptions::default()).unwrap());
     assert_eq!(indexes(), 1);
 }
+
+// The rest of the store: the traits' defaults (this wrapper is about held calls).
+impl OpenQuestions for Scanning {}
+impl Nonces for Scanning {}
+impl StoredGrants for Scanning {}

@@ -11,9 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate_inbox::{
-    Answer, AnswerError, InboxErrorKind, InboxStore, SqliteInbox, SqliteOptions, State,
-};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, AnswerError, InboxErrorKind, SqliteInbox, SqliteOptions, State};
 use toolgate_inbox_suite::held;
 
 const HOUR: Duration = Duration::from_secs(3600);

@@ -18,9 +18,8 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{ToolCall, ToolResponse};
-use toolgate_inbox::{
-    Answer, AnswerError, Inbox, InboxStore, ResumeError, SqliteInbox, SqliteOptions, State,
-};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, AnswerError, Inbox, ResumeError, SqliteInbox, SqliteOptions, State};
 
 const N: usize = 50;
 

@@ -27,9 +27,10 @@ use toolgate::GovernanceHandle;
 use toolgate::engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, HeldRecord, Inbox, InboxError, InboxStore, NewHeldCall, PolicySaveError,
-    ResumeError, SqliteInbox, SqliteOptions, State, StoredPolicy, Timestamp,
+    Completion, HeldRecord, Inbox, InboxError, NewHeldCall, PolicySaveError, ResumeError,
+    SqliteInbox, SqliteOptions, State, StoredPolicy, Timestamp,
 };
+use toolgate_inbox::{HeldCalls, Nonces, OpenQuestions, StoredGrants, StoredPolicies};
 
 const CHILD_ENV: &str = "TOOLGATE_INBOX_STEP_CHILD";
 const CHILD_TEST: &str = "sigkill_step_child";
@@ -60,16 +61,19 @@ impl StopAt {
     }
 }
 
-impl InboxStore for StopAt {
+impl HeldCalls for StopAt {
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
         self.inner.hold(call)
     }
+
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<HeldRecord>, InboxError>> {
         self.inner.get(id)
     }
+
     fn list(&self, state: Option<State>) -> BoxFuture<'_, Result<Vec<HeldRecord>, InboxError>> {
         self.inner.list(state)
     }
+
     fn session_calls<'a>(
         &'a self,
         session: &'a str,
@@ -77,6 +81,7 @@ impl InboxStore for StopAt {
     ) -> BoxFuture<'a, Result<Vec<HeldRecord>, InboxError>> {
         self.inner.session_calls(session, turn)
     }
+
     fn cancel_turn<'a>(
         &'a self,
         session: &'a str,
@@ -84,6 +89,7 @@ impl InboxStore for StopAt {
     ) -> BoxFuture<'a, Result<Vec<String>, InboxError>> {
         self.inner.cancel_turn(session, turn)
     }
+
     fn answer<'a>(
         &'a self,
         id: &'a str,
@@ -91,12 +97,15 @@ impl InboxStore for StopAt {
     ) -> BoxFuture<'a, Result<AnswerReceipt, AnswerError>> {
         self.inner.answer(id, answer)
     }
+
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         self.inner.cancel(id)
     }
+
     fn expire_due(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         self.inner.expire_due(now)
     }
+
     fn claim<'a>(
         &'a self,
         id: &'a str,
@@ -109,6 +118,7 @@ impl InboxStore for StopAt {
             won
         })
     }
+
     fn complete<'a>(
         &'a self,
         id: &'a str,
@@ -121,18 +131,24 @@ impl InboxStore for StopAt {
             recorded
         })
     }
+
     fn recover(&self) -> BoxFuture<'_, Result<Vec<String>, InboxError>> {
         self.inner.recover()
     }
+}
+
+impl StoredPolicies for StopAt {
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.inner.get_policy()
     }
+
     fn put_policy<'a>(
         &'a self,
         policy: &'a Policy,
     ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
         self.inner.put_policy(policy)
     }
+
     fn put_policy_if_unchanged<'a>(
         &'a self,
         expected_updated_at: Option<&'a str>,
@@ -315,3 +331,8 @@ async fn r38_a_resume_that_now_runs_killed_at_each_step_is_sent_at_most_once_and
  {
     every_step("runs").await;
 }
+
+// The rest of the store: the traits' defaults (this wrapper is about held calls).
+impl OpenQuestions for StopAt {}
+impl Nonces for StopAt {}
+impl StoredGrants for StopAt {}

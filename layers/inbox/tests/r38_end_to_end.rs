@@ -15,7 +15,7 @@ use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::approval::ResumeTicket;
 use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
-use toolgate_inbox::{Answer, Inbox, InboxStore, ResumeError, State};
+use toolgate_inbox::{Answer, Inbox, ResumeError, State};
 
 fn setup() -> (tempfile::TempDir, GovernanceHandle, Inbox, Tool, Stack) {
     let dir = tempfile::tempdir().unwrap();

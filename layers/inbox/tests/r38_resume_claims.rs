@@ -24,7 +24,7 @@ use toolgate::GovernanceHandle;
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel, ResumeTicket};
 use toolgate::core::{ChannelKind, RefusalCode, ToolCall, ToolResponse};
 use toolgate::engine::CallView;
-use toolgate_inbox::{Answer, Inbox, InboxStore, ResumeError, SqliteInbox, SqliteOptions, State};
+use toolgate_inbox::{Answer, Inbox, ResumeError, SqliteInbox, SqliteOptions, State};
 
 fn refusal(r: &ToolResponse) -> &toolgate::core::Refusal {
     r.refusal()

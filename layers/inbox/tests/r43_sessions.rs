@@ -17,7 +17,8 @@ use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, ToolCall, ToolResponse, Turn};
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Answer, Inbox, InboxStore, SCHEMA_V1, SCHEMA_VERSION, State};
+use toolgate_inbox::HeldCalls;
+use toolgate_inbox::{Answer, Inbox, SCHEMA_V1, SCHEMA_VERSION, State};
 use tower::ServiceExt;
 
 fn setup() -> (tempfile::TempDir, Inbox, Tool, Stack) {

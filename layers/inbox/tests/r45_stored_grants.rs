@@ -1,5 +1,5 @@
 //! R45 with grants stored in a SQLite inbox, through the governed stack (`ToolgateLayer`)
-//! whose ledger reads them ([`InboxStore::grant_store`]): a grant answers only asks — never
+//! whose ledger reads them ([`StoredGrants::grant_store`]): a grant answers only asks — never
 //! a `deny`, a full quota or `auto_reject_required` — spends a use only on a call that is
 //! sent, and never changes what an agent is shown.
 #![allow(
@@ -21,7 +21,8 @@ use toolgate::core::{
 use toolgate::engine::config::{Format, load_str};
 use toolgate::engine::grant::parse_grants;
 use toolgate::{GovernanceHandle, ToolgateLayer};
-use toolgate_inbox::{InboxStore, SqliteInbox, SqliteOptions, Timestamp};
+use toolgate_inbox::StoredGrants;
+use toolgate_inbox::{SqliteInbox, SqliteOptions, Timestamp};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{

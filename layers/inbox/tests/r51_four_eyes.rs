@@ -18,7 +18,7 @@ use toolgate::GovernanceHandle;
 use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
 use toolgate::engine::Governance;
 use toolgate::engine::config::{Format, load_str};
-use toolgate_inbox::{Answer, Inbox, InboxStore, ResumeError, SqliteOptions, State};
+use toolgate_inbox::{Answer, Inbox, ResumeError, SqliteOptions, State};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn r51_sqlite_passes_the_four_eyes_cases() {

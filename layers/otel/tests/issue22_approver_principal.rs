@@ -19,7 +19,7 @@ use toolgate::approval::ApprovalGateLayer;
 use toolgate::core::{AgentRef, Principal, ToolCall, ToolOutput, ToolResponse};
 use toolgate::engine::config::{Format, load_str};
 use toolgate::{ExposureLayer, GovernanceHandle};
-use toolgate_inbox::{Answer, Inbox, InboxStore, SqliteInbox, SqliteOptions};
+use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions};
 use toolgate_otel::ToolSpanLayer;
 use toolgate_otel::attributes as attr;
 use tower::util::BoxCloneService;

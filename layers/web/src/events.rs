@@ -1,5 +1,5 @@
 //! Server-sent events: one poller reads the store's change feed
-//! ([`InboxStore::changed_since`]) and passes on each call that changed; every open page
+//! ([`HeldCalls::changed_since`]) and passes on each call that changed; every open page
 //! gets only what changed — `added` (the new card, rendered for that person and only when
 //! it passes the page's filters), `ended` (the id and state of a call answered, expired or
 //! cancelled) — and a `changed` event for the pages that refresh themselves (history,

@@ -25,7 +25,7 @@ use common::*;
 use fantoccini::Locator;
 use serde_json::json;
 use toolgate::core::{AgentRef, ToolCall, ToolResponse};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_approve_deny_and_edit_the_policy() {

@@ -25,7 +25,7 @@ use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use toolgate::core::{AgentRef, ToolCall};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 async fn sign_in(c: &Client, s: &Server) {
     c.goto(&format!("{}/login", s.base)).await.unwrap();

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use toolgate::core::{
     AgentRef, ApprovalMode, ExecutionTarget, ToolCall, ToolDeclaration, ToolIdentity, ToolResponse,
 };
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 async fn js(c: &Client, script: &str) -> Value {
     c.execute(script, vec![]).await.unwrap()

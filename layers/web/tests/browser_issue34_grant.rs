@@ -27,7 +27,7 @@ use common::*;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use toolgate::core::ToolResponse;
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 fn card() -> Value {
     json!({"to_account": 40711, "amount": 20,

@@ -24,7 +24,6 @@ use std::path::Path;
 use browser_kit::*;
 use common::*;
 use fantoccini::Locator;
-use toolgate_inbox::InboxStore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_r46_preview_a_policy_change_then_save_it() {

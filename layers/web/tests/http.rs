@@ -14,7 +14,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use toolgate::core::{AgentRef, ToolCall, ToolResponse};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 #[tokio::test]
 async fn sign_in_refuses_no_token_and_a_wrong_token() {

@@ -13,7 +13,6 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate_inbox::InboxStore;
 
 /// Every hidden character the page must never show raw.
 const HIDDEN: [char; 8] = [

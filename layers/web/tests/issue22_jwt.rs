@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use toolgate::core::{AgentRef, ToolCall};
 use toolgate::engine::config::{Format, load_str};
 use toolgate_idp_kit::{RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 const ISS: &str = "https://idp.test/realms/people";
 const AUD: &str = "toolgate-approvals";

@@ -16,7 +16,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use toolgate::core::{AgentRef, ToolCall, Turn};
-use toolgate_inbox::InboxStore;
 
 const READ: &str = "tgk-read-0123456789";
 const WRITE: &str = "tgk-write-0123456789";

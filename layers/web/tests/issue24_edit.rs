@@ -18,7 +18,7 @@ use common::*;
 use serde_json::{Value, json};
 use toolgate::ToolgateLayer;
 use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const ALICE_KEY: &str = "tgk-alice-edit-0123";

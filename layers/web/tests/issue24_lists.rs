@@ -18,7 +18,7 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::core::{AgentRef, ToolCall};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 /// The ids of the cards on a page, in order.
 fn card_ids(html: &str) -> Vec<String> {

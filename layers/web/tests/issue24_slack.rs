@@ -18,7 +18,7 @@ use common::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate::core::{AgentRef, ToolCall};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
 struct Slack {

@@ -14,7 +14,6 @@ mod common;
 use common::*;
 use serde_json::json;
 use toolgate::core::{AgentRef, ExecutionTarget, ToolCall};
-use toolgate_inbox::InboxStore;
 
 #[tokio::test]
 async fn issue24_the_execution_target_is_captured_kept_and_shown_first() {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
 const ALICE_KEY: &str = "tgk-alice-0123456789";

@@ -18,7 +18,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use toolgate::core::ToolResponse;
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 /// The card of the issue.
 fn card() -> Value {

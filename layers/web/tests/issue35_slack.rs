@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
 /// What a receiver on loopback was posted, each body as JSON.

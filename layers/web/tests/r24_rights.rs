@@ -14,7 +14,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use toolgate::core::{AgentRef, ToolCall};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 
 #[tokio::test]
 async fn r24_an_approver_for_one_record_of_a_collision_may_not_answer_on_the_page() {

@@ -17,7 +17,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolResponse};
-use toolgate_inbox::{GrantState, InboxStore, State, Timestamp};
+use toolgate_inbox::{GrantState, State, Timestamp};
 
 #[tokio::test]
 async fn r45_approve_and_allow_is_prefilled_from_the_card_and_answers_the_next_matching_call() {

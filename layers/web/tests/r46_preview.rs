@@ -16,7 +16,6 @@ mod recorded;
 
 use common::*;
 use recorded::recorded;
-use toolgate_inbox::InboxStore;
 
 #[tokio::test]
 async fn r46_the_policy_tab_counts_what_a_change_would_refuse_ask_and_run_before_a_save() {

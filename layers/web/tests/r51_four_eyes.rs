@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::*;
 use serde_json::{Value, json};
 use toolgate::core::{AgentRef, ToolCall, Turn};
-use toolgate_inbox::{InboxStore, State};
+use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
 const CAROL: &str = "carol-token-0123456789";

@@ -16,7 +16,7 @@ use toolgate_engine::grant::{Grant, GrantStore};
 use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
-    Completion, GivenApproval, HeldRecord, Holding, InboxError, InboxErrorKind as Kind, InboxStore,
+    Completion, GivenApproval, HeldRecord, Holding, InboxError, InboxErrorKind as Kind,
     NewHeldCall, OpenQuestion, PolicySaveError, State, StoredPolicy, Timestamp, codec,
     state::{self, PendingLost, Repeat},
 };
@@ -63,7 +63,7 @@ const INSERT_HELD: &str = "INSERT INTO held_calls (interaction_id, call_id, tool
     turn_id, target_json, approvals_needed, labels_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
     $9, $10, $11, $12, $13, $14, $15, 'pending', $14, $16, $17, $18, $19, $20)";
 
-/// The advisory lock every [`InboxStore::hold_unless_repeated`] of call `c` takes: the first
+/// The advisory lock every [`HeldCalls::hold_unless_repeated`] of call `c` takes: the first
 /// 63 bits of the SHA-256 of its agent, tool (ASCII lower-case) and input hash.
 fn repeat_lock_key(c: &NewHeldCall) -> i64 {
     let text = format!(
@@ -265,7 +265,7 @@ impl PostgresInbox {
             .collect()
     }
 
-    /// [`InboxStore::find_open`]: the first of [`find_open_all_op`](Self::find_open_all_op)'s
+    /// [`HeldCalls::find_open`]: the first of [`find_open_all_op`](Self::find_open_all_op)'s
     /// candidates (an approved one first, then the newest), one statement for both.
     async fn find_open_op(
         &self,
@@ -280,7 +280,7 @@ impl PostgresInbox {
             .next())
     }
 
-    /// [`InboxStore::find_open_all`]: every open call of one agent, tool and input hash.
+    /// [`HeldCalls::find_open_all`]: every open call of one agent, tool and input hash.
     /// `lower` under the "C" collation folds ASCII letters only, as `eq_ignore_ascii_case`;
     /// the `state` term is the index's own, so the planner can read `held_calls_open`; ids
     /// tie-break bytewise, as in SQLite.

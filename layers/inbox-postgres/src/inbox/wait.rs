@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 use toolgate_engine::PolicyTarget;
-use toolgate_inbox::{HeldRecord, InboxError, InboxStore, PolicyPoll, PolicyWatch, State};
+use toolgate_inbox::{HeldCalls, HeldRecord, InboxError, PolicyPoll, PolicyWatch, State};
 
 use super::PostgresInbox;
 use crate::listen::{Listener, Notice, Subscription, can_reach};

@@ -1,8 +1,8 @@
-//! The SQLite side of the replay guard ([`InboxStore::take_nonce`]; approval-page.md,
+//! The SQLite side of the replay guard ([`Nonces::take_nonce`]; approval-page.md,
 //! "Answering from Slack"): the `seen_nonces` table, created when first needed, and the one
 //! conditional insert that takes a nonce.
 //!
-//! [`InboxStore::take_nonce`]: crate::InboxStore::take_nonce
+//! [`Nonces::take_nonce`]: crate::Nonces::take_nonce
 
 use rusqlite::{Connection, TransactionBehavior, params};
 

@@ -204,12 +204,12 @@ pub(super) fn list_op(
 const BY_INPUT: &str = "(input_hash = ?3 OR interaction_id IN \
     (SELECT interaction_id FROM held_edits WHERE original_input_hash = ?3))";
 
-/// The statement of [`InboxStore::find_open`], selecting `columns`.
+/// The statement of [`HeldCalls::find_open`], selecting `columns`.
 pub(super) fn find_open_sql(columns: &str) -> String {
     format!("{} LIMIT 1", find_open_all_sql(columns))
 }
 
-/// The statement of [`InboxStore::find_open_all`] (every candidate, in `find_open`'s order),
+/// The statement of [`HeldCalls::find_open_all`] (every candidate, in `find_open`'s order),
 /// selecting `columns`.
 pub(super) fn find_open_all_sql(columns: &str) -> String {
     format!(
@@ -271,7 +271,7 @@ pub(super) fn find_open_op(
     }
 }
 
-/// The statement of [`InboxStore::hold_unless_repeated`]'s look-up, selecting `columns`
+/// The statement of [`HeldCalls::hold_unless_repeated`]'s look-up, selecting `columns`
 /// and `repeat_told_at`: every held call of one agent, tool and input hash, newest first.
 /// Calls held in the same millisecond are ordered as they were inserted (`rowid`), after an
 /// open call before an ended one and an ending not yet told before one told (R26): never by

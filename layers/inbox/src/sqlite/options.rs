@@ -38,7 +38,7 @@ pub struct SqliteOptions {
     pub synchronous: Synchronous,
     /// How long to wait for another connection's lock before failing (default 5 s).
     pub busy_timeout: Duration,
-    /// This runtime instance's name, recorded with each claim; [`InboxStore::recover`]
+    /// This runtime instance's name, recorded with each claim; [`HeldCalls::recover`](crate::HeldCalls::recover)
     /// marks only this instance's claims `unknown` (default `default`).
     pub instance: String,
     /// Create the file when it does not exist (default `true`).

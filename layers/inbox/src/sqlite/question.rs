@@ -1,8 +1,8 @@
-//! The SQLite side of open approval questions (R47, [`InboxStore::open_question`]): the
+//! The SQLite side of open approval questions (R47, [`OpenQuestions::open_question`]): the
 //! `open_questions` table, created when first needed, one conditional insert to open a
 //! question and one delete to take it.
 //!
-//! [`InboxStore::open_question`]: crate::InboxStore::open_question
+//! [`OpenQuestions::open_question`]: crate::OpenQuestions::open_question
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 

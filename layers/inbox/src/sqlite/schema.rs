@@ -58,7 +58,7 @@ ALTER TABLE held_calls ADD COLUMN turn_id TEXT;
 CREATE INDEX held_calls_by_session ON held_calls (session_id, turn_id, created_at);
 ";
 
-/// The index [`InboxStore::find_open`] reads: the open (`pending`, `approved`) calls by
+/// The index [`HeldCalls::find_open`](crate::HeldCalls::find_open) reads: the open (`pending`, `approved`) calls by
 /// agent and input hash, so that its size follows the open calls, not the history. Not a
 /// schema version of its own: it is created, when missing, each time a version-2 file is
 /// opened (a no-op read when it exists), and a program that does not know it ignores it.
@@ -67,7 +67,7 @@ CREATE INDEX IF NOT EXISTS held_calls_open ON held_calls (agent_profile, input_h
     WHERE state IN ('pending', 'approved');
 ";
 
-/// What [`InboxStore::hold_unless_repeated`] adds to a version-2 file: when the ending of
+/// What [`HeldCalls::hold_unless_repeated`](crate::HeldCalls::hold_unless_repeated) adds to a version-2 file: when the ending of
 /// a call was told to a repeat of it (R26), and the index it finds a call's repeats by (all
 /// of them, not only the open ones). Like [`OPEN_INDEX`], not a schema version of its own:
 /// added, when missing, each time a version-2 file is opened; a program that does not know

@@ -2,8 +2,9 @@
 //! Tokio's blocking pool) with the SQL of `ops`.
 
 use super::*;
+use crate::{HeldCalls, Nonces, OpenQuestions, StoredGrants, StoredPolicies};
 
-impl InboxStore for SqliteInbox {
+impl HeldCalls for SqliteInbox {
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
         self.run(move |inner, conn| hold_op(inner, conn, &call))
     }
@@ -118,33 +119,6 @@ impl InboxStore for SqliteInbox {
         self.run(move |inner, conn| edit::edit_of_op(inner, conn, &id))
     }
 
-    fn take_nonce<'a>(
-        &'a self,
-        nonce: &'a str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        let nonce = nonce.to_owned();
-        self.run(move |inner, conn| nonce::take_op(inner, conn, &nonce, until, now))
-    }
-
-    fn open_question<'a>(
-        &'a self,
-        question: crate::question::OpenQuestion,
-        at_most: u32,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        self.run(move |inner, conn| question::open_op(inner, conn, &question, at_most, now))
-    }
-
-    fn take_question<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
-        let key = key.to_owned();
-        self.run(move |inner, conn| question::take_op(inner, conn, &key))
-    }
-
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         let id = id.to_owned();
         self.run(move |inner, conn| cancel_op(inner, conn, &id, Timestamp::now()))
@@ -211,7 +185,40 @@ impl InboxStore for SqliteInbox {
             )
         })
     }
+}
 
+impl OpenQuestions for SqliteInbox {
+    fn open_question<'a>(
+        &'a self,
+        question: crate::question::OpenQuestion,
+        at_most: u32,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        self.run(move |inner, conn| question::open_op(inner, conn, &question, at_most, now))
+    }
+
+    fn take_question<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::question::OpenQuestion>, InboxError>> {
+        let key = key.to_owned();
+        self.run(move |inner, conn| question::take_op(inner, conn, &key))
+    }
+}
+
+impl Nonces for SqliteInbox {
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        let nonce = nonce.to_owned();
+        self.run(move |inner, conn| nonce::take_op(inner, conn, &nonce, until, now))
+    }
+}
+
+impl StoredPolicies for SqliteInbox {
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         self.run(move |inner, conn| {
             read_policy_row(
@@ -256,6 +263,24 @@ impl InboxStore for SqliteInbox {
         })
     }
 
+    fn put_shadow_policy<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
+        let body = codec::policy_body(policy);
+        self.run(move |inner, conn| put_shadow_op(inner, conn, &body))
+    }
+
+    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
+        self.run(move |inner, conn| {
+            conn.execute("DELETE FROM stored_shadow_policy WHERE id = 1", [])
+                .map(|n| n > 0)
+                .map_err(|e| inner.err(e))
+        })
+    }
+}
+
+impl StoredGrants for SqliteInbox {
     fn add_grant_as<'a>(
         &'a self,
         grant: &'a Grant,
@@ -340,22 +365,6 @@ impl InboxStore for SqliteInbox {
             .and_then(|mut s| s.execute(params![now.as_millis(), id]))
             .map(|n| n == 1)
             .map_err(|e| inner.err(e))
-        })
-    }
-
-    fn put_shadow_policy<'a>(
-        &'a self,
-        policy: &'a Policy,
-    ) -> BoxFuture<'a, Result<StoredPolicy, InboxError>> {
-        let body = codec::policy_body(policy);
-        self.run(move |inner, conn| put_shadow_op(inner, conn, &body))
-    }
-
-    fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
-        self.run(move |inner, conn| {
-            conn.execute("DELETE FROM stored_shadow_policy WHERE id = 1", [])
-                .map(|n| n > 0)
-                .map_err(|e| inner.err(e))
         })
     }
 

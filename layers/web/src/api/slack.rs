@@ -4,7 +4,7 @@
 //!
 //! A callback is taken only with a valid v0 signature of its body under the configured
 //! signing secret, a timestamp within five minutes, and a signature not seen before by any
-//! process sharing the inbox (a replay is refused, [`toolgate_inbox::InboxStore::take_nonce`]);
+//! process sharing the inbox (a replay is refused, [`toolgate_inbox::Nonces::take_nonce`]);
 //! its Slack user must be mapped to an approver in `approvers.slack.users`, and the answer is
 //! checked as the page checks one — that approver's rights, the hashes — and recorded under
 //! the approver's name. The same press retried by Slack (same `action_ts`) is the same answer.

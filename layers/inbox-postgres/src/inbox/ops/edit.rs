@@ -8,7 +8,7 @@ use super::*;
 use toolgate_inbox::{EditedInput, StoredEdit};
 
 impl PostgresInbox {
-    /// [`InboxStore::answer_edited`].
+    /// [`HeldCalls::answer_edited`].
     pub(super) async fn answer_edited_op(
         &self,
         id: &str,
@@ -110,7 +110,7 @@ impl PostgresInbox {
         }
     }
 
-    /// [`InboxStore::edit_of`].
+    /// [`HeldCalls::edit_of`].
     pub(super) async fn edit_of_op(&self, id: &str) -> Result<Option<StoredEdit>, InboxError> {
         let client = self.client().await?;
         let row = self

@@ -5,7 +5,7 @@
 use super::*;
 
 impl PostgresInbox {
-    /// [`InboxStore::take_nonce`].
+    /// [`Nonces::take_nonce`].
     pub(super) async fn take_nonce_op(
         &self,
         nonce: &str,

@@ -5,7 +5,7 @@
 use super::*;
 
 impl PostgresInbox {
-    /// [`InboxStore::open_question`].
+    /// [`OpenQuestions::open_question`].
     pub(super) async fn open_question_op(
         &self,
         q: &OpenQuestion,
@@ -43,7 +43,7 @@ impl PostgresInbox {
         Ok(kept == 1)
     }
 
-    /// [`InboxStore::take_question`].
+    /// [`OpenQuestions::take_question`].
     pub(super) async fn take_question_op(
         &self,
         key: &str,
@@ -68,6 +68,6 @@ impl PostgresInbox {
     }
 }
 
-/// The advisory lock every [`InboxStore::open_question`] takes (a constant no other lock of
+/// The advisory lock every [`OpenQuestions::open_question`] takes (a constant no other lock of
 /// the inbox uses: theirs are hashes of calls and groups, this one is `"questions"` in ASCII).
 const QUESTIONS_LOCK: i64 = 0x7175_6573_7469_6f6e;

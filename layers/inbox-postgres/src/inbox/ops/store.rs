@@ -1,6 +1,7 @@
 //! [`InboxStore`] for [`PostgresInbox`], and a held call's row read back.
 
 use super::*;
+use toolgate_inbox::{HeldCalls, Nonces, OpenQuestions, StoredGrants, StoredPolicies};
 
 /// The answering person's verified principal, when both halves are stored (R47).
 pub(crate) fn principal(
@@ -79,7 +80,7 @@ pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
     })
 }
 
-impl InboxStore for PostgresInbox {
+impl HeldCalls for PostgresInbox {
     fn hold(&self, call: NewHeldCall) -> BoxFuture<'_, Result<(), InboxError>> {
         Box::pin(self.hold_op(call))
     }
@@ -179,31 +180,6 @@ impl InboxStore for PostgresInbox {
         Box::pin(self.edit_of_op(id))
     }
 
-    fn take_nonce<'a>(
-        &'a self,
-        nonce: &'a str,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        Box::pin(self.take_nonce_op(nonce, until, now))
-    }
-
-    fn open_question<'a>(
-        &'a self,
-        question: OpenQuestion,
-        at_most: u32,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        Box::pin(async move { self.open_question_op(&question, at_most, now).await })
-    }
-
-    fn take_question<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<OpenQuestion>, InboxError>> {
-        Box::pin(self.take_question_op(key))
-    }
-
     fn cancel<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), AnswerError>> {
         Box::pin(self.cancel_op(id))
     }
@@ -264,45 +240,38 @@ impl InboxStore for PostgresInbox {
             .await
         })
     }
+}
 
-    fn add_grant_as<'a>(
+impl OpenQuestions for PostgresInbox {
+    fn open_question<'a>(
         &'a self,
-        grant: &'a Grant,
-        principal: Option<&'a toolgate_core::Principal>,
-        now: Timestamp,
-    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
-        Box::pin(self.add_grant_op(grant, principal, now))
-    }
-
-    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
-        Box::pin(self.grants_op())
-    }
-
-    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
-        Box::pin(self.live_grants_op(now))
-    }
-
-    fn use_grant<'a>(
-        &'a self,
-        id: &'a str,
+        question: OpenQuestion,
+        at_most: u32,
         now: Timestamp,
     ) -> BoxFuture<'a, Result<bool, InboxError>> {
-        Box::pin(self.use_grant_op(id, now))
+        Box::pin(async move { self.open_question_op(&question, at_most, now).await })
     }
 
-    fn revoke_grant<'a>(
+    fn take_question<'a>(
         &'a self,
-        id: &'a str,
-        by: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<OpenQuestion>, InboxError>> {
+        Box::pin(self.take_question_op(key))
+    }
+}
+
+impl Nonces for PostgresInbox {
+    fn take_nonce<'a>(
+        &'a self,
+        nonce: &'a str,
+        until: Timestamp,
         now: Timestamp,
-    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
-        Box::pin(self.revoke_grant_op(id, by, now))
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(self.take_nonce_op(nonce, until, now))
     }
+}
 
-    fn grant_store(&self) -> Result<std::sync::Arc<dyn GrantStore>, InboxError> {
-        self.grant_store_op()
-    }
-
+impl StoredPolicies for PostgresInbox {
     fn get_policy(&self) -> BoxFuture<'_, Result<Option<StoredPolicy>, InboxError>> {
         Box::pin(self.get_policy_op())
     }
@@ -345,6 +314,46 @@ impl InboxStore for PostgresInbox {
 
     fn clear_shadow_policy(&self) -> BoxFuture<'_, Result<bool, InboxError>> {
         Box::pin(self.clear_shadow_op())
+    }
+}
+
+impl StoredGrants for PostgresInbox {
+    fn add_grant_as<'a>(
+        &'a self,
+        grant: &'a Grant,
+        principal: Option<&'a toolgate_core::Principal>,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, InboxError>> {
+        Box::pin(self.add_grant_op(grant, principal, now))
+    }
+
+    fn grants(&self) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(self.grants_op())
+    }
+
+    fn live_grants(&self, now: Timestamp) -> BoxFuture<'_, Result<Vec<StoredGrant>, InboxError>> {
+        Box::pin(self.live_grants_op(now))
+    }
+
+    fn use_grant<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<bool, InboxError>> {
+        Box::pin(self.use_grant_op(id, now))
+    }
+
+    fn revoke_grant<'a>(
+        &'a self,
+        id: &'a str,
+        by: &'a str,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Result<StoredGrant, RevokeError>> {
+        Box::pin(self.revoke_grant_op(id, by, now))
+    }
+
+    fn grant_store(&self) -> Result<std::sync::Arc<dyn GrantStore>, InboxError> {
+        self.grant_store_op()
     }
 }
 
