@@ -73,7 +73,9 @@ impl Governance {
         d
     }
 
-    /// R14 step 7: the approval decision for a call that passed steps 1–6.
+    /// R14 step 7: the approval decision for a call that passed steps 1–6, in named steps:
+    /// the agent's own ask, the tenant policy (with the labels it reads, R49), the quotas
+    /// (R44), the posture (R39–R40), then routing (R25–R26, a grant answering, R45).
     #[expect(
         clippy::too_many_arguments,
         reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
@@ -91,21 +93,8 @@ impl Governance {
         quotas: &mut Groups,
     ) -> Decision {
         let who = call.agent;
-        let run = call.run;
-        let mut asks = Vec::new();
-        let mut matched_rules = Vec::new();
-        if mode == ApprovalMode::RequireApproval {
-            asks.push(Ask {
-                source: AskSource::Agent,
-                reason: format!(
-                    "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
-                    agent.name, entry.name
-                ),
-            });
-        }
-
-        // R49: the labels read, for the record, the span and `explain`.
-        let mut read: Option<toolgate_core::LabelsRead> = None;
+        let mut asks: Vec<Ask> = self.agent_ask(mode, agent, entry).into_iter().collect();
+        let mut said = PolicySaid::default();
         // The tenant policy (R18–R22), evaluated against every record (R24).
         match state {
             PolicyState::Unreadable(why) if entry.has_policy_kind() => {
@@ -116,109 +105,33 @@ impl Governance {
                 ));
             }
             PolicyState::Readable(policy) if self.settings.enforce_tool_invocation => {
-                let mut deny: Option<String> = None;
-                // R49: the tool's labels, and the session's before this call, when a rule or
-                // a quota selects by them. Labels that cannot be read refuse (fail closed).
-                let tool_labels = if policy.uses_labels() {
-                    self.entry_labels(entry)
-                } else {
-                    crate::labels::LabelSet::new()
-                };
-                let session_labels = if policy.uses_session_labels() {
-                    match history.sends.session_labels(history.session) {
-                        Ok(l) => Some(l),
-                        Err(e) => {
-                            return Decision::refused(Refusal::new(
-                                RefusalCode::Rejected,
-                                Check::TenantPolicy,
-                                format!(
-                                    "the session's labels cannot be read, so the policy's `session_labels` cannot be judged and the call is refused (fail closed, R49): {e}"
-                                ),
-                            ));
-                        }
-                    }
-                } else {
-                    None
+                let (tool_labels, session_labels) = match self.labels_read(policy, entry, history) {
+                    Ok(l) => l,
+                    Err(refused) => return Decision::refused(refused),
                 };
                 let labels = crate::policy::CallLabels::new(&tool_labels, session_labels.as_ref());
                 if policy.uses_labels() {
-                    read = Some(toolgate_core::LabelsRead {
+                    said.read = Some(toolgate_core::LabelsRead {
                         tool: tool_labels.clone(),
                         session: session_labels.clone(),
                     });
                 }
-                // The rules that could match this profile's calls to this tool, found once
-                // per snapshot (a subagent's id is the rules' agent, R19: not cached).
-                let subject_of = |record| record_subject(record, who.rule_name());
-                let cover = match (&who.subagent, self.catalog.index_of(entry)) {
-                    (None, Some(e)) => self.agent_position(agent).and_then(|a| {
-                        self.rule_covers.get(policy, a, e, || {
-                            RuleCover(
-                                entry
-                                    .records
-                                    .iter()
-                                    .map(|r| policy.rule_candidates(&subject_of(r)))
-                                    .collect(),
-                            )
-                        })
-                    }),
-                    _ => None,
-                };
-                for (at, record) in entry.records.iter().enumerate() {
-                    let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
-                        Some(candidates) => {
-                            policy.evaluate_candidates(candidates, input, literals, &labels)
-                        }
-                        None => {
-                            policy.evaluate_labelled(&subject_of(record), input, literals, &labels)
-                        }
-                    };
-                    for &i in &eval.matched {
-                        if matched_rules.iter().any(|m: &MatchedRule| m.index == i) {
-                            continue;
-                        }
-                        if let Some(rule) = policy.rules().get(i) {
-                            matched_rules.push(MatchedRule {
-                                index: i,
-                                effect: rule.effect(),
-                                reason: rule.reason().map(str::to_owned),
-                            });
-                            if rule.effect() == Effect::Ask {
-                                push_unique(&mut asks, AskSource::PolicyRule(i), rule.describe(i));
-                            }
-                        }
-                    }
-                    match (eval.effect, eval.decided_by) {
-                        (Some(Effect::Deny), Some(i)) if deny.is_none() => {
-                            deny = policy.rules().get(i).map(|r| r.describe(i));
-                        }
-                        (Some(Effect::Deny), None) if deny.is_none() => {
-                            deny = Some(format!(
-                                "the tenant policy's default is `deny` and no rule matches `{}`",
-                                entry.name
-                            ));
-                        }
-                        (Some(Effect::Ask), None) => push_unique(
-                            &mut asks,
-                            AskSource::PolicyDefault,
-                            format!(
-                                "the tenant policy's default is `ask` and no rule matches `{}`",
-                                entry.name
-                            ),
-                        ),
-                        _ => {}
-                    }
-                }
-                if let Some(reason) = deny {
-                    matched_rules.sort_by_key(|m| m.index);
-                    let mut d = Decision::refused(Refusal::new(
+                self.evaluate_records(
+                    policy,
+                    entry,
+                    agent,
+                    who,
+                    (input, literals),
+                    &labels,
+                    &mut asks,
+                    &mut said,
+                );
+                if let Some(reason) = said.deny.take() {
+                    return said.refused(Refusal::new(
                         RefusalCode::Denied,
                         Check::TenantPolicy,
                         reason,
                     ));
-                    d.matched_rules = matched_rules;
-                    d.labels = read;
-                    return d;
                 }
                 // R44: a full quota refuses before any ask is routed, so nobody is asked
                 // about a call that could not be sent.
@@ -235,17 +148,12 @@ impl Governance {
                 if !groups.is_empty()
                     && let Err(e) = history.sends.check(groups, history.now)
                 {
-                    matched_rules.sort_by_key(|m| m.index);
-                    let mut d = Decision::refused(self.quota_refusal_in(state, groups, &e));
-                    d.matched_rules = matched_rules;
-                    d.labels = read;
-                    return d;
+                    return said.refused(self.quota_refusal_in(state, groups, &e));
                 }
             }
             _ => {}
         }
-        matched_rules.sort_by_key(|m| m.index);
-
+        said.matched_rules.sort_by_key(|m| m.index);
         if let Some(reason) = self.posture_ask(entry) {
             asks.push(Ask {
                 source: AskSource::Posture,
@@ -253,20 +161,139 @@ impl Governance {
             });
         }
         asks.extend(extra_asks);
-        let approvals = match state {
-            PolicyState::Readable(policy) => matched_rules
-                .iter()
-                .filter(|m| m.effect == Effect::Ask)
-                .filter_map(|m| policy.rules().get(m.index))
-                .map(crate::policy::Rule::approvals)
-                .max()
-                .unwrap_or(1),
-            PolicyState::Unreadable(_) => 1,
-        };
+        let approvals = said.approvals(state);
         let mut find = || self.find_grant(entry, who, (input, literals), history);
-        let mut d = self.route_with(entry, agent, asks, matched_rules, run, approvals, &mut find);
-        d.labels = read;
+        let mut d = self.route_with(
+            entry,
+            agent,
+            asks,
+            said.matched_rules,
+            call.run,
+            approvals,
+            &mut find,
+        );
+        d.labels = said.read;
         d
+    }
+
+    /// The agent's own ask: its effective mode for the tool is `require_approval`.
+    fn agent_ask(&self, mode: ApprovalMode, agent: &ResolvedAgent, entry: &Entry) -> Option<Ask> {
+        (mode == ApprovalMode::RequireApproval).then(|| Ask {
+            source: AskSource::Agent,
+            reason: format!(
+                "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
+                agent.name, entry.name
+            ),
+        })
+    }
+
+    /// R49: the tool's labels, and the session's before this call, when a rule or a quota
+    /// selects by them. Labels that cannot be read refuse the call (fail closed).
+    fn labels_read(
+        &self,
+        policy: &Policy,
+        entry: &Entry,
+        history: &History<'_>,
+    ) -> Result<(crate::labels::LabelSet, Option<crate::labels::LabelSet>), Refusal> {
+        let tool = if policy.uses_labels() {
+            self.entry_labels(entry)
+        } else {
+            crate::labels::LabelSet::new()
+        };
+        if !policy.uses_session_labels() {
+            return Ok((tool, None));
+        }
+        match history.sends.session_labels(history.session) {
+            Ok(session) => Ok((tool, Some(session))),
+            Err(e) => Err(Refusal::new(
+                RefusalCode::Rejected,
+                Check::TenantPolicy,
+                format!(
+                    "the session's labels cannot be read, so the policy's `session_labels` cannot be judged and the call is refused (fail closed, R49): {e}"
+                ),
+            )),
+        }
+    }
+
+    /// The tenant policy's rules on every record of the call's tool (R24): the rules that
+    /// matched, their asks, and the first `deny` (a rule's, or the default's).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the resolved parts of one call, each borrowed once; a struct would only rename them"
+    )]
+    fn evaluate_records(
+        &self,
+        policy: &Arc<Policy>,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        who: &AgentRef,
+        (input, literals): (&Value, &NumberLiterals),
+        labels: &crate::policy::CallLabels<'_>,
+        asks: &mut Vec<Ask>,
+        said: &mut PolicySaid,
+    ) {
+        // The rules that could match this profile's calls to this tool, found once per
+        // snapshot (a subagent's id is the rules' agent, R19: not cached).
+        let subject_of = |record| record_subject(record, who.rule_name());
+        let cover = match (&who.subagent, self.catalog.index_of(entry)) {
+            (None, Some(e)) => self.agent_position(agent).and_then(|a| {
+                self.rule_covers.get(policy, a, e, || {
+                    RuleCover(
+                        entry
+                            .records
+                            .iter()
+                            .map(|r| policy.rule_candidates(&subject_of(r)))
+                            .collect(),
+                    )
+                })
+            }),
+            _ => None,
+        };
+        for (at, record) in entry.records.iter().enumerate() {
+            let eval = match cover.as_ref().and_then(|c| c.0.get(at)) {
+                Some(candidates) => policy.evaluate_candidates(candidates, input, literals, labels),
+                None => policy.evaluate_labelled(&subject_of(record), input, literals, labels),
+            };
+            for &i in &eval.matched {
+                if said
+                    .matched_rules
+                    .iter()
+                    .any(|m: &MatchedRule| m.index == i)
+                {
+                    continue;
+                }
+                if let Some(rule) = policy.rules().get(i) {
+                    said.matched_rules.push(MatchedRule {
+                        index: i,
+                        effect: rule.effect(),
+                        reason: rule.reason().map(str::to_owned),
+                    });
+                    if rule.effect() == Effect::Ask {
+                        push_unique(asks, AskSource::PolicyRule(i), rule.describe(i));
+                    }
+                }
+            }
+            match (eval.effect, eval.decided_by) {
+                (Some(Effect::Deny), Some(i)) if said.deny.is_none() => {
+                    said.deny = policy.rules().get(i).map(|r| r.describe(i));
+                }
+                (Some(Effect::Deny), None) if said.deny.is_none() => {
+                    said.deny = Some(format!(
+                        "the tenant policy's default is `deny` and no rule matches `{}`",
+                        entry.name
+                    ));
+                }
+                (Some(Effect::Ask), None) => push_unique(
+                    asks,
+                    AskSource::PolicyDefault,
+                    format!(
+                        "the tenant policy's default is `ask` and no rule matches `{}`",
+                        entry.name
+                    ),
+                ),
+                _ => {}
+            }
+        }
     }
 
     /// Routes a call's asks (R25–R26). With no ask, the call runs.
@@ -421,5 +448,40 @@ impl Governance {
 pub(super) fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
     if !asks.iter().any(|a| a.source == source) {
         asks.push(Ask { source, reason });
+    }
+}
+
+/// What the tenant policy said about one call: the rules that matched, the first `deny`,
+/// and the labels it read (R49, for the record, the span and `explain`).
+#[derive(Default)]
+struct PolicySaid {
+    matched_rules: Vec<MatchedRule>,
+    deny: Option<String>,
+    read: Option<toolgate_core::LabelsRead>,
+}
+
+impl PolicySaid {
+    /// The call refused with `refusal`, naming the rules that matched and the labels read.
+    fn refused(mut self, refusal: Refusal) -> Decision {
+        self.matched_rules.sort_by_key(|m| m.index);
+        let mut d = Decision::refused(refusal);
+        d.matched_rules = self.matched_rules;
+        d.labels = self.read;
+        d
+    }
+
+    /// R51: how many distinct people must approve — the most any matched `ask` rule asks.
+    fn approvals(&self, state: &PolicyState) -> u8 {
+        match state {
+            PolicyState::Readable(policy) => self
+                .matched_rules
+                .iter()
+                .filter(|m| m.effect == Effect::Ask)
+                .filter_map(|m| policy.rules().get(m.index))
+                .map(crate::policy::Rule::approvals)
+                .max()
+                .unwrap_or(1),
+            PolicyState::Unreadable(_) => 1,
+        }
     }
 }
