@@ -27,7 +27,7 @@ use crate::policy::Limits;
 use crate::recording::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
 
 /// The snapshot as a CONFIG value that loads back into an equal snapshot. A stored policy
-/// that cannot be read is left out (it is not configuration).
+/// that cannot be read is left out (it is not configuration). One section per step.
 pub fn effective(gov: &Governance) -> Value {
     let s = gov.settings();
     let mut top = Map::new();
@@ -37,11 +37,48 @@ pub fn effective(gov: &Governance) -> Value {
     );
     top.insert("air_gapped".into(), s.air_gapped.into());
     top.insert("approval".into(), json!({ "channel": s.channel.as_str() }));
+    top.insert("behavior_gating".into(), behavior_gating(gov));
+    if let Some(servers) = servers(gov) {
+        top.insert("servers".into(), servers);
+    }
+    top.insert(
+        "tools".into(),
+        Value::Array(gov.declarations.iter().map(tool).collect()),
+    );
+    top.insert(
+        "agents".into(),
+        Value::Array(gov.profiles.iter().map(agent).collect()),
+    );
+    if let PolicyState::Readable(p) = gov.policy()
+        && !(p.is_empty() && p.updated_at().is_none())
+    {
+        top.insert("policy".into(), p.to_json());
+    }
+    if let Some(p) = gov.shadow_policy() {
+        top.insert("policy_shadow".into(), p.to_json());
+    }
+    top.insert("limits".into(), limits(&s.limits));
+    if let Some(a) = audit(gov) {
+        top.insert("audit".into(), a);
+    }
+    if let Some(i) = inbox(gov) {
+        top.insert("inbox".into(), i);
+    }
+    if let Some(a) = gov.approver_settings() {
+        top.insert("approvers".into(), a.to_json());
+    }
+    if let Some(r) = redaction(gov) {
+        top.insert("redaction".into(), r);
+    }
+    Value::Object(top)
+}
 
+/// `behavior_gating`: the non-read-only rule and its exemptions.
+fn behavior_gating(gov: &Governance) -> Value {
     let mut gating = Map::new();
     gating.insert(
         "require_approval_for_non_read_only".into(),
-        s.require_approval_for_non_read_only.into(),
+        gov.settings().require_approval_for_non_read_only.into(),
     );
     if !gov.exemptions.is_empty() {
         let list = gov
@@ -59,8 +96,11 @@ pub fn effective(gov: &Governance) -> Value {
             .collect();
         gating.insert("exemptions".into(), Value::Array(list));
     }
-    top.insert("behavior_gating".into(), Value::Object(gating));
+    Value::Object(gating)
+}
 
+/// `servers`, by name: trust, prefix and the operator's labels (R41, R49); none when empty.
+fn servers(gov: &Governance) -> Option<Value> {
     let mut names: Vec<&String> = gov.servers.keys().collect();
     names.sort();
     let mut servers = Map::new();
@@ -82,92 +122,81 @@ pub fn effective(gov: &Governance) -> Value {
         }
         servers.insert(name.clone(), Value::Object(o));
     }
-    if !servers.is_empty() {
-        top.insert("servers".into(), Value::Object(servers));
-    }
-    top.insert(
-        "tools".into(),
-        Value::Array(gov.declarations.iter().map(tool).collect()),
-    );
-    top.insert(
-        "agents".into(),
-        Value::Array(gov.profiles.iter().map(agent).collect()),
-    );
-    if let PolicyState::Readable(p) = gov.policy()
-        && !(p.is_empty() && p.updated_at().is_none())
-    {
-        top.insert("policy".into(), p.to_json());
-    }
-    if let Some(p) = gov.shadow_policy() {
-        top.insert("policy_shadow".into(), p.to_json());
-    }
-    top.insert("limits".into(), limits(&s.limits));
+    (!servers.is_empty()).then_some(Value::Object(servers))
+}
 
+/// `audit`, when it is not the default.
+fn audit(gov: &Governance) -> Option<Value> {
     let a = gov.audit_settings();
-    if *a != Default::default() {
-        let mut o = Map::new();
-        if let Some(f) = &a.file {
-            o.insert("file".into(), f.clone().into());
-        }
-        let flush = match a.flush {
-            FlushPolicy::Buffered => "buffered",
-            _ => "every_record",
-        };
-        let failure = match a.on_sink_failure {
-            OnSinkFailure::Log => "log",
-            _ => "refuse",
-        };
-        o.insert("flush".into(), flush.into());
-        o.insert("on_sink_failure".into(), failure.into());
-        o.insert("include_input".into(), a.include_input.into());
-        o.insert("include_output".into(), a.include_output.into());
-        top.insert("audit".into(), Value::Object(o));
+    if *a == Default::default() {
+        return None;
     }
-    if let Some(i) = gov.inbox_settings() {
-        let mut o = Map::new();
-        match &i.store {
-            InboxStoreSetting::Sqlite(path) => o.insert("sqlite".into(), path.clone().into()),
-            InboxStoreSetting::Postgres(url) => o.insert("postgres".into(), url.clone().into()),
-        };
-        if let Some(ttl) = i.ttl {
-            o.insert(
-                "ttl".into(),
-                humantime::format_duration(ttl).to_string().into(),
-            );
-        }
-        if let Some(s) = i.synchronous {
-            let s = match s {
-                InboxSynchronous::Full => "full",
-                InboxSynchronous::Normal => "normal",
-            };
-            o.insert("synchronous".into(), s.into());
-        }
-        top.insert("inbox".into(), Value::Object(o));
+    let mut o = Map::new();
+    if let Some(f) = &a.file {
+        o.insert("file".into(), f.clone().into());
     }
-    if let Some(a) = gov.approver_settings() {
-        top.insert("approvers".into(), a.to_json());
-    }
-    let r = gov.redaction_settings();
-    if *r != Default::default() {
-        let mut o = Map::new();
-        o.insert("keys".into(), json!(r.keys));
-        o.insert("patterns".into(), json!(r.patterns));
+    let flush = match a.flush {
+        FlushPolicy::Buffered => "buffered",
+        _ => "every_record",
+    };
+    let failure = match a.on_sink_failure {
+        OnSinkFailure::Log => "log",
+        _ => "refuse",
+    };
+    o.insert("flush".into(), flush.into());
+    o.insert("on_sink_failure".into(), failure.into());
+    o.insert("include_input".into(), a.include_input.into());
+    o.insert("include_output".into(), a.include_output.into());
+    Some(Value::Object(o))
+}
+
+/// `inbox`, when there is one.
+fn inbox(gov: &Governance) -> Option<Value> {
+    let i = gov.inbox_settings()?;
+    let mut o = Map::new();
+    match &i.store {
+        InboxStoreSetting::Sqlite(path) => o.insert("sqlite".into(), path.clone().into()),
+        InboxStoreSetting::Postgres(url) => o.insert("postgres".into(), url.clone().into()),
+    };
+    if let Some(ttl) = i.ttl {
         o.insert(
-            "pointers".into(),
-            Value::Array(
-                r.pointers
-                    .iter()
-                    .map(|(tool, pointer)| json!({"tool": tool, "pointer": pointer}))
-                    .collect(),
-            ),
+            "ttl".into(),
+            humantime::format_duration(ttl).to_string().into(),
         );
-        o.insert("scrub_output".into(), r.scrub_output.into());
-        if let Some(n) = r.max_text_bytes {
-            o.insert("max_text_bytes".into(), n.into());
-        }
-        top.insert("redaction".into(), Value::Object(o));
     }
-    Value::Object(top)
+    if let Some(s) = i.synchronous {
+        let s = match s {
+            InboxSynchronous::Full => "full",
+            InboxSynchronous::Normal => "normal",
+        };
+        o.insert("synchronous".into(), s.into());
+    }
+    Some(Value::Object(o))
+}
+
+/// `redaction`, when it is not the default.
+fn redaction(gov: &Governance) -> Option<Value> {
+    let r = gov.redaction_settings();
+    if *r == Default::default() {
+        return None;
+    }
+    let mut o = Map::new();
+    o.insert("keys".into(), json!(r.keys));
+    o.insert("patterns".into(), json!(r.patterns));
+    o.insert(
+        "pointers".into(),
+        Value::Array(
+            r.pointers
+                .iter()
+                .map(|(tool, pointer)| json!({"tool": tool, "pointer": pointer}))
+                .collect(),
+        ),
+    );
+    o.insert("scrub_output".into(), r.scrub_output.into());
+    if let Some(n) = r.max_text_bytes {
+        o.insert("max_text_bytes".into(), n.into());
+    }
+    Some(Value::Object(o))
 }
 
 fn tool(d: &ToolDeclaration) -> Value {
