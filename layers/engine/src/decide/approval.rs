@@ -351,52 +351,19 @@ impl Governance {
             reasons.extend(ask_reasons.iter().cloned());
             decision(Verdict::Refused(code), Check::Routing, reasons)
         };
-        if run.mode == RunMode::AutoRejectRequired {
-            return refuse(
-                RefusalCode::Rejected,
-                String::from(
-                    "the run's approval mode `auto_reject_required` rejects every asked call",
-                ),
-            );
-        }
-        let agent_only = asks.iter().all(|a| a.source == AskSource::Agent);
-        if agent_only && run.mode == RunMode::AutoApproveRequired {
-            return decision(
-                Verdict::Run {
-                    auto_approved: true,
-                },
-                Check::Routing,
-                ask_reasons.clone(),
-            );
-        }
-        if agent.as_tool {
-            return refuse(
-                RefusalCode::NoApprovalChannel,
-                as_tool_refusal(agent, entry, Check::Routing)
-                    .reasons
-                    .join("; "),
-            );
-        }
-        // A per-agent channel (inherited by subagents, R39) replaces the host's.
-        let channel = self.ask_route(agent).channel;
-        if channel == ChannelKind::None {
-            return refuse(
-                RefusalCode::NoApprovalChannel,
-                String::from(
-                    "the call needs a person's approval and no approval channel is configured",
-                ),
-            );
-        }
-        // R51: only a durable inbox gathers several people's answers.
-        if approvals > 1 && channel != ChannelKind::Inbox {
-            return refuse(
-                RefusalCode::NoApprovalChannel,
-                format!(
-                    "the call needs {approvals} approvals from distinct people (R51), and only a durable inbox can gather them; its approval channel is `{}`",
-                    channel.as_str()
-                ),
-            );
-        }
+        let channel = match self.channel_for(entry, agent, &asks, run, approvals) {
+            Ok(channel) => channel,
+            Err(Unrouted::Refused(code, why)) => return refuse(code, why),
+            Err(Unrouted::AutoApproved) => {
+                return decision(
+                    Verdict::Run {
+                        auto_approved: true,
+                    },
+                    Check::Routing,
+                    ask_reasons.clone(),
+                );
+            }
+        };
         // R45: a live grant answers the one question, whatever asked it; only here, after
         // every refusal that stands before it in R26's order. A grant is one person's
         // answer: never for a call that needs more (R51).
@@ -443,6 +410,59 @@ impl Governance {
             )),
         }
     }
+
+    /// R26's order before anyone is asked: the run's mode, an agent used as a tool, the
+    /// channel (a per-agent one replaces the host's, R39) and whether it gathers the
+    /// approvals the call needs (R51). The channel the asks go to; else why not.
+    fn channel_for(
+        &self,
+        entry: &Entry,
+        agent: &ResolvedAgent,
+        asks: &[Ask],
+        run: RunContext,
+        approvals: u8,
+    ) -> Result<ChannelKind, Unrouted> {
+        if run.mode == RunMode::AutoRejectRequired {
+            return Err(Unrouted::Refused(
+                RefusalCode::Rejected,
+                String::from(
+                    "the run's approval mode `auto_reject_required` rejects every asked call",
+                ),
+            ));
+        }
+        let agent_only = asks.iter().all(|a| a.source == AskSource::Agent);
+        if agent_only && run.mode == RunMode::AutoApproveRequired {
+            return Err(Unrouted::AutoApproved);
+        }
+        if agent.as_tool {
+            return Err(Unrouted::Refused(
+                RefusalCode::NoApprovalChannel,
+                as_tool_refusal(agent, entry, Check::Routing)
+                    .reasons
+                    .join("; "),
+            ));
+        }
+        let channel = self.ask_route(agent).channel;
+        if channel == ChannelKind::None {
+            return Err(Unrouted::Refused(
+                RefusalCode::NoApprovalChannel,
+                String::from(
+                    "the call needs a person's approval and no approval channel is configured",
+                ),
+            ));
+        }
+        // R51: only a durable inbox gathers several people's answers.
+        if approvals > 1 && channel != ChannelKind::Inbox {
+            return Err(Unrouted::Refused(
+                RefusalCode::NoApprovalChannel,
+                format!(
+                    "the call needs {approvals} approvals from distinct people (R51), and only a durable inbox can gather them; its approval channel is `{}`",
+                    channel.as_str()
+                ),
+            ));
+        }
+        Ok(channel)
+    }
 }
 
 pub(super) fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
@@ -484,4 +504,10 @@ impl PolicySaid {
             PolicyState::Unreadable(_) => 1,
         }
     }
+}
+
+/// Why a call's asks go to no channel: refused, or approved by the run's mode (R26).
+enum Unrouted {
+    Refused(RefusalCode, String),
+    AutoApproved,
 }
