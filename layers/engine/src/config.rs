@@ -368,7 +368,19 @@ fn read_limits(v: &Value, errs: &mut ConfigErrors) -> Limits {
 fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDeclaration> {
     let before = errs.errors.len();
     let o = Obj::open(v, path, TOOL, errs)?;
-    let name = required_non_blank(&o, "name", errs);
+    let identity = read_identity(&o, path, errs);
+    let mut decl = ToolDeclaration::new(identity.clone().unwrap_or_else(|| ToolIdentity::http("")));
+    read_tool_fields(&o, &mut decl, errs);
+    if errs.errors.len() > before {
+        return None;
+    }
+    identity.map(|_| decl)
+}
+
+/// A tool's identity: its `name` and exactly one source — `toolset`, `server`, or
+/// `"kind": "http"` (R1) — with `kind`, when written, fitting the source.
+fn read_identity(o: &Obj<'_>, path: &str, errs: &mut ConfigErrors) -> Option<ToolIdentity> {
+    let name = required_non_blank(o, "name", errs);
     let toolset = o.non_blank("toolset", errs);
     let server = o.non_blank("server", errs);
     let kind = o.str("kind", errs);
@@ -421,8 +433,13 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
             identity = Some(ToolIdentity::mcp(s, name));
         }
     }
+    identity
+}
+
+/// A declaration's fields besides its identity: description, approval, network (R8),
+/// confidentiality (R7), read-only or annotations, governance (R42), target, labels (R49).
+fn read_tool_fields(o: &Obj<'_>, decl: &mut ToolDeclaration, errs: &mut ConfigErrors) {
     let is_mcp = o.has("server");
-    let mut decl = ToolDeclaration::new(identity.clone().unwrap_or_else(|| ToolIdentity::http("")));
     if let Some(d) = o.str("description", errs) {
         decl.description = Some(d.to_owned());
     }
@@ -487,10 +504,6 @@ fn read_tool(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<ToolDecla
             decl.labels = labels;
         }
     }
-    if errs.errors.len() > before {
-        return None;
-    }
-    identity.map(|_| decl)
 }
 
 /// A declaration's `target` (seed 000; configuration.md, "Gateway prefixes and the host's own
