@@ -281,7 +281,8 @@ impl Governance {
     }
 
     /// The posture's and the stored policy's: exemptions that do nothing, labels nothing
-    /// carries (R49), rules that cannot match as written (R40).
+    /// carries (R49), approvals no route can gather (R51), quotas and rules that cannot
+    /// match as written (R44, R40).
     fn policy_warnings(&self, out: &mut Vec<Warning>) {
         if !self.settings.require_approval_for_non_read_only && !self.exemptions.is_empty() {
             out.push(Warning {
@@ -292,115 +293,133 @@ impl Governance {
             });
         }
         if let PolicyState::Readable(policy) = &self.policy {
-            // R49: a label nothing carries never matches.
-            let known = self.known_labels();
-            let mut unknown_labels = |path: String, labels: Vec<&str>| {
-                for l in labels {
-                    if !known.contains(l) {
-                        out.push(Warning {
-                            path: path.clone(),
-                            message: format!(
-                                "no tool declaration or server carries the label `{l}`: this selector can never match (R49)"
-                            ),
-                        });
-                    }
-                }
-            };
-            for (i, rule) in policy.rules().iter().enumerate() {
-                unknown_labels(
-                    format!("policy.rules[{i}]"),
-                    rule.labels().chain(rule.session_labels()).collect(),
-                );
-            }
-            for (i, quota) in policy.quotas().iter().enumerate() {
-                unknown_labels(
-                    format!("policy.quotas[{i}]"),
-                    quota.labels().chain(quota.session_labels()).collect(),
-                );
-            }
-            // R51: several approvals need a durable inbox on every route a rule may take.
-            let channels: Vec<ChannelKind> = self.routed_channels().map(|r| r.kind).collect();
-            for (i, rule) in policy.rules().iter().enumerate() {
-                if rule.approvals() > 1
-                    && let Some(other) = channels.iter().find(|c| **c != ChannelKind::Inbox)
-                {
+            self.label_warnings(policy, out);
+            self.approvals_warnings(policy, out);
+            self.quota_warnings(policy, out);
+            self.rule_warnings(policy, out);
+        }
+    }
+
+    /// R49: a label nothing carries never matches.
+    fn label_warnings(&self, policy: &crate::policy::Policy, out: &mut Vec<Warning>) {
+        let known = self.known_labels();
+        let mut unknown_labels = |path: String, labels: Vec<&str>| {
+            for l in labels {
+                if !known.contains(l) {
                     out.push(Warning {
-                        path: format!("policy.rules[{i}].approvals"),
+                        path: path.clone(),
                         message: format!(
-                            "this rule needs {} approvals, which only a durable inbox can gather; asks routed to the `{}` channel are refused `no_approval_channel` (R51)",
-                            rule.approvals(),
-                            other.as_str()
+                            "no tool declaration or server carries the label `{l}`: this selector can never match (R49)"
                         ),
                     });
                 }
             }
-            // R44 in R40's spirit: a quota whose selectors match no declared tool counts
-            // nothing until such a tool arrives.
-            for (i, quota) in policy.quotas().iter().enumerate() {
+        };
+        for (i, rule) in policy.rules().iter().enumerate() {
+            unknown_labels(
+                format!("policy.rules[{i}]"),
+                rule.labels().chain(rule.session_labels()).collect(),
+            );
+        }
+        for (i, quota) in policy.quotas().iter().enumerate() {
+            unknown_labels(
+                format!("policy.quotas[{i}]"),
+                quota.labels().chain(quota.session_labels()).collect(),
+            );
+        }
+    }
+
+    /// R51: several approvals need a durable inbox on every route a rule may take.
+    fn approvals_warnings(&self, policy: &crate::policy::Policy, out: &mut Vec<Warning>) {
+        let channels: Vec<ChannelKind> = self.routed_channels().map(|r| r.kind).collect();
+        for (i, rule) in policy.rules().iter().enumerate() {
+            if rule.approvals() > 1
+                && let Some(other) = channels.iter().find(|c| **c != ChannelKind::Inbox)
+            {
+                out.push(Warning {
+                    path: format!("policy.rules[{i}].approvals"),
+                    message: format!(
+                        "this rule needs {} approvals, which only a durable inbox can gather; asks routed to the `{}` channel are refused `no_approval_channel` (R51)",
+                        rule.approvals(),
+                        other.as_str()
+                    ),
+                });
+            }
+        }
+    }
+
+    /// R44 in R40's spirit: a quota whose selectors match no declared tool counts nothing
+    /// until such a tool arrives.
+    fn quota_warnings(&self, policy: &crate::policy::Policy, out: &mut Vec<Warning>) {
+        for (i, quota) in policy.quotas().iter().enumerate() {
+            let any = self.declared().any(|(_, d)| {
+                quota.selects(d.identity.kind(), d.identity.name(), d.identity.server())
+            });
+            if !any {
+                out.push(Warning {
+                    path: format!("policy.quotas[{i}]"),
+                    message: String::from(
+                        "this quota's selectors match no declared tool; it counts only if a matching tool arrives at runtime (R44, R40)",
+                    ),
+                });
+            }
+        }
+    }
+
+    /// R40, R19: a `deny` or `ask` rule whose selector matches no declared tool, that misses
+    /// the subagents of the profile it names, or whose `when` a call may dodge.
+    fn rule_warnings(&self, policy: &crate::policy::Policy, out: &mut Vec<Warning>) {
+        for (i, rule) in policy.rules().iter().enumerate() {
+            if rule.effect() == Effect::Allow {
+                continue;
+            }
+            let path = format!("policy.rules[{i}]");
+            if rule.tool().is_some() || rule.server().is_some() {
                 let any = self.declared().any(|(_, d)| {
-                    quota.selects(d.identity.kind(), d.identity.name(), d.identity.server())
+                    rule.selects(d.identity.kind(), d.identity.name(), d.identity.server())
                 });
                 if !any {
                     out.push(Warning {
-                        path: format!("policy.quotas[{i}]"),
-                        message: String::from(
-                            "this quota's selectors match no declared tool; it counts only if a matching tool arrives at runtime (R44, R40)",
-                        ),
-                    });
-                }
-            }
-            for (i, rule) in policy.rules().iter().enumerate() {
-                if rule.effect() == Effect::Allow {
-                    continue;
-                }
-                let path = format!("policy.rules[{i}]");
-                if rule.tool().is_some() || rule.server().is_some() {
-                    let any = self.declared().any(|(_, d)| {
-                        rule.selects(d.identity.kind(), d.identity.name(), d.identity.server())
-                    });
-                    if !any {
-                        out.push(Warning {
-                            path: path.clone(),
-                            message: format!(
-                                "this `{}` rule's selector matches no declared tool; it matters only if a matching tool arrives at runtime (R40)",
-                                rule.effect()
-                            ),
-                        });
-                    }
-                }
-                // A rule written for a profile does not reach its subagents (R19: `agent`
-                // matches the subagent's id), so a subagent a token may name escapes a `deny`
-                // or `ask` its pattern does not cover.
-                if let Some(pattern) = rule.agent() {
-                    for agent in self.agents.iter().filter(|a| pattern.matches(&a.name)) {
-                        let open: Vec<&str> = agent
-                            .subagents
-                            .iter()
-                            .filter(|s| !pattern.covers(s))
-                            .map(Glob::as_str)
-                            .collect();
-                        if !open.is_empty() {
-                            out.push(Warning {
-                                path: format!("{path}.agent"),
-                                message: format!(
-                                    "this `{}` rule names agent profile `{}` but not the subagents it declares ({}): their calls are not under it (R19: `agent` matches a subagent's id); add a rule for them",
-                                    rule.effect(),
-                                    agent.name,
-                                    open.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
-                                ),
-                            });
-                        }
-                    }
-                }
-                if rule.has_when() {
-                    out.push(Warning {
-                        path,
+                        path: path.clone(),
                         message: format!(
-                            "this `{}` rule has `when`: a call whose input lacks those fields does not match it and runs (R40)",
+                            "this `{}` rule's selector matches no declared tool; it matters only if a matching tool arrives at runtime (R40)",
                             rule.effect()
                         ),
                     });
                 }
+            }
+            // A rule written for a profile does not reach its subagents (R19: `agent`
+            // matches the subagent's id), so a subagent a token may name escapes a `deny`
+            // or `ask` its pattern does not cover.
+            if let Some(pattern) = rule.agent() {
+                for agent in self.agents.iter().filter(|a| pattern.matches(&a.name)) {
+                    let open: Vec<&str> = agent
+                        .subagents
+                        .iter()
+                        .filter(|s| !pattern.covers(s))
+                        .map(Glob::as_str)
+                        .collect();
+                    if !open.is_empty() {
+                        out.push(Warning {
+                            path: format!("{path}.agent"),
+                            message: format!(
+                                "this `{}` rule names agent profile `{}` but not the subagents it declares ({}): their calls are not under it (R19: `agent` matches a subagent's id); add a rule for them",
+                                rule.effect(),
+                                agent.name,
+                                open.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+                            ),
+                        });
+                    }
+                }
+            }
+            if rule.has_when() {
+                out.push(Warning {
+                    path,
+                    message: format!(
+                        "this `{}` rule has `when`: a call whose input lacks those fields does not match it and runs (R40)",
+                        rule.effect()
+                    ),
+                });
             }
         }
     }
