@@ -8,6 +8,39 @@ pub(super) fn check(
     policy: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode, String> {
+    let mut found = check_config(config_path, policy)?;
+    #[cfg(feature = "mcp")]
+    found.check_mcp(config_path);
+    if let Some(w) = found.built.as_ref().and_then(writable_inbox) {
+        found.warnings.push(w);
+    }
+    found.notes.extend(
+        found
+            .built
+            .as_ref()
+            .and_then(|gov| inbox_transport(gov, &mut found.errs)),
+    );
+    Ok(found.print(json))
+}
+
+/// What `check` found: the snapshot when it builds, every error (with its path), the
+/// warnings and the notes.
+struct Findings {
+    /// The configuration's text (the `mcp` and `hooks` sections are read from it).
+    #[cfg_attr(
+        not(feature = "mcp"),
+        expect(dead_code, reason = "only the `mcp` sections read it")
+    )]
+    text: String,
+    built: Option<Governance>,
+    errs: ConfigErrors,
+    warnings: Vec<toolgate_engine::Warning>,
+    notes: Vec<String>,
+}
+
+/// The configuration (and the stored policy, when given) read and built: every error of
+/// both, the snapshot's warnings when it builds.
+fn check_config(config_path: &Path, policy: Option<&Path>) -> Result<Findings, String> {
     let text = read_file(config_path)?;
     let policy_text = match policy {
         Some(p) => Some(read_file(p)?),
@@ -55,110 +88,124 @@ pub(super) fn check(
             Err(e) => errs.errors.extend(e.errors),
         }
     }
-    // The `mcp` section (`toolgate mcp serve`): each error named by its path, and every
-    // token's agent a profile of the configuration.
-    let mut notes: Vec<String> = Vec::new();
-    #[cfg(feature = "mcp")]
-    if let Some(section) = mcp::section(&text, Format::from_path(config_path), "mcp") {
-        match toolgate_mcp::serve::ServeConfig::read(&section) {
-            Ok(serve) => {
-                // Which trust roots each `https://` upstream is reached with (its files as
-                // `mcp serve` reads them: relative to the configuration).
-                let resolved = serve
-                    .clone()
-                    .relative_to(&toolgate_engine::config::config_dir(config_path));
-                for s in &resolved.servers {
-                    if let Some(trust) = s.trust() {
-                        notes.push(format!("mcp.servers.{}: {trust}", s.id()));
-                    }
-                    if let Some(how) = s.on_behalf() {
-                        notes.push(format!("mcp.servers.{}.token_exchange: {how}", s.id()));
-                    }
-                }
-                if let Some(gov) = &built {
-                    if let Err(e) = serve.check(gov) {
-                        errs.errors.extend(e.errors);
-                    }
-                    if let Err(e) = serve.check_quota_store(gov) {
-                        errs.errors.extend(e.errors);
-                    }
-                    // The upstream servers' tools are listed when they are connected: their
-                    // unseen names are one warning per agent and server (R6).
-                    let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();
-                    warnings = gov.warnings_discovering(&ids);
-                }
-            }
-            Err(e) => errs.errors.extend(e.errors),
-        }
-    }
-    // R32: the decision services of `hooks`, each problem named by its path, and which
-    // service is asked when.
-    #[cfg(feature = "mcp")]
-    if let Some(section) = mcp::section(&text, Format::from_path(config_path), "hooks") {
-        match toolgate_mcp::hooks::read_hooks(&section) {
-            Ok(hooks) => notes.extend(hooks.iter().enumerate().map(|(i, h)| {
-                format!(
-                    "hooks[{i}]: the decision service `{}` is asked {} (within {} ms; no answer refuses the call)",
-                    h.url,
-                    match h.phase {
-                        toolgate_mcp::hooks::HookPhase::BeforeCall => "before each call is sent",
-                        _ => "after each call's result",
-                    },
-                    h.timeout.as_millis()
-                )
-            })),
-            Err(e) => errs.errors.extend(e.errors),
-        }
-    }
-    #[cfg(not(feature = "mcp"))]
-    let _ = &built;
-    if let Some(w) = built.as_ref().and_then(writable_inbox) {
-        warnings.push(w);
-    }
-    notes.extend(
-        built
-            .as_ref()
-            .and_then(|gov| inbox_transport(gov, &mut errs)),
-    );
-    let valid = errs.is_empty();
-    if json {
-        if valid {
-            let mut out = serde_json::Map::new();
-            out.insert("valid".into(), json!(true));
-            out.insert(
-                "warnings".into(),
-                warnings
-                    .iter()
-                    .map(|w| json!({"path": w.path, "message": w.message}))
-                    .collect(),
-            );
-            if !notes.is_empty() {
-                out.insert("notes".into(), json!(notes));
-            }
-            let out = serde_json::Value::Object(out);
-            print_json(&out);
-        } else {
-            print_json(&json!({"valid": false, "errors": errors_json(&errs)}));
-        }
-    } else if valid {
-        println!("valid");
-        for w in &warnings {
-            println!("warning: {}: {}", w.path, w.message);
-        }
-        for n in &notes {
-            println!("note: {n}");
-        }
-    } else {
-        println!("invalid");
-        for e in &errs.errors {
-            println!("error: {e}");
-        }
-    }
-    Ok(if valid {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    Ok(Findings {
+        text,
+        built,
+        errs,
+        warnings,
+        notes: Vec::new(),
     })
+}
+
+impl Findings {
+    /// The `mcp` and `hooks` sections (`toolgate mcp serve`), read and checked against the
+    /// snapshot.
+    #[cfg(feature = "mcp")]
+    fn check_mcp(&mut self, config_path: &Path) {
+        let (text, built, errs, warnings, notes) = (
+            &self.text,
+            &self.built,
+            &mut self.errs,
+            &mut self.warnings,
+            &mut self.notes,
+        );
+        // The `mcp` section (`toolgate mcp serve`): each error named by its path, and every
+        // token's agent a profile of the configuration.
+        if let Some(section) = mcp::section(text, Format::from_path(config_path), "mcp") {
+            match toolgate_mcp::serve::ServeConfig::read(&section) {
+                Ok(serve) => {
+                    // Which trust roots each `https://` upstream is reached with (its files as
+                    // `mcp serve` reads them: relative to the configuration).
+                    let resolved = serve
+                        .clone()
+                        .relative_to(&toolgate_engine::config::config_dir(config_path));
+                    for s in &resolved.servers {
+                        if let Some(trust) = s.trust() {
+                            notes.push(format!("mcp.servers.{}: {trust}", s.id()));
+                        }
+                        if let Some(how) = s.on_behalf() {
+                            notes.push(format!("mcp.servers.{}.token_exchange: {how}", s.id()));
+                        }
+                    }
+                    if let Some(gov) = built {
+                        if let Err(e) = serve.check(gov) {
+                            errs.errors.extend(e.errors);
+                        }
+                        if let Err(e) = serve.check_quota_store(gov) {
+                            errs.errors.extend(e.errors);
+                        }
+                        // The upstream servers' tools are listed when they are connected: their
+                        // unseen names are one warning per agent and server (R6).
+                        let ids: Vec<&str> = serve.servers.iter().map(|s| s.id()).collect();
+                        *warnings = gov.warnings_discovering(&ids);
+                    }
+                }
+                Err(e) => errs.errors.extend(e.errors),
+            }
+        }
+        // R32: the decision services of `hooks`, each problem named by its path, and which
+        // service is asked when.
+        if let Some(section) = mcp::section(text, Format::from_path(config_path), "hooks") {
+            match toolgate_mcp::hooks::read_hooks(&section) {
+                Ok(hooks) => notes.extend(hooks.iter().enumerate().map(|(i, h)| {
+                    format!(
+                        "hooks[{i}]: the decision service `{}` is asked {} (within {} ms; no answer refuses the call)",
+                        h.url,
+                        match h.phase {
+                            toolgate_mcp::hooks::HookPhase::BeforeCall => "before each call is sent",
+                            _ => "after each call's result",
+                        },
+                        h.timeout.as_millis()
+                    )
+                })),
+                Err(e) => errs.errors.extend(e.errors),
+            }
+        }
+    }
+
+    /// Prints the findings as text or JSON; the exit code.
+    fn print(&self, json: bool) -> ExitCode {
+        let (errs, warnings, notes) = (&self.errs, &self.warnings, &self.notes);
+        let valid = errs.is_empty();
+        if json {
+            if valid {
+                let mut out = serde_json::Map::new();
+                out.insert("valid".into(), json!(true));
+                out.insert(
+                    "warnings".into(),
+                    warnings
+                        .iter()
+                        .map(|w| json!({"path": w.path, "message": w.message}))
+                        .collect(),
+                );
+                if !notes.is_empty() {
+                    out.insert("notes".into(), json!(notes));
+                }
+                let out = serde_json::Value::Object(out);
+                print_json(&out);
+            } else {
+                print_json(&json!({"valid": false, "errors": errors_json(errs)}));
+            }
+        } else if valid {
+            println!("valid");
+            for w in warnings {
+                println!("warning: {}: {}", w.path, w.message);
+            }
+            for n in notes {
+                println!("note: {n}");
+            }
+        } else {
+            println!("invalid");
+            for e in &errs.errors {
+                println!("error: {e}");
+            }
+        }
+        if valid {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// What `decide` and `explain` print from.
