@@ -84,132 +84,146 @@ pub(crate) fn run_policy(command: PolicyCommand) -> Outcome {
             PolicyCommand::Get {
                 store,
                 shadow: true,
-            } => {
-                let limits = store.limits()?;
-                let store = store.open(false).await?;
-                match store.get_shadow_policy().await.map_err(|e| e.to_string())? {
-                    None => {
-                        eprintln!("toolgate: no shadow policy is stored");
-                        Ok(ExitCode::from(1))
-                    }
-                    Some(stored) => {
-                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
-                            eprintln!(
-                                "toolgate: the stored shadow policy (updated {}) cannot be read, so it is not printed; put a corrected one with `toolgate policy put --shadow` or remove it with `toolgate policy clear-shadow`:",
-                                stored.updated_at
-                            );
-                            for e in &errs.errors {
-                                eprintln!("error: {e}");
-                            }
-                            return Ok(ExitCode::from(1));
-                        }
-                        print_policy(&stored)
-                            .map_err(|e| format!("the stored shadow policy cannot be read: {e}"))?;
-                        Ok(ExitCode::SUCCESS)
-                    }
-                }
-            }
-            PolicyCommand::ClearShadow { store } => {
-                let store = store.open(true).await?;
-                if store
-                    .clear_shadow_policy()
-                    .await
-                    .map_err(|e| e.to_string())?
-                {
-                    eprintln!("toolgate: the stored shadow policy was removed");
-                } else {
-                    eprintln!("toolgate: no shadow policy was stored");
-                }
-                Ok(ExitCode::SUCCESS)
-            }
+            } => get_shadow(store).await,
+            PolicyCommand::ClearShadow { store } => clear_shadow(store).await,
             PolicyCommand::Get {
                 store,
                 shadow: false,
-            } => {
-                let limits = store.limits()?;
-                let store = store.open(false).await?;
-                match store.get_policy().await.map_err(|e| e.to_string())? {
-                    None => {
-                        eprintln!("toolgate: no policy is stored; this is the empty policy");
-                        print_json(&json!({"default": "allow", "rules": []}));
-                    }
-                    Some(stored) => {
-                        // A stored policy that cannot be read is not printed: what `get`
-                        // prints, `put` must take back (seed 002 answers 409 here).
-                        if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
-                            eprintln!(
-                                "toolgate: the stored policy (updated {}) cannot be read, so it is not printed; every mcp and http call is refused `policy_unreadable` until a corrected policy is stored with `toolgate policy put`:",
-                                stored.updated_at
-                            );
-                            for e in &errs.errors {
-                                eprintln!("error: {e}");
-                            }
-                            return Ok(ExitCode::from(1));
-                        }
-                        print_policy(&stored)
-                            .map_err(|e| format!("the stored policy cannot be read: {e}"))?;
-                    }
-                }
-                Ok(ExitCode::SUCCESS)
-            }
+            } => get(store).await,
             PolicyCommand::Put {
                 store,
                 file,
                 if_updated_at,
                 shadow,
-            } => {
-                let text = match file.as_deref() {
-                    None | Some("-") => {
-                        let mut s = String::new();
-                        std::io::stdin().read_to_string(&mut s).map_err(|e| {
-                            format!("cannot read the policy from standard input: {e}")
-                        })?;
-                        s
-                    }
-                    Some(path) => std::fs::read_to_string(path)
-                        .map_err(|e| format!("cannot read `{path}`: {e}"))?,
-                };
-                let limits = store.limits()?;
-                let store = store.open(true).await?;
-                let put = match if_updated_at.as_deref() {
-                    None if shadow => {
-                        toolgate_inbox::put_shadow_policy_text(&*store, &text, &limits).await
-                    }
-                    None => put_policy_text(&*store, &text, &limits).await,
-                    Some(stamp) => {
-                        let expected = Some(stamp).filter(|s| *s != "none");
-                        put_policy_text_if_unchanged(&*store, &text, &limits, expected).await
-                    }
-                };
-                match put {
-                    Ok(stored) => {
-                        print_policy(&stored)?;
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(PutPolicyError::Invalid(errs)) => {
-                        eprintln!(
-                            "toolgate: the policy is refused; the stored {}policy is unchanged",
-                            if shadow { "shadow " } else { "" }
-                        );
-                        for e in &errs.errors {
-                            eprintln!("error: {e}");
-                        }
-                        Ok(ExitCode::from(1))
-                    }
-                    Err(PutPolicyError::Conflict { expected, stored }) => {
-                        eprintln!(
-                            "toolgate: the policy is refused; the stored policy is unchanged"
-                        );
-                        eprintln!(
-                            "error: conflict: `--if-updated-at` is `{}` but the stored policy's updatedAt is `{}`: it was saved since; get it again and redo the change",
-                            expected.as_deref().unwrap_or("none"),
-                            stored.as_deref().unwrap_or("none"),
-                        );
-                        Ok(ExitCode::from(1))
-                    }
-                    Err(PutPolicyError::Store(e)) => Err(e.to_string()),
-                }
-            }
+            } => put(store, file, if_updated_at, shadow).await,
         }
     })
+}
+
+/// `toolgate policy get --shadow`: the stored shadow policy (R46), unless it cannot be read.
+async fn get_shadow(store: StoreArgs) -> Outcome {
+    let limits = store.limits()?;
+    let store = store.open(false).await?;
+    match store.get_shadow_policy().await.map_err(|e| e.to_string())? {
+        None => {
+            eprintln!("toolgate: no shadow policy is stored");
+            Ok(ExitCode::from(1))
+        }
+        Some(stored) => {
+            if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
+                eprintln!(
+                    "toolgate: the stored shadow policy (updated {}) cannot be read, so it is not printed; put a corrected one with `toolgate policy put --shadow` or remove it with `toolgate policy clear-shadow`:",
+                    stored.updated_at
+                );
+                for e in &errs.errors {
+                    eprintln!("error: {e}");
+                }
+                return Ok(ExitCode::from(1));
+            }
+            print_policy(&stored)
+                .map_err(|e| format!("the stored shadow policy cannot be read: {e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `toolgate policy clear-shadow`.
+async fn clear_shadow(store: StoreArgs) -> Outcome {
+    let store = store.open(true).await?;
+    if store
+        .clear_shadow_policy()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        eprintln!("toolgate: the stored shadow policy was removed");
+    } else {
+        eprintln!("toolgate: no shadow policy was stored");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate policy get`: the stored policy (R22), unless it cannot be read.
+async fn get(store: StoreArgs) -> Outcome {
+    let limits = store.limits()?;
+    let store = store.open(false).await?;
+    match store.get_policy().await.map_err(|e| e.to_string())? {
+        None => {
+            eprintln!("toolgate: no policy is stored; this is the empty policy");
+            print_json(&json!({"default": "allow", "rules": []}));
+        }
+        Some(stored) => {
+            // A stored policy that cannot be read is not printed: what `get`
+            // prints, `put` must take back (seed 002 answers 409 here).
+            if let Err(errs) = Policy::from_json_str(&stored.body, &limits) {
+                eprintln!(
+                    "toolgate: the stored policy (updated {}) cannot be read, so it is not printed; every mcp and http call is refused `policy_unreadable` until a corrected policy is stored with `toolgate policy put`:",
+                    stored.updated_at
+                );
+                for e in &errs.errors {
+                    eprintln!("error: {e}");
+                }
+                return Ok(ExitCode::from(1));
+            }
+            print_policy(&stored).map_err(|e| format!("the stored policy cannot be read: {e}"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate policy put`: replaces the stored (or shadow) policy whole, or refuses it
+/// (R22); with `--if-updated-at`, only over the policy it was based on.
+async fn put(
+    store: StoreArgs,
+    file: Option<String>,
+    if_updated_at: Option<String>,
+    shadow: bool,
+) -> Outcome {
+    let text = match file.as_deref() {
+        None | Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| format!("cannot read the policy from standard input: {e}"))?;
+            s
+        }
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?
+        }
+    };
+    let limits = store.limits()?;
+    let store = store.open(true).await?;
+    let put = match if_updated_at.as_deref() {
+        None if shadow => toolgate_inbox::put_shadow_policy_text(&*store, &text, &limits).await,
+        None => put_policy_text(&*store, &text, &limits).await,
+        Some(stamp) => {
+            let expected = Some(stamp).filter(|s| *s != "none");
+            put_policy_text_if_unchanged(&*store, &text, &limits, expected).await
+        }
+    };
+    match put {
+        Ok(stored) => {
+            print_policy(&stored)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(PutPolicyError::Invalid(errs)) => {
+            eprintln!(
+                "toolgate: the policy is refused; the stored {}policy is unchanged",
+                if shadow { "shadow " } else { "" }
+            );
+            for e in &errs.errors {
+                eprintln!("error: {e}");
+            }
+            Ok(ExitCode::from(1))
+        }
+        Err(PutPolicyError::Conflict { expected, stored }) => {
+            eprintln!("toolgate: the policy is refused; the stored policy is unchanged");
+            eprintln!(
+                "error: conflict: `--if-updated-at` is `{}` but the stored policy's updatedAt is `{}`: it was saved since; get it again and redo the change",
+                expected.as_deref().unwrap_or("none"),
+                stored.as_deref().unwrap_or("none"),
+            );
+            Ok(ExitCode::from(1))
+        }
+        Err(PutPolicyError::Store(e)) => Err(e.to_string()),
+    }
 }
