@@ -45,21 +45,7 @@ enum ServeCommand {
 
 pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
     if let Some(ServeCommand::HashToken { token }) = args.command {
-        let token = match token {
-            Some(t) => t,
-            None => {
-                let mut s = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut s)
-                    .map_err(|e| format!("cannot read the token from standard input: {e}"))?;
-                s.trim_end_matches(['\r', '\n']).to_owned()
-            }
-        };
-        if token.trim().is_empty() {
-            return Err(String::from("the token is empty"));
-        }
-        println!("{}", toolgate_web::hash_token(&token));
-        return Ok(ExitCode::SUCCESS);
+        return hash_token(token);
     }
     let Some(path) = args.store.config.clone() else {
         return Err(String::from(
@@ -85,49 +71,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its cache
         // lifetime and for an unknown key), so a removed key stops working at once.
         settings.connect_identity_provider().await?;
-        // On SIGHUP the configuration is read again too: its `approvers` (people, tokens,
-        // groups, management keys, Slack users) and its tools replace the ones in force, so
-        // a revoked token stops signing in and the sessions signed in with it end at their
-        // next request, and a removed key, Slack user or narrowed right stops answering,
-        // granting and receiving held calls. A file that does not read keeps the ones in
-        // force.
         #[cfg(unix)]
-        {
-            let verifier = settings.verifier.clone();
-            let in_force = settings.in_force.clone();
-            let path = path.clone();
-            let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-                .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
-            tokio::spawn(async move {
-                while hup.recv().await.is_some() {
-                    // One snapshot, swapped whole: the people, groups, management keys and
-                    // Slack users, and the configuration grants and edits are checked
-                    // against, for every request, callback and stream.
-                    let people = load_config(&path).and_then(|gov| {
-                        toolgate_web::WebSettings::from_governance(&gov, &path)?;
-                        in_force.replace_configuration(std::sync::Arc::new(gov))
-                    });
-                    match people {
-                        Ok(()) => eprintln!(
-                            "toolgate: the approvers of `{}` were read again",
-                            path.display()
-                        ),
-                        Err(e) => eprintln!(
-                            "toolgate: RELOAD FAILED: the approvers of `{}` were not applied; the ones in force are unchanged: {e}",
-                            path.display()
-                        ),
-                    }
-                    if let Some(verifier) = &verifier {
-                        match verifier.reload().await {
-                            Ok(()) => eprintln!("toolgate: the identity provider's keys were read again"),
-                            Err(e) => eprintln!(
-                                "toolgate: RELOAD FAILED: the identity provider's keys could not be read, so no token is taken until they can: {e}"
-                            ),
-                        }
-                    }
-                }
-            });
-        }
+        reload_on_hangup(&settings, &path)?;
         let (store, postgres) = args.store.open_shared(true).await?;
         // `/metrics` (the held calls pending, counted for each scrape).
         let metrics = toolgate_otel::PrometheusMetrics::new()?;
@@ -135,45 +80,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
             metrics,
             Some(std::sync::Arc::clone(&store)),
         )));
-        // A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the
-        // poll is only the fallback.
-        let wake = match postgres {
-            None => None,
-            Some(pg) => {
-                let mut feed = pg
-                    .subscribe()
-                    .await
-                    .map_err(|e| format!("cannot listen to the inbox's changes: {e}"))?;
-                let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-                let notify = std::sync::Arc::clone(&wake);
-                tokio::spawn(async move {
-                    while feed.next().await.is_some() {
-                        notify.notify_one();
-                    }
-                });
-                settings.poll_interval = std::time::Duration::from_secs(10);
-                Some(wake)
-            }
-        };
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let bound = listener.local_addr().map_err(|e| e.to_string())?;
-        if !bound.ip().is_loopback() {
-            eprintln!(
-                "toolgate: warning: the approval page listens on {bound}, beyond this machine; put it behind TLS"
-            );
-        }
-        let groups = match settings.approvers.groups.len() {
-            0 => String::new(),
-            1 => String::from(", 1 group"),
-            n => format!(", {n} groups"),
-        };
-        eprintln!(
-            "toolgate: the approval page is on http://{bound}/ ({} approver{}{groups}); Ctrl-C stops it",
-            settings.approvers.people.len(),
-            if settings.approvers.people.len() == 1 { "" } else { "s" }
-        );
+        let wake = inbox_wake(postgres, &mut settings).await?;
+        let listener = listen(addr, &settings).await?;
         let stop = async {
             let _ = tokio::signal::ctrl_c().await;
         };
@@ -182,4 +90,127 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("the approval page stopped: {e}"))?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `toolgate serve hash-token`: the SHA-256 an `approvers.people[i].token_sha256` stores.
+fn hash_token(token: Option<String>) -> Result<ExitCode, String> {
+    let token = match token {
+        Some(t) => t,
+        None => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| format!("cannot read the token from standard input: {e}"))?;
+            s.trim_end_matches(['\r', '\n']).to_owned()
+        }
+    };
+    if token.trim().is_empty() {
+        return Err(String::from("the token is empty"));
+    }
+    println!("{}", toolgate_web::hash_token(&token));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// On SIGHUP the configuration is read again too: its `approvers` (people, tokens, groups,
+/// management keys, Slack users) and its tools replace the ones in force, so a revoked
+/// token stops signing in and the sessions signed in with it end at their next request,
+/// and a removed key, Slack user or narrowed right stops answering, granting and receiving
+/// held calls. A file that does not read keeps the ones in force.
+#[cfg(unix)]
+fn reload_on_hangup(
+    settings: &toolgate_web::WebSettings,
+    path: &std::path::Path,
+) -> Result<(), String> {
+    let verifier = settings.verifier.clone();
+    let in_force = settings.in_force.clone();
+    let path = path.to_path_buf();
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot listen for SIGHUP: {e}"))?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            // One snapshot, swapped whole: the people, groups, management keys and
+            // Slack users, and the configuration grants and edits are checked
+            // against, for every request, callback and stream.
+            let people = load_config(&path).and_then(|gov| {
+                toolgate_web::WebSettings::from_governance(&gov, &path)?;
+                in_force.replace_configuration(std::sync::Arc::new(gov))
+            });
+            match people {
+                Ok(()) => eprintln!(
+                    "toolgate: the approvers of `{}` were read again",
+                    path.display()
+                ),
+                Err(e) => eprintln!(
+                    "toolgate: RELOAD FAILED: the approvers of `{}` were not applied; the ones in force are unchanged: {e}",
+                    path.display()
+                ),
+            }
+            if let Some(verifier) = &verifier {
+                match verifier.reload().await {
+                    Ok(()) => eprintln!("toolgate: the identity provider's keys were read again"),
+                    Err(e) => eprintln!(
+                        "toolgate: RELOAD FAILED: the identity provider's keys could not be read, so no token is taken until they can: {e}"
+                    ),
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// A PostgreSQL inbox announces every change (LISTEN): pages update at once, and the poll
+/// is only the fallback.
+async fn inbox_wake(
+    postgres: Option<toolgate_inbox_postgres::PostgresInbox>,
+    settings: &mut toolgate_web::WebSettings,
+) -> Result<Option<std::sync::Arc<tokio::sync::Notify>>, String> {
+    Ok(match postgres {
+        None => None,
+        Some(pg) => {
+            let mut feed = pg
+                .subscribe()
+                .await
+                .map_err(|e| format!("cannot listen to the inbox's changes: {e}"))?;
+            let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+            let notify = std::sync::Arc::clone(&wake);
+            tokio::spawn(async move {
+                while feed.next().await.is_some() {
+                    notify.notify_one();
+                }
+            });
+            settings.poll_interval = std::time::Duration::from_secs(10);
+            Some(wake)
+        }
+    })
+}
+
+/// The page's listener on `addr`, announced (with a warning beyond loopback).
+async fn listen(
+    addr: std::net::SocketAddr,
+    settings: &toolgate_web::WebSettings,
+) -> Result<tokio::net::TcpListener, String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    if !bound.ip().is_loopback() {
+        eprintln!(
+            "toolgate: warning: the approval page listens on {bound}, beyond this machine; put it behind TLS"
+        );
+    }
+    let groups = match settings.approvers.groups.len() {
+        0 => String::new(),
+        1 => String::from(", 1 group"),
+        n => format!(", {n} groups"),
+    };
+    eprintln!(
+        "toolgate: the approval page is on http://{bound}/ ({} approver{}{groups}); Ctrl-C stops it",
+        settings.approvers.people.len(),
+        if settings.approvers.people.len() == 1 {
+            ""
+        } else {
+            "s"
+        }
+    );
+    Ok(listener)
 }
