@@ -58,21 +58,28 @@ pub(crate) fn run(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let changed = at(&report, "changed")
+    print_text(&report);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report as text: what was replayed and read, what could not be judged (R52), and each
+/// call decided differently, with the totals.
+fn print_text(report: &Value) {
+    let changed = at(report, "changed")
         .as_array()
         .map_or(&[][..], Vec::as_slice);
     println!(
         "{} recorded calls replayed ({} skipped: no input recorded){}",
-        at(&report, "replayed"),
-        at(&report, "skipped"),
-        match at(&report, "redacted_inputs").as_u64() {
+        at(report, "replayed"),
+        at(report, "skipped"),
+        match at(report, "redacted_inputs").as_u64() {
             Some(0) | None => String::new(),
             Some(n) => format!("; {n} inputs were recorded redacted"),
         }
     );
     // R52: what the replay read besides calls, and what it could not judge — never reported
     // as unchanged.
-    let count = |k: &str| at(&report, k).as_u64().unwrap_or_default();
+    let count = |k: &str| at(report, k).as_u64().unwrap_or_default();
     if count("paired") > 0 {
         println!(
             "{} sends of held calls were folded into the held call they answered",
@@ -85,10 +92,10 @@ pub(crate) fn run(
             count("other_records")
         );
     }
-    if at(&report, "unchained").as_bool() == Some(true) {
+    if at(report, "unchained").as_bool() == Some(true) {
         println!("note: the log carries no hash chain, so its records could not be checked");
     }
-    let unjudged = at(&report, "unjudged")
+    let unjudged = at(report, "unjudged")
         .as_array()
         .map_or(&[][..], Vec::as_slice);
     for u in unjudged {
@@ -100,14 +107,14 @@ pub(crate) fn run(
     }
     if changed.is_empty() && unjudged.is_empty() {
         println!("no call would be decided differently");
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     if changed.is_empty() {
         println!(
             "no call judged would be decided differently; {} could not be judged",
             unjudged.len()
         );
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     println!(
         "{:<6} {:<24} {:<12} {:<28} {:<32} proposed",
@@ -136,10 +143,10 @@ pub(crate) fn run(
             side(&c["proposed"]),
         );
     }
-    let t = at(&report, "totals");
+    let t = at(report, "totals");
     println!(
         "this change over the last {} recorded calls: {} would now be refused, {} asked, {} run{}",
-        at(&report, "replayed"),
+        at(report, "replayed"),
         t["now_refused"],
         t["now_asked"],
         t["now_run"],
@@ -148,7 +155,6 @@ pub(crate) fn run(
             n => format!("; {n} could not be judged"),
         }
     );
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The field `k` of `v`, or `null` (a report's reading never panics).

@@ -118,7 +118,22 @@ pub(super) fn approvals_json(r: &HeldRecord) -> Value {
 /// The held call as text a person reads; every value with its hidden characters shown
 /// marked (a right-to-left override never makes the reader see another value).
 pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
-    use toolgate_core::display::{visible as v, visible_layout};
+    let mut s = the_call(r, now);
+    s.push_str(&the_question(r));
+    s.push_str(&the_answers(r));
+    let v = toolgate_core::display::visible;
+    if let Some(why) = &r.answer_reason {
+        let _ = writeln!(s, "reason:       {}", v(why));
+    }
+    if let Some(result) = &r.result {
+        let _ = writeln!(s, "result:       {}", v(&result.to_string()));
+    }
+    s
+}
+
+/// Where and what the call is: target, prompt, state, tool, agent, age and run.
+fn the_call(r: &HeldRecord, now: Timestamp) -> String {
+    use toolgate_core::display::visible as v;
     let mut s = String::new();
     let c = &r.call;
     let shown = r.interaction();
@@ -179,6 +194,14 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
         c.run.mode.as_str(),
         if c.run.background { ", background" } else { "" }
     );
+    s
+}
+
+/// What was asked: the input (every number as written, R20), the reasons and the hashes.
+fn the_question(r: &HeldRecord) -> String {
+    use toolgate_core::display::{visible as v, visible_layout};
+    let mut s = String::new();
+    let c = &r.call;
     let _ = writeln!(s, "input:");
     // R20: every number as written (an integer past 64 bits keeps its digits).
     let input = match r.input_pretty() {
@@ -194,6 +217,13 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
     }
     let _ = writeln!(s, "input hash:   {}", c.input_hash);
     let _ = writeln!(s, "definition:   {}", c.definition_hash);
+    s
+}
+
+/// Who answered and how (R47, R51).
+fn the_answers(r: &HeldRecord) -> String {
+    use toolgate_core::display::visible as v;
+    let mut s = String::new();
     if let Some(who) = &r.approver {
         let label = if r.state == State::Denied {
             "denied by:"
@@ -233,12 +263,6 @@ pub(super) fn show_text(r: &HeldRecord, now: Timestamp) -> String {
                 .unwrap_or_default();
             let _ = writeln!(s, "  - {}{principal} ({})", v(&a.approver), a.at);
         }
-    }
-    if let Some(why) = &r.answer_reason {
-        let _ = writeln!(s, "reason:       {}", v(why));
-    }
-    if let Some(result) = &r.result {
-        let _ = writeln!(s, "result:       {}", v(&result.to_string()));
     }
     s
 }
