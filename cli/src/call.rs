@@ -131,7 +131,45 @@ fn parse_fields(text: &str, fields: &[&str]) -> Result<Call, String> {
         Some(profile) => AgentRef::subagent(profile, agent),
         None => AgentRef::profile(agent),
     };
+    let tool = tool_of(&obj)?;
+    let input = input_of(&obj)?;
+    let run = run_of(&obj)?;
+    let session = obj.string("session")?;
+    if session.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err(String::from("`session` must not be blank"));
+    }
+    let at = match obj.get("at") {
+        None => None,
+        Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            _ => {
+                return Err(String::from(
+                    "`at` must be a whole number of milliseconds since the Unix epoch, at least 0",
+                ));
+            }
+        },
+    };
+    let answer = match obj.string("answer")? {
+        None => None,
+        Some(a) => Some(
+            Answer::parse(&a)
+                .ok_or_else(|| format!("unknown `answer` `{a}`; expected `approve` or `deny`"))?,
+        ),
+    };
+    Ok(Call {
+        tool,
+        agent,
+        input,
+        run,
+        session,
+        at,
+        answer,
+    })
+}
 
+/// The call's tool: by `name`, by identity (`tool` with `toolset`, `server` or `"kind":
+/// "http"`), or both when they name the same tool (R1, R2).
+fn tool_of(obj: &RawObject) -> Result<ToolRef, String> {
     let name = obj.string("name")?;
     let tool = obj.string("tool")?;
     let toolset = obj.string("toolset")?;
@@ -181,8 +219,12 @@ fn parse_fields(text: &str, fields: &[&str]) -> Result<Call, String> {
             ));
         }
     };
+    Ok(tool)
+}
 
-    let input = match obj.get("input") {
+/// The call's `input`, as written (an object; every number a finite double, SPEC §8).
+fn input_of(obj: &RawObject) -> Result<String, String> {
+    Ok(match obj.get("input") {
         None => String::from("{}"),
         Some(raw) => {
             let t = raw.get().trim_start();
@@ -196,8 +238,11 @@ fn parse_fields(text: &str, fields: &[&str]) -> Result<Call, String> {
             }
             raw.get().to_owned()
         }
-    };
+    })
+}
 
+/// The call's `run` settings (mode and background, R25).
+fn run_of(obj: &RawObject) -> Result<RunContext, String> {
     let mut run = RunContext::default();
     if let Some(raw) = obj.get("run") {
         let r = RawObject::parse(raw.get(), "`run` must be an object")?;
@@ -213,37 +258,7 @@ fn parse_fields(text: &str, fields: &[&str]) -> Result<Call, String> {
             run.background = b;
         }
     }
-    let session = obj.string("session")?;
-    if session.as_deref().is_some_and(|s| s.trim().is_empty()) {
-        return Err(String::from("`session` must not be blank"));
-    }
-    let at = match obj.get("at") {
-        None => None,
-        Some(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
-            Ok(serde_json::Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
-            _ => {
-                return Err(String::from(
-                    "`at` must be a whole number of milliseconds since the Unix epoch, at least 0",
-                ));
-            }
-        },
-    };
-    let answer = match obj.string("answer")? {
-        None => None,
-        Some(a) => Some(
-            Answer::parse(&a)
-                .ok_or_else(|| format!("unknown `answer` `{a}`; expected `approve` or `deny`"))?,
-        ),
-    };
-    Ok(Call {
-        tool,
-        agent,
-        input,
-        run,
-        session,
-        at,
-        answer,
-    })
+    Ok(run)
 }
 
 /// The first number literal in JSON text that is not a finite double (`1e400`), if any.
