@@ -111,9 +111,9 @@ impl Exchanger {
             .read()
             .map_err(|e| field("client_secret", e))?;
         toolgate_idp::check_fetch_url(&exchange.client.token_url)
-            .map_err(|e| field("token_url", e))?;
+            .map_err(|e| field("token_url", e.to_string()))?;
         let http = toolgate_idp::FetchClient::new(exchange.client.ca_file.as_deref())
-            .map_err(|e| field("ca_file", e))?;
+            .map_err(|e| field("ca_file", e.to_string()))?;
         Ok(Self {
             server: id.to_owned(),
             http,

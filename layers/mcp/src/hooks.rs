@@ -210,7 +210,7 @@ impl DecisionServices {
     pub fn new(services: Vec<HookService>, redactor: Redactor) -> Result<Self, String> {
         Ok(Self {
             services: services.into(),
-            client: toolgate_idp::FetchClient::new(None)?,
+            client: toolgate_idp::FetchClient::new(None).map_err(|e| e.to_string())?,
             redactor,
         })
     }
@@ -288,7 +288,7 @@ impl DecisionServices {
                     service.timeout,
                 )
                 .await
-                .map_err(|why| unreachable(service, &why))?;
+                .map_err(|why| unreachable(service, &why.to_string()))?;
             if !(200..300).contains(&answer.status) {
                 return Err(unreachable(
                     service,

@@ -70,7 +70,8 @@ pub(crate) async fn post(
             4096,
             Duration::from_secs(10),
         )
-        .await?;
+        .await
+        .map_err(|e| e.to_string())?;
     if (200..300).contains(&answer.status) {
         Ok(())
     } else {

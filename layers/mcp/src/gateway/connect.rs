@@ -383,6 +383,7 @@ async fn with_tls_reason(
             .get(url, &[], 1024, Duration::from_secs(5))
             .await
             .err()
+            .map(|why| why.to_string())
             .filter(|why| {
                 why.contains("certificate") || why.contains("handshake") || why.contains("tls")
             })

@@ -135,9 +135,10 @@ impl Tokens {
             server: id.to_owned(),
             errors: ConfigErrors::one(format!("servers.{id}.oauth.{name}"), e),
         };
-        toolgate_idp::check_fetch_url(&creds.token_url).map_err(|e| field("token_url", e))?;
+        toolgate_idp::check_fetch_url(&creds.token_url)
+            .map_err(|e| field("token_url", e.to_string()))?;
         let http = toolgate_idp::FetchClient::new(creds.ca_file.as_deref())
-            .map_err(|e| field("ca_file", e))?;
+            .map_err(|e| field("ca_file", e.to_string()))?;
         Ok(Self {
             server: id.to_owned(),
             http,
