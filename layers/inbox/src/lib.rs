@@ -139,7 +139,8 @@ mod store;
 mod test_calls;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
-pub use edit::{EditedInput, StoredEdit};
+pub use codec::RecordError;
+pub use edit::{EditError, EditedInput, StoredEdit};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
@@ -150,8 +151,8 @@ pub use grants::{
 };
 pub use model::{
     Answer, AnswerBinding, AnswerReceipt, CallResult, Claim, Claimed, Completion, GivenApproval,
-    HeldRecord, Holding, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall, Outcome, State,
-    StoredPolicy, Timestamp, TurnState, waits_for,
+    HeldRecord, Holding, InvalidAnswer, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall, Outcome,
+    State, StoredPolicy, Timestamp, TurnState, waits_for,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, ShadowPoll, load_policy_state, load_shadow_policy,

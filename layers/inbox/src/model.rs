@@ -8,9 +8,12 @@ use toolgate_core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdent
 use toolgate_engine::approval::ApprovalRequest;
 use toolgate_engine::canon;
 
+use crate::codec::RecordError;
+
 mod answer;
 pub use answer::{
-    Answer, AnswerBinding, AnswerReceipt, GivenApproval, MAX_APPROVALS, MAX_REASON_CHARS, TurnState,
+    Answer, AnswerBinding, AnswerReceipt, GivenApproval, InvalidAnswer, MAX_APPROVALS,
+    MAX_REASON_CHARS, TurnState,
 };
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -334,7 +337,7 @@ impl HeldRecord {
     /// The input exactly as held (a number past 64 bits is the nearest double here: its
     /// digits are in [`HeldRecord::literals`]).
     pub fn input(&self) -> Result<Value, String> {
-        crate::codec::parse_json(&self.call.input_json)
+        crate::codec::parse_json(&self.call.input_json).map_err(|e| e.to_string())
     }
 
     /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
@@ -345,13 +348,13 @@ impl HeldRecord {
 
     /// The input pretty-printed for a person with every number as written (R20), or why
     /// it cannot be read.
-    pub fn input_pretty(&self) -> Result<String, String> {
+    pub fn input_pretty(&self) -> Result<String, RecordError> {
         pretty(&self.call.input_json)
     }
 
     /// [`HeldRecord::edited_from`] pretty-printed as [`HeldRecord::input_pretty`] does, when
     /// the call was approved with an edited input.
-    pub fn edited_from_pretty(&self) -> Option<Result<String, String>> {
+    pub fn edited_from_pretty(&self) -> Option<Result<String, RecordError>> {
         self.edited_from.as_deref().map(pretty)
     }
 
@@ -571,7 +574,7 @@ impl StoredPolicy {
     /// The document `policy get` prints and `policy put` takes back: the stored body with
     /// `updatedAt`. Fails with a reason when the body is not a JSON object.
     pub fn document(&self) -> Result<Value, String> {
-        let value = crate::codec::parse_json(&self.body)?;
+        let value = crate::codec::parse_json(&self.body).map_err(|e| e.to_string())?;
         let Value::Object(mut map) = value else {
             return Err(String::from("the stored policy is not a JSON object"));
         };
@@ -605,7 +608,7 @@ pub struct CallResult {
 
 /// The stored input text `stored` pretty-printed for a person with every number as written
 /// (R20), or why it cannot be read.
-fn pretty(stored: &str) -> Result<String, String> {
+fn pretty(stored: &str) -> Result<String, RecordError> {
     let value = crate::codec::parse_json(stored)?;
     Ok(toolgate_engine::number::to_pretty_text(
         &value,
