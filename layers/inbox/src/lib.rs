@@ -146,8 +146,8 @@ pub use error::{
 };
 pub use grant_store::{GRANT_TIMEOUT, InboxGrants};
 pub use grants::{
-    GrantRequest, GrantState, Revocation, RevokeError, StoredGrant, grant_from_text, may_revoke,
-    new_grant_id, summary_line as grant_summary_line,
+    GrantRequest, GrantState, MayNotRevoke, Revocation, RevokeError, StoredGrant, grant_from_text,
+    may_revoke, new_grant_id, summary_line as grant_summary_line,
 };
 pub use model::{
     Answer, AnswerBinding, AnswerReceipt, CallResult, Claim, Claimed, Completion, GivenApproval,
