@@ -151,8 +151,8 @@ pub use grants::{
 };
 pub use model::{
     Answer, AnswerBinding, AnswerReceipt, CallResult, Claim, Claimed, Completion, GivenApproval,
-    HeldRecord, Holding, InvalidAnswer, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall, Outcome,
-    State, StoredPolicy, Timestamp, TurnState, waits_for,
+    HeldRecord, HoldError, Holding, InvalidAnswer, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall,
+    Outcome, State, StoredPolicy, Timestamp, TurnState, waits_for,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, ShadowPoll, load_policy_state, load_shadow_policy,

@@ -220,6 +220,29 @@ pub struct NewHeldCall {
     pub labels: Option<toolgate_core::LabelsRead>,
 }
 
+/// Why the gate's request cannot be held ([`NewHeldCall::from_request`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HoldError {
+    /// More approvals than an inbox gathers ([`MAX_APPROVALS`]).
+    #[error(
+        "the call needs {approvals} approvals from distinct people, and an inbox gathers at most {MAX_APPROVALS}"
+    )]
+    TooManyApprovals {
+        /// How many the call needs.
+        approvals: u8,
+    },
+    /// The input has no canonical form (RFC 8785).
+    #[error("the input cannot be canonicalised")]
+    NotCanonicalisable,
+    /// The input's hash is not the request's.
+    #[error("the input's hash is not the one the gate computed")]
+    HashMismatch,
+    /// The input cannot be written as JSON text.
+    #[error("the input cannot be serialised: {0}")]
+    NotSerialisable(serde_json::Error),
+}
+
 impl NewHeldCall {
     /// The record of the gate's `request`, held at `now` until `now + ttl`. Fails (with a
     /// reason) when the input cannot be canonicalised or its hash is not the request's.
@@ -227,26 +250,22 @@ impl NewHeldCall {
         request: &ApprovalRequest,
         now: Timestamp,
         ttl: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HoldError> {
         if request.approvals > MAX_APPROVALS {
-            return Err(format!(
-                "the call needs {} approvals from distinct people, and an inbox gathers at most {MAX_APPROVALS}",
-                request.approvals
-            ));
+            return Err(HoldError::TooManyApprovals {
+                approvals: request.approvals,
+            });
         }
-        let input_canonical = canon::canonical_json(&request.input)
-            .ok_or_else(|| String::from("the input cannot be canonicalised"))?;
+        let input_canonical =
+            canon::canonical_json(&request.input).ok_or(HoldError::NotCanonicalisable)?;
         let input_hash = canon::sha256_hex(input_canonical.as_bytes());
         if input_hash != request.input_hash {
-            return Err(String::from(
-                "the input's hash is not the one the gate computed",
-            ));
+            return Err(HoldError::HashMismatch);
         }
         // An integer past 64 bits keeps its digits (R20): the text is what a person is shown
         // and what a repeat is compared with.
         let input_json = if request.literals.is_empty() {
-            serde_json::to_string(&*request.input)
-                .map_err(|e| format!("the input cannot be serialised: {e}"))?
+            serde_json::to_string(&*request.input).map_err(HoldError::NotSerialisable)?
         } else {
             toolgate_engine::number::to_text(&request.input, &request.literals)
         };
