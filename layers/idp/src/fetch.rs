@@ -69,19 +69,171 @@ impl OutboundTls {
 /// rmcp's streamable HTTP transport takes ([`FetchClient::reqwest`]).
 ///
 /// ```
-/// # async fn run() -> Result<(), String> {
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = toolgate_idp::FetchClient::new(None)?;
 /// let err = client
 ///     .get("http://idp.internal/jwks", &[], 1024, std::time::Duration::from_secs(1))
 ///     .await
 ///     .unwrap_err();
-/// assert!(err.contains("loopback"), "{err}");
+/// assert!(err.to_string().contains("loopback"), "{err}");
 /// # Ok(()) }
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(run()).unwrap();
 /// ```
 #[derive(Clone, Debug)]
 pub struct FetchClient {
     client: reqwest::Client,
+}
+
+/// Why a fetch ([`FetchClient::get`], [`FetchClient::post`]) or a URL
+/// ([`check_fetch_url`]) failed. Its text names the URL or the reason, never a secret.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// A URL toolgate does not fetch from
+    /// ([`toolgate_engine::jwt::fetch_url_problem`]'s reason).
+    #[error("{0}")]
+    Url(String),
+    /// An `https://` URL in a build without the `tls` feature.
+    #[error(
+        "`{url}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so it fetches over loopback `http://` only"
+    )]
+    NoTls {
+        /// The URL.
+        url: String,
+    },
+    /// The server's certificate did not pass (an unknown CA, another name, out of its
+    /// dates).
+    #[error(
+        "{} (the server's certificate did not pass: it must be signed by a CA of `ca_file`, or of the system's roots without one, be for the URL's host and within its dates)",
+        chain(.0)
+    )]
+    Certificate(reqwest::Error),
+    /// The request failed (a connection refused, a TLS failure, a broken exchange), with
+    /// each of its causes.
+    #[error("{}", chain(.0))]
+    Request(reqwest::Error),
+    /// The answer's body could not be read.
+    #[error("the answer could not be read: {}", chain(.0))]
+    Read(reqwest::Error),
+    /// The answer is larger than the limit asked for.
+    #[error("the answer is larger than the {limit} bytes read")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// No answer within the time asked for.
+    #[error("no answer within {} s", .0.as_secs_f64())]
+    Timeout(Duration),
+}
+
+/// Why an outbound client ([`FetchClient::new`], [`FetchClient::with_tls`],
+/// `client_config`) cannot be made from its TLS settings: a file that cannot be read or
+/// used, naming it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// TLS settings in a build without the `tls` feature.
+    #[error(
+        "`{}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so TLS settings are of no use",
+        .path.display()
+    )]
+    NoTlsStack {
+        /// The CA file or client certificate configured.
+        path: PathBuf,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {}", chain(.0))]
+    Build(reqwest::Error),
+    /// The protocol versions could not be set up.
+    #[cfg(feature = "tls")]
+    #[error("cannot set up TLS: {0}")]
+    Setup(rustls::Error),
+    /// A file cannot be read.
+    #[error("cannot read the {what} `{}`: {error}", .path.display())]
+    Read {
+        /// What the file is (`CA file`, `client certificate`, `client key`).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The client certificate file is not PEM.
+    #[cfg(feature = "tls")]
+    #[error("the client certificate `{}` is not PEM: {error}", .path.display())]
+    CertificateNotPem {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// The client certificate file holds no certificate.
+    #[error("the client certificate `{}` holds no certificate", .path.display())]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The client key file is not a PEM private key.
+    #[cfg(feature = "tls")]
+    #[error("the client key `{}` is not a PEM private key: {error}", .path.display())]
+    KeyNotPem {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// The client certificate and key do not make one identity.
+    #[cfg(feature = "tls")]
+    #[error(
+        "the client certificate `{}` and key `{}` cannot be used together: {error}",
+        .cert.display(),
+        .key.display()
+    )]
+    ClientIdentity {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why.
+        error: rustls::Error,
+    },
+    /// A block of the CA file is not a PEM certificate.
+    #[cfg(feature = "tls")]
+    #[error(
+        "the CA file `{}` is not PEM certificates (certificate {index}: {error})",
+        .path.display()
+    )]
+    CaNotPem {
+        /// The file.
+        path: PathBuf,
+        /// Which certificate, from 0.
+        index: usize,
+        /// Why.
+        error: rustls_pki_types::pem::Error,
+    },
+    /// A certificate of the CA file is not a usable CA certificate.
+    #[cfg(feature = "tls")]
+    #[error(
+        "certificate {index} of the CA file `{}` is not a usable CA certificate: {error}",
+        .path.display()
+    )]
+    CaUnusable {
+        /// The file.
+        path: PathBuf,
+        /// Which certificate, from 0.
+        index: usize,
+        /// Why.
+        error: rustls::Error,
+    },
+    /// The CA file holds no certificate.
+    #[error(
+        "the CA file `{}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)",
+        .path.display()
+    )]
+    NoCaCertificate {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 /// What a server answered: its status and its body (bounded).
@@ -101,7 +253,7 @@ impl FetchClient {
     ///
     /// A CA file that cannot be read or holds no usable certificate; a CA file in a build
     /// without the `tls` feature.
-    pub fn new(ca_file: Option<&Path>) -> Result<Self, String> {
+    pub fn new(ca_file: Option<&Path>) -> Result<Self, TlsError> {
         Self::with_tls(&OutboundTls {
             ca_file: ca_file.map(Path::to_path_buf),
             client_identity: None,
@@ -114,16 +266,14 @@ impl FetchClient {
     ///
     /// A CA file, certificate or key that cannot be read or used; TLS settings in a build
     /// without the `tls` feature.
-    pub fn with_tls(tls: &OutboundTls) -> Result<Self, String> {
+    pub fn with_tls(tls: &OutboundTls) -> Result<Self, TlsError> {
         let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
             .pool_idle_timeout(Duration::from_secs(30));
         let builder = tls_backend(builder, tls)?;
-        let client = builder
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))?;
+        let client = builder.build().map_err(TlsError::Build)?;
         Ok(Self { client })
     }
 
@@ -147,7 +297,7 @@ impl FetchClient {
         headers: &[(HeaderName, HeaderValue)],
         limit: usize,
         timeout: Duration,
-    ) -> Result<Fetched, String> {
+    ) -> Result<Fetched, FetchError> {
         self.send(Method::GET, url, headers, Bytes::new(), limit, timeout)
             .await
     }
@@ -164,7 +314,7 @@ impl FetchClient {
         body: impl Into<Bytes>,
         limit: usize,
         timeout: Duration,
-    ) -> Result<Fetched, String> {
+    ) -> Result<Fetched, FetchError> {
         self.send(Method::POST, url, headers, body.into(), limit, timeout)
             .await
     }
@@ -177,13 +327,8 @@ impl FetchClient {
         body: Bytes,
         limit: usize,
         timeout: Duration,
-    ) -> Result<Fetched, String> {
-        if let Some(why) = toolgate_engine::jwt::fetch_url_problem(url) {
-            return Err(why);
-        }
-        if !TLS && toolgate_engine::jwt::is_https(url) {
-            return Err(no_tls(url));
-        }
+    ) -> Result<Fetched, FetchError> {
+        check_fetch_url(url)?;
         let mut request = self.client.request(method, url);
         for (name, value) in headers {
             request = request.header(name, value);
@@ -191,26 +336,19 @@ impl FetchClient {
         let request = request.body(body);
         let exchange = async {
             let mut response = request.send().await.map_err(|e| {
-                let why = chain(&e);
-                if why.contains("invalid peer certificate") {
-                    format!(
-                        "{why} (the server's certificate did not pass: it must be signed by a CA of `ca_file`, or of the system's roots without one, be for the URL's host and within its dates)"
-                    )
+                if chain(&e).contains("invalid peer certificate") {
+                    FetchError::Certificate(e)
                 } else {
-                    why
+                    FetchError::Request(e)
                 }
             })?;
             let status = response.status().as_u16();
-            let too_large = || format!("the answer is larger than the {limit} bytes read");
+            let too_large = || FetchError::TooLarge { limit };
             if response.content_length().is_some_and(|n| n > limit as u64) {
                 return Err(too_large());
             }
             let mut body = Vec::new();
-            while let Some(chunk) = response
-                .chunk()
-                .await
-                .map_err(|e| format!("the answer could not be read: {}", chain(&e)))?
-            {
+            while let Some(chunk) = response.chunk().await.map_err(FetchError::Read)? {
                 if body.len() + chunk.len() > limit {
                     return Err(too_large());
                 }
@@ -223,7 +361,7 @@ impl FetchClient {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(done) => done,
-            Err(_) => Err(format!("no answer within {} s", timeout.as_secs_f64())),
+            Err(_) => Err(FetchError::Timeout(timeout)),
         }
     }
 }
@@ -243,24 +381,20 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-fn no_tls(url: &str) -> String {
-    format!(
-        "`{url}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so it fetches over loopback `http://` only"
-    )
-}
-
 /// Whether `url` can be fetched by this build: [`toolgate_engine::jwt::fetch_url_problem`],
 /// and an `https://` URL only with the `tls` feature. For start-up checks.
 ///
 /// # Errors
 ///
 /// Why not.
-pub fn check_fetch_url(url: &str) -> Result<(), String> {
+pub fn check_fetch_url(url: &str) -> Result<(), FetchError> {
     if let Some(why) = toolgate_engine::jwt::fetch_url_problem(url) {
-        return Err(why);
+        return Err(FetchError::Url(why));
     }
     if !TLS && toolgate_engine::jwt::is_https(url) {
-        return Err(no_tls(url));
+        return Err(FetchError::NoTls {
+            url: url.to_owned(),
+        });
     }
     Ok(())
 }
@@ -269,16 +403,13 @@ pub fn check_fetch_url(url: &str) -> Result<(), String> {
 fn tls_backend(
     builder: reqwest::ClientBuilder,
     tls: &OutboundTls,
-) -> Result<reqwest::ClientBuilder, String> {
+) -> Result<reqwest::ClientBuilder, TlsError> {
     if let Some(p) = tls
         .ca_file
         .as_ref()
         .or(tls.client_identity.as_ref().map(|(c, _)| c))
     {
-        return Err(format!(
-            "`{}`: this build of toolgate has no TLS stack (built without the `tls` feature of `toolgate-idp`), so TLS settings are of no use",
-            p.display()
-        ));
+        return Err(TlsError::NoTlsStack { path: p.clone() });
     }
     Ok(builder)
 }
@@ -289,7 +420,7 @@ fn tls_backend(
 fn tls_backend(
     builder: reqwest::ClientBuilder,
     tls: &OutboundTls,
-) -> Result<reqwest::ClientBuilder, String> {
+) -> Result<reqwest::ClientBuilder, TlsError> {
     Ok(builder.tls_backend_preconfigured(client_config(tls)?))
 }
 
@@ -299,7 +430,7 @@ fn tls_backend(
 ///
 /// A CA file, a client certificate or a key that cannot be read or used.
 #[cfg(feature = "tls")]
-pub fn client_config(tls: &OutboundTls) -> Result<rustls::ClientConfig, String> {
+pub fn client_config(tls: &OutboundTls) -> Result<rustls::ClientConfig, TlsError> {
     use std::sync::Arc;
     let roots = match &tls.ca_file {
         Some(path) => ca_roots(path)?,
@@ -308,19 +439,19 @@ pub fn client_config(tls: &OutboundTls) -> Result<rustls::ClientConfig, String> 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .map_err(TlsError::Setup)?
         .with_root_certificates(roots);
     let mut config = match &tls.client_identity {
         None => builder.with_no_client_auth(),
         Some((cert, key_file)) => {
             let (chain, key) = client_identity(cert, key_file)?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| {
-                format!(
-                    "the client certificate `{}` and key `{}` cannot be used together: {e}",
-                    cert.display(),
-                    key_file.display()
-                )
-            })?
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|error| TlsError::ClientIdentity {
+                    cert: cert.clone(),
+                    key: key_file.clone(),
+                    error,
+                })?
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -337,61 +468,65 @@ fn client_identity(
         Vec<rustls_pki_types::CertificateDer<'static>>,
         rustls_pki_types::PrivateKeyDer<'static>,
     ),
-    String,
+    TlsError,
 > {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let read = |p: &Path, what: &str| {
-        std::fs::read(p).map_err(|e| format!("cannot read the {what} `{}`: {e}", p.display()))
-    };
     let text = read(cert, "client certificate")?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<_, _>>()
-        .map_err(|e| {
-            format!(
-                "the client certificate `{}` is not PEM: {e}",
-                cert.display()
-            )
+        .map_err(|error| TlsError::CertificateNotPem {
+            path: cert.to_path_buf(),
+            error,
         })?;
     if chain.is_empty() {
-        return Err(format!(
-            "the client certificate `{}` holds no certificate",
-            cert.display()
-        ));
+        return Err(TlsError::NoCertificate {
+            path: cert.to_path_buf(),
+        });
     }
     let text = read(key, "client key")?;
-    let key = PrivateKeyDer::from_pem_slice(&text).map_err(|e| {
-        format!(
-            "the client key `{}` is not a PEM private key: {e}",
-            key.display()
-        )
+    let key = PrivateKeyDer::from_pem_slice(&text).map_err(|error| TlsError::KeyNotPem {
+        path: key.to_path_buf(),
+        error,
     })?;
     Ok((chain, key))
 }
 
 /// The CA certificates of the PEM file at `path`.
 #[cfg(feature = "tls")]
-fn ca_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
+fn ca_roots(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
-    let shown = path.display();
-    let text =
-        std::fs::read(path).map_err(|e| format!("cannot read the CA file `{shown}`: {e}"))?;
+    let text = read(path, "CA file")?;
     let mut roots = rustls::RootCertStore::empty();
-    for (i, cert) in CertificateDer::pem_slice_iter(&text).enumerate() {
-        let cert = cert.map_err(|e| {
-            format!("the CA file `{shown}` is not PEM certificates (certificate {i}: {e})")
+    for (index, cert) in CertificateDer::pem_slice_iter(&text).enumerate() {
+        let cert = cert.map_err(|error| TlsError::CaNotPem {
+            path: path.to_path_buf(),
+            index,
+            error,
         })?;
-        roots.add(cert).map_err(|e| {
-            format!("certificate {i} of the CA file `{shown}` is not a usable CA certificate: {e}")
+        roots.add(cert).map_err(|error| TlsError::CaUnusable {
+            path: path.to_path_buf(),
+            index,
+            error,
         })?;
     }
     if roots.is_empty() {
-        return Err(format!(
-            "the CA file `{shown}` holds no certificate (expected PEM `BEGIN CERTIFICATE` blocks)"
-        ));
+        return Err(TlsError::NoCaCertificate {
+            path: path.to_path_buf(),
+        });
     }
     Ok(roots)
+}
+
+/// The bytes of the file at `path`, `what` it is naming it in the error.
+#[cfg(feature = "tls")]
+fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|error| TlsError::Read {
+        what,
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// The system's roots; none found is logged (every `https://` fetch then fails: closed).

@@ -42,21 +42,15 @@ impl Key {
 /// ```
 /// let jwks = r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "h"}]}"#;
 /// let err = toolgate_idp::parse_jwks(jwks).unwrap_err();
-/// assert!(err.contains("no key"), "{err}");
+/// assert!(err.to_string().contains("no key"), "{err}");
 /// ```
-pub fn parse_jwks(text: &str) -> Result<Keys, String> {
+pub fn parse_jwks(text: &str) -> Result<Keys, JwksError> {
     if text.len() > MAX_JWKS_BYTES {
-        return Err(format!(
-            "the JWKS is {} bytes, more than the {MAX_JWKS_BYTES} read",
-            text.len()
-        ));
+        return Err(JwksError::TooLarge { bytes: text.len() });
     }
-    let doc: Value =
-        serde_json::from_str(text).map_err(|e| format!("the JWKS is not JSON: {e}"))?;
+    let doc: Value = serde_json::from_str(text).map_err(JwksError::NotJson)?;
     let Some(list) = doc.get("keys").and_then(Value::as_array) else {
-        return Err(String::from(
-            "the JWKS has no `keys` list (expected `{\"keys\": [...]}`)",
-        ));
+        return Err(JwksError::NoKeysList);
     };
     let mut keys = Vec::new();
     let mut skipped = Vec::new();
@@ -70,7 +64,7 @@ pub fn parse_jwks(text: &str) -> Result<Keys, String> {
                 if let Some(kid) = &k.kid
                     && keys.iter().any(|x: &Key| x.kid.as_ref() == Some(kid))
                 {
-                    return Err(format!("two keys of the JWKS have the `kid` `{kid}`"));
+                    return Err(JwksError::DuplicateKid { kid: kid.clone() });
                 }
                 keys.push(k);
             }
@@ -78,24 +72,77 @@ pub fn parse_jwks(text: &str) -> Result<Keys, String> {
         }
     }
     if keys.is_empty() {
-        let why = if skipped.is_empty() {
-            String::from("it is empty")
-        } else {
-            skipped.join("; ")
-        };
-        return Err(format!(
-            "the JWKS holds no key for verifying signatures ({why})"
-        ));
+        return Err(JwksError::NoUsableKey { skipped });
     }
     Ok(Keys { keys, skipped })
 }
 
-pub(super) fn usable(raw: &Value) -> Result<Key, String> {
-    let jwk: Jwk = serde_json::from_value(raw.clone()).map_err(|e| format!("unreadable: {e}"))?;
+/// Why a text is not a usable JWKS ([`parse_jwks`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JwksError {
+    /// Larger than [`MAX_JWKS_BYTES`].
+    #[error("the JWKS is {bytes} bytes, more than the {MAX_JWKS_BYTES} read")]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+    },
+    /// Not JSON.
+    #[error("the JWKS is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// No `keys` list.
+    #[error("the JWKS has no `keys` list (expected `{{\"keys\": [...]}}`)")]
+    NoKeysList,
+    /// Two keys with one `kid`.
+    #[error("two keys of the JWKS have the `kid` `{kid}`")]
+    DuplicateKid {
+        /// The `kid`.
+        kid: String,
+    },
+    /// No key verifies signatures.
+    #[error("the JWKS holds no key for verifying signatures ({})", left_out(.skipped))]
+    NoUsableKey {
+        /// The keys left out, each with why ([`Keys::skipped`]).
+        skipped: Vec<String>,
+    },
+}
+
+/// Why no key was usable: each key left out, or that there were none.
+fn left_out(skipped: &[String]) -> String {
+    if skipped.is_empty() {
+        String::from("it is empty")
+    } else {
+        skipped.join("; ")
+    }
+}
+
+/// Why one key of a JWKS is left out ([`Keys::skipped`]).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unusable {
+    #[error("unreadable: {0}")]
+    Unreadable(serde_json::Error),
+    #[error("not a signature key (`use`)")]
+    NotForSignatures,
+    #[error("an EC curve toolgate does not verify")]
+    Curve,
+    #[error("a symmetric (`oct`) key, never taken: tokens must be signed with a private key")]
+    Symmetric,
+    #[error("a key type toolgate does not verify")]
+    KeyType,
+    #[error("its `alg` `{0}` is not a signature algorithm")]
+    NotSignatureAlg(jsonwebtoken::jwk::KeyAlgorithm),
+    #[error("its `alg` `{0:?}` does not fit its key type")]
+    AlgForOtherType(Algorithm),
+    #[error("unreadable key: {0}")]
+    Key(jsonwebtoken::errors::Error),
+}
+
+pub(super) fn usable(raw: &Value) -> Result<Key, Unusable> {
+    let jwk: Jwk = serde_json::from_value(raw.clone()).map_err(Unusable::Unreadable)?;
     if let Some(u) = &jwk.common.public_key_use
         && *u != PublicKeyUse::Signature
     {
-        return Err(String::from("not a signature key (`use`)"));
+        return Err(Unusable::NotForSignatures);
     }
     let by_type: Vec<Algorithm> = match &jwk.algorithm {
         AlgorithmParameters::RSA(_) => vec![
@@ -109,30 +156,26 @@ pub(super) fn usable(raw: &Value) -> Result<Key, String> {
         AlgorithmParameters::EllipticCurve(p) => match p.curve {
             EllipticCurve::P256 => vec![Algorithm::ES256],
             EllipticCurve::P384 => vec![Algorithm::ES384],
-            _ => return Err(String::from("an EC curve toolgate does not verify")),
+            _ => return Err(Unusable::Curve),
         },
         AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
             vec![Algorithm::EdDSA]
         }
-        AlgorithmParameters::OctetKey(_) => {
-            return Err(String::from(
-                "a symmetric (`oct`) key, never taken: tokens must be signed with a private key",
-            ));
-        }
-        _ => return Err(String::from("a key type toolgate does not verify")),
+        AlgorithmParameters::OctetKey(_) => return Err(Unusable::Symmetric),
+        _ => return Err(Unusable::KeyType),
     };
     let algorithms = match &jwk.common.key_algorithm {
         None => by_type,
         Some(alg) => {
             let alg = Algorithm::from_str(&alg.to_string())
-                .map_err(|_| format!("its `alg` `{alg}` is not a signature algorithm"))?;
+                .map_err(|_| Unusable::NotSignatureAlg(*alg))?;
             if !by_type.contains(&alg) {
-                return Err(format!("its `alg` `{alg:?}` does not fit its key type"));
+                return Err(Unusable::AlgForOtherType(alg));
             }
             vec![alg]
         }
     };
-    let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("unreadable key: {e}"))?;
+    let key = DecodingKey::from_jwk(&jwk).map_err(Unusable::Key)?;
     Ok(Key {
         kid: jwk.common.key_id.clone(),
         algorithms,

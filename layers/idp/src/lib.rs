@@ -65,9 +65,9 @@ mod typ;
 
 #[cfg(feature = "tls")]
 pub use fetch::client_config;
-pub use fetch::{FetchClient, Fetched, OutboundTls, TLS, check_fetch_url};
+pub use fetch::{FetchClient, FetchError, Fetched, OutboundTls, TLS, TlsError, check_fetch_url};
 use jwks::Lookup;
-pub use jwks::{Key, Keys, MAX_JWKS_BYTES, parse_jwks};
+pub use jwks::{JwksError, Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};
 pub use typ::{TOKEN_TYPE_FIELD, TokenType};
 
@@ -392,6 +392,62 @@ struct Inner {
 #[derive(Clone)]
 pub struct Verifier(Arc<Inner>);
 
+/// Why the identity provider's keys could not be had ([`Verifier::reload`]): the
+/// `jwks_file` or `jwks_url`, named, and what was wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeysError {
+    /// The `jwks_file` cannot be read.
+    #[error("cannot read the JWKS `{}`: {error}", .path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The `jwks_file` is not a usable JWKS.
+    #[error("`{}`: {error}", .path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: JwksError,
+    },
+    /// The `jwks_url` cannot be fetched.
+    #[error("cannot fetch the JWKS `{url}`: {error}")]
+    Fetch {
+        /// The URL.
+        url: String,
+        /// Why.
+        error: FetchError,
+    },
+    /// The `jwks_url` answered a status other than 2xx.
+    #[error("fetching the JWKS `{url}` answered HTTP {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The `jwks_url`'s answer is not UTF-8 text.
+    #[error("the JWKS `{url}` is not UTF-8 text")]
+    NotUtf8 {
+        /// The URL.
+        url: String,
+    },
+    /// The `jwks_url`'s answer is not a usable JWKS.
+    #[error("`{url}`: {error}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        error: JwksError,
+    },
+    /// A source of keys this version does not know.
+    #[error("an unknown source of keys")]
+    UnknownSource,
+}
+
 impl fmt::Debug for Verifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Verifier")
@@ -434,10 +490,11 @@ impl Verifier {
         path: &str,
     ) -> Result<Self, ConfigErrors> {
         if let JwksSource::Url(url) = &settings.keys {
-            check_fetch_url(url).map_err(|e| ConfigErrors::one(format!("{path}.jwks_url"), e))?;
+            check_fetch_url(url)
+                .map_err(|e| ConfigErrors::one(format!("{path}.jwks_url"), e.to_string()))?;
         }
         let client = FetchClient::new(settings.ca_file.as_deref())
-            .map_err(|e| ConfigErrors::one(format!("{path}.ca_file"), e))?;
+            .map_err(|e| ConfigErrors::one(format!("{path}.ca_file"), e.to_string()))?;
         let v = Self(Arc::new(Inner {
             settings,
             token_type,
@@ -454,7 +511,7 @@ impl Verifier {
         }));
         v.reload()
             .await
-            .map_err(|e| ConfigErrors::one(v.field(), e))?;
+            .map_err(|e| ConfigErrors::one(v.field(), e.to_string()))?;
         Ok(v)
     }
 
@@ -483,7 +540,7 @@ impl Verifier {
     /// Keys that cannot be had: the keys in force are dropped, and every token is refused
     /// until keys are had again (fail closed: a file that no longer reads may be one
     /// emptied to revoke a key).
-    pub async fn reload(&self) -> Result<(), String> {
+    pub async fn reload(&self) -> Result<(), KeysError> {
         let _one = self.0.fetching.lock().await;
         self.load(false).await
     }
@@ -506,14 +563,14 @@ impl Verifier {
 
     /// Reads or fetches the keys; `for_unknown_kid` marks the fetch for [`MIN_REFETCH`]
     /// (as every failed one is).
-    async fn load(&self, for_unknown_kid: bool) -> Result<(), String> {
+    async fn load(&self, for_unknown_kid: bool) -> Result<(), KeysError> {
         self.load_keeping(for_unknown_kid, false).await
     }
 
     /// As [`Verifier::load`]; with `keep`, a failed fetch keeps the last good keys (a provider
     /// that fails, or a token naming an unknown `kid` while it does, never blinds every
     /// agent).
-    async fn load_keeping(&self, for_unknown_kid: bool, keep: bool) -> Result<(), String> {
+    async fn load_keeping(&self, for_unknown_kid: bool, keep: bool) -> Result<(), KeysError> {
         let done = self.load_keys(for_unknown_kid, keep).await;
         // After the keys in force were replaced: whoever sees the new generation verifies
         // with the new keys.
@@ -523,7 +580,7 @@ impl Verifier {
         done
     }
 
-    async fn load_keys(&self, for_unknown_kid: bool, keep: bool) -> Result<(), String> {
+    async fn load_keys(&self, for_unknown_kid: bool, keep: bool) -> Result<(), KeysError> {
         let got = self.read_keys().await;
         let mut held = self
             .0
@@ -547,19 +604,26 @@ impl Verifier {
                 if !keep {
                     held.keys = None;
                 }
-                held.failed = Some(e.clone());
+                held.failed = Some(e.to_string());
                 Err(e)
             }
         }
     }
 
-    async fn read_keys(&self) -> Result<Keys, String> {
+    async fn read_keys(&self) -> Result<Keys, KeysError> {
         match &self.0.settings.keys {
             JwksSource::File(path) => {
-                let text = tokio::fs::read_to_string(path)
-                    .await
-                    .map_err(|e| format!("cannot read the JWKS `{}`: {e}", path.display()))?;
-                parse_jwks(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+                let text =
+                    tokio::fs::read_to_string(path)
+                        .await
+                        .map_err(|error| KeysError::Read {
+                            path: path.clone(),
+                            error,
+                        })?;
+                parse_jwks(&text).map_err(|error| KeysError::File {
+                    path: path.clone(),
+                    error,
+                })
             }
             JwksSource::Url(url) => {
                 let accept = (
@@ -571,18 +635,24 @@ impl Verifier {
                     .client
                     .get(url, &[accept], MAX_JWKS_BYTES, FETCH_TIMEOUT)
                     .await
-                    .map_err(|e| format!("cannot fetch the JWKS `{url}`: {e}"))?;
+                    .map_err(|error| KeysError::Fetch {
+                        url: url.clone(),
+                        error,
+                    })?;
                 if !(200..300).contains(&res.status) {
-                    return Err(format!(
-                        "fetching the JWKS `{url}` answered HTTP {}",
-                        res.status
-                    ));
+                    return Err(KeysError::Status {
+                        url: url.clone(),
+                        status: res.status,
+                    });
                 }
                 let text = std::str::from_utf8(&res.body)
-                    .map_err(|_| format!("the JWKS `{url}` is not UTF-8 text"))?;
-                parse_jwks(text).map_err(|e| format!("`{url}`: {e}"))
+                    .map_err(|_| KeysError::NotUtf8 { url: url.clone() })?;
+                parse_jwks(text).map_err(|error| KeysError::Url {
+                    url: url.clone(),
+                    error,
+                })
             }
-            _ => Err(String::from("an unknown source of keys")),
+            _ => Err(KeysError::UnknownSource),
         }
     }
 

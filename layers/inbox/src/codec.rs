@@ -13,19 +13,101 @@ use toolgate_core::{Ask, AskSource, RunMode, ToolIdentity};
 use toolgate_engine::json::raw_depth;
 use toolgate_engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
 
+/// Why stored text (a held call's row, its input, its approvals, a policy body) cannot be
+/// read back: the record is then unreadable, never guessed at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Stored JSON nested deeper than the engine's ceiling.
+    #[error("the stored JSON nests deeper than {MAX_INPUT_DEPTH_CEILING} levels")]
+    TooDeep,
+    /// Stored JSON that does not parse.
+    #[error("malformed JSON: {0}")]
+    MalformedJson(serde_json::Error),
+    /// The identities' text is not JSON.
+    #[error("identities: {0}")]
+    IdentitiesJson(serde_json::Error),
+    /// The identities' text is not a list.
+    #[error("identities: not a list")]
+    IdentitiesNotList,
+    /// An identity without one of its fields.
+    #[error("identities: `{field}` is missing")]
+    IdentityField {
+        /// The field (`kind`, `source`, `name`).
+        field: &'static str,
+    },
+    /// An identity of a kind this version does not know.
+    #[error("identities: unknown kind `{kind}`")]
+    IdentityKind {
+        /// The kind stored.
+        kind: String,
+    },
+    /// The reasons' text is not JSON.
+    #[error("reasons: {0}")]
+    ReasonsJson(serde_json::Error),
+    /// The reasons' text is not a list.
+    #[error("reasons: not a list")]
+    ReasonsNotList,
+    /// A reason without its text.
+    #[error("reasons: `reason` is missing")]
+    ReasonMissing,
+    /// A policy rule's reason without the rule's index.
+    #[error("reasons: a policy rule's index is missing")]
+    RuleIndexMissing,
+    /// A reason of a source this version does not know.
+    #[error("reasons: unknown source")]
+    ReasonSource,
+    /// A run mode this version does not spell.
+    #[error("unknown run mode `{mode}`")]
+    RunMode {
+        /// The run mode stored.
+        mode: String,
+    },
+    /// A number of approvals needed that is not from 1 to
+    /// [`MAX_APPROVALS`](crate::MAX_APPROVALS).
+    #[error(
+        "the call needs {needed} approvals, not a number from 1 to {}",
+        crate::model::MAX_APPROVALS
+    )]
+    ApprovalsNeeded {
+        /// The number stored.
+        needed: i64,
+    },
+    /// The approvals' text is not a JSON array.
+    #[error("the stored approvals are not a JSON array")]
+    ApprovalsNotList,
+    /// An approval without one of its fields.
+    #[error("an approval without `{field}`")]
+    ApprovalField {
+        /// The field (`approver`, `at`, `inputHash`, `definitionHash`).
+        field: &'static str,
+    },
+    /// An approval with a subject and no issuer, or an issuer and no subject.
+    #[error("an approval with half a principal")]
+    HalfPrincipal,
+    /// A state this version does not know.
+    #[error("unknown state `{state}`")]
+    State {
+        /// The state stored.
+        state: String,
+    },
+}
+
 /// Parses stored JSON text (an input, a result, a policy body), refusing text nested deeper
 /// than the engine's ceiling before anything recursive runs. Inputs were bounded by the gate
 /// (R36) before they were held; the depth is measured again here, without recursing.
-pub fn parse_json(text: &str) -> Result<Value, String> {
+///
+/// # Errors
+///
+/// [`RecordError::TooDeep`], [`RecordError::MalformedJson`].
+pub fn parse_json(text: &str) -> Result<Value, RecordError> {
     if raw_depth(text) > MAX_INPUT_DEPTH_CEILING {
-        return Err(format!(
-            "the stored JSON nests deeper than {MAX_INPUT_DEPTH_CEILING} levels"
-        ));
+        return Err(RecordError::TooDeep);
     }
     let mut de = serde_json::Deserializer::from_str(text);
     de.disable_recursion_limit();
-    let value = Value::deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
-    de.end().map_err(|e| format!("malformed JSON: {e}"))?;
+    let value = Value::deserialize(&mut de).map_err(RecordError::MalformedJson)?;
+    de.end().map_err(RecordError::MalformedJson)?;
     Ok(value)
 }
 
@@ -41,25 +123,27 @@ pub fn identities_json(ids: &[ToolIdentity]) -> String {
 }
 
 /// Reads [`identities_json`]'s text back.
-pub fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("identities: {e}"))?;
+pub fn identities_from_json(text: &str) -> Result<Vec<ToolIdentity>, RecordError> {
+    let value: Value = serde_json::from_str(text).map_err(RecordError::IdentitiesJson)?;
     let Value::Array(items) = value else {
-        return Err(String::from("identities: not a list"));
+        return Err(RecordError::IdentitiesNotList);
     };
     items
         .iter()
         .map(|item| {
-            let field = |k: &str| {
-                item.get(k)
+            let field = |field: &'static str| {
+                item.get(field)
                     .and_then(Value::as_str)
-                    .ok_or_else(|| format!("identities: `{k}` is missing"))
+                    .ok_or(RecordError::IdentityField { field })
             };
             let (kind, source, name) = (field("kind")?, field("source")?, field("name")?);
             match kind {
                 "local" => Ok(ToolIdentity::toolset(source, name)),
                 "mcp" => Ok(ToolIdentity::mcp(source, name)),
                 "http" => Ok(ToolIdentity::http(name)),
-                other => Err(format!("identities: unknown kind `{other}`")),
+                other => Err(RecordError::IdentityKind {
+                    kind: other.to_owned(),
+                }),
             }
         })
         .collect()
@@ -84,10 +168,10 @@ pub fn reasons_json(asks: &[Ask]) -> String {
 }
 
 /// Reads [`reasons_json`]'s text back.
-pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("reasons: {e}"))?;
+pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, RecordError> {
+    let value: Value = serde_json::from_str(text).map_err(RecordError::ReasonsJson)?;
     let Value::Array(items) = value else {
-        return Err(String::from("reasons: not a list"));
+        return Err(RecordError::ReasonsNotList);
     };
     items
         .iter()
@@ -95,7 +179,7 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
             let reason = item
                 .get("reason")
                 .and_then(Value::as_str)
-                .ok_or("reasons: `reason` is missing")?
+                .ok_or(RecordError::ReasonMissing)?
                 .to_owned();
             // The kinds are `AskSource::kind`'s spellings, read back exactly.
             let kind = item.get("source").and_then(Value::as_str);
@@ -104,7 +188,7 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
                     item.get("rule")
                         .and_then(Value::as_u64)
                         .and_then(|i| usize::try_from(i).ok())
-                        .ok_or("reasons: a policy rule's index is missing")?,
+                        .ok_or(RecordError::RuleIndexMissing)?,
                 )
             } else {
                 [
@@ -115,7 +199,7 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
                 ]
                 .into_iter()
                 .find(|s| Some(s.kind()) == kind)
-                .ok_or("reasons: unknown source")?
+                .ok_or(RecordError::ReasonSource)?
             };
             Ok(Ask { source, reason })
         })
@@ -123,8 +207,8 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, String> {
 }
 
 /// Reads a stored run mode back (its exact spelling).
-pub fn run_mode_from(s: &str) -> Result<RunMode, String> {
-    RunMode::parse(s).ok_or_else(|| format!("unknown run mode `{s}`"))
+pub fn run_mode_from(s: &str) -> Result<RunMode, RecordError> {
+    RunMode::parse(s).ok_or_else(|| RecordError::RunMode { mode: s.to_owned() })
 }
 
 /// Reads a stored number of approvals needed (R51) back: 1 to
@@ -132,17 +216,15 @@ pub fn run_mode_from(s: &str) -> Result<RunMode, String> {
 /// (never read as fewer).
 ///
 /// ```
-/// assert_eq!(toolgate_inbox::codec::approvals_needed_from(2), Ok(2));
+/// assert_eq!(toolgate_inbox::codec::approvals_needed_from(2).ok(), Some(2));
 /// assert!(toolgate_inbox::codec::approvals_needed_from(0).is_err());
-/// assert!(toolgate_inbox::codec::approvals_needed_from(6).is_err());
+/// let e = toolgate_inbox::codec::approvals_needed_from(6).unwrap_err();
+/// assert_eq!(e.to_string(), "the call needs 6 approvals, not a number from 1 to 5");
 /// ```
-pub fn approvals_needed_from(n: i64) -> Result<u8, String> {
+pub fn approvals_needed_from(n: i64) -> Result<u8, RecordError> {
     match u8::try_from(n) {
-        Ok(n) if (1..=crate::model::MAX_APPROVALS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "the call needs {n} approvals, not a number from 1 to {}",
-            crate::model::MAX_APPROVALS
-        )),
+        Ok(needed) if (1..=crate::model::MAX_APPROVALS).contains(&needed) => Ok(needed),
+        _ => Err(RecordError::ApprovalsNeeded { needed: n }),
     }
 }
 
@@ -261,6 +343,7 @@ mod tests {
         assert!(
             reasons_from_json("[{\"source\": \"policy_rule\", \"reason\": \"x\"}]")
                 .unwrap_err()
+                .to_string()
                 .contains("index is missing")
         );
         // The stored form is fixed: rows written before keep reading back.
@@ -277,11 +360,12 @@ mod tests {
             RunMode::AutoApproveRequired,
             RunMode::AutoRejectRequired,
         ] {
-            assert_eq!(run_mode_from(mode.as_str()), Ok(mode));
+            assert_eq!(run_mode_from(mode.as_str()).ok(), Some(mode));
         }
         assert!(
             run_mode_from("nonsense")
                 .unwrap_err()
+                .to_string()
                 .contains("`nonsense`")
         );
     }
@@ -290,10 +374,20 @@ mod tests {
     fn stored_json_deeper_than_the_ceiling_is_refused_without_recursing() {
         let deep =
             "[".repeat(MAX_INPUT_DEPTH_CEILING + 1) + &"]".repeat(MAX_INPUT_DEPTH_CEILING + 1);
-        assert!(parse_json(&deep).unwrap_err().contains("nests deeper"));
+        assert!(
+            parse_json(&deep)
+                .unwrap_err()
+                .to_string()
+                .contains("nests deeper")
+        );
         let ok = "[".repeat(MAX_INPUT_DEPTH_CEILING) + &"]".repeat(MAX_INPUT_DEPTH_CEILING);
         assert!(parse_json(&ok).is_ok());
-        assert!(parse_json("[1] 2").unwrap_err().contains("malformed"));
+        assert!(
+            parse_json("[1] 2")
+                .unwrap_err()
+                .to_string()
+                .contains("malformed")
+        );
     }
 
     #[test]

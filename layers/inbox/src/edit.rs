@@ -10,6 +10,7 @@
 use serde_json::Value;
 use toolgate_engine::canon;
 
+use crate::codec::RecordError;
 use crate::model::Timestamp;
 
 /// An edited input, with the forms the store keeps of every input.
@@ -32,21 +33,34 @@ impl EditedInput {
     /// assert!(e.input_hash.starts_with("sha256:"));
     /// assert!(toolgate_inbox::EditedInput::new(&serde_json::json!([1])).is_err());
     /// ```
-    pub fn new(input: &Value) -> Result<Self, String> {
+    pub fn new(input: &Value) -> Result<Self, EditError> {
         if !input.is_object() {
-            return Err(String::from("an edited input must be a JSON object"));
+            return Err(EditError::NotAnObject);
         }
-        let input_canonical = canon::canonical_json(input)
-            .ok_or_else(|| String::from("the edited input cannot be canonicalised"))?;
+        let input_canonical = canon::canonical_json(input).ok_or(EditError::NotCanonicalisable)?;
         let input_hash = canon::sha256_hex(input_canonical.as_bytes());
-        let input_json = serde_json::to_string(input)
-            .map_err(|e| format!("the edited input cannot be serialised: {e}"))?;
+        let input_json = serde_json::to_string(input).map_err(EditError::NotSerialisable)?;
         Ok(Self {
             input_json,
             input_canonical,
             input_hash,
         })
     }
+}
+
+/// Why an input cannot be an edited input ([`EditedInput::new`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EditError {
+    /// Not a JSON object.
+    #[error("an edited input must be a JSON object")]
+    NotAnObject,
+    /// No canonical form (RFC 8785).
+    #[error("the edited input cannot be canonicalised")]
+    NotCanonicalisable,
+    /// It cannot be written as JSON text.
+    #[error("the edited input cannot be serialised: {0}")]
+    NotSerialisable(serde_json::Error),
 }
 
 /// What an edited approval recorded beside the call: the input the agent sent, and who
@@ -67,7 +81,7 @@ pub struct StoredEdit {
 
 impl StoredEdit {
     /// The original input, parsed.
-    pub fn original_input(&self) -> Result<Value, String> {
+    pub fn original_input(&self) -> Result<Value, RecordError> {
         crate::codec::parse_json(&self.original_input_json)
     }
 }

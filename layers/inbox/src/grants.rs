@@ -488,23 +488,43 @@ pub fn may_revoke(
     gov: &toolgate_engine::Governance,
     name: &str,
     grant: &Grant,
-) -> Result<(), String> {
+) -> Result<(), MayNotRevoke> {
     let Some(approvers) = gov.approver_settings() else {
         return Ok(());
     };
     let Some(person) = approvers.approver(name) else {
-        return Err(format!(
-            "`{name}` is not one of the configuration's approvers"
-        ));
+        return Err(MayNotRevoke::NotAnApprover {
+            name: name.to_owned(),
+        });
     };
     let tools = catalog_records(gov);
     person
         .may_grant(grant, tools.iter().map(Vec::as_slice))
-        .map_err(|r| {
-            format!(
-                "`{name}` may not revoke grant `{}`: {}",
-                grant.id(),
-                r.message
-            )
+        .map_err(|refused| MayNotRevoke::NoRights {
+            name: name.to_owned(),
+            grant: grant.id().to_owned(),
+            refused,
         })
+}
+
+/// Why a person may not revoke a grant ([`may_revoke`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MayNotRevoke {
+    /// The configuration names approvers, and not this person.
+    #[error("`{name}` is not one of the configuration's approvers")]
+    NotAnApprover {
+        /// Who.
+        name: String,
+    },
+    /// The person lacks the rights it takes to give the grant.
+    #[error("`{name}` may not revoke grant `{grant}`: {}", .refused.message)]
+    NoRights {
+        /// Who.
+        name: String,
+        /// The grant's id.
+        grant: String,
+        /// The right they lack.
+        refused: toolgate_engine::approvers::GrantRefused,
+    },
 }

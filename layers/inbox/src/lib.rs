@@ -139,19 +139,20 @@ mod store;
 mod test_calls;
 
 pub use channel::{DEFAULT_TTL, INBOX_APPROVER, InboxChannel};
-pub use edit::{EditedInput, StoredEdit};
+pub use codec::RecordError;
+pub use edit::{EditError, EditedInput, StoredEdit};
 pub use error::{
     AnswerError, ClaimError, CompleteError, InboxError, InboxErrorKind, PolicySaveError,
 };
 pub use grant_store::{GRANT_TIMEOUT, InboxGrants};
 pub use grants::{
-    GrantRequest, GrantState, Revocation, RevokeError, StoredGrant, grant_from_text, may_revoke,
-    new_grant_id, summary_line as grant_summary_line,
+    GrantRequest, GrantState, MayNotRevoke, Revocation, RevokeError, StoredGrant, grant_from_text,
+    may_revoke, new_grant_id, summary_line as grant_summary_line,
 };
 pub use model::{
     Answer, AnswerBinding, AnswerReceipt, CallResult, Claim, Claimed, Completion, GivenApproval,
-    HeldRecord, Holding, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall, Outcome, State,
-    StoredPolicy, Timestamp, TurnState, waits_for,
+    HeldRecord, HoldError, Holding, InvalidAnswer, MAX_APPROVALS, MAX_REASON_CHARS, NewHeldCall,
+    Outcome, State, StoredPolicy, Timestamp, TurnState, waits_for,
 };
 pub use policy::{
     PolicyPoll, PolicyWatch, PutPolicyError, ShadowPoll, load_policy_state, load_shadow_policy,

@@ -8,9 +8,12 @@ use toolgate_core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdent
 use toolgate_engine::approval::ApprovalRequest;
 use toolgate_engine::canon;
 
+use crate::codec::RecordError;
+
 mod answer;
 pub use answer::{
-    Answer, AnswerBinding, AnswerReceipt, GivenApproval, MAX_APPROVALS, MAX_REASON_CHARS, TurnState,
+    Answer, AnswerBinding, AnswerReceipt, GivenApproval, InvalidAnswer, MAX_APPROVALS,
+    MAX_REASON_CHARS, TurnState,
 };
 
 /// A point in time, in whole milliseconds since the Unix epoch: what the store keeps.
@@ -217,6 +220,29 @@ pub struct NewHeldCall {
     pub labels: Option<toolgate_core::LabelsRead>,
 }
 
+/// Why the gate's request cannot be held ([`NewHeldCall::from_request`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HoldError {
+    /// More approvals than an inbox gathers ([`MAX_APPROVALS`]).
+    #[error(
+        "the call needs {approvals} approvals from distinct people, and an inbox gathers at most {MAX_APPROVALS}"
+    )]
+    TooManyApprovals {
+        /// How many the call needs.
+        approvals: u8,
+    },
+    /// The input has no canonical form (RFC 8785).
+    #[error("the input cannot be canonicalised")]
+    NotCanonicalisable,
+    /// The input's hash is not the request's.
+    #[error("the input's hash is not the one the gate computed")]
+    HashMismatch,
+    /// The input cannot be written as JSON text.
+    #[error("the input cannot be serialised: {0}")]
+    NotSerialisable(serde_json::Error),
+}
+
 impl NewHeldCall {
     /// The record of the gate's `request`, held at `now` until `now + ttl`. Fails (with a
     /// reason) when the input cannot be canonicalised or its hash is not the request's.
@@ -224,26 +250,22 @@ impl NewHeldCall {
         request: &ApprovalRequest,
         now: Timestamp,
         ttl: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HoldError> {
         if request.approvals > MAX_APPROVALS {
-            return Err(format!(
-                "the call needs {} approvals from distinct people, and an inbox gathers at most {MAX_APPROVALS}",
-                request.approvals
-            ));
+            return Err(HoldError::TooManyApprovals {
+                approvals: request.approvals,
+            });
         }
-        let input_canonical = canon::canonical_json(&request.input)
-            .ok_or_else(|| String::from("the input cannot be canonicalised"))?;
+        let input_canonical =
+            canon::canonical_json(&request.input).ok_or(HoldError::NotCanonicalisable)?;
         let input_hash = canon::sha256_hex(input_canonical.as_bytes());
         if input_hash != request.input_hash {
-            return Err(String::from(
-                "the input's hash is not the one the gate computed",
-            ));
+            return Err(HoldError::HashMismatch);
         }
         // An integer past 64 bits keeps its digits (R20): the text is what a person is shown
         // and what a repeat is compared with.
         let input_json = if request.literals.is_empty() {
-            serde_json::to_string(&*request.input)
-                .map_err(|e| format!("the input cannot be serialised: {e}"))?
+            serde_json::to_string(&*request.input).map_err(HoldError::NotSerialisable)?
         } else {
             toolgate_engine::number::to_text(&request.input, &request.literals)
         };
@@ -334,7 +356,7 @@ impl HeldRecord {
     /// The input exactly as held (a number past 64 bits is the nearest double here: its
     /// digits are in [`HeldRecord::literals`]).
     pub fn input(&self) -> Result<Value, String> {
-        crate::codec::parse_json(&self.call.input_json)
+        crate::codec::parse_json(&self.call.input_json).map_err(|e| e.to_string())
     }
 
     /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
@@ -345,13 +367,13 @@ impl HeldRecord {
 
     /// The input pretty-printed for a person with every number as written (R20), or why
     /// it cannot be read.
-    pub fn input_pretty(&self) -> Result<String, String> {
+    pub fn input_pretty(&self) -> Result<String, RecordError> {
         pretty(&self.call.input_json)
     }
 
     /// [`HeldRecord::edited_from`] pretty-printed as [`HeldRecord::input_pretty`] does, when
     /// the call was approved with an edited input.
-    pub fn edited_from_pretty(&self) -> Option<Result<String, String>> {
+    pub fn edited_from_pretty(&self) -> Option<Result<String, RecordError>> {
         self.edited_from.as_deref().map(pretty)
     }
 
@@ -571,7 +593,7 @@ impl StoredPolicy {
     /// The document `policy get` prints and `policy put` takes back: the stored body with
     /// `updatedAt`. Fails with a reason when the body is not a JSON object.
     pub fn document(&self) -> Result<Value, String> {
-        let value = crate::codec::parse_json(&self.body)?;
+        let value = crate::codec::parse_json(&self.body).map_err(|e| e.to_string())?;
         let Value::Object(mut map) = value else {
             return Err(String::from("the stored policy is not a JSON object"));
         };
@@ -605,7 +627,7 @@ pub struct CallResult {
 
 /// The stored input text `stored` pretty-printed for a person with every number as written
 /// (R20), or why it cannot be read.
-fn pretty(stored: &str) -> Result<String, String> {
+fn pretty(stored: &str) -> Result<String, RecordError> {
     let value = crate::codec::parse_json(stored)?;
     Ok(toolgate_engine::number::to_pretty_text(
         &value,

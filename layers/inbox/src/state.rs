@@ -36,7 +36,9 @@ use crate::model::{Answer, AnswerReceipt, Claim, GivenApproval, Outcome, State, 
 /// (a denial's reason; an approval keeps none). Fails when the answer is invalid
 /// ([`Answer::validate`]): the store must not be touched.
 pub fn answer_update(answer: &Answer) -> Result<(State, Option<String>), AnswerError> {
-    answer.validate().map_err(AnswerError::Invalid)?;
+    answer
+        .validate()
+        .map_err(|e| AnswerError::Invalid(e.to_string()))?;
     if answer.approve {
         Ok((State::Approved, None))
     } else {
@@ -254,7 +256,7 @@ pub fn answer_step(id: &str, answer: &Answer, row: AnswerRow, now: Timestamp) ->
         return AnswerStep::Lost(PendingLost::StillPending);
     }
     if let Err(e) = answer.validate() {
-        return AnswerStep::Answer(Err(AnswerError::Invalid(e)));
+        return AnswerStep::Answer(Err(AnswerError::Invalid(e.to_string())));
     }
     let mine = |a: &&GivenApproval| {
         a.input_hash == row.input_hash

@@ -449,7 +449,7 @@ impl McpServerConfig {
                 for (name, source) in list.iter_mut() {
                     match source.loaded() {
                         Ok(s) => *source = s,
-                        Err(e) => errs.push(format!("{path}.{field}.{name}"), e),
+                        Err(e) => errs.push(format!("{path}.{field}.{name}"), e.to_string()),
                     }
                 }
             };
@@ -465,13 +465,18 @@ impl McpServerConfig {
                 if let Some(o) = oauth {
                     match o.client_secret.loaded() {
                         Ok(s) => o.client_secret = s,
-                        Err(e) => errs.push(format!("{path}.oauth.client_secret"), e),
+                        Err(e) => errs.push(format!("{path}.oauth.client_secret"), e.to_string()),
                     }
                 }
                 if let Some(x) = token_exchange {
                     match x.client.client_secret.loaded() {
                         Ok(s) => x.client.client_secret = s,
-                        Err(e) => errs.push(format!("{path}.token_exchange.client_secret"), e),
+                        Err(e) => {
+                            errs.push(
+                                format!("{path}.token_exchange.client_secret"),
+                                e.to_string(),
+                            );
+                        }
                     }
                 }
             }

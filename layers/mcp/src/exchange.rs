@@ -17,7 +17,7 @@ use toolgate_core::Delegation;
 
 use crate::oauth::{SubjectToken, TokenExchange};
 use crate::secret::Secret;
-use crate::token_endpoint::{ask_token_endpoint, push_param};
+use crate::token_endpoint::{TokenError, ask_token_endpoint, push_param};
 
 /// RFC 8693 §2.1's grant type.
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -78,9 +78,9 @@ pub(crate) async fn authorize(
     exchanger: Arc<Exchanger>,
     subject: Option<&SubjectToken>,
     extensions: &mut rmcp::model::Extensions,
-) -> Result<Delegation, String> {
+) -> Result<Delegation, TokenError> {
     let Some(subject) = subject else {
-        return Err(String::from(NO_SUBJECT));
+        return Err(TokenError::NoSubject);
     };
     let issued = exchanger.current(subject).await?;
     extensions.insert(OnBehalf {
@@ -109,11 +109,11 @@ impl Exchanger {
             .client
             .client_secret
             .read()
-            .map_err(|e| field("client_secret", e))?;
+            .map_err(|e| field("client_secret", e.to_string()))?;
         toolgate_idp::check_fetch_url(&exchange.client.token_url)
-            .map_err(|e| field("token_url", e))?;
+            .map_err(|e| field("token_url", e.to_string()))?;
         let http = toolgate_idp::FetchClient::new(exchange.client.ca_file.as_deref())
-            .map_err(|e| field("ca_file", e))?;
+            .map_err(|e| field("ca_file", e.to_string()))?;
         Ok(Self {
             server: id.to_owned(),
             http,
@@ -140,7 +140,7 @@ impl Exchanger {
     }
 
     /// The token to send for `subject`: the one kept, unless it is (about to be) expired.
-    pub(crate) async fn current(&self, subject: &SubjectToken) -> Result<Issued, String> {
+    pub(crate) async fn current(&self, subject: &SubjectToken) -> Result<Issued, TokenError> {
         let key = key(subject);
         if let Some(issued) = self.kept().get(&key)
             && issued.refresh_at.is_some_and(|at| Instant::now() < at)
@@ -156,7 +156,7 @@ impl Exchanger {
         &self,
         subject: &SubjectToken,
         rejected: &Secret,
-    ) -> Result<Issued, String> {
+    ) -> Result<Issued, TokenError> {
         let key = key(subject);
         {
             let mut kept = self.kept();
@@ -172,7 +172,7 @@ impl Exchanger {
     }
 
     /// Asks the token endpoint to exchange `subject`'s token.
-    async fn fetch(&self, subject: &SubjectToken, key: [u8; 32]) -> Result<Issued, String> {
+    async fn fetch(&self, subject: &SubjectToken, key: [u8; 32]) -> Result<Issued, TokenError> {
         let mut body = String::new();
         push_param(&mut body, "grant_type", GRANT_TYPE);
         push_param(&mut body, "subject_token", subject.token().expose());
@@ -205,16 +205,12 @@ impl Exchanger {
         match answer.json.get("issued_token_type").and_then(Value::as_str) {
             Some(ACCESS_TOKEN | JWT) => {}
             Some(other) => {
-                return Err(format!(
-                    "the token endpoint `{url}` issued a token of type `{}`, not an access token",
-                    other.chars().take(80).collect::<String>()
-                ));
+                return Err(TokenError::IssuedType {
+                    url: url.clone(),
+                    issued: other.chars().take(80).collect(),
+                });
             }
-            None => {
-                return Err(format!(
-                    "the token endpoint `{url}` answered the exchange without `issued_token_type` (RFC 8693 §2.2.1)"
-                ));
-            }
+            None => return Err(TokenError::NoIssuedType { url: url.clone() }),
         }
         let delegation = delegation(&self.server, url, subject, answer.token.expose());
         let issued = Issued {

@@ -207,7 +207,10 @@ impl DecisionServices {
     /// # Errors
     ///
     /// The outbound client cannot be made (its TLS configuration).
-    pub fn new(services: Vec<HookService>, redactor: Redactor) -> Result<Self, String> {
+    pub fn new(
+        services: Vec<HookService>,
+        redactor: Redactor,
+    ) -> Result<Self, toolgate_idp::TlsError> {
         Ok(Self {
             services: services.into(),
             client: toolgate_idp::FetchClient::new(None)?,
@@ -268,7 +271,7 @@ impl DecisionServices {
         phase: HookPhase,
         call: &HookCall<'_>,
         response: Option<&ToolResponse>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         let mut body = None;
         for service in self.services.iter().filter(|s| s.phase == phase) {
             let text = body
@@ -288,12 +291,9 @@ impl DecisionServices {
                     service.timeout,
                 )
                 .await
-                .map_err(|why| unreachable(service, &why))?;
+                .map_err(|e| Refusal::of(service, Said::Unreachable(e)))?;
             if !(200..300).contains(&answer.status) {
-                return Err(unreachable(
-                    service,
-                    &format!("it answered HTTP {}", answer.status),
-                ));
+                return Err(Refusal::of(service, Said::Status(answer.status)));
             }
             verdict(service, &answer.body)?;
         }
@@ -301,53 +301,76 @@ impl DecisionServices {
     }
 }
 
-fn unreachable(service: &HookService, why: &str) -> String {
-    format!(
-        "the decision service `{}` ({}) could not be asked, so the call is refused (fail closed): {why}",
-        service.url,
-        service.phase.as_str()
-    )
+/// Why a decision service did not let a call go on: which service, and what it said.
+#[derive(Debug, thiserror::Error)]
+#[error("the decision service `{url}` ({}) {said}", .phase.as_str())]
+struct Refusal {
+    url: String,
+    phase: HookPhase,
+    said: Said,
+}
+
+impl Refusal {
+    fn of(service: &HookService, said: Said) -> Self {
+        Self {
+            url: service.url.clone(),
+            phase: service.phase,
+            said,
+        }
+    }
+}
+
+/// What a decision service said, or why it could not be asked.
+#[derive(Debug, thiserror::Error)]
+enum Said {
+    #[error("could not be asked, so the call is refused (fail closed): {0}")]
+    Unreachable(toolgate_idp::FetchError),
+    #[error("could not be asked, so the call is refused (fail closed): it answered HTTP {0}")]
+    Status(u16),
+    #[error("answered something that is not JSON ({0}), so the call is refused (fail closed)")]
+    NotJson(serde_json::Error),
+    #[error("said no")]
+    No,
+    #[error("said no: {0}")]
+    NoBecause(String),
+    #[error("answered a `result` without a boolean `allow`, so the call is refused (fail closed)")]
+    NoAllow,
+    #[error(
+        "answered `result: {0}`, neither a boolean nor an object with `allow`, so the call is refused (fail closed)"
+    )]
+    Neither(Value),
+    #[error("answered no `result` (an undefined rule), so the call is refused (fail closed)")]
+    NoResult,
 }
 
 /// Reads a service's answer: `Ok` only for a yes.
-fn verdict(service: &HookService, body: &[u8]) -> Result<(), String> {
-    let said = |why: String| {
-        format!(
-            "the decision service `{}` ({}) {why}",
-            service.url,
-            service.phase.as_str()
-        )
-    };
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        said(format!(
-            "answered something that is not JSON ({e}), so the call is refused (fail closed)"
-        ))
-    })?;
+fn verdict(service: &HookService, body: &[u8]) -> Result<(), Refusal> {
+    let said = |said: Said| Refusal::of(service, said);
+    let value: Value = serde_json::from_slice(body).map_err(|e| said(Said::NotJson(e)))?;
     match value.get("result") {
         Some(Value::Bool(true)) => Ok(()),
-        Some(Value::Bool(false)) => Err(said(String::from("said no"))),
+        Some(Value::Bool(false)) => Err(said(Said::No)),
         Some(Value::Object(r)) => match r.get("allow") {
             Some(Value::Bool(true)) => Ok(()),
             Some(Value::Bool(false)) => Err(said(match r.get("reason").and_then(Value::as_str) {
-                Some(reason) => format!("said no: {reason}"),
-                None => String::from("said no"),
+                Some(reason) => Said::NoBecause(reason.to_owned()),
+                None => Said::No,
             })),
-            _ => Err(said(String::from(
-                "answered a `result` without a boolean `allow`, so the call is refused (fail closed)",
-            ))),
+            _ => Err(said(Said::NoAllow)),
         },
-        Some(other) => Err(said(format!(
-            "answered `result: {other}`, neither a boolean nor an object with `allow`, so the call is refused (fail closed)"
-        ))),
-        None => Err(said(String::from(
-            "answered no `result` (an undefined rule), so the call is refused (fail closed)",
-        ))),
+        Some(other) => Err(said(Said::Neither(other.clone()))),
+        None => Err(said(Said::NoResult)),
     }
 }
 
 impl ToolHooks for DecisionServices {
+    // The trait's error is the text the model is given.
     fn before_call<'a>(&'a self, call: &'a HookCall<'a>) -> HookFuture<'a, Result<(), String>> {
-        Box::pin(self.ask(HookPhase::BeforeCall, call, None))
+        Box::pin(async move {
+            self.ask(HookPhase::BeforeCall, call, None)
+                .await
+                .map_err(|r| r.to_string())
+        })
     }
 
     fn after_call<'a>(
@@ -355,7 +378,11 @@ impl ToolHooks for DecisionServices {
         call: &'a HookCall<'a>,
         response: &'a ToolResponse,
     ) -> HookFuture<'a, Result<(), String>> {
-        Box::pin(self.ask(HookPhase::AfterCall, call, Some(response)))
+        Box::pin(async move {
+            self.ask(HookPhase::AfterCall, call, Some(response))
+                .await
+                .map_err(|r| r.to_string())
+        })
     }
 }
 
@@ -391,7 +418,7 @@ mod tests {
             (br#"{"result": 1}"#, "neither a boolean"),
             (b"<html>", "not JSON"),
         ] {
-            let e = verdict(&s, body).unwrap_err();
+            let e = verdict(&s, body).unwrap_err().to_string();
             assert!(e.contains(words), "{e}");
             assert!(e.contains("http://127.0.0.1:1/x"), "{e}");
         }

@@ -171,7 +171,7 @@ pub use oauth::{
     ClientAuth, OAuthClientCredentials, SubjectToken, SubjectTokenType, TokenExchange,
 };
 pub use rmcp;
-pub use secret::{Secret, SecretSource};
+pub use secret::{Secret, SecretError, SecretSource};
 
 pub use config::{
     ConfigError, DEFAULT_INHERITED_ENV, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS,

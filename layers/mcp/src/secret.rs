@@ -52,7 +52,7 @@ enum From {
 /// ```
 /// use toolgate_mcp::SecretSource;
 /// let token = SecretSource::env("TOOLGATE_DOC_TOKEN").prefix("Bearer ");
-/// assert!(token.read().unwrap_err().contains("`TOOLGATE_DOC_TOKEN` is not set"));
+/// assert!(token.read().unwrap_err().to_string().contains("`TOOLGATE_DOC_TOKEN` is not set"));
 /// assert_eq!(format!("{token:?}"), r#"SecretSource { env: "TOOLGATE_DOC_TOKEN", prefix: "Bearer " }"#);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
@@ -113,42 +113,44 @@ impl SecretSource {
     ///
     /// What is wrong (the file cannot be read or is empty, the variable is not set or is
     /// empty), naming the file or variable and never the value.
-    pub fn read(&self) -> Result<Secret, String> {
+    pub fn read(&self) -> Result<Secret, SecretError> {
         let value = match &self.from {
             From::Value(s) | From::Loaded(s, _) => s.0.clone(),
             From::File(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|e| format!("cannot read the file `{}`: {e}", path.display()))?;
+                let bytes = std::fs::read(path).map_err(|error| SecretError::ReadFile {
+                    path: path.clone(),
+                    error,
+                })?;
                 let mut text = String::from_utf8(bytes)
-                    .map_err(|_| format!("the file `{}` is not UTF-8 text", path.display()))?;
+                    .map_err(|_| SecretError::FileNotUtf8 { path: path.clone() })?;
                 let end = text.trim_end_matches(['\n', '\r']).len();
                 text.truncate(end);
                 if text.trim().is_empty() {
-                    return Err(format!("the file `{}` is empty", path.display()));
+                    return Err(SecretError::EmptyFile { path: path.clone() });
                 }
                 text
             }
             From::Env(name) => match std::env::var(name) {
                 Ok(v) if v.trim().is_empty() => {
-                    return Err(format!("the environment variable `{name}` is empty"));
+                    return Err(SecretError::EmptyVariable { name: name.clone() });
                 }
                 Ok(v) => v,
                 Err(std::env::VarError::NotPresent) => {
-                    return Err(format!("the environment variable `{name}` is not set"));
+                    return Err(SecretError::UnsetVariable { name: name.clone() });
                 }
                 Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(format!("the environment variable `{name}` is not UTF-8"));
+                    return Err(SecretError::VariableNotUtf8 { name: name.clone() });
                 }
             },
         };
         if value.trim().is_empty() {
-            return Err(String::from("the secret is empty"));
+            return Err(SecretError::Empty);
         }
         Ok(Secret(format!("{}{value}", self.prefix)))
     }
 
     /// This source with its value read now (a file or variable becomes a value).
-    pub(crate) fn loaded(&self) -> Result<Self, String> {
+    pub(crate) fn loaded(&self) -> Result<Self, SecretError> {
         Ok(Self {
             from: From::Loaded(self.read()?, Box::new(self.clone())),
             prefix: String::new(),
@@ -159,7 +161,7 @@ impl SecretSource {
     /// without a restart): a file is read again, a variable looked up again, a value handed
     /// over in code is that value.
     #[cfg(feature = "http")]
-    pub(crate) fn read_again(&self) -> Result<Secret, String> {
+    pub(crate) fn read_again(&self) -> Result<Secret, SecretError> {
         match &self.from {
             From::Loaded(_, source) => source.read_again(),
             _ => self.read(),
@@ -175,6 +177,54 @@ impl SecretSource {
         }
         self
     }
+}
+
+/// Why a secret cannot be read ([`SecretSource::read`]): the file or variable, named, and
+/// what is wrong with it; never the value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// The file cannot be read.
+    #[error("cannot read the file `{}`: {error}", .path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The file is not UTF-8 text.
+    #[error("the file `{}` is not UTF-8 text", .path.display())]
+    FileNotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is empty (or holds only line ends and blanks).
+    #[error("the file `{}` is empty", .path.display())]
+    EmptyFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The environment variable is empty.
+    #[error("the environment variable `{name}` is empty")]
+    EmptyVariable {
+        /// The variable.
+        name: String,
+    },
+    /// The environment variable is not set.
+    #[error("the environment variable `{name}` is not set")]
+    UnsetVariable {
+        /// The variable.
+        name: String,
+    },
+    /// The environment variable is not UTF-8.
+    #[error("the environment variable `{name}` is not UTF-8")]
+    VariableNotUtf8 {
+        /// The variable.
+        name: String,
+    },
+    /// The secret is blank.
+    #[error("the secret is empty")]
+    Empty,
 }
 
 #[cfg(test)]
@@ -193,11 +243,12 @@ mod tests {
             .unwrap();
         assert_eq!(got.expose(), "Bearer s3cret");
         std::fs::write(&f, "\n").unwrap();
-        let err = SecretSource::file(&f).read().unwrap_err();
+        let err = SecretSource::file(&f).read().unwrap_err().to_string();
         assert!(err.ends_with("is empty"), "{err}");
         let err = SecretSource::file(dir.path().join("none"))
             .read()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("cannot read the file `"), "{err}");
         let v = SecretSource::value(Secret::new("abc")).loaded().unwrap();
         assert!(!format!("{v:?}").contains("abc"));

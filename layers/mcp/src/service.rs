@@ -347,6 +347,15 @@ pub(crate) async fn send_cancel_on_drop(
     result
 }
 
+/// Why a call made on behalf of its caller (RFC 8693) has no token: the token exchange's
+/// error; without `http` no server has a token exchange, so there is never one.
+#[cfg(feature = "http")]
+pub(crate) type NoToken = crate::token_endpoint::TokenError;
+/// Why a call made on behalf of its caller (RFC 8693) has no token: the token exchange's
+/// error; without `http` no server has a token exchange, so there is never one.
+#[cfg(not(feature = "http"))]
+pub(crate) type NoToken = std::convert::Infallible;
+
 /// What a call needs to be sent on behalf of its caller (RFC 8693), taken from the call
 /// before it is sent: the server's token exchange, the caller's token, and where the call's
 /// records are gathered.
@@ -391,7 +400,7 @@ impl OnBehalfOf {
             reason = "without `http` no server has a token exchange"
         )
     )]
-    async fn authorize(self, request: &mut CallToolRequest) -> Result<(), String> {
+    async fn authorize(self, request: &mut CallToolRequest) -> Result<(), NoToken> {
         #[cfg(feature = "http")]
         if let Some((exchanger, subject, sink)) = self.exchange {
             let delegation =
@@ -555,11 +564,11 @@ impl Service<ToolCall> for McpToolService {
                 future: Box::pin(async move {
                     let params = CallToolRequestParams::new(sent).with_arguments(arguments);
                     let mut request = CallToolRequest::new(params);
-                    behalf.authorize(&mut request).await.map_err(|message| {
+                    behalf.authorize(&mut request).await.map_err(|why| {
                         McpCallError::Credentials {
                             server: server_id.clone(),
                             tool: own.clone(),
-                            message,
+                            message: why.to_string(),
                         }
                     })?;
                     let result = send_call(&peer, request, registered).await;

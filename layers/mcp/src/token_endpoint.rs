@@ -8,7 +8,7 @@ use reqwest::header::HeaderValue;
 use serde_json::Value;
 
 use crate::oauth::{ClientAuth, OAuthClientCredentials};
-use crate::secret::Secret;
+use crate::secret::{Secret, SecretError};
 
 /// The largest answer of a token endpoint read.
 const MAX_TOKEN_ANSWER_BYTES: usize = 64 * 1024;
@@ -47,6 +47,89 @@ pub(crate) fn push_param(body: &mut String, name: &str, value: &str) {
     body.push_str(&form_encode(value));
 }
 
+/// Why there is no token for a server: its client secret, its token endpoint, the answer,
+/// or (for a call on behalf of its caller) the caller. A call without one is not sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TokenError {
+    /// The client secret cannot be read (again).
+    #[error("`servers.{server}.{field}.client_secret` cannot be read: {error}")]
+    Secret {
+        server: String,
+        /// The configuration's field (`oauth`, `token_exchange`).
+        field: &'static str,
+        error: SecretError,
+    },
+    /// The client credentials make no `Authorization` header.
+    #[error("the client credentials make no valid header")]
+    BasicHeader,
+    /// The token endpoint cannot be reached.
+    #[error("cannot reach the token endpoint `{url}`: {error}")]
+    Unreachable {
+        url: String,
+        error: toolgate_idp::FetchError,
+    },
+    /// The answer's status is no HTTP status.
+    #[error("the token endpoint `{url}` answered a status that is no HTTP status")]
+    Status { url: String },
+    /// The endpoint refused, with its own `error` and `error_description` when it gave
+    /// them (bounded).
+    #[error(
+        "the token endpoint `{url}` refused {asked} `{client_id}` with HTTP {status}{}",
+        said(.error.as_deref(), .description.as_deref())
+    )]
+    Refused {
+        url: String,
+        /// Whose request (`the client credentials of`, `the token exchange of client`).
+        asked: &'static str,
+        client_id: String,
+        status: reqwest::StatusCode,
+        error: Option<String>,
+        description: Option<String>,
+    },
+    /// A success without JSON.
+    #[error("the token endpoint `{url}` answered HTTP {status} with no JSON")]
+    NoJson {
+        url: String,
+        status: reqwest::StatusCode,
+    },
+    /// A success without an access token.
+    #[error("the token endpoint `{url}` answered without an `access_token`")]
+    NoAccessToken { url: String },
+    /// An access token that cannot be sent in a header.
+    #[error("the token endpoint `{url}` answered an access token that is no valid header value")]
+    TokenNotHeader { url: String },
+    /// A token that is not a bearer token (its `token_type`, bounded).
+    #[error("the token endpoint `{url}` answered a token of type {token_type}, not a bearer token")]
+    NotBearer { url: String, token_type: String },
+    /// An `expires_in` that is not a whole number of seconds.
+    #[error(
+        "the token endpoint `{url}` answered an `expires_in` that is not a whole number of seconds"
+    )]
+    ExpiresIn { url: String },
+    /// An exchange that issued something else than an access token (its type, bounded).
+    #[error("the token endpoint `{url}` issued a token of type `{issued}`, not an access token")]
+    IssuedType { url: String, issued: String },
+    /// An exchange answered without `issued_token_type`.
+    #[error(
+        "the token endpoint `{url}` answered the exchange without `issued_token_type` (RFC 8693 §2.2.1)"
+    )]
+    NoIssuedType { url: String },
+    /// A call on behalf of a caller without a verified token.
+    #[error("{}", crate::exchange::NO_SUBJECT)]
+    NoSubject,
+}
+
+/// The endpoint's own words in a refusal: `: `error`` and ` (description)`, or nothing.
+fn said(error: Option<&str>, description: Option<&str>) -> String {
+    match error {
+        None => String::new(),
+        Some(e) => {
+            let description = description.map(|d| format!(" ({d})")).unwrap_or_default();
+            format!(": `{e}`{description}")
+        }
+    }
+}
+
 /// What a token endpoint answered: the access token, its lifetime, and the whole answer.
 pub(crate) struct TokenAnswer {
     pub(crate) token: Secret,
@@ -75,17 +158,21 @@ pub(crate) async fn ask_token_endpoint(
     http: &toolgate_idp::FetchClient,
     creds: &OAuthClientCredentials,
     server: &str,
-    field: &str,
+    field: &'static str,
     mut body: String,
     timeout: Duration,
-) -> Result<TokenAnswer, String> {
+) -> Result<TokenAnswer, TokenError> {
     let url = &creds.token_url;
     // A client secret that can no longer be read fails the request (the call is refused);
     // the old one is never used instead.
     let secret = creds
         .client_secret
         .read_again()
-        .map_err(|e| format!("`servers.{server}.{field}.client_secret` cannot be read: {e}"))?;
+        .map_err(|error| TokenError::Secret {
+            server: server.to_owned(),
+            field,
+            error,
+        })?;
     let mut headers = vec![
         (
             reqwest::header::CONTENT_TYPE,
@@ -108,7 +195,7 @@ pub(crate) async fn ask_token_endpoint(
                 "Basic {}",
                 base64::engine::general_purpose::STANDARD.encode(pair)
             ))
-            .map_err(|_| String::from("the client credentials make no valid header"))?;
+            .map_err(|_| TokenError::BasicHeader)?;
             v.set_sensitive(true);
             headers.push((reqwest::header::AUTHORIZATION, v));
         }
@@ -122,60 +209,58 @@ pub(crate) async fn ask_token_endpoint(
     let response = http
         .post(url, &headers, body, MAX_TOKEN_ANSWER_BYTES, timeout)
         .await
-        .map_err(|e| format!("cannot reach the token endpoint `{url}`: {e}"))?;
-    let status = reqwest::StatusCode::from_u16(response.status).map_err(|_| {
-        format!("the token endpoint `{url}` answered a status that is no HTTP status")
-    })?;
+        .map_err(|error| TokenError::Unreachable {
+            url: url.clone(),
+            error,
+        })?;
+    let status = reqwest::StatusCode::from_u16(response.status)
+        .map_err(|_| TokenError::Status { url: url.clone() })?;
     let json: Option<Value> = serde_json::from_slice(&response.body).ok();
     if !status.is_success() {
-        let said = json
+        let text = |key: &str| {
+            json.as_ref()
+                .and_then(|j| j.get(key).and_then(Value::as_str))
+        };
+        let error = text("error").map(|e| bounded(e, 100));
+        let description = error
             .as_ref()
-            .and_then(|j| j.get("error").and_then(Value::as_str))
-            .map(|e| {
-                let description = json
-                    .as_ref()
-                    .and_then(|j| j.get("error_description").and_then(Value::as_str))
-                    .map(|d| format!(" ({})", bounded(d, 200)))
-                    .unwrap_or_default();
-                format!(": `{}`{description}", bounded(e, 100))
-            })
-            .unwrap_or_default();
+            .and(text("error_description"))
+            .map(|d| bounded(d, 200));
         let asked = if field == "oauth" {
             "the client credentials of"
         } else {
             "the token exchange of client"
         };
-        return Err(format!(
-            "the token endpoint `{url}` refused {asked} `{}` with HTTP {status}{said}",
-            creds.client_id
-        ));
+        return Err(TokenError::Refused {
+            url: url.clone(),
+            asked,
+            client_id: creds.client_id.clone(),
+            status,
+            error,
+            description,
+        });
     }
     let Some(json) = json else {
-        return Err(format!(
-            "the token endpoint `{url}` answered HTTP {status} with no JSON"
-        ));
+        return Err(TokenError::NoJson {
+            url: url.clone(),
+            status,
+        });
     };
     let token = match json.get("access_token").and_then(Value::as_str) {
         Some(t) if !t.trim().is_empty() => Secret::new(t),
-        _ => {
-            return Err(format!(
-                "the token endpoint `{url}` answered without an `access_token`"
-            ));
-        }
+        _ => return Err(TokenError::NoAccessToken { url: url.clone() }),
     };
     if HeaderValue::from_str(&format!("Bearer {}", token.expose())).is_err() {
-        return Err(format!(
-            "the token endpoint `{url}` answered an access token that is no valid header value"
-        ));
+        return Err(TokenError::TokenNotHeader { url: url.clone() });
     }
     match json.get("token_type") {
         None => {}
         Some(Value::String(t)) if t.eq_ignore_ascii_case("bearer") => {}
         Some(other) => {
-            return Err(format!(
-                "the token endpoint `{url}` answered a token of type {}, not a bearer token",
-                bounded(&other.to_string(), 40)
-            ));
+            return Err(TokenError::NotBearer {
+                url: url.clone(),
+                token_type: bounded(&other.to_string(), 40),
+            });
         }
     }
     let expires_in = match json.get("expires_in") {
@@ -185,11 +270,7 @@ pub(crate) async fn ask_token_endpoint(
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
         {
             Some(secs) => Some(Duration::from_secs(secs)),
-            None => {
-                return Err(format!(
-                    "the token endpoint `{url}` answered an `expires_in` that is not a whole number of seconds"
-                ));
-            }
+            None => return Err(TokenError::ExpiresIn { url: url.clone() }),
         },
     };
     Ok(TokenAnswer {

@@ -278,17 +278,31 @@ fn refused(status: StatusCode, why: &str) -> Response {
     html::refusal(status, "Refused", why)
 }
 
+/// Why a grant form asks for no grant, naming the field.
+#[derive(Debug, thiserror::Error)]
+enum FormError {
+    #[error("`for`: say how long the grant lasts (30m, 2h)")]
+    NoDuration,
+    #[error("`for`: `{given}` is not a duration: {error}")]
+    Duration {
+        given: String,
+        error: humantime::DurationError,
+    },
+    #[error("`max_calls`: `{0}` is not a whole number")]
+    MaxCalls(String),
+}
+
 /// The grant the form asks for, or why not (naming the field).
-fn request_of(form: &GrantForm, who: &Who) -> Result<GrantRequest, String> {
-    let lasts = given(form.lasts.clone()).ok_or("`for`: say how long the grant lasts (30m, 2h)")?;
-    let lasts: Duration = humantime::parse_duration(&lasts)
-        .map_err(|e| format!("`for`: `{lasts}` is not a duration: {e}"))?;
+fn request_of(form: &GrantForm, who: &Who) -> Result<GrantRequest, FormError> {
+    let lasts = given(form.lasts.clone()).ok_or(FormError::NoDuration)?;
+    let lasts: Duration =
+        humantime::parse_duration(&lasts).map_err(|error| FormError::Duration {
+            given: lasts,
+            error,
+        })?;
     let max_calls = match given(form.max_calls.clone()) {
         None => None,
-        Some(n) => Some(
-            n.parse::<u64>()
-                .map_err(|_| format!("`max_calls`: `{n}` is not a whole number"))?,
-        ),
+        Some(n) => Some(n.parse::<u64>().map_err(|_| FormError::MaxCalls(n))?),
     };
     Ok(GrantRequest {
         agent: given(form.agent.clone()).unwrap_or_default(),

@@ -34,6 +34,22 @@ use toolgate_engine::approvers::ApproverSettings;
 #[derive(Debug, Clone)]
 pub struct ApproversInForce(Arc<RwLock<Arc<InForce>>>);
 
+/// Why the approvers in force were kept ([`ApproversInForce::replace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotReplaced {
+    /// How people sign in changed: that takes a restart.
+    #[error(
+        "`approvers.auth` (or its `header` or `jwt` settings) changed: that takes a restart of `toolgate serve`; the approvers in force are kept"
+    )]
+    AuthChanged,
+    /// The configuration read again has no `approvers`.
+    #[error(
+        "the configuration has no `approvers` section any more; the approvers in force are kept"
+    )]
+    NoApprovers,
+}
+
 /// One snapshot of what a reload replaces: the approvers (people, groups, management keys,
 /// Slack's user mapping) and the configuration grants and edits are judged against, swapped
 /// whole so that one request reads one of them.
@@ -85,7 +101,7 @@ impl ApproversInForce {
     ///
     /// A change of how people sign in (`approvers.auth`, its header or its `jwt`
     /// settings): that takes a restart, and the approvers in force are kept.
-    pub fn replace(&self, approvers: ApproverSettings) -> Result<(), String> {
+    pub fn replace(&self, approvers: ApproverSettings) -> Result<(), NotReplaced> {
         let governance = self.governance();
         self.swap(approvers, governance)
     }
@@ -100,11 +116,10 @@ impl ApproversInForce {
     /// takes a restart): what is in force is kept.
     pub fn replace_configuration(&self, governance: Arc<Governance>) -> Result<(), String> {
         let Some(approvers) = governance.approver_settings().cloned() else {
-            return Err(String::from(
-                "the configuration has no `approvers` section any more; the approvers in force are kept",
-            ));
+            return Err(NotReplaced::NoApprovers.to_string());
         };
         self.swap(approvers, Some(governance))
+            .map_err(|e| e.to_string())
     }
 
     /// Sets the configuration when none is in force yet (the page's start).
@@ -125,15 +140,13 @@ impl ApproversInForce {
         &self,
         approvers: ApproverSettings,
         governance: Option<Arc<Governance>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), NotReplaced> {
         let mut slot = self
             .0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slot.approvers.auth != approvers.auth {
-            return Err(String::from(
-                "`approvers.auth` (or its `header` or `jwt` settings) changed: that takes a restart of `toolgate serve`; the approvers in force are kept",
-            ));
+            return Err(NotReplaced::AuthChanged);
         }
         *slot = Arc::new(InForce {
             approvers: Arc::new(approvers),

@@ -98,7 +98,7 @@ use toolgate_engine::policy::Limits;
 use toolgate_inbox::InboxStore;
 
 pub use app::router;
-pub use in_force::ApproversInForce;
+pub use in_force::{ApproversInForce, NotReplaced};
 pub use ops::WebMetrics;
 pub use state::App;
 

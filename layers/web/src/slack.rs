@@ -189,44 +189,45 @@ pub enum SlackCallback {
 /// Why the body is not one press: too large, no or two `payload` fields, JSON that does not
 /// read or nests too deep, another `type`, a missing user, other than one action, an
 /// unknown `action_id`, a `value` not of three non-empty parts, a missing `action_ts`.
-pub fn parse_callback(body: &[u8]) -> Result<SlackCallback, String> {
+pub fn parse_callback(body: &[u8]) -> Result<SlackCallback, CallbackError> {
+    use CallbackError::Missing;
     if body.len() > MAX_BODY_BYTES {
-        return Err(format!("the body is larger than {MAX_BODY_BYTES} bytes"));
+        return Err(CallbackError::TooLarge);
     }
     let mut payload = None;
     for (key, value) in form_urlencoded::parse(body) {
         if key == "payload" {
             if payload.is_some() {
-                return Err(String::from("the body has more than one `payload`"));
+                return Err(CallbackError::TwoPayloads);
             }
             payload = Some(value);
         }
     }
-    let text = payload.ok_or_else(|| String::from("the body has no `payload` field"))?;
+    let text = payload.ok_or(CallbackError::NoPayload)?;
     if toolgate_engine::json::raw_depth(&text) > 32 {
-        return Err(String::from("`payload` nests deeper than 32 levels"));
+        return Err(CallbackError::TooDeep);
     }
-    let v: Value =
-        serde_json::from_str(&text).map_err(|e| format!("`payload` is not JSON: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(CallbackError::NotJson)?;
     match v.get("type").and_then(Value::as_str) {
         Some("block_actions") => {}
-        Some(t) => return Err(format!("`payload.type` is `{t}`, not `block_actions`")),
-        None => return Err(String::from("`payload.type` is missing")),
+        Some(t) => {
+            return Err(CallbackError::OtherType { kind: t.to_owned() });
+        }
+        None => return Err(Missing("payload.type")),
     }
     let user = v
         .pointer("/user/id")
         .and_then(Value::as_str)
         .filter(|u| !u.trim().is_empty())
-        .ok_or_else(|| String::from("`payload.user.id` is missing"))?;
+        .ok_or(Missing("payload.user.id"))?;
     let actions = v
         .get("actions")
         .and_then(Value::as_array)
-        .ok_or_else(|| String::from("`payload.actions` is missing"))?;
+        .ok_or(Missing("payload.actions"))?;
     let [action] = actions.as_slice() else {
-        return Err(format!(
-            "`payload.actions` has {} actions; a button press has one",
-            actions.len()
-        ));
+        return Err(CallbackError::Actions {
+            count: actions.len(),
+        });
     };
     let decision = match action.get("action_id").and_then(Value::as_str) {
         Some("approve") => SlackDecision::Approve,
@@ -237,34 +238,32 @@ pub fn parse_callback(body: &[u8]) -> Result<SlackCallback, String> {
             });
         }
         Some(other) => {
-            return Err(format!(
-                "`payload.actions[0].action_id` is `{other}`, not `approve`, `deny` or `open`"
-            ));
+            return Err(CallbackError::UnknownAction {
+                action_id: other.to_owned(),
+            });
         }
-        None => return Err(String::from("`payload.actions[0].action_id` is missing")),
+        None => return Err(Missing("payload.actions[0].action_id")),
     };
     let value = action
         .get("value")
         .and_then(Value::as_str)
-        .ok_or_else(|| String::from("`payload.actions[0].value` is missing"))?;
+        .ok_or(Missing("payload.actions[0].value"))?;
     let parts: Vec<&str> = value.split('|').collect();
     let [id, ih, dh] = parts.as_slice() else {
-        return Err(String::from(
-            "`payload.actions[0].value` is not `<interaction>|<input hash>|<definition hash>`",
-        ));
+        return Err(CallbackError::ValueParts);
     };
     if [id, ih, dh].iter().any(|p| p.trim().is_empty()) {
-        return Err(String::from("`payload.actions[0].value` has an empty part"));
+        return Err(CallbackError::EmptyPart);
     }
     let action_ts = action
         .get("action_ts")
         .and_then(Value::as_str)
         .filter(|t| !t.trim().is_empty())
-        .ok_or_else(|| String::from("`payload.actions[0].action_ts` is missing"))?;
+        .ok_or(Missing("payload.actions[0].action_ts"))?;
     let response_url = match v.get("response_url") {
         None | Some(Value::Null) => None,
         Some(Value::String(u)) if !u.trim().is_empty() => Some(u.clone()),
-        Some(_) => return Err(String::from("`payload.response_url` is not a URL")),
+        Some(_) => return Err(CallbackError::ResponseUrl),
     };
     Ok(SlackCallback::Answer(SlackAction {
         user: user.to_owned(),
@@ -275,6 +274,57 @@ pub fn parse_callback(body: &[u8]) -> Result<SlackCallback, String> {
         action_ts: action_ts.to_owned(),
         response_url,
     }))
+}
+
+/// Why a callback body is not one button press ([`parse_callback`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallbackError {
+    /// Larger than Slack sends.
+    #[error("the body is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    /// Two `payload` fields.
+    #[error("the body has more than one `payload`")]
+    TwoPayloads,
+    /// No `payload` field.
+    #[error("the body has no `payload` field")]
+    NoPayload,
+    /// A `payload` nested too deep to read.
+    #[error("`payload` nests deeper than 32 levels")]
+    TooDeep,
+    /// A `payload` that is not JSON.
+    #[error("`payload` is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// Another kind of interaction than a button press.
+    #[error("`payload.type` is `{kind}`, not `block_actions`")]
+    OtherType {
+        /// The `type` sent.
+        kind: String,
+    },
+    /// A field the press must have.
+    #[error("`{0}` is missing")]
+    Missing(&'static str),
+    /// Other than one action.
+    #[error("`payload.actions` has {count} actions; a button press has one")]
+    Actions {
+        /// How many.
+        count: usize,
+    },
+    /// An action of none of toolgate's buttons.
+    #[error("`payload.actions[0].action_id` is `{action_id}`, not `approve`, `deny` or `open`")]
+    UnknownAction {
+        /// The `action_id` sent.
+        action_id: String,
+    },
+    /// A `value` that is not three parts.
+    #[error("`payload.actions[0].value` is not `<interaction>|<input hash>|<definition hash>`")]
+    ValueParts,
+    /// A `value` with an empty part.
+    #[error("`payload.actions[0].value` has an empty part")]
+    EmptyPart,
+    /// A `response_url` that is not a URL.
+    #[error("`payload.response_url` is not a URL")]
+    ResponseUrl,
 }
 
 #[cfg(test)]

@@ -48,12 +48,23 @@ pub(crate) fn payload(r: &HeldRecord, public_url: Option<&str>) -> Value {
     })
 }
 
+/// Why a post did not reach its receiver, or was not taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PostError {
+    /// The post could not be made (the URL, the connection, TLS, a timeout).
+    #[error(transparent)]
+    Fetch(#[from] toolgate_idp::FetchError),
+    /// The receiver answered a status other than 2xx.
+    #[error("the receiver answered `{0}`")]
+    Status(u16),
+}
+
 /// Posts `body` to `url` through the outbound client; `Ok` on a 2xx answer.
 pub(crate) async fn post(
     client: &toolgate_idp::FetchClient,
     url: &str,
     body: &str,
-) -> Result<(), String> {
+) -> Result<(), PostError> {
     use axum::http::{HeaderValue, header};
     let headers = [
         (
@@ -74,7 +85,7 @@ pub(crate) async fn post(
     if (200..300).contains(&answer.status) {
         Ok(())
     } else {
-        Err(format!("the receiver answered `{}`", answer.status))
+        Err(PostError::Status(answer.status))
     }
 }
 

@@ -93,13 +93,13 @@ impl GivenApproval {
     }
 
     /// One approval as [`GivenApproval::to_json`] stored it, or why it cannot be read.
-    pub fn from_json(v: &Value) -> Result<Self, String> {
+    pub fn from_json(v: &Value) -> Result<Self, RecordError> {
         let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-        let need = |k: &str| text(k).ok_or_else(|| format!("an approval without `{k}`"));
+        let need = |field: &'static str| text(field).ok_or(RecordError::ApprovalField { field });
         let principal = match (text("subject"), text("issuer")) {
             (Some(subject), Some(issuer)) => Some(Principal { subject, issuer }),
             (None, None) => None,
-            _ => return Err(String::from("an approval with half a principal")),
+            _ => return Err(RecordError::HalfPrincipal),
         };
         Ok(Self {
             approver: need("approver")?,
@@ -107,7 +107,7 @@ impl GivenApproval {
             at: Timestamp::from_millis(
                 v.get("at")
                     .and_then(Value::as_i64)
-                    .ok_or_else(|| String::from("an approval without `at`"))?,
+                    .ok_or(RecordError::ApprovalField { field: "at" })?,
             ),
             key: text("key"),
             input_hash: need("inputHash")?,
@@ -125,13 +125,13 @@ impl GivenApproval {
 
     /// The approvals of one held call from their stored text (`None`: none), or why they
     /// cannot be read (the record is then unreadable: never guessed at).
-    pub fn list_from_text(text: Option<&str>) -> Result<Vec<GivenApproval>, String> {
+    pub fn list_from_text(text: Option<&str>) -> Result<Vec<GivenApproval>, RecordError> {
         let Some(text) = text else {
             return Ok(Vec::new());
         };
         match crate::codec::parse_json(text)? {
             Value::Array(items) => items.iter().map(GivenApproval::from_json).collect(),
-            _ => Err(String::from("the stored approvals are not a JSON array")),
+            _ => Err(RecordError::ApprovalsNotList),
         }
     }
 }
@@ -292,32 +292,28 @@ impl Answer {
     /// ```
     /// use toolgate_inbox::{Answer, MAX_REASON_CHARS};
     /// let long = "x".repeat(MAX_REASON_CHARS + 1);
-    /// let e = Answer::denied_by("bob", Some(long)).validate().unwrap_err();
+    /// let e = Answer::denied_by("bob", Some(long)).validate().unwrap_err().to_string();
     /// assert!(e.starts_with("`reason` is 2001 characters long"), "{e}");
     /// assert!(Answer::denied_by("bob", Some("x".repeat(MAX_REASON_CHARS))).validate().is_ok());
     /// ```
-    pub fn validate(&self) -> Result<(), String> {
-        if let Some(n) = self
+    pub fn validate(&self) -> Result<(), InvalidAnswer> {
+        if let Some(chars) = self
             .reason
             .as_deref()
             .map(|r| r.chars().count())
             .filter(|&n| n > MAX_REASON_CHARS)
         {
-            return Err(format!(
-                "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
-            ));
+            return Err(InvalidAnswer::ReasonTooLong { chars });
         }
         if self
             .idempotency_key
             .as_deref()
             .is_some_and(|k| k.trim().is_empty())
         {
-            return Err(String::from(
-                "an idempotency key, when given, must not be empty",
-            ));
+            return Err(InvalidAnswer::EmptyKey);
         }
         if self.approver.trim().is_empty() {
-            return Err(String::from("an answer needs the approver's name"));
+            return Err(InvalidAnswer::NoApprover);
         }
         let texts = [
             self.idempotency_key.as_deref(),
@@ -327,12 +323,31 @@ impl Answer {
             self.principal.as_ref().map(|p| p.issuer.as_str()),
         ];
         if texts.iter().flatten().any(|t| t.contains('\0')) {
-            return Err(String::from(
-                "an answer's key, name, reason and principal cannot contain a NUL character",
-            ));
+            return Err(InvalidAnswer::Nul);
         }
         Ok(())
     }
+}
+
+/// Why an answer is refused before any store sees it ([`Answer::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidAnswer {
+    /// The reason is longer than [`MAX_REASON_CHARS`].
+    #[error("`reason` is {chars} characters long; at most {MAX_REASON_CHARS} are kept")]
+    ReasonTooLong {
+        /// Its length, in characters.
+        chars: usize,
+    },
+    /// An idempotency key given blank.
+    #[error("an idempotency key, when given, must not be empty")]
+    EmptyKey,
+    /// No approver named.
+    #[error("an answer needs the approver's name")]
+    NoApprover,
+    /// A text with a NUL character.
+    #[error("an answer's key, name, reason and principal cannot contain a NUL character")]
+    Nul,
 }
 
 /// Where a turn is (R43): paused while any call held in it is unanswered; it can go on only

@@ -20,8 +20,9 @@ pub(super) fn bool_int(b: bool) -> i64 {
     i64::from(b)
 }
 
-/// Reads one row selected with [`COLUMNS`]; a value that does not parse is a string error.
-pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, String>> {
+/// Reads one row selected with [`COLUMNS`]; a value that does not parse is a
+/// [`RecordError`](crate::RecordError).
+pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, crate::RecordError>> {
     let state: String = row.get(15)?;
     let identities: String = row.get(3)?;
     let reasons: String = row.get(10)?;
@@ -38,12 +39,14 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Result<HeldRecord, Str
     let approvals_json: Option<String> = row.get(31)?;
     let labels_json: Option<String> = row.get(32)?;
     let parsed = (|| {
-        let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
+        let state = State::parse(&state).ok_or_else(|| crate::RecordError::State {
+            state: state.clone(),
+        })?;
         let result = match result_json {
             Some(t) => Some(codec::parse_json(&t)?),
             None => None,
         };
-        Ok::<_, String>((
+        Ok::<_, crate::RecordError>((
             state,
             codec::identities_from_json(&identities)?,
             codec::reasons_from_json(&reasons)?,

@@ -62,7 +62,9 @@ impl McpGateway {
                 for (k, source) in &env_secrets {
                     match source.read() {
                         Ok(v) => secret_env.push((k, v)),
-                        Err(e) => errors.push(format!("servers.{id}.env_secrets.{k}"), e),
+                        Err(e) => {
+                            errors.push(format!("servers.{id}.env_secrets.{k}"), e.to_string());
+                        }
                     }
                 }
                 if !errors.is_empty() {
@@ -158,7 +160,10 @@ impl McpGateway {
                         }
                         let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
                         // The first token now: a token endpoint that refuses fails connecting.
-                        tokens.current().await.map_err(connect_err)?;
+                        tokens
+                            .current()
+                            .await
+                            .map_err(|e| connect_err(e.to_string()))?;
                         Some(Arc::new(tokens))
                     }
                 };
@@ -383,6 +388,7 @@ async fn with_tls_reason(
             .get(url, &[], 1024, Duration::from_secs(5))
             .await
             .err()
+            .map(|why| why.to_string())
             .filter(|why| {
                 why.contains("certificate") || why.contains("handshake") || why.contains("tls")
             })

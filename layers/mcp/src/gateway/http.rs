@@ -19,7 +19,7 @@ use super::error::GatewayError;
 use crate::exchange::OnBehalf;
 use crate::oauth::OAuthClientCredentials;
 use crate::secret::{Secret, SecretSource};
-use crate::token_endpoint::{ask_token_endpoint, push_param};
+use crate::token_endpoint::{TokenError, ask_token_endpoint, push_param};
 
 /// The headers rmcp sets itself: a configured one would conflict.
 pub(crate) const RESERVED_HEADERS: &[&str] = &[
@@ -30,14 +30,23 @@ pub(crate) const RESERVED_HEADERS: &[&str] = &[
     "last-event-id",
 ];
 
+/// Why a configured header name cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HeaderNameError {
+    /// Not a valid HTTP header name.
+    #[error("`{0}` is not a valid HTTP header name")]
+    Invalid(String),
+    /// One of [`RESERVED_HEADERS`].
+    #[error("`{0}` is set by the MCP transport itself and cannot be configured")]
+    Reserved(String),
+}
+
 /// A header name as configured, checked: a valid HTTP header name rmcp does not set itself.
-pub(crate) fn header_name(name: &str) -> Result<HeaderName, String> {
+pub(crate) fn header_name(name: &str) -> Result<HeaderName, HeaderNameError> {
     let parsed = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
+        .map_err(|_| HeaderNameError::Invalid(name.to_owned()))?;
     if RESERVED_HEADERS.contains(&parsed.as_str()) {
-        return Err(format!(
-            "`{name}` is set by the MCP transport itself and cannot be configured"
-        ));
+        return Err(HeaderNameError::Reserved(name.to_owned()));
     }
     Ok(parsed)
 }
@@ -56,7 +65,7 @@ pub(crate) fn secret_headers(
         let parsed = match header_name(name) {
             Ok(n) => n,
             Err(e) => {
-                errors.push(path, e);
+                errors.push(path, e.to_string());
                 continue;
             }
         };
@@ -75,7 +84,7 @@ pub(crate) fn secret_headers(
                     "the secret is not a valid HTTP header value (it has a line break or another control character)",
                 ),
             },
-            Err(e) => errors.push(path, e),
+            Err(e) => errors.push(path, e.to_string()),
         }
     }
     if errors.is_empty() {
@@ -127,7 +136,10 @@ impl Tokens {
             .read()
             .map_err(|e| GatewayError::Secret {
                 server: id.to_owned(),
-                errors: ConfigErrors::one(format!("servers.{id}.oauth.client_secret"), e),
+                errors: ConfigErrors::one(
+                    format!("servers.{id}.oauth.client_secret"),
+                    e.to_string(),
+                ),
             })?;
         // `https://` over TLS (toolgate-idp's `tls` feature), the system's roots or the
         // configured `ca_file`; plain `http://` to loopback only. Checked now, named.
@@ -135,9 +147,10 @@ impl Tokens {
             server: id.to_owned(),
             errors: ConfigErrors::one(format!("servers.{id}.oauth.{name}"), e),
         };
-        toolgate_idp::check_fetch_url(&creds.token_url).map_err(|e| field("token_url", e))?;
+        toolgate_idp::check_fetch_url(&creds.token_url)
+            .map_err(|e| field("token_url", e.to_string()))?;
         let http = toolgate_idp::FetchClient::new(creds.ca_file.as_deref())
-            .map_err(|e| field("ca_file", e))?;
+            .map_err(|e| field("ca_file", e.to_string()))?;
         Ok(Self {
             server: id.to_owned(),
             http,
@@ -148,7 +161,7 @@ impl Tokens {
     }
 
     /// Asks the token endpoint for a new token.
-    async fn fetch(&self) -> Result<Cached, String> {
+    async fn fetch(&self) -> Result<Cached, TokenError> {
         let mut body = String::from("grant_type=client_credentials");
         if let Some(scope) = &self.creds.scope {
             push_param(&mut body, "scope", scope);
@@ -180,7 +193,7 @@ impl Tokens {
     }
 
     /// The token to send: the one kept, unless it is (about to be) expired.
-    pub(crate) async fn current(&self) -> Result<Secret, String> {
+    pub(crate) async fn current(&self) -> Result<Secret, TokenError> {
         let mut cache = self.cache.lock().await;
         if let Some(c) = &*cache
             && c.refresh_at.is_none_or(|at| Instant::now() < at)
@@ -195,7 +208,7 @@ impl Tokens {
 
     /// A new token after the server refused `rejected` (one already replaced by another
     /// request is not fetched again).
-    async fn replace(&self, rejected: &Secret) -> Result<Secret, String> {
+    async fn replace(&self, rejected: &Secret) -> Result<Secret, TokenError> {
         let mut cache = self.cache.lock().await;
         if let Some(c) = &*cache
             && c.token != *rejected
@@ -244,7 +257,7 @@ fn unauthorized(e: &HttpError) -> bool {
     }
 }
 
-fn token_error(server: &str, message: String) -> HttpError {
+fn token_error(server: &str, message: TokenError) -> HttpError {
     StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
         "no access token for MCP server `{server}`: {message}"
     )))

@@ -261,7 +261,7 @@ impl McpGateway {
         server: &str,
         subject: Option<&crate::SubjectToken>,
         extensions: &mut rmcp::model::Extensions,
-    ) -> Result<Option<toolgate_core::Delegation>, String> {
+    ) -> Result<Option<toolgate_core::Delegation>, crate::service::NoToken> {
         #[cfg(feature = "http")]
         if let Some(exchanger) = self.conn(server).and_then(|c| c.exchange.clone()) {
             return crate::exchange::authorize(exchanger, subject, extensions)

@@ -348,7 +348,10 @@ impl GovernedServer {
                     .map_err(ServeError::Config)?;
             let services = crate::hooks::DecisionServices::new(config.hooks.clone(), redactor)
                 .map_err(|why| {
-                    ServeError::Config(toolgate::engine::ConfigErrors::one("hooks", why))
+                    ServeError::Config(toolgate::engine::ConfigErrors::one(
+                        "hooks",
+                        why.to_string(),
+                    ))
                 })?;
             builder = builder.hooks(services);
         }

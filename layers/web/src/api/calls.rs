@@ -186,22 +186,43 @@ pub(crate) struct AnswerBody {
     pub(crate) input: Option<Value>,
 }
 
-pub(crate) fn read_answer(body: &Map<String, Value>) -> Result<AnswerBody, String> {
+/// Why an answer's body is not one ([`read_answer`]), naming the field.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AnswerBodyError {
+    #[error(
+        "unknown field `{0}`; expected `approved`, `reason`, `idempotencyKey`, `inputHash`, `definitionHash` or `input`"
+    )]
+    UnknownField(String),
+    #[error("`approved` must be true or false")]
+    ApprovedNotBool,
+    #[error("`approved` is required (true or false)")]
+    NoApproved,
+    #[error("`{0}` must be a string")]
+    NotString(&'static str),
+    #[error("`reason` is {0} characters long; at most {MAX_REASON_CHARS} are kept")]
+    ReasonTooLong(usize),
+    #[error("`idempotencyKey`, when given, must not be blank")]
+    BlankKey,
+    #[error("`input` applies only to an approval (`approved: true`)")]
+    InputOfDenial,
+    #[error("`input` must be a JSON object")]
+    InputNotObject,
+}
+
+pub(crate) fn read_answer(body: &Map<String, Value>) -> Result<AnswerBody, AnswerBodyError> {
     if let Some(k) = body.keys().find(|k| !ANSWER_FIELDS.contains(&k.as_str())) {
-        return Err(format!(
-            "unknown field `{k}`; expected `approved`, `reason`, `idempotencyKey`, `inputHash`, `definitionHash` or `input`"
-        ));
+        return Err(AnswerBodyError::UnknownField(k.clone()));
     }
     let approved = match body.get("approved") {
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(String::from("`approved` must be true or false")),
-        None => return Err(String::from("`approved` is required (true or false)")),
+        Some(_) => return Err(AnswerBodyError::ApprovedNotBool),
+        None => return Err(AnswerBodyError::NoApproved),
     };
-    let text = |key: &str| -> Result<Option<String>, String> {
+    let text = |key: &'static str| -> Result<Option<String>, AnswerBodyError> {
         match body.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("`{key}` must be a string")),
+            Some(_) => Err(AnswerBodyError::NotString(key)),
         }
     };
     let reason = text("reason")?
@@ -212,25 +233,17 @@ pub(crate) fn read_answer(body: &Map<String, Value>) -> Result<AnswerBody, Strin
         .map(|r| r.chars().count())
         .filter(|&n| n > MAX_REASON_CHARS)
     {
-        return Err(format!(
-            "`reason` is {n} characters long; at most {MAX_REASON_CHARS} are kept"
-        ));
+        return Err(AnswerBodyError::ReasonTooLong(n));
     }
     let key = text("idempotencyKey")?;
     if key.as_deref().is_some_and(|k| k.trim().is_empty()) {
-        return Err(String::from(
-            "`idempotencyKey`, when given, must not be blank",
-        ));
+        return Err(AnswerBodyError::BlankKey);
     }
     let input = match body.get("input") {
         None => None,
         Some(v @ Value::Object(_)) if approved => Some(v.clone()),
-        Some(Value::Object(_)) => {
-            return Err(String::from(
-                "`input` applies only to an approval (`approved: true`)",
-            ));
-        }
-        Some(_) => return Err(String::from("`input` must be a JSON object")),
+        Some(Value::Object(_)) => return Err(AnswerBodyError::InputOfDenial),
+        Some(_) => return Err(AnswerBodyError::InputNotObject),
     };
     Ok(AnswerBody {
         approved,

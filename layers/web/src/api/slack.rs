@@ -135,7 +135,7 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         // changes.
         Ok(SlackCallback::Opened { .. }) => return reply(StatusCode::OK, &json!({})),
         Err(why) => {
-            return refuse(StatusCode::BAD_REQUEST, "invalid_request", why);
+            return refuse(StatusCode::BAD_REQUEST, "invalid_request", why.to_string());
         }
     };
     let respond = action.response_url.as_deref();

@@ -14,12 +14,21 @@ pub(crate) fn may_see(app: &App, who: &Who, g: &StoredGrant) -> bool {
             .is_some_and(|gov| may_revoke(&gov, &who.approver.name, &g.grant).is_ok())
 }
 
-pub(crate) fn may_revoke_here(app: &App, who: &Who, g: &StoredGrant) -> Result<(), String> {
+/// Why a person may not revoke a grant on this page.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotHere {
+    /// No configuration to check rights against.
+    #[error("this page was started without the configuration's tools, so rights cannot be checked")]
+    NoConfiguration,
+    /// The configuration's rights say no.
+    #[error(transparent)]
+    Refused(#[from] toolgate_inbox::MayNotRevoke),
+}
+
+pub(crate) fn may_revoke_here(app: &App, who: &Who, g: &StoredGrant) -> Result<(), NotHere> {
     match app.0.settings.in_force.governance() {
-        Some(gov) => may_revoke(&gov, &who.approver.name, &g.grant),
-        None => Err(String::from(
-            "this page was started without the configuration's tools, so rights cannot be checked",
-        )),
+        Some(gov) => Ok(may_revoke(&gov, &who.approver.name, &g.grant)?),
+        None => Err(NotHere::NoConfiguration),
     }
 }
 

@@ -101,7 +101,7 @@ impl PostgresInbox {
         let needed: i32 = row.try_get(7).map_err(err)?;
         let given: Option<String> = row.try_get(8).map_err(err)?;
         let parsed = (|| {
-            Ok::<_, String>((
+            Ok::<_, toolgate_inbox::RecordError>((
                 codec::approvals_needed_from(i64::from(needed))?,
                 GivenApproval::list_from_text(given.as_deref())?,
             ))

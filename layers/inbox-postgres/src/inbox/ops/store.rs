@@ -14,16 +14,30 @@ pub(crate) fn principal(
     }
 }
 
+/// Why a held call's row cannot be read back ([`read_row`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RowError {
+    /// A column that does not read as its type.
+    #[error("{}", error::describe(.0))]
+    Column(tokio_postgres::Error),
+    /// A stored value that does not read back.
+    #[error(transparent)]
+    Record(#[from] toolgate_inbox::RecordError),
+}
+
 /// Reads one row selected with [`COLUMNS`].
-pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, String> {
-    fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, String> {
-        row.try_get(i).map_err(|e| error::describe(&e))
+pub(crate) fn read_row(row: &Row) -> Result<HeldRecord, RowError> {
+    fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+        row: &'a Row,
+        i: usize,
+    ) -> Result<T, RowError> {
+        row.try_get(i).map_err(RowError::Column)
     }
-    let ts = |i: usize| -> Result<Option<Timestamp>, String> {
+    let ts = |i: usize| -> Result<Option<Timestamp>, RowError> {
         Ok(col::<Option<i64>>(row, i)?.map(Timestamp::from_millis))
     };
     let state: String = col(row, 15)?;
-    let state = State::parse(&state).ok_or_else(|| format!("unknown state `{state}`"))?;
+    let state = State::parse(&state).ok_or(toolgate_inbox::RecordError::State { state })?;
     let result = match col::<Option<String>>(row, 22)? {
         Some(t) => Some(codec::parse_json(&t)?),
         None => None,

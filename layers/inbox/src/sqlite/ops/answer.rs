@@ -8,8 +8,8 @@ use super::*;
 const ANSWER_ROW: &str = "state, answer_key, answer_approve, expires_at, approver, answer_reason, \
     answered_at, approvals_needed, approvals_json, input_hash, definition_hash";
 
-/// Reads [`ANSWER_ROW`]; a value that does not parse is a string error.
-fn answer_row(r: &Row<'_>) -> rusqlite::Result<Result<state::AnswerRow, String>> {
+/// Reads [`ANSWER_ROW`]; a value that does not parse is a [`RecordError`](crate::RecordError).
+fn answer_row(r: &Row<'_>) -> rusqlite::Result<Result<state::AnswerRow, crate::RecordError>> {
     let st: String = r.get(0)?;
     let approve: Option<i64> = r.get(2)?;
     let answered_at: Option<i64> = r.get(6)?;
@@ -27,7 +27,8 @@ fn answer_row(r: &Row<'_>) -> rusqlite::Result<Result<state::AnswerRow, String>>
     let definition_hash: String = r.get(10)?;
     Ok((|| {
         Ok(state::AnswerRow {
-            state: State::parse(&st).ok_or_else(|| format!("unknown state `{st}`"))?,
+            state: State::parse(&st)
+                .ok_or_else(|| crate::RecordError::State { state: st.clone() })?,
             expires_at,
             recorded,
             approvals_needed: codec::approvals_needed_from(needed)?,

@@ -248,7 +248,7 @@ fn read_http(
         let at = format!("{path}.headers.{name}");
         #[cfg(feature = "http")]
         if let Err(e) = crate::gateway::header_name(&name) {
-            errs.push(at.clone(), e);
+            errs.push(at.clone(), e.to_string());
         }
         if seen.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
             errs.push(at, format!("the header `{name}` is given twice"));
