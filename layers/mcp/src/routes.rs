@@ -40,7 +40,7 @@ pub(crate) struct ServerView {
 pub(crate) type Exchange = Option<Arc<crate::exchange::Exchanger>>;
 /// A server's token exchange: never, without streamable HTTP.
 #[cfg(not(feature = "http"))]
-pub(crate) type Exchange = Option<std::convert::Infallible>;
+pub(crate) type Exchange = Option<Arc<std::convert::Infallible>>;
 
 /// The gateway as its call service holds it: the current [`State`]; holding it keeps the
 /// connections open.
