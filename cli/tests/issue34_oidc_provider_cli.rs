@@ -261,6 +261,23 @@ async fn call(mcp: &str, bearer: &str) -> Result<rmcp::model::CallToolResult, St
     r
 }
 
+/// `toolgate mcp serve --http` on `addr` with the configuration at `path`, once it says it
+/// is serving; killed when dropped.
+fn mcp_serve(addr: &str, path: &std::path::Path) -> Killed {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "serve", "--http", addr, "--config"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(child.stderr.take().unwrap(), "toolgate");
+    let serving = Killed(child);
+    until(&lines, "toolgate mcp serve", |l| l.contains("serving MCP"));
+    serving
+}
+
 /// One raw `initialize` with `bearer`: the status and the whole answer.
 async fn initialize(addr: &str, bearer: &str) -> (u16, String) {
     let (a, b) = (addr.to_owned(), bearer.to_owned());
@@ -295,17 +312,7 @@ async fn issue34_mcp_serve_takes_node_oidc_provider_access_tokens_by_client_id()
         }
     });
     std::fs::write(&path, config.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["mcp", "serve", "--http", &addr, "--config"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(child.stderr.take().unwrap(), "toolgate");
-    let _toolgate = Killed(child);
-    until(&lines, "toolgate mcp serve", |l| l.contains("serving MCP"));
+    let _toolgate = mcp_serve(&addr, &path);
     let http = reqwest::Client::new();
 
     // A good token: an RFC 9068 access token naming its client in `client_id` (no `azp`),
@@ -496,17 +503,7 @@ async fn issue35_11_an_upstream_is_called_with_a_token_exchanged_for_the_callers
         ) && said.contains(&format!("for the resource `{upstream}`")),
         "{said}"
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["mcp", "serve", "--http", &addr, "--config"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = lines_of(child.stderr.take().unwrap(), "toolgate");
-    let _toolgate = Killed(child);
-    until(&lines, "toolgate mcp serve", |l| l.contains("serving MCP"));
+    let _toolgate = mcp_serve(&addr, &path);
     let http = reqwest::Client::new();
 
     // Alice, through the support bot: the upstream gets a token for itself (its URL as the
