@@ -140,6 +140,7 @@ pub mod guide {
     pub mod serve {}
 }
 
+mod arrivals;
 mod config;
 mod config_error;
 mod declare;

@@ -181,6 +181,8 @@ struct Entry {
 pub(crate) struct InFlight {
     next: AtomicU64,
     calls: Mutex<Vec<Entry>>,
+    /// The relayed notifications this connection has read and routed.
+    pub(crate) arrivals: Arc<crate::arrivals::Arrivals>,
 }
 
 impl std::fmt::Debug for InFlight {
@@ -223,6 +225,12 @@ impl Drop for Registration {
 }
 
 impl Registration {
+    /// Waits until what the server sent before the call's result is routed to the call's
+    /// relay (see `crate::arrivals`).
+    pub(crate) async fn settled(&self) {
+        self.inflight.arrivals.settled().await;
+    }
+
     /// The progress token the upstream request was sent with.
     pub(crate) fn set_token(&self, token: ProgressToken) {
         if let Some(e) = lock(&self.inflight.calls)

@@ -304,6 +304,9 @@ async fn send_call(
         }
     })
     .await;
+    if let Some(r) = &registration {
+        r.settled().await;
+    }
     drop(registration);
     match sent? {
         ServerResult::CallToolResult(r) => Ok(r),

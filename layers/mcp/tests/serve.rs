@@ -1078,6 +1078,50 @@ async fn progress_and_log_messages_of_a_running_call_reach_the_client_that_made_
     );
 }
 
+/// A server's last progress notification is sent just before its result; rmcp handles each
+/// notification on a task of its own, so the result could overtake it, and a client stops
+/// listening for progress once it has the result (the conformance suite's
+/// `tools-call-with-progress` failed so in a loaded CI run). The call service answers only
+/// when every notification read before the result is in the call's relay: checked over
+/// many calls, each the moment its future resolves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_progress_notification_is_relayed_before_the_result_it_precedes() {
+    use toolgate::core::{AgentRef, ToolCall};
+    use toolgate_mcp::McpGateway;
+    use toolgate_mcp::relay::{CallRelay, Relayed};
+    use tower::ServiceExt;
+    let Some(upstream) = conformance_upstream() else {
+        return;
+    };
+    let text = json!({"agents": [{"name": "dev", "allowed_tools": ["conformance__test_tool_with_progress"]}]})
+        .to_string();
+    let handle = GovernanceHandle::new(load_str(&text, Format::Json).unwrap());
+    let gateway = McpGateway::new(handle.clone());
+    gateway.connect(upstream).await.unwrap();
+    let stack = tower::ServiceBuilder::new()
+        .layer(toolgate::approval::ApprovalGateLayer::new(handle))
+        .service(gateway.service());
+    for round in 0..40 {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut call = ToolCall::new(
+            AgentRef::profile("dev"),
+            "conformance__test_tool_with_progress",
+            json!({}),
+        );
+        call.extensions.insert(CallRelay::new(tx, true));
+        let response = stack.clone().oneshot(call).await.unwrap();
+        assert!(response.refusal().is_none(), "{response:?}");
+        let mut progress = Vec::new();
+        while let Ok(what) = rx.try_recv() {
+            if let Relayed::Progress(p) = what {
+                progress.push(p.progress);
+            }
+        }
+        assert_eq!(progress, [0.0, 50.0, 100.0], "call {round}");
+    }
+    gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_call_relays_nothing_and_a_level_set_filters_log_messages() {
     let Some(server) = relay_server(&["conformance__test_tool_with_logging"]).await else {

@@ -76,6 +76,7 @@ impl ClientHandler for GatewayClient {
         _context: NotificationContext<RoleClient>,
     ) {
         self.inflight.progress(params);
+        self.inflight.arrivals.handled();
     }
 
     async fn on_logging_message(
@@ -84,6 +85,7 @@ impl ClientHandler for GatewayClient {
         _context: NotificationContext<RoleClient>,
     ) {
         self.inflight.log(params);
+        self.inflight.arrivals.handled();
     }
 
     async fn create_message(

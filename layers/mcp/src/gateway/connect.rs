@@ -247,6 +247,12 @@ impl McpGateway {
             server: Arc::from(id.as_str()),
             content: self.inner.content.clone(),
         };
+        // Counted: a call's result waits for the notifications read before it (see
+        // `crate::arrivals`).
+        let transport = crate::arrivals::Counted::new(
+            transport.into_transport(),
+            Arc::clone(&inflight.arrivals),
+        );
         let running =
             match tokio::time::timeout(config.request_timeout, client.serve(transport)).await {
                 Ok(Ok(r)) => r,

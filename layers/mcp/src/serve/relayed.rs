@@ -15,7 +15,6 @@
 
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use rmcp::model::{
     ElicitRequestParams, LoggingLevel, LoggingMessageNotificationParam, ProgressToken,
@@ -26,14 +25,6 @@ use rmcp::{ErrorData, Peer, RoleServer, ServiceError};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::relay::Relayed;
-
-/// After a call whose server sent anything for it has its result, how long to wait for one
-/// more message (each handled on its own task upstream) before answering: a server's last
-/// progress notification or log message is sent just before its result.
-const SETTLE: Duration = Duration::from_millis(20);
-
-/// The longest the settling after a result may take in all.
-const SETTLE_AT_MOST: Duration = Duration::from_millis(200);
 
 /// Runs `run` (the governed call) and delivers what its server sends meanwhile to `peer`:
 /// progress under the client's own `token` (none asked for: none is sent), log messages at or
@@ -46,31 +37,17 @@ pub(super) async fn drive<T>(
     level: &Mutex<Option<LoggingLevel>>,
 ) -> T {
     let mut run = std::pin::pin!(run);
-    let mut relayed = false;
     let out = loop {
         tokio::select! {
             biased;
-            Some(what) = rx.recv() => {
-                relayed = true;
-                deliver(what, peer, token.as_ref(), level).await;
-            }
+            Some(what) = rx.recv() => deliver(what, peer, token.as_ref(), level).await,
             out = &mut run => break out,
         }
     };
-    if relayed {
-        let deadline = tokio::time::Instant::now() + SETTLE_AT_MOST;
-        while let Ok(Some(what)) = tokio::time::timeout_at(
-            deadline.min(tokio::time::Instant::now() + SETTLE),
-            rx.recv(),
-        )
-        .await
-        {
-            deliver(what, peer, token.as_ref(), level).await;
-        }
-    } else {
-        while let Ok(what) = rx.try_recv() {
-            deliver(what, peer, token.as_ref(), level).await;
-        }
+    // The call's result waited until what its server sent before it was routed here
+    // (`crate::arrivals`): all of it is in the channel now, sent before the result.
+    while let Ok(what) = rx.try_recv() {
+        deliver(what, peer, token.as_ref(), level).await;
     }
     out
 }
