@@ -999,6 +999,16 @@ fn conformance_upstream() -> Option<toolgate_mcp::McpServerConfig> {
     Some(common::node("conformance", &script))
 }
 
+/// Waits (at most 5 s) until the test client's handler recorded `n` relayed messages.
+async fn relayed_at_least(client: &Client, n: usize) {
+    for _ in 0..500 {
+        if client.relayed.lock().unwrap().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn relay_server(allowed: &[&str]) -> Option<GovernedServer> {
     let upstream = conformance_upstream()?;
     let text = json!({
@@ -1052,6 +1062,9 @@ async fn progress_and_log_messages_of_a_running_call_reach_the_client_that_made_
         panic!("a tool result")
     };
     assert_eq!(text(&done), "Progress reported: true");
+    // This test's own rmcp client handles each notification on a task of its own, after
+    // toolgate sent them before the result: wait for its handler, not for toolgate.
+    relayed_at_least(&caller, 3).await;
     assert_eq!(
         *caller.relayed.lock().unwrap(),
         [
@@ -1064,6 +1077,7 @@ async fn progress_and_log_messages_of_a_running_call_reach_the_client_that_made_
     // The server's log messages during the call, in order.
     let done = call(&dev, "test_tool_with_logging", json!({})).await;
     assert_eq!(done.is_error, Some(false));
+    relayed_at_least(&caller, 3).await;
     assert_eq!(
         *caller.relayed.lock().unwrap(),
         [
