@@ -4,8 +4,30 @@
 
 /// A set of labels, sorted, each once. Cloned by reference (a session's labels are handed
 /// to every decision in it): adding a label makes a new list.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct LabelSet(Option<std::sync::Arc<[Box<str>]>>);
+#[derive(Debug, Clone, Default)]
+pub struct LabelSet(Option<std::sync::Arc<Shared>>);
+
+/// The labels of a non-empty set, and their mask under the first numbering that asked for
+/// one ([`LabelSet::mask_under`]).
+#[derive(Debug)]
+struct Shared {
+    labels: Box<[Box<str>]>,
+    mask: std::sync::OnceLock<(u64, u64)>,
+}
+
+impl PartialEq for LabelSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.slice() == other.slice()
+    }
+}
+
+impl Eq for LabelSet {}
+
+impl std::hash::Hash for LabelSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.slice().hash(state);
+    }
+}
 
 /// The empty set, for a call whose labels nobody looked up.
 pub static NO_LABELS: LabelSet = LabelSet(None);
@@ -42,12 +64,45 @@ impl LabelSet {
         if all.is_empty() {
             Self(None)
         } else {
-            Self(Some(all.into()))
+            Self(Some(std::sync::Arc::new(Shared {
+                labels: all.into(),
+                mask: std::sync::OnceLock::new(),
+            })))
         }
     }
 
     fn slice(&self) -> &[Box<str>] {
-        self.0.as_deref().unwrap_or(&[])
+        self.0.as_deref().map_or(&[], |s| &s.labels)
+    }
+
+    /// The set as a bit mask under one numbering of labels, `numbering` any id unique to it:
+    /// `compute` works it out the first time a numbering asks, and the set (and every clone
+    /// of it) keeps it for that numbering; another numbering computes it each time. The
+    /// empty set is `0` without asking. A decision turns a tool's and a session's labels
+    /// into masks this way once per set, not once per call (R49).
+    ///
+    /// ```
+    /// use toolgate_core::LabelSet;
+    /// let set = LabelSet::of(["private", "egress"]);
+    /// let bits = |s: &LabelSet| s.iter().fold(0, |m, l| m | if l == "private" { 1 } else { 2 });
+    /// assert_eq!(set.mask_under(7, bits), 3);
+    /// assert_eq!(set.clone().mask_under(7, |_| unreachable!("kept")), 3);
+    /// assert_eq!(set.mask_under(8, |_| 1), 1, "another numbering computes its own");
+    /// assert_eq!(LabelSet::new().mask_under(7, |_| unreachable!("empty")), 0);
+    /// ```
+    pub fn mask_under(&self, numbering: u64, compute: impl FnOnce(&Self) -> u64) -> u64 {
+        let Some(shared) = &self.0 else {
+            return 0;
+        };
+        match shared.mask.get() {
+            Some(&(n, mask)) if n == numbering => mask,
+            Some(_) => compute(self),
+            None => {
+                let mask = compute(self);
+                let _ = shared.mask.set((numbering, mask));
+                mask
+            }
+        }
     }
 
     /// Adds one label.

@@ -12,6 +12,9 @@ pub(crate) struct LabelBits {
     /// Every label a rule or a quota names, with its bit (a hash lookup per label of a call:
     /// a search of the sorted list cost a string comparison per step).
     universe: std::collections::HashMap<Box<str>, u64, foldhash::fast::FixedState>,
+    /// This universe's id: a label set keeps its mask under it (`LabelSet::mask_under`), so
+    /// a tool's labels and a session's are looked up once per set, not once per call.
+    numbering: u64,
     /// Each rule's `labels` and `session_labels` masks, by rule index.
     rules: Box<[(u64, u64)]>,
     /// Each quota's, by quota index.
@@ -50,7 +53,10 @@ impl LabelBits {
                 r.session_labels().fold(0, |m, l| m | bit(l)),
             )
         };
+        /// Ids of universes, unique in the process.
+        static NUMBERINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Some(Self {
+            numbering: NUMBERINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             rules: rules.map(masks).collect(),
             quotas: quotas.map(masks).collect(),
             universe: universe
@@ -65,8 +71,10 @@ impl LabelBits {
     /// can ask for them).
     pub(crate) fn of_call(&self, labels: &CallLabels<'_>) -> CallBits {
         let mask = |set: &crate::labels::LabelSet| -> u64 {
-            set.iter()
-                .fold(0, |m, l| m | self.universe.get(l).copied().unwrap_or(0))
+            set.mask_under(self.numbering, |set| {
+                set.iter()
+                    .fold(0, |m, l| m | self.universe.get(l).copied().unwrap_or(0))
+            })
         };
         CallBits {
             tool: mask(labels.tool),
@@ -288,6 +296,18 @@ mod tests {
                     }
                 }
                 None => prop_assert!(policy.rules().iter().all(|r| !r.has_labels())),
+            }
+            // The same sets under a second policy (another numbering, as after a reload):
+            // each set keeps its first policy's mask, and the second still decides right.
+            let reversed: Vec<serde_json::Value> = rules_json.iter().rev().cloned().collect();
+            let second = Policy::from_json(&serde_json::json!({"rules": reversed}), &Limits::default()).unwrap();
+            if let Some(bits) = LabelBits::build(second.rules().iter(), std::iter::empty()) {
+                for _ in 0..2 {
+                    let masks = bits.of_call(&call);
+                    for (i, rule) in second.rules().iter().enumerate() {
+                        prop_assert_eq!(bits.rule_holds(i, masks), rule.labels_hold(&call), "second policy, rule {}", i);
+                    }
+                }
             }
         }
     }
