@@ -65,28 +65,6 @@ pub mod simulate;
 #[doc(hidden)]
 pub use recording as observe;
 
-/// Test support (feature `walk-count`, never in a release build): how many input-bounds walks
-/// ([`Governance::check_input_exact`]) this thread has made, so a test can count them per
-/// call.
-#[cfg(feature = "walk-count")]
-#[doc(hidden)]
-pub mod walk_count {
-    use std::cell::Cell;
-
-    thread_local! {
-        static WALKS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// The input-bounds walks this thread has made so far.
-    pub fn input_bounds_walks() -> usize {
-        WALKS.with(Cell::get)
-    }
-
-    pub(crate) fn bump() {
-        WALKS.with(|w| w.set(w.get() + 1));
-    }
-}
-
 pub use decide::{CallInput, CallView, Decided, History};
 pub use error::{ConfigError, ConfigErrors, Warning};
 pub use exposure::{ExposedTool, Exposure, Omission, OmittedTool, UnknownAgent};

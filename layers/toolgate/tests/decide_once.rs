@@ -9,6 +9,9 @@
     reason = "a test: a failed step fails it"
 )]
 
+#[path = "common/walks.rs"]
+mod walks;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,12 +23,12 @@ use toolgate::core::{
     AgentRef, ChannelKind, Check, RefusalCode, ToolCall, ToolOutput, ToolResponse,
 };
 use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::walk_count::input_bounds_walks;
 use toolgate::{
     AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer,
     approval::ApprovalGateLayer,
 };
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
+use walks::input_bounds_walks;
 
 const CONFIG: &str = r#"{
     "approval": {"channel": "interactive"},

@@ -10,6 +10,9 @@
     reason = "a test: a failed step fails it"
 )]
 
+#[path = "common/walks.rs"]
+mod walks;
+
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
@@ -21,10 +24,10 @@ use toolgate::core::{
     AgentRef, ChannelKind, RefusalCode, RunMode, ToolCall, ToolOutput, ToolResponse,
 };
 use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::walk_count::input_bounds_walks;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
+use walks::input_bounds_walks;
 
 const CONFIG: &str = r#"{
     "approval": {"channel": "interactive"},

@@ -51,8 +51,8 @@ impl Governance {
         input: &Value,
         literals: &NumberLiterals,
     ) -> Result<(), Refusal> {
-        #[cfg(feature = "walk-count")]
-        crate::walk_count::bump();
+        // R14: a test counts these to show a call is decided once through a whole stack.
+        tracing::trace!(target: "toolgate_engine::input_bounds", "the input's bounds walked");
         let limits = &self.settings.limits;
         // One walk for both bounds (the depth is still reported first, SPEC §8).
         let m = number::measure(
