@@ -24,10 +24,10 @@ use toolgate::core::{AgentRef, ChannelKind, ToolCall, ToolResponse};
 use toolgate::engine::recording::RedactionSettings;
 use toolgate::engine::{AgentProfile, Governance};
 use toolgate::{GovernanceHandle, ToolgateLayer};
-use toolgate_mcp::drift_server::{DriftServer, Mode};
 use toolgate_mcp::{
     DriftTrigger, McpCallError, McpGateway, McpServerConfig, SchemaValidationLayer, ToolChange,
 };
+use toolgate_mcp_testkit::drift_server::{DriftServer, Mode};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 

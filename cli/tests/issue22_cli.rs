@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use toolgate_idp_kit::{SigningKey, claims, jwks};
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
 
@@ -141,7 +141,7 @@ async fn issue22_sighup_rereads_the_jwks_file_and_a_removed_key_stops_working() 
     let _ = child.kill().await;
 }
 
-/// The official TypeScript SDK client (`layers/mcp/tests/node/sdk_client.mjs`, installed by
+/// The official TypeScript SDK client (`layers/mcp-testkit/tests/node/sdk_client.mjs`, installed by
 /// `layers/mcp/scripts/install-npm-servers.sh`) sends identity-provider JWTs (RS256 and
 /// ES256): each sees its agent's list, and a declined question names the token's principal.
 /// Skips with a printed reason when the npm packages are missing, and fails when `CI` is set.
@@ -206,7 +206,11 @@ fn issue22_the_typescript_sdk_client_lists_as_the_agents_its_jwts_name() {
     }
     std::thread::spawn(move || for _ in lines {});
     let script = dir.join("toolgate-sdk-client.mjs");
-    std::fs::copy(repo.join("layers/mcp/tests/node/sdk_client.mjs"), &script).unwrap();
+    std::fs::copy(
+        repo.join("layers/mcp-testkit/tests/node/sdk_client.mjs"),
+        &script,
+    )
+    .unwrap();
     let assistant = rsa.sign(&claims(
         ISS,
         &aud,

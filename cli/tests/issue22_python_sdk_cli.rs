@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use toolgate_idp_kit::{
     JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
 };
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
 
@@ -164,7 +164,7 @@ async fn issue22_the_python_sdk_client_lists_as_its_jwts_agent_and_every_bad_tok
         ),
     ];
     let out = Command::new(&python)
-        .arg(common::repo().join("layers/mcp/tests/python/jwt_client.py"))
+        .arg(common::repo().join("layers/mcp-testkit/tests/python/jwt_client.py"))
         .arg(&aud)
         .args(tokens.iter().map(|(l, t)| format!("{l}={t}")))
         .stdin(Stdio::null())

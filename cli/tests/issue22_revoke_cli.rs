@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_idp_kit::{SigningKey, claims, jwks};
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
 const STATIC: &str = "static-token-for-dev-0123456789";

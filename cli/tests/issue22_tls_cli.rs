@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use toolgate_idp_kit::tls::{TestCa, TlsServer};
 use toolgate_idp_kit::{SigningKey, claims, jwks};
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 const ISS: &str = "https://idp.test/realms/agents";
 

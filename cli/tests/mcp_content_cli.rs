@@ -222,7 +222,7 @@ fn issue23_typescript_sdk_lists_and_reads_resources_and_gets_prompts_as_two_agen
     };
     let script = servers_dir().join("toolgate-sdk-content.mjs");
     std::fs::copy(
-        repo().join("layers/mcp/tests/node/sdk_content.mjs"),
+        repo().join("layers/mcp-testkit/tests/node/sdk_content.mjs"),
         &script,
     )
     .unwrap();
@@ -262,7 +262,7 @@ fn issue23_python_sdk_lists_and_reads_resources_and_gets_prompts_as_two_agents()
     for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let served = serve();
         let out = Command::new(&python)
-            .arg(repo().join("layers/mcp/tests/python/sdk_content.py"))
+            .arg(repo().join("layers/mcp-testkit/tests/python/sdk_content.py"))
             .args([
                 served.url.as_str(),
                 "example-assistant-token",

@@ -16,7 +16,7 @@ use std::process::Command;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use toolgate_mcp::drift_server::Mode;
+use toolgate_mcp_testkit::drift_server::Mode;
 
 mod common;
 

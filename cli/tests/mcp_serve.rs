@@ -102,7 +102,11 @@ fn typescript_sdk_client_lists_as_two_agents_and_calls_allowed_asked_and_refused
     };
     // The script imports the SDK, so it runs from the folder holding node_modules.
     let script = servers_dir().join("toolgate-sdk-client.mjs");
-    std::fs::copy(repo().join("layers/mcp/tests/node/sdk_client.mjs"), &script).unwrap();
+    std::fs::copy(
+        repo().join("layers/mcp-testkit/tests/node/sdk_client.mjs"),
+        &script,
+    )
+    .unwrap();
     let served = serve(&[]);
     let out = node_in(
         &servers_dir(),
@@ -166,7 +170,7 @@ fn r47_python_sdk_client_approves_by_elicitation_on_every_protocol_version_it_sp
     // 2026-07-28, capabilities in each request's `_meta`, the question by InputRequiredResult.
     for (mode, protocol) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
         let out = Command::new(&python)
-            .arg(repo().join("layers/mcp/tests/python/sdk_client.py"))
+            .arg(repo().join("layers/mcp-testkit/tests/python/sdk_client.py"))
             .args([
                 served.url.as_str(),
                 "example-assistant-token",
@@ -251,7 +255,7 @@ const MUST_PASS: &[&str] = &[
 ];
 
 /// The scenarios calling a `test_*` tool of the suite's text (and `logging-set-level`) that
-/// pass through toolgate in front of `layers/mcp/tests/node/conformance_upstream.mjs` with own
+/// pass through toolgate in front of `layers/mcp-testkit/tests/node/conformance_upstream.mjs` with own
 /// wire names.
 const TOOL_CALLS_MUST_PASS: &[&str] = &[
     "tools-call-simple-text",
@@ -386,7 +390,7 @@ fn conformance_tool_call_scenarios_pass_through_toolgate_with_own_wire_names() {
     // The script imports the SDK, so it runs from the folder holding node_modules.
     let script = servers_dir().join("toolgate-conformance-upstream.mjs");
     std::fs::copy(
-        repo().join("layers/mcp/tests/node/conformance_upstream.mjs"),
+        repo().join("layers/mcp-testkit/tests/node/conformance_upstream.mjs"),
         &script,
     )
     .unwrap();

@@ -452,7 +452,7 @@ async fn issue23_two_replicas_of_each_behind_haproxy_share_one_postgres() {
         let out = Command::new(&python)
             .arg(
                 Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../layers/mcp/tests/python/replica_elicit.py"),
+                    .join("../layers/mcp-testkit/tests/python/replica_elicit.py"),
             )
             .args([&format!("http://{lb}/mcp"), ASKER_TOKEN, "4"])
             .stdin(Stdio::null())

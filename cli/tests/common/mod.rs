@@ -14,7 +14,7 @@ use std::process::{Child, Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 /// `toolgate ARGS`, run to its end.
 pub fn toolgate(args: &[&str]) -> Output {

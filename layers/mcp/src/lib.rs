@@ -105,18 +105,12 @@
 //! | feature | adds |
 //! |---|---|
 //! | `http` (default) | streamable HTTP servers |
-//! | `drift-server` | `drift_server`, an MCP server whose tools change on demand, and the `toolgate-mcp-drift-server` binary |
-//! | `prefix-gateway` | `prefix_gateway`, an MCP gateway listing another server's tools with a prefix (R41), and the `toolgate-mcp-prefix-gateway` binary |
 //! | `serve` | `serve`: toolgate as an MCP server in front of the configured servers (`toolgate mcp serve`): stdio or streamable HTTP downstream, asks by elicitation or the durable inbox |
 #![forbid(unsafe_code)]
 
 /// Serves one client with an rmcp server until the client goes away; transport errors
-/// become `std::io::Error`s. Shared by the test servers (drift server, prefix gateway).
-#[cfg(any(
-    feature = "drift-server",
-    feature = "prefix-gateway",
-    feature = "serve"
-))]
+/// become `std::io::Error`s.
+#[cfg(feature = "serve")]
 macro_rules! serve_until_closed {
     ($server:expr, $transport:expr) => {{
         let running = $server
@@ -145,8 +139,6 @@ mod config;
 mod config_error;
 mod declare;
 mod drift;
-#[cfg(feature = "drift-server")]
-pub mod drift_server;
 #[cfg(feature = "http")]
 mod exchange;
 mod gateway;
@@ -155,8 +147,6 @@ pub mod hooks;
 mod lines;
 pub mod lock;
 mod oauth;
-#[cfg(feature = "prefix-gateway")]
-pub mod prefix_gateway;
 pub mod relay;
 mod routes;
 pub mod scan;

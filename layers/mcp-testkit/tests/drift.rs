@@ -27,11 +27,11 @@ use toolgate::core::{
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
-use toolgate_mcp::drift_server::DriftServer;
 use toolgate_mcp::{
     Aspect, DriftOutcome, DriftTrigger, GatewayError, McpCallError, McpGateway, McpServerConfig,
     SchemaValidationLayer, ToolChange,
 };
+use toolgate_mcp_testkit::drift_server::DriftServer;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
 

@@ -1,6 +1,6 @@
 //! A small MCP gateway of our own that puts a prefix before every tool name it lists, the
 //! way LiteLLM lists a GitHub server's `create_issue` as `github-create_issue` (seed 002,
-//! SPEC R41): for tests and demos of [`McpServerConfig::tool_prefix`](crate::McpServerConfig::tool_prefix).
+//! SPEC R41): for tests and demos of `toolgate_mcp::McpServerConfig::tool_prefix`.
 //! Built with rmcp's client and server sides.
 //!
 //! It starts one upstream MCP server as a child process (stdio), and serves one client:

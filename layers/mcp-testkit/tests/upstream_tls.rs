@@ -15,9 +15,9 @@ use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, ToolCall, ToolIdentity, ToolResponse};
 use toolgate::engine::Governance;
 use toolgate_idp_kit::tls::{TestCa, tls_front};
-use toolgate_mcp::drift_server::DriftServer;
 use toolgate_mcp::serve::ServeConfig;
 use toolgate_mcp::{McpGateway, McpServerConfig};
+use toolgate_mcp_testkit::drift_server::DriftServer;
 use tower::ServiceExt;
 
 /// The drift server on loopback streamable HTTP (plain): its address.

@@ -1,4 +1,4 @@
-//! `toolgate-mcp-drift-server`: the drift server of `toolgate_mcp::drift_server`, on
+//! `toolgate-mcp-drift-server`: the drift server of `toolgate_mcp_testkit::drift_server`, on
 //! standard I/O (default) or streamable HTTP on a loopback address.
 //!
 //! ```text
@@ -11,7 +11,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use toolgate_mcp::drift_server::DriftServer;
+use toolgate_mcp_testkit::drift_server::DriftServer;
 
 fn usage(problem: &str) -> ExitCode {
     eprintln!("toolgate-mcp-drift-server: {problem}");

@@ -1,5 +1,5 @@
 // The official TypeScript SDK client against `toolgate mcp serve` over streamable HTTP
-// (run by layers/mcp/tests/serve_clients.rs with NODE_PATH pointing at the installed SDK).
+// (run by layers/mcp-testkit/tests/serve_clients.rs with NODE_PATH pointing at the installed SDK).
 //
 //   node sdk_client.mjs URL ASSISTANT_TOKEN READER_TOKEN
 //

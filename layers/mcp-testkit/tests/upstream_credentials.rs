@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::core::{AgentRef, ToolCall, ToolIdentity, ToolResponse};
 use toolgate::engine::Governance;
-use toolgate_mcp::drift_server::DriftServer;
 use toolgate_mcp::serve::ServeConfig;
 use toolgate_mcp::{GatewayError, McpGateway, McpServerConfig};
+use toolgate_mcp_testkit::drift_server::DriftServer;
 use tower::ServiceExt;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;

@@ -1,4 +1,4 @@
-//! `toolgate-mcp-prefix-gateway`: the prefixing gateway of `toolgate_mcp::prefix_gateway`
+//! `toolgate-mcp-prefix-gateway`: the prefixing gateway of `toolgate_mcp_testkit::prefix_gateway`
 //! (SPEC R41), on standard I/O, in front of one upstream stdio server.
 //!
 //! ```text
@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use toolgate_mcp::prefix_gateway::PrefixGateway;
+use toolgate_mcp_testkit::prefix_gateway::PrefixGateway;
 
 fn usage(problem: &str) -> ExitCode {
     eprintln!("toolgate-mcp-prefix-gateway: {problem}");

@@ -24,7 +24,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use toolgate::GovernanceHandle;
 //! use toolgate::engine::Governance;
-//! use toolgate_mcp::drift_server::DriftServer;
+//! use toolgate_mcp_testkit::drift_server::DriftServer;
 //! use toolgate_mcp::{McpGateway, McpServerConfig};
 //!
 //! let (client_end, server_end) = tokio::io::duplex(64 * 1024);
