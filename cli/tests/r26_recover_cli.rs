@@ -173,10 +173,7 @@ fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
         input: Arc::new(input),
         literals: Default::default(),
         definition_hash: "sha256:d".into(),
-        asks: vec![Ask {
-            source: AskSource::Agent,
-            reason: "a person decides".into(),
-        }],
+        asks: vec![Ask::new(AskSource::Agent, "a person decides")],
         run: RunContext {
             mode: RunMode::UseAgentPolicy,
             background: false,

@@ -4,6 +4,7 @@ use std::fmt;
 
 /// A refusal code, exactly as SPEC §7 spells them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RefusalCode {
     /// The wire name resolves to no registered tool (R14 step 1).
     UnknownTool,
@@ -68,6 +69,7 @@ impl fmt::Display for RefusalCode {
 
 /// Which check decided (R14's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Check {
     /// Step 1: the name resolves to a registered tool.
     UnknownTool,
@@ -136,6 +138,7 @@ impl fmt::Display for Check {
 /// A refused call: its code, which check refused it, and every reason. A refused call is
 /// never sent to the tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refusal {
     /// The refusal code.
     pub code: RefusalCode,
@@ -234,6 +237,7 @@ impl ChannelKind {
 
 /// Where an ask came from (R15, R32).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AskSource {
     /// The agent's effective mode is `require_approval` (the only kind a run mode loosens).
     Agent,
@@ -298,6 +302,7 @@ impl fmt::Display for AskSource {
 
 /// One reason that asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Ask {
     /// Who asked.
     pub source: AskSource,
@@ -436,6 +441,7 @@ impl fmt::Display for CallOutcome {
 
 /// A tenant rule that matched a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MatchedRule {
     /// The rule's index in the policy's `rules`.
     pub index: usize,
@@ -448,6 +454,7 @@ pub struct MatchedRule {
 /// The grant that answered a call's ask (R45): the call runs as approved by `granted_by`
 /// under grant `id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Granted {
     /// The grant's id.
     pub id: String,
@@ -459,6 +466,7 @@ pub struct Granted {
 ///
 /// INVARIANT: `verdict` is `Refused(code)` exactly when `refusal()` is `Some` with that code.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// What happens.
     pub verdict: Verdict,
@@ -486,6 +494,7 @@ pub struct Decision {
 /// The labels a decision read (R49): the called tool's, and its session's before the call
 /// (`None` when no rule or quota reads them, or without a history).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct LabelsRead {
     /// The labels the called tool carries (shared with the snapshot, not copied).
     pub tool: crate::LabelSet,
@@ -493,7 +502,90 @@ pub struct LabelsRead {
     pub session: Option<crate::LabelSet>,
 }
 
+impl Ask {
+    /// One ask: who asked, and why.
+    ///
+    /// ```
+    /// use toolgate_core::{Ask, AskSource};
+    /// let ask = Ask::new(AskSource::Posture, "writes files");
+    /// assert_eq!(ask.reason, "writes files");
+    /// ```
+    pub fn new(source: AskSource, reason: impl Into<String>) -> Self {
+        Self {
+            source,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl MatchedRule {
+    /// Rule `index` of the policy matched, with its effect and reason.
+    ///
+    /// ```
+    /// use toolgate_core::{Effect, MatchedRule};
+    /// assert_eq!(MatchedRule::new(3, Effect::Ask, None).index, 3);
+    /// ```
+    pub fn new(index: usize, effect: Effect, reason: Option<String>) -> Self {
+        Self {
+            index,
+            effect,
+            reason,
+        }
+    }
+}
+
+impl Granted {
+    /// Grant `id`, given by `granted_by`, answered the call's ask (R45).
+    ///
+    /// ```
+    /// use toolgate_core::Granted;
+    /// assert_eq!(Granted::new("g1", "alice").granted_by, "alice");
+    /// ```
+    pub fn new(id: impl Into<String>, granted_by: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            granted_by: granted_by.into(),
+        }
+    }
+}
+
+impl LabelsRead {
+    /// The called tool's labels, and its session's before the call (R49).
+    ///
+    /// ```
+    /// use toolgate_core::{LabelSet, LabelsRead};
+    /// let read = LabelsRead::new(LabelSet::of(["egress"]), None);
+    /// assert!(read.tool.contains("egress") && read.session.is_none());
+    /// ```
+    pub fn new(tool: crate::LabelSet, session: Option<crate::LabelSet>) -> Self {
+        Self { tool, session }
+    }
+}
+
 impl Decision {
+    /// A decision with this verdict, deciding check and reasons; no asks, matched rules,
+    /// grant, retry time or labels, and one approval needed. For a refusal use
+    /// [`Decision::refused`], which keeps the verdict and the refusal one.
+    ///
+    /// ```
+    /// use toolgate_core::{Check, Decision, Verdict};
+    /// let d = Decision::new(Verdict::Run { auto_approved: false }, Check::Passed, Vec::new());
+    /// assert!(d.runs() && d.approvals == 1);
+    /// ```
+    pub fn new(verdict: Verdict, decided_by: Check, reasons: Vec<String>) -> Self {
+        Self {
+            verdict,
+            decided_by,
+            reasons,
+            asks: Vec::new(),
+            matched_rules: Vec::new(),
+            granted: None,
+            retry_after_secs: None,
+            approvals: 1,
+            labels: None,
+        }
+    }
+
     /// A refusal decision.
     pub fn refused(refusal: Refusal) -> Self {
         Self {

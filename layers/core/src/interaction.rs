@@ -125,10 +125,10 @@ impl Interaction {
     ///
     /// ```
     /// use toolgate_core::{Interaction, LabelSet, LabelsRead, ToolIdentity};
-    /// let i = Interaction::new("ia_1", ToolIdentity::http("post"), "post").labels(Some(LabelsRead {
-    ///     tool: LabelSet::of(["egress"]),
-    ///     session: Some(LabelSet::of(["private", "untrusted"])),
-    /// }));
+    /// let i = Interaction::new("ia_1", ToolIdentity::http("post"), "post").labels(Some(LabelsRead::new(
+    ///     LabelSet::of(["egress"]),
+    ///     Some(LabelSet::of(["private", "untrusted"])),
+    /// )));
     /// assert_eq!(
     ///     i.labels_line().unwrap(),
     ///     "this session has read: private, untrusted; the tool carries: egress"

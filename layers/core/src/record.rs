@@ -53,6 +53,7 @@ impl WaitEnd {
 
 /// What the approval gate recorded about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DecisionNote {
     /// The engine's decision (with the hook's ask, if any).
     pub decision: Decision,
@@ -64,16 +65,29 @@ pub struct DecisionNote {
     pub input_hash: Option<String>,
 }
 
+impl DecisionNote {
+    /// The gate's note of `decision`, its wait ended as `wait`; no question asked (set
+    /// `interaction_id`) and no input hash (set `input_hash`).
+    pub fn new(decision: Decision, wait: WaitEnd) -> Self {
+        Self {
+            decision,
+            wait,
+            interaction_id: None,
+            input_hash: None,
+        }
+    }
+}
+
 /// Put a `DecisionSink` in a call's extensions before sending it inward; after the
 /// response, [`DecisionSink::take`] returns what the gate recorded. Cheap to clone.
 ///
 /// ```
 /// use toolgate_core::{DecisionSink, Decision, Refusal, RefusalCode, Check, DecisionNote, WaitEnd};
 /// let sink = DecisionSink::default();
-/// sink.record(DecisionNote {
-///     decision: Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")),
-///     wait: WaitEnd::Refused, interaction_id: None, input_hash: None,
-/// });
+/// sink.record(DecisionNote::new(
+///     Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")),
+///     WaitEnd::Refused,
+/// ));
 /// assert_eq!(sink.take().unwrap().wait, WaitEnd::Refused);
 /// assert!(sink.take().is_none());
 /// ```
@@ -96,16 +110,12 @@ struct Slot {
 ///
 /// ```
 /// use toolgate_core::Delegation;
-/// let d = Delegation {
-///     server: "crm".into(),
-///     subject: "alice".into(),
-///     actors: vec!["support-bot".into()],
-///     token_url: "https://idp.example/token".into(),
-/// };
+/// let d = Delegation::new("crm", "alice", vec!["support-bot".into()], "https://idp.example/token");
 /// assert_eq!(d.act_chain(), serde_json::json!({"sub": "support-bot"}));
 /// assert_eq!(d.to_string(), "alice, by support-bot");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Delegation {
     /// The upstream server's id.
     pub server: String,
@@ -121,6 +131,22 @@ pub struct Delegation {
 }
 
 impl Delegation {
+    /// Calls to `server` were sent for `subject`, by `actors` (the current actor first), with
+    /// a token issued at `token_url`.
+    pub fn new(
+        server: impl Into<String>,
+        subject: impl Into<String>,
+        actors: Vec<String>,
+        token_url: impl Into<String>,
+    ) -> Self {
+        Self {
+            server: server.into(),
+            subject: subject.into(),
+            actors,
+            token_url: token_url.into(),
+        }
+    }
+
     /// The actors as RFC 8693 nests them (`{"sub": A, "act": {"sub": B}}`), or `null`.
     pub fn act_chain(&self) -> serde_json::Value {
         self.actors
@@ -175,20 +201,24 @@ impl std::fmt::Display for Principal {
 ///
 /// ```
 /// use toolgate_core::{Check, Decision, Refusal, RefusalCode, ShadowNote, Verdict};
-/// let enforced = Decision { verdict: Verdict::Run { auto_approved: false }, decided_by: Check::Passed,
-///     reasons: vec![], asks: vec![], matched_rules: vec![], granted: None, retry_after_secs: None,
-///     approvals: 1, labels: None };
-/// let shadow = ShadowNote { decision: Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")) };
+/// let enforced = Decision::new(Verdict::Run { auto_approved: false }, Check::Passed, vec![]);
+/// let shadow = ShadowNote::new(Decision::refused(Refusal::new(RefusalCode::Denied, Check::TenantPolicy, "no")));
 /// assert!(shadow.disagrees_with(&enforced));
 /// assert_eq!(shadow.kind(&enforced), "run->refused");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShadowNote {
     /// The decision under the shadow policy (with the hook's ask, if any).
     pub decision: Decision,
 }
 
 impl ShadowNote {
+    /// The shadow policy's decision of a call.
+    pub fn new(decision: Decision) -> Self {
+        Self { decision }
+    }
+
     /// Whether the shadow decided otherwise than `enforced`: another outcome (run, ask,
     /// refused) or another refusal code.
     pub fn disagrees_with(&self, enforced: &Decision) -> bool {

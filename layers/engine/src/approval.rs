@@ -259,6 +259,8 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
             AskSource::PolicyRule(_) | AskSource::PolicyDefault => 1,
             AskSource::Posture => 2,
             AskSource::Hook => 3,
+            // A source this engine does not know is a question of its own: asked again.
+            _ => u8::MAX,
         }
     }
     fresh.iter().find(|f| {

@@ -150,10 +150,7 @@ impl Grant {
 
     /// What a decision names when the grant answers it.
     pub fn granted(&self) -> Granted {
-        Granted {
-            id: self.id.clone(),
-            granted_by: self.granted_by.clone(),
-        }
+        Granted::new(self.id.clone(), self.granted_by.clone())
     }
 }
 

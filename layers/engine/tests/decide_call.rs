@@ -34,12 +34,7 @@ fn gov(channel: &str) -> Governance {
 
 #[test]
 fn r17_r32_a_hooks_ask_joined_into_a_pinned_decision_equals_deciding_again() {
-    let hook = || {
-        vec![Ask {
-            source: AskSource::Hook,
-            reason: String::from("the hook asks"),
-        }]
-    };
+    let hook = || vec![Ask::new(AskSource::Hook, String::from("the hook asks"))];
     let mut compared = 0;
     for channel in ["none", "interactive", "inbox"] {
         let g = gov(channel);

@@ -334,10 +334,10 @@ fn r42_ungoverned_tool_bypasses_rules_posture_and_agent_asks() {
             input: CallInput::Value(&input),
             run: RunContext::default(),
         },
-        vec![toolgate_core::Ask {
-            source: toolgate_core::AskSource::Hook,
-            reason: String::from("hook"),
-        }],
+        vec![toolgate_core::Ask::new(
+            toolgate_core::AskSource::Hook,
+            String::from("hook"),
+        )],
     );
     assert!(matches!(d.verdict, Verdict::Run { .. }), "{d:?}");
 }

@@ -668,10 +668,7 @@ fn r45_a_grant_answers_a_hooks_ask_too() {
     let c = call("dev", "lookup", json!({}));
     let h = History::new(0, &NoSends, &store);
     let decided = g.decide_call_at(CallView::of(&c), Vec::new(), &h);
-    let hook = vec![Ask {
-        source: AskSource::Hook,
-        reason: String::from("the hook asks"),
-    }];
+    let hook = vec![Ask::new(AskSource::Hook, String::from("the hook asks"))];
     let d = g.with_extra_asks_at(&decided, CallView::of(&c), hook.clone(), &h);
     assert_eq!(d.granted.map(|x| x.id).as_deref(), Some("g"));
     let d = g.with_extra_asks(&decided, c.run, hook);

@@ -103,14 +103,8 @@ pub fn request(input: Value) -> ApprovalRequest {
         input_hash: hash,
         definition_hash: "sha256:definition-v1".into(),
         asks: vec![
-            Ask {
-                source: AskSource::Agent,
-                reason: "agent `support` requires approval".into(),
-            },
-            Ask {
-                source: AskSource::PolicyRule(2),
-                reason: "refunds need a person".into(),
-            },
+            Ask::new(AskSource::Agent, "agent `support` requires approval"),
+            Ask::new(AskSource::PolicyRule(2), "refunds need a person"),
         ],
         run: RunContext {
             mode: RunMode::UseAgentPolicy,

@@ -49,18 +49,9 @@ fn varied(n: usize, created: Timestamp) -> NewHeldCall {
         k => Some(Turn::new(format!("sess-{k}"), "turn-1")),
     };
     r.asks = match n % 3 {
-        0 => vec![Ask {
-            source: AskSource::Posture,
-            reason: "destructive".into(),
-        }],
-        1 => vec![Ask {
-            source: AskSource::PolicyRule(1),
-            reason: "a rule".into(),
-        }],
-        _ => vec![Ask {
-            source: AskSource::Agent,
-            reason: "agent mode".into(),
-        }],
+        0 => vec![Ask::new(AskSource::Posture, "destructive")],
+        1 => vec![Ask::new(AskSource::PolicyRule(1), "a rule")],
+        _ => vec![Ask::new(AskSource::Agent, "agent mode")],
     };
     NewHeldCall::from_request(&r, created, Duration::from_secs(3600)).unwrap()
 }

@@ -44,10 +44,7 @@ fn new_call(i: u64) -> NewHeldCall {
         input: Arc::new(input),
         literals: Default::default(),
         definition_hash: "sha256:definition-v1".into(),
-        asks: vec![Ask {
-            source: AskSource::PolicyRule(0),
-            reason: "refunds need a person".into(),
-        }],
+        asks: vec![Ask::new(AskSource::PolicyRule(0), "refunds need a person")],
         run: RunContext::default(),
         turn: None,
         ticket: None,

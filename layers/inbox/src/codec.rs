@@ -201,7 +201,7 @@ pub fn reasons_from_json(text: &str) -> Result<Vec<Ask>, RecordError> {
                 .find(|s| Some(s.kind()) == kind)
                 .ok_or(RecordError::ReasonSource)?
             };
-            Ok(Ask { source, reason })
+            Ok(Ask::new(source, reason))
         })
         .collect()
 }
@@ -278,7 +278,7 @@ pub fn target_from_json(text: &str) -> Option<toolgate_core::ExecutionTarget> {
 /// ```
 /// use toolgate_core::{LabelSet, LabelsRead};
 /// use toolgate_inbox::codec::{labels_from_json, labels_json};
-/// let read = LabelsRead { tool: LabelSet::of(["egress"]), session: Some(LabelSet::of(["private"])) };
+/// let read = LabelsRead::new(LabelSet::of(["egress"]), Some(LabelSet::of(["private"])));
 /// assert_eq!(labels_json(&read), r#"{"session":["private"],"tool":["egress"]}"#);
 /// assert_eq!(labels_from_json(&labels_json(&read)), Some(read));
 /// assert_eq!(labels_from_json("{"), None);
@@ -303,13 +303,13 @@ pub fn labels_from_json(text: &str) -> Option<toolgate_core::LabelsRead> {
             .collect::<Option<Vec<String>>>()
             .map(toolgate_core::LabelSet::of)
     };
-    Some(toolgate_core::LabelsRead {
-        tool: list(v.get("tool")?)?,
-        session: match v.get("session") {
+    Some(toolgate_core::LabelsRead::new(
+        list(v.get("tool")?)?,
+        match v.get("session") {
             Some(s) => Some(list(s)?),
             None => None,
         },
-    })
+    ))
 }
 
 #[cfg(test)]
@@ -326,9 +326,9 @@ mod tests {
             AskSource::Hook,
         ]
         .into_iter()
-        .map(|source| Ask {
-            reason: source.describe(),
-            source,
+        .map(|source| {
+            let reason = source.describe();
+            Ask::new(source, reason)
         })
         .collect();
         assert_eq!(reasons_from_json(&reasons_json(&asks)).unwrap(), asks);

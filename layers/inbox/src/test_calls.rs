@@ -24,10 +24,7 @@ pub(crate) fn held_needing(approvals: u8, input: Value, ttl: Duration) -> NewHel
         input: Arc::new(input),
         literals: Default::default(),
         definition_hash: "sha256:definition-v1".into(),
-        asks: vec![Ask {
-            source: AskSource::PolicyRule(2),
-            reason: "refunds need a person".into(),
-        }],
+        asks: vec![Ask::new(AskSource::PolicyRule(2), "refunds need a person")],
         run: RunContext {
             mode: RunMode::UseAgentPolicy,
             background: true,

@@ -264,12 +264,12 @@ fn delegation(server: &str, token_url: &str, subject: &SubjectToken, token: &str
         }
         act = a.get("act");
     }
-    Delegation {
-        server: server.to_owned(),
-        subject: sub.chars().take(256).collect(),
+    Delegation::new(
+        server,
+        sub.chars().take(256).collect::<String>(),
         actors,
-        token_url: token_url.to_owned(),
-    }
+        token_url,
+    )
 }
 
 /// The claims of a compact JWS, unverified; `None` for anything else.

@@ -86,12 +86,12 @@ async fn tool(call: ToolCall) -> Result<ToolResponse, io::Error> {
         call.input.get("sent_for").and_then(Value::as_str),
         call.extensions.get::<DecisionSink>(),
     ) {
-        sink.record_delegation(toolgate::core::Delegation {
-            server: "crm".into(),
-            subject: subject.into(),
-            actors: vec!["support-bot".into(), "planner".into()],
-            token_url: "https://idp.example/token".into(),
-        });
+        sink.record_delegation(toolgate::core::Delegation::new(
+            "crm",
+            subject,
+            vec!["support-bot".into(), "planner".into()],
+            "https://idp.example/token",
+        ));
     }
     match call.tool.display_name().as_str() {
         "notes__fail" => Ok(ToolResponse::Failed(ToolOutput::new(json!("disk full")))),

@@ -379,6 +379,7 @@ fn grant_selection(grant: &crate::grant::Grant) -> String {
 
 /// The `approvers` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ApproverSettings {
     /// How approvers sign in (`auth`: `token`, the default, or `proxy_header` with `header`).
     pub auth: ApproverAuth,

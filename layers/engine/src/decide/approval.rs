@@ -111,10 +111,10 @@ impl Governance {
                 };
                 let labels = crate::policy::CallLabels::new(&tool_labels, session_labels.as_ref());
                 if policy.uses_labels() {
-                    said.read = Some(toolgate_core::LabelsRead {
-                        tool: tool_labels.clone(),
-                        session: session_labels.clone(),
-                    });
+                    said.read = Some(toolgate_core::LabelsRead::new(
+                        tool_labels.clone(),
+                        session_labels.clone(),
+                    ));
                 }
                 self.evaluate_records(
                     policy,
@@ -155,10 +155,7 @@ impl Governance {
         }
         said.matched_rules.sort_by_key(|m| m.index);
         if let Some(reason) = self.posture_ask(entry) {
-            asks.push(Ask {
-                source: AskSource::Posture,
-                reason,
-            });
+            asks.push(Ask::new(AskSource::Posture, reason));
         }
         asks.extend(extra_asks);
         let approvals = said.approvals(state);
@@ -178,12 +175,14 @@ impl Governance {
 
     /// The agent's own ask: its effective mode for the tool is `require_approval`.
     fn agent_ask(&self, mode: ApprovalMode, agent: &ResolvedAgent, entry: &Entry) -> Option<Ask> {
-        (mode == ApprovalMode::RequireApproval).then(|| Ask {
-            source: AskSource::Agent,
-            reason: format!(
-                "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
-                agent.name, entry.name
-            ),
+        (mode == ApprovalMode::RequireApproval).then(|| {
+            Ask::new(
+                AskSource::Agent,
+                format!(
+                    "agent `{}` requires approval for `{}` (effective mode `require_approval`)",
+                    agent.name, entry.name
+                ),
+            )
         })
     }
 
@@ -263,11 +262,11 @@ impl Governance {
                     continue;
                 }
                 if let Some(rule) = policy.rules().get(i) {
-                    said.matched_rules.push(MatchedRule {
-                        index: i,
-                        effect: rule.effect(),
-                        reason: rule.reason().map(str::to_owned),
-                    });
+                    said.matched_rules.push(MatchedRule::new(
+                        i,
+                        rule.effect(),
+                        rule.reason().map(str::to_owned),
+                    ));
                     if rule.effect() == Effect::Ask {
                         push_unique(asks, AskSource::PolicyRule(i), rule.describe(i));
                     }
@@ -326,16 +325,12 @@ impl Governance {
         find_grant: &mut dyn FnMut() -> GrantLookup,
     ) -> Decision {
         let ask_reasons: Vec<String> = asks.iter().map(|a| a.reason.clone()).collect();
-        let decision = |verdict, decided_by, reasons| Decision {
-            verdict,
-            decided_by,
-            reasons,
-            asks: asks.clone(),
-            matched_rules: matched_rules.clone(),
-            granted: None,
-            retry_after_secs: None,
-            approvals,
-            labels: None,
+        let decision = |verdict, decided_by, reasons| {
+            let mut d = Decision::new(verdict, decided_by, reasons);
+            d.asks = asks.clone();
+            d.matched_rules = matched_rules.clone();
+            d.approvals = approvals;
+            d
         };
         if asks.is_empty() {
             return decision(
@@ -467,7 +462,7 @@ impl Governance {
 
 pub(super) fn push_unique(asks: &mut Vec<Ask>, source: AskSource, reason: String) {
     if !asks.iter().any(|a| a.source == source) {
-        asks.push(Ask { source, reason });
+        asks.push(Ask::new(source, reason));
     }
 }
 

@@ -37,6 +37,7 @@ use steps::as_tool_refusal;
 /// Read them back with the **same** snapshot ([`Governance::decided_entry`],
 /// [`Governance::decided_agent`]); `toolgate` keeps the two together in one pin.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Decided {
     /// The decision.
     pub decision: Decision,
@@ -365,19 +366,13 @@ impl Governance {
         if entry.ungoverned {
             // R42: the host's own tool bypasses the approval decision entirely: no
             // agent-level ask, no tenant rule, no posture, no hook's ask.
-            return Decision {
-                verdict: Verdict::Run {
+            return Decision::new(
+                Verdict::Run {
                     auto_approved: false,
                 },
-                decided_by: Check::Passed,
-                reasons: Vec::new(),
-                asks: Vec::new(),
-                matched_rules: Vec::new(),
-                granted: None,
-                retry_after_secs: None,
-                approvals: 1,
-                labels: None,
-            };
+                Check::Passed,
+                Vec::new(),
+            );
         }
         self.approval(
             policy,

@@ -597,7 +597,7 @@ impl Pending {
         if let Some(shadow) = self
             .sink
             .shadow()
-            .or_else(|| self.shadow.clone().map(|decision| ShadowNote { decision }))
+            .or_else(|| self.shadow.clone().map(ShadowNote::new))
         {
             let enforced = ShadowNote::enforced(note.as_ref(), result.as_ref().ok());
             record.insert("shadow".into(), self.shadow_value(&shadow, &enforced));

@@ -264,10 +264,7 @@ where
         let hooks = self.hooks.as_ref().filter(|_| !entry.ungoverned);
         let mut hook_ask = None;
         if let Some(message) = hook_message {
-            let ask = Ask {
-                source: AskSource::Hook,
-                reason: message,
-            };
+            let ask = Ask::new(AskSource::Hook, message);
             // Joined into the pinned decision and routed again: no second decision.
             decision = std::borrow::Cow::Owned(governance.with_extra_asks(
                 pinned.decided(),
@@ -462,7 +459,7 @@ fn note_decision(
             Some(ask) => governance.with_extra_asks(shadow, call.run, vec![ask.clone()]),
             None => shadow.decision.clone(),
         };
-        sink.record_shadow(toolgate_core::ShadowNote { decision });
+        sink.record_shadow(toolgate_core::ShadowNote::new(decision));
     }
     let wait = match decision.verdict {
         Verdict::Refused(_) => WaitEnd::Refused,
@@ -479,10 +476,7 @@ fn note_decision(
         },
         Verdict::Ask { .. } => WaitEnd::Unroutable,
     };
-    sink.record(DecisionNote {
-        decision: decision.clone(),
-        wait,
-        interaction_id: None,
-        input_hash: pinned.canonical_input_hash(&call.input),
-    });
+    let mut note = DecisionNote::new(decision.clone(), wait);
+    note.input_hash = pinned.canonical_input_hash(&call.input);
+    sink.record(note);
 }
