@@ -355,7 +355,7 @@ fn r20_r22_policy_get_keeps_integers_past_64_bits() {
         agent: "a",
     };
     let eval = |text: &str| {
-        let (v, l) = toolgate::engine::number::parse_with_literals(text).unwrap();
+        let (v, l) = toolgate::core::number::parse_with_literals(text).unwrap();
         p.evaluate_exact(&subject, &v, &l).effect
     };
     assert_eq!(

@@ -12,7 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolgate_engine::json::{parse_strict_json, raw_depth, value_depth};
+use toolgate_core::json::{parse_strict_json, raw_depth, value_depth};
 
 fn depth(v: &Value) -> usize {
     match v {

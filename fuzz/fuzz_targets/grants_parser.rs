@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 use toolgate_core::ToolKind;
 use toolgate_engine::grant::parse_grants;
-use toolgate_engine::number::NumberLiterals;
+use toolgate_core::number::NumberLiterals;
 use toolgate_engine::policy::Subject;
 
 fuzz_target!(|data: &[u8]| {

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use toolgate::approval::ApprovalGateLayer;
+use toolgate::core::number::parse_with_literals;
 use toolgate::core::{
     AgentRef, Decision, RefusalCode, RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse,
     Verdict,
 };
 use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::number::parse_with_literals;
 use toolgate::engine::{CallInput, CallView, Governance};
 use toolgate::{ExposureLayer, GovernanceHandle};
 use tower::{ServiceBuilder, ServiceExt, service_fn};

@@ -6,6 +6,10 @@
 //! - [`ToolDeclaration`], [`ToolIdentity`]: what a source says about a tool, R4–R5.
 //! - [`Decision`]: which check decided, and why.
 //! - [`display`]: text a person reads, with every hidden character shown marked.
+//! - [`approval`]: the asynchronous approval contract (R17, R26): the question, the answer,
+//!   the channel.
+//! - [`number`] and [`json`]: a call's input read exactly — numbers as written (R20), its
+//!   depth and compact length (SPEC §8).
 //!
 //! ```
 //! use toolgate_core::{names, Check, Refusal, RefusalCode, ToolResponse};
@@ -15,6 +19,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod approval;
 mod call;
 mod decision;
 mod decl;
@@ -22,8 +27,10 @@ pub mod display;
 mod edit;
 pub mod id;
 mod interaction;
+pub mod json;
 pub mod labels;
 pub mod names;
+pub mod number;
 mod record;
 mod response;
 mod target;

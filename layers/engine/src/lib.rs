@@ -36,7 +36,6 @@
 #![forbid(unsafe_code)]
 
 pub mod api_access;
-pub mod approval;
 pub mod approvers;
 pub mod ask;
 pub mod canon;
@@ -48,10 +47,8 @@ mod error;
 mod exposure;
 mod governance;
 pub mod grant;
-pub mod json;
 pub mod jwt;
 pub mod labels;
-pub mod number;
 pub mod policy;
 mod print;
 pub mod quota;
@@ -64,6 +61,10 @@ pub mod simulate;
 /// code written against it still compiles.
 #[doc(hidden)]
 pub use recording as observe;
+
+/// The approval contract, the exact reading of a call's input and its numbers: in
+/// `toolgate_core` (a contract knows no decisions), here under their old paths.
+pub use toolgate_core::{approval, json, number};
 
 pub use decide::{CallInput, CallView, Decided, History};
 pub use error::{ConfigError, ConfigErrors, Warning};

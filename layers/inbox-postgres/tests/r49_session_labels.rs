@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use serde_json::json;
+use toolgate::core::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
 use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
 use toolgate::engine::config::{Format, load_str};
 use toolgate::engine::labels::LabelSet;
 use toolgate::engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
@@ -252,13 +252,12 @@ async fn r49_r38_an_approved_call_is_judged_by_the_labels_another_replica_record
     });
     let sent = Sent::default();
     let one = replica(&a, config, waiting, &sent).await;
-    let approve_all: Arc<dyn ApprovalChannel> = Arc::new(
-        toolgate::engine::approval::FnChannel::new(ChannelKind::Interactive, |_| {
-            ApprovalOutcome::Approved {
-                approver: String::from("bob"),
-            }
-        }),
-    );
+    let approve_all: Arc<dyn ApprovalChannel> = Arc::new(toolgate::core::approval::FnChannel::new(
+        ChannelKind::Interactive,
+        |_| ApprovalOutcome::Approved {
+            approver: String::from("bob"),
+        },
+    ));
     let two = replica(&b, config, approve_all, &sent).await;
 
     // The post waits for a person on one replica: the session has read nothing yet.

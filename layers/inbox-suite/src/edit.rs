@@ -369,7 +369,7 @@ pub async fn issue35_r26_a_repeat_of_the_input_the_agent_sent_finds_the_edited_c
         Some(c.input_json.as_str()),
         "and keeps the agent's"
     );
-    let literals = toolgate_engine::number::NumberLiterals::scan(&c.input_json);
+    let literals = toolgate_core::number::NumberLiterals::scan(&c.input_json);
     assert!(found[0].repeated_by(&sent, &literals));
     assert!(!found[0].repeated_by(&json!({"amount": 1001, "order": "A-1"}), &literals));
     let plain = store.get(&id).await.unwrap().unwrap();

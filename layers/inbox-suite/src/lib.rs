@@ -46,9 +46,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolgate_core::approval::ApprovalRequest;
 use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity, Turn};
 use toolgate_engine::PolicyState;
-use toolgate_engine::approval::ApprovalRequest;
 use toolgate_engine::canon;
 use toolgate_engine::policy::Limits;
 

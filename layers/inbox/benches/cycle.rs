@@ -34,7 +34,7 @@ fn new_call(i: u64) -> NewHeldCall {
     use std::sync::Arc;
     use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, ToolIdentity};
     let input = json!({"order": i});
-    let request = toolgate_engine::approval::ApprovalRequest {
+    let request = toolgate_core::approval::ApprovalRequest {
         interaction_id: toolgate_core::id::random_id("ia_").expect("randomness"),
         call_id: CallId::new("call-bench"),
         tool: "payments__refund".into(),

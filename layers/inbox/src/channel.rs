@@ -4,11 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_core::{ChannelKind, Principal};
-use toolgate_engine::approval::{
+use toolgate_core::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
     new_question,
 };
+use toolgate_core::{ChannelKind, Principal};
 use toolgate_engine::canon;
 
 use crate::error::ClaimError;
@@ -42,7 +42,7 @@ fn split_ticket(ticket: &ResumeTicket) -> (&str, Option<&str>) {
 ///   new: still open, it is the same card; being sent, it is refused as such; ended, it is
 ///   told its ending once — the person's denial and reason, the expiry, the cancellation, or
 ///   that it was sent — and the repeat after that asks anew (R26).
-/// - A request **with** a ticket (a resumed call, [`toolgate_engine::approval::ResumeTicket`]) is
+/// - A request **with** a ticket (a resumed call, [`toolgate_core::approval::ResumeTicket`]) is
 ///   the execution of a held call: it is approved only when that call is `approved`, for the
 ///   same tool and agent, with exactly the same input and the same tool definition (R35),
 ///   when the fresh decision asks for no reason the person was not asked about (R38), and

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use toolgate_core::json::raw_depth;
 use toolgate_core::{Ask, AskSource, RunMode, ToolIdentity};
-use toolgate_engine::json::raw_depth;
 use toolgate_engine::policy::{MAX_INPUT_DEPTH_CEILING, Policy};
 
 /// Why stored text (a held call's row, its input, its approvals, a policy body) cannot be

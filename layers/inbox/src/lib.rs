@@ -96,7 +96,7 @@
 //!
 //! ## Exactly once, and exactly what was seen
 //!
-//! A resumed call carries a [`toolgate_engine::approval::ResumeTicket`] and passes every layer again
+//! A resumed call carries a [`toolgate_core::approval::ResumeTicket`] and passes every layer again
 //! (R38). At the approval gate the inbox channel approves it only when the held call is
 //! `approved` for the same tool and agent, the input is equal (as JSON values, and by its
 //! RFC 8785 hash) and the tool's definition hash is unchanged (R35), and the fresh decision

@@ -4,8 +4,8 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use toolgate_core::approval::ApprovalRequest;
 use toolgate_core::{AgentRef, Ask, Interaction, Principal, RunContext, ToolIdentity, Turn};
-use toolgate_engine::approval::ApprovalRequest;
 use toolgate_engine::canon;
 
 use crate::codec::RecordError;
@@ -267,7 +267,7 @@ impl NewHeldCall {
         let input_json = if request.literals.is_empty() {
             serde_json::to_string(&*request.input).map_err(HoldError::NotSerialisable)?
         } else {
-            toolgate_engine::number::to_text(&request.input, &request.literals)
+            toolgate_core::number::to_text(&request.input, &request.literals)
         };
         Ok(Self {
             interaction_id: request.interaction_id.clone(),
@@ -361,8 +361,8 @@ impl HeldRecord {
 
     /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
     /// (R20): put them in a call's extensions and it decides, and is compared, as held.
-    pub fn literals(&self) -> toolgate_engine::number::NumberLiterals {
-        toolgate_engine::number::NumberLiterals::scan(&self.call.input_json)
+    pub fn literals(&self) -> toolgate_core::number::NumberLiterals {
+        toolgate_core::number::NumberLiterals::scan(&self.call.input_json)
     }
 
     /// The input pretty-printed for a person with every number as written (R20), or why
@@ -383,7 +383,7 @@ impl HeldRecord {
     pub fn holds_input(
         &self,
         input: &Value,
-        literals: &toolgate_engine::number::NumberLiterals,
+        literals: &toolgate_core::number::NumberLiterals,
     ) -> bool {
         text_holds(&self.call.input_json, input, literals)
     }
@@ -394,7 +394,7 @@ impl HeldRecord {
     pub fn repeated_by(
         &self,
         input: &Value,
-        literals: &toolgate_engine::number::NumberLiterals,
+        literals: &toolgate_core::number::NumberLiterals,
     ) -> bool {
         self.holds_input(input, literals)
             || self
@@ -605,12 +605,12 @@ impl StoredPolicy {
     /// integer past 64 bits keeps its digits, R20), or `None` when no number needs that and
     /// the value says it all.
     pub fn document_literals(&self) -> Result<Option<String>, String> {
-        let literals = toolgate_engine::number::NumberLiterals::scan(&self.body);
+        let literals = toolgate_core::number::NumberLiterals::scan(&self.body);
         if literals.is_empty() {
             return Ok(None);
         }
         let doc = self.document()?;
-        Ok(Some(toolgate_engine::number::to_text(&doc, &literals)))
+        Ok(Some(toolgate_core::number::to_text(&doc, &literals)))
     }
 }
 
@@ -629,9 +629,9 @@ pub struct CallResult {
 /// (R20), or why it cannot be read.
 fn pretty(stored: &str) -> Result<String, RecordError> {
     let value = crate::codec::parse_json(stored)?;
-    Ok(toolgate_engine::number::to_pretty_text(
+    Ok(toolgate_core::number::to_pretty_text(
         &value,
-        &toolgate_engine::number::NumberLiterals::scan(stored),
+        &toolgate_core::number::NumberLiterals::scan(stored),
     ))
 }
 
@@ -640,12 +640,12 @@ fn pretty(stored: &str) -> Result<String, RecordError> {
 fn text_holds(
     stored: &str,
     input: &Value,
-    literals: &toolgate_engine::number::NumberLiterals,
+    literals: &toolgate_core::number::NumberLiterals,
 ) -> bool {
     match crate::codec::parse_json(stored) {
-        Ok(v) => toolgate_engine::number::same_input(
+        Ok(v) => toolgate_core::number::same_input(
             &v,
-            &toolgate_engine::number::NumberLiterals::scan(stored),
+            &toolgate_core::number::NumberLiterals::scan(stored),
             input,
             literals,
         ),

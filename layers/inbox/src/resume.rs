@@ -171,7 +171,7 @@ impl Inbox {
     /// goes through (R38) — and records the response.
     ///
     /// The call is rebuilt exactly as it was held (same call id, agent, run settings, and
-    /// the stored input) and carries a [`ResumeTicket`](toolgate_engine::approval::ResumeTicket) with a fresh claim token. The stack
+    /// the stored input) and carries a [`ResumeTicket`](toolgate_core::approval::ResumeTicket) with a fresh claim token. The stack
     /// runs every check again; at the approval gate the inbox channel redeems the ticket:
     /// it claims the call (committed before the tool is invoked) only if it is still
     /// `approved` with the same input and definition (R35). Of any number of concurrent

@@ -441,10 +441,7 @@ pub fn repeat_of(record: &crate::model::HeldRecord, told: bool, now: Timestamp) 
 /// edited input, the input the agent sent.
 pub fn same_input(record: &crate::model::HeldRecord, input_json: &str) -> bool {
     match crate::codec::parse_json(input_json) {
-        Ok(b) => record.repeated_by(
-            &b,
-            &toolgate_engine::number::NumberLiterals::scan(input_json),
-        ),
+        Ok(b) => record.repeated_by(&b, &toolgate_core::number::NumberLiterals::scan(input_json)),
         Err(_) => {
             record.call.input_json == input_json
                 || record.edited_from.as_deref() == Some(input_json)

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use toolgate_core::approval::ApprovalRequest;
 use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity, Turn};
-use toolgate_engine::approval::ApprovalRequest;
 
 use crate::model::{NewHeldCall, Timestamp};
 

@@ -8,11 +8,11 @@ use std::task::{Context, Poll};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 use toolgate::GovernanceHandle;
+use toolgate_core::number::NumberLiterals;
 use toolgate_core::{
     Check, Refusal, RefusalCode, ToolCall, ToolIdentity, ToolKind, ToolRef, ToolResponse,
 };
 use toolgate_engine::catalog::Record;
-use toolgate_engine::number::NumberLiterals;
 use tower_layer::Layer;
 use tower_service::Service;
 

@@ -537,7 +537,7 @@ impl Service<ToolCall> for McpToolService {
         // reach the server as another number than the one decided. (The schema layer
         // refuses it before anyone is asked; this holds for stacks without that layer.)
         if let Some(written) =
-            toolgate_engine::number::NumberLiterals::of(&call).first_inexact_integer(&call.input)
+            toolgate_core::number::NumberLiterals::of(&call).first_inexact_integer(&call.input)
         {
             return McpFuture::refused(crate::schema::unsendable(written));
         }

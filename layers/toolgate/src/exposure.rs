@@ -26,9 +26,9 @@
 //! # }
 //! ```
 
+use toolgate_core::number::NumberLiterals;
 use toolgate_core::{Check, Refusal, ToolCall};
 use toolgate_engine::Governance;
-use toolgate_engine::number::NumberLiterals;
 
 use crate::filter::{CheckFilter, CheckFilterLayer, FilterCheck};
 

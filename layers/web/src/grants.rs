@@ -63,7 +63,7 @@ struct Offer {
 /// The card's input as compact JSON text, every number as written (R20).
 fn card_text(r: &HeldRecord) -> Result<String, String> {
     let value = r.input()?;
-    Ok(toolgate_engine::number::to_text(&value, &r.literals()))
+    Ok(toolgate_core::number::to_text(&value, &r.literals()))
 }
 
 /// The offer of a card whose input reads as `root`.

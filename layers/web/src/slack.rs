@@ -204,7 +204,7 @@ pub fn parse_callback(body: &[u8]) -> Result<SlackCallback, CallbackError> {
         }
     }
     let text = payload.ok_or(CallbackError::NoPayload)?;
-    if toolgate_engine::json::raw_depth(&text) > 32 {
+    if toolgate_core::json::raw_depth(&text) > 32 {
         return Err(CallbackError::TooDeep);
     }
     let v: Value = serde_json::from_str(&text).map_err(CallbackError::NotJson)?;

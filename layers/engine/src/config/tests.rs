@@ -183,3 +183,12 @@ fn issue23_allowed_resources_and_prompts_are_patterns_intersected_with_the_paren
         "{p:?}"
     );
 }
+
+#[test]
+fn r20_toml_refuses_integers_past_64_bits_rather_than_rounding_them() {
+    let t = "[[tools]]\nkind = \"http\"\nname = \"echo\"\n[[agents]]\nname = \"dev\"\n\
+             allowed_tools = [\"echo\"]\n[policy]\n\
+             rules = [{effect = \"deny\", when = {amount = {gt = 18446744073709551617}}}]\n";
+    let err = super::load_str(t, super::Format::Toml).unwrap_err();
+    assert!(err.to_string().contains("18446744073709551617"), "{err}");
+}

@@ -332,7 +332,7 @@ impl Test {
         let num_test = |bound: &Option<Exact>, ok: fn(Ordering) -> bool| match bound {
             None => true,
             Some(b) => match v {
-                Value::Number(n) => Exact::of(n, lit).and_then(|x| x.cmp(b)).is_some_and(ok),
+                Value::Number(n) => Exact::of(n, lit).and_then(|x| x.compare(b)).is_some_and(ok),
                 _ => false,
             },
         };
@@ -362,7 +362,7 @@ impl Test {
 fn json_eq(a: &Value, al: Lit<'_>, b: &Value, bl: Lit<'_>) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (Exact::of(x, al), Exact::of(y, bl)) {
-            (Some(x), Some(y)) => x.cmp(&y) == Some(Ordering::Equal),
+            (Some(x), Some(y)) => x.compare(&y) == Some(Ordering::Equal),
             _ => false,
         },
         (Value::Array(x), Value::Array(y)) => {

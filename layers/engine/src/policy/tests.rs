@@ -166,7 +166,7 @@ fn r20_numbers_compare_exactly_past_2_pow_53() {
         let n: serde_json::Number = serde_json::from_str(n).unwrap();
         Exact::of(&n, None).unwrap()
     };
-    let cmp_num = |a: &Exact, b: &Exact| a.cmp(b);
+    let cmp_num = |a: &Exact, b: &Exact| a.compare(b);
     assert_eq!(
         cmp_num(&big("9007199254740993"), &big("9007199254740992.0")),
         Some(Ordering::Greater)

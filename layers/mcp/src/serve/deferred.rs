@@ -14,8 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value, json};
+use toolgate_core::number::NumberLiterals;
 use toolgate_core::{Refusal, RefusalCode};
-use toolgate_engine::number::NumberLiterals;
 
 /// The name of the search tool.
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -270,7 +270,7 @@ pub(super) fn unwrap_call(
     let inner_literals = if literals.is_empty() {
         NumberLiterals::default()
     } else {
-        let outer_text = toolgate_engine::number::to_text(
+        let outer_text = toolgate_core::number::to_text(
             &Value::Object(Map::from_iter([
                 (String::from("name"), Value::String(name.clone())),
                 (String::from("arguments"), Value::Object(inner.clone())),
@@ -278,7 +278,7 @@ pub(super) fn unwrap_call(
             literals,
         );
         match inner_text(&outer_text) {
-            Some(t) => match toolgate_engine::number::parse_with_literals(&t) {
+            Some(t) => match toolgate_core::number::parse_with_literals(&t) {
                 Ok((_, l)) => l,
                 Err(_) => {
                     return Err(Malformed(String::from(
@@ -330,14 +330,14 @@ mod tests {
     #[test]
     fn r38_a_tool_call_unwraps_to_the_inner_call_and_keeps_its_numbers_as_written() {
         let text = r#"{"name":"kb__page","arguments":{"id":123456789012345678901234}}"#;
-        let (value, literals) = toolgate_engine::number::parse_with_literals(text).unwrap();
+        let (value, literals) = toolgate_core::number::parse_with_literals(text).unwrap();
         let Value::Object(args) = value else { panic!() };
         let req = CallToolRequestParams::new(TOOL_CALL).with_arguments(args);
         let (inner, lits) = unwrap_call(req, &literals).unwrap();
         assert_eq!(inner.name, "kb__page");
         let args = Value::Object(inner.arguments.unwrap());
         assert_eq!(
-            toolgate_engine::number::to_text(&args, &lits),
+            toolgate_core::number::to_text(&args, &lits),
             r#"{"id":123456789012345678901234}"#
         );
         for bad in [

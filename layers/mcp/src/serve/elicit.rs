@@ -43,7 +43,7 @@ use sha2::{Digest, Sha256};
 use toolgate::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, VerifiedOutcome,
 };
-use toolgate::engine::number::NumberLiterals;
+use toolgate::core::number::NumberLiterals;
 use toolgate_core::ChannelKind;
 use toolgate_inbox::{InboxStore, OpenQuestion, Timestamp};
 
@@ -357,7 +357,7 @@ impl QuestionBook {
             String::from("the input cannot be canonicalised, so no question can be bound to it")
         })?;
         let body = serde_json::to_string(&Kept {
-            input: toolgate::engine::number::to_text(call.input, call.literals),
+            input: toolgate::core::number::to_text(call.input, call.literals),
             asked,
         })
         .map_err(|e| format!("the question could not be written: {e}"))?;
@@ -419,10 +419,9 @@ impl QuestionBook {
         let kept: Kept = serde_json::from_str(&question.body)
             .map_err(|e| format!("the kept approval question cannot be read: {e}"))?;
         // R35: the exact input asked about, every number as written.
-        let same =
-            toolgate::engine::number::parse_with_literals(&kept.input).is_ok_and(|(v, l)| {
-                toolgate::engine::number::same_input(&v, &l, call.input, call.literals)
-            });
+        let same = toolgate::core::number::parse_with_literals(&kept.input).is_ok_and(|(v, l)| {
+            toolgate::core::number::same_input(&v, &l, call.input, call.literals)
+        });
         if !same {
             return Err(unknown());
         }

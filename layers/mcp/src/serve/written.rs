@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use rmcp::model::RequestId;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use toolgate_engine::number::NumberLiterals;
+use toolgate_core::number::NumberLiterals;
 
 /// At most this many `tools/call` entries wait for their handler per tap; past it the
 /// oldest is dropped (and its call refused).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_core::ChannelKind;
 
-use toolgate_engine::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate_core::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
 
 /// A person's answer to one question.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -58,7 +58,7 @@ pub use hooks::{HookCall, HookFuture, Hooks, ToolHooks};
 pub use interactive::{
     ApprovalAnswer, ApprovalAnswerError, InteractiveChannel, PendingApproval, PendingApprovals,
 };
-pub use toolgate_engine::approval::{
+pub use toolgate_core::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, FnChannel, ResumeTicket,
     VerifiedOutcome, interaction_id, new_question,
 };

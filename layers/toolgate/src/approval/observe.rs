@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toolgate_core::ChannelKind;
 
-use toolgate_engine::approval::ApprovalOutcome;
+use toolgate_core::approval::ApprovalOutcome;
 
 /// A call started waiting for a person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use toolgate_core::ChannelKind;
 
-use toolgate_engine::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate_core::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
 
 /// The terminal prompt channel (used by the demo). Needs a Tokio runtime.
 #[derive(Debug, Clone)]

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use arc_swap::ArcSwap;
 
 use crate::binding::Binding;
+use toolgate_core::number::NumberLiterals;
 use toolgate_core::{AgentRef, CallId, Decision, RunContext, ToolCall, ToolRef};
 use toolgate_engine::catalog::Entry;
 use toolgate_engine::grant::{GrantStore, NoGrants};
-use toolgate_engine::number::NumberLiterals;
 use toolgate_engine::quota::{
     Clock, MemoryQuotaCounter, Millis, NoSends, QuotaCounter, QuotaError, QuotaGroup, SystemClock,
 };

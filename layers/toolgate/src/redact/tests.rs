@@ -465,7 +465,7 @@ fn r33_deep_input_is_redacted_without_overflow() {
     assert!(!s.contains(secret));
     assert!(s.contains(REDACTED));
     assert_eq!(
-        toolgate_engine::json::value_depth(&out, 1000),
+        toolgate_core::json::value_depth(&out, 1000),
         DEFAULT_MAX_DEPTH
     );
 

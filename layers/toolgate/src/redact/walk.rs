@@ -3,7 +3,7 @@
 //! strings opened (module docs).
 
 use serde_json::{Map, Value};
-use toolgate_engine::json::raw_depth;
+use toolgate_core::json::raw_depth;
 
 use super::{REDACTED, Redactor, redacted};
 

@@ -15,7 +15,7 @@
 //! been shown the list ([`fingerprint`]).
 //!
 //! Numbers are kept as written: the card's input is read from its text with every literal
-//! ([`toolgate_engine::number::to_text`]), so an integer past 64 bits is bound by its digits.
+//! ([`toolgate_core::number::to_text`]), so an integer past 64 bits is bound by its digits.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -65,7 +65,7 @@ fn deserializer(s: &str) -> serde_json::Deserializer<serde_json::de::StrRead<'_>
     de
 }
 
-/// Reads JSON `text` (compact, as [`toolgate_engine::number::to_text`] writes it) into a
+/// Reads JSON `text` (compact, as [`toolgate_core::number::to_text`] writes it) into a
 /// [`Node`] tree that borrows it.
 pub(crate) fn read(text: &str) -> Result<Node<'_>, String> {
     let raw = <&RawValue>::deserialize(&mut deserializer(text)).map_err(|e| e.to_string())?;
@@ -551,9 +551,9 @@ mod tests {
     #[test]
     fn issue34_numbers_are_bound_as_written() {
         let (value, literals) =
-            toolgate_engine::number::parse_with_literals(r#"{"id": 123456789012345678901234}"#)
+            toolgate_core::number::parse_with_literals(r#"{"id": 123456789012345678901234}"#)
                 .unwrap();
-        let text = toolgate_engine::number::to_text(&value, &literals);
+        let text = toolgate_core::number::to_text(&value, &literals);
         let root = read(&text).unwrap();
         assert_eq!(
             prefill(&root).unwrap(),

@@ -36,8 +36,8 @@ use super::observe::{WaitObserver, WaitOutcome, WaitWatch};
 use crate::future::OnceResponse;
 use crate::handle::{GovernanceHandle, PinnedDecision};
 use crate::permit::Permit;
-use toolgate_engine::approval::new_question;
-use toolgate_engine::approval::{
+use toolgate_core::approval::new_question;
+use toolgate_core::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, ResumeTicket, VerifiedOutcome,
     interaction_id,
 };

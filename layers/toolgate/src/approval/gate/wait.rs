@@ -134,7 +134,7 @@ where
             identities: entry.records.iter().map(|r| r.identity().clone()).collect(),
             agent: call.agent.clone(),
             input: Arc::new(call.input.clone()),
-            literals: toolgate_engine::number::NumberLiterals::of(&call).clone(),
+            literals: toolgate_core::number::NumberLiterals::of(&call).clone(),
             input_hash,
             definition_hash: canon::entry_definition_hash(entry),
             asks,

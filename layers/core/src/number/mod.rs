@@ -20,15 +20,15 @@
 //!   sent.
 //! - The input size bound counts each number as written.
 //!
-//! Text inputs (the CLI's CALL, [`Policy::from_json_str`](crate::policy::Policy::from_json_str),
+//! Text inputs (the CLI's CALL, `toolgate_engine::policy::Policy::from_json_str`,
 //! JSON configuration) get their literals automatically. A host that parses a model's
 //! arguments itself keeps them with [`parse_with_literals`] and puts the [`NumberLiterals`]
-//! in the call's extensions, where [`CallView::of`](crate::CallView::of) finds them:
+//! in the call's extensions, where `toolgate_engine::CallView::of` finds them:
 //!
 //! ```
 //! use serde_json::json;
 //! use toolgate_core::{AgentRef, ToolCall};
-//! use toolgate_engine::number::parse_with_literals;
+//! use toolgate_core::number::parse_with_literals;
 //!
 //! let (input, literals) = parse_with_literals(r#"{"amount": 18446744073709551617}"#).unwrap();
 //! assert_eq!(input, json!({"amount": 18446744073709551616.0}), "the value rounds");
@@ -42,21 +42,22 @@
 //!
 //! TOML and YAML configurations cannot carry such integers: their parsers refuse them, so
 //! such a file is malformed, never silently rounded. A policy built from a `Value`
-//! ([`Policy::from_json`](crate::policy::Policy::from_json)) has the value's numbers;
-//! [`Policy::to_json_text`](crate::policy::Policy::to_json_text) writes a policy back with
+//! (`toolgate_engine::policy::Policy::from_json`) has the value's numbers;
+//! `toolgate_engine::policy::Policy::to_json_text` writes a policy back with
 //! its literals (what a store keeps).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::ToolCall;
 use serde_json::{Number, Value};
-use toolgate_core::ToolCall;
 
 mod exact;
 mod scan;
 
-pub(crate) use exact::Exact;
+#[doc(hidden)]
+pub use exact::Exact;
 use scan::Scanner;
 
 /// Every number literal of some JSON text whose value does not reproduce it, by position.
@@ -67,7 +68,8 @@ pub struct NumberLiterals {
 
 /// One position in the literal tree.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Node {
+#[doc(hidden)]
+pub enum Node {
     /// A number as written, and the double the parser read it as (to tell a changed value).
     Leaf { text: Box<str>, read: f64 },
     /// Members of an object that hold literals.
@@ -77,10 +79,12 @@ pub(crate) enum Node {
 }
 
 /// A position in the literal tree, or none.
-pub(crate) type Lit<'a> = Option<&'a Node>;
+#[doc(hidden)]
+pub type Lit<'a> = Option<&'a Node>;
 
 /// The literal tree below an object member.
-pub(crate) fn member<'a>(lit: Lit<'a>, key: &str) -> Lit<'a> {
+#[doc(hidden)]
+pub fn member<'a>(lit: Lit<'a>, key: &str) -> Lit<'a> {
     match lit {
         Some(Node::Object(m)) => m.get(key),
         _ => None,
@@ -88,7 +92,8 @@ pub(crate) fn member<'a>(lit: Lit<'a>, key: &str) -> Lit<'a> {
 }
 
 /// The literal tree below an array item.
-pub(crate) fn item(lit: Lit<'_>, index: usize) -> Lit<'_> {
+#[doc(hidden)]
+pub fn item(lit: Lit<'_>, index: usize) -> Lit<'_> {
     match lit {
         Some(Node::Array(m)) => m.get(&index),
         _ => None,
@@ -114,7 +119,8 @@ impl NumberLiterals {
         self.root.is_none()
     }
 
-    pub(crate) fn root(&self) -> Lit<'_> {
+    #[doc(hidden)]
+    pub fn root(&self) -> Lit<'_> {
         self.root.as_ref()
     }
 
@@ -131,7 +137,7 @@ impl NumberLiterals {
     /// client sending `serde_json::Value`s — could not send as written (R20, R26).
     ///
     /// ```
-    /// use toolgate_engine::number::parse_with_literals;
+    /// use toolgate_core::number::parse_with_literals;
     /// let (v, l) = parse_with_literals(r#"{"a": 1e2, "b": [123456789012345678901234]}"#).unwrap();
     /// assert_eq!(l.first_inexact_integer(&v), Some("123456789012345678901234"));
     /// let (v, l) = parse_with_literals(r#"{"a": 1e2, "b": 18446744073709551615, "c": 1.50}"#).unwrap();
@@ -208,7 +214,8 @@ fn holds(n: &Number, read: f64) -> bool {
 /// Writes a value as compact JSON text with every number as written. Recursion is bounded
 /// by the value's depth, which serde_json's parser limits to 128 for the policies this
 /// writes.
-pub(crate) fn write_text(out: &mut String, value: &Value, lit: Lit<'_>) {
+#[doc(hidden)]
+pub fn write_text(out: &mut String, value: &Value, lit: Lit<'_>) {
     match value {
         Value::Number(n) => match lit {
             Some(Node::Leaf { text, read }) if holds(n, *read) => out.push_str(text),
@@ -254,14 +261,14 @@ pub fn to_text(value: &Value, literals: &NumberLiterals) -> String {
 /// value's depth, which the input bounds limit (R36).
 ///
 /// ```
-/// use toolgate_engine::number::{parse_with_literals, to_pretty_text};
+/// use toolgate_core::number::{parse_with_literals, to_pretty_text};
 ///
 /// let (v, lits) = parse_with_literals(r#"{"n":123456789012345678901234,"s":[1]}"#).unwrap();
 /// assert_eq!(
 ///     to_pretty_text(&v, &lits),
 ///     "{\n  \"n\": 123456789012345678901234,\n  \"s\": [\n    1\n  ]\n}"
 /// );
-/// let plain = toolgate_engine::number::NumberLiterals::none();
+/// let plain = toolgate_core::number::NumberLiterals::none();
 /// assert_eq!(to_pretty_text(&v, plain), serde_json::to_string_pretty(&v).unwrap());
 /// ```
 pub fn to_pretty_text(value: &Value, literals: &NumberLiterals) -> String {
@@ -313,7 +320,7 @@ fn write_pretty(out: &mut String, value: &Value, lit: Lit<'_>, level: usize) {
 /// recurses.
 ///
 /// ```
-/// use toolgate_engine::number::{parse_with_literals, same_input};
+/// use toolgate_core::number::{parse_with_literals, same_input};
 ///
 /// let (a, la) = parse_with_literals(r#"{"n":123456789012345678901234}"#).unwrap();
 /// let (b, lb) = parse_with_literals(r#"{"n":123456789012345678901235}"#).unwrap();
@@ -335,7 +342,7 @@ pub fn same_input(a: &Value, la: &NumberLiterals, b: &Value, lb: &NumberLiterals
         }
         match (x, y) {
             (Value::Number(m), Value::Number(n)) => match (Exact::of(m, lx), Exact::of(n, ly)) {
-                (Some(p), Some(q)) if p.cmp(&q) == Some(Ordering::Equal) => {}
+                (Some(p), Some(q)) if p.compare(&q) == Some(Ordering::Equal) => {}
                 _ => return false,
             },
             (Value::Array(p), Value::Array(q)) => {
@@ -408,15 +415,23 @@ mod tests {
     #[test]
     fn r20_integers_of_any_size_compare_by_their_digits() {
         let lt = |a: &str, b: &str| {
-            assert_eq!(exact(a).cmp(&exact(b)), Some(Ordering::Less), "{a} < {b}");
             assert_eq!(
-                exact(b).cmp(&exact(a)),
+                exact(a).compare(&exact(b)),
+                Some(Ordering::Less),
+                "{a} < {b}"
+            );
+            assert_eq!(
+                exact(b).compare(&exact(a)),
                 Some(Ordering::Greater),
                 "{b} > {a}"
             );
         };
         let eq = |a: &str, b: &str| {
-            assert_eq!(exact(a).cmp(&exact(b)), Some(Ordering::Equal), "{a} = {b}")
+            assert_eq!(
+                exact(a).compare(&exact(b)),
+                Some(Ordering::Equal),
+                "{a} = {b}"
+            )
         };
         lt("18446744073709551616", "18446744073709551617");
         lt("-18446744073709551617", "-18446744073709551616");
@@ -511,15 +526,6 @@ mod tests {
         assert!(
             NumberLiterals::scan(r#"{"x": [1, 2.5, -3, "10000000000000000000000"]}"#).is_empty()
         );
-    }
-
-    #[test]
-    fn r20_toml_refuses_integers_past_64_bits_rather_than_rounding_them() {
-        let t = "[[tools]]\nkind = \"http\"\nname = \"echo\"\n[[agents]]\nname = \"dev\"\n\
-                 allowed_tools = [\"echo\"]\n[policy]\n\
-                 rules = [{effect = \"deny\", when = {amount = {gt = 18446744073709551617}}}]\n";
-        let err = crate::config::load_str(t, crate::config::Format::Toml).unwrap_err();
-        assert!(err.to_string().contains("18446744073709551617"), "{err}");
     }
 
     #[test]

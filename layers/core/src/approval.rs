@@ -10,10 +10,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::Value;
-use toolgate_core::{
+use crate::{
     AgentRef, Ask, AskSource, CallId, ChannelKind, Interaction, RunContext, ToolIdentity, Turn,
 };
+use serde_json::Value;
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -53,7 +53,7 @@ pub struct ApprovalRequest {
     pub ticket: Option<ResumeTicket>,
     /// The call's execution target (seed 000), when its declaration names the fields: shown
     /// first on every channel.
-    pub target: Option<toolgate_core::ExecutionTarget>,
+    pub target: Option<crate::ExecutionTarget>,
     /// How many distinct people must approve the call before it is sent (R51): the
     /// decision's `approvals` (1 for most calls). The gate routes a call that needs more
     /// than one only to a channel that gathers that many
@@ -64,7 +64,7 @@ pub struct ApprovalRequest {
     /// The labels the decision read (R49): the tool's and its session's when it was asked
     /// about, shown to the person beside the reasons; `None` when no rule or quota reads
     /// labels.
-    pub labels: Option<toolgate_core::LabelsRead>,
+    pub labels: Option<crate::LabelsRead>,
 }
 
 /// Marks a call as the execution of a held call (put it in the call's extensions). The
@@ -188,7 +188,7 @@ pub trait ApprovalChannel: fmt::Debug + Send + Sync + 'static {
 /// (R47). `answered_by` is set only beside a person's answer (approved or denied).
 ///
 /// ```
-/// use toolgate_engine::approval::{ApprovalOutcome, VerifiedOutcome};
+/// use toolgate_core::approval::{ApprovalOutcome, VerifiedOutcome};
 /// let v = VerifiedOutcome { outcome: ApprovalOutcome::Expired, answered_by: None };
 /// assert_eq!(v.outcome, ApprovalOutcome::Expired);
 /// ```
@@ -198,13 +198,13 @@ pub struct VerifiedOutcome {
     pub outcome: ApprovalOutcome,
     /// The verified principal (`sub`, `iss`) of whoever approved or denied, when the
     /// channel knows one; `None` for a static-token, header or command-line approver.
-    pub answered_by: Option<toolgate_core::Principal>,
+    pub answered_by: Option<crate::Principal>,
 }
 
 /// A channel answering every question with a closure (scripted approvers, tests).
 ///
 /// ```
-/// use toolgate_engine::approval::{ApprovalOutcome, FnChannel};
+/// use toolgate_core::approval::{ApprovalOutcome, FnChannel};
 /// use toolgate_core::ChannelKind;
 /// let approve_all = FnChannel::new(ChannelKind::Interactive, |_req| ApprovalOutcome::Approved { approver: "script".into() });
 /// # let _ = approve_all;
@@ -259,8 +259,6 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
             AskSource::PolicyRule(_) | AskSource::PolicyDefault => 1,
             AskSource::Posture => 2,
             AskSource::Hook => 3,
-            // A source this engine does not know is a question of its own: asked again.
-            _ => u8::MAX,
         }
     }
     fresh.iter().find(|f| {
@@ -274,12 +272,12 @@ pub fn new_question<'a>(asked: &[Ask], fresh: &'a [Ask]) -> Option<&'a Ask> {
 /// When no randomness can be had, `None`: the gate then refuses the call.
 ///
 /// ```
-/// let a = toolgate_engine::approval::interaction_id().unwrap();
+/// let a = toolgate_core::approval::interaction_id().unwrap();
 /// assert!(a.starts_with("ia_") && a.len() == 35);
-/// assert_ne!(a, toolgate_engine::approval::interaction_id().unwrap());
+/// assert_ne!(a, toolgate_core::approval::interaction_id().unwrap());
 /// ```
 pub fn interaction_id() -> Option<String> {
-    toolgate_core::id::random_id("ia_")
+    crate::id::random_id("ia_")
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 
 /// A JSON value parsed with duplicate object keys refused (SPEC §8: such files are malformed).
 #[derive(Debug)]
-pub(crate) struct Strict(pub(crate) Value);
+#[doc(hidden)]
+pub struct Strict(pub Value);
 
 impl<'de> Deserialize<'de> for Strict {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -167,7 +168,8 @@ impl fmt::Write for CountWriter {
     }
 }
 
-pub(crate) fn number_len(n: &serde_json::Number) -> usize {
+#[doc(hidden)]
+pub fn number_len(n: &serde_json::Number) -> usize {
     use fmt::Write as _;
     // Integers (nearly every number a tool call carries): count the digits. A negative
     // integer is `-` and its magnitude's digits; `-0` and floats take `Display`, whatever

@@ -5,7 +5,8 @@ use super::*;
 
 /// A number compared exactly (R20).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Exact {
+#[doc(hidden)]
+pub enum Exact {
     /// An integer within `i128`.
     Small(i128),
     /// An integer past `i128`: its sign and decimal digits, no leading zero.
@@ -16,7 +17,7 @@ pub(crate) enum Exact {
 
 impl Exact {
     /// The number a value holds, or its literal when one is recorded there.
-    pub(crate) fn of(n: &Number, lit: Lit<'_>) -> Option<Self> {
+    pub fn of(n: &Number, lit: Lit<'_>) -> Option<Self> {
         if let Some(Node::Leaf { text, read }) = lit
             && holds(n, *read)
         {
@@ -64,7 +65,7 @@ impl Exact {
     }
 
     /// Compares two numbers by exact value; `None` only for a NaN, which JSON cannot hold.
-    pub(crate) fn cmp(&self, other: &Exact) -> Option<Ordering> {
+    pub fn compare(&self, other: &Exact) -> Option<Ordering> {
         use Exact::{Big, Double, Small};
         match (self, other) {
             (Small(a), Small(b)) => Some(a.cmp(b)),
