@@ -62,9 +62,9 @@ pub mod simulate;
 #[doc(hidden)]
 pub use recording as observe;
 
-/// The approval contract, the exact reading of a call's input and its numbers: in
-/// `toolgate_core` (a contract knows no decisions), here under their old paths.
-pub use toolgate_core::{approval, json, number};
+/// The exact reading of a call's input and its numbers: in `toolgate_core` (the approval
+/// contract, `toolgate_core::approval`, carries them), here under their old paths.
+pub use toolgate_core::{json, number};
 
 pub use decide::{CallInput, CallView, Decided, History};
 pub use error::{ConfigError, ConfigErrors, Warning};
