@@ -162,6 +162,9 @@ impl CallRelay {
     }
 }
 
+/// At most this many progress notifications wait for their call to note its token.
+const UNCLAIMED: usize = 64;
+
 /// How long a finished call's relay stays registered: notifications the server sent just
 /// before its result are handled on their own tasks, and may be looked up after the result
 /// arrived.
@@ -181,6 +184,10 @@ struct Entry {
 pub(crate) struct InFlight {
     next: AtomicU64,
     calls: Mutex<Vec<Entry>>,
+    /// Progress for a token no call holds yet: rmcp picks a request's token as it sends it,
+    /// so the server's first notification can be routed before the call has noted its token
+    /// ([`Registration::set_token`] takes these). The oldest go past [`UNCLAIMED`].
+    unclaimed: Mutex<std::collections::VecDeque<ProgressNotificationParam>>,
     /// The relayed notifications this connection has read and routed.
     pub(crate) arrivals: Arc<crate::arrivals::Arrivals>,
 }
@@ -232,12 +239,26 @@ impl Registration {
     }
 
     /// The progress token the upstream request was sent with.
+    /// Progress the server sent for it before this, in the order it came, goes to the
+    /// call's relay now.
     pub(crate) fn set_token(&self, token: ProgressToken) {
-        if let Some(e) = lock(&self.inflight.calls)
-            .iter_mut()
-            .find(|e| e.id == self.id)
-        {
-            e.token = Some(token);
+        let mut calls = lock(&self.inflight.calls);
+        let Some(e) = calls.iter_mut().find(|e| e.id == self.id) else {
+            return;
+        };
+        let mut unclaimed = lock(&self.inflight.unclaimed);
+        let early: std::collections::VecDeque<ProgressNotificationParam> = {
+            let (mine, others) = unclaimed
+                .drain(..)
+                .partition(|p: &ProgressNotificationParam| p.progress_token == token);
+            *unclaimed = others;
+            mine
+        };
+        e.token = Some(token);
+        if e.relay.progress {
+            for p in early {
+                e.relay.send(Relayed::Progress(p));
+            }
         }
     }
 }
@@ -261,19 +282,27 @@ impl InFlight {
 
     /// A progress notification: to the relay whose upstream token it names.
     pub(crate) fn progress(&self, params: ProgressNotificationParam) {
-        let relay = lock(&self.calls)
+        let calls = lock(&self.calls);
+        match calls
             .iter()
             .find(|e| e.token.as_ref() == Some(&params.progress_token))
-            .filter(|e| e.relay.progress)
-            .map(|e| e.relay.clone());
-        match relay {
-            Some(r) => {
-                r.send(Relayed::Progress(params));
+        {
+            Some(e) if e.relay.progress => {
+                e.relay.send(Relayed::Progress(params));
             }
-            None => tracing::debug!(
-                target: "toolgate_mcp::relay",
-                "progress for a token of no call in flight: dropped"
-            ),
+            Some(_) => {}
+            // Perhaps a call's first, come before the call noted its token: kept for it.
+            None => {
+                let mut unclaimed = lock(&self.unclaimed);
+                if unclaimed.len() == UNCLAIMED {
+                    unclaimed.pop_front();
+                    tracing::debug!(
+                        target: "toolgate_mcp::relay",
+                        "progress for a token of no call in flight: dropped"
+                    );
+                }
+                unclaimed.push_back(params);
+            }
         }
     }
 
@@ -344,4 +373,48 @@ fn gone() -> ErrorData {
         "the client whose call this request belongs to is no longer waiting for it",
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::NumberOrString;
+
+    fn progress(token: i64, n: f64) -> ProgressNotificationParam {
+        ProgressNotificationParam::new(ProgressToken(NumberOrString::Number(token)), n)
+    }
+
+    /// rmcp picks a request's progress token as it sends it, so the server's first
+    /// notification can be routed before the call has noted its token: it waits for the
+    /// call, in order, and reaches it; another call's never does.
+    #[tokio::test]
+    async fn progress_come_before_the_call_noted_its_token_still_reaches_the_call() {
+        let inflight = Arc::new(InFlight::default());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let registration = inflight.register(CallRelay::new(tx, true));
+        inflight.progress(progress(7, 0.0));
+        inflight.progress(progress(8, 5.0));
+        inflight.progress(progress(7, 50.0));
+        registration.set_token(ProgressToken(NumberOrString::Number(7)));
+        inflight.progress(progress(7, 100.0));
+        let mut got = Vec::new();
+        while let Ok(Relayed::Progress(p)) = rx.try_recv() {
+            got.push(p.progress);
+        }
+        assert_eq!(got, [0.0, 50.0, 100.0]);
+        assert_eq!(
+            lock(&inflight.unclaimed).len(),
+            1,
+            "token 8's waits for its own call"
+        );
+    }
+
+    #[test]
+    fn unclaimed_progress_is_bounded() {
+        let inflight = InFlight::default();
+        for i in 0..(UNCLAIMED as i64 + 10) {
+            inflight.progress(progress(i, 0.0));
+        }
+        assert_eq!(lock(&inflight.unclaimed).len(), UNCLAIMED);
+    }
 }
