@@ -252,31 +252,8 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
     let hosts: Vec<String> = targets.iter().map(|t| t.shown.clone()).collect();
     let local = targets.iter().all(|t| t.local);
     let server = error::server_name(&config);
-    let refuse = |why: String| Err(InboxError::new(Kind::Unavailable, why));
 
-    let named = match params.mode.as_deref() {
-        None => None,
-        Some("disable") => Some(SslMode::Disable),
-        Some("require") => Some(SslMode::Require),
-        Some("verify-ca") => Some(SslMode::VerifyCa),
-        Some("verify-full") => Some(SslMode::VerifyFull),
-        Some(weak @ ("allow" | "prefer")) => {
-            let does = if weak == "allow" {
-                "would use plain text unless the server insists on TLS"
-            } else {
-                "would fall back to plain text when the server offers no TLS"
-            };
-            return refuse(format!(
-                "the inbox database URL's `sslmode={weak}` {does} (`{server}`), which toolgate never does: use `sslmode=verify-full` (with `sslrootcert=` the server's CA file) or `sslmode=require`, or `sslmode=disable` for plain text to a loopback host"
-            ));
-        }
-        Some(other) => {
-            return refuse(format!(
-                "the inbox database URL's `sslmode={}` is not an SSL mode toolgate knows: use `verify-full`, `verify-ca`, `require` or `disable`",
-                other.escape_debug()
-            ));
-        }
-    };
+    let named = named_mode(params.mode.as_deref(), &server)?;
     let mode = match named {
         Some(m) => m,
         None if params.rootcert.is_some() || !local => SslMode::VerifyFull,
@@ -285,24 +262,7 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
     let explicit = named.is_some();
 
     if mode == SslMode::Disable {
-        if params.rootcert.is_some() {
-            return refuse(String::from(
-                "the inbox database URL gives `sslrootcert` with `sslmode=disable`, which uses no TLS: remove one of them",
-            ));
-        }
-        for t in &targets {
-            if !t.local
-                && !options
-                    .plaintext_hosts
-                    .iter()
-                    .any(|h| h.eq_ignore_ascii_case(&t.shown))
-            {
-                return refuse(format!(
-                    "the inbox database URL's `sslmode=disable` would send held calls, answers and the password in plain text to `{}`, which is not a loopback host: connect over TLS (`sslmode=verify-full`, with `sslrootcert=` the server's CA file), or, on a network you trust, name the host in {PLAINTEXT_HOSTS_ENV} (PostgresOptions::plaintext_host)",
-                    t.shown
-                ));
-            }
-        }
+        check_plaintext(&params, &targets, options)?;
         config.ssl_mode(PgSslMode::Disable);
         return Ok(Prepared {
             config,
@@ -317,12 +277,92 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
         });
     }
 
+    check_tls_targets(mode, explicit, &targets)?;
+    let (roots, trust) = trusted_roots(params.rootcert.as_deref(), mode)?;
+    let tls = tls_config(mode, roots)?;
+    // Never plain text once TLS is asked for: the server must take the SSLRequest.
+    config.ssl_mode(PgSslMode::Require);
+    Ok(Prepared {
+        config,
+        connector: Connector::Tls(MakeRustlsConnect::new(tls)),
+        transport: Transport {
+            mode,
+            explicit,
+            trust,
+            hosts,
+            local,
+        },
+    })
+}
+
+/// A refusal to connect, saying `why`.
+fn refuse<T>(why: String) -> Result<T, InboxError> {
+    Err(InboxError::new(Kind::Unavailable, why))
+}
+
+/// The SSL mode the URL's `sslmode` names (`None` when it names none); `allow` and
+/// `prefer`, which may fall back to plain text, and modes toolgate does not know are refused.
+fn named_mode(mode: Option<&str>, server: &str) -> Result<Option<SslMode>, InboxError> {
+    match mode {
+        None => Ok(None),
+        Some("disable") => Ok(Some(SslMode::Disable)),
+        Some("require") => Ok(Some(SslMode::Require)),
+        Some("verify-ca") => Ok(Some(SslMode::VerifyCa)),
+        Some("verify-full") => Ok(Some(SslMode::VerifyFull)),
+        Some(weak @ ("allow" | "prefer")) => {
+            let does = if weak == "allow" {
+                "would use plain text unless the server insists on TLS"
+            } else {
+                "would fall back to plain text when the server offers no TLS"
+            };
+            refuse(format!(
+                "the inbox database URL's `sslmode={weak}` {does} (`{server}`), which toolgate never does: use `sslmode=verify-full` (with `sslrootcert=` the server's CA file) or `sslmode=require`, or `sslmode=disable` for plain text to a loopback host"
+            ))
+        }
+        Some(other) => refuse(format!(
+            "the inbox database URL's `sslmode={}` is not an SSL mode toolgate knows: use `verify-full`, `verify-ca`, `require` or `disable`",
+            other.escape_debug()
+        )),
+    }
+}
+
+/// Plain text only without `sslrootcert`, and only to loopback hosts, Unix sockets and the
+/// hosts named in [`PostgresOptions::plaintext_hosts`].
+fn check_plaintext(
+    params: &Params,
+    targets: &[Target],
+    options: &PostgresOptions,
+) -> Result<(), InboxError> {
+    if params.rootcert.is_some() {
+        return refuse(String::from(
+            "the inbox database URL gives `sslrootcert` with `sslmode=disable`, which uses no TLS: remove one of them",
+        ));
+    }
+    for t in targets {
+        if !t.local
+            && !options
+                .plaintext_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&t.shown))
+        {
+            return refuse(format!(
+                "the inbox database URL's `sslmode=disable` would send held calls, answers and the password in plain text to `{}`, which is not a loopback host: connect over TLS (`sslmode=verify-full`, with `sslrootcert=` the server's CA file), or, on a network you trust, name the host in {PLAINTEXT_HOSTS_ENV} (PostgresOptions::plaintext_host)",
+                t.shown
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// TLS only to servers reached over TCP by a host name its certificate can be checked
+/// against: no Unix socket, no bare `hostaddr`.
+fn check_tls_targets(mode: SslMode, explicit: bool, targets: &[Target]) -> Result<(), InboxError> {
     let how = if explicit {
         format!("the inbox database URL's `sslmode={}`", mode.as_str())
     } else {
         String::from("TLS (the inbox database URL has no `sslmode`, so toolgate uses verify-full)")
     };
-    for t in &targets {
+    for t in targets {
         if t.socket {
             return refuse(format!(
                 "{how} cannot be used with the Unix socket `{}`: PostgreSQL uses no TLS on a Unix socket; connect to it without `sslmode` (or with `sslmode=disable`)",
@@ -336,15 +376,23 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
             ));
         }
     }
+    Ok(())
+}
 
-    let system = params.rootcert.as_deref() == Some("system");
+/// The root certificates a TLS connection trusts, by `sslrootcert` (a PEM file, or
+/// `system` with verify-full only) and the mode: none for `require` without one.
+fn trusted_roots(
+    rootcert: Option<&str>,
+    mode: SslMode,
+) -> Result<(Option<RootCertStore>, Trust), InboxError> {
+    let system = rootcert == Some("system");
     if system && mode != SslMode::VerifyFull {
         return refuse(format!(
             "`sslrootcert=system` trusts every public CA, so it needs `sslmode=verify-full` (the inbox database URL has `sslmode={}`)",
             mode.as_str()
         ));
     }
-    let (roots, trust) = match params.rootcert.as_deref() {
+    Ok(match rootcert {
         Some(path) if !system => {
             let roots = root_file(Path::new(path))?;
             let n = roots.len();
@@ -356,7 +404,15 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
             let n = roots.len();
             (Some(roots), Trust::SystemRoots(n))
         }
-    };
+    })
+}
+
+/// The rustls client configuration: the server's certificate checked against `roots` (and
+/// its name under verify-full), or not checked at all without roots.
+fn tls_config(
+    mode: SslMode,
+    roots: Option<RootCertStore>,
+) -> Result<rustls::ClientConfig, InboxError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier: Arc<dyn ServerCertVerifier> = match roots {
         None => Arc::new(Unverified(Arc::clone(&provider))),
@@ -383,19 +439,7 @@ pub(crate) fn prepare(url: &str, options: &PostgresOptions) -> Result<Prepared, 
     // PostgreSQL 17's direct TLS (`sslnegotiation=direct`) requires this ALPN name; older
     // servers ignore it.
     tls.alpn_protocols = vec![b"postgresql".to_vec()];
-    // Never plain text once TLS is asked for: the server must take the SSLRequest.
-    config.ssl_mode(PgSslMode::Require);
-    Ok(Prepared {
-        config,
-        connector: Connector::Tls(MakeRustlsConnect::new(tls)),
-        transport: Transport {
-            mode,
-            explicit,
-            trust,
-            hosts,
-            local,
-        },
-    })
+    Ok(tls)
 }
 
 /// One server the URL names.

@@ -82,6 +82,18 @@ fn ids(records: &[HeldRecord]) -> Vec<String> {
 pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixture) {
     let store = fixture.fresh().await;
     let base = Timestamp::now().saturating_sub(Duration::from_secs(600));
+    let all = hold_varied_and_answer_some(&*store, base).await;
+    let mid = base.saturating_add(Duration::from_secs(55));
+    for q in &queries(mid) {
+        pages_give_what_matches_says(&*store, q, &all).await;
+    }
+    // Spot checks of what the filters mean.
+    filters_mean_what_they_say(&*store).await;
+    order_and_a_cursor_past_an_answered_call(&*store).await;
+}
+
+/// Holds 24 varied calls from `base` on, answers every fifth, and returns every call.
+async fn hold_varied_and_answer_some(store: &dyn InboxStore, base: Timestamp) -> Vec<HeldRecord> {
     for n in 0..24 {
         // Pairs share a moment: the id breaks the tie, in both orders.
         let created = base.saturating_add(Duration::from_secs(10 * (n as u64 / 2)));
@@ -105,8 +117,11 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
             .await
             .unwrap();
     }
-    let all = store.list(None).await.unwrap();
-    let mid = base.saturating_add(Duration::from_secs(55));
+    store.list(None).await.unwrap()
+}
+
+/// The queries the case pages through: each listing, order and filter, some combined.
+fn queries(mid: Timestamp) -> Vec<HeldQuery> {
     let mut queries = vec![
         HeldQuery::pending(),
         HeldQuery::history(),
@@ -155,26 +170,34 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
     ] {
         queries.push(q);
     }
-    for q in &queries {
-        let expected = ids(&q.clone().limit(1_000).page_of(all.clone()).records);
-        let count = store.count_held(q).await.unwrap();
+    queries
+}
+
+/// For `q`: `count_held` counts, one page lists and pages of 1, 3 and 7 concatenate to
+/// what [`HeldQuery::matches`] says of `all`, in order.
+async fn pages_give_what_matches_says(store: &dyn InboxStore, q: &HeldQuery, all: &[HeldRecord]) {
+    let expected = ids(&q.clone().limit(1_000).page_of(all.to_vec()).records);
+    let count = store.count_held(q).await.unwrap();
+    assert_eq!(
+        count,
+        expected.len() as u64,
+        "count_held counts what matches says, for {q:?}"
+    );
+    let whole = store.query_held(&q.clone().limit(1_000)).await.unwrap();
+    assert_eq!(ids(&whole.records), expected, "one page, for {q:?}");
+    assert!(whole.next.is_none());
+    for size in [1, 3, 7] {
         assert_eq!(
-            count,
-            expected.len() as u64,
-            "count_held counts what matches says, for {q:?}"
+            walk(store, &q.clone().limit(size)).await,
+            expected,
+            "pages of {size} concatenate to the whole, in order, for {q:?}"
         );
-        let whole = store.query_held(&q.clone().limit(1_000)).await.unwrap();
-        assert_eq!(ids(&whole.records), expected, "one page, for {q:?}");
-        assert!(whole.next.is_none());
-        for size in [1, 3, 7] {
-            assert_eq!(
-                walk(&*store, &q.clone().limit(size)).await,
-                expected,
-                "pages of {size} concatenate to the whole, in order, for {q:?}"
-            );
-        }
     }
-    // Spot checks of what the filters mean.
+}
+
+/// The text filter finds what the input says (case-insensitively); the agent filter finds
+/// a subagent by its name.
+async fn filters_mean_what_they_say(store: &dyn InboxStore) {
     let urgent = store
         .query_held(&HeldQuery::pending().text("urgent").limit(100))
         .await
@@ -199,6 +222,11 @@ pub async fn issue24_pages_filter_and_order_as_matches_says(fixture: &dyn Fixtur
             .iter()
             .all(|r| r.call.agent.subagent.as_deref() == Some("researcher"))
     );
+}
+
+/// Newest first starts later than oldest first; a cursor naming a call since answered
+/// still pages on from where it was.
+async fn order_and_a_cursor_past_an_answered_call(store: &dyn InboxStore) {
     let newest = store
         .query_held(&HeldQuery::pending().order(Order::NewestFirst).limit(2))
         .await

@@ -12,7 +12,7 @@ use toolgate_core::{ChannelKind, Principal};
 use toolgate_engine::canon;
 
 use crate::error::ClaimError;
-use crate::model::{Claim, HeldRecord, Holding, NewHeldCall, State, Timestamp};
+use crate::model::{Claim, Claimed, HeldRecord, Holding, NewHeldCall, State, Timestamp};
 use crate::store::InboxStore;
 
 /// Who the gate names as the one who refused a ticket that the inbox could not redeem (the
@@ -186,90 +186,14 @@ async fn redeem(
             return ApprovalOutcome::Unroutable(format!("held call `{id}` cannot be read: {e}"));
         }
     };
-    match record.state {
-        State::Approved => {}
-        State::Pending => {
-            let now = Timestamp::now();
-            if record.is_past_expiry(now) {
-                // Best effort: the record says `expired` from now on.
-                let _ = store.expire_due(now).await;
-                return ApprovalOutcome::Expired;
-            }
-            return refused(format!(
-                "held call `{id}` has not been answered yet (state `pending`)"
-            ));
-        }
-        State::Denied => {
-            answered_by.clone_from(&record.approver_principal);
-            return ApprovalOutcome::Denied {
-                approver: record.approver.unwrap_or_else(|| INBOX_APPROVER.to_owned()),
-                reason: record.answer_reason,
-            };
-        }
-        State::Expired => return ApprovalOutcome::Expired,
-        State::Cancelled => return ApprovalOutcome::Cancelled,
-        State::Claimed | State::Done | State::Failed | State::Unknown => {
-            return refused(format!(
-                "held call `{id}` was already claimed for sending (state `{}`); an approved call is sent exactly once",
-                record.state
-            ));
-        }
-    }
+    let record = match approved(store, id, record, answered_by).await {
+        Ok(record) => record,
+        Err(outcome) => return outcome,
+    };
     // R51: the names of everyone whose approval counted.
     let approver = record.approved_by();
-    let held = &record.call;
-    // R51: sent only when as many distinct people approved as the call needs: a call marked
-    // `approved` with fewer (by a program that does not gather approvals) is never sent.
-    if !record.has_every_approval() {
-        return refused(format!(
-            "held call `{id}` needs {} approvals from distinct people and has {}; it is not sent",
-            record.approvals_needed(),
-            record.counted_approvals().len()
-        ));
-    }
-    // R38, R51: the approval answers only the question it was asked; a fresh decision that
-    // needs more people than approved it is a new question.
-    if request.approvals > record.approvals_needed() {
-        return refused(format!(
-            "approved by {approver}, but the call now needs {} approvals from distinct people (R51) and held call `{id}` was approved as a call that needs {}; the call will be asked about again",
-            request.approvals,
-            record.approvals_needed()
-        ));
-    }
-    if !held.tool.eq_ignore_ascii_case(&request.tool) {
-        return refused(format!(
-            "held call `{id}` approved `{}`, not `{}`",
-            held.tool, request.tool
-        ));
-    }
-    if held.agent != request.agent {
-        return refused(format!(
-            "held call `{id}` was approved for agent `{}`, not `{}`",
-            held.agent.rule_name(),
-            request.agent.rule_name()
-        ));
-    }
-    // R35: the exact input (not only its canonical hash: RFC 8785 rounds large numbers
-    // through doubles, so two different inputs can share a hash).
-    let same_input = record.holds_input(&request.input, &request.literals);
-    if !same_input
-        || held.input_hash != request.input_hash
-        || canon::input_hash(&request.input).as_deref() != Some(held.input_hash.as_str())
-    {
-        return refused(format!(
-            "approved by {approver}, but the input differs from what was approved for held call `{id}`"
-        ));
-    }
-    if held.definition_hash != request.definition_hash {
-        return refused(definition_changed(&approver, &held.tool, id));
-    }
-    // R38: the approval answers only the question it was asked. A fresh decision that asks
-    // for a reason the person never saw is refused (it may ask for fewer).
-    if let Some(new) = new_question(&held.reasons, &request.asks) {
-        return refused(format!(
-            "approved by {approver}, but the decision changed while held call `{id}` waited: it now also asks \"{}\", which the approval did not answer; the call will be asked about again",
-            new.reason
-        ));
+    if let Some(refusal) = unlike_request(&record, request, id, &approver) {
+        return refusal;
     }
     let token = match token {
         Some(t) if !t.is_empty() => t.to_owned(),
@@ -285,7 +209,124 @@ async fn redeem(
         definition_hash: request.definition_hash.clone(),
         token,
     };
-    match store.claim(id, claim).await {
+    let claimed = store.claim(id, claim).await;
+    claim_outcome(claimed, &record, approver, id, answered_by)
+}
+
+/// The held call's record when it is `approved`; otherwise what its redemption is told: a
+/// pending call past its expiry is marked `expired` (best effort), one not yet answered is
+/// refused, a denial comes with who denied, and a call already claimed is never sent again.
+async fn approved(
+    store: &dyn InboxStore,
+    id: &str,
+    record: HeldRecord,
+    answered_by: &mut Option<Principal>,
+) -> Result<HeldRecord, ApprovalOutcome> {
+    match record.state {
+        State::Approved => Ok(record),
+        State::Pending => {
+            let now = Timestamp::now();
+            if record.is_past_expiry(now) {
+                // Best effort: the record says `expired` from now on.
+                let _ = store.expire_due(now).await;
+                return Err(ApprovalOutcome::Expired);
+            }
+            Err(refused(format!(
+                "held call `{id}` has not been answered yet (state `pending`)"
+            )))
+        }
+        State::Denied => {
+            answered_by.clone_from(&record.approver_principal);
+            Err(ApprovalOutcome::Denied {
+                approver: record.approver.unwrap_or_else(|| INBOX_APPROVER.to_owned()),
+                reason: record.answer_reason,
+            })
+        }
+        State::Expired => Err(ApprovalOutcome::Expired),
+        State::Cancelled => Err(ApprovalOutcome::Cancelled),
+        State::Claimed | State::Done | State::Failed | State::Unknown => Err(refused(format!(
+            "held call `{id}` was already claimed for sending (state `{}`); an approved call is sent exactly once",
+            record.state
+        ))),
+    }
+}
+
+/// Why the approved held call does not answer `request` (R35, R38, R51): too few
+/// approvals, another tool, agent, input or definition, or a question the person was never
+/// asked; `None` when it answers it.
+fn unlike_request(
+    record: &HeldRecord,
+    request: &ApprovalRequest,
+    id: &str,
+    approver: &str,
+) -> Option<ApprovalOutcome> {
+    let held = &record.call;
+    // R51: sent only when as many distinct people approved as the call needs: a call marked
+    // `approved` with fewer (by a program that does not gather approvals) is never sent.
+    if !record.has_every_approval() {
+        return Some(refused(format!(
+            "held call `{id}` needs {} approvals from distinct people and has {}; it is not sent",
+            record.approvals_needed(),
+            record.counted_approvals().len()
+        )));
+    }
+    // R38, R51: the approval answers only the question it was asked; a fresh decision that
+    // needs more people than approved it is a new question.
+    if request.approvals > record.approvals_needed() {
+        return Some(refused(format!(
+            "approved by {approver}, but the call now needs {} approvals from distinct people (R51) and held call `{id}` was approved as a call that needs {}; the call will be asked about again",
+            request.approvals,
+            record.approvals_needed()
+        )));
+    }
+    if !held.tool.eq_ignore_ascii_case(&request.tool) {
+        return Some(refused(format!(
+            "held call `{id}` approved `{}`, not `{}`",
+            held.tool, request.tool
+        )));
+    }
+    if held.agent != request.agent {
+        return Some(refused(format!(
+            "held call `{id}` was approved for agent `{}`, not `{}`",
+            held.agent.rule_name(),
+            request.agent.rule_name()
+        )));
+    }
+    // R35: the exact input (not only its canonical hash: RFC 8785 rounds large numbers
+    // through doubles, so two different inputs can share a hash).
+    let same_input = record.holds_input(&request.input, &request.literals);
+    if !same_input
+        || held.input_hash != request.input_hash
+        || canon::input_hash(&request.input).as_deref() != Some(held.input_hash.as_str())
+    {
+        return Some(refused(format!(
+            "approved by {approver}, but the input differs from what was approved for held call `{id}`"
+        )));
+    }
+    if held.definition_hash != request.definition_hash {
+        return Some(refused(definition_changed(approver, &held.tool, id)));
+    }
+    // R38: the approval answers only the question it was asked. A fresh decision that asks
+    // for a reason the person never saw is refused (it may ask for fewer).
+    if let Some(new) = new_question(&held.reasons, &request.asks) {
+        return Some(refused(format!(
+            "approved by {approver}, but the decision changed while held call `{id}` waited: it now also asks \"{}\", which the approval did not answer; the call will be asked about again",
+            new.reason
+        )));
+    }
+    None
+}
+
+/// What the redemption is told once the store's claim of the held call answered: approved
+/// (with who approved) when this sender claimed it, else why it is not sent.
+fn claim_outcome(
+    claimed: Result<Claimed, ClaimError>,
+    record: &HeldRecord,
+    approver: String,
+    id: &str,
+    answered_by: &mut Option<Principal>,
+) -> ApprovalOutcome {
+    match claimed {
         Ok(c) => {
             *answered_by = c.approver_principal;
             ApprovalOutcome::Approved {
@@ -307,7 +348,7 @@ async fn redeem(
             "approved by {approver}, but the input differs from what was approved for held call `{id}`"
         )),
         Err(ClaimError::DefinitionChanged(_)) => {
-            refused(definition_changed(&approver, &held.tool, id))
+            refused(definition_changed(&approver, &record.call.tool, id))
         }
         Err(ClaimError::Store(e)) => {
             ApprovalOutcome::Unroutable(format!("held call `{id}` cannot be claimed: {e}"))

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::HeaderValue;
+use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::oauth::{ClientAuth, OAuthClientCredentials};
@@ -163,6 +163,34 @@ pub(crate) async fn ask_token_endpoint(
     timeout: Duration,
 ) -> Result<TokenAnswer, TokenError> {
     let url = &creds.token_url;
+    let headers = client_authentication(creds, server, field, &mut body)?;
+    // A TLS failure (an unknown CA, a name the certificate is not for, an expired one)
+    // fails the request with why: no token, so the call is refused (fail closed).
+    let response = http
+        .post(url, &headers, body, MAX_TOKEN_ANSWER_BYTES, timeout)
+        .await
+        .map_err(|error| TokenError::Unreachable {
+            url: url.clone(),
+            error,
+        })?;
+    let status = reqwest::StatusCode::from_u16(response.status)
+        .map_err(|_| TokenError::Status { url: url.clone() })?;
+    let json: Option<Value> = serde_json::from_slice(&response.body).ok();
+    if !status.is_success() {
+        return Err(refused(creds, field, status, json.as_ref()));
+    }
+    read_token_answer(url, status, json)
+}
+
+/// The request's headers, with the client's authentication: an `Authorization: Basic`
+/// header (`client_secret_basic`), or the client id and secret added to `body`
+/// (`client_secret_post`); the secret read again now.
+fn client_authentication(
+    creds: &OAuthClientCredentials,
+    server: &str,
+    field: &'static str,
+    body: &mut String,
+) -> Result<Vec<(HeaderName, HeaderValue)>, TokenError> {
     // A client secret that can no longer be read fails the request (the call is refused);
     // the old one is never used instead.
     let secret = creds
@@ -200,65 +228,73 @@ pub(crate) async fn ask_token_endpoint(
             headers.push((reqwest::header::AUTHORIZATION, v));
         }
         ClientAuth::Post => {
-            push_param(&mut body, "client_id", &creds.client_id);
-            push_param(&mut body, "client_secret", secret.expose());
+            push_param(body, "client_id", &creds.client_id);
+            push_param(body, "client_secret", secret.expose());
         }
     }
-    // A TLS failure (an unknown CA, a name the certificate is not for, an expired one)
-    // fails the request with why: no token, so the call is refused (fail closed).
-    let response = http
-        .post(url, &headers, body, MAX_TOKEN_ANSWER_BYTES, timeout)
-        .await
-        .map_err(|error| TokenError::Unreachable {
-            url: url.clone(),
-            error,
-        })?;
-    let status = reqwest::StatusCode::from_u16(response.status)
-        .map_err(|_| TokenError::Status { url: url.clone() })?;
-    let json: Option<Value> = serde_json::from_slice(&response.body).ok();
-    if !status.is_success() {
-        let text = |key: &str| {
-            json.as_ref()
-                .and_then(|j| j.get(key).and_then(Value::as_str))
-        };
-        let error = text("error").map(|e| bounded(e, 100));
-        let description = error
-            .as_ref()
-            .and(text("error_description"))
-            .map(|d| bounded(d, 200));
-        let asked = if field == "oauth" {
-            "the client credentials of"
-        } else {
-            "the token exchange of client"
-        };
-        return Err(TokenError::Refused {
-            url: url.clone(),
-            asked,
-            client_id: creds.client_id.clone(),
-            status,
-            error,
-            description,
-        });
+    Ok(headers)
+}
+
+/// A token endpoint's refusal (a status that is not success), with its own `error` and
+/// `error_description`, bounded.
+fn refused(
+    creds: &OAuthClientCredentials,
+    field: &'static str,
+    status: reqwest::StatusCode,
+    json: Option<&Value>,
+) -> TokenError {
+    let text = |key: &str| json.and_then(|j| j.get(key).and_then(Value::as_str));
+    let error = text("error").map(|e| bounded(e, 100));
+    let description = error
+        .as_ref()
+        .and(text("error_description"))
+        .map(|d| bounded(d, 200));
+    let asked = if field == "oauth" {
+        "the client credentials of"
+    } else {
+        "the token exchange of client"
+    };
+    TokenError::Refused {
+        url: creds.token_url.clone(),
+        asked,
+        client_id: creds.client_id.clone(),
+        status,
+        error,
+        description,
     }
+}
+
+/// A successful answer read: a bearer access token that fits a header, and its expiry.
+fn read_token_answer(
+    url: &str,
+    status: reqwest::StatusCode,
+    json: Option<Value>,
+) -> Result<TokenAnswer, TokenError> {
     let Some(json) = json else {
         return Err(TokenError::NoJson {
-            url: url.clone(),
+            url: url.to_owned(),
             status,
         });
     };
     let token = match json.get("access_token").and_then(Value::as_str) {
         Some(t) if !t.trim().is_empty() => Secret::new(t),
-        _ => return Err(TokenError::NoAccessToken { url: url.clone() }),
+        _ => {
+            return Err(TokenError::NoAccessToken {
+                url: url.to_owned(),
+            });
+        }
     };
     if HeaderValue::from_str(&format!("Bearer {}", token.expose())).is_err() {
-        return Err(TokenError::TokenNotHeader { url: url.clone() });
+        return Err(TokenError::TokenNotHeader {
+            url: url.to_owned(),
+        });
     }
     match json.get("token_type") {
         None => {}
         Some(Value::String(t)) if t.eq_ignore_ascii_case("bearer") => {}
         Some(other) => {
             return Err(TokenError::NotBearer {
-                url: url.clone(),
+                url: url.to_owned(),
                 token_type: bounded(&other.to_string(), 40),
             });
         }
@@ -270,7 +306,11 @@ pub(crate) async fn ask_token_endpoint(
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
         {
             Some(secs) => Some(Duration::from_secs(secs)),
-            None => return Err(TokenError::ExpiresIn { url: url.clone() }),
+            None => {
+                return Err(TokenError::ExpiresIn {
+                    url: url.to_owned(),
+                });
+            }
         },
     };
     Ok(TokenAnswer {

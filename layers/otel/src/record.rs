@@ -251,6 +251,23 @@ pub(crate) fn decision(
         // claimed.
         return;
     }
+    outcome(note, response, refusal, attributes);
+    reasons(redactor, note, response, refusal, attributes);
+    let Some(note) = note else {
+        return;
+    };
+    rules_labels_and_asks(&note.decision, attributes);
+    approval(note, answered_by, attributes);
+}
+
+/// The outcome (refused, asked or run) as toolgate and as a guardrail name it, the refusal's
+/// code and retry-after, and the check that decided.
+fn outcome(
+    note: Option<&DecisionNote>,
+    response: Option<&ToolResponse>,
+    refusal: Option<&toolgate::core::Refusal>,
+    attributes: &mut Vec<KeyValue>,
+) {
     let asked = matches!(response, Some(ToolResponse::Held(_)))
         || note.is_some_and(|n| matches!(n.decision.verdict, Verdict::Ask { .. }));
     let refused = refusal.is_some()
@@ -284,6 +301,16 @@ pub(crate) fn decision(
     if let Some(check) = check {
         attributes.push(KeyValue::new(attr::TOOLGATE_DECISION_CHECK, check.as_str()));
     }
+}
+
+/// The decision's reasons, redacted: the refusal's, a held call's, or else the note's.
+fn reasons(
+    redactor: &Redactor,
+    note: Option<&DecisionNote>,
+    response: Option<&ToolResponse>,
+    refusal: Option<&toolgate::core::Refusal>,
+    attributes: &mut Vec<KeyValue>,
+) {
     let reasons: Vec<StringValue> = match (refusal, response, note) {
         (Some(r), _, _) => r.reasons.iter().map(|s| reason_text(redactor, s)).collect(),
         (None, Some(ToolResponse::Held(h)), _) => {
@@ -303,10 +330,11 @@ pub(crate) fn decision(
             Value::Array(Array::String(reasons)),
         ));
     }
-    let Some(note) = note else {
-        return;
-    };
-    let d = &note.decision;
+}
+
+/// What the gate's decision read: the deny rule that refused it, every matched rule, the
+/// labels and where each ask came from.
+fn rules_labels_and_asks(d: &toolgate::core::Decision, attributes: &mut Vec<KeyValue>) {
     if d.decided_by == Check::TenantPolicy
         && matches!(d.verdict, Verdict::Refused(_))
         && let Some(rule) = d
@@ -352,6 +380,14 @@ pub(crate) fn decision(
             )),
         ));
     }
+}
+
+/// How the wait for a person ended, who answered, and (R47) their verified principal.
+fn approval(
+    note: &DecisionNote,
+    answered_by: Option<&toolgate::core::Principal>,
+    attributes: &mut Vec<KeyValue>,
+) {
     attributes.push(KeyValue::new(
         attr::TOOLGATE_APPROVAL_SOURCE,
         note.wait.as_str(),

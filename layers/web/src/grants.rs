@@ -27,8 +27,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_core::ToolKind;
+use toolgate_engine::grant::Grant;
 use toolgate_inbox::{
-    GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp, may_revoke,
+    AnswerReceipt, GrantRequest, GrantState, HeldRecord, RevokeError, StoredGrant, Timestamp,
+    may_revoke,
 };
 
 mod cover;
@@ -367,85 +369,18 @@ pub(crate) async fn approve_and_grant(
     ) {
         return r;
     }
-    // Everything is checked before anything is written: a refused grant approves nothing.
-    let request = match request_of(&form, &who) {
-        Ok(r) => r,
-        Err(why) => {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                &format!("{why}; nothing was changed"),
-            );
-        }
-    };
-    let now = Timestamp::now();
-    let grant = match request.build(&gov, now) {
+    let (request, grant, now) = match checked_grant(&form, &who, &gov) {
         Ok(g) => g,
-        Err(errs) => {
-            let why = errs
-                .errors
-                .iter()
-                .map(|e| {
-                    if e.path.is_empty() {
-                        e.message.clone()
-                    } else {
-                        format!("`{}`: {}", e.path, e.message)
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            return refused(
-                StatusCode::BAD_REQUEST,
-                &format!("the grant is refused: {why}; nothing was changed"),
-            );
-        }
+        Err(refused) => return refused,
     };
-    // What the grant leaves open of the card, computed here whatever the form said. Wider
-    // than the offer (or an offer that already leaves a field of the card open) is saved
-    // only with the digest of this very list, which the person is shown first: nothing is
-    // widened without the words.
-    let given = open_of(
-        &record,
-        Selects {
-            agent: &request.agent,
-            tool: &request.tool,
-            server: request.server.as_deref(),
-            session: request.session.as_deref(),
-            when: request.when.as_deref(),
-        },
-    );
-    let print = cover::fingerprint(record.id(), &given);
-    if cover::needs_confirmation(&given, &offer(&record).open)
-        && form.open_fields.as_deref() != Some(print.as_str())
-    {
-        return confirm_open(&id, &form, &request, &given, &print, &who);
-    }
-    // One answer, as every form of the page gives it: the approver's name and, signed in
-    // with an identity-provider token, their `sub` and `iss` (R47).
-    let answer = who.answer(true, key, None);
-    let receipt = match crate::answer::store(&app, &record, answer, "page grant").await {
+    let given = match confirmed_open(&id, &form, &request, &record, &who) {
+        Ok(given) => given,
+        Err(confirm) => return confirm,
+    };
+    let receipt = match approve_then_store(&app, &record, &who, key, (&grant, now)).await {
         Ok(r) => r,
-        Err(refusal) => {
-            return html::refusal(
-                refusal.status(),
-                "The answer was refused",
-                &format!("{}; no grant was given", refusal.message()),
-            );
-        }
+        Err(failed) => return failed,
     };
-    // A double submit replays the approval: the grant was given by the first.
-    if !receipt.replayed
-        && let Err(e) = app
-            .0
-            .store
-            .add_grant_as(&grant, who.principal.as_ref(), now)
-            .await
-    {
-        return html::refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The grant was not stored",
-            &format!("the call was approved, but the grant was not stored: {e}"),
-        );
-    }
     tracing::info!(
         interaction = %toolgate_core::display::visible(record.id()),
         grant = %grant.id(),
@@ -462,6 +397,119 @@ pub(crate) async fn approve_and_grant(
         query_escape(grant.id())
     ))
     .into_response()
+}
+
+/// What the grant leaves open of the card, or the confirmation step first when it leaves
+/// more open than the offer and the form does not carry this very list's digest.
+fn confirmed_open(
+    id: &str,
+    form: &GrantForm,
+    request: &GrantRequest,
+    record: &HeldRecord,
+    who: &Who,
+) -> Result<Vec<Open>, Response> {
+    // What the grant leaves open of the card, computed here whatever the form said. Wider
+    // than the offer (or an offer that already leaves a field of the card open) is saved
+    // only with the digest of this very list, which the person is shown first: nothing is
+    // widened without the words.
+    let given = open_of(
+        record,
+        Selects {
+            agent: &request.agent,
+            tool: &request.tool,
+            server: request.server.as_deref(),
+            session: request.session.as_deref(),
+            when: request.when.as_deref(),
+        },
+    );
+    let print = cover::fingerprint(record.id(), &given);
+    if cover::needs_confirmation(&given, &offer(record).open)
+        && form.open_fields.as_deref() != Some(print.as_str())
+    {
+        return Err(confirm_open(id, form, request, &given, &print, who));
+    }
+    Ok(given)
+}
+
+/// The grant the form asks for, built and checked against `gov` now (and that moment), or
+/// the page refusing it.
+fn checked_grant(
+    form: &GrantForm,
+    who: &Who,
+    gov: &toolgate_engine::Governance,
+) -> Result<(GrantRequest, Grant, Timestamp), Response> {
+    // Everything is checked before anything is written: a refused grant approves nothing.
+    let request = match request_of(form, who) {
+        Ok(r) => r,
+        Err(why) => {
+            return Err(refused(
+                StatusCode::BAD_REQUEST,
+                &format!("{why}; nothing was changed"),
+            ));
+        }
+    };
+    let now = Timestamp::now();
+    let grant = match request.build(gov, now) {
+        Ok(g) => g,
+        Err(errs) => {
+            let why = errs
+                .errors
+                .iter()
+                .map(|e| {
+                    if e.path.is_empty() {
+                        e.message.clone()
+                    } else {
+                        format!("`{}`: {}", e.path, e.message)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(refused(
+                StatusCode::BAD_REQUEST,
+                &format!("the grant is refused: {why}; nothing was changed"),
+            ));
+        }
+    };
+    Ok((request, grant, now))
+}
+
+/// Approves the held call with the person's answer, then stores the grant (unless the
+/// answer replays an approval, whose first submit gave it); or the page saying what failed.
+async fn approve_then_store(
+    app: &App,
+    record: &HeldRecord,
+    who: &Who,
+    key: String,
+    (grant, now): (&Grant, Timestamp),
+) -> Result<AnswerReceipt, Response> {
+    // One answer, as every form of the page gives it: the approver's name and, signed in
+    // with an identity-provider token, their `sub` and `iss` (R47).
+    let answer = who.answer(true, key, None);
+    let receipt = match crate::answer::store(app, record, answer, "page grant").await {
+        Ok(r) => r,
+        Err(refusal) => {
+            return Err(html::refusal(
+                refusal.status(),
+                "The answer was refused",
+                &format!("{}; no grant was given", refusal.message()),
+            ));
+        }
+    };
+    // A double submit replays the approval: the grant was given by the first.
+    if !receipt.replayed
+        && let Err(e) = app
+            .0
+            .store
+            .add_grant_as(grant, who.principal.as_ref(), now)
+            .await
+    {
+        return Err(html::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The grant was not stored",
+            &format!("the call was approved, but the grant was not stored: {e}"),
+        ));
+    }
+    Ok(receipt)
 }
 
 /// The step before a grant that leaves more open than the card's offer is saved: the

@@ -195,7 +195,20 @@ fn render(
     if may_edit && let Some(p) = panel {
         panel_html(&mut out, who, loaded, p, previews);
     }
-    let list = rules(&loaded.doc);
+    rules_table(&mut out, &loaded.doc, may_edit);
+    if may_edit {
+        out.push_str(
+            "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
+        );
+        whole_form(&mut out, who, loaded, preview, previews);
+    }
+    out
+}
+
+/// The table of the stored rules, strictest first, each with its Edit and Delete links for
+/// a person who may edit.
+fn rules_table(out: &mut String, doc: &Value, may_edit: bool) {
+    let list = rules(doc);
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by_key(|i| list.get(*i).map_or(3, strictness));
     out.push_str("<table class=\"rules\" id=\"rules\"><thead><tr><th>#</th><th>Effect</th><th>Tool</th><th>Kind</th><th>Agent</th><th>When</th><th>Reason</th><th></th></tr></thead><tbody>");
@@ -236,35 +249,40 @@ fn render(
             "<p class=\"empty\">No rule: every call runs (unless the default says otherwise).</p>",
         );
     }
-    if may_edit {
-        out.push_str(
-            "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
-        );
-        let proposed = preview.and_then(|p| p.whole.as_deref());
-        let whole = match proposed {
-            Some(text) => text.to_owned(),
-            None => serde_json::to_string_pretty(&loaded.doc).unwrap_or_default(),
-        };
-        let _ = write!(
-            out,
-            "<details class=\"whole\"{}><summary>Edit the whole policy as JSON</summary>\
-             <form method=\"post\" action=\"/policy/whole\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-             <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
-             <textarea name=\"document\" rows=\"16\" id=\"whole\">{}</textarea>\
-             <button type=\"submit\" id=\"save-whole\">Save the whole policy</button>{}</form></details>",
-            if proposed.is_some() { " open" } else { "" },
-            esc(&who.csrf),
-            esc(&loaded.updated_at),
-            esc(&whole),
-            if previews {
-                " <button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-whole\">Preview</button>"
-            } else {
-                ""
-            }
-        );
-    }
-    out
+}
+
+/// The form editing the whole policy as JSON: the proposed document when a preview shows
+/// one (and the form open), else the stored one.
+fn whole_form(
+    out: &mut String,
+    who: &Who,
+    loaded: &Loaded,
+    preview: Option<&Preview>,
+    previews: bool,
+) {
+    let proposed = preview.and_then(|p| p.whole.as_deref());
+    let whole = match proposed {
+        Some(text) => text.to_owned(),
+        None => serde_json::to_string_pretty(&loaded.doc).unwrap_or_default(),
+    };
+    let _ = write!(
+        out,
+        "<details class=\"whole\"{}><summary>Edit the whole policy as JSON</summary>\
+         <form method=\"post\" action=\"/policy/whole\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
+         <textarea name=\"document\" rows=\"16\" id=\"whole\">{}</textarea>\
+         <button type=\"submit\" id=\"save-whole\">Save the whole policy</button>{}</form></details>",
+        if proposed.is_some() { " open" } else { "" },
+        esc(&who.csrf),
+        esc(&loaded.updated_at),
+        esc(&whole),
+        if previews {
+            " <button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-whole\">Preview</button>"
+        } else {
+            ""
+        }
+    );
 }
 
 fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel, previews: bool) {

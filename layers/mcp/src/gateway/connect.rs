@@ -11,7 +11,9 @@ use tokio::sync::Notify;
 use toolgate_engine::ServerSettings;
 
 use super::McpGateway;
-use super::conn::{GatewayClient, ServerConn, duplicate, forward_stderr, list_all, lock};
+use super::conn::{
+    GatewayClient, ServerConn, StderrTail, duplicate, forward_stderr, list_all, lock,
+};
 use super::drift::watch_server;
 use super::error::GatewayError;
 use crate::config::{DEFAULT_INHERITED_ENV, McpServerConfig, Transport};
@@ -19,6 +21,7 @@ use crate::declare::Listing;
 use crate::drift::{DriftEvent, DriftTrigger};
 use crate::relay::InFlight;
 use crate::routes::Exchange;
+use crate::secret::{Secret, SecretSource};
 
 impl McpGateway {
     /// The server settings in force for `config` by the current snapshot; a conflict
@@ -39,10 +42,6 @@ impl McpGateway {
     /// reported with the command line tried and the end of what it wrote to standard error.
     pub async fn connect(&self, config: McpServerConfig) -> Result<DriftEvent, GatewayError> {
         let id = config.id().to_owned();
-        let connect_err = |message: String| GatewayError::Connect {
-            server: id.clone(),
-            message,
-        };
         // Before anything is started (`connect_with` checks again, under the lock).
         if lock(&self.inner.conns).contains_key(&config.key()) {
             return Err(duplicate(&id));
@@ -57,68 +56,29 @@ impl McpGateway {
                 cwd,
                 env_secrets,
             } => {
-                let mut errors = toolgate_engine::ConfigErrors::default();
-                let mut secret_env = Vec::new();
-                for (k, source) in &env_secrets {
-                    match source.read() {
-                        Ok(v) => secret_env.push((k, v)),
-                        Err(e) => {
-                            errors.push(format!("servers.{id}.env_secrets.{k}"), e.to_string());
-                        }
-                    }
-                }
-                if !errors.is_empty() {
-                    return Err(GatewayError::Secret {
-                        server: id.clone(),
-                        errors,
-                    });
-                }
-                let mut cmd = tokio::process::Command::new(&program);
-                cmd.args(&args);
-                if !inherit_all_env {
-                    cmd.env_clear();
-                    for key in DEFAULT_INHERITED_ENV {
-                        if let Some(v) = std::env::var_os(key) {
-                            cmd.env(key, v);
-                        }
-                    }
-                }
-                for (k, v) in &env {
-                    cmd.env(k, v);
-                }
-                for (k, v) in &secret_env {
-                    cmd.env(k, v.expose());
-                }
-                if let Some(dir) = &cwd {
-                    cmd.current_dir(dir);
-                }
-                cmd.kill_on_drop(true);
+                let secret_env = read_env_secrets(&id, &env_secrets)?;
+                let mut cmd = stdio_command(
+                    &program,
+                    &args,
+                    (&env, inherit_all_env),
+                    &secret_env,
+                    cwd.as_deref(),
+                );
                 // The command line tried, for a report; the environment's values are never
                 // shown.
                 let line = command_line(&program, &args);
                 // Our own stdio transport: the hot messages decoded by method or request id
                 // (`crate::lines`).
-                let (child, stderr) = crate::lines::ChildTransport::spawn(&mut cmd)
-                    .map_err(|e| connect_err(format!("cannot start `{line}`: {e}")))?;
+                let (child, stderr) =
+                    crate::lines::ChildTransport::spawn(&mut cmd).map_err(|e| {
+                        GatewayError::Connect {
+                            server: id.clone(),
+                            message: format!("cannot start `{line}`: {e}"),
+                        }
+                    })?;
                 let tail = stderr.map(|stderr| forward_stderr(id.clone(), stderr));
-                match self.connect_with(config, child).await {
-                    Err(GatewayError::Connect { server, message }) => {
-                        let said = match &tail {
-                            Some(t) => t.read(Duration::from_millis(500)).await,
-                            None => String::new(),
-                        };
-                        let said = if said.is_empty() {
-                            String::from("; it wrote nothing to standard error")
-                        } else {
-                            format!("; its standard error ended with:\n{said}")
-                        };
-                        Err(GatewayError::Connect {
-                            server,
-                            message: format!("{message} (the command was `{line}`){said}"),
-                        })
-                    }
-                    other => other,
-                }
+                let connected = self.connect_with(config, child).await;
+                with_stderr_tail(connected, tail.as_ref(), &line).await
             }
             #[cfg(feature = "http")]
             Transport::StreamableHttp {
@@ -130,60 +90,13 @@ impl McpGateway {
                 client_identity,
                 ..
             } => {
-                use rmcp::transport::StreamableHttpClientTransport;
-                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                // `https://`, or plain `http://` to loopback or where the operator opted
-                // this server in; checked again here for a config made in code.
-                if let Some(why) = config.url_problem() {
-                    return Err(GatewayError::Config(format!("servers.{id}.url: {why}")));
-                }
                 // The project's one outbound client, with this server's TLS.
                 let tls = toolgate_idp::OutboundTls {
                     ca_file,
                     client_identity,
                 };
-                let client = toolgate_idp::FetchClient::with_tls(&tls)
-                    .map_err(|e| GatewayError::Config(format!("servers.{id}: {e}")))?;
-                let custom = super::http::secret_headers(&id, &headers)?;
-                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                let tokens = match oauth {
-                    None => None,
-                    Some(oauth) => {
-                        if headers
-                            .iter()
-                            .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-                        {
-                            return Err(GatewayError::Config(format!(
-                                "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
-                            )));
-                        }
-                        let tokens = super::http::Tokens::new(&id, oauth, config.request_timeout)?;
-                        // The first token now: a token endpoint that refuses fails connecting.
-                        tokens
-                            .current()
-                            .await
-                            .map_err(|e| connect_err(e.to_string()))?;
-                        Some(Arc::new(tokens))
-                    }
-                };
-                // RFC 8693: each call on behalf of its caller, with a token exchanged for the
-                // caller's (checked now: the secret, the endpoint, its trust).
-                let exchange = match token_exchange {
-                    None => None,
-                    Some(x) => Some(Arc::new(
-                        crate::exchange::Exchanger::new(&id, &url, *x, config.request_timeout)
-                            .map_err(GatewayError::Config)?,
-                    )),
-                };
-                let upstream = super::http::UpstreamHttpClient {
-                    http: client.reqwest().clone(),
-                    tokens,
-                };
-                let transport =
-                    StreamableHttpClientTransport::with_client(upstream, transport_config);
-                let connected = self.connect_inner(config, transport, exchange).await;
-                with_tls_reason(connected, &client, &url).await
+                self.connect_http(config, url, &headers, oauth, token_exchange, &tls)
+                    .await
             }
             #[cfg(not(feature = "http"))]
             Transport::StreamableHttp { .. } => Err(GatewayError::Config(format!(
@@ -193,6 +106,51 @@ impl McpGateway {
                 "MCP server `{id}` has a custom transport: connect it with `connect_with`"
             ))),
         }
+    }
+
+    /// Reaches a streamable HTTP server through the project's outbound client with `tls`:
+    /// its secret headers, or its OAuth 2.0 access tokens, and its token exchange (RFC 8693)
+    /// read and checked first.
+    #[cfg(feature = "http")]
+    async fn connect_http(
+        &self,
+        config: McpServerConfig,
+        url: String,
+        headers: &[(String, SecretSource)],
+        oauth: Option<crate::oauth::OAuthClientCredentials>,
+        token_exchange: Option<Box<crate::oauth::TokenExchange>>,
+        tls: &toolgate_idp::OutboundTls,
+    ) -> Result<DriftEvent, GatewayError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let id = config.id();
+        // `https://`, or plain `http://` to loopback or where the operator opted
+        // this server in; checked again here for a config made in code.
+        if let Some(why) = config.url_problem() {
+            return Err(GatewayError::Config(format!("servers.{id}.url: {why}")));
+        }
+        let client = toolgate_idp::FetchClient::with_tls(tls)
+            .map_err(|e| GatewayError::Config(format!("servers.{id}: {e}")))?;
+        let custom = super::http::secret_headers(id, headers)?;
+        let transport_config =
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+        let tokens = oauth_tokens(id, oauth, headers, config.request_timeout).await?;
+        // RFC 8693: each call on behalf of its caller, with a token exchanged for the
+        // caller's (checked now: the secret, the endpoint, its trust).
+        let exchange = match token_exchange {
+            None => None,
+            Some(x) => Some(Arc::new(
+                crate::exchange::Exchanger::new(id, &url, *x, config.request_timeout)
+                    .map_err(GatewayError::Config)?,
+            )),
+        };
+        let upstream = super::http::UpstreamHttpClient {
+            http: client.reqwest().clone(),
+            tokens,
+        };
+        let transport = StreamableHttpClientTransport::with_client(upstream, transport_config);
+        let connected = self.connect_inner(config, transport, exchange).await;
+        with_tls_reason(connected, &client, &url).await
     }
 
     /// As [`connect`](Self::connect), over a transport you made (any rmcp client
@@ -357,6 +315,120 @@ fn command_line(program: &std::path::Path, args: &[String]) -> String {
         .chain(args.iter().map(|a| word(a)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The values of a stdio server's `env_secrets`, read now; every one that cannot be read is
+/// an error naming its field (never a value).
+fn read_env_secrets<'a>(
+    id: &str,
+    env_secrets: &'a [(String, SecretSource)],
+) -> Result<Vec<(&'a String, Secret)>, GatewayError> {
+    let mut errors = toolgate_engine::ConfigErrors::default();
+    let mut secret_env = Vec::new();
+    for (k, source) in env_secrets {
+        match source.read() {
+            Ok(v) => secret_env.push((k, v)),
+            Err(e) => {
+                errors.push(format!("servers.{id}.env_secrets.{k}"), e.to_string());
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(GatewayError::Secret {
+            server: id.to_owned(),
+            errors,
+        });
+    }
+    Ok(secret_env)
+}
+
+/// The command that starts a stdio server: its arguments, its environment (only the
+/// default inherited variables unless it inherits all, then `env` and the secrets), its
+/// folder; killed when dropped.
+fn stdio_command(
+    program: &std::path::Path,
+    args: &[String],
+    (env, inherit_all_env): (&[(String, String)], bool),
+    secret_env: &[(&String, Secret)],
+    cwd: Option<&std::path::Path>,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    if !inherit_all_env {
+        cmd.env_clear();
+        for key in DEFAULT_INHERITED_ENV {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
+            }
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    for (k, v) in secret_env {
+        cmd.env(k, v.expose());
+    }
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// A stdio server's failed connection, with the command line tried and the end of what it
+/// wrote to standard error.
+async fn with_stderr_tail(
+    connected: Result<DriftEvent, GatewayError>,
+    tail: Option<&StderrTail>,
+    line: &str,
+) -> Result<DriftEvent, GatewayError> {
+    match connected {
+        Err(GatewayError::Connect { server, message }) => {
+            let said = match tail {
+                Some(t) => t.read(Duration::from_millis(500)).await,
+                None => String::new(),
+            };
+            let said = if said.is_empty() {
+                String::from("; it wrote nothing to standard error")
+            } else {
+                format!("; its standard error ended with:\n{said}")
+            };
+            Err(GatewayError::Connect {
+                server,
+                message: format!("{message} (the command was `{line}`){said}"),
+            })
+        }
+        other => other,
+    }
+}
+
+/// The access tokens of a server that authenticates with OAuth 2.0 client credentials
+/// (never beside an `Authorization` header), the first one fetched now.
+#[cfg(feature = "http")]
+async fn oauth_tokens(
+    id: &str,
+    oauth: Option<crate::oauth::OAuthClientCredentials>,
+    headers: &[(String, SecretSource)],
+    request_timeout: Duration,
+) -> Result<Option<Arc<super::http::Tokens>>, GatewayError> {
+    let Some(oauth) = oauth else {
+        return Ok(None);
+    };
+    if headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Err(GatewayError::Config(format!(
+            "servers.{id}.headers.Authorization: the server authenticates with `oauth`, which sends the `Authorization` header: give one of them"
+        )));
+    }
+    let tokens = super::http::Tokens::new(id, oauth, request_timeout)?;
+    // The first token now: a token endpoint that refuses fails connecting.
+    tokens.current().await.map_err(|e| GatewayError::Connect {
+        server: id.to_owned(),
+        message: e.to_string(),
+    })?;
+    Ok(Some(Arc::new(tokens)))
 }
 
 /// An error and each of its sources, once each: a TLS failure's reason (an unknown CA, a

@@ -186,141 +186,15 @@ impl ServeConfig {
             return Err(ConfigErrors::one("mcp", "expected an object"));
         };
         unknown_fields(obj, "mcp", MCP, &mut errs);
-        let mut servers = Vec::new();
-        match obj.get("servers") {
-            None => errs.push(
-                "mcp.servers",
-                "missing: name at least one upstream MCP server",
-            ),
-            Some(Value::Object(map)) => {
-                if map.is_empty() {
-                    errs.push("mcp.servers", "name at least one upstream MCP server");
-                }
-                // Two ids that normalise alike would be one server's tools (R1, R2): one
-                // answer for `check` and `mcp serve`, named at the second id's path.
-                let mut seen: HashMap<String, &str> = HashMap::new();
-                for (id, v) in map {
-                    if let Some(first) = seen.insert(toolgate_core::names::server_key(id), id) {
-                        errs.push(
-                            format!("mcp.servers.{id}"),
-                            format!(
-                                "server `{id}` and server `{first}` normalise to the same id (R1, R2: their tools' names would be the same); rename one"
-                            ),
-                        );
-                        continue;
-                    }
-                    if let Some(s) = read_server(id, v, &mut errs) {
-                        servers.push(s);
-                    }
-                }
-            }
-            Some(other) => errs.push(
-                "mcp.servers",
-                format!("expected an object of servers by id, found {other}"),
-            ),
-        }
-        let mut tokens = HashMap::new();
-        let mut token_names = HashMap::new();
-        match obj.get("tokens") {
-            None => {}
-            Some(Value::Array(list)) => {
-                for (i, t) in list.iter().enumerate() {
-                    let path = format!("mcp.tokens[{i}]");
-                    let Some(t) = t.as_object() else {
-                        errs.push(path, "expected an object with `sha256` and `agent`");
-                        continue;
-                    };
-                    unknown_fields(t, &path, &["sha256", "agent", "name"], &mut errs);
-                    let hash = match t.get("sha256").and_then(Value::as_str) {
-                        Some(h)
-                            if h.eq_ignore_ascii_case(
-                                toolgate_engine::approvers::EMPTY_TOKEN_SHA256,
-                            ) =>
-                        {
-                            errs.push(
-                                format!("{path}.sha256"),
-                                toolgate_engine::approvers::EMPTY_TOKEN_MESSAGE,
-                            );
-                            None
-                        }
-                        Some(h) if h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
-                            Some(h.to_ascii_lowercase())
-                        }
-                        _ => {
-                            errs.push(
-                                format!("{path}.sha256"),
-                                "expected the SHA-256 of the token as 64 hex digits (never the token itself)",
-                            );
-                            None
-                        }
-                    };
-                    let agent = match t.get("agent") {
-                        Some(v) => string(v, &format!("{path}.agent"), &mut errs),
-                        None => {
-                            errs.push(format!("{path}.agent"), "missing: the agent profile");
-                            None
-                        }
-                    };
-                    let name = t
-                        .get("name")
-                        .and_then(|v| string(v, &format!("{path}.name"), &mut errs));
-                    if let (Some(h), Some(n)) = (&hash, name) {
-                        token_names.insert(h.clone(), n.to_owned());
-                    }
-                    if let (Some(h), Some(a)) = (hash, agent)
-                        && tokens.insert(h, a.to_owned()).is_some()
-                    {
-                        errs.push(
-                            format!("{path}.sha256"),
-                            "this token is listed twice: one token speaks for one agent",
-                        );
-                    }
-                }
-            }
-            Some(other) => errs.push(
-                "mcp.tokens",
-                format!("expected an array of {{\"sha256\", \"agent\"}}, found {other}"),
-            ),
-        }
+        let servers = read_servers(obj, &mut errs);
+        let (tokens, token_names) = read_tokens(obj, &mut errs);
         let call_timeout = obj
             .get("call_timeout_secs")
             .and_then(|v| secs(v, "mcp.call_timeout_secs", &mut errs))
             .unwrap_or(DEFAULT_CALL_TIMEOUT);
-        let wire_names = match obj.get("wire_names") {
-            None => WireNames::Qualified,
-            Some(Value::String(s)) if s == "qualified" => WireNames::Qualified,
-            Some(Value::String(s)) if s == "own" => {
-                // Counted as written, whether or not each entry reads.
-                let named = obj.get("servers").and_then(Value::as_object).map(Map::len);
-                if let Some(n) = named.filter(|n| *n > 1) {
-                    errs.push(
-                        "mcp.wire_names",
-                        format!(
-                            "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; `mcp.servers` names {n}: use `\"qualified\"` (`server__tool`)"
-                        ),
-                    );
-                }
-                WireNames::Own
-            }
-            Some(other) => {
-                errs.push(
-                    "mcp.wire_names",
-                    format!("expected `\"qualified\"` or `\"own\"`, found {other}"),
-                );
-                WireNames::Qualified
-            }
-        };
+        let wire_names = read_wire_names(obj, &mut errs);
         let jwt = obj.get("jwt").and_then(|v| read_jwt(v, &mut errs));
-        // RFC 8693: a call is exchanged on behalf of the caller's verified token; without
-        // `mcp.jwt` no caller would have one, and every call to the server would be refused.
-        if !obj.contains_key("jwt") {
-            for s in servers.iter().filter(|s| s.exchange().is_some()) {
-                errs.push(
-                    format!("mcp.servers.{}.token_exchange", s.id()),
-                    "calls are exchanged on behalf of the caller's verified identity-provider token, and no caller has one without `mcp.jwt`: configure `mcp.jwt`, or authenticate the server with `oauth` or `headers`",
-                );
-            }
-        }
+        exchange_needs_jwt(obj, &servers, &mut errs);
         let gateway = super::options::GatewayOptions::read(obj, &mut errs);
         if errs.is_empty() {
             Ok(Self {
@@ -470,6 +344,163 @@ impl ServeConfig {
                 if quotas == 1 { "" } else { "s" }
             ),
         ))
+    }
+}
+
+/// `mcp.servers`: each upstream server by its id, none of two ids that normalise alike.
+fn read_servers(obj: &Map<String, Value>, errs: &mut ConfigErrors) -> Vec<McpServerConfig> {
+    let mut servers = Vec::new();
+    match obj.get("servers") {
+        None => errs.push(
+            "mcp.servers",
+            "missing: name at least one upstream MCP server",
+        ),
+        Some(Value::Object(map)) => {
+            if map.is_empty() {
+                errs.push("mcp.servers", "name at least one upstream MCP server");
+            }
+            // Two ids that normalise alike would be one server's tools (R1, R2): one
+            // answer for `check` and `mcp serve`, named at the second id's path.
+            let mut seen: HashMap<String, &str> = HashMap::new();
+            for (id, v) in map {
+                if let Some(first) = seen.insert(toolgate_core::names::server_key(id), id) {
+                    errs.push(
+                        format!("mcp.servers.{id}"),
+                        format!(
+                            "server `{id}` and server `{first}` normalise to the same id (R1, R2: their tools' names would be the same); rename one"
+                        ),
+                    );
+                    continue;
+                }
+                if let Some(s) = read_server(id, v, errs) {
+                    servers.push(s);
+                }
+            }
+        }
+        Some(other) => errs.push(
+            "mcp.servers",
+            format!("expected an object of servers by id, found {other}"),
+        ),
+    }
+    servers
+}
+
+/// `mcp.tokens`: the SHA-256 of each bearer token → its agent profile, and → its name for
+/// the tokens that have one.
+fn read_tokens(
+    obj: &Map<String, Value>,
+    errs: &mut ConfigErrors,
+) -> (HashMap<String, String>, HashMap<String, String>) {
+    let mut tokens = HashMap::new();
+    let mut token_names = HashMap::new();
+    match obj.get("tokens") {
+        None => {}
+        Some(Value::Array(list)) => {
+            for (i, t) in list.iter().enumerate() {
+                let path = format!("mcp.tokens[{i}]");
+                let Some(t) = t.as_object() else {
+                    errs.push(path, "expected an object with `sha256` and `agent`");
+                    continue;
+                };
+                unknown_fields(t, &path, &["sha256", "agent", "name"], errs);
+                let hash = match t.get("sha256").and_then(Value::as_str) {
+                    Some(h)
+                        if h.eq_ignore_ascii_case(
+                            toolgate_engine::approvers::EMPTY_TOKEN_SHA256,
+                        ) =>
+                    {
+                        errs.push(
+                            format!("{path}.sha256"),
+                            toolgate_engine::approvers::EMPTY_TOKEN_MESSAGE,
+                        );
+                        None
+                    }
+                    Some(h) if h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+                        Some(h.to_ascii_lowercase())
+                    }
+                    _ => {
+                        errs.push(
+                            format!("{path}.sha256"),
+                            "expected the SHA-256 of the token as 64 hex digits (never the token itself)",
+                        );
+                        None
+                    }
+                };
+                let agent = match t.get("agent") {
+                    Some(v) => string(v, &format!("{path}.agent"), errs),
+                    None => {
+                        errs.push(format!("{path}.agent"), "missing: the agent profile");
+                        None
+                    }
+                };
+                let name = t
+                    .get("name")
+                    .and_then(|v| string(v, &format!("{path}.name"), errs));
+                if let (Some(h), Some(n)) = (&hash, name) {
+                    token_names.insert(h.clone(), n.to_owned());
+                }
+                if let (Some(h), Some(a)) = (hash, agent)
+                    && tokens.insert(h, a.to_owned()).is_some()
+                {
+                    errs.push(
+                        format!("{path}.sha256"),
+                        "this token is listed twice: one token speaks for one agent",
+                    );
+                }
+            }
+        }
+        Some(other) => errs.push(
+            "mcp.tokens",
+            format!("expected an array of {{\"sha256\", \"agent\"}}, found {other}"),
+        ),
+    }
+    (tokens, token_names)
+}
+
+/// `mcp.wire_names`: `"qualified"` (the default) or `"own"`, the latter with at most one
+/// server.
+fn read_wire_names(obj: &Map<String, Value>, errs: &mut ConfigErrors) -> WireNames {
+    match obj.get("wire_names") {
+        None => WireNames::Qualified,
+        Some(Value::String(s)) if s == "qualified" => WireNames::Qualified,
+        Some(Value::String(s)) if s == "own" => {
+            // Counted as written, whether or not each entry reads.
+            let named = obj.get("servers").and_then(Value::as_object).map(Map::len);
+            if let Some(n) = named.filter(|n| *n > 1) {
+                errs.push(
+                    "mcp.wire_names",
+                    format!(
+                        "`\"own\"` names each tool by its own name on its server, which is unambiguous only with exactly one server; `mcp.servers` names {n}: use `\"qualified\"` (`server__tool`)"
+                    ),
+                );
+            }
+            WireNames::Own
+        }
+        Some(other) => {
+            errs.push(
+                "mcp.wire_names",
+                format!("expected `\"qualified\"` or `\"own\"`, found {other}"),
+            );
+            WireNames::Qualified
+        }
+    }
+}
+
+/// Without `mcp.jwt`, no server may exchange the caller's token (RFC 8693).
+fn exchange_needs_jwt(
+    obj: &Map<String, Value>,
+    servers: &[McpServerConfig],
+    errs: &mut ConfigErrors,
+) {
+    // RFC 8693: a call is exchanged on behalf of the caller's verified token; without
+    // `mcp.jwt` no caller would have one, and every call to the server would be refused.
+    if !obj.contains_key("jwt") {
+        for s in servers.iter().filter(|s| s.exchange().is_some()) {
+            errs.push(
+                format!("mcp.servers.{}.token_exchange", s.id()),
+                "calls are exchanged on behalf of the caller's verified identity-provider token, and no caller has one without `mcp.jwt`: configure `mcp.jwt`, or authenticate the server with `oauth` or `headers`",
+            );
+        }
     }
 }
 

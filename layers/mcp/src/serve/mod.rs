@@ -104,8 +104,8 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate::approval::ApprovalChannel;
-use toolgate::engine::{Governance, UnknownAgent};
-use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate::engine::{Governance, RoutedChannel, UnknownAgent};
+use toolgate::{GovernanceHandle, ToolgateBuilder, ToolgateLayer};
 use toolgate_core::number::NumberLiterals;
 use toolgate_core::{AgentRef, ChannelKind, HeldCall, ToolCall, ToolOutput, ToolResponse};
 use toolgate_inbox::{Inbox, State};
@@ -277,6 +277,108 @@ impl Shared {
     }
 }
 
+/// R45: asks are answered by the inbox's grants, when it keeps any.
+fn use_inbox_grants(handle: &GovernanceHandle, inbox: Option<&Inbox>) {
+    if let Some(inbox) = inbox {
+        // R45: asks are answered by the inbox's grants, read on every asked call, so a
+        // grant added (or revoked) by `toolgate grant` or the page takes effect without
+        // a restart. A store that keeps no grants leaves every ask asked.
+        match inbox.store().grant_store() {
+            Ok(grants) => handle.set_grants(grants),
+            Err(e) => tracing::warn!(error = %e, "the inbox's grants are not used"),
+        }
+    }
+}
+
+/// R32: the stack's builder with the configuration's decision services, when it has any.
+fn with_hooks(
+    mut builder: ToolgateBuilder,
+    config: &ServeConfig,
+    governance: &Governance,
+) -> Result<ToolgateBuilder, ServeError> {
+    // R32: the configuration's decision services, asked before each call is sent and
+    // after its result, with the input redacted as the audit record redacts it.
+    if !config.hooks.is_empty() {
+        let redactor =
+            toolgate::redact::RedactorBuilder::from_settings(governance.redaction_settings())
+                .build()
+                .map_err(ServeError::Config)?;
+        let services = crate::hooks::DecisionServices::new(config.hooks.clone(), redactor)
+            .map_err(|why| {
+                ServeError::Config(toolgate::engine::ConfigErrors::one(
+                    "hooks",
+                    why.to_string(),
+                ))
+            })?;
+        builder = builder.hooks(services);
+    }
+    Ok(builder)
+}
+
+/// R47: the stack's builder with one channel for each kind asks are routed to, and those
+/// kinds; a kind `mcp serve` cannot answer (`interactive`, or `inbox` without one) is an
+/// error at the path that routes to it.
+fn with_channels(
+    mut builder: ToolgateBuilder,
+    routed: &[RoutedChannel<'_>],
+    inbox: Option<&Inbox>,
+) -> Result<(ToolgateBuilder, Vec<ChannelKind>), ServeError> {
+    let mut channels = Vec::new();
+    // R47: each kind asks are routed to is answered by its own channel, and only by it:
+    // the calling client (elicitation) never stands in for the inbox or a terminal.
+    for kind in [
+        ChannelKind::Inbox,
+        ChannelKind::Elicitation,
+        ChannelKind::Interactive,
+    ] {
+        // Where the configuration first routes asks to this kind, for its error.
+        let Some(first) = routed.iter().find(|r| r.kind == kind) else {
+            continue;
+        };
+        let channel: Arc<dyn ApprovalChannel> = match kind {
+            ChannelKind::Inbox => match inbox {
+                Some(i) => Arc::new(i.channel()),
+                None => {
+                    return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                        "inbox",
+                        "asks are routed to the `inbox` channel but no durable inbox was given (add an `inbox` section)",
+                    )));
+                }
+            },
+            ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
+            _ => {
+                return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                    first.path.clone(),
+                    "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
+                )));
+            }
+        };
+        channels.push(kind);
+        builder = builder.shared_channel(channel);
+    }
+    Ok((builder, channels))
+}
+
+/// The gateway to the upstream servers, built (not yet connected): requests relayed to the
+/// calling client, the description scanner, the lock, and the stack's audit sink.
+fn upstream_gateway(
+    handle: &GovernanceHandle,
+    config: &ServeConfig,
+    audit: Option<Arc<dyn toolgate::audit::AuditSink>>,
+) -> Result<McpGateway, ServeError> {
+    let mut gateway = McpGateway::builder(handle.clone())
+        .relay_requests()
+        .scan(config.gateway.scan);
+    // `mcp.locked` withholds every tool that is not the locked one.
+    if let Some(lock) = config.gateway.load_lock().map_err(ServeError::Config)? {
+        gateway = gateway.locked(lock);
+    }
+    if let Some(sink) = audit {
+        gateway = gateway.audit(sink);
+    }
+    Ok(gateway.build())
+}
+
 /// toolgate as an MCP server in front of the configured upstream servers. Cheap to clone.
 #[derive(Clone)]
 pub struct GovernedServer {
@@ -325,69 +427,14 @@ impl GovernedServer {
     ) -> Result<Self, ServeError> {
         let governance = handle.load();
         config.check(&governance).map_err(ServeError::Config)?;
-        if let Some(inbox) = &inbox {
-            // R45: asks are answered by the inbox's grants, read on every asked call, so a
-            // grant added (or revoked) by `toolgate grant` or the page takes effect without
-            // a restart. A store that keeps no grants leaves every ask asked.
-            match inbox.store().grant_store() {
-                Ok(grants) => handle.set_grants(grants),
-                Err(e) => tracing::warn!(error = %e, "the inbox's grants are not used"),
-            }
-        }
+        use_inbox_grants(&handle, inbox.as_ref());
         let routed: Vec<_> = governance.routed_channels().collect();
         let mut builder = ToolgateLayer::builder(handle.clone());
         if let Some(waits) = &observe.waits {
             builder = builder.wait_observer(ops::SharedWaits(Arc::clone(waits)));
         }
-        // R32: the configuration's decision services, asked before each call is sent and
-        // after its result, with the input redacted as the audit record redacts it.
-        if !config.hooks.is_empty() {
-            let redactor =
-                toolgate::redact::RedactorBuilder::from_settings(governance.redaction_settings())
-                    .build()
-                    .map_err(ServeError::Config)?;
-            let services = crate::hooks::DecisionServices::new(config.hooks.clone(), redactor)
-                .map_err(|why| {
-                    ServeError::Config(toolgate::engine::ConfigErrors::one(
-                        "hooks",
-                        why.to_string(),
-                    ))
-                })?;
-            builder = builder.hooks(services);
-        }
-        let mut channels = Vec::new();
-        // R47: each kind asks are routed to is answered by its own channel, and only by it:
-        // the calling client (elicitation) never stands in for the inbox or a terminal.
-        for kind in [
-            ChannelKind::Inbox,
-            ChannelKind::Elicitation,
-            ChannelKind::Interactive,
-        ] {
-            // Where the configuration first routes asks to this kind, for its error.
-            let Some(first) = routed.iter().find(|r| r.kind == kind) else {
-                continue;
-            };
-            let channel: Arc<dyn ApprovalChannel> = match kind {
-                ChannelKind::Inbox => match &inbox {
-                    Some(i) => Arc::new(i.channel()),
-                    None => {
-                        return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                            "inbox",
-                            "asks are routed to the `inbox` channel but no durable inbox was given (add an `inbox` section)",
-                        )));
-                    }
-                },
-                ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
-                _ => {
-                    return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
-                        first.path.clone(),
-                        "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
-                    )));
-                }
-            };
-            channels.push(kind);
-            builder = builder.shared_channel(channel);
-        }
+        builder = with_hooks(builder, config, &governance)?;
+        let (builder, channels) = with_channels(builder, &routed, inbox.as_ref())?;
         // What no connected server lists is refused `unknown_tool` before the schema, the
         // filters and any ask (audited like every refusal).
         let down = Down::default();
@@ -401,17 +448,7 @@ impl GovernedServer {
             .validate_input(sendable.clone())
             .validate_input(SchemaValidationLayer::new(handle.clone()));
         // The servers' sampling and elicitation requests during a call go to its client.
-        let mut gateway = McpGateway::builder(handle.clone())
-            .relay_requests()
-            .scan(config.gateway.scan);
-        // `mcp.locked` withholds every tool that is not the locked one.
-        if let Some(lock) = config.gateway.load_lock().map_err(ServeError::Config)? {
-            gateway = gateway.locked(lock);
-        }
-        if let Some(sink) = layer.audit_sink() {
-            gateway = gateway.audit(sink);
-        }
-        let gateway = gateway.build();
+        let gateway = upstream_gateway(&handle, config, layer.audit_sink())?;
         let _ = sendable.gateway.set(gateway.clone());
         let content = content::Content::new(layer.audit_sink(), layer.redactor().clone());
         for server in &config.servers {

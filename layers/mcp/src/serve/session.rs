@@ -374,15 +374,7 @@ impl GovernedSession {
         // `tool_call` is unwrapped here and is, from now on, the inner call (R38).
         if self.shared.deferred {
             if request.name == deferred::TOOL_SEARCH {
-                drop(self.shared.reload.read().await);
-                let listed = self
-                    .shared
-                    .listed(&caller.agent)
-                    .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
-                let index = listed
-                    .search
-                    .get_or_init(|| deferred::ToolIndex::new(Arc::clone(&listed.tools)));
-                return Ok(deferred::search_result(index, request.arguments.as_ref()).into());
+                return self.search(&caller.agent, &request).await;
             }
             if request.name == deferred::TOOL_CALL {
                 match deferred::unwrap_call(request, &literals) {
@@ -417,44 +409,15 @@ impl GovernedSession {
             input: &input,
             literals: &literals,
         };
-        let way = if let Some(state) = &request.request_state {
-            match self
-                .shared
-                .questions
-                .answer(state, &asked, request.input_responses.as_ref())
-                .await
-            {
-                Ok(way) => way,
-                Err(why) => return Ok(self.result(refused(why))),
-            }
-        } else if !elicit::declares_form(ctx.client_capabilities().as_ref()) {
-            elicit::Way::Cannot
-        } else if elicit::input_required_era(&ctx) {
-            elicit::Way::Defer(Mutex::new(None))
-        } else {
-            elicit::Way::Request(ctx.peer.clone())
+        let retry = (
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        );
+        let way = match self.way(&ctx, &asked, retry).await {
+            Ok(way) => way,
+            Err(why) => return Ok(self.result(refused(why))),
         };
-        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
-        let agent_ref = match &caller.subagent {
-            Some(id) => AgentRef::subagent(&caller.agent, id),
-            None => AgentRef::profile(&caller.agent),
-        };
-        let mut call = ToolCall::new(agent_ref, name.clone(), input.clone())
-            .in_turn(self.session.clone(), format!("call-{turn}"));
-        if !literals.is_empty() {
-            call.extensions.insert(literals.clone());
-        }
-        // What the upstream server sends while it serves this call comes back to this client
-        // (only once the stack has let the call through: `crate::relay`).
-        // The verified principal behind a JWT, for the audit record and the span.
-        if let Some(p) = &caller.principal {
-            call.extensions.insert(p.clone());
-        }
-        // RFC 8693: the caller's verified token, exchanged by a server that takes calls on
-        // the caller's behalf (never recorded).
-        if let Some(t) = &caller.subject_token {
-            call.extensions.insert(t.clone());
-        }
+        let mut call = self.tool_call(&caller, &name, &input, &literals);
         let (relay, relayed) = tokio::sync::mpsc::unbounded_channel();
         let token = ctx.meta.get_progress_token();
         call.extensions
@@ -483,9 +446,90 @@ impl GovernedSession {
             }
             return Ok(self.result(response));
         };
+        Ok(self.input_required(&caller.agent, &asked, deferred).await)
+    }
+
+    /// `mcp.deferred_tools`' search, answered from the agent's exposure (R13).
+    async fn search(
+        &self,
+        agent: &str,
+        request: &CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        drop(self.shared.reload.read().await);
+        let listed = self
+            .shared
+            .listed(agent)
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        let index = listed
+            .search
+            .get_or_init(|| deferred::ToolIndex::new(Arc::clone(&listed.tools)));
+        Ok(deferred::search_result(index, request.arguments.as_ref()).into())
+    }
+
+    /// How the client is asked (R47): by the answer its retry carries to the question it was
+    /// asked (`requestState`), not at all, in this request's result, or by a request.
+    async fn way(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        asked: &elicit::Asked<'_>,
+        (state, responses): (Option<&str>, Option<&rmcp::model::InputResponses>),
+    ) -> Result<elicit::Way, String> {
+        if let Some(state) = state {
+            self.shared.questions.answer(state, asked, responses).await
+        } else if !elicit::declares_form(ctx.client_capabilities().as_ref()) {
+            Ok(elicit::Way::Cannot)
+        } else if elicit::input_required_era(ctx) {
+            Ok(elicit::Way::Defer(Mutex::new(None)))
+        } else {
+            Ok(elicit::Way::Request(ctx.peer.clone()))
+        }
+    }
+
+    /// The call the stack decides: by the caller's agent (or subagent), in this session's
+    /// next turn, with the numbers as written, the verified principal and the token to
+    /// exchange in its extensions.
+    fn tool_call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        input: &Value,
+        literals: &NumberLiterals,
+    ) -> ToolCall {
+        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+        let agent_ref = match &caller.subagent {
+            Some(id) => AgentRef::subagent(&caller.agent, id),
+            None => AgentRef::profile(&caller.agent),
+        };
+        let mut call = ToolCall::new(agent_ref, name, input.clone())
+            .in_turn(self.session.clone(), format!("call-{turn}"));
+        if !literals.is_empty() {
+            call.extensions.insert(literals.clone());
+        }
+        // What the upstream server sends while it serves this call comes back to this client
+        // (only once the stack has let the call through: `crate::relay`).
+        // The verified principal behind a JWT, for the audit record and the span.
+        if let Some(p) = &caller.principal {
+            call.extensions.insert(p.clone());
+        }
+        // RFC 8693: the caller's verified token, exchanged by a server that takes calls on
+        // the caller's behalf (never recorded).
+        if let Some(t) = &caller.subject_token {
+            call.extensions.insert(t.clone());
+        }
+        call
+    }
+
+    /// The question of a deferred call, kept open for the client's retry (at most the
+    /// agent's approval timeout) and sent back as this request's `InputRequiredResult`.
+    async fn input_required(
+        &self,
+        agent: &str,
+        asked: &elicit::Asked<'_>,
+        deferred: elicit::Deferred,
+    ) -> CallToolResponse {
         let gov = self.shared.gateway.handle().load();
         let wait = gov
-            .agent(&caller.agent)
+            .agent(agent)
             .and_then(|a| gov.ask_route(a).timeout)
             .map_or(elicit::QUESTION_OPEN_AT_MOST, |t| {
                 t.min(elicit::QUESTION_OPEN_AT_MOST)
@@ -494,14 +538,13 @@ impl GovernedSession {
         match self
             .shared
             .questions
-            .open(&asked, deferred.asked, expires_at)
+            .open(asked, deferred.asked, expires_at)
             .await
         {
-            Ok(state) => Ok(CallToolResponse::InputRequired(elicit::input_required(
-                deferred.params,
-                state,
-            ))),
-            Err(why) => Ok(self.result(refused(why))),
+            Ok(state) => {
+                CallToolResponse::InputRequired(elicit::input_required(deferred.params, state))
+            }
+            Err(why) => self.result(refused(why)),
         }
     }
 }

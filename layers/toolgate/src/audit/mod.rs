@@ -107,7 +107,7 @@ use tower_service::Service;
 pub use sink::{AuditError, AuditSink, JsonlFileSink, MemorySink, TracingSink};
 pub use toolgate_engine::chain::{ChainBreak, GENESIS, verify_chain};
 
-use crate::handle::GovernanceHandle;
+use crate::handle::{GovernanceHandle, PinnedDecision};
 use crate::redact::Redactor;
 
 /// Layer of the [`Audit`] service.
@@ -374,14 +374,7 @@ where
                 },
             };
         }
-        let sink = match call.extensions.get::<DecisionSink>() {
-            Some(s) => s.clone(),
-            None => {
-                let s = DecisionSink::default();
-                call.extensions.insert(s.clone());
-                s
-            }
-        };
+        let sink = decision_sink(&mut call);
         let tool = call.tool.display_name();
         let mut record = Map::new();
         let time = SystemTime::now();
@@ -400,104 +393,13 @@ where
         let identities: Vec<Value> = pinned
             .as_ref()
             .map(|pinned| {
-                // A call refused before its profile was resolved still gets its agent's
-                // settings (a look-up only on that refused path).
-                let agent = pinned
-                    .agent()
-                    .or_else(|| pinned.governance().agent(&call.agent.profile));
-                if let Some(a) = agent {
-                    include = (
-                        a.audit_content.0.unwrap_or(include.0),
-                        a.audit_content.1.unwrap_or(include.1),
-                    );
-                }
-                pinned
-                    .entry()
-                    .map(|e| {
-                        e.records
-                            .iter()
-                            .map(|r| {
-                                let id = r.identity();
-                                // Seed 000: an operator's override keeps the declared scope
-                                // for audit; both are recorded.
-                                json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name(),
-                                       "network_declared": r.decl.network.as_str(),
-                                       "network_effective": r.decl.effective_network().as_str()})
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
+                include = agent_include(pinned, &call, include);
+                identities(pinned)
             })
             .unwrap_or_default();
         record.insert("identities".into(), Value::Array(identities));
-        record.insert("agent".into(), Value::from(call.agent.profile.as_str()));
-        record.insert(
-            "subagent".into(),
-            call.agent
-                .subagent
-                .as_deref()
-                .map_or(Value::Null, Value::from),
-        );
-        // R43, R46: the session the call belongs to, and the stored policy it was decided
-        // under (its `updated_at`), so a replay judges it as it was made.
-        record.insert(
-            "session".into(),
-            call.turn
-                .as_ref()
-                .map_or(Value::Null, |t| Value::from(t.session.as_str())),
-        );
-        let policy_at = pinned.as_ref().and_then(|p| match p.governance().policy() {
-            toolgate_engine::PolicyState::Readable(policy) => {
-                policy.updated_at().map(str::to_owned)
-            }
-            _ => None,
-        });
-        record.insert(
-            "policy_updated_at".into(),
-            policy_at.map_or(Value::Null, Value::from),
-        );
-        // The verified principal (`sub`, `iss`) the caller's token named, when it came with
-        // one (absent otherwise, so records of other callers are unchanged).
-        if let Some(p) = call.extensions.get::<toolgate_engine::jwt::Principal>() {
-            record.insert(
-                "principal".into(),
-                json!({"subject": p.subject, "issuer": p.issuer}),
-            );
-        }
-        record.insert(
-            "input_hash".into(),
-            // Computed once per call: the gate's decision note reuses it.
-            pinned
-                .as_ref()
-                .map_or_else(
-                    || canon::input_hash(&call.input),
-                    |p| p.canonical_input_hash(&call.input),
-                )
-                .map_or(Value::Null, Value::from),
-        );
-        if include.0 {
-            record.insert(
-                "input".into(),
-                layer.redactor.redact_value(&tool, &call.input),
-            );
-        }
-        // Approved with edits (approval-page.md, "Approve with edits"): the input the agent
-        // sent, beside the edited one the call carries, and who edited.
-        if let Some(edit) = call.extensions.get::<toolgate_core::InputEdit>() {
-            let mut e = serde_json::Map::new();
-            e.insert("edited_by".into(), Value::from(edit.edited_by.as_str()));
-            e.insert(
-                "original_input_hash".into(),
-                Value::from(edit.original_input_hash.as_str()),
-            );
-            if include.0 {
-                e.insert(
-                    "original_input".into(),
-                    layer.redactor.redact_value(&tool, &edit.original_input),
-                );
-            }
-            record.insert("edit".into(), Value::Object(e));
-        }
+        insert_caller(&mut record, &call, pinned.as_ref());
+        insert_input(&mut record, layer, &tool, &call, pinned.as_ref(), include.0);
         AuditFuture {
             kind: Kind::Inner {
                 future: self.inner.call(call),
@@ -515,6 +417,146 @@ where
                 }),
             },
         }
+    }
+}
+
+/// The call's decision sink, put in its extensions when no layer before this one did.
+fn decision_sink(call: &mut ToolCall) -> DecisionSink {
+    match call.extensions.get::<DecisionSink>() {
+        Some(s) => s.clone(),
+        None => {
+            let s = DecisionSink::default();
+            call.extensions.insert(s.clone());
+            s
+        }
+    }
+}
+
+/// Whether the record includes the input and the output, by the agent's own `audit`
+/// settings over the section's `include` (R39).
+fn agent_include(
+    pinned: &PinnedDecision,
+    call: &ToolCall,
+    mut include: (bool, bool),
+) -> (bool, bool) {
+    // A call refused before its profile was resolved still gets its agent's
+    // settings (a look-up only on that refused path).
+    let agent = pinned
+        .agent()
+        .or_else(|| pinned.governance().agent(&call.agent.profile));
+    if let Some(a) = agent {
+        include = (
+            a.audit_content.0.unwrap_or(include.0),
+            a.audit_content.1.unwrap_or(include.1),
+        );
+    }
+    include
+}
+
+/// The record's `identities`: every tool behind the name the call used (none for an
+/// unknown tool).
+fn identities(pinned: &PinnedDecision) -> Vec<Value> {
+    pinned
+        .entry()
+        .map(|e| {
+            e.records
+                .iter()
+                .map(|r| {
+                    let id = r.identity();
+                    // Seed 000: an operator's override keeps the declared scope
+                    // for audit; both are recorded.
+                    json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name(),
+                           "network_declared": r.decl.network.as_str(),
+                           "network_effective": r.decl.effective_network().as_str()})
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The record's fields about who called: `agent`, `subagent`, `session`,
+/// `policy_updated_at` and, when the caller's token named one, `principal`.
+fn insert_caller(
+    record: &mut Map<String, Value>,
+    call: &ToolCall,
+    pinned: Option<&PinnedDecision>,
+) {
+    record.insert("agent".into(), Value::from(call.agent.profile.as_str()));
+    record.insert(
+        "subagent".into(),
+        call.agent
+            .subagent
+            .as_deref()
+            .map_or(Value::Null, Value::from),
+    );
+    // R43, R46: the session the call belongs to, and the stored policy it was decided
+    // under (its `updated_at`), so a replay judges it as it was made.
+    record.insert(
+        "session".into(),
+        call.turn
+            .as_ref()
+            .map_or(Value::Null, |t| Value::from(t.session.as_str())),
+    );
+    let policy_at = pinned.and_then(|p| match p.governance().policy() {
+        toolgate_engine::PolicyState::Readable(policy) => policy.updated_at().map(str::to_owned),
+        _ => None,
+    });
+    record.insert(
+        "policy_updated_at".into(),
+        policy_at.map_or(Value::Null, Value::from),
+    );
+    // The verified principal (`sub`, `iss`) the caller's token named, when it came with
+    // one (absent otherwise, so records of other callers are unchanged).
+    if let Some(p) = call.extensions.get::<toolgate_engine::jwt::Principal>() {
+        record.insert(
+            "principal".into(),
+            json!({"subject": p.subject, "issuer": p.issuer}),
+        );
+    }
+}
+
+/// The record's fields about the input: `input_hash`, the redacted `input` when the
+/// record includes it, and an approver's `edit`.
+fn insert_input(
+    record: &mut Map<String, Value>,
+    layer: &AuditLayer,
+    tool: &str,
+    call: &ToolCall,
+    pinned: Option<&PinnedDecision>,
+    include_input: bool,
+) {
+    record.insert(
+        "input_hash".into(),
+        // Computed once per call: the gate's decision note reuses it.
+        pinned
+            .map_or_else(
+                || canon::input_hash(&call.input),
+                |p| p.canonical_input_hash(&call.input),
+            )
+            .map_or(Value::Null, Value::from),
+    );
+    if include_input {
+        record.insert(
+            "input".into(),
+            layer.redactor.redact_value(tool, &call.input),
+        );
+    }
+    // Approved with edits (approval-page.md, "Approve with edits"): the input the agent
+    // sent, beside the edited one the call carries, and who edited.
+    if let Some(edit) = call.extensions.get::<toolgate_core::InputEdit>() {
+        let mut e = serde_json::Map::new();
+        e.insert("edited_by".into(), Value::from(edit.edited_by.as_str()));
+        e.insert(
+            "original_input_hash".into(),
+            Value::from(edit.original_input_hash.as_str()),
+        );
+        if include_input {
+            e.insert(
+                "original_input".into(),
+                layer.redactor.redact_value(tool, &edit.original_input),
+            );
+        }
+        record.insert("edit".into(), Value::Object(e));
     }
 }
 

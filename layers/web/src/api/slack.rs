@@ -24,9 +24,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use toolgate_inbox::Answer;
+use toolgate_inbox::{Answer, AnswerReceipt, HeldRecord};
 
 use super::{refuse, reply};
+use crate::answer::AnswerRefusal;
 use crate::slack::{self, SlackCallback, SlackDecision};
 use crate::state::App;
 use crate::webhook::mrkdwn;
@@ -84,50 +85,12 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
             "answering from Slack is not configured (`approvers.slack`)",
         );
     };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let now = now_secs();
-    let sig = header("x-slack-signature");
-    if let Err(why) = slack::verify(
-        secret.as_bytes(),
-        header("x-slack-request-timestamp"),
-        sig,
-        &body,
-        now,
-    ) {
-        tracing::warn!(refused = %why, "a Slack callback was refused");
-        return refuse(StatusCode::UNAUTHORIZED, "unauthorized", why.to_string());
-    }
-    // A signature is taken once while its timestamp is fresh (after that, `verify` refuses
-    // it as stale): a replayed request is refused.
-    // Kept in the inbox, so that replicas behind a load balancer and a restarted process
-    // refuse the same replay; kept past the window `verify` allows.
-    let sig = sig.unwrap_or_default();
-    let now_ms = toolgate_inbox::Timestamp::now();
-    let until = now_ms.saturating_add(std::time::Duration::from_secs(
-        u64::try_from(2 * slack::MAX_SKEW_SECS).unwrap_or(600),
-    ));
-    match app
-        .0
-        .store
-        .take_nonce(&format!("slack:{sig}"), until, now_ms)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!("a replayed Slack callback was refused");
-            return refuse(
-                StatusCode::CONFLICT,
-                "replayed",
-                "this signed request was already taken; a replay is refused",
-            );
-        }
-        Err(e) => {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                format!("the replay guard is unavailable: {e}"),
-            );
-        }
+    let sig = match signed(secret, &headers, &body) {
+        Ok(sig) => sig,
+        Err(refused) => return refused,
+    };
+    if let Err(refused) = take_once(&app, sig).await {
+        return refused;
     }
     let action = match slack::parse_callback(&body) {
         Ok(SlackCallback::Answer(a)) => a,
@@ -172,7 +135,82 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         fields: crate::answer::FORM_FIELDS,
     };
     let surface = format!("slack, user {}", action.user);
-    match crate::answer::answer_held(&app, &approver, id, shown, answer, &surface).await {
+    let answered = crate::answer::answer_held(&app, &approver, id, shown, answer, &surface).await;
+    show_answered(&app, respond, approvers.public_url.as_deref(), id, answered).await
+}
+
+/// The request's signature header, once the v0 signature of its body under `secret` and its
+/// timestamp are valid; otherwise the refusal (401).
+fn signed<'a>(
+    secret: &str,
+    headers: &'a HeaderMap,
+    body: &[u8],
+) -> Result<Option<&'a str>, Response> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let now = now_secs();
+    let sig = header("x-slack-signature");
+    if let Err(why) = slack::verify(
+        secret.as_bytes(),
+        header("x-slack-request-timestamp"),
+        sig,
+        body,
+        now,
+    ) {
+        tracing::warn!(refused = %why, "a Slack callback was refused");
+        return Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            why.to_string(),
+        ));
+    }
+    Ok(sig)
+}
+
+/// Takes the signature as a nonce in the inbox; a replay is refused (409), and so is
+/// every request while the replay guard is unavailable (503).
+async fn take_once(app: &App, sig: Option<&str>) -> Result<(), Response> {
+    // A signature is taken once while its timestamp is fresh (after that, `verify` refuses
+    // it as stale): a replayed request is refused.
+    // Kept in the inbox, so that replicas behind a load balancer and a restarted process
+    // refuse the same replay; kept past the window `verify` allows.
+    let sig = sig.unwrap_or_default();
+    let now_ms = toolgate_inbox::Timestamp::now();
+    let until = now_ms.saturating_add(std::time::Duration::from_secs(
+        u64::try_from(2 * slack::MAX_SKEW_SECS).unwrap_or(600),
+    ));
+    match app
+        .0
+        .store
+        .take_nonce(&format!("slack:{sig}"), until, now_ms)
+        .await
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            tracing::warn!("a replayed Slack callback was refused");
+            Err(refuse(
+                StatusCode::CONFLICT,
+                "replayed",
+                "this signed request was already taken; a replay is refused",
+            ))
+        }
+        Err(e) => Err(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the replay guard is unavailable: {e}"),
+        )),
+    }
+}
+
+/// Shows the person how their press ended: the message brought up to date while the call
+/// waits for more approvals (R51), replaced by its outcome once answered, or the refusal.
+async fn show_answered(
+    app: &App,
+    respond: Option<&str>,
+    public_url: Option<&str>,
+    id: &str,
+    answered: Result<(HeldRecord, AnswerReceipt), AnswerRefusal>,
+) -> Response {
+    match answered {
         // R51: an approval that is not the last one needed leaves the message and its
         // buttons for the others, with the count brought up to date, and tells the person.
         Ok((record, receipt)) if receipt.waiting_for() > 0 => {
@@ -184,19 +222,19 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
             );
             match app.0.store.get(id).await {
                 Ok(Some(now)) => show(
-                    &app,
+                    app,
                     respond,
                     json!({
                         "replace_original": true,
                         "text": text,
-                        "blocks": crate::webhook::blocks(&now, approvers.public_url.as_deref()),
+                        "blocks": crate::webhook::blocks(&now, public_url),
                     }),
                 ),
-                _ => show(&app, respond, ephemeral(&text)),
+                _ => show(app, respond, ephemeral(&text)),
             }
         }
         Ok((record, receipt)) => show(
-            &app,
+            app,
             respond,
             json!({
                 "replace_original": true,
@@ -220,6 +258,6 @@ pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: B
         ),
         // Not an approver of this call, already answered, changed since it was shown: the
         // person is told in toolgate's words, in Slack.
-        Err(refusal) => show(&app, respond, ephemeral(&mrkdwn(&refusal.message()))),
+        Err(refusal) => show(app, respond, ephemeral(&mrkdwn(&refusal.message()))),
     }
 }

@@ -162,49 +162,22 @@ pub(crate) async fn save_rule(
         Ok(x) => x,
         Err(r) => return r,
     };
-    // The rule as the form gives it; an empty text field is left out.
-    let mut values = Map::new();
-    values.insert(
-        "effect".into(),
-        form.effect.clone().unwrap_or_default().into(),
-    );
-    for (key, v) in [
-        ("tool", &form.tool),
-        ("server", &form.server),
-        ("kind", &form.kind),
-        ("agent", &form.agent),
-        ("reason", &form.reason),
-    ] {
-        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-            values.insert(key.into(), v.into());
-        }
-    }
+    let mut values = rule_values(&form);
     let mut panel = Panel {
         index: form.index.clone().unwrap_or_else(|| "new".into()),
         ..Panel::default()
     };
-    let when_text = form.when.as_deref().map(str::trim).unwrap_or("");
-    if !when_text.is_empty() {
-        match serde_json::from_str::<Value>(when_text) {
-            Ok(v) => {
-                values.insert("when".into(), v);
-            }
-            Err(e) => {
-                values.insert("when".into(), Value::String(when_text.to_owned()));
-                panel.values = values;
-                panel
-                    .field_errors
-                    .push(("when".into(), format!("when: not JSON: {e}")));
-                return page_response(
-                    &app,
-                    &who,
-                    &loaded,
-                    Some(&panel),
-                    None,
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                );
-            }
-        }
+    if let Err(why) = read_when(&mut values, form.when.as_deref()) {
+        panel.values = values;
+        panel.field_errors.push(("when".into(), why));
+        return page_response(
+            &app,
+            &who,
+            &loaded,
+            Some(&panel),
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        );
     }
     panel.values = values.clone();
     let base = form.updated_at.unwrap_or_default();
@@ -212,57 +185,15 @@ pub(crate) async fn save_rule(
         return stale_base(&app, &who, &loaded, &base, Some(&panel));
     }
     let mut doc = loaded.doc.clone();
-    let Some(list) = doc
-        .as_object_mut()
-        .map(|o| o.entry("rules").or_insert_with(|| json!([])))
-        .and_then(Value::as_array_mut)
-    else {
-        return html::refusal(
-            StatusCode::CONFLICT,
-            "Refused",
-            "the stored policy's `rules` is not a list; save the whole policy as JSON instead",
-        );
-    };
-    let at = if panel.index == "new" {
-        list.push(Value::Object(values));
-        list.len() - 1
-    } else {
-        match panel
-            .index
-            .parse::<usize>()
-            .ok()
-            .filter(|i| *i < list.len())
-        {
-            Some(i) => {
-                if let Some(slot) = list.get_mut(i) {
-                    *slot = Value::Object(values);
-                }
-                i
-            }
-            None => {
-                return stale_base(&app, &who, &loaded, &base, None);
-            }
-        }
+    let at = match place_rule(&mut doc, &panel.index, values) {
+        Ok(Some(at)) => at,
+        Ok(None) => return stale_base(&app, &who, &loaded, &base, None),
+        Err(refused) => return refused,
     };
     let saved = if form.preview.as_deref() == Some("1") {
-        // R46: the change replayed over the recorded calls; nothing is saved.
-        let text = serde_json::to_string(&doc).unwrap_or_default();
-        match Policy::from_json_str(&text, &app.0.settings.limits) {
-            Ok(policy) => {
-                let preview = Preview {
-                    html: preview_of(&app, &loaded, policy).await,
-                    whole: None,
-                };
-                return preview_response(
-                    &app,
-                    &who,
-                    (&loaded, Some(&panel)),
-                    None,
-                    Some(&preview),
-                    StatusCode::OK,
-                );
-            }
-            Err(errs) => Err(PutPolicyError::Invalid(errs)),
+        match preview_rule(&app, &who, (&loaded, &panel), &doc).await {
+            Ok(page) => return page,
+            Err(invalid) => Err(invalid),
         }
     } else {
         put(&app, &who, &loaded, &doc).await
@@ -285,6 +216,109 @@ pub(crate) async fn save_rule(
             )
         }
         Err(PutPolicyError::Store(e)) => store_failed(&e),
+    }
+}
+
+/// The rule's text fields as the form gives them (`effect` always), before its `when`.
+fn rule_values(form: &RuleForm) -> Map<String, Value> {
+    // The rule as the form gives it; an empty text field is left out.
+    let mut values = Map::new();
+    values.insert(
+        "effect".into(),
+        form.effect.clone().unwrap_or_default().into(),
+    );
+    for (key, v) in [
+        ("tool", &form.tool),
+        ("server", &form.server),
+        ("kind", &form.kind),
+        ("agent", &form.agent),
+        ("reason", &form.reason),
+    ] {
+        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+            values.insert(key.into(), v.into());
+        }
+    }
+    values
+}
+
+/// Adds the form's `when` (JSON) to the rule, when it gives one; text that is not JSON is
+/// kept as written, for the form shown again, with the error for its field.
+fn read_when(values: &mut Map<String, Value>, when: Option<&str>) -> Result<(), String> {
+    let when_text = when.map(str::trim).unwrap_or("");
+    if !when_text.is_empty() {
+        match serde_json::from_str::<Value>(when_text) {
+            Ok(v) => {
+                values.insert("when".into(), v);
+            }
+            Err(e) => {
+                values.insert("when".into(), Value::String(when_text.to_owned()));
+                return Err(format!("when: not JSON: {e}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Puts the rule in `doc`'s `rules`, new at the end or in place of the one at `index`, and
+/// says where; `None` when `index` names no rule of the stored policy (a stale page), or
+/// the refusal when the stored `rules` is not a list.
+fn place_rule(
+    doc: &mut Value,
+    index: &str,
+    values: Map<String, Value>,
+) -> Result<Option<usize>, Response> {
+    let Some(list) = doc
+        .as_object_mut()
+        .map(|o| o.entry("rules").or_insert_with(|| json!([])))
+        .and_then(Value::as_array_mut)
+    else {
+        return Err(html::refusal(
+            StatusCode::CONFLICT,
+            "Refused",
+            "the stored policy's `rules` is not a list; save the whole policy as JSON instead",
+        ));
+    };
+    if index == "new" {
+        list.push(Value::Object(values));
+        return Ok(Some(list.len() - 1));
+    }
+    match index.parse::<usize>().ok().filter(|i| *i < list.len()) {
+        Some(i) => {
+            if let Some(slot) = list.get_mut(i) {
+                *slot = Value::Object(values);
+            }
+            Ok(Some(i))
+        }
+        None => Ok(None),
+    }
+}
+
+/// R46: the page previewing the changed policy `doc` over the recorded calls (nothing is
+/// saved), or why the policy is invalid.
+async fn preview_rule(
+    app: &App,
+    who: &Who,
+    (loaded, panel): (&Loaded, &Panel),
+    doc: &Value,
+) -> Result<Response, PutPolicyError> {
+    // R46: the change replayed over the recorded calls; nothing is saved.
+    let text = serde_json::to_string(doc).unwrap_or_default();
+    match Policy::from_json_str(&text, &app.0.settings.limits) {
+        Ok(policy) => {
+            let preview = Preview {
+                html: preview_of(app, loaded, policy).await,
+                whole: None,
+            };
+            Ok(preview_response(
+                app,
+                who,
+                (loaded, Some(panel)),
+                None,
+                Some(&preview),
+                StatusCode::OK,
+            ))
+        }
+        Err(errs) => Err(PutPolicyError::Invalid(errs)),
     }
 }
 

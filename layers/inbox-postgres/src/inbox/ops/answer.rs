@@ -97,6 +97,40 @@ impl PostgresInbox {
         else {
             return Ok(Some(Err(AnswerError::UnknownId(id.to_owned()))));
         };
+        let read = self.answer_row(id, &row)?;
+        let answered = match state::answer_step(id, answer, read, now) {
+            state::AnswerStep::Answer(result) => return Ok(Some(result)),
+            state::AnswerStep::Gather(g) => {
+                self.record_gathered(&tx, id, answer, now, &g).await?;
+                Ok(g.receipt)
+            }
+            state::AnswerStep::Deny(receipt) => {
+                self.record_denied(&tx, id, answer, now, &receipt).await?;
+                Ok(receipt)
+            }
+            state::AnswerStep::Lost(PendingLost::Expire(e)) => {
+                tx.execute(
+                    "UPDATE held_calls SET state = 'expired', updated_at = $2 \
+                     WHERE interaction_id = $1 AND state = 'pending'",
+                    &[&id, &now.as_millis()],
+                )
+                .await
+                .map_err(err)?;
+                Err(e)
+            }
+            state::AnswerStep::Lost(PendingLost::StillPending) => return Ok(None),
+            state::AnswerStep::Lost(PendingLost::Refuse(e)) => return Ok(Some(Err(e))),
+        };
+        // Fail closed: an approval (or a denial, or an expiry) the store cannot commit is
+        // not recorded.
+        tx.commit().await.map_err(err)?;
+        Ok(Some(answered))
+    }
+
+    /// The held call's row as the answer rules read it (the columns of
+    /// [`Self::answer_holding_row`]'s `SELECT`).
+    fn answer_row(&self, id: &str, row: &Row) -> Result<state::AnswerRow, AnswerError> {
+        let err = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
         let st: String = row.try_get(0).map_err(err)?;
         let needed: i32 = row.try_get(7).map_err(err)?;
         let given: Option<String> = row.try_get(8).map_err(err)?;
@@ -108,7 +142,7 @@ impl PostgresInbox {
         })();
         let (needed, approvals) =
             parsed.map_err(|why| AnswerError::Store(self.record_err(id, why)))?;
-        let read = state::AnswerRow {
+        Ok(state::AnswerRow {
             state: self.parse_state(id, &st)?,
             expires_at: Timestamp::from_millis(row.try_get(3).map_err(err)?),
             recorded: state::RecordedAnswer {
@@ -125,84 +159,86 @@ impl PostgresInbox {
             approvals,
             input_hash: row.try_get(9).map_err(err)?,
             definition_hash: row.try_get(10).map_err(err)?,
-        };
-        match state::answer_step(id, answer, read, now) {
-            state::AnswerStep::Answer(result) => Ok(Some(result)),
-            state::AnswerStep::Gather(g) => {
-                let principal = answer.principal.as_ref();
-                let text = GivenApproval::list_to_text(&g.approvals);
-                let changed = if g.complete {
-                    tx.execute(
-                        "UPDATE held_calls SET state = 'approved', approver = $2, answer_key = $3, \
-                         answer_approve = TRUE, answer_reason = NULL, answered_at = $4, \
-                         updated_at = $4, approver_subject = $5, approver_issuer = $6, \
-                         approvals_json = $7 WHERE interaction_id = $1 AND state = 'pending'",
-                        &[
-                            &id,
-                            &answer.approver,
-                            &answer.idempotency_key,
-                            &now.as_millis(),
-                            &principal.map(|p| p.subject.as_str()),
-                            &principal.map(|p| p.issuer.as_str()),
-                            &text,
-                        ],
-                    )
-                    .await
-                } else {
-                    tx.execute(
-                        "UPDATE held_calls SET approvals_json = $2, updated_at = $3 \
-                         WHERE interaction_id = $1 AND state = 'pending'",
-                        &[&id, &text, &now.as_millis()],
-                    )
-                    .await
-                }
-                .map_err(err)?;
-                if changed != 1 {
-                    return Err(AnswerError::Store(state::changed_while(id, "approved")));
-                }
-                // Fail closed: an approval the store cannot commit is not recorded.
-                tx.commit().await.map_err(err)?;
-                Ok(Some(Ok(g.receipt)))
-            }
-            state::AnswerStep::Deny(receipt) => {
-                let changed = tx
-                    .execute(
-                        "UPDATE held_calls SET state = 'denied', approver = $2, answer_key = $3, \
-                         answer_approve = FALSE, answer_reason = $4, answered_at = $5, \
-                         updated_at = $5, approver_subject = $6, approver_issuer = $7 \
-                         WHERE interaction_id = $1 AND state = 'pending'",
-                        &[
-                            &id,
-                            &answer.approver,
-                            &answer.idempotency_key,
-                            &receipt.reason,
-                            &now.as_millis(),
-                            &answer.principal.as_ref().map(|p| p.subject.as_str()),
-                            &answer.principal.as_ref().map(|p| p.issuer.as_str()),
-                        ],
-                    )
-                    .await
-                    .map_err(err)?;
-                if changed != 1 {
-                    return Err(AnswerError::Store(state::changed_while(id, "denied")));
-                }
-                tx.commit().await.map_err(err)?;
-                Ok(Some(Ok(receipt)))
-            }
-            state::AnswerStep::Lost(PendingLost::Expire(e)) => {
-                tx.execute(
-                    "UPDATE held_calls SET state = 'expired', updated_at = $2 \
-                     WHERE interaction_id = $1 AND state = 'pending'",
-                    &[&id, &now.as_millis()],
-                )
-                .await
-                .map_err(err)?;
-                tx.commit().await.map_err(err)?;
-                Ok(Some(Err(e)))
-            }
-            state::AnswerStep::Lost(PendingLost::StillPending) => Ok(None),
-            state::AnswerStep::Lost(PendingLost::Refuse(e)) => Ok(Some(Err(e))),
+        })
+    }
+
+    /// Records an approval gathered toward the several a call needs (R51) in the row `tx`
+    /// holds: the call approved when it was the last one needed, else one more approval.
+    async fn record_gathered(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        id: &str,
+        answer: &Answer,
+        now: Timestamp,
+        g: &state::Gathered,
+    ) -> Result<(), AnswerError> {
+        let err = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
+        let principal = answer.principal.as_ref();
+        let text = GivenApproval::list_to_text(&g.approvals);
+        let changed = if g.complete {
+            tx.execute(
+                "UPDATE held_calls SET state = 'approved', approver = $2, answer_key = $3, \
+                 answer_approve = TRUE, answer_reason = NULL, answered_at = $4, \
+                 updated_at = $4, approver_subject = $5, approver_issuer = $6, \
+                 approvals_json = $7 WHERE interaction_id = $1 AND state = 'pending'",
+                &[
+                    &id,
+                    &answer.approver,
+                    &answer.idempotency_key,
+                    &now.as_millis(),
+                    &principal.map(|p| p.subject.as_str()),
+                    &principal.map(|p| p.issuer.as_str()),
+                    &text,
+                ],
+            )
+            .await
+        } else {
+            tx.execute(
+                "UPDATE held_calls SET approvals_json = $2, updated_at = $3 \
+                 WHERE interaction_id = $1 AND state = 'pending'",
+                &[&id, &text, &now.as_millis()],
+            )
+            .await
         }
+        .map_err(err)?;
+        if changed != 1 {
+            return Err(AnswerError::Store(state::changed_while(id, "approved")));
+        }
+        Ok(())
+    }
+
+    /// Records a denial in the row `tx` holds.
+    async fn record_denied(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        id: &str,
+        answer: &Answer,
+        now: Timestamp,
+        receipt: &AnswerReceipt,
+    ) -> Result<(), AnswerError> {
+        let err = |e: tokio_postgres::Error| AnswerError::Store(self.err(&e));
+        let changed = tx
+            .execute(
+                "UPDATE held_calls SET state = 'denied', approver = $2, answer_key = $3, \
+                 answer_approve = FALSE, answer_reason = $4, answered_at = $5, \
+                 updated_at = $5, approver_subject = $6, approver_issuer = $7 \
+                 WHERE interaction_id = $1 AND state = 'pending'",
+                &[
+                    &id,
+                    &answer.approver,
+                    &answer.idempotency_key,
+                    &receipt.reason,
+                    &now.as_millis(),
+                    &answer.principal.as_ref().map(|p| p.subject.as_str()),
+                    &answer.principal.as_ref().map(|p| p.issuer.as_str()),
+                ],
+            )
+            .await
+            .map_err(err)?;
+        if changed != 1 {
+            return Err(AnswerError::Store(state::changed_while(id, "denied")));
+        }
+        Ok(())
     }
 
     /// Acts on [`state::pending_lost`]: `Ok(())` when the call is still pending and not yet

@@ -47,12 +47,86 @@ pub(crate) fn answer_op(
     now: Timestamp,
 ) -> Result<AnswerReceipt, AnswerError> {
     let (new_state, reason) = state::answer_update(answer)?;
+    if let Some((needed, approvals, input_hash, definition_hash)) =
+        answer_update_row(inner, conn, id, answer, now, (new_state, &reason))?
+    {
+        let receipt = state::answer_won(id, answer, reason, now);
+        // A denial of a call that needs several approvals says how many it had (R51).
+        let needed = codec::approvals_needed_from(needed).unwrap_or(1);
+        let given =
+            crate::model::GivenApproval::list_from_text(approvals.as_deref()).unwrap_or_default();
+        let count = state::counted(&given, &input_hash, &definition_hash);
+        return Ok(state::with_approvals(receipt, count, needed));
+    }
+    // INVARIANT: `BEGIN IMMEDIATE` takes the write lock before the read, so the row read is
+    // the row written: of two approvals racing from two processes, the second sees the first
+    // (R51).
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| inner.err(e))?;
+    let row = tx
+        .prepare_cached(&format!(
+            "SELECT {ANSWER_ROW} FROM held_calls WHERE interaction_id = ?1"
+        ))
+        .and_then(|mut s| s.query_row([id], answer_row).optional())
+        .map_err(|e| inner.err(e))?;
+    let row = match row {
+        None => return Err(AnswerError::UnknownId(id.to_owned())),
+        Some(Ok(row)) => row,
+        Some(Err(why)) => return Err(AnswerError::Store(inner.record_err(id, why))),
+    };
+    let answered = match state::answer_step(id, answer, row, now) {
+        state::AnswerStep::Answer(result) => return result,
+        state::AnswerStep::Gather(g) => {
+            record_gathered(inner, &tx, id, answer, now, &g)?;
+            Ok(g.receipt)
+        }
+        state::AnswerStep::Deny(receipt) => {
+            record_denied(inner, &tx, id, answer, now, &receipt)?;
+            Ok(receipt)
+        }
+        state::AnswerStep::Lost(PendingLost::Expire(e)) => {
+            tx.execute(
+                "UPDATE held_calls SET state = 'expired', updated_at = ?2 \
+                 WHERE interaction_id = ?1 AND state = 'pending'",
+                params![id, now.as_millis()],
+            )
+            .map_err(|e| inner.err(e))?;
+            Err(e)
+        }
+        // Not reached: a pending call before its expiry took the update above. Should a
+        // clock step back in between, the call is still refused rather than guessed at.
+        state::AnswerStep::Lost(PendingLost::StillPending) => {
+            return Err(AnswerError::Store(state::changed_while(id, "answered")));
+        }
+        state::AnswerStep::Lost(PendingLost::Refuse(e)) => return Err(e),
+    };
+    // Fail closed: an approval (or a denial, or an expiry) the store cannot commit is not
+    // recorded.
+    tx.commit().map_err(|e| inner.err(e))?;
+    answered
+}
+
+/// What the conditional update returns when it changed the row: `approvals_needed`,
+/// `approvals_json`, `input_hash`, `definition_hash`.
+type Won = (i64, Option<String>, String, String);
+
+/// The answer's one conditional update from `pending`, outside any transaction: the row's
+/// approvals needed and given, input hash and definition hash when it changed the row.
+fn answer_update_row(
+    inner: &Inner,
+    conn: &Connection,
+    id: &str,
+    answer: &Answer,
+    now: Timestamp,
+    (new_state, reason): (State, &Option<String>),
+) -> Result<Option<Won>, AnswerError> {
     let binding = answer.binding.as_ref();
     // INVARIANT: an answer is one conditional update from `pending` (before the expiry); a
     // call answered, expired or cancelled in between is never overwritten. This is the whole
     // of the common case — a denial, or an approval of a call that needs one (R51) of the
     // input and definition shown (R35); anything else is decided below, in one transaction.
-    let won: Option<(i64, Option<String>, String, String)> = conn
+    let won = conn
         .prepare_cached(
             "UPDATE held_calls SET state = ?2, approver = ?3, answer_key = ?4, \
              answer_approve = ?5, answer_reason = ?6, answered_at = ?7, updated_at = ?7, \
@@ -83,112 +157,84 @@ pub(crate) fn answer_op(
             .optional()
         })
         .map_err(|e| inner.err(e))?;
-    if let Some((needed, approvals, input_hash, definition_hash)) = won {
-        let receipt = state::answer_won(id, answer, reason, now);
-        // A denial of a call that needs several approvals says how many it had (R51).
-        let needed = codec::approvals_needed_from(needed).unwrap_or(1);
-        let given =
-            crate::model::GivenApproval::list_from_text(approvals.as_deref()).unwrap_or_default();
-        let count = state::counted(&given, &input_hash, &definition_hash);
-        return Ok(state::with_approvals(receipt, count, needed));
+    Ok(won)
+}
+
+/// Records an approval gathered toward the several a call needs (R51) in the row `tx`
+/// holds: the call approved when it was the last one needed, else one more approval.
+fn record_gathered(
+    inner: &Inner,
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    answer: &Answer,
+    now: Timestamp,
+    g: &state::Gathered,
+) -> Result<(), AnswerError> {
+    let principal = answer.principal.as_ref();
+    let changed = if g.complete {
+        tx.execute(
+            "UPDATE held_calls SET state = 'approved', approver = ?2, answer_key = ?3, \
+             answer_approve = 1, answer_reason = NULL, answered_at = ?4, updated_at = ?4, \
+             approver_subject = ?5, approver_issuer = ?6, approvals_json = ?7 \
+             WHERE interaction_id = ?1 AND state = 'pending'",
+            params![
+                id,
+                answer.approver,
+                answer.idempotency_key,
+                now.as_millis(),
+                principal.map(|p| p.subject.as_str()),
+                principal.map(|p| p.issuer.as_str()),
+                crate::model::GivenApproval::list_to_text(&g.approvals),
+            ],
+        )
+    } else {
+        tx.execute(
+            "UPDATE held_calls SET approvals_json = ?2, updated_at = ?3 \
+             WHERE interaction_id = ?1 AND state = 'pending'",
+            params![
+                id,
+                crate::model::GivenApproval::list_to_text(&g.approvals),
+                now.as_millis()
+            ],
+        )
     }
-    // INVARIANT: `BEGIN IMMEDIATE` takes the write lock before the read, so the row read is
-    // the row written: of two approvals racing from two processes, the second sees the first
-    // (R51).
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| inner.err(e))?;
-    let row = tx
-        .prepare_cached(&format!(
-            "SELECT {ANSWER_ROW} FROM held_calls WHERE interaction_id = ?1"
-        ))
-        .and_then(|mut s| s.query_row([id], answer_row).optional())
-        .map_err(|e| inner.err(e))?;
-    let row = match row {
-        None => return Err(AnswerError::UnknownId(id.to_owned())),
-        Some(Ok(row)) => row,
-        Some(Err(why)) => return Err(AnswerError::Store(inner.record_err(id, why))),
-    };
-    match state::answer_step(id, answer, row, now) {
-        state::AnswerStep::Answer(result) => result,
-        state::AnswerStep::Gather(g) => {
-            let principal = answer.principal.as_ref();
-            let changed = if g.complete {
-                tx.execute(
-                    "UPDATE held_calls SET state = 'approved', approver = ?2, answer_key = ?3, \
-                     answer_approve = 1, answer_reason = NULL, answered_at = ?4, updated_at = ?4, \
-                     approver_subject = ?5, approver_issuer = ?6, approvals_json = ?7 \
-                     WHERE interaction_id = ?1 AND state = 'pending'",
-                    params![
-                        id,
-                        answer.approver,
-                        answer.idempotency_key,
-                        now.as_millis(),
-                        principal.map(|p| p.subject.as_str()),
-                        principal.map(|p| p.issuer.as_str()),
-                        crate::model::GivenApproval::list_to_text(&g.approvals),
-                    ],
-                )
-            } else {
-                tx.execute(
-                    "UPDATE held_calls SET approvals_json = ?2, updated_at = ?3 \
-                     WHERE interaction_id = ?1 AND state = 'pending'",
-                    params![
-                        id,
-                        crate::model::GivenApproval::list_to_text(&g.approvals),
-                        now.as_millis()
-                    ],
-                )
-            }
-            .map_err(|e| inner.err(e))?;
-            if changed != 1 {
-                return Err(AnswerError::Store(state::changed_while(id, "approved")));
-            }
-            // Fail closed: an approval the store cannot commit is not recorded.
-            tx.commit().map_err(|e| inner.err(e))?;
-            Ok(g.receipt)
-        }
-        state::AnswerStep::Deny(receipt) => {
-            let changed = tx
-                .execute(
-                    "UPDATE held_calls SET state = 'denied', approver = ?2, answer_key = ?3, \
-                     answer_approve = 0, answer_reason = ?4, answered_at = ?5, updated_at = ?5, \
-                     approver_subject = ?6, approver_issuer = ?7 \
-                     WHERE interaction_id = ?1 AND state = 'pending'",
-                    params![
-                        id,
-                        answer.approver,
-                        answer.idempotency_key,
-                        receipt.reason,
-                        now.as_millis(),
-                        answer.principal.as_ref().map(|p| p.subject.as_str()),
-                        answer.principal.as_ref().map(|p| p.issuer.as_str()),
-                    ],
-                )
-                .map_err(|e| inner.err(e))?;
-            if changed != 1 {
-                return Err(AnswerError::Store(state::changed_while(id, "denied")));
-            }
-            tx.commit().map_err(|e| inner.err(e))?;
-            Ok(receipt)
-        }
-        state::AnswerStep::Lost(PendingLost::Expire(e)) => {
-            tx.execute(
-                "UPDATE held_calls SET state = 'expired', updated_at = ?2 \
-                 WHERE interaction_id = ?1 AND state = 'pending'",
-                params![id, now.as_millis()],
-            )
-            .map_err(|e| inner.err(e))?;
-            tx.commit().map_err(|e| inner.err(e))?;
-            Err(e)
-        }
-        // Not reached: a pending call before its expiry took the update above. Should a
-        // clock step back in between, the call is still refused rather than guessed at.
-        state::AnswerStep::Lost(PendingLost::StillPending) => {
-            Err(AnswerError::Store(state::changed_while(id, "answered")))
-        }
-        state::AnswerStep::Lost(PendingLost::Refuse(e)) => Err(e),
+    .map_err(|e| inner.err(e))?;
+    if changed != 1 {
+        return Err(AnswerError::Store(state::changed_while(id, "approved")));
     }
+    Ok(())
+}
+
+/// Records a denial in the row `tx` holds.
+fn record_denied(
+    inner: &Inner,
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    answer: &Answer,
+    now: Timestamp,
+    receipt: &AnswerReceipt,
+) -> Result<(), AnswerError> {
+    let changed = tx
+        .execute(
+            "UPDATE held_calls SET state = 'denied', approver = ?2, answer_key = ?3, \
+             answer_approve = 0, answer_reason = ?4, answered_at = ?5, updated_at = ?5, \
+             approver_subject = ?6, approver_issuer = ?7 \
+             WHERE interaction_id = ?1 AND state = 'pending'",
+            params![
+                id,
+                answer.approver,
+                answer.idempotency_key,
+                receipt.reason,
+                now.as_millis(),
+                answer.principal.as_ref().map(|p| p.subject.as_str()),
+                answer.principal.as_ref().map(|p| p.issuer.as_str()),
+            ],
+        )
+        .map_err(|e| inner.err(e))?;
+    if changed != 1 {
+        return Err(AnswerError::Store(state::changed_while(id, "denied")));
+    }
+    Ok(())
 }
 
 pub(crate) fn cancel_op(

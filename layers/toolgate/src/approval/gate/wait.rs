@@ -202,6 +202,16 @@ pub(super) struct AskPath<S> {
     timeout: Option<std::time::Duration>,
 }
 
+/// What the person was asked, kept to check the approved call against before it is sent.
+struct Asked {
+    asks: Vec<Ask>,
+    /// R51: the channel approves a question that needs this many people; a fresh decision
+    /// that needs more is a question it did not answer.
+    approvals: u8,
+    input_hash: String,
+    definition_hash: String,
+}
+
 /// The ask path: one question, then — only on a person's approval, with the definition and
 /// input unchanged (R35) — the call.
 pub(super) async fn wait_and_send<S>(
@@ -222,12 +232,12 @@ where
         sink,
         timeout,
     } = path;
-    let asks = request.asks.clone();
-    // R51: the channel approves a question that needs this many people; a fresh decision
-    // that needs more is a question it did not answer.
-    let approvals = request.approvals;
-    let input_hash = request.input_hash.clone();
-    let definition_hash = request.definition_hash.clone();
+    let asked = Asked {
+        asks: request.asks.clone(),
+        approvals: request.approvals,
+        input_hash: request.input_hash.clone(),
+        definition_hash: request.definition_hash.clone(),
+    };
     // Reports the wait's end once; `cancelled` if this future is dropped mid-wait.
     let watch = WaitWatch::start(observer, channel.kind());
     let expired = VerifiedOutcome {
@@ -246,106 +256,19 @@ where
     };
     watch.end(WaitOutcome::of(&outcome));
     if let Some(sink) = &sink {
-        let wait = match &outcome {
-            ApprovalOutcome::Approved { approver } => WaitEnd::Approved {
-                approver: approver.clone(),
-            },
-            ApprovalOutcome::Denied { approver, .. } => WaitEnd::Denied {
-                approver: approver.clone(),
-            },
-            ApprovalOutcome::Expired => WaitEnd::Expired,
-            ApprovalOutcome::Cancelled => WaitEnd::Cancelled,
-            ApprovalOutcome::Held { .. } => WaitEnd::Held,
-            ApprovalOutcome::Unroutable(_) => WaitEnd::Unroutable,
-            ApprovalOutcome::Refused { .. } => WaitEnd::Refused,
-        };
-        let held_id = match &outcome {
-            ApprovalOutcome::Held { interaction_id } => Some(interaction_id.clone()),
-            _ => None,
-        };
-        sink.update(|note| {
-            note.wait = wait;
-            if held_id.is_some() {
-                note.interaction_id = held_id;
-            }
-        });
-        // R47: who answered, by their verified principal, beside their name.
-        if let (Some(p), ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. }) =
-            (answered_by, &outcome)
-        {
-            sink.record_answered_by(p);
-        }
+        note_wait_end(sink, &outcome, answered_by);
     }
+    let asks = &asked.asks;
     let refusal = match outcome {
         ApprovalOutcome::Approved { approver } => {
-            // Wait for capacity first: every check is made when the call is about to be sent.
-            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            // R35: the tool's definition now, by the newest snapshot.
-            let (generation, now) = handle.load_counted();
-            let current = now.catalog().get(&tool).map(canon::entry_definition_hash);
-            if current.as_deref() != Some(definition_hash.as_str()) {
-                let mut refusal = rejected(
-                    format!(
-                        "approved by {approver}, but the definition of `{tool}` changed while the call waited; it will be asked about again"
-                    ),
-                    &asks,
-                );
-                // `decided_by` tells the truth: a rug pull, not routing (R35).
-                refusal.decided_by = Check::DefinitionChanged;
-                return Ok(ToolResponse::Refused(refusal));
-            }
-            if canon::input_hash(&call.input).as_deref() != Some(input_hash.as_str()) {
-                return Ok(ToolResponse::Refused(rejected(
-                    format!("approved by {approver}, but the input differs from what was approved"),
-                    &asks,
-                )));
-            }
-            // R38: the approved call passes every check again against the configuration in
-            // force now (the newest snapshot, not the one pinned when it was asked about),
-            // and the session's labels now (R49: read again from a shared store).
-            let mut call = call;
-            handle.read_session_labels(&mut call).await;
-            let ledger = handle.ledger();
-            let history = ledger.history(&call);
-            let mut decided = match recheck(&now, &call, &history, &approver, (&asks, approvals)) {
-                Ok(decided) => decided,
-                Err(refusal) => return Ok(ToolResponse::Refused(refusal)),
+            let approved = Approved {
+                handle: &handle,
+                hooks: hooks.as_ref(),
+                tool: &tool,
+                approver: &approver,
+                asked: &asked,
             };
-            // R44: the approved send is counted right before it is sent, atomically with
-            // the check (a quota that filled during the wait refuses it). A person answered
-            // this call: no grant's use is spent on it (R45).
-            decided.decision.granted = None;
-            // R32, R44: a call `before_call` cancels is no send, so it is asked first.
-            if let Some(h) = &hooks
-                && let Err(text) = h.before_call(&hook_view(&call, &tool)).await
-            {
-                return Ok(ToolResponse::Refused(hook_refusal(text)));
-            }
-            if let Err(mut refusal) = handle.record_send_async(&now, &decided, &call).await {
-                refusal.reasons.push(format!(
-                    "approved by {approver}, but the call's quota filled while it waited; it was not sent"
-                ));
-                return Ok(ToolResponse::Refused(refusal));
-            }
-            // Layers inside the gate decide by the snapshot the call was last checked by.
-            // R38: the permit the tool side checks, for the input and definition approved.
-            let attached = match now.catalog().get(&tool) {
-                Some(entry) => Permit::attach(&mut call, &handle, &now, entry),
-                None => Err(rejected(
-                    format!("approved by {approver}, but `{tool}` is no longer registered"),
-                    &asks,
-                )),
-            };
-            if let Err(refusal) = attached {
-                return Ok(ToolResponse::Refused(refusal));
-            }
-            handle.repin(&mut call, generation, now);
-            let after = hooks.as_ref().map(|h| After::of(h, &call, &tool));
-            let response = inner.call(call).await?;
-            return Ok(match after {
-                Some(a) => a.apply(response).await,
-                None => response,
-            });
+            return approved.send(&mut inner, call).await;
         }
         ApprovalOutcome::Held { interaction_id } => {
             return Ok(ToolResponse::Held(toolgate_core::HeldCall {
@@ -359,18 +282,150 @@ where
                 approver: &approver,
                 reason: reason.as_deref(),
             },
-            &asks,
+            asks,
         ),
-        ApprovalOutcome::Expired => ask::wait_refusal(WaitRefused::Expired, &asks),
-        ApprovalOutcome::Cancelled => ask::wait_refusal(WaitRefused::Cancelled, &asks),
+        ApprovalOutcome::Expired => ask::wait_refusal(WaitRefused::Expired, asks),
+        ApprovalOutcome::Cancelled => ask::wait_refusal(WaitRefused::Cancelled, asks),
         ApprovalOutcome::Refused { reason } => {
-            ask::wait_refusal(WaitRefused::ChannelRefused { reason: &reason }, &asks)
+            ask::wait_refusal(WaitRefused::ChannelRefused { reason: &reason }, asks)
         }
         ApprovalOutcome::Unroutable(why) => {
-            ask::wait_refusal(WaitRefused::Unroutable { why: &why }, &asks)
+            ask::wait_refusal(WaitRefused::Unroutable { why: &why }, asks)
         }
     };
     Ok(ToolResponse::Refused(refusal))
+}
+
+/// Notes how the wait ended (and a held call's id) on the call's decision record.
+fn note_wait_end(
+    sink: &DecisionSink,
+    outcome: &ApprovalOutcome,
+    answered_by: Option<toolgate_core::Principal>,
+) {
+    let wait = match outcome {
+        ApprovalOutcome::Approved { approver } => WaitEnd::Approved {
+            approver: approver.clone(),
+        },
+        ApprovalOutcome::Denied { approver, .. } => WaitEnd::Denied {
+            approver: approver.clone(),
+        },
+        ApprovalOutcome::Expired => WaitEnd::Expired,
+        ApprovalOutcome::Cancelled => WaitEnd::Cancelled,
+        ApprovalOutcome::Held { .. } => WaitEnd::Held,
+        ApprovalOutcome::Unroutable(_) => WaitEnd::Unroutable,
+        ApprovalOutcome::Refused { .. } => WaitEnd::Refused,
+    };
+    let held_id = match outcome {
+        ApprovalOutcome::Held { interaction_id } => Some(interaction_id.clone()),
+        _ => None,
+    };
+    sink.update(|note| {
+        note.wait = wait;
+        if held_id.is_some() {
+            note.interaction_id = held_id;
+        }
+    });
+    // R47: who answered, by their verified principal, beside their name.
+    if let (Some(p), ApprovalOutcome::Approved { .. } | ApprovalOutcome::Denied { .. }) =
+        (answered_by, outcome)
+    {
+        sink.record_answered_by(p);
+    }
+}
+
+/// A call a person approved, on its way to being checked again and sent.
+struct Approved<'a> {
+    handle: &'a GovernanceHandle,
+    hooks: Option<&'a Arc<dyn ToolHooks>>,
+    tool: &'a str,
+    approver: &'a str,
+    asked: &'a Asked,
+}
+
+impl Approved<'_> {
+    /// Sends the approved call through `inner` once capacity is free and every check
+    /// passes again (R35, R38, R44); otherwise the refusal, and nothing is sent.
+    async fn send<S>(self, inner: &mut S, call: ToolCall) -> Result<ToolResponse, S::Error>
+    where
+        S: Service<ToolCall, Response = ToolResponse>,
+    {
+        let Self {
+            handle,
+            hooks,
+            tool,
+            approver,
+            asked,
+        } = self;
+        let asks = &asked.asks;
+        // Wait for capacity first: every check is made when the call is about to be sent.
+        std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+        // R35: the tool's definition now, by the newest snapshot.
+        let (generation, now) = handle.load_counted();
+        let current = now.catalog().get(tool).map(canon::entry_definition_hash);
+        if current.as_deref() != Some(asked.definition_hash.as_str()) {
+            let mut refusal = rejected(
+                format!(
+                    "approved by {approver}, but the definition of `{tool}` changed while the call waited; it will be asked about again"
+                ),
+                asks,
+            );
+            // `decided_by` tells the truth: a rug pull, not routing (R35).
+            refusal.decided_by = Check::DefinitionChanged;
+            return Ok(ToolResponse::Refused(refusal));
+        }
+        if canon::input_hash(&call.input).as_deref() != Some(asked.input_hash.as_str()) {
+            return Ok(ToolResponse::Refused(rejected(
+                format!("approved by {approver}, but the input differs from what was approved"),
+                asks,
+            )));
+        }
+        // R38: the approved call passes every check again against the configuration in
+        // force now (the newest snapshot, not the one pinned when it was asked about),
+        // and the session's labels now (R49: read again from a shared store).
+        let mut call = call;
+        handle.read_session_labels(&mut call).await;
+        let ledger = handle.ledger();
+        let history = ledger.history(&call);
+        let mut decided = match recheck(&now, &call, &history, approver, (asks, asked.approvals)) {
+            Ok(decided) => decided,
+            Err(refusal) => return Ok(ToolResponse::Refused(refusal)),
+        };
+        // R44: the approved send is counted right before it is sent, atomically with
+        // the check (a quota that filled during the wait refuses it). A person answered
+        // this call: no grant's use is spent on it (R45).
+        decided.decision.granted = None;
+        // R32, R44: a call `before_call` cancels is no send, so it is asked first.
+        if let Some(h) = hooks
+            && let Err(text) = h.before_call(&hook_view(&call, tool)).await
+        {
+            return Ok(ToolResponse::Refused(hook_refusal(text)));
+        }
+        if let Err(mut refusal) = handle.record_send_async(&now, &decided, &call).await {
+            refusal.reasons.push(format!(
+                "approved by {approver}, but the call's quota filled while it waited; it was not sent"
+            ));
+            return Ok(ToolResponse::Refused(refusal));
+        }
+        // Layers inside the gate decide by the snapshot the call was last checked by.
+        // R38: the permit the tool side checks, for the input and definition approved.
+        let attached = match now.catalog().get(tool) {
+            Some(entry) => Permit::attach(&mut call, handle, &now, entry),
+            None => Err(rejected(
+                format!("approved by {approver}, but `{tool}` is no longer registered"),
+                asks,
+            )),
+        };
+        if let Err(refusal) = attached {
+            return Ok(ToolResponse::Refused(refusal));
+        }
+        handle.repin(&mut call, generation, now);
+        let after = hooks.map(|h| After::of(h, &call, tool));
+        let response = inner.call(call).await?;
+        Ok(match after {
+            Some(a) => a.apply(response).await,
+            None => response,
+        })
+    }
 }
 
 /// R38: an approved call decided again, right before it is sent, by `now` — the
