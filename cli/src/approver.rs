@@ -128,7 +128,9 @@ async fn verify(
     approvers: &toolgate_engine::approvers::ApproverSettings,
     secret: &str,
 ) -> Result<(Approver, Option<toolgate_core::Principal>, String), String> {
-    toolgate_web::credential::verify(approvers, None, secret)
+    let access = toolgate_web::access::PageAccess::read(approvers)
+        .map_err(|e| format!("the configuration's approvers do not load:\n{e}"))?;
+    toolgate_web::credential::verify(approvers, &access, None, secret)
         .await
         .map(|v| (v.approver, v.principal, v.via))
         .map_err(|e| format!("the approver's credential was refused: {e}"))

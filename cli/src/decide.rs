@@ -11,6 +11,7 @@ pub(super) fn check(
     let mut found = check_config(config_path, policy)?;
     #[cfg(feature = "mcp")]
     found.check_mcp(config_path);
+    found.check_page();
     if let Some(w) = found.built.as_ref().and_then(writable_inbox) {
         found.warnings.push(w);
     }
@@ -98,6 +99,33 @@ fn check_config(config_path: &Path, policy: Option<&Path>) -> Result<Findings, S
 }
 
 impl Findings {
+    /// The approval page's own fields of `approvers` (`api_keys`, `slack`), read by the
+    /// page's reader: every error with its path, beside the engine's.
+    #[cfg(feature = "serve")]
+    fn check_page(&mut self) {
+        if let Some(approvers) = self.built.as_ref().and_then(Governance::approver_settings)
+            && let Err(e) = toolgate_web::access::PageAccess::read(approvers)
+        {
+            self.errs.errors.extend(e.errors);
+        }
+    }
+
+    /// Without the approval page's crate its fields cannot be read: said, since `serve`
+    /// is not in this build either.
+    #[cfg(not(feature = "serve"))]
+    fn check_page(&mut self) {
+        let Some(approvers) = self.built.as_ref().and_then(Governance::approver_settings) else {
+            return;
+        };
+        for field in toolgate_engine::approvers::ApproverSettings::PAGE_FIELDS {
+            if approvers.page_field(field).is_some() {
+                self.notes.push(format!(
+                    "`approvers.{field}` was not checked: this toolgate was built without the approval page (feature `serve`)"
+                ));
+            }
+        }
+    }
+
     /// The `mcp` and `hooks` sections (`toolgate mcp serve`), read and checked against the
     /// snapshot.
     #[cfg(feature = "mcp")]

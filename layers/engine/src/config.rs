@@ -24,6 +24,15 @@ use std::path::Path;
 
 pub use crate::print::effective;
 
+/// Reading one section of the configuration document, as the engine reads its own: a crate
+/// that owns a section (the approval page its `approvers.api_keys` and `approvers.slack`)
+/// reads it with [`section::Section`], so that unknown fields, `null` and wrong types are
+/// errors named by their path everywhere alike, and `check` reports every section's errors
+/// together.
+pub mod section {
+    pub use crate::error::{Obj as Section, field, index};
+}
+
 use serde_json::Value;
 use toolgate_core::{
     ApprovalMode, ChannelKind, McpAnnotations, NetworkScope, ToolDeclaration, ToolIdentity,

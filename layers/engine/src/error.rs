@@ -104,8 +104,15 @@ pub(crate) fn join(prefix: &str, path: &str) -> String {
     }
 }
 
-/// The path of an object field.
-pub(crate) fn field(path: &str, key: &str) -> String {
+/// The path of an object field: `path.key`, or `path["odd key"]` for a key that is not
+/// plain.
+///
+/// ```
+/// use toolgate_engine::config::section::field;
+/// assert_eq!(field("approvers", "api_keys"), "approvers.api_keys");
+/// assert_eq!(field("tools[0].when", "a.b"), r#"tools[0].when["a.b"]"#);
+/// ```
+pub fn field(path: &str, key: &str) -> String {
     let plain = !key.is_empty()
         && key
             .chars()
@@ -118,8 +125,12 @@ pub(crate) fn field(path: &str, key: &str) -> String {
     }
 }
 
-/// The path of an array element.
-pub(crate) fn index(path: &str, i: usize) -> String {
+/// The path of an array element: `path[i]`.
+///
+/// ```
+/// assert_eq!(toolgate_engine::config::section::index("approvers.api_keys", 2), "approvers.api_keys[2]");
+/// ```
+pub fn index(path: &str, i: usize) -> String {
     format!("{path}[{i}]")
 }
 
@@ -136,14 +147,32 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 
 /// Reads one JSON object field by field, collecting errors: unknown fields, `null`, wrong
 /// types and unknown enum values are all errors, never defaults (R5, SPEC §8).
-pub(crate) struct Obj<'a> {
+///
+/// The engine reads its sections with it, and every other crate reads its own section of
+/// the one configuration document the same way, so that every error names its path alike
+/// (published as [`crate::config::section::Section`]).
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_engine::ConfigErrors;
+/// use toolgate_engine::config::section::Section;
+/// let v = json!({"name": "ci", "extra": 1, "scopes": "policy:read"});
+/// let mut errs = ConfigErrors::default();
+/// let o = Section::open(&v, "approvers.api_keys[0]", &["name", "scopes"], &mut errs).unwrap();
+/// assert_eq!(o.non_blank("name", &mut errs), Some("ci"));
+/// assert!(o.array("scopes", &mut errs).is_none());
+/// let paths: Vec<_> = errs.errors.iter().map(|e| e.path.as_str()).collect();
+/// assert_eq!(paths, ["approvers.api_keys[0].extra", "approvers.api_keys[0].scopes"]);
+/// ```
+#[derive(Debug)]
+pub struct Obj<'a> {
     pub(crate) path: String,
     map: &'a Map<String, Value>,
 }
 
 impl<'a> Obj<'a> {
     /// Opens `value` as an object with the given known fields; reports every unknown one.
-    pub(crate) fn open(
+    pub fn open(
         value: &'a Value,
         path: &str,
         known: &[&str],
@@ -170,16 +199,23 @@ impl<'a> Obj<'a> {
         })
     }
 
-    pub(crate) fn has(&self, key: &str) -> bool {
+    /// Whether the field is present (even as `null`).
+    pub fn has(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
 
-    pub(crate) fn path_of(&self, key: &str) -> String {
+    /// The object's own path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The path of field `key` of the object.
+    pub fn path_of(&self, key: &str) -> String {
         field(&self.path, key)
     }
 
     /// The raw value of a present, non-null field.
-    pub(crate) fn raw(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a Value> {
+    pub fn raw(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a Value> {
         match self.map.get(key) {
             None => None,
             Some(Value::Null) => {
@@ -193,7 +229,8 @@ impl<'a> Obj<'a> {
         }
     }
 
-    pub(crate) fn str(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
+    /// A string field.
+    pub fn str(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
         match self.raw(key, errs)? {
             Value::String(s) => Some(s),
             other => {
@@ -207,7 +244,7 @@ impl<'a> Obj<'a> {
     }
 
     /// A string that must not be empty or all blank (SPEC §8).
-    pub(crate) fn non_blank(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
+    pub fn non_blank(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a str> {
         let s = self.str(key, errs)?;
         if s.trim().is_empty() {
             errs.push(self.path_of(key), format!("`{key}` must not be blank"));
@@ -216,7 +253,8 @@ impl<'a> Obj<'a> {
         Some(s)
     }
 
-    pub(crate) fn bool(&self, key: &str, errs: &mut ConfigErrors) -> Option<bool> {
+    /// A boolean field.
+    pub fn bool(&self, key: &str, errs: &mut ConfigErrors) -> Option<bool> {
         match self.raw(key, errs)? {
             Value::Bool(b) => Some(*b),
             other => {
@@ -230,7 +268,7 @@ impl<'a> Obj<'a> {
     }
 
     /// A positive whole number.
-    pub(crate) fn positive(&self, key: &str, errs: &mut ConfigErrors) -> Option<u64> {
+    pub fn positive(&self, key: &str, errs: &mut ConfigErrors) -> Option<u64> {
         match self.raw(key, errs)? {
             Value::Number(n) => match n.as_u64() {
                 Some(v) if v > 0 => Some(v),
@@ -255,7 +293,8 @@ impl<'a> Obj<'a> {
         }
     }
 
-    pub(crate) fn array(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a Vec<Value>> {
+    /// A list field.
+    pub fn array(&self, key: &str, errs: &mut ConfigErrors) -> Option<&'a Vec<Value>> {
         match self.raw(key, errs)? {
             Value::Array(items) => Some(items),
             other => {
@@ -269,7 +308,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An enum spelled exactly as one of `choices` (R5: unknown values are errors).
-    pub(crate) fn choice<T>(
+    pub fn choice<T>(
         &self,
         key: &str,
         choices: &[&str],

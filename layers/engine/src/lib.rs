@@ -35,7 +35,6 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod api_access;
 pub mod approvers;
 pub mod ask;
 pub mod canon;

@@ -120,9 +120,9 @@ pub(crate) async fn identify_jwt(
         .and_then(|v| v.to_str().ok());
     let token = bearer.or(proxied).map(str::trim).filter(|t| !t.is_empty());
     // A management key of the HTTP API is no identity-provider token.
-    if bearer
-        .is_some_and(|t| crate::auth::key_of(&app.0.settings.in_force.get(), t.trim()).is_some())
-    {
+    if bearer.is_some_and(|t| {
+        crate::auth::key_of(&app.0.settings.in_force.with_access().1, t.trim()).is_some()
+    }) {
         return None;
     }
     let identified = match (token, &app.0.settings.verifier) {
@@ -491,14 +491,14 @@ pub(crate) async fn logout(
     res
 }
 
-/// The management key of the approvers in force whose SHA-256 `token` has, if any
+/// The management key of `access` whose SHA-256 `token` has, if any
 /// (compared in constant time).
 pub(crate) fn key_of<'a>(
-    approvers: &'a toolgate_engine::approvers::ApproverSettings,
+    access: &'a crate::access::PageAccess,
     token: &str,
-) -> Option<&'a toolgate_engine::api_access::ApiKey> {
+) -> Option<&'a crate::access::ApiKey> {
     let hash = crate::hash_token(token);
-    approvers
+    access
         .api_keys
         .iter()
         .find(|k| crate::token::same(&k.key_sha256, &hash))

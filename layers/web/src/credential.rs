@@ -21,13 +21,14 @@
 //!     {{"name": "alice", "token_sha256": "{}"}}]}}}}"#, hash_token("alice's secret"));
 //! let gov = load_str(&text, Format::Json).unwrap();
 //! let approvers = gov.approver_settings().unwrap();
+//! let access = toolgate_web::access::PageAccess::read(approvers).unwrap();
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-//! let who = rt.block_on(credential::verify(approvers, None, "alice's secret")).unwrap();
+//! let who = rt.block_on(credential::verify(approvers, &access, None, "alice's secret")).unwrap();
 //! assert_eq!(who.approver.name, "alice");
-//! assert!(rt.block_on(credential::verify(approvers, None, "alice")).is_err());
+//! assert!(rt.block_on(credential::verify(approvers, &access, None, "alice")).is_err());
 //! ```
 
-use toolgate_engine::api_access::ApiScope;
+use crate::access::ApiScope;
 use toolgate_engine::approvers::{Approver, ApproverAuth, ApproverSettings, JwtApprovers};
 
 /// An approver a credential was verified as.
@@ -99,8 +100,8 @@ pub(crate) fn approver_of_token(
     })
 }
 
-/// Who `credential` is among `approvers` (see the module): a management key with the
-/// `approvals` scope, a person's sign-in token (`auth: token`), or an identity-provider
+/// Who `credential` is among `approvers` (see the module): a management key of `access`
+/// ([`crate::access::PageAccess::read`] of `approvers`) with the `approvals` scope, a person's sign-in token (`auth: token`), or an identity-provider
 /// token (`auth: jwt`, verified with `verifier`, or with a verifier started here from
 /// `approvers.jwt` when none is given).
 ///
@@ -111,6 +112,7 @@ pub(crate) fn approver_of_token(
 /// key (the proxy, not toolgate, knows who people are).
 pub async fn verify(
     approvers: &ApproverSettings,
+    access: &crate::access::PageAccess,
     verifier: Option<&toolgate_idp::Verifier>,
     credential: &str,
 ) -> Result<Verified, Refused> {
@@ -118,7 +120,7 @@ pub async fn verify(
     if credential.is_empty() {
         return Err(Refused(String::from("the credential is empty")));
     }
-    if let Some(key) = crate::auth::key_of(approvers, credential) {
+    if let Some(key) = crate::auth::key_of(access, credential) {
         if !key.has(ApiScope::Approvals) {
             return Err(Refused(format!(
                 "management key `{}` does not have the `approvals` scope",

@@ -6,8 +6,10 @@
 
 use std::sync::{Arc, RwLock};
 
-use toolgate_engine::Governance;
 use toolgate_engine::approvers::ApproverSettings;
+use toolgate_engine::{ConfigErrors, Governance};
+
+use crate::access::PageAccess;
 
 /// The `approvers` people and groups in force, replaceable while the page runs. Cheap to
 /// clone: clones share the one in force. Set by [`crate::WebSettings::new`] from its
@@ -35,7 +37,7 @@ use toolgate_engine::approvers::ApproverSettings;
 pub struct ApproversInForce(Arc<RwLock<Arc<InForce>>>);
 
 /// Why the approvers in force were kept ([`ApproversInForce::replace`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NotReplaced {
     /// How people sign in changed: that takes a restart.
@@ -48,6 +50,9 @@ pub enum NotReplaced {
         "the configuration has no `approvers` section any more; the approvers in force are kept"
     )]
     NoApprovers,
+    /// The page's own fields (`approvers.api_keys`, `approvers.slack`) do not read.
+    #[error("{0}\nthe approvers in force are kept")]
+    Page(ConfigErrors),
 }
 
 /// One snapshot of what a reload replaces: the approvers (people, groups, management keys,
@@ -56,16 +61,24 @@ pub enum NotReplaced {
 #[derive(Debug)]
 struct InForce {
     approvers: Arc<ApproverSettings>,
+    access: Arc<PageAccess>,
     governance: Option<Arc<Governance>>,
 }
 
 impl ApproversInForce {
-    /// `approvers` in force.
-    pub fn new(approvers: ApproverSettings) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(InForce {
+    /// `approvers` in force, with the page's access settings read from them.
+    ///
+    /// # Errors
+    ///
+    /// The page's fields (`approvers.api_keys`, `approvers.slack`) that do not read, each
+    /// named by its path.
+    pub fn new(approvers: ApproverSettings) -> Result<Self, ConfigErrors> {
+        let access = PageAccess::read(&approvers)?;
+        Ok(Self(Arc::new(RwLock::new(Arc::new(InForce {
             approvers: Arc::new(approvers),
+            access: Arc::new(access),
             governance: None,
-        }))))
+        })))))
     }
 
     fn snapshot(&self) -> Arc<InForce> {
@@ -88,6 +101,13 @@ impl ApproversInForce {
         self.snapshot().governance.clone()
     }
 
+    /// The approvers in force and the page's access settings (management keys, Slack's
+    /// users) read from them, together: one snapshot.
+    pub fn with_access(&self) -> (Arc<ApproverSettings>, Arc<PageAccess>) {
+        let s = self.snapshot();
+        (Arc::clone(&s.approvers), Arc::clone(&s.access))
+    }
+
     /// Both, read together: one snapshot.
     pub fn both(&self) -> (Arc<ApproverSettings>, Option<Arc<Governance>>) {
         let s = self.snapshot();
@@ -100,7 +120,8 @@ impl ApproversInForce {
     /// # Errors
     ///
     /// A change of how people sign in (`approvers.auth`, its header or its `jwt`
-    /// settings): that takes a restart, and the approvers in force are kept.
+    /// settings): that takes a restart; or page fields that do not read. Either way the
+    /// approvers in force are kept.
     pub fn replace(&self, approvers: ApproverSettings) -> Result<(), NotReplaced> {
         let governance = self.governance();
         self.swap(approvers, governance)
@@ -112,8 +133,8 @@ impl ApproversInForce {
     ///
     /// # Errors
     ///
-    /// A configuration without `approvers`, or one that changes how people sign in (that
-    /// takes a restart): what is in force is kept.
+    /// A configuration without `approvers`, one that changes how people sign in (that
+    /// takes a restart), or one whose page fields do not read: what is in force is kept.
     pub fn replace_configuration(&self, governance: Arc<Governance>) -> Result<(), String> {
         let Some(approvers) = governance.approver_settings().cloned() else {
             return Err(NotReplaced::NoApprovers.to_string());
@@ -131,6 +152,7 @@ impl ApproversInForce {
         if slot.governance.is_none() && governance.is_some() {
             *slot = Arc::new(InForce {
                 approvers: Arc::clone(&slot.approvers),
+                access: Arc::clone(&slot.access),
                 governance,
             });
         }
@@ -148,8 +170,10 @@ impl ApproversInForce {
         if slot.approvers.auth != approvers.auth {
             return Err(NotReplaced::AuthChanged);
         }
+        let access = PageAccess::read(&approvers).map_err(NotReplaced::Page)?;
         *slot = Arc::new(InForce {
             approvers: Arc::new(approvers),
+            access: Arc::new(access),
             governance,
         });
         Ok(())

@@ -65,6 +65,7 @@ pub mod guide {
     pub mod approval_page {}
 }
 
+pub mod access;
 mod answer;
 mod api;
 mod app;
@@ -92,9 +93,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_engine::Governance;
 use toolgate_engine::approvers::ApproverSettings;
 use toolgate_engine::policy::Limits;
+use toolgate_engine::{ConfigErrors, Governance};
 use toolgate_inbox::InboxStore;
 
 pub use app::router;
@@ -176,7 +177,8 @@ impl WebSettings {
                 path.display()
             ));
         };
-        let mut settings = Self::new(approvers.clone(), gov.settings().limits);
+        let mut settings =
+            Self::new(approvers.clone(), gov.settings().limits).map_err(|e| e.to_string())?;
         let shared = Arc::new(gov.clone());
         settings.preview = gov
             .audit_settings()
@@ -188,7 +190,8 @@ impl WebSettings {
                 last: DEFAULT_PREVIEW_RECORDS,
             });
         settings.governance = Some(shared);
-        if let Some(slack) = &approvers.slack {
+        let (_, access) = settings.in_force.with_access();
+        if let Some(slack) = &access.slack {
             let file = &slack.signing_secret_file;
             let file = match path.parent() {
                 Some(dir) if file.is_relative() => dir.join(file),
@@ -214,9 +217,14 @@ impl WebSettings {
 
     /// Settings with the default timings (a look at the store every second, sign-ins
     /// lasting 12 hours).
-    pub fn new(approvers: ApproverSettings, limits: Limits) -> Self {
-        Self {
-            in_force: ApproversInForce::new(approvers.clone()),
+    ///
+    /// # Errors
+    ///
+    /// The page's fields of `approvers` (`api_keys`, `slack`) that do not read
+    /// ([`access::PageAccess::read`]), each named by its path.
+    pub fn new(approvers: ApproverSettings, limits: Limits) -> Result<Self, ConfigErrors> {
+        Ok(Self {
+            in_force: ApproversInForce::new(approvers.clone())?,
             approvers,
             limits,
             poll_interval: Duration::from_secs(1),
@@ -227,7 +235,7 @@ impl WebSettings {
             slack_secret: None,
             slack_response_url_prefix: String::from(slack::SLACK_RESPONSE_URL_PREFIX),
             metrics: None,
-        }
+        })
     }
 }
 

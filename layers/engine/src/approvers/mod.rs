@@ -398,14 +398,33 @@ pub struct ApproverSettings {
     pub allowed_hosts: Option<Vec<String>>,
     /// `groups`: rights by the identity provider's groups or roles (`auth: jwt` only).
     pub groups: Vec<ApproverGroup>,
-    /// `api_keys`: the management keys of the HTTP API, by their SHA-256 (approval-page.md,
-    /// "The HTTP API").
-    pub api_keys: Vec<crate::api_access::ApiKey>,
-    /// `slack`: answering from Slack (approval-page.md, "Answering from Slack").
-    pub slack: Option<crate::api_access::SlackSettings>,
+    /// The page's own fields of the section, as written: `api_keys` (the HTTP API's
+    /// management keys) and `slack` (answering from Slack). The engine decides nothing
+    /// with them and does not read them; the approval page reads and checks them
+    /// (`toolgate_web::access`), and `check` reports their errors with the engine's.
+    page: Map<String, Value>,
 }
 
 impl ApproverSettings {
+    /// The fields of `approvers` that the approval page owns, kept as written and not read
+    /// by the engine: `api_keys` and `slack`.
+    pub const PAGE_FIELDS: [&'static str; 2] = ["api_keys", "slack"];
+
+    /// One of the page's fields ([`ApproverSettings::PAGE_FIELDS`]) as written, if present:
+    /// the approval page reads it (`toolgate_web::access`).
+    ///
+    /// ```
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"people": [{"name": "a", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}],
+    ///     "slack": {"signing_secret_file": "slack.secret", "users": []}}}"#, Format::Json).unwrap();
+    /// let a = gov.approver_settings().unwrap();
+    /// assert_eq!(a.page_field("slack").unwrap()["signing_secret_file"], "slack.secret");
+    /// assert!(a.page_field("api_keys").is_none());
+    /// ```
+    pub fn page_field(&self, name: &str) -> Option<&Value> {
+        self.page.get(name)
+    }
+
     /// The hosts the page answers when `allowed_hosts` is not set, for a page listening on
     /// `listen`: `localhost`, `127.0.0.1` and `[::1]` with its port, the listen address
     /// itself (unless it is unspecified, `0.0.0.0`), and the host of `public_url`.
@@ -612,14 +631,8 @@ impl ApproverSettings {
                 .collect();
             o.insert("groups".into(), Value::Array(groups));
         }
-        if !self.api_keys.is_empty() {
-            o.insert(
-                "api_keys".into(),
-                crate::api_access::keys_to_json(&self.api_keys),
-            );
-        }
-        if let Some(s) = &self.slack {
-            o.insert("slack".into(), s.to_json());
+        for (k, v) in &self.page {
+            o.insert(k.clone(), v.clone());
         }
         json!(o)
     }

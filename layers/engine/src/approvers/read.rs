@@ -103,20 +103,17 @@ pub(crate) fn read_approvers(v: &Value, errs: &mut ConfigErrors) -> Option<Appro
     // With `auth: jwt`, groups alone may name every approver.
     let groups_suffice = jwt_auth && !groups.is_empty();
     let people = read_people(&o, (token_auth, jwt_auth, groups_suffice), errs);
-    let names: Vec<&str> = people.iter().map(|p| p.name.as_str()).collect();
-    let api_keys = o
-        .array("api_keys", errs)
-        .map(|items| crate::api_access::read_api_keys(items, &o.path_of("api_keys"), &names, errs))
-        .unwrap_or_default();
-    let slack = o
-        .raw("slack", errs)
-        .and_then(|v| crate::api_access::read_slack(v, &o.path_of("slack"), &names, errs));
+    // The page's own fields are kept as written: the page reads them (`null` is still an
+    // error here, as everywhere).
+    let page = ApproverSettings::PAGE_FIELDS
+        .into_iter()
+        .filter_map(|k| o.raw(k, errs).map(|v| (k.to_owned(), v.clone())))
+        .collect();
     if errs.errors.len() > before {
         return None;
     }
     Some(ApproverSettings {
-        api_keys,
-        slack,
+        page,
         auth: auth?,
         listen: listen?,
         people,

@@ -13,10 +13,10 @@
 //! Every answer is JSON; every refusal is `{"code", "message"}` (with `errors`, each a
 //! `path` and a `message`, for an invalid policy), and changes nothing.
 
+use crate::access::ApiScope;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use toolgate_engine::api_access::ApiScope;
 use toolgate_engine::approvers::{Approver, ApproverAuth};
 
 use crate::auth::key_of;
@@ -118,8 +118,8 @@ pub(crate) fn caller(
     identity: &crate::auth::Identity,
 ) -> Result<Caller, Response> {
     // The approvers in force: a key or person a reload removed is gone.
-    let approvers = app.0.settings.in_force.get();
-    if let Some(key) = bearer(headers).and_then(|t| key_of(&approvers, t)) {
+    let (approvers, access) = app.0.settings.in_force.with_access();
+    if let Some(key) = bearer(headers).and_then(|t| key_of(&access, t)) {
         return Ok(Caller {
             label: format!("key `{}`", key.name),
             scopes: key.scopes.clone(),

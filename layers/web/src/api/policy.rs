@@ -10,13 +10,13 @@
 //!   412 `precondition_failed` otherwise. `If-None-Match: *` saves only if no policy is
 //!   stored. Without either, the put replaces the policy whole.
 
+use crate::access::ApiScope;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 use toolgate_engine::PolicyState;
-use toolgate_engine::api_access::ApiScope;
 use toolgate_inbox::{PutPolicyError, StoredPolicy, put_policy_text, put_policy_text_if_unchanged};
 
 use super::{caller, refuse, reply};

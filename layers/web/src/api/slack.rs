@@ -74,10 +74,10 @@ fn show(app: &App, response_url: Option<&str>, message: Value) -> Response {
 /// `POST /v1/callbacks/slack`.
 pub(crate) async fn callback(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     // The approvers in force: a Slack user whose mapping a reload removed answers nothing.
-    let approvers = app.0.settings.in_force.get();
+    let (approvers, access) = app.0.settings.in_force.with_access();
     let (Some(secret), Some(settings)) = (
         app.0.settings.slack_secret.as_deref(),
-        approvers.slack.as_ref(),
+        access.slack.as_ref(),
     ) else {
         return refuse(
             StatusCode::NOT_FOUND,

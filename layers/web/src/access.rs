@@ -3,9 +3,15 @@
 //! their SHA-256, each with scopes) and the `approvers.slack` settings (the signing secret's
 //! file and which Slack user is which approver).
 //!
+//! These are the page's own fields of the `approvers` section: the engine keeps them as
+//! written ([`ApproverSettings::page_field`]) and decides nothing with them; the page reads
+//! them here, with the approvers' names, and every error names its path. `toolgate check`
+//! runs [`PageAccess::read`] beside the engine's readers, and a reload whose fields do not
+//! read is refused whole.
+//!
 //! ```
 //! use toolgate_engine::config::{load_str, Format};
-//! use toolgate_engine::api_access::ApiScope;
+//! use toolgate_web::access::{ApiScope, PageAccess};
 //! let gov = load_str(r#"{"approvers": {
 //!     "people": [{"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}],
 //!     "api_keys": [
@@ -14,23 +20,80 @@
 //!         {"name": "bot", "key_sha256": "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3",
 //!          "scopes": ["approvals"], "approver": "alice"}
 //!     ]}}"#, Format::Json).unwrap();
-//! let keys = &gov.approver_settings().unwrap().api_keys;
-//! assert!(keys[0].has(ApiScope::PolicyWrite) && !keys[0].has(ApiScope::Approvals));
-//! assert_eq!(keys[1].approver.as_deref(), Some("alice"));
+//! let access = PageAccess::read(gov.approver_settings().unwrap()).unwrap();
+//! assert!(access.api_keys[0].has(ApiScope::PolicyWrite) && !access.api_keys[0].has(ApiScope::Approvals));
+//! assert_eq!(access.api_keys[1].approver.as_deref(), Some("alice"));
 //!
 //! // An `approvals` key answers as a named approver, with that person's rights.
-//! let err = load_str(r#"{"approvers": {
+//! let gov = load_str(r#"{"approvers": {
 //!     "people": [{"name": "alice", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"}],
 //!     "api_keys": [{"name": "bot", "key_sha256": "a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3",
-//!                   "scopes": ["approvals"]}]}}"#, Format::Json).unwrap_err();
+//!                   "scopes": ["approvals"]}]}}"#, Format::Json).unwrap();
+//! let err = PageAccess::read(gov.approver_settings().unwrap()).unwrap_err();
 //! assert_eq!(err.errors[0].path, "approvers.api_keys[0].approver");
 //! ```
 
 use std::path::PathBuf;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::approvers::{ApproverSettings, EMPTY_TOKEN_MESSAGE, EMPTY_TOKEN_SHA256};
+use toolgate_engine::config::section::{Section as Obj, index};
 
-use crate::error::{ConfigErrors, Obj, index};
+/// The page's access settings of one configuration: its management keys and its Slack
+/// settings, read from `approvers` with the approvers' names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PageAccess {
+    /// `approvers.api_keys`: the HTTP API's management keys.
+    pub api_keys: Vec<ApiKey>,
+    /// `approvers.slack`: answering from Slack, if set.
+    pub slack: Option<SlackSettings>,
+}
+
+impl PageAccess {
+    /// Reads `approvers.api_keys` and `approvers.slack` of `approvers`.
+    ///
+    /// # Errors
+    ///
+    /// Every error of both fields, each named by its path (`approvers.api_keys[0].scopes[1]`).
+    pub fn read(approvers: &ApproverSettings) -> Result<Self, ConfigErrors> {
+        let mut errs = ConfigErrors::default();
+        let people: Vec<&str> = approvers.people.iter().map(|p| p.name.as_str()).collect();
+        let api_keys = match approvers.page_field("api_keys") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => {
+                read_api_keys(items, "approvers.api_keys", &people, &mut errs)
+            }
+            Some(other) => {
+                errs.push(
+                    "approvers.api_keys",
+                    format!("expected a list, found {}", kind(other)),
+                );
+                Vec::new()
+            }
+        };
+        let slack = approvers
+            .page_field("slack")
+            .and_then(|v| read_slack(v, "approvers.slack", &people, &mut errs));
+        if errs.is_empty() {
+            Ok(Self { api_keys, slack })
+        } else {
+            Err(errs)
+        }
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
 
 /// What a management key may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,20 +148,6 @@ impl ApiKey {
     pub fn has(&self, scope: ApiScope) -> bool {
         self.scopes.contains(&scope)
     }
-
-    fn to_json(&self) -> Value {
-        let mut o = Map::new();
-        o.insert("name".into(), self.name.clone().into());
-        o.insert("key_sha256".into(), self.key_sha256.clone().into());
-        o.insert(
-            "scopes".into(),
-            Value::Array(self.scopes.iter().map(|s| s.as_str().into()).collect()),
-        );
-        if let Some(a) = &self.approver {
-            o.insert("approver".into(), a.clone().into());
-        }
-        Value::Object(o)
-    }
 }
 
 /// `approvers.slack`: answering held calls from Slack (Block Kit cards with Approve and
@@ -129,33 +178,6 @@ impl SlackSettings {
             .find(|u| u.slack_user == id)
             .map(|u| u.approver.as_str())
     }
-
-    pub(crate) fn to_json(&self) -> Value {
-        let mut o = Map::new();
-        o.insert(
-            "signing_secret_file".into(),
-            self.signing_secret_file.display().to_string().into(),
-        );
-        o.insert(
-            "users".into(),
-            Value::Array(
-                self.users
-                    .iter()
-                    .map(|u| {
-                        let mut m = Map::new();
-                        m.insert("slack_user".into(), u.slack_user.clone().into());
-                        m.insert("approver".into(), u.approver.clone().into());
-                        Value::Object(m)
-                    })
-                    .collect(),
-            ),
-        );
-        Value::Object(o)
-    }
-}
-
-pub(crate) fn keys_to_json(keys: &[ApiKey]) -> Value {
-    Value::Array(keys.iter().map(ApiKey::to_json).collect())
 }
 
 const KEY: &[&str] = &["name", "key_sha256", "scopes", "approver"];
@@ -170,7 +192,7 @@ fn is_sha256_hex(s: &str) -> bool {
 
 /// Reads `approvers.api_keys` (at `path`); `people` are the approvers' names an
 /// `approvals` key may name.
-pub(crate) fn read_api_keys(
+fn read_api_keys(
     items: &[Value],
     path: &str,
     people: &[&str],
@@ -187,11 +209,8 @@ pub(crate) fn read_api_keys(
             errs.push(o.path_of("name"), "`name` is required");
         }
         let hash = match o.str("key_sha256", errs) {
-            Some(h) if h == crate::approvers::empty::EMPTY_TOKEN_SHA256 => {
-                errs.push(
-                    o.path_of("key_sha256"),
-                    crate::approvers::empty::EMPTY_TOKEN_MESSAGE,
-                );
+            Some(h) if h == EMPTY_TOKEN_SHA256 => {
+                errs.push(o.path_of("key_sha256"), EMPTY_TOKEN_MESSAGE);
                 None
             }
             Some(h) if is_sha256_hex(h) => Some(h.to_owned()),
@@ -280,7 +299,7 @@ pub(crate) fn read_api_keys(
 }
 
 /// Reads `approvers.slack` (at `path`).
-pub(crate) fn read_slack(
+fn read_slack(
     v: &Value,
     path: &str,
     people: &[&str],
@@ -348,7 +367,8 @@ pub(crate) fn read_slack(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Format, load_str};
+    use super::PageAccess;
+    use toolgate_engine::config::{Format, load_str};
 
     const HASH: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
     const OTHER: &str = "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9";
@@ -357,9 +377,14 @@ mod tests {
         let text = format!(
             r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}], {approvers_extra}}}}}"#
         );
-        match load_str(&text, Format::Json) {
-            Ok(_) => Vec::new(),
-            Err(e) => e.errors.iter().map(|e| e.path.clone()).collect(),
+        // The engine's errors, then the page's: as `check` reports them.
+        let gov = match load_str(&text, Format::Json) {
+            Ok(gov) => gov,
+            Err(e) => return e.errors.iter().map(|e| e.path.clone()).collect(),
+        };
+        match gov.approver_settings().map(PageAccess::read) {
+            Some(Err(e)) => e.errors.iter().map(|e| e.path.clone()).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -417,6 +442,53 @@ mod tests {
     }
 
     #[test]
+    fn a_reload_whose_page_fields_do_not_read_keeps_the_ones_in_force() {
+        let gov = |key: &str| {
+            let text = format!(
+                r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}], "api_keys": [{key}]}}}}"#
+            );
+            load_str(&text, Format::Json).unwrap()
+        };
+        let good = gov(&format!(
+            r#"{{"name": "ci", "key_sha256": "{OTHER}", "scopes": ["approvals"], "approver": "alice"}}"#
+        ));
+        let in_force =
+            crate::ApproversInForce::new(good.approver_settings().unwrap().clone()).unwrap();
+        let bad = gov(&format!(
+            r#"{{"name": "ci2", "key_sha256": "{OTHER}", "scopes": ["approvals"], "approver": "mallory"}}"#
+        ));
+        let err = in_force
+            .replace(bad.approver_settings().unwrap().clone())
+            .unwrap_err();
+        let crate::NotReplaced::Page(errs) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(errs.errors[0].path, "approvers.api_keys[0].approver");
+        assert_eq!(in_force.with_access().1.api_keys[0].name, "ci");
+        // And a whole configuration read again is refused alike.
+        assert!(
+            in_force
+                .replace_configuration(std::sync::Arc::new(bad))
+                .is_err()
+        );
+        assert_eq!(in_force.with_access().1.api_keys[0].name, "ci");
+    }
+
+    #[test]
+    fn the_page_fields_are_checked_by_the_page_and_null_by_the_engine() {
+        assert_eq!(
+            paths(r#""api_keys": {"name": "ci"}"#),
+            ["approvers.api_keys"]
+        );
+        assert_eq!(paths(r#""slack": null"#), ["approvers.slack"]);
+        assert_eq!(paths(r#""slack": []"#), ["approvers.slack"]);
+        assert_eq!(
+            paths(r#""slack": {"signing_secret_file": "s", "users": [], "extra": 1}"#),
+            ["approvers.slack.extra"]
+        );
+    }
+
+    #[test]
     fn issue24_slack_settings_are_read_and_name_their_errors() {
         assert_eq!(
             paths(r#""slack": {"users": [{"slack_user": "U1", "approver": "bob"}]}"#),
@@ -436,15 +508,20 @@ mod tests {
         );
         let gov = load_str(&text, Format::Json).unwrap();
         let a = gov.approver_settings().unwrap();
-        let slack = a.slack.as_ref().unwrap();
+        let access = PageAccess::read(a).unwrap();
+        let slack = access.slack.as_ref().unwrap();
         assert_eq!(slack.approver_of("U1"), Some("alice"));
         assert_eq!(slack.approver_of("u1"), None);
-        // What `effective` prints loads back the same.
+        // What `effective` prints loads back the same, the page's fields as written.
         let again = load_str(
             &serde_json::json!({"approvers": a.to_json()}).to_string(),
             Format::Json,
         )
         .unwrap();
         assert_eq!(again.approver_settings(), Some(a));
+        assert_eq!(
+            PageAccess::read(again.approver_settings().unwrap()),
+            Ok(access)
+        );
     }
 }

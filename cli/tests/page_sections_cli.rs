@@ -1,0 +1,104 @@
+//! The approval page's own fields of `approvers` (`api_keys`, `slack`) are read by the page's
+//! crate, not the engine: `check` still reports their errors, each with its path, beside the
+//! engine's in one run, and `serve` does not start on them (fail closed, R5).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "a test: a failed step fails it"
+)]
+
+use serde_json::{Value, json};
+
+mod common;
+
+use common::toolgate;
+
+const HASH: &str = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b";
+const KEY: &str = "81b637d8fcd2c6da6359e6963113a1170de795e4b725b84d1e0b4cfd9ec58ce9";
+
+fn write(dir: &tempfile::TempDir, config: &Value) -> String {
+    let path = dir.path().join("toolgate.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+fn paths(out: &Value) -> Vec<String> {
+    out["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn check_reports_the_pages_field_errors_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        &json!({"approvers": {
+            "people": [{"name": "alice", "token_sha256": HASH}],
+            "api_keys": [
+                {"name": "ci", "key_sha256": KEY, "scopes": ["policy:read", "admin"]},
+                {"name": "bot", "key_sha256": "nope", "scopes": ["approvals"], "approver": "mallory"}
+            ],
+            "slack": {"signing_secret_file": "slack.secret", "users": [{"slack_user": "U1", "approver": "bob"}]}
+        }}),
+    );
+    let o = toolgate(&["check", &config, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["valid"], false);
+    assert_eq!(
+        paths(&out),
+        [
+            "approvers.api_keys[0].scopes[1]",
+            "approvers.api_keys[1].key_sha256",
+            "approvers.api_keys[1].approver",
+            "approvers.slack.users[0].approver",
+        ]
+    );
+}
+
+#[test]
+fn the_engines_errors_come_first_and_the_page_is_read_only_on_a_snapshot_that_builds() {
+    // An engine error (an unknown field of `approvers`) refuses the whole snapshot; the
+    // page's fields are read from a built snapshot only, so they are not judged twice.
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        &json!({"approvers": {
+            "people": [{"name": "alice", "token_sha256": HASH}],
+            "api_key": [],
+            "slack": null
+        }}),
+    );
+    let o = toolgate(&["check", &config, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(paths(&out), ["approvers.api_key", "approvers.slack"]);
+}
+
+#[test]
+fn serve_does_not_start_on_page_fields_that_do_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        &json!({"approvers": {
+            "listen": "127.0.0.1:0",
+            "people": [{"name": "alice", "token_sha256": HASH}],
+            "api_keys": [{"name": "bot", "key_sha256": KEY, "scopes": ["approvals"]}]
+        }}),
+    );
+    let o = toolgate(&["serve", "--config", &config]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("approvers.api_keys[0].approver"), "{err}");
+}
