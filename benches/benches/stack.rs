@@ -21,10 +21,10 @@ use std::task::{Context, Poll, Waker};
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse};
-use toolgate::engine::{CallInput, CallView};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use toolgate_benches::{CALL_WIRE_NAME, call_agent, call_input, governance};
+use toolgate_core::{RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse};
+use toolgate_engine::{CallInput, CallView};
 use tower::{Service, ServiceBuilder, service_fn};
 
 /// The tool: answers at once by echoing the call's input, with no allocation of its own.

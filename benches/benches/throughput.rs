@@ -19,9 +19,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
 use toolgate::{GovernanceHandle, ToolgateLayer};
 use toolgate_benches::{CALL_WIRE_NAME, call_agent, call_input, governance};
+use toolgate_core::{ToolCall, ToolOutput, ToolResponse};
 use tower::{Layer, Service, service_fn};
 
 fn tool(call: ToolCall) -> Ready<Result<ToolResponse, Infallible>> {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate::GovernanceHandle;
-use toolgate::engine::Governance;
+use toolgate_engine::Governance;
 use toolgate_inbox::{InboxStore, PolicyPoll, PolicyWatch, load_shadow_policy, policy_state_of};
 use toolgate_inbox_postgres::{Notice, PostgresInbox};
 

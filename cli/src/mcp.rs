@@ -192,7 +192,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
 /// The inbox the configuration names, opened, and its PostgreSQL store when it is one (its
 /// database counts the quotas' sends too).
 async fn open_inbox(
-    governance: &toolgate::engine::Governance,
+    governance: &toolgate_engine::Governance,
 ) -> Result<
     (
         Option<Inbox>,

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Inbox, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -345,26 +345,26 @@ fn r20_r22_policy_get_keeps_integers_past_64_bits() {
         .unwrap();
     let stored = rt.block_on(store.get_policy()).unwrap().unwrap();
     let state = toolgate_inbox::policy_state_of(&stored, &Default::default());
-    let toolgate::engine::PolicyState::Readable(p) = state else {
+    let toolgate_engine::PolicyState::Readable(p) = state else {
         panic!("readable")
     };
-    let subject = toolgate::engine::policy::Subject {
-        kind: toolgate::core::ToolKind::Http,
+    let subject = toolgate_engine::policy::Subject {
+        kind: toolgate_core::ToolKind::Http,
         tool: "t",
         server: None,
         agent: "a",
     };
     let eval = |text: &str| {
-        let (v, l) = toolgate::core::number::parse_with_literals(text).unwrap();
+        let (v, l) = toolgate_core::number::parse_with_literals(text).unwrap();
         p.evaluate_exact(&subject, &v, &l).effect
     };
     assert_eq!(
         eval(r#"{"id": 18446744073709551617}"#),
-        Some(toolgate::engine::policy::Effect::Allow)
+        Some(toolgate_engine::policy::Effect::Allow)
     );
     assert_eq!(
         eval(r#"{"id": 18446744073709551616}"#),
-        Some(toolgate::engine::policy::Effect::Deny)
+        Some(toolgate_engine::policy::Effect::Deny)
     );
 }
 
@@ -554,7 +554,7 @@ async fn issue22_inbox_show_names_the_approvers_subject_and_issuer() {
     let db = d.path().join("inbox.db");
     let dbs = db.to_str().unwrap();
     let (id, inbox, _runs) = hold(&db, json!({"order": "P-22"})).await;
-    let p = toolgate::core::Principal {
+    let p = toolgate_core::Principal {
         subject: "00u-dave".into(),
         issuer: "https://idp.example/realms/people".into(),
     };

@@ -162,14 +162,14 @@ async fn r26_a_killed_mcp_serve_leaves_its_call_unknown_at_the_next_start_and_a_
 
 /// A held call of agent `dev` for `drift__bare`, as the gate asks it.
 fn held_call(input: Value) -> toolgate_inbox::NewHeldCall {
-    use toolgate::core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity};
+    use toolgate_core::{AgentRef, Ask, AskSource, CallId, RunContext, RunMode, ToolIdentity};
     let request = toolgate::approval::ApprovalRequest {
         interaction_id: String::from("ia_recover_test_1"),
         call_id: CallId::new("call-1"),
         tool: "drift__bare".into(),
         identities: vec![ToolIdentity::mcp("drift", "bare")],
         agent: AgentRef::profile("dev"),
-        input_hash: toolgate::engine::canon::input_hash(&input).unwrap(),
+        input_hash: toolgate_engine::canon::input_hash(&input).unwrap(),
         input: Arc::new(input),
         literals: Default::default(),
         definition_hash: "sha256:d".into(),

@@ -137,7 +137,7 @@ async fn r49_mcp_serve_keeps_each_sessions_labels_in_the_sqlite_inbox_and_asks_b
     };
     assert_eq!(sessions.len(), 2, "{rows:?}");
     let labels_of = |session: &str| -> Vec<String> {
-        use toolgate::engine::quota::QuotaCounter;
+        use toolgate_engine::quota::QuotaCounter;
         let id: String = serde_json::from_str(session).unwrap();
         assert!(id.starts_with("mcp-"), "{id}");
         toolgate_inbox::SqliteQuotaCounter::open(&db)

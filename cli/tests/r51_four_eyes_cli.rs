@@ -15,8 +15,8 @@ use std::process::Output;
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Inbox, SqliteInbox, SqliteOptions, State};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 

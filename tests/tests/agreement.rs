@@ -43,16 +43,16 @@ use proptest::test_runner::TestCaseError;
 use serde_json::{Map, Value, json};
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
 use toolgate::audit::{AuditLayer, MemorySink};
-use toolgate::core::names::{http_name, mcp_name, toolset_name};
-use toolgate::core::{
-    AgentRef, ChannelKind, Check, RefusalCode, RunContext, RunMode, ToolCall, ToolIdentity,
-    ToolOutput, ToolRef, ToolResponse, Verdict,
-};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::{CallInput, CallView, Governance, PolicyState};
 use toolgate::redact::RedactorBuilder;
 use toolgate::scrub::ScrubOutputLayer;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
+use toolgate_core::names::{http_name, mcp_name, toolset_name};
+use toolgate_core::{
+    AgentRef, ChannelKind, Check, RefusalCode, RunContext, RunMode, ToolCall, ToolIdentity,
+    ToolOutput, ToolRef, ToolResponse, Verdict,
+};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::{CallInput, CallView, Governance, PolicyState};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 /// Cases per property when `TOOLGATE_PROPTEST_CASES` is not set: a few seconds in debug.
@@ -756,10 +756,10 @@ impl Call {
             _ => {
                 let id = spec.tool.get(&config.tools).identity();
                 let recased = match id.kind() {
-                    toolgate::core::ToolKind::Local => {
+                    toolgate_core::ToolKind::Local => {
                         ToolIdentity::toolset(recase(id.source(), spec.mask), id.name())
                     }
-                    toolgate::core::ToolKind::Mcp => {
+                    toolgate_core::ToolKind::Mcp => {
                         ToolIdentity::mcp(recase(id.source(), spec.mask), id.name())
                     }
                     _ => id,

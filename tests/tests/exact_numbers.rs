@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::number::parse_with_literals;
-use toolgate::core::{
+use toolgate::{ExposureLayer, GovernanceHandle};
+use toolgate_core::number::parse_with_literals;
+use toolgate_core::{
     AgentRef, Decision, RefusalCode, RunContext, ToolCall, ToolOutput, ToolRef, ToolResponse,
     Verdict,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::{CallInput, CallView, Governance};
-use toolgate::{ExposureLayer, GovernanceHandle};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::{CallInput, CallView, Governance};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 /// A configuration whose policy text carries integer literals past 64 bits.

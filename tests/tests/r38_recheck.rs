@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::approval::{ApprovalGateLayer, InteractiveChannel};
-use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::policy::{Limits, Policy};
-use toolgate::engine::{Governance, PolicyState};
+use toolgate_core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{Governance, PolicyState};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 /// `refund` (an egress HTTP tool that asks at the agent level) and a read-only `lookup`;

@@ -17,14 +17,14 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
-use toolgate::core::{
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{
     AgentRef, CallId, ChannelKind, Refusal, RefusalCode, RunContext, ToolCall, ToolOutput, ToolRef,
     ToolResponse, Verdict,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::policy::{Limits, Policy};
-use toolgate::engine::{CallInput, CallView, Governance, PolicyState};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{CallInput, CallView, Governance, PolicyState};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 // ---------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::approval::{ApprovalGateLayer, InteractiveChannel};
-use toolgate::core::{AgentRef, ToolCall, ToolIdentity, ToolOutput, ToolResponse, Turn};
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{AgentRef, ToolCall, ToolIdentity, ToolOutput, ToolResponse, Turn};
+use toolgate_engine::config::{Format, load_str};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 fn handle() -> GovernanceHandle {

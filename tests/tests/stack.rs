@@ -23,13 +23,13 @@ use std::task::Poll;
 
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, FnChannel};
-use toolgate::core::{
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{
     AgentRef, ChannelKind, Check, Decision, Refusal, RefusalCode, RunContext, RunMode, ToolCall,
     ToolOutput, ToolResponse, Verdict,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::{CallInput, CallView, Governance, PolicyState};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::{CallInput, CallView, Governance, PolicyState};
 use tower::layer::util::{Identity, Stack};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_test::mock::{self, Mock};
@@ -90,7 +90,7 @@ fn run_mode(mode: RunMode) -> RunContext {
 }
 
 fn decide(gov: &Governance, agent: &str, tool: &str, input: &Value, run: RunContext) -> Decision {
-    let tool = toolgate::core::ToolRef::Name(tool.to_owned());
+    let tool = toolgate_core::ToolRef::Name(tool.to_owned());
     let agent = AgentRef::profile(agent);
     gov.decide(CallView {
         tool: &tool,

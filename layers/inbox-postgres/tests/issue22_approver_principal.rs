@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::Principal;
+use toolgate_core::Principal;
 use toolgate_inbox::Answer;
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox_suite::held;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::ExecutionTarget;
+use toolgate_core::ExecutionTarget;
 use toolgate_inbox::{Answer, EditedInput, State};
 use toolgate_inbox::{HeldCalls, Nonces};
 use toolgate_inbox_suite::held;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{ToolCall, ToolResponse};
+use toolgate_core::{ToolCall, ToolResponse};
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{Answer, Inbox, InboxErrorKind, State};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions, SslMode, Trust};

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
-use toolgate::engine::approvers::ToolSelector;
-use toolgate::engine::policy::Glob;
+use toolgate_engine::approvers::ToolSelector;
+use toolgate_engine::policy::Glob;
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{HeldQuery, VisibleTo};
 use toolgate_inbox_suite::held;

@@ -17,7 +17,7 @@ use std::time::Instant;
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{ToolCall, ToolResponse};
+use toolgate_core::{ToolCall, ToolResponse};
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{Answer, AnswerError, Inbox, ResumeError, State};
 use toolgate_inbox_postgres::PostgresInbox;

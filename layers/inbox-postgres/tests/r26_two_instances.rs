@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
-use toolgate::engine::policy::Limits;
+use toolgate_core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::policy::Limits;
 use toolgate_inbox::{
     Answer, Claim, Completion, Inbox, Outcome, ResumeError, State, put_policy_text,
 };
@@ -446,7 +446,7 @@ async fn r22_a_policy_put_on_one_instance_reaches_the_other_gate_without_a_resta
         put.elapsed()
     );
     match b.handle.load().policy() {
-        toolgate::engine::PolicyState::Readable(p) => {
+        toolgate_engine::PolicyState::Readable(p) => {
             assert_eq!(p.updated_at(), Some(stored.updated_at.as_str()));
         }
         other => panic!("expected a readable policy, got {other:?}"),

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
 use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresQuotaCounter};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
@@ -256,7 +256,7 @@ async fn r44_an_approved_call_resumed_after_the_window_filled_is_refused_and_end
 /// left the window (65 s ago), by the database's they did not, so it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn r44_quota_windows_are_judged_by_the_database_clock_not_the_replicas() {
-    use toolgate::engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
+    use toolgate_engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
     let url = require_pg!();
     let schema = fresh_schema();
     let a = connect(&url, &schema, "clock-a").await;

@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use serde_json::json;
-use toolgate::core::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
-use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::labels::LabelSet;
-use toolgate::engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
 use toolgate::{GovernanceHandle, SessionLabelsLayer, ToolgateLayer};
+use toolgate_core::approval::{ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture};
+use toolgate_core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::labels::LabelSet;
+use toolgate_engine::quota::{AsyncQuotaCounter, QuotaError, QuotaGroup};
 use toolgate_inbox::{Inbox, State};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresQuotaCounter};
 use tower::util::BoxCloneService;
@@ -252,7 +252,7 @@ async fn r49_r38_an_approved_call_is_judged_by_the_labels_another_replica_record
     });
     let sent = Sent::default();
     let one = replica(&a, config, waiting, &sent).await;
-    let approve_all: Arc<dyn ApprovalChannel> = Arc::new(toolgate::core::approval::FnChannel::new(
+    let approve_all: Arc<dyn ApprovalChannel> = Arc::new(toolgate_core::approval::FnChannel::new(
         ChannelKind::Interactive,
         |_| ApprovalOutcome::Approved {
             approver: String::from("bob"),

@@ -21,9 +21,9 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::Governance;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::Governance;
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{Answer, Inbox, ResumeError, State};
 use toolgate_inbox_postgres::PostgresOptions;
@@ -70,7 +70,7 @@ async fn replica(url: &str, schema: &str, instance: &str, early: &Arc<AtomicUsiz
         let (counter, early, look) = (Arc::clone(&counter), Arc::clone(&early), Arc::clone(&look));
         async move {
             counter.fetch_add(1, Ordering::SeqCst);
-            let hash = toolgate::engine::canon::input_hash(&call.input).unwrap();
+            let hash = toolgate_engine::canon::input_hash(&call.input).unwrap();
             let approvals: i32 = look
                 .query_one(
                     "SELECT COALESCE(json_array_length(approvals_json::json), 0) FROM held_calls \

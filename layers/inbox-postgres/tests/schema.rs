@@ -227,7 +227,7 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
         serde_json::json!({"n": 1}),
         std::time::Duration::from_secs(60),
     );
-    c.turn = Some(toolgate::core::Turn::new("s", "t"));
+    c.turn = Some(toolgate_core::Turn::new("s", "t"));
     store.hold(c.clone()).await.unwrap();
     assert_eq!(store.pending("s").await.unwrap()[0].call, c);
     drop_schemas(&url, &[schema]).await;
@@ -237,9 +237,9 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
 async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
     let url = require_pg!();
     let schema = fresh_schema();
-    let gov = toolgate::engine::config::load_str(
+    let gov = toolgate_engine::config::load_str(
         &serde_json::json!({"inbox": {"postgres": url, "ttl": "90m"}}).to_string(),
-        toolgate::engine::config::Format::Json,
+        toolgate_engine::config::Format::Json,
     )
     .unwrap();
     let inbox =
@@ -248,9 +248,9 @@ async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
             .unwrap();
     assert_eq!(inbox.ttl(), std::time::Duration::from_secs(90 * 60));
     assert!(inbox.store().list(None).await.unwrap().is_empty());
-    let sqlite = toolgate::engine::config::load_str(
+    let sqlite = toolgate_engine::config::load_str(
         r#"{"inbox": {"sqlite": "x.db"}}"#,
-        toolgate::engine::config::Format::Json,
+        toolgate_engine::config::Format::Json,
     )
     .unwrap();
     let e = PostgresInbox::connect_configured(

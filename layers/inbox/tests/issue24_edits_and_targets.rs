@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::core::ExecutionTarget;
+use toolgate_core::ExecutionTarget;
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{Answer, EditedInput, SqliteInbox, SqliteOptions, State};
 use toolgate_inbox_suite::held;

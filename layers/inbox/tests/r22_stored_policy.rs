@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
-use toolgate::engine::policy::Limits;
+use toolgate_core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::policy::Limits;
 use toolgate_inbox::{
     Inbox, PolicyPoll, PolicyWatch, PutPolicyError, load_policy_state, poll_policy, put_policy_text,
 };
@@ -92,7 +92,7 @@ async fn r22_a_running_gate_picks_up_a_new_stored_policy_without_a_restart() {
         RefusalCode::Denied
     );
     match handle.load().policy() {
-        toolgate::engine::PolicyState::Readable(p) => {
+        toolgate_engine::PolicyState::Readable(p) => {
             assert_eq!(p.updated_at(), Some(stored.updated_at.as_str()));
             assert_eq!(p.rules().len(), 1, "the policy in force is the stored one");
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_core::{RefusalCode, ToolCall, ToolResponse};
 use toolgate_inbox::HeldCalls;
 use toolgate_inbox::{
     Answer, AnswerError, Inbox, InboxErrorKind, ResumeError, SqliteInbox, SqliteOptions, State,
@@ -60,7 +60,7 @@ async fn sigkill_child_claims_and_hangs() {
                 f.sync_all().unwrap();
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Ok::<_, std::convert::Infallible>(ToolResponse::Completed(
-                    toolgate::core::ToolOutput::new(json!("never recorded")),
+                    toolgate_core::ToolOutput::new(json!("never recorded")),
                 ))
             }
         }));
@@ -206,7 +206,7 @@ async fn r26_a_sender_killed_after_the_claim_leaves_the_call_unknown_and_sent_at
     );
 }
 
-fn refusal(r: &ToolResponse) -> &toolgate::core::Refusal {
+fn refusal(r: &ToolResponse) -> &toolgate_core::Refusal {
     r.refusal()
         .unwrap_or_else(|| panic!("expected a refusal, got {r:?}"))
 }

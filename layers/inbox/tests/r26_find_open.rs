@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::SqliteFixture;
 use serde_json::json;
-use toolgate::engine::policy::Policy;
+use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
     Completion, HeldRecord, InboxError, InboxStore, NewHeldCall, PolicySaveError, SqliteInbox,

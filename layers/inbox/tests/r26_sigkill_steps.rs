@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::engine::policy::Policy;
+use toolgate_engine::policy::Policy;
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, BoxFuture, Claim, ClaimError, Claimed, CompleteError,
     Completion, HeldRecord, Inbox, InboxError, NewHeldCall, PolicySaveError, ResumeError,

@@ -14,7 +14,7 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::approval::ResumeTicket;
-use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_core::{RefusalCode, ToolCall, ToolResponse};
 use toolgate_inbox::{Answer, Inbox, ResumeError, State};
 
 fn setup() -> (tempfile::TempDir, GovernanceHandle, Inbox, Tool, Stack) {
@@ -26,7 +26,7 @@ fn setup() -> (tempfile::TempDir, GovernanceHandle, Inbox, Tool, Stack) {
     (dir, handle, inbox, tool, stack)
 }
 
-fn refusal(r: &ToolResponse) -> &toolgate::core::Refusal {
+fn refusal(r: &ToolResponse) -> &toolgate_core::Refusal {
     r.refusal()
         .unwrap_or_else(|| panic!("expected a refusal, got {r:?}"))
 }
@@ -36,7 +36,7 @@ async fn r38_a_held_call_approved_later_is_sent_once_through_the_same_stack() {
     let (_dir, _handle, inbox, tool, stack) = setup();
     let input = json!({"order": "A-17", "amount": 120.5, "big": 18_446_744_073_709_551_615_u64});
     let call = ToolCall::new(support(), "refund", input.clone())
-        .with_id(toolgate::core::CallId::new("call-from-the-agent"));
+        .with_id(toolgate_core::CallId::new("call-from-the-agent"));
     let id = held(&stack, call).await;
     assert!(id.starts_with("ia_") && id.len() == 35, "{id}");
     assert_eq!(tool.runs(), 0, "R26: a held call is not sent");
@@ -236,7 +236,7 @@ async fn r35_a_ticket_with_another_input_tool_or_agent_is_refused() {
         "{r:?}"
     );
 
-    let helper = toolgate::core::AgentRef::profile("helper");
+    let helper = toolgate_core::AgentRef::profile("helper");
     let mut other_agent = ToolCall::new(helper, "refund", json!({"amount": 5}));
     other_agent.extensions.insert(ResumeTicket {
         interaction_id: id.clone(),

@@ -22,11 +22,11 @@ use common::*;
 use serde_json::json;
 use toolgate::GovernanceHandle;
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel, ResumeTicket};
-use toolgate::core::{ChannelKind, RefusalCode, ToolCall, ToolResponse};
-use toolgate::engine::CallView;
+use toolgate_core::{ChannelKind, RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::CallView;
 use toolgate_inbox::{Answer, Inbox, ResumeError, SqliteInbox, SqliteOptions, State};
 
-fn refusal(r: &ToolResponse) -> &toolgate::core::Refusal {
+fn refusal(r: &ToolResponse) -> &toolgate_core::Refusal {
     r.refusal()
         .unwrap_or_else(|| panic!("expected a refusal, got {r:?}"))
 }
@@ -144,13 +144,13 @@ async fn r38_a_deny_installed_while_held_ends_the_call_failed_and_it_is_never_se
         .answer(&id, Answer::approve("k", "alice"))
         .await
         .unwrap();
-    let deny = toolgate::engine::policy::Policy::from_json_str(
+    let deny = toolgate_engine::policy::Policy::from_json_str(
         r#"{"rules": [{"effect": "deny", "tool": "charge", "reason": "charges are frozen"}]}"#,
         &Default::default(),
     )
     .unwrap();
     handle
-        .replace_policy(toolgate::engine::PolicyState::readable(deny))
+        .replace_policy(toolgate_engine::PolicyState::readable(deny))
         .unwrap();
 
     let resumed = inbox.resume(&id, s.clone()).await.unwrap();
@@ -208,13 +208,13 @@ async fn r38_a_new_reason_to_ask_while_held_is_not_answered_by_the_old_approval(
         .await
         .unwrap();
     // A tenant rule that asks is added while the call is held.
-    let ask = toolgate::engine::policy::Policy::from_json_str(
+    let ask = toolgate_engine::policy::Policy::from_json_str(
         r#"{"rules": [{"effect": "ask", "tool": "charge", "reason": "charges now need finance"}]}"#,
         &Default::default(),
     )
     .unwrap();
     handle
-        .replace_policy(toolgate::engine::PolicyState::readable(ask))
+        .replace_policy(toolgate_engine::PolicyState::readable(ask))
         .unwrap();
 
     let resumed = inbox.resume(&id, s.clone()).await.unwrap();
@@ -264,9 +264,9 @@ async fn r38_a_ticket_is_never_redeemed_by_a_channel_that_cannot_claim() {
                 "agents": [{"name": "support", "allowed_tools": ["charge"]}],
                 "policy": {"rules": [{"effect": "ask", "tool": "charge"}]}
             });
-            config = toolgate::engine::config::load_str(
+            config = toolgate_engine::config::load_str(
                 &text.to_string(),
-                toolgate::engine::config::Format::Json,
+                toolgate_engine::config::Format::Json,
             )
             .unwrap();
         }
@@ -283,7 +283,7 @@ async fn r38_a_ticket_is_never_redeemed_by_a_channel_that_cannot_claim() {
                     .runs
                     .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 std::future::ready(Ok::<_, std::convert::Infallible>(ToolResponse::Completed(
-                    toolgate::core::ToolOutput::new(call.input),
+                    toolgate_core::ToolOutput::new(call.input),
                 )))
             }));
         let mut call = v.call(json!({}));

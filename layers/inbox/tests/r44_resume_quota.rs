@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
-use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
 use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{AgentRef, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions, SqliteQuotaCounter, State};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};

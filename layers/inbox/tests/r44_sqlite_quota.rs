@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use toolgate::engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
+use toolgate_engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
 use toolgate_inbox::SqliteQuotaCounter;
 
 const WORKER: &str = "TOOLGATE_QUOTA_WORKER_DB";

@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use toolgate::approval::{ApprovalOutcome, FnChannel};
-use toolgate::core::{
+use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{
     AgentRef, ChannelKind, RefusalCode, RunContext, RunMode, ToolCall, ToolOutput, ToolResponse,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::grant::parse_grants;
-use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::grant::parse_grants;
 use toolgate_inbox::StoredGrants;
 use toolgate_inbox::{SqliteInbox, SqliteOptions, Timestamp};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -182,7 +182,7 @@ async fn r45_a_stored_grant_never_changes_what_an_agent_is_shown() {
     };
     let with_grant = shown(&h);
     h.handle
-        .set_grants(Arc::new(toolgate::engine::grant::NoGrants));
+        .set_grants(Arc::new(toolgate_engine::grant::NoGrants));
     assert_eq!(
         shown(&h),
         with_grant,
@@ -218,7 +218,7 @@ async fn r45_an_inbox_that_cannot_be_read_answers_no_ask() {
     assert_eq!(h.sent.load(Ordering::SeqCst), 0);
     // A use that cannot be recorded is an error, which the engine turns into a refusal
     // (the call is not sent), never a send.
-    use toolgate::engine::grant::GrantStore;
+    use toolgate_engine::grant::GrantStore;
     assert!(
         h.store
             .grant_store()

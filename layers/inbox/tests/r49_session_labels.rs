@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::labels::LabelSet;
-use toolgate::engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
 use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::labels::LabelSet;
+use toolgate_engine::quota::{QuotaCounter, QuotaError, QuotaGroup};
 use toolgate_inbox::{Inbox, SqliteInbox, SqliteOptions, SqliteQuotaCounter, State};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};

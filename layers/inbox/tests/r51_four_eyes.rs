@@ -15,9 +15,9 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::core::{RefusalCode, ToolCall, ToolResponse};
-use toolgate::engine::Governance;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::Governance;
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, ResumeError, SqliteOptions, State};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -21,12 +21,12 @@ use toolgate::approval::{
     InteractiveChannel,
 };
 use toolgate::audit::{AuditLayer, MemorySink};
-use toolgate::core::{
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
+use toolgate_core::{
     AgentRef, ChannelKind, Check, RefusalCode, ToolCall, ToolIdentity, ToolResponse,
 };
-use toolgate::engine::policy::{Limits, Policy};
-use toolgate::engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
 use toolgate_mcp::{
     Aspect, DriftOutcome, DriftTrigger, GatewayError, McpCallError, McpGateway, McpServerConfig,
     SchemaValidationLayer, ToolChange,
@@ -862,7 +862,7 @@ async fn connecting_refuses_duplicate_ids_and_unbounded_listings() {
     // A trust setting the configuration already holds is the engine's "configured twice".
     let handle = GovernanceHandle::new(
         Governance::builder()
-            .server("twice", toolgate::engine::ServerSettings::trusted())
+            .server("twice", toolgate_engine::ServerSettings::trusted())
             .build()
             .unwrap(),
     );
@@ -1016,7 +1016,7 @@ async fn r52_a_listing_record_carries_the_definitions_a_replay_registers_again()
     let changes = record["changes"].as_array().unwrap();
     assert_eq!(changes.len(), listed.len());
     for c in changes {
-        let back = toolgate::engine::canon::listed_from_record(&c["definition"])
+        let back = toolgate_engine::canon::listed_from_record(&c["definition"])
             .unwrap_or_else(|| panic!("no definition in {c}"));
         assert!(
             listed.iter().any(|d| d == &back),

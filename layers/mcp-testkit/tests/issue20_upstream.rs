@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use toolgate::GovernanceHandle;
-use toolgate::engine::Governance;
+use toolgate_engine::Governance;
 use toolgate_mcp::{GatewayError, McpGateway, McpServerConfig};
 
 fn gateway() -> McpGateway {

@@ -15,8 +15,8 @@ use common::drift;
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, Check, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
-use toolgate::engine::{AgentProfile, Governance};
+use toolgate_core::{AgentRef, Check, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
+use toolgate_engine::{AgentProfile, Governance};
 use toolgate_mcp::McpGateway;
 use tower::{ServiceBuilder, ServiceExt};
 

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use toolgate::approval::{
     ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, FnChannel,
 };
-use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
-use toolgate::engine::catalog::PostureStatus;
-use toolgate::engine::policy::{Limits, Policy};
-use toolgate::engine::{AgentProfile, Governance, GovernanceBuilder, ServerSettings};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolIdentity, ToolResponse};
+use toolgate_engine::catalog::PostureStatus;
+use toolgate_engine::policy::{Limits, Policy};
+use toolgate_engine::{AgentProfile, Governance, GovernanceBuilder, ServerSettings};
 use toolgate_mcp::{
     Aspect, GatewayError, McpCallError, McpGateway, McpServerConfig, SchemaValidationLayer,
     ToolChange,

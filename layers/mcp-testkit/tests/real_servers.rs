@@ -19,11 +19,11 @@ use toolgate::approval::{
     ApprovalChannel, ApprovalGateLayer, ApprovalOutcome, ApprovalRequest, FnChannel,
 };
 use toolgate::audit::{AuditLayer, MemorySink};
-use toolgate::core::{AgentRef, ChannelKind, McpAnnotations, RefusalCode, ToolCall, ToolResponse};
-use toolgate::engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
 use toolgate::redact::Redactor;
 use toolgate::scrub::ScrubOutputLayer;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{AgentRef, ChannelKind, McpAnnotations, RefusalCode, ToolCall, ToolResponse};
+use toolgate_engine::{AgentProfile, Exemption, Governance, GovernanceBuilder};
 use toolgate_mcp::{McpCallError, McpGateway, SchemaValidationLayer};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};

@@ -23,7 +23,7 @@ use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions};
 use toolgate_mcp::serve::{APPROVAL_NOTE, GovernedServer, ServeConfig, WireNames, token_hash};
 
@@ -1100,7 +1100,7 @@ async fn progress_and_log_messages_of_a_running_call_reach_the_client_that_made_
 /// many calls, each the moment its future resolves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_progress_notification_is_relayed_before_the_result_it_precedes() {
-    use toolgate::core::{AgentRef, ToolCall};
+    use toolgate_core::{AgentRef, ToolCall};
     use toolgate_mcp::McpGateway;
     use toolgate_mcp::relay::{CallRelay, Relayed};
     use tower::ServiceExt;

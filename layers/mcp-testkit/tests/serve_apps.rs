@@ -23,7 +23,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_mcp::McpServerConfig;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames};
 

@@ -21,7 +21,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_mcp::serve::{GatewayOptions, GovernedServer, ServeConfig, WireNames};
 
 async fn server(audit: &std::path::Path) -> GovernedServer {

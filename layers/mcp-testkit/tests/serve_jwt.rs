@@ -20,7 +20,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_idp_kit::{
     JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
 };
@@ -69,7 +69,7 @@ fn section(addr: SocketAddr, keys: Value) -> ServeConfig {
     .unwrap()
 }
 
-fn governance(audit: Option<&std::path::Path>) -> toolgate::engine::Governance {
+fn governance(audit: Option<&std::path::Path>) -> toolgate_engine::Governance {
     let audit = audit.map_or(String::new(), |p| {
         format!(
             r#""audit": {{"file": {}}},"#,

@@ -20,7 +20,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, EditedInput, Inbox, SqliteInbox, SqliteOptions, State};
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, token_hash};
 
@@ -235,7 +235,7 @@ async fn issue35_r26_a_repeat_of_an_edited_call_is_answered_by_the_edited_call_s
         .iter()
         .find(|r| r.get("edit").is_some_and(|e| !e.is_null()))
         .unwrap_or_else(|| panic!("no audit record of the edited send: {records:#?}"));
-    let hash = |v: &Value| toolgate::engine::canon::input_hash(v).unwrap();
+    let hash = |v: &Value| toolgate_engine::canon::input_hash(v).unwrap();
     assert_eq!(send["outcome"], "completed", "{send:#}");
     assert_eq!(send["input_hash"], hash(&edited), "{send:#}");
     assert_eq!(send["edit"]["original_input_hash"], hash(&sent), "{send:#}");

@@ -26,7 +26,7 @@ use rmcp::service::RunningService;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::{Answer, Inbox, SqliteInbox, SqliteOptions, State};
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, token_hash};
 

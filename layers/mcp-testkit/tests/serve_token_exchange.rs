@@ -32,7 +32,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_idp_kit::{JwksServer, SigningKey, claims, jwks};
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, token_hash};
 

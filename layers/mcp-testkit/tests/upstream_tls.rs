@@ -12,8 +12,8 @@
 
 use serde_json::json;
 use toolgate::GovernanceHandle;
-use toolgate::core::{AgentRef, ToolCall, ToolIdentity, ToolResponse};
-use toolgate::engine::Governance;
+use toolgate_core::{AgentRef, ToolCall, ToolIdentity, ToolResponse};
+use toolgate_engine::Governance;
 use toolgate_idp_kit::tls::{TestCa, tls_front};
 use toolgate_mcp::serve::ServeConfig;
 use toolgate_mcp::{McpGateway, McpServerConfig};

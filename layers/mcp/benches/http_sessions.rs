@@ -43,7 +43,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Map, Value};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_mcp::McpServerConfig;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames};
 

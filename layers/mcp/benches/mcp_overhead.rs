@@ -41,11 +41,11 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Map, Value, json};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, ToolCall, ToolResponse};
-use toolgate::engine::{AgentProfile, Governance};
 use toolgate::redact::Redactor;
 use toolgate::scrub::ScrubOutputLayer;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{AgentRef, ToolCall, ToolResponse};
+use toolgate_engine::{AgentProfile, Governance};
 use toolgate_mcp::{McpGateway, McpServerConfig, SchemaValidationLayer};
 use tower::{Service, ServiceBuilder, ServiceExt as _};
 

@@ -46,7 +46,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use toolgate::GovernanceHandle;
-use toolgate::engine::config::{Format, load_str};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_mcp::McpServerConfig;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig, WireNames, list_for};
 use tower::ServiceExt as _;
@@ -312,15 +312,15 @@ fn bench(c: &mut Criterion) {
     g.bench_function("upstream_only", |b| {
         b.to_async(rt.as_ref()).iter(|| {
             let svc = upstream.clone();
-            let call = toolgate::core::ToolCall::new(
-                toolgate::core::AgentRef::profile("bench"),
+            let call = toolgate_core::ToolCall::new(
+                toolgate_core::AgentRef::profile("bench"),
                 "everything__echo",
                 Value::Object(args.clone()),
             );
             async move {
                 let r = svc.oneshot(call).await.unwrap_or_else(|e| panic!("{e}"));
                 assert!(
-                    matches!(r, toolgate::core::ToolResponse::Completed(_)),
+                    matches!(r, toolgate_core::ToolResponse::Completed(_)),
                     "{r:?}"
                 );
                 r

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolgate::approval::{HookCall, HookFuture, ToolHooks};
-use toolgate::core::ToolResponse;
 use toolgate::redact::Redactor;
+use toolgate_core::ToolResponse;
 use toolgate_engine::ConfigErrors;
 
 /// The longest a decision service may take, unless `timeout_ms` says otherwise.

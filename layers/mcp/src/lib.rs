@@ -39,8 +39,8 @@
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use serde_json::json;
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use toolgate::core::{AgentRef, ToolCall};
-//! use toolgate::engine::{AgentProfile, Governance};
+//! use toolgate_core::{AgentRef, ToolCall};
+//! use toolgate_engine::{AgentProfile, Governance};
 //! use toolgate::{GovernanceHandle, ToolgateLayer};
 //! use toolgate_mcp::{McpGateway, McpServerConfig, SchemaValidationLayer};
 //!

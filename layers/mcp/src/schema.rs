@@ -79,8 +79,8 @@ impl Cache {
 /// use serde_json::json;
 /// use tower::{ServiceBuilder, ServiceExt, service_fn};
 /// use toolgate::GovernanceHandle;
-/// use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolDeclaration, ToolIdentity, ToolOutput, ToolResponse};
-/// use toolgate::engine::Governance;
+/// use toolgate_core::{AgentRef, RefusalCode, ToolCall, ToolDeclaration, ToolIdentity, ToolOutput, ToolResponse};
+/// use toolgate_engine::Governance;
 /// use toolgate_mcp::SchemaValidationLayer;
 ///
 /// let mut decl = ToolDeclaration::new(ToolIdentity::mcp("kb", "page"));

@@ -158,7 +158,7 @@ pub(crate) fn start(shared: &Shared, call: &ToolCall) -> Started {
         attributes.push(KeyValue::new(attr::TOOLGATE_AGENT_SUBAGENT, sub.clone()));
     }
     // The verified principal of the caller's identity-provider token.
-    if let Some(p) = call.extensions.get::<toolgate::engine::jwt::Principal>() {
+    if let Some(p) = call.extensions.get::<toolgate::core::Principal>() {
         attributes.push(KeyValue::new(
             attr::TOOLGATE_PRINCIPAL_SUBJECT,
             bounded(p.subject.clone(), MAX_NAME_CHARS),

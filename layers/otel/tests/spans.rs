@@ -699,7 +699,7 @@ async fn r34_the_global_provider_can_be_used() {
 async fn issue22_a_call_with_a_verified_principal_names_it_on_its_span() {
     let h = Harness::new();
     let mut call = ToolCall::new(AgentRef::profile("dev"), "notes__read", json!({}));
-    call.extensions.insert(toolgate::engine::jwt::Principal {
+    call.extensions.insert(toolgate::core::Principal {
         subject: String::from("alice@example.com"),
         issuer: String::from("https://idp.test/"),
     });

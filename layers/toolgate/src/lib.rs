@@ -102,8 +102,74 @@ pub mod redact;
 pub mod scrub;
 pub mod stack;
 
-pub use toolgate_core as core;
-pub use toolgate_engine as engine;
+/// The vocabulary a governed stack is written in: the call, its agent and tools, what the
+/// tool answered, and what was decided. Curated from the `toolgate-core` crate, which has
+/// the rest (number and JSON readings, display helpers, decision records).
+///
+/// ```
+/// use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+/// let call = ToolCall::new(AgentRef::profile("support"), "lookup_order", serde_json::json!({"id": 7}));
+/// assert_eq!(call.tool.display_name(), "lookup_order");
+/// let done = ToolResponse::Completed(ToolOutput::new(serde_json::json!("shipped")));
+/// assert!(matches!(done, ToolResponse::Completed(_)));
+/// ```
+pub mod core {
+    pub use toolgate_core::approval;
+    pub use toolgate_core::{
+        AgentRef, ApprovalMode, Ask, AskSource, CallId, CallOutcome, ChannelKind, Check, Decision,
+        DecisionNote, DecisionSink, Delegation, Effect, ExecutionTarget, Extensions, Granted,
+        HeldCall, InputEdit, Interaction, LabelSet, McpAnnotations, NetworkScope, Principal,
+        Refusal, RefusalCode, RunContext, RunMode, ShadowNote, TargetSource, TargetSpec, ToolCall,
+        ToolDeclaration, ToolIdentity, ToolKind, ToolOutput, ToolRef, ToolResponse, Turn, Verdict,
+        WaitEnd,
+    };
+}
+
+/// What a stack is configured and decided with: the configuration and its reading, the
+/// snapshot ([`Governance`](engine::Governance)), the stored policy, quotas and grants.
+/// Curated from the `toolgate-engine` crate, which has the rest (the decision's
+/// internals, replay, simulation, canonical forms, the hash chain).
+///
+/// ```
+/// use toolgate::engine::config::{load_str, Format};
+/// let gov = load_str(r#"{"tools": [{"kind": "http", "name": "refund_order", "approval": "require_approval"}],
+///     "agents": [{"name": "support", "allowed_tools": ["refund_order"]}]}"#, Format::Json).unwrap();
+/// assert_eq!(gov.expose("support").unwrap().tools.len(), 1);
+/// ```
+pub mod engine {
+    pub use toolgate_engine::{
+        AgentProfile, ConfigError, ConfigErrors, Exemption, ExposedTool, Exposure, Governance,
+        GovernanceBuilder, HostSettings, Omission, OmittedTool, PolicyState, ServerSettings,
+        UnknownAgent, Warning, config,
+    };
+
+    /// The tenant rule policy (R22): read, validated under the configuration's limits.
+    pub mod policy {
+        pub use toolgate_engine::policy::{Limits, Policy};
+    }
+
+    /// Counting sends over time (R21, R44): the counters a stack is given (and the seams to
+    /// write one), and the clocks.
+    pub mod quota {
+        pub use toolgate_engine::quota::{
+            AsyncQuotaCounter, Clock, LabelsFuture, ManualClock, MemoryQuotaCounter, Millis,
+            NoSends, QuotaCounter, QuotaError, QuotaFull, QuotaGroup, ReserveFuture, SystemClock,
+        };
+    }
+
+    /// Standing grants (R45): where they are kept.
+    pub mod grant {
+        pub use toolgate_engine::grant::{
+            Grant, GrantStore, GrantStoreError, MemoryGrants, NoGrants, grants_from_json,
+            parse_grants,
+        };
+    }
+
+    /// The audit log's settings (R33).
+    pub mod recording {
+        pub use toolgate_engine::recording::{FlushPolicy, OnSinkFailure, RedactionSettings};
+    }
+}
 
 pub use airgap::{AirGapFilter, AirGapLayer};
 pub use confidentiality::{ConfidentialityFilter, ConfidentialityLayer};

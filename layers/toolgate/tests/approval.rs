@@ -25,14 +25,14 @@ use toolgate::approval::{
     ApprovalAnswer, ApprovalAnswerError, ApprovalChannel, ApprovalGateLayer, ApprovalOutcome,
     ApprovalRequest, FnChannel, HookCall, HookFuture, Hooks, InteractiveChannel, ToolHooks,
 };
-use toolgate::core::{
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{
     AgentRef, AskSource, CallId, ChannelKind, Check, Refusal, RefusalCode, RunContext, RunMode,
     ToolCall, ToolOutput, ToolResponse,
 };
-use toolgate::engine::Governance;
-use toolgate::engine::canon::input_hash;
-use toolgate::engine::config::{Format, load_str};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_engine::Governance;
+use toolgate_engine::canon::input_hash;
+use toolgate_engine::config::{Format, load_str};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 // ----- fixtures -----

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
 use toolgate::audit::{AuditLayer, AuditSink, JsonlFileSink, MemorySink, verify_chain};
-use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::recording::FlushPolicy;
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::recording::FlushPolicy;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{
@@ -418,9 +418,9 @@ async fn r44_a_rate_limited_refusal_is_recorded_with_when_it_could_run_again() {
     let svc = ServiceBuilder::new()
         .layer(AuditLayer::shared(sink.clone()))
         .service(service_fn(|_call: ToolCall| async {
-            let mut r = toolgate::core::Refusal::new(
+            let mut r = toolgate_core::Refusal::new(
                 RefusalCode::RateLimited,
-                toolgate::core::Check::Quota,
+                toolgate_core::Check::Quota,
                 "ten refunds an hour",
             );
             r.retry_after_secs = Some(7);

@@ -19,14 +19,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::json;
 use toolgate::approval::{ApprovalOutcome, FnChannel, Hooks};
 use toolgate::audit::MemorySink;
-use toolgate::core::{
-    AgentRef, ChannelKind, Check, RefusalCode, ToolCall, ToolOutput, ToolResponse,
-};
-use toolgate::engine::config::{Format, load_str};
 use toolgate::{
     AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer,
     approval::ApprovalGateLayer,
 };
+use toolgate_core::{
+    AgentRef, ChannelKind, Check, RefusalCode, ToolCall, ToolOutput, ToolResponse,
+};
+use toolgate_engine::config::{Format, load_str};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt, service_fn};
 use walks::input_bounds_walks;
 

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, Check, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
 use toolgate::{GovernanceHandle, RequirePermitLayer};
+use toolgate_core::{AgentRef, Check, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{

@@ -20,11 +20,11 @@ use serde_json::json;
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
 use toolgate::audit::AuditLayer;
 use toolgate::audit::MemorySink;
-use toolgate::core::{
+use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{
     AgentRef, ChannelKind, RefusalCode, RunMode, ToolCall, ToolOutput, ToolResponse,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_engine::config::{Format, load_str};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use walks::input_bounds_walks;
@@ -112,7 +112,7 @@ async fn r38_a_tool_renamed_between_two_layers_is_decided_for_the_new_tool() {
     // Renamed to a tool that needs approval: it is asked about, as `refund`.
     let seen = Arc::new(Seen::default());
     let (svc, _) = stack(&seen, |mut c| {
-        c.tool = toolgate::core::ToolRef::Name("refund".into());
+        c.tool = toolgate_core::ToolRef::Name("refund".into());
         c
     });
     let r = send(svc, dev_calls("lookup", json!({}))).await;
@@ -137,15 +137,15 @@ async fn r38_a_tool_renamed_between_two_layers_is_decided_for_the_new_tool() {
         let seen = Arc::new(Seen::default());
         let rename: fn(ToolCall) -> ToolCall = match to {
             "nope" => |mut c| {
-                c.tool = toolgate::core::ToolRef::Name("nope".into());
+                c.tool = toolgate_core::ToolRef::Name("nope".into());
                 c
             },
             "wipe" => |mut c| {
-                c.tool = toolgate::core::ToolRef::Name("wipe".into());
+                c.tool = toolgate_core::ToolRef::Name("wipe".into());
                 c
             },
             _ => |mut c| {
-                c.tool = toolgate::core::ToolRef::Name("fetch".into());
+                c.tool = toolgate_core::ToolRef::Name("fetch".into());
                 c
             },
         };

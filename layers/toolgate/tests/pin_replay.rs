@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, CallId, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::PolicyState;
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::policy::{Limits, Policy};
 use toolgate::{ExposureLayer, GovernanceHandle, Pinned};
+use toolgate_core::{AgentRef, CallId, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::PolicyState;
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::policy::{Limits, Policy};
 use tower::{Layer, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use toolgate::approval::{ApprovalOutcome, FnChannel};
-use toolgate::core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::grant::{MemoryGrants, parse_grants};
-use toolgate::engine::quota::ManualClock;
 use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{AgentRef, ChannelKind, RefusalCode, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::grant::{MemoryGrants, parse_grants};
+use toolgate_engine::quota::ManualClock;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{

@@ -18,13 +18,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalOutcome, FnChannel};
 use toolgate::audit::MemorySink;
-use toolgate::core::{
+use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_core::{
     AgentRef, ChannelKind, RunContext, RunMode, ToolCall, ToolOutput, ToolResponse,
 };
-use toolgate::engine::config::{Format, load_str};
-use toolgate::engine::grant::{MemoryGrants, parse_grants};
-use toolgate::engine::quota::ManualClock;
-use toolgate::{GovernanceHandle, ToolgateLayer};
+use toolgate_engine::config::{Format, load_str};
+use toolgate_engine::grant::{MemoryGrants, parse_grants};
+use toolgate_engine::quota::ManualClock;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const CONFIG: &str = r#"{
@@ -240,7 +240,7 @@ async fn r46_a_shadow_put_in_force_hot_decides_the_next_call_and_is_removed_hot(
     };
     svc.clone().oneshot(call()).await.unwrap();
     assert!(last(&audit).get("shadow").is_none());
-    let deny = toolgate::engine::policy::Policy::from_json_str(
+    let deny = toolgate_engine::policy::Policy::from_json_str(
         r#"{"rules": [{"effect": "deny", "tool": "lookup"}]}"#,
         &Default::default(),
     )

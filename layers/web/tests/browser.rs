@@ -24,7 +24,7 @@ use browser_kit::*;
 use common::*;
 use fantoccini::Locator;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall, ToolResponse};
+use toolgate_core::{AgentRef, ToolCall, ToolResponse};
 use toolgate_inbox::State;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

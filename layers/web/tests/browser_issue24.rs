@@ -24,7 +24,7 @@ use common::*;
 use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use toolgate::core::{AgentRef, ToolCall};
+use toolgate_core::{AgentRef, ToolCall};
 use toolgate_inbox::State;
 
 async fn sign_in(c: &Client, s: &Server) {

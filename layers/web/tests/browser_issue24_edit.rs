@@ -24,7 +24,7 @@ use browser_kit::*;
 use common::*;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use toolgate::core::{
+use toolgate_core::{
     AgentRef, ApprovalMode, ExecutionTarget, ToolCall, ToolDeclaration, ToolIdentity, ToolResponse,
 };
 use toolgate_inbox::State;
@@ -44,7 +44,7 @@ async fn edit_and_approve(c: &Client, id: &str, text: &str) {
 /// The configuration of the page tests, with alice allowed to edit, a `payout` tool whose
 /// declaration has an input schema, and a shell tool whose target is the host's value and
 /// the input's `cwd`.
-fn governance_for_edits() -> toolgate::engine::Governance {
+fn governance_for_edits() -> toolgate_engine::Governance {
     let gov = governance_tweaked("token", |c| {
         c["approvers"]["people"][0]["may_edit"] = json!(true);
         let tools = c["tools"].as_array_mut().unwrap();

@@ -26,7 +26,7 @@ use browser_kit::*;
 use common::*;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use toolgate::core::ToolResponse;
+use toolgate_core::ToolResponse;
 use toolgate_inbox::State;
 
 fn card() -> Value {

@@ -13,7 +13,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall, ToolResponse};
+use toolgate_core::{AgentRef, ToolCall, ToolResponse};
 use toolgate_inbox::State;
 
 #[tokio::test]
@@ -590,9 +590,9 @@ async fn proxy_header_mode_trusts_only_named_approvers() {
 
 #[tokio::test]
 async fn the_page_does_not_start_without_an_approver() {
-    let gov = toolgate::engine::config::load_str(
+    let gov = toolgate_engine::config::load_str(
         r#"{"inbox": {"sqlite": "x.db"}}"#,
-        toolgate::engine::config::Format::Json,
+        toolgate_engine::config::Format::Json,
     )
     .unwrap();
     let err = toolgate_web::WebSettings::from_governance(
@@ -650,7 +650,7 @@ async fn the_event_stream_announces_a_new_held_call() {
 fn the_example_configuration_signs_in_with_its_documented_token() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/approvals.json");
-    let gov = toolgate::engine::config::load_path(&path).unwrap();
+    let gov = toolgate_engine::config::load_path(&path).unwrap();
     let settings = toolgate_web::WebSettings::from_governance(&gov, &path).unwrap();
     let alice = settings.approvers.approver("alice").unwrap();
     assert_eq!(

@@ -92,8 +92,8 @@ async fn issue20_an_approver_sees_only_the_calls_they_may_answer() {
     // bob may answer only github's calls.
     let refund = s.hold_refund(json!({"secret_order": "R-99"})).await;
     let issue = s
-        .hold(toolgate::core::ToolCall::new(
-            toolgate::core::AgentRef::profile("support"),
+        .hold(toolgate_core::ToolCall::new(
+            toolgate_core::AgentRef::profile("support"),
             "github__create_issue",
             json!({"title": "t"}),
         ))

@@ -13,8 +13,8 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::core::{AgentRef, ToolCall};
-use toolgate::engine::config::{Format, load_str};
+use toolgate_core::{AgentRef, ToolCall};
+use toolgate_engine::config::{Format, load_str};
 use toolgate_idp_kit::{RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now};
 use toolgate_inbox::State;
 
@@ -23,7 +23,7 @@ const AUD: &str = "toolgate-approvals";
 
 /// The page's configuration: `carol` named (edits the policy), `payments` may answer
 /// `refund`, `github-admins` github's calls.
-fn governance(jwks_file: &std::path::Path) -> toolgate::engine::Governance {
+fn governance(jwks_file: &std::path::Path) -> toolgate_engine::Governance {
     let mut c = config("token");
     c["approvers"] = json!({
         "auth": "jwt",

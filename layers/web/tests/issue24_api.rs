@@ -15,7 +15,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::core::{AgentRef, ToolCall, Turn};
+use toolgate_core::{AgentRef, ToolCall, Turn};
 
 const READ: &str = "tgk-read-0123456789";
 const WRITE: &str = "tgk-write-0123456789";
@@ -438,7 +438,7 @@ async fn issue24_r35_an_api_approval_carries_the_hashes_it_was_shown_and_is_idem
     let resumed = s.inbox.resume(&id, s.stack.clone()).await.unwrap();
     assert!(matches!(
         resumed.response,
-        toolgate::core::ToolResponse::Completed(_)
+        toolgate_core::ToolResponse::Completed(_)
     ));
     assert_eq!(s.tool.runs(), 1);
     let c = api.get(&format!("/v1/calls/{id}"), ALICE_KEY).await;

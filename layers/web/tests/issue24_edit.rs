@@ -17,7 +17,7 @@ use std::convert::Infallible;
 use common::*;
 use serde_json::{Value, json};
 use toolgate::ToolgateLayer;
-use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
 use toolgate_inbox::State;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -219,7 +219,7 @@ async fn issue24_r38_an_edited_input_that_a_rule_refuses_is_never_sent() {
     toolgate_inbox::put_policy_text(
         &**s.inbox.store(),
         r#"{"rules": [{"effect": "deny", "tool": "refund", "when": {"amount": {"gt": 1000}}, "reason": "too large"}]}"#,
-        &toolgate::engine::policy::Limits::default(),
+        &toolgate_engine::policy::Limits::default(),
     )
     .await
     .unwrap();

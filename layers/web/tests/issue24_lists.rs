@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall};
+use toolgate_core::{AgentRef, ToolCall};
 use toolgate_inbox::State;
 
 /// The ids of the cards on a page, in order.

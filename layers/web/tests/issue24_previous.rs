@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall};
+use toolgate_core::{AgentRef, ToolCall};
 
 fn card_ids(html: &str) -> Vec<String> {
     html.split("id=\"card-")

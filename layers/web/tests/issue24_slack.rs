@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use common::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate::core::{AgentRef, ToolCall};
+use toolgate_core::{AgentRef, ToolCall};
 use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
@@ -29,7 +29,7 @@ struct Slack {
 
 async fn slack_server(webhook: Option<String>) -> Slack {
     let dir = tempfile::tempdir().unwrap();
-    let secret = toolgate::core::id::random_hex(32).unwrap();
+    let secret = toolgate_core::id::random_hex(32).unwrap();
     let file = dir.path().join("slack.secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let gov = governance_tweaked("token", |c| {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use toolgate_inbox::{Inbox, InboxStore, SqliteInbox, SqliteOptions, State};
 use toolgate_web::slack::signature;
 
-fn gov(secret_file: &std::path::Path) -> toolgate::engine::Governance {
+fn gov(secret_file: &std::path::Path) -> toolgate_engine::Governance {
     governance_tweaked("token", |c| {
         c["approvers"]["slack"] = json!({
             "signing_secret_file": secret_file,
@@ -65,7 +65,7 @@ async fn send(base: &str, body: &str, ts: &str, sig: &str) -> (u16, Value) {
 async fn issue24_a_slack_callback_taken_by_one_replica_is_refused_by_the_other_and_after_a_restart()
 {
     let dir = tempfile::tempdir().unwrap();
-    let secret = toolgate::core::id::random_hex(32).unwrap();
+    let secret = toolgate_core::id::random_hex(32).unwrap();
     let file = dir.path().join("slack.secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let a = start_gov(gov(&file), Duration::from_millis(50)).await;

@@ -13,7 +13,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ExecutionTarget, ToolCall};
+use toolgate_core::{AgentRef, ExecutionTarget, ToolCall};
 
 #[tokio::test]
 async fn issue24_the_execution_target_is_captured_kept_and_shown_first() {

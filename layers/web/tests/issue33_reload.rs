@@ -33,7 +33,7 @@ struct Reloading {
 
 /// The configuration: alice answers everything (before) or only lookups (after); her
 /// management key and her Slack mapping are there before and gone after.
-fn configuration(file: &std::path::Path, before: bool) -> toolgate::engine::Governance {
+fn configuration(file: &std::path::Path, before: bool) -> toolgate_engine::Governance {
     governance_tweaked("token", |c| {
         c["approvers"]["slack"] = json!({
             "signing_secret_file": file,
@@ -56,7 +56,7 @@ fn configuration(file: &std::path::Path, before: bool) -> toolgate::engine::Gove
 
 async fn start_reloading() -> Reloading {
     let dir = tempfile::tempdir().unwrap();
-    let secret = toolgate::core::id::random_hex(32).unwrap();
+    let secret = toolgate_core::id::random_hex(32).unwrap();
     let file = dir.path().join("slack.secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let s = start_gov(configuration(&file, true), Duration::from_millis(50)).await;

@@ -17,7 +17,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::core::ToolResponse;
+use toolgate_core::ToolResponse;
 use toolgate_inbox::State;
 
 /// The card of the issue.

@@ -112,7 +112,7 @@ struct Slack {
 /// start; `webhook` where held calls are posted.
 async fn slack_server(prefix: &str, webhook: Option<String>) -> Slack {
     let dir = tempfile::tempdir().unwrap();
-    let secret = toolgate::core::id::random_hex(32).unwrap();
+    let secret = toolgate_core::id::random_hex(32).unwrap();
     let file = dir.path().join("slack.secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let gov = governance_tweaked("token", |c| {

@@ -32,9 +32,9 @@ async fn hold_like(store: &dyn InboxStore, template: &HeldRecord, n: usize) -> V
         call.interaction_id = format!("ia_measure_{i:06}");
         let input = json!({"order": format!("A-{i}"), "amount": i, "note": "<b>escaped</b>"});
         call.input_json = input.to_string();
-        call.input_canonical = toolgate::engine::canon::canonical_json(&input).unwrap();
-        call.input_hash = toolgate::engine::canon::input_hash(&input).unwrap();
-        call.turn = Some(toolgate::core::Turn::new(
+        call.input_canonical = toolgate_engine::canon::canonical_json(&input).unwrap();
+        call.input_hash = toolgate_engine::canon::input_hash(&input).unwrap();
+        call.turn = Some(toolgate_core::Turn::new(
             format!("sess-{}", i % 20),
             format!("turn-{}", i % 7),
         ));

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::ToolResponse;
+use toolgate_core::ToolResponse;
 use toolgate_inbox::{Inbox, InboxStore, State};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 

@@ -13,7 +13,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall};
+use toolgate_core::{AgentRef, ToolCall};
 use toolgate_inbox::State;
 
 #[tokio::test]

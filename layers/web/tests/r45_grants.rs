@@ -16,7 +16,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, RefusalCode, ToolCall, ToolResponse};
+use toolgate_core::{AgentRef, RefusalCode, ToolCall, ToolResponse};
 use toolgate_inbox::{GrantState, State, Timestamp};
 
 #[tokio::test]

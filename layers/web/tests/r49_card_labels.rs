@@ -14,7 +14,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use toolgate::core::{AgentRef, ToolCall, ToolResponse};
+use toolgate_core::{AgentRef, ToolCall, ToolResponse};
 
 fn in_session(tool: &str, session: &str) -> ToolCall {
     // One order per session: the same input again would be a repeat of the first (R38).

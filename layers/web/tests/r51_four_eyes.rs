@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::{Value, json};
-use toolgate::core::{AgentRef, ToolCall, Turn};
+use toolgate_core::{AgentRef, ToolCall, Turn};
 use toolgate_inbox::State;
 use toolgate_web::slack::signature;
 
@@ -287,7 +287,7 @@ fn texts(blocks: &Value) -> String {
 #[tokio::test]
 async fn r51_the_slack_message_shows_the_count_and_keeps_its_buttons_for_the_second_person() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = toolgate::core::id::random_hex(32).unwrap();
+    let secret = toolgate_core::id::random_hex(32).unwrap();
     let file = dir.path().join("slack.secret");
     std::fs::write(&file, format!("{secret}\n")).unwrap();
     let gov = governance_tweaked("token", |c| {

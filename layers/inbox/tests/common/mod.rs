@@ -123,10 +123,10 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 use toolgate::approval::ApprovalGateLayer;
-use toolgate::core::{AgentRef, CallId, ToolCall, ToolOutput, ToolResponse};
-use toolgate::engine::Governance;
-use toolgate::engine::config::{Format, load_str};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle};
+use toolgate_core::{AgentRef, CallId, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::Governance;
+use toolgate_engine::config::{Format, load_str};
 use toolgate_inbox::Inbox;
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -164,7 +164,7 @@ pub struct Received {
     pub call_id: CallId,
     pub tool: String,
     pub input: Value,
-    pub turn: Option<toolgate::core::Turn>,
+    pub turn: Option<toolgate_core::Turn>,
 }
 
 /// The tool behind the stack: counts invocations and records what it received.
@@ -238,7 +238,7 @@ pub fn sqlite(path: &Path) -> SqliteInbox {
 
 // ----- R38: held calls whose fresh decision no longer asks -----
 
-use toolgate::core::{RunContext, RunMode};
+use toolgate_core::{RunContext, RunMode};
 
 /// How a held call's reason to ask goes away before it is resumed (R38): each variant holds
 /// a call to `charge` for one reason, then relaxes the configuration so that the fresh

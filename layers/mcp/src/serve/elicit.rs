@@ -43,8 +43,8 @@ use sha2::{Digest, Sha256};
 use toolgate::approval::{
     ApprovalChannel, ApprovalOutcome, ApprovalRequest, BoxFuture, VerifiedOutcome,
 };
-use toolgate::core::number::NumberLiterals;
 use toolgate_core::ChannelKind;
+use toolgate_core::number::NumberLiterals;
 use toolgate_inbox::{InboxStore, OpenQuestion, Timestamp};
 
 use super::lock;
@@ -330,7 +330,7 @@ impl Asked<'_> {
     /// state, the caller, the agent, the tool and the input's canonical hash. The state itself
     /// is never kept, and a retry by another caller or about another call finds nothing.
     fn key(&self, state: &str) -> Option<String> {
-        let input = toolgate::engine::canon::input_hash(self.input)?;
+        let input = toolgate_engine::canon::input_hash(self.input)?;
         let mut h = Sha256::new();
         for part in [state, self.caller, self.agent, self.tool, &input] {
             h.update(part.as_bytes());
@@ -357,7 +357,7 @@ impl QuestionBook {
             String::from("the input cannot be canonicalised, so no question can be bound to it")
         })?;
         let body = serde_json::to_string(&Kept {
-            input: toolgate::core::number::to_text(call.input, call.literals),
+            input: toolgate_core::number::to_text(call.input, call.literals),
             asked,
         })
         .map_err(|e| format!("the question could not be written: {e}"))?;
@@ -419,8 +419,8 @@ impl QuestionBook {
         let kept: Kept = serde_json::from_str(&question.body)
             .map_err(|e| format!("the kept approval question cannot be read: {e}"))?;
         // R35: the exact input asked about, every number as written.
-        let same = toolgate::core::number::parse_with_literals(&kept.input).is_ok_and(|(v, l)| {
-            toolgate::core::number::same_input(&v, &l, call.input, call.literals)
+        let same = toolgate_core::number::parse_with_literals(&kept.input).is_ok_and(|(v, l)| {
+            toolgate_core::number::same_input(&v, &l, call.input, call.literals)
         });
         if !same {
             return Err(unknown());

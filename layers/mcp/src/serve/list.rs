@@ -114,12 +114,12 @@ impl Shared {
             .into_iter()
             .filter(|t| {
                 self.gateway
-                    .sendable(&toolgate::core::ToolRef::Name(t.name.to_string()))
+                    .sendable(&toolgate_core::ToolRef::Name(t.name.to_string()))
                     .is_ok()
             })
             .map(|mut t| {
                 // An MCP App's UI reference, judged per agent when listed.
-                let name = toolgate::core::ToolRef::Name(t.name.to_string());
+                let name = toolgate_core::ToolRef::Name(t.name.to_string());
                 t.meta = self.gateway.app_meta(&name).map(Into::into);
                 t
             })

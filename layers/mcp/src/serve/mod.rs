@@ -104,10 +104,10 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate::approval::ApprovalChannel;
-use toolgate::engine::{Governance, RoutedChannel, UnknownAgent};
 use toolgate::{GovernanceHandle, ToolgateBuilder, ToolgateLayer};
 use toolgate_core::number::NumberLiterals;
 use toolgate_core::{AgentRef, ChannelKind, HeldCall, ToolCall, ToolOutput, ToolResponse};
+use toolgate_engine::{Governance, RoutedChannel, UnknownAgent};
 use toolgate_inbox::{Inbox, State};
 use tower::ServiceExt as _;
 use tower::util::BoxCloneService;
@@ -146,7 +146,7 @@ type Stack = BoxCloneService<ToolCall, ToolResponse, McpCallError>;
 #[non_exhaustive]
 pub enum ServeError {
     /// The configuration does not fit (an error per path).
-    Config(toolgate::engine::ConfigErrors),
+    Config(toolgate_engine::ConfigErrors),
     /// An upstream server could not be connected.
     Gateway(GatewayError),
 }
@@ -231,7 +231,7 @@ impl Shared {
         call: &ToolCall,
     ) -> Result<Option<(String, State, Vec<String>)>, String> {
         // An input with no canonical form was never held: the gate refuses it.
-        let Some(input_hash) = toolgate::engine::canon::input_hash(&call.input) else {
+        let Some(input_hash) = toolgate_engine::canon::input_hash(&call.input) else {
             return Ok(None);
         };
         let found = inbox
@@ -305,10 +305,7 @@ fn with_hooks(
                 .map_err(ServeError::Config)?;
         let services = crate::hooks::DecisionServices::new(config.hooks.clone(), redactor)
             .map_err(|why| {
-                ServeError::Config(toolgate::engine::ConfigErrors::one(
-                    "hooks",
-                    why.to_string(),
-                ))
+                ServeError::Config(toolgate_engine::ConfigErrors::one("hooks", why.to_string()))
             })?;
         builder = builder.hooks(services);
     }
@@ -339,7 +336,7 @@ fn with_channels(
             ChannelKind::Inbox => match inbox {
                 Some(i) => Arc::new(i.channel()),
                 None => {
-                    return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                    return Err(ServeError::Config(toolgate_engine::ConfigErrors::one(
                         "inbox",
                         "asks are routed to the `inbox` channel but no durable inbox was given (add an `inbox` section)",
                     )));
@@ -347,7 +344,7 @@ fn with_channels(
             },
             ChannelKind::Elicitation => Arc::new(elicit::ElicitationChannel),
             _ => {
-                return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                return Err(ServeError::Config(toolgate_engine::ConfigErrors::one(
                     first.path.clone(),
                     "asks are routed to the `interactive` channel, a person at this process's terminal, which `toolgate mcp serve` does not have (its standard input and output are the MCP transport): route them to `inbox` (held for the approvers) or, where the agent's own client may answer, `elicitation`",
                 )));
@@ -537,7 +534,7 @@ impl GovernedServer {
                     None => String::from("asks are"),
                     Some(name) => format!("agent `{name}`'s asks are"),
                 };
-                return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+                return Err(ServeError::Config(toolgate_engine::ConfigErrors::one(
                     r.path,
                     format!(
                         "{whose} routed to the `{}` channel, which this server was not started with: restart `toolgate mcp serve` to change the approval channels",
@@ -548,7 +545,7 @@ impl GovernedServer {
         }
         let change = self.shared.server_change(&config.servers);
         if !change.is_empty() && matches!(self.shared.wire, wire::Wire::Own { .. }) {
-            return Err(ServeError::Config(toolgate::engine::ConfigErrors::one(
+            return Err(ServeError::Config(toolgate_engine::ConfigErrors::one(
                 "mcp.servers",
                 "the servers changed, and with `mcp.wire_names: \"own\"` the tools' own names are those of the one server the server started with: restart `toolgate mcp serve` to change them",
             )));

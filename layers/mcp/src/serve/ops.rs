@@ -156,8 +156,8 @@ pub(super) async fn readiness(shared: &Shared) -> (bool, Value) {
         }
     };
     let policy = match shared.gateway.handle().load().policy() {
-        toolgate::engine::PolicyState::Readable(_) => json!("readable"),
-        toolgate::engine::PolicyState::Unreadable(why) => {
+        toolgate_engine::PolicyState::Readable(_) => json!("readable"),
+        toolgate_engine::PolicyState::Unreadable(why) => {
             json!(format!(
                 "unreadable (calls are refused `policy_unreadable`): {why}"
             ))

@@ -7,7 +7,7 @@
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use toolgate::core::{Check, Refusal, RefusalCode, ToolCall, ToolResponse};
+use toolgate_core::{Check, Refusal, RefusalCode, ToolCall, ToolResponse};
 use tower::{Layer, Service};
 
 use crate::McpGateway;

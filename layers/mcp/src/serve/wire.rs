@@ -3,8 +3,8 @@
 //! name before the governed stack (which decides by qualified names, as always).
 
 use rmcp::model::Tool;
-use toolgate::engine::Governance;
 use toolgate_core::{Check, Refusal, RefusalCode, ToolKind};
+use toolgate_engine::Governance;
 
 use super::WireNames;
 use crate::McpGateway;

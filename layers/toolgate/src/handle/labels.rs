@@ -116,7 +116,7 @@ impl GovernanceHandle {
 /// use toolgate::engine::config::{Format, load_str};
 /// use toolgate::engine::quota::{AsyncQuotaCounter, LabelsFuture, MemoryQuotaCounter, Millis};
 /// use toolgate::engine::quota::{QuotaCounter, QuotaError, QuotaGroup, ReserveFuture};
-/// use toolgate::engine::labels::LabelSet;
+/// use toolgate::core::LabelSet;
 /// use toolgate::{GovernanceHandle, SessionLabelsLayer, ToolgateLayer};
 /// use tower::{Layer, ServiceExt, service_fn};
 ///

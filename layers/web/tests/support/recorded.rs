@@ -5,7 +5,7 @@ use std::convert::Infallible;
 
 use serde_json::json;
 use toolgate::ToolgateLayer;
-use toolgate::core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
+use toolgate_core::{AgentRef, ToolCall, ToolOutput, ToolResponse};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::common::{Server, governance_tweaked, start_gov};
