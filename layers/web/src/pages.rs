@@ -64,7 +64,7 @@ pub(crate) fn card_cued(
         r.state.as_str()
     );
     // The execution target first (seed 000).
-    crate::api::target::card_line(out, &shown);
+    out.push_str(&crate::api::target::card_line(&shown).into_string());
     out.push_str("<h3 class=\"prompt\">");
     if link {
         let _ = write!(out, "<a href=\"/calls/{id}\">{}</a>", text(&shown.prompt));
@@ -84,7 +84,7 @@ pub(crate) fn card_cued(
             esc(&r.call.definition_hash)
         );
     }
-    crate::risk::render(out, cues);
+    out.push_str(&crate::risk::render(cues).into_string());
     let _ = write!(
         out,
         "<p class=\"as\">as <code>{}</code> · <span class=\"state\">{}</span></p><dl>",
@@ -147,8 +147,8 @@ pub(crate) fn card_cued(
             // R51: a grant is one person's answer, and an edit would be one approver's
             // alone: neither is offered for a call that needs several approvals.
             if r.approvals_needed() <= 1 {
-                crate::grants::grant_form(out, r, who);
-                crate::api::edit::edit_form(out, r, who);
+                out.push_str(&crate::grants::grant_form(r, who).into_string());
+                out.push_str(&crate::api::edit::edit_form(r, who).into_string());
             }
         } else {
             out.push_str("<p class=\"note\">You are not one of the approvers for this tool.</p>");
@@ -368,7 +368,11 @@ pub(crate) async fn one(
     }
     answered_banner(&mut body, &r, &who);
     if let Some(gid) = &q.granted {
-        crate::grants::granted_banner(&app, &mut body, &r, &who, gid).await;
+        body.push_str(
+            &crate::grants::granted_banner(&app, &r, &who, gid)
+                .await
+                .into_string(),
+        );
     }
     let ctx = crate::risk::RiskContext::load(&app).await;
     let cues = crate::risk::cues(&ctx, &r);
