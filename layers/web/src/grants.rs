@@ -17,7 +17,6 @@
 //! Revoking asks for a confirmation first; only a person with rights over what the grant
 //! answers may revoke it.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::Form;
@@ -42,7 +41,7 @@ use list::source_field;
 pub(crate) use list::{confirm_revoke, page, query_escape, revoke};
 
 use crate::auth::{check_csrf, unauthorized};
-use crate::html::{self, Shown, Tab, esc, text};
+use crate::html::{self, Shown, Tab};
 use crate::state::App;
 use crate::state::Who;
 use crate::token::random_hex;
