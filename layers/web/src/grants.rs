@@ -563,12 +563,7 @@ fn confirm_open(
             }
         }
     };
-    html::page(
-        "Check the grant",
-        Some((who, Tab::Pending)),
-        &body.into_string(),
-    )
-    .into_response()
+    html::page("Check the grant", Some((who, Tab::Pending)), body).into_response()
 }
 
 /// On a call's page after "Approve and allow" (`?granted=`): the grant given, and what it

@@ -1,13 +1,13 @@
 //! HTML building blocks: the page frame, refusals, the static files, and [`Shown`], text a
 //! person reads with its hidden characters marked.
 //!
-//! Every page is built with [`maud::html!`], which escapes each spliced value: markup from
-//! data can only be text. Raw markup goes in only through an explicit
-//! [`maud::PreEscaped`], each with the reason it is safe beside it.
+//! Every page is built with [`maud::html!`], which escapes each spliced value (`&`, `<`,
+//! `>`, `"`; every attribute value is double-quoted): markup from data can only be text.
+//! Raw markup could go in only through an explicit [`maud::PreEscaped`]; the pages use none.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use maud::{DOCTYPE, Markup, PreEscaped, Render, html};
+use maud::{DOCTYPE, Markup, Render, html};
 
 use crate::state::Who;
 
@@ -21,28 +21,6 @@ impl Render for Shown<'_> {
     fn render_to(&self, buffer: &mut String) {
         toolgate_core::display::visible(self.0).render_to(buffer);
     }
-}
-
-/// Escapes text for HTML element content and quoted attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Escapes a value a person reads, with its hidden characters (bidi controls, zero-width
-/// characters, controls) shown marked (`⟦U+202E⟧`, [`toolgate_core::display::visible`]).
-pub(crate) fn text(s: &str) -> String {
-    esc(&toolgate_core::display::visible(s))
 }
 
 /// Which tab a page belongs to.
@@ -79,10 +57,7 @@ fn nav(who: &Who, tab: Tab) -> Markup {
 }
 
 /// A whole page: the frame, the navigation (for a signed-in person), and `body`.
-pub(crate) fn page(title: &str, nav_of: Option<(&Who, Tab)>, body: &str) -> Html<String> {
-    // Safe for now: `body` is markup the callers built, each escaping its values; it becomes
-    // `Markup` once every caller builds its body with `html!`.
-    let body = PreEscaped(body);
+pub(crate) fn page(title: &str, nav_of: Option<(&Who, Tab)>, body: Markup) -> Html<String> {
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -116,7 +91,7 @@ pub(crate) fn refusal(status: StatusCode, title: &str, why: &str) -> Response {
             p { a href="/" { "Back to pending approvals" } }
         }
     };
-    (status, page(title, None, &body.into_string())).into_response()
+    (status, page(title, None, body)).into_response()
 }
 
 fn asset(body: &'static str, kind: &'static str) -> Response {
@@ -146,15 +121,6 @@ mod tests {
     use maud::html;
 
     use super::Shown;
-
-    #[test]
-    fn every_markup_character_is_escaped() {
-        assert_eq!(
-            super::esc(r#"<a href="x" onclick='y'>&amp;</a>"#),
-            "&lt;a href=&quot;x&quot; onclick=&#39;y&#39;&gt;&amp;amp;&lt;/a&gt;"
-        );
-        assert_eq!(super::esc("plain ü"), "plain ü");
-    }
 
     #[test]
     fn shown_text_is_escaped_with_its_hidden_characters_marked() {

@@ -536,7 +536,7 @@ fn respond(
     let body = html! {
         div id="live" data-live="1" data-delta=[events.map(|_| "1")] data-events=[events] { (inner) }
     };
-    html::page(title, Some((who, tab)), &body.into_string()).into_response()
+    html::page(title, Some((who, tab)), body).into_response()
 }
 
 pub(crate) async fn pending(

@@ -344,12 +344,7 @@ pub(crate) async fn one(
         (granted)
         (card_cued(&r, &who, Timestamp::now(), false, &cues))
     };
-    html::page(
-        &r.interaction().prompt,
-        Some((&who, Tab::Pending)),
-        &body.into_string(),
-    )
-    .into_response()
+    html::page(&r.interaction().prompt, Some((&who, Tab::Pending)), body).into_response()
 }
 
 #[derive(Debug, Deserialize)]

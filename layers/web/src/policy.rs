@@ -390,12 +390,7 @@ fn confirm_delete(who: &Who, loaded: &Loaded, i: usize, rule: &Value) -> Respons
             a href="/policy" class="button" id="cancel-delete" { "Cancel" }
         }
     };
-    html::page(
-        "Delete a rule",
-        Some((who, Tab::Policy)),
-        &body.into_string(),
-    )
-    .into_response()
+    html::page("Delete a rule", Some((who, Tab::Policy)), body).into_response()
 }
 
 pub(crate) async fn page(

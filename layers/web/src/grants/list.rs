@@ -82,7 +82,7 @@ pub(crate) async fn page(
             }
         }
     };
-    html::page("Grants", Some((&who, Tab::Grants)), &body.into_string()).into_response()
+    html::page("Grants", Some((&who, Tab::Grants)), body).into_response()
 }
 
 /// One grant's row on the Grants tab, with Revoke for a live grant the person may revoke.
@@ -195,12 +195,7 @@ pub(crate) async fn confirm_revoke(
             }
         }
     };
-    html::page(
-        "Revoke a grant",
-        Some((&who, Tab::Grants)),
-        &body.into_string(),
-    )
-    .into_response()
+    html::page("Revoke a grant", Some((&who, Tab::Grants)), body).into_response()
 }
 
 #[derive(Debug, Deserialize)]

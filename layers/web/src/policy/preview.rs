@@ -11,11 +11,7 @@ pub(super) fn preview_response(
     status: StatusCode,
 ) -> Response {
     let body = render(app, who, loaded, panel, banner, preview);
-    (
-        status,
-        html::page("Policy", Some((who, Tab::Policy)), &body.into_string()),
-    )
-        .into_response()
+    (status, html::page("Policy", Some((who, Tab::Policy)), body)).into_response()
 }
 
 /// A change's preview (R46), shown above the panel before it is saved.
