@@ -8,10 +8,11 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
+use maud::html;
 use serde::Deserialize;
 use toolgate_engine::approvers::ApproverAuth;
 
-use crate::html::{self, esc};
+use crate::html;
 use crate::state::App;
 use crate::state::Session;
 use crate::state::Who;
@@ -332,17 +333,21 @@ pub(crate) async fn login_page(State(app): State<App>, identity: Identity) -> Re
 
 fn login_form(error: Option<&str>, status: StatusCode) -> Response {
     let nonce = random_hex(16);
-    let err = error
-        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
-        .unwrap_or_default();
-    let body = format!(
-        "<section class=\"login\"><h1>Sign in to approve held calls</h1>{err}\
-         <form method=\"post\" action=\"/login\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{nonce}\">\
-         <label>Approver token <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"current-password\" required></label>\
-         <button type=\"submit\" id=\"sign-in\">Sign in</button></form></section>"
-    );
-    let mut res = (status, html::page("Sign in", None, &body)).into_response();
+    let body = html! {
+        section class="login" {
+            h1 { "Sign in to approve held calls" }
+            @if let Some(e) = error { p class="error" role="alert" { (e) } }
+            form method="post" action="/login" {
+                input type="hidden" name="csrf" value=(nonce);
+                label {
+                    "Approver token "
+                    input type="password" name="token" id="token" autocomplete="current-password" required;
+                }
+                button type="submit" id="sign-in" { "Sign in" }
+            }
+        }
+    };
+    let mut res = (status, html::page("Sign in", None, body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{LOGIN_COOKIE}={nonce}; Path=/login; HttpOnly; SameSite=Strict"
     )) {

@@ -5,16 +5,15 @@
 //! refuses the selection whole, naming it — and then each call is answered with its own
 //! idempotency key (the form's key and the call's id), as one answer each on the store.
 
-use std::fmt::Write as _;
-
 use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
 use toolgate_inbox::{HeldRecord, MAX_REASON_CHARS};
 
 use crate::auth::{check_csrf, unauthorized};
-use crate::html::{self, Tab, esc, text};
+use crate::html::{self, Shown, Tab};
 use crate::state::App;
 
 /// The most calls one bulk answer takes.
@@ -127,7 +126,7 @@ pub(crate) async fn bulk(
     };
     (
         status,
-        html::page("Bulk answer", Some((&who, Tab::Pending)), &body),
+        html::page("Bulk answer", Some((&who, Tab::Pending)), body),
     )
         .into_response()
 }
@@ -179,44 +178,35 @@ fn result_body(
     done: &[(&HeldRecord, toolgate_inbox::AnswerReceipt)],
     failed: &[(&HeldRecord, String)],
     selected: usize,
-) -> String {
+) -> Markup {
     let verb = if approve { "Approved" } else { "Denied" };
-    let mut body = format!(
-        "<section id=\"bulk-result\" class=\"bulk-result\"><h1>{verb} {} of {} selected held call{}</h1><p class=\"banner ok\" role=\"status\" id=\"bulk-done\">{verb} {}.</p><ul class=\"answered\">",
-        done.len(),
-        selected,
-        if selected == 1 { "" } else { "s" },
-        done.len()
-    );
-    for (r, receipt) in done {
-        // R51: an approval that is not the last one a call needs says so.
-        let progress = receipt
-            .progress()
-            .map(|p| format!(" <span class=\"approvals\">{}</span>", text(&p)))
-            .unwrap_or_default();
-        let _ = write!(
-            body,
-            "<li id=\"done-{id}\"><a href=\"/calls/{id}\">{}</a>{progress}</li>",
-            text(&r.interaction().prompt),
-            id = esc(r.id())
-        );
-    }
-    body.push_str("</ul>");
-    if !failed.is_empty() {
-        body.push_str("<h2>Not answered</h2><ul class=\"failed\">");
-        for (r, why) in failed {
-            let _ = write!(
-                body,
-                "<li id=\"failed-{id}\"><a href=\"/calls/{id}\">{}</a>: <span class=\"error\">{}</span></li>",
-                text(&r.interaction().prompt),
-                text(why),
-                id = esc(r.id())
-            );
+    html! {
+        section id="bulk-result" class="bulk-result" {
+            h1 { (verb) " " (done.len()) " of " (selected) " selected held call" @if selected != 1 { "s" } }
+            p class="banner ok" role="status" id="bulk-done" { (verb) " " (done.len()) "." }
+            ul class="answered" {
+                @for (r, receipt) in done {
+                    li id={ "done-" (r.id()) } {
+                        a href={ "/calls/" (r.id()) } { (Shown(&r.interaction().prompt)) }
+                        // R51: an approval that is not the last one a call needs says so.
+                        @if let Some(p) = receipt.progress() {
+                            " " span class="approvals" { (Shown(&p)) }
+                        }
+                    }
+                }
+            }
+            @if !failed.is_empty() {
+                h2 { "Not answered" }
+                ul class="failed" {
+                    @for (r, why) in failed {
+                        li id={ "failed-" (r.id()) } {
+                            a href={ "/calls/" (r.id()) } { (Shown(&r.interaction().prompt)) }
+                            ": " span class="error" { (Shown(why)) }
+                        }
+                    }
+                }
+            }
+            p { a href="/" id="back-pending" { "Back to pending approvals" } }
         }
-        body.push_str("</ul>");
     }
-    body.push_str(
-        "<p><a href=\"/\" id=\"back-pending\">Back to pending approvals</a></p></section>",
-    );
-    body
 }

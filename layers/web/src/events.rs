@@ -45,10 +45,9 @@ fn delta_event(
         if !filter.matches(r) {
             return None;
         }
-        let mut html = String::new();
         let cues = crate::risk::cues(ctx, r);
-        crate::listing::grouped_card(&mut html, r, who, Timestamp::now(), &cues);
-        return Some(Event::default().event("added").data(html));
+        let card = crate::listing::grouped_card(r, who, Timestamp::now(), &cues);
+        return Some(Event::default().event("added").data(card.into_string()));
     }
     let mut as_pending = r.clone();
     as_pending.state = CallState::Pending;

@@ -17,13 +17,13 @@
 //! Revoking asks for a confirmation first; only a person with rights over what the grant
 //! answers may revoke it.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate_core::ToolKind;
@@ -41,7 +41,7 @@ use list::source_field;
 pub(crate) use list::{confirm_revoke, page, query_escape, revoke};
 
 use crate::auth::{check_csrf, unauthorized};
-use crate::html::{self, Tab, esc, text};
+use crate::html::{self, Shown, Tab};
 use crate::state::App;
 use crate::state::Who;
 use crate::token::random_hex;
@@ -135,13 +135,12 @@ fn open_of(r: &HeldRecord, given: Selects<'_>) -> Vec<Open> {
 }
 
 /// The list in words, as `<ul>` items.
-fn open_items(list: &[Open]) -> String {
-    cover::words(list)
-        .into_iter()
-        .fold(String::new(), |mut out, line| {
-            let _ = write!(out, "<li>{line}</li>");
-            out
-        })
+fn open_items(list: &[Open]) -> Markup {
+    html! {
+        @for line in cover::words(list) {
+            li { (line) }
+        }
+    }
 }
 
 /// The tool a card's grant names: the own name of its (first) record, and the server when
@@ -173,83 +172,72 @@ fn tool_of(r: &HeldRecord) -> (String, Option<String>) {
 /// value is shown with its hidden characters marked: a value a person cannot read is never
 /// put in a form raw, and its marked spelling never matches the original, so such a field
 /// can only make the grant narrower.
-pub(crate) fn grant_form(out: &mut String, r: &HeldRecord, who: &Who) {
-    let id = esc(r.id());
+pub(crate) fn grant_form(r: &HeldRecord, who: &Who) -> Markup {
+    let id = r.id();
     let (tool, server) = tool_of(r);
     let offer = offer(r);
     let session = r.call.turn.as_ref().map(|t| t.session.clone());
     let input = |name: &str, label: &str, value: &str, hint: &str| {
-        format!(
-            "<label class=\"field\">{label} <input type=\"text\" name=\"{name}\" value=\"{}\" id=\"grant-{name}-{id}\" placeholder=\"{hint}\"></label>",
-            text(value)
-        )
+        html! {
+            label class="field" {
+                (label) " "
+                input type="text" name=(name) value=(Shown(value)) id={ "grant-" (name) "-" (id) } placeholder=(hint);
+            }
+        }
     };
-    // What the offer leaves open, in words; a field of the card left open is saved only
-    // once the person ticks that they read it.
-    let accept = if cover::needs_confirmation(&offer.open, &offer.open) {
-        format!(
-            "<label class=\"accept\"><input type=\"checkbox\" name=\"open_fields\" value=\"{}\" id=\"grant-accept-{id}\" required> I have read what this grant leaves open, and save it so</label>",
-            cover::fingerprint(r.id(), &offer.open)
-        )
-    } else {
-        String::new()
-    };
-    let open = format!(
-        "<div class=\"open-fields\" id=\"grant-open-fields-{id}\"><p>As offered, the grant checks every value this card shows, each equal to it (a list whole); a range or a pattern is only there if you write one. It leaves open:</p><ul>{}</ul>{accept}\
-         <p class=\"note\">Edit the grant and, before anything is saved, you are shown what the edited grant leaves open.</p></div>",
-        open_items(&offer.open)
-    );
-    let _ = write!(
-        out,
-        "<details class=\"grant\" id=\"grant-panel-{id}\"><summary id=\"grant-open-{id}\">Approve, and allow matching calls for …</summary>\
-         <form method=\"post\" action=\"/calls/{id}/grant\" class=\"grant\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <input type=\"hidden\" name=\"input_hash\" value=\"{}\">\
-         <input type=\"hidden\" name=\"definition_hash\" value=\"{}\">\
-         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
-         <p class=\"note\">Approves this call, and lets matching calls run without asking until the grant expires, is spent or is revoked. It never runs a refused call and never changes what the agent is shown.</p>\
-         {}{}{}{}{}\
-         <label class=\"field\">When (JSON, a rule's <code>when</code>; empty: any input)<textarea name=\"when\" id=\"grant-when-{id}\" rows=\"3\">{}</textarea></label>\
-         {}{}{open}\
-         <button type=\"submit\" class=\"approve\" id=\"grant-{id}\">Approve and allow</button></form></details>",
-        esc(&who.csrf),
-        esc(&r.call.input_hash),
-        esc(&r.call.definition_hash),
-        random_hex(16),
-        input("for", "For", DEFAULT_FOR, "30m, 2h, 1d"),
-        input(
-            "max_calls",
-            "At most (calls)",
-            &DEFAULT_MAX_CALLS.to_string(),
-            "empty: no limit"
-        ),
-        input(
-            "agent",
-            "Agent",
-            r.call.agent.rule_name(),
-            "a name or a * pattern"
-        ),
-        input("tool", "Tool", &tool, "a name or a * pattern"),
-        input(
-            "server",
-            "Server",
-            server.as_deref().unwrap_or(""),
-            "empty: any"
-        ),
-        text(offer.when.as_deref().unwrap_or("")),
-        input(
-            "session",
-            "Session",
-            session.as_deref().unwrap_or(""),
-            "empty: any session"
-        ),
-        input(
-            "reason",
-            "Reason",
-            &format!("allowed with held call {}", r.id()),
-            "why"
-        ),
-    );
+    html! {
+        details class="grant" id={ "grant-panel-" (id) } {
+            summary id={ "grant-open-" (id) } { "Approve, and allow matching calls for …" }
+            form method="post" action={ "/calls/" (id) "/grant" } class="grant" {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="hidden" name="input_hash" value=(r.call.input_hash);
+                input type="hidden" name="definition_hash" value=(r.call.definition_hash);
+                input type="hidden" name="idempotency_key" value=(random_hex(16));
+                p class="note" {
+                    "Approves this call, and lets matching calls run without asking until the grant expires, is spent or is revoked. It never runs a refused call and never changes what the agent is shown."
+                }
+                (input("for", "For", DEFAULT_FOR, "30m, 2h, 1d"))
+                (input("max_calls", "At most (calls)", &DEFAULT_MAX_CALLS.to_string(), "empty: no limit"))
+                (input("agent", "Agent", r.call.agent.rule_name(), "a name or a * pattern"))
+                (input("tool", "Tool", &tool, "a name or a * pattern"))
+                (input("server", "Server", server.as_deref().unwrap_or(""), "empty: any"))
+                label class="field" {
+                    "When (JSON, a rule's " code { "when" } "; empty: any input)"
+                    textarea name="when" id={ "grant-when-" (id) } rows="3" {
+                        (Shown(offer.when.as_deref().unwrap_or("")))
+                    }
+                }
+                (input("session", "Session", session.as_deref().unwrap_or(""), "empty: any session"))
+                (input("reason", "Reason", &format!("allowed with held call {}", r.id()), "why"))
+                (offer_open(r, &offer))
+                button type="submit" class="approve" id={ "grant-" (id) } { "Approve and allow" }
+            }
+        }
+    }
+}
+
+/// What the card's offer leaves open, in words; a field of the card left open is saved only
+/// once the person ticks that they read it.
+fn offer_open(r: &HeldRecord, offer: &Offer) -> Markup {
+    let id = r.id();
+    html! {
+        div class="open-fields" id={ "grant-open-fields-" (id) } {
+            p {
+                "As offered, the grant checks every value this card shows, each equal to it (a list whole); a range or a pattern is only there if you write one. It leaves open:"
+            }
+            ul { (open_items(&offer.open)) }
+            @if cover::needs_confirmation(&offer.open, &offer.open) {
+                label class="accept" {
+                    input type="checkbox" name="open_fields" value=(cover::fingerprint(r.id(), &offer.open))
+                        id={ "grant-accept-" (id) } required;
+                    " I have read what this grant leaves open, and save it so"
+                }
+            }
+            p class="note" {
+                "Edit the grant and, before anything is saved, you are shown what the edited grant leaves open."
+            }
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -523,79 +511,73 @@ fn confirm_open(
     print: &str,
     who: &Who,
 ) -> Response {
-    let hidden = |name: &str, value: &Option<String>| {
-        format!(
-            "<input type=\"hidden\" name=\"{name}\" value=\"{}\">",
-            esc(value.as_deref().unwrap_or(""))
-        )
-    };
+    let print = Some(print.to_owned());
     let fields = [
-        hidden("csrf", &form.csrf),
-        hidden("input_hash", &form.input_hash),
-        hidden("definition_hash", &form.definition_hash),
-        hidden("idempotency_key", &form.idempotency_key),
-        hidden("agent", &form.agent),
-        hidden("tool", &form.tool),
-        hidden("server", &form.server),
-        hidden("session", &form.session),
-        hidden("when", &form.when),
-        hidden("for", &form.lasts),
-        hidden("max_calls", &form.max_calls),
-        hidden("reason", &form.reason),
-        hidden("open_fields", &Some(print.to_owned())),
-    ]
-    .concat();
-    let eid = esc(id);
-    let body = format!(
-        "<section class=\"panel\" id=\"grant-check\"><h1>Check what this grant leaves open</h1>\
-         <p>Nothing is saved yet. This grant approves call <code>{eid}</code> and lets matching calls of <code>{}</code>{} by <code>{}</code> {} run without asking, for {}, {}, {}.</p>\
-         <p>Compared with what the card shows, it leaves open:</p><ul class=\"open-fields\" id=\"grant-open-list\">{}</ul>\
-         <form method=\"post\" action=\"/calls/{eid}/grant\">{fields}\
-         <button type=\"submit\" class=\"approve\" id=\"grant-confirm\">Approve and allow, leaving these open</button> \
-         <a href=\"/calls/{eid}\" class=\"button\" id=\"grant-back\">Back to the call</a></form></section>",
-        text(&request.tool),
-        request
-            .server
-            .as_deref()
-            .map(|s| format!(" on server <code>{}</code>", text(s)))
-            .unwrap_or_default(),
-        text(&request.agent),
-        match &request.session {
-            Some(s) => format!("in session <code>{}</code>", text(s)),
-            None => String::from("in any session"),
-        },
-        text(&humantime::format_duration(request.lasts).to_string()),
-        request.max_calls.map_or_else(
-            || String::from("with no limit on calls"),
-            |m| format!("at most {m} call{}", if m == 1 { "" } else { "s" })
-        ),
-        match &request.when {
-            Some(w) => format!("when the input passes <code>{}</code>", text(w)),
-            None => String::from("whatever the input"),
-        },
-        open_items(open),
-    );
-    html::page("Check the grant", Some((who, Tab::Pending)), &body).into_response()
+        ("csrf", &form.csrf),
+        ("input_hash", &form.input_hash),
+        ("definition_hash", &form.definition_hash),
+        ("idempotency_key", &form.idempotency_key),
+        ("agent", &form.agent),
+        ("tool", &form.tool),
+        ("server", &form.server),
+        ("session", &form.session),
+        ("when", &form.when),
+        ("for", &form.lasts),
+        ("max_calls", &form.max_calls),
+        ("reason", &form.reason),
+        ("open_fields", &print),
+    ];
+    let body = html! {
+        section class="panel" id="grant-check" {
+            h1 { "Check what this grant leaves open" }
+            p {
+                "Nothing is saved yet. This grant approves call " code { (id) }
+                " and lets matching calls of " code { (Shown(&request.tool)) }
+                @if let Some(s) = &request.server { " on server " code { (Shown(s)) } }
+                " by " code { (Shown(&request.agent)) } " "
+                @match &request.session {
+                    Some(s) => { "in session " code { (Shown(s)) } }
+                    None => { "in any session" }
+                }
+                " run without asking, for " (Shown(&humantime::format_duration(request.lasts).to_string())) ", "
+                @match request.max_calls {
+                    Some(m) => { "at most " (m) " call" @if m != 1 { "s" } }
+                    None => { "with no limit on calls" }
+                }
+                ", "
+                @match &request.when {
+                    Some(w) => { "when the input passes " code { (Shown(w)) } }
+                    None => { "whatever the input" }
+                }
+                "."
+            }
+            p { "Compared with what the card shows, it leaves open:" }
+            ul class="open-fields" id="grant-open-list" { (open_items(open)) }
+            form method="post" action={ "/calls/" (id) "/grant" } {
+                @for (name, value) in fields {
+                    input type="hidden" name=(name) value=(value.as_deref().unwrap_or(""));
+                }
+                button type="submit" class="approve" id="grant-confirm" { "Approve and allow, leaving these open" }
+                " "
+                a href={ "/calls/" (id) } class="button" id="grant-back" { "Back to the call" }
+            }
+        }
+    };
+    html::page("Check the grant", Some((who, Tab::Pending)), body).into_response()
 }
 
 /// On a call's page after "Approve and allow" (`?granted=`): the grant given, and what it
 /// leaves open of this card, in words, read back from the stored grant. Nothing for a
 /// grant that is not in the store or not the person's.
-pub(crate) async fn granted_banner(
-    app: &App,
-    out: &mut String,
-    r: &HeldRecord,
-    who: &Who,
-    gid: &str,
-) {
+pub(crate) async fn granted_banner(app: &App, r: &HeldRecord, who: &Who, gid: &str) -> Markup {
     let Ok(grants) = app.0.store.grants().await else {
-        return;
+        return html! {};
     };
     let Some(g) = grants
         .iter()
         .find(|g| g.grant.id() == gid && g.grant.granted_by() == who.approver.name)
     else {
-        return;
+        return html! {};
     };
     let string = |k: &str| match source_field(g, k) {
         Some(Value::String(s)) => Some(s),
@@ -621,10 +603,13 @@ pub(crate) async fn granted_banner(
             when: when.as_deref(),
         },
     );
-    let _ = write!(
-        out,
-        "<section class=\"banner ok\" id=\"granted\" role=\"status\"><p>You gave grant <code>{}</code>: matching calls run without asking until it expires, is spent or is revoked (the Grants tab). Compared with this card, it leaves open:</p><ul class=\"open-fields\" id=\"granted-open\">{}</ul></section>",
-        text(g.grant.id()),
-        open_items(&open)
-    );
+    html! {
+        section class="banner ok" id="granted" role="status" {
+            p {
+                "You gave grant " code { (Shown(g.grant.id())) }
+                ": matching calls run without asking until it expires, is spent or is revoked (the Grants tab). Compared with this card, it leaves open:"
+            }
+            ul class="open-fields" id="granted-open" { (open_items(&open)) }
+        }
+    }
 }

@@ -10,13 +10,14 @@ use std::time::Duration;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use maud::{Markup, html};
 use serde::Deserialize;
 use toolgate_inbox::{
     HeldCursor, HeldPage, HeldQuery, HeldRecord, InboxError, Listing, Order, State as CallState,
     Timestamp,
 };
 
-use crate::html::{self, Tab, esc, text};
+use crate::html::{self, Shown, Tab};
 use crate::pages::{age, agent_text, card_cued};
 use crate::rights::may_see;
 use crate::rights::store_failed;
@@ -334,94 +335,93 @@ pub(crate) async fn shown_page(
 }
 
 /// The filter form (a `GET` of the same list), every field labelled.
-fn filter_form(out: &mut String, path: &str, pq: &PageQuery, q: &HeldQuery) {
-    let v = |f: &Option<String>| esc(&given(f).unwrap_or_default());
-    let _ = write!(
-        out,
-        "<form method=\"get\" action=\"{path}\" class=\"filters\" id=\"filters\" role=\"search\" aria-label=\"Filter the list\">\
-         <label>Search input <input type=\"search\" name=\"q\" id=\"f-q\" value=\"{}\" placeholder=\"text in the input\"></label>\
-         <label>Agent <input type=\"text\" name=\"agent\" id=\"f-agent\" value=\"{}\"></label>\
-         <label>Tool <input type=\"text\" name=\"tool\" id=\"f-tool\" value=\"{}\"></label>\
-         <label>Server <input type=\"text\" name=\"server\" id=\"f-server\" value=\"{}\"></label>\
-         <label>Session <input type=\"text\" name=\"session\" id=\"f-session\" value=\"{}\"></label>\
-         <label>Reason <select name=\"source\" id=\"f-source\"><option value=\"\">any source</option>",
-        v(&pq.q),
-        v(&pq.agent),
-        v(&pq.tool),
-        v(&pq.server),
-        v(&pq.session),
-    );
-    for (k, label) in SOURCES {
-        let sel = if q.reason_source.as_deref() == Some(k) {
-            " selected"
-        } else {
-            ""
-        };
-        let _ = write!(out, "<option value=\"{k}\"{sel}>{label}</option>");
-    }
+fn filter_form(path: &str, pq: &PageQuery, q: &HeldQuery) -> Markup {
+    // What the person typed, as typed: the form sends it back.
+    let v = |f: &Option<String>| given(f).unwrap_or_default();
+    let text_field = |label: &str, name: &str, value: &Option<String>| {
+        html! {
+            label { (label) " " input type="text" name=(name) id={ "f-" (name) } value=(v(value)); }
+        }
+    };
+    let minutes = |label: &str, name: &str, value: &Option<String>| {
+        html! {
+            label { (label) " " input type="number" min="0" name=(name) id={ "f-" (name) } value=(v(value)); }
+        }
+    };
     let newest = q.order == Order::NewestFirst;
-    let _ = write!(
-        out,
-        "</select></label>\
-         <label>Older than (min) <input type=\"number\" min=\"0\" name=\"older\" id=\"f-older\" value=\"{}\"></label>\
-         <label>Newer than (min) <input type=\"number\" min=\"0\" name=\"newer\" id=\"f-newer\" value=\"{}\"></label>\
-         <label>Order <select name=\"order\" id=\"f-order\"><option value=\"oldest\"{}>oldest first</option><option value=\"newest\"{}>newest first</option></select></label>\
-         <button type=\"submit\" id=\"f-apply\">Filter</button> <a href=\"{path}\" id=\"f-clear\">Clear</a></form>",
-        v(&pq.older),
-        v(&pq.newer),
-        if newest { "" } else { " selected" },
-        if newest { " selected" } else { "" },
-    );
+    html! {
+        form method="get" action=(path) class="filters" id="filters" role="search" aria-label="Filter the list" {
+            label {
+                "Search input "
+                input type="search" name="q" id="f-q" value=(v(&pq.q)) placeholder="text in the input";
+            }
+            (text_field("Agent", "agent", &pq.agent))
+            (text_field("Tool", "tool", &pq.tool))
+            (text_field("Server", "server", &pq.server))
+            (text_field("Session", "session", &pq.session))
+            label {
+                "Reason "
+                select name="source" id="f-source" {
+                    option value="" { "any source" }
+                    @for (k, label) in SOURCES {
+                        option value=(k) selected[q.reason_source.as_deref() == Some(k)] { (label) }
+                    }
+                }
+            }
+            (minutes("Older than (min)", "older", &pq.older))
+            (minutes("Newer than (min)", "newer", &pq.newer))
+            label {
+                "Order "
+                select name="order" id="f-order" {
+                    option value="oldest" selected[!newest] { "oldest first" }
+                    option value="newest" selected[newest] { "newest first" }
+                }
+            }
+            button type="submit" id="f-apply" { "Filter" }
+            " "
+            a href=(path) id="f-clear" { "Clear" }
+        }
+    }
 }
 
 /// "Previous page" and "First page" past the first, and "Next page", each keeping the
 /// filters.
-fn pager(out: &mut String, path: &str, pq: &PageQuery, prev: &Previous, page: &HeldPage) {
-    out.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
-    if *prev != Previous::None {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" id=\"page-first\">First page</a> ",
-            esc(&pq.href(path, None))
-        );
-        let to = match prev {
-            Previous::Before(c) => pq.href_at(path, Some(("before", c))),
-            _ => pq.href(path, None),
-        };
-        let _ = write!(
-            out,
-            "<a href=\"{}\" id=\"page-prev\" rel=\"prev\">Previous page</a> ",
-            esc(&to)
-        );
+fn pager(path: &str, pq: &PageQuery, prev: &Previous, page: &HeldPage) -> Markup {
+    let to = match prev {
+        Previous::Before(c) => pq.href_at(path, Some(("before", c))),
+        _ => pq.href(path, None),
+    };
+    html! {
+        nav class="pager" aria-label="Pages" {
+            @if *prev != Previous::None {
+                a href=(pq.href(path, None)) id="page-first" { "First page" }
+                " "
+                a href=(to) id="page-prev" rel="prev" { "Previous page" }
+                " "
+            }
+            @if let Some(next) = &page.next {
+                a href=(pq.href(path, Some(next))) id="page-next" rel="next" { "Next page" }
+            }
+        }
     }
-    if let Some(next) = &page.next {
-        let _ = write!(
-            out,
-            "<a href=\"{}\" id=\"page-next\" rel=\"next\">Next page</a>",
-            esc(&pq.href(path, Some(next)))
-        );
-    }
-    out.push_str("</nav>");
 }
 
 /// The bulk answer bar: its form carries the selected cards' checkboxes (`form="bulk"`),
 /// each with the hashes its card showed (R35).
-fn bulk_bar(out: &mut String, who: &Who, hidden: bool) {
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"/bulk\" id=\"bulk\" class=\"bulk\" aria-label=\"Answer the selected calls\"{}>\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
-         <label class=\"pick-all\" hidden><input type=\"checkbox\" id=\"pick-all\"> Select all on this page</label>\
-         <span id=\"picked\" aria-live=\"polite\"></span>\
-         <label class=\"sr\" for=\"bulk-reason\">Deny reason for the selected calls</label>\
-         <input type=\"text\" name=\"reason\" id=\"bulk-reason\" maxlength=\"{}\" placeholder=\"Reason for a denial (optional)\">\
-         <button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\" id=\"bulk-approve\">Approve selected</button>\
-         <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"deny\" id=\"bulk-deny\">Deny selected</button></form>",
-        if hidden { " hidden" } else { "" },
-        esc(&who.csrf),
-        random_hex(16),
-        toolgate_inbox::MAX_REASON_CHARS,
-    );
+fn bulk_bar(who: &Who, hidden: bool) -> Markup {
+    html! {
+        form method="post" action="/bulk" id="bulk" class="bulk" aria-label="Answer the selected calls" hidden[hidden] {
+            input type="hidden" name="csrf" value=(who.csrf);
+            input type="hidden" name="idempotency_key" value=(random_hex(16));
+            label class="pick-all" hidden { input type="checkbox" id="pick-all"; " Select all on this page" }
+            span id="picked" aria-live="polite" {}
+            label class="sr" for="bulk-reason" { "Deny reason for the selected calls" }
+            input type="text" name="reason" id="bulk-reason" maxlength=(toolgate_inbox::MAX_REASON_CHARS)
+                placeholder="Reason for a denial (optional)";
+            button type="submit" name="decision" value="approve" class="approve" id="bulk-approve" { "Approve selected" }
+            button type="submit" name="decision" value="deny" class="deny" id="bulk-deny" { "Deny selected" }
+        }
+    }
 }
 
 /// The key of a card's session and turn group, as the page marks it (`data-key`).
@@ -435,51 +435,53 @@ pub(crate) fn group_key(r: &HeldRecord) -> String {
 /// A card inside its session and turn sections (R43), as one group on the page: what a
 /// live update inserts when the page has no section for it yet.
 pub(crate) fn grouped_card(
-    out: &mut String,
     r: &HeldRecord,
     who: &Who,
     now: Timestamp,
     cues: &[(&'static str, String)],
-) {
-    session_open(out, r.call.turn.as_ref().map(|t| t.session.as_str()));
-    turn_open(out, r, 1);
-    card_cued(out, r, who, now, true, cues);
-    out.push_str("</section></section>");
+) -> Markup {
+    let card = card_cued(r, who, now, true, cues);
+    session_section(
+        r.call.turn.as_ref().map(|t| t.session.as_str()),
+        turn_section(r, 1, card),
+    )
 }
 
-fn session_open(out: &mut String, session: Option<&str>) {
-    match session {
-        Some(s) => {
-            let _ = write!(
-                out,
-                "<section class=\"session\"><h2>Session <code>{}</code></h2>",
-                text(s)
-            );
+/// A session's section holding `inner`.
+fn session_section(session: Option<&str>, inner: Markup) -> Markup {
+    html! {
+        section class="session" {
+            h2 {
+                @if let Some(s) = session {
+                    "Session " code { (Shown(s)) }
+                } @else {
+                    "Outside any session"
+                }
+            }
+            (inner)
         }
-        None => out.push_str("<section class=\"session\"><h2>Outside any session</h2>"),
     }
 }
 
-fn turn_open(out: &mut String, r: &HeldRecord, n: usize) {
-    let key = esc(&group_key(r));
-    match &r.call.turn {
-        Some(t) => {
-            let _ = write!(
-                out,
-                "<section class=\"turn\" data-key=\"{key}\"><h3 class=\"turn-title\">Turn <code>{}</code> · paused by {n} held call{} on this page</h3>",
-                text(&t.turn),
-                if n == 1 { "" } else { "s" }
-            );
-        }
-        None => {
-            let _ = write!(out, "<section class=\"turn\" data-key=\"{key}\">");
+/// The section of `r`'s turn, where `n` of its calls are on the page, holding `inner`.
+fn turn_section(r: &HeldRecord, n: usize, inner: Markup) -> Markup {
+    html! {
+        section class="turn" data-key=(group_key(r)) {
+            @if let Some(t) = &r.call.turn {
+                h3 class="turn-title" {
+                    "Turn " code { (Shown(&t.turn)) } " · paused by " (n) " held call"
+                    @if n != 1 { "s" }
+                    " on this page"
+                }
+            }
+            (inner)
         }
     }
 }
 
 /// The cards of one page grouped by session, then turn, each group in the order of its
 /// first card on the page (R43); calls outside any session last.
-fn cards(out: &mut String, records: &[HeldRecord], who: &Who, ctx: &crate::risk::RiskContext) {
+fn cards(records: &[HeldRecord], who: &Who, ctx: &crate::risk::RiskContext) -> Markup {
     let now = Timestamp::now();
     type Turns<'a> = Vec<(String, Vec<&'a HeldRecord>)>;
     let mut sessions: Vec<(Option<&str>, Turns<'_>)> = Vec::new();
@@ -500,28 +502,41 @@ fn cards(out: &mut String, records: &[HeldRecord], who: &Who, ctx: &crate::risk:
         }
     }
     sessions.sort_by_key(|(s, _)| s.is_none());
-    for (session, turns) in &sessions {
-        session_open(out, *session);
-        for (_, calls) in turns {
-            if let Some(first) = calls.first() {
-                turn_open(out, first, calls.len());
+    let turn = |calls: &[&HeldRecord]| {
+        let cards = html! {
+            @for r in calls {
+                (card_cued(r, who, now, true, &crate::risk::cues(ctx, r)))
             }
-            for r in calls {
-                let cues = crate::risk::cues(ctx, r);
-                card_cued(out, r, who, now, true, &cues);
-            }
-            out.push_str("</section>");
+        };
+        match calls.first() {
+            Some(first) => turn_section(first, calls.len(), cards),
+            None => cards,
         }
-        out.push_str("</section>");
+    };
+    html! {
+        @for (session, turns) in &sessions {
+            (session_section(*session, html! { @for (_, calls) in turns { (turn(calls)) } }))
+        }
     }
 }
 
-fn respond(who: &Who, tab: Tab, title: &str, inner: &str, attrs: &str, fragment: bool) -> Response {
+/// A list page, or only its live part (`fragment`, for the script's refresh). `events`: the
+/// event stream the pending page follows (its updates applied as deltas).
+fn respond(
+    who: &Who,
+    tab: Tab,
+    title: &str,
+    inner: Markup,
+    events: Option<&str>,
+    fragment: bool,
+) -> Response {
     if fragment {
-        return Html(inner.to_owned()).into_response();
+        return Html(inner.into_string()).into_response();
     }
-    let body = format!("<div id=\"live\" data-live=\"1\"{attrs}>{inner}</div>");
-    html::page(title, Some((who, tab)), &body).into_response()
+    let body = html! {
+        div id="live" data-live="1" data-delta=[events.map(|_| "1")] data-events=[events] { (inner) }
+    };
+    html::page(title, Some((who, tab)), body).into_response()
 }
 
 pub(crate) async fn pending(
@@ -541,24 +556,6 @@ pub(crate) async fn pending(
         Err(r) => return r,
     };
     let ctx = crate::risk::RiskContext::load(&app).await;
-    let mut inner = String::with_capacity(64 * 1024);
-    let _ = write!(
-        inner,
-        "<h1>Pending approvals <span class=\"count\" id=\"pending-count\">{count}</span></h1>"
-    );
-    filter_form(&mut inner, "/", &pq, &q);
-    if count == 0 {
-        if pq.filtered() {
-            inner.push_str(
-                "<p class=\"empty\" id=\"empty\">No held call matches these filters.</p>",
-            );
-        } else {
-            inner.push_str(
-                "<p class=\"empty\" id=\"empty\">No held call is waiting for an answer.</p>",
-            );
-        }
-    }
-    bulk_bar(&mut inner, &who, count == 0);
     // Where a call held from now on belongs: at the bottom of the last page oldest-first,
     // at the top of the first page newest-first; elsewhere it is only counted.
     let add = match (q.order, prev != Previous::None, page.next.is_some()) {
@@ -566,37 +563,54 @@ pub(crate) async fn pending(
         (Order::NewestFirst, false, _) => "top",
         _ => "none",
     };
-    let _ = write!(
-        inner,
-        "<p class=\"note\" id=\"new-note\" hidden></p><div id=\"cards\" data-add=\"{add}\">"
-    );
-    cards(&mut inner, &page.records, &who, &ctx);
-    inner.push_str("</div>");
-    pager(&mut inner, "/", &pq, &prev, &page);
-    inner.push_str(KEYS_HELP);
-    let attrs = format!(
-        " data-delta=\"1\" data-events=\"{}\"",
-        esc(&format!("/events?{}", pq.filter_string()))
-    );
+    let inner = html! {
+        h1 { "Pending approvals " span class="count" id="pending-count" { (count) } }
+        (filter_form("/", &pq, &q))
+        @if count == 0 {
+            @if pq.filtered() {
+                p class="empty" id="empty" { "No held call matches these filters." }
+            } @else {
+                p class="empty" id="empty" { "No held call is waiting for an answer." }
+            }
+        }
+        (bulk_bar(&who, count == 0))
+        p class="note" id="new-note" hidden {}
+        div id="cards" data-add=(add) { (cards(&page.records, &who, &ctx)) }
+        (pager("/", &pq, &prev, &page))
+        (keys_help())
+    };
+    let events = format!("/events?{}", pq.filter_string());
     respond(
         &who,
         Tab::Pending,
         "Pending approvals",
-        &inner,
-        &attrs,
+        inner,
+        Some(&events),
         pq.fragment.is_some(),
     )
 }
 
 /// The keyboard shortcuts, listed on the pending page.
-const KEYS_HELP: &str = "<details class=\"keys\" id=\"keys\"><summary>Keyboard shortcuts</summary><dl>\
-<dt><kbd>j</kbd> / <kbd>k</kbd></dt><dd>next / previous call</dd>\
-<dt><kbd>a</kbd></dt><dd>approve the current call</dd>\
-<dt><kbd>d</kbd></dt><dd>deny the current call (with the reason typed)</dd>\
-<dt><kbd>r</kbd></dt><dd>focus the deny reason</dd>\
-<dt><kbd>x</kbd></dt><dd>select the current call for a bulk answer</dd>\
-<dt><kbd>u</kbd></dt><dd>undo the answer being sent</dd></dl>\
-<p>An answer given with a key or the bulk bar waits a few seconds, with <em>Undo</em>, before it is sent.</p></details>";
+fn keys_help() -> Markup {
+    let key = |k: &str, what: &str| html! { dt { kbd { (k) } } dd { (what) } };
+    html! {
+        details class="keys" id="keys" {
+            summary { "Keyboard shortcuts" }
+            dl {
+                dt { kbd { "j" } " / " kbd { "k" } }
+                dd { "next / previous call" }
+                (key("a", "approve the current call"))
+                (key("d", "deny the current call (with the reason typed)"))
+                (key("r", "focus the deny reason"))
+                (key("x", "select the current call for a bulk answer"))
+                (key("u", "undo the answer being sent"))
+            }
+            p {
+                "An answer given with a key or the bulk bar waits a few seconds, with " em { "Undo" } ", before it is sent."
+            }
+        }
+    }
+}
 
 /// The short form of an input, for a history row.
 fn excerpt(r: &HeldRecord) -> String {
@@ -625,53 +639,62 @@ pub(crate) async fn history(
         Err(r) => return r,
     };
     let now = Timestamp::now();
-    let mut inner =
-        format!("<h1>History <span class=\"count\" id=\"history-count\">{count}</span></h1>");
-    filter_form(&mut inner, "/history", &pq, &q);
-    inner.push_str(
-        "<table class=\"history\"><thead><tr><th>Held</th><th>Call</th><th>Input</th><th>Agent</th><th>Session</th><th>State</th><th>Who answered</th><th>When</th><th>Reason</th></tr></thead><tbody>",
-    );
-    for r in &page.records {
-        let who_answered = match (&r.approver, r.state) {
-            // R51: a call several people approved names them all.
-            (Some(_), s) if s != CallState::Denied && r.approvals_needed() > 1 => {
-                text(&r.approved_by())
+    let inner = html! {
+        h1 { "History " span class="count" id="history-count" { (count) } }
+        (filter_form("/history", &pq, &q))
+        table class="history" {
+            thead {
+                tr {
+                    th { "Held" } th { "Call" } th { "Input" } th { "Agent" } th { "Session" }
+                    th { "State" } th { "Who answered" } th { "When" } th { "Reason" }
+                }
             }
-            (Some(a), _) => format!("{}{}", text(a), crate::pages::principal_html(r)),
-            (None, CallState::Expired) => String::from("nobody: it expired"),
-            (None, CallState::Cancelled) => String::from("nobody: its turn was cancelled"),
-            (None, _) => String::new(),
-        };
-        let when = r.answered_at.unwrap_or(r.updated_at);
-        let _ = write!(
-            inner,
-            "<tr class=\"state-{state}\" id=\"row-{id}\"><td><span class=\"ago\" data-since=\"{}\">{} ago</span></td><td><a href=\"/calls/{id}\">{}</a></td><td><code class=\"excerpt\">{}</code></td><td>{}</td><td>{}</td><td class=\"state\">{state}</td><td class=\"approver\">{who_answered}</td><td><time datetime=\"{when}\">{when}</time></td><td>{}</td></tr>",
-            r.call.created_at.as_millis(),
-            age(r.call.created_at.age(now)),
-            text(&r.interaction().prompt),
-            text(&excerpt(r)),
-            text(&agent_text(r)),
-            text(r.call.turn.as_ref().map_or("", |t| t.session.as_str())),
-            text(r.answer_reason.as_deref().unwrap_or("")),
-            id = esc(r.id()),
-            state = r.state.as_str(),
-        );
-    }
-    inner.push_str("</tbody></table>");
-    if page.records.is_empty() {
-        inner.push_str(if pq.filtered() {
-            "<p class=\"empty\">Nothing answered matches these filters.</p>"
-        } else {
-            "<p class=\"empty\">Nothing answered yet.</p>"
-        });
-    }
-    pager(&mut inner, "/history", &pq, &prev, &page);
+            tbody { @for r in &page.records { (history_row(r, now)) } }
+        }
+        @if page.records.is_empty() {
+            @if pq.filtered() {
+                p class="empty" { "Nothing answered matches these filters." }
+            } @else {
+                p class="empty" { "Nothing answered yet." }
+            }
+        }
+        (pager("/history", &pq, &prev, &page))
+    };
     respond(
         &who,
         Tab::History,
         "History",
-        &inner,
-        "",
+        inner,
+        None,
         pq.fragment.is_some(),
     )
+}
+
+/// One answered call's row on the history page.
+fn history_row(r: &HeldRecord, now: Timestamp) -> Markup {
+    let who_answered = match (&r.approver, r.state) {
+        // R51: a call several people approved names them all.
+        (Some(_), s) if s != CallState::Denied && r.approvals_needed() > 1 => {
+            html! { (Shown(&r.approved_by())) }
+        }
+        (Some(a), _) => html! { (Shown(a)) (crate::pages::principal_html(r)) },
+        (None, CallState::Expired) => html! { "nobody: it expired" },
+        (None, CallState::Cancelled) => html! { "nobody: its turn was cancelled" },
+        (None, _) => html! {},
+    };
+    let when = r.answered_at.unwrap_or(r.updated_at);
+    let (id, state) = (r.id(), r.state.as_str());
+    html! {
+        tr class={ "state-" (state) } id={ "row-" (id) } {
+            td { span class="ago" data-since=(r.call.created_at.as_millis()) { (age(r.call.created_at.age(now))) " ago" } }
+            td { a href={ "/calls/" (id) } { (Shown(&r.interaction().prompt)) } }
+            td { code class="excerpt" { (Shown(&excerpt(r))) } }
+            td { (Shown(&agent_text(r))) }
+            td { (Shown(r.call.turn.as_ref().map_or("", |t| t.session.as_str()))) }
+            td class="state" { (state) }
+            td class="approver" { (who_answered) }
+            td { time datetime=(when) { (when) } }
+            td { (Shown(r.answer_reason.as_deref().unwrap_or(""))) }
+        }
+    }
 }

@@ -9,12 +9,11 @@
 //! One thing because it is one page: loading, rendering and saving the policy tab share the
 //! `Loaded` snapshot and its `updatedAt`; the rule checks themselves are the engine's.
 
-use std::fmt::Write as _;
-
 use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_engine::policy::Policy;
@@ -22,7 +21,7 @@ use toolgate_engine::{ConfigErrors, PolicyState};
 use toolgate_inbox::{PutPolicyError, put_policy_text_if_unchanged};
 
 use crate::auth::{check_csrf, unauthorized};
-use crate::html::{self, Tab, esc, text};
+use crate::html::{self, Shown, Tab};
 use crate::state::App;
 use crate::state::Who;
 
@@ -152,23 +151,8 @@ fn render(
     panel: Option<&Panel>,
     banner: Option<(&str, &str)>,
     preview: Option<&Preview>,
-) -> String {
-    let mut out = String::from("<h1>Tenant policy</h1>");
+) -> Markup {
     let previews = app.0.settings.preview.is_some();
-    if let Some((class, text)) = banner {
-        let _ = write!(
-            out,
-            "<p class=\"{class}\" id=\"banner\" role=\"status\">{}</p>",
-            esc(text)
-        );
-    }
-    if let Some(why) = &loaded.unreadable {
-        let _ = write!(
-            out,
-            "<p class=\"error\" id=\"unreadable\">The stored policy cannot be read, so every mcp and http call is refused <code>policy_unreadable</code> until a corrected policy is saved: {}</p>",
-            esc(why)
-        );
-    }
     let default = loaded
         .doc
         .get("default")
@@ -179,212 +163,193 @@ fn render(
     } else {
         format!("updated {}", loaded.updated_at)
     };
-    let _ = write!(
-        out,
-        "<p class=\"meta\">A call no rule matches: <strong>{}</strong> · <span id=\"updated-at\">{}</span></p>",
-        esc(default),
-        esc(&stamp)
-    );
     let may_edit = who.approver.edit_policy;
-    if !may_edit {
-        out.push_str("<p class=\"note\">You may read the policy; editing it is not among your permissions.</p>");
+    html! {
+        h1 { "Tenant policy" }
+        @if let Some((class, text)) = banner {
+            p class=(class) id="banner" role="status" { (text) }
+        }
+        @if let Some(why) = &loaded.unreadable {
+            p class="error" id="unreadable" {
+                "The stored policy cannot be read, so every mcp and http call is refused "
+                code { "policy_unreadable" } " until a corrected policy is saved: " (why)
+            }
+        }
+        p class="meta" {
+            "A call no rule matches: " strong { (default) } " · " span id="updated-at" { (stamp) }
+        }
+        @if !may_edit {
+            p class="note" { "You may read the policy; editing it is not among your permissions." }
+        }
+        @if let Some(p) = preview { (p.html) }
+        @if may_edit && let Some(p) = panel { (panel_html(who, loaded, p, previews)) }
+        (rules_table(&loaded.doc, may_edit))
+        @if may_edit {
+            p { a href="/policy?edit=new" id="add-rule" class="button" { "Add rule" } }
+            (whole_form(who, loaded, preview, previews))
+        }
     }
-    if let Some(p) = preview {
-        out.push_str(&p.html);
-    }
-    if may_edit && let Some(p) = panel {
-        panel_html(&mut out, who, loaded, p, previews);
-    }
-    rules_table(&mut out, &loaded.doc, may_edit);
-    if may_edit {
-        out.push_str(
-            "<p><a href=\"/policy?edit=new\" id=\"add-rule\" class=\"button\">Add rule</a></p>",
-        );
-        whole_form(&mut out, who, loaded, preview, previews);
-    }
-    out
 }
 
 /// The table of the stored rules, strictest first, each with its Edit and Delete links for
 /// a person who may edit.
-fn rules_table(out: &mut String, doc: &Value, may_edit: bool) {
+fn rules_table(doc: &Value, may_edit: bool) -> Markup {
     let list = rules(doc);
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by_key(|i| list.get(*i).map_or(3, strictness));
-    out.push_str("<table class=\"rules\" id=\"rules\"><thead><tr><th>#</th><th>Effect</th><th>Tool</th><th>Kind</th><th>Agent</th><th>When</th><th>Reason</th><th></th></tr></thead><tbody>");
-    for i in order {
-        let Some(rule) = list.get(i) else { continue };
-        let effect = text_of(rule, "effect");
-        let server = text_of(rule, "server");
-        let tool = text_of(rule, "tool");
-        let target = match (server.is_empty(), tool.is_empty()) {
-            (true, true) => String::from("any"),
-            (false, true) => format!("{server} / any"),
-            (true, false) => tool,
-            (false, false) => format!("{server} / {tool}"),
-        };
-        let when = rule.get("when").map(Value::to_string).unwrap_or_default();
-        let _ = write!(
-            out,
-            "<tr id=\"rule-{i}\" class=\"effect-{e}\"><td>{i}</td><td class=\"effect\">{e}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>",
-            text(&target),
-            esc(&text_of(rule, "kind")),
-            text(&text_of(rule, "agent")),
-            text(&when),
-            text(&text_of(rule, "reason")),
-            e = esc(&effect),
-        );
-        if may_edit {
-            let _ = write!(
-                out,
-                "<a href=\"/policy?edit={i}\" id=\"edit-{i}\">Edit</a> \
-                 <a href=\"/policy?delete={i}\" class=\"button\" id=\"delete-{i}\" aria-label=\"Delete rule {i}\">Delete</a>"
-            );
+    html! {
+        table class="rules" id="rules" {
+            thead {
+                tr {
+                    th { "#" } th { "Effect" } th { "Tool" } th { "Kind" } th { "Agent" } th { "When" }
+                    th { "Reason" } th {}
+                }
+            }
+            tbody {
+                @for i in order {
+                    @if let Some(rule) = list.get(i) { (rule_row(i, rule, may_edit)) }
+                }
+            }
         }
-        out.push_str("</td></tr>");
+        @if list.is_empty() {
+            p class="empty" { "No rule: every call runs (unless the default says otherwise)." }
+        }
     }
-    out.push_str("</tbody></table>");
-    if list.is_empty() {
-        out.push_str(
-            "<p class=\"empty\">No rule: every call runs (unless the default says otherwise).</p>",
-        );
+}
+
+/// The row of the stored rule `i`.
+fn rule_row(i: usize, rule: &Value, may_edit: bool) -> Markup {
+    let effect = text_of(rule, "effect");
+    let server = text_of(rule, "server");
+    let tool = text_of(rule, "tool");
+    let target = match (server.is_empty(), tool.is_empty()) {
+        (true, true) => String::from("any"),
+        (false, true) => format!("{server} / any"),
+        (true, false) => tool,
+        (false, false) => format!("{server} / {tool}"),
+    };
+    let when = rule.get("when").map(Value::to_string).unwrap_or_default();
+    html! {
+        tr id={ "rule-" (i) } class={ "effect-" (effect) } {
+            td { (i) }
+            td class="effect" { (effect) }
+            td { (Shown(&target)) }
+            td { (text_of(rule, "kind")) }
+            td { (Shown(&text_of(rule, "agent"))) }
+            td { code { (Shown(&when)) } }
+            td { (Shown(&text_of(rule, "reason"))) }
+            td {
+                @if may_edit {
+                    a href={ "/policy?edit=" (i) } id={ "edit-" (i) } { "Edit" }
+                    " "
+                    a href={ "/policy?delete=" (i) } class="button" id={ "delete-" (i) }
+                        aria-label={ "Delete rule " (i) } { "Delete" }
+                }
+            }
+        }
     }
 }
 
 /// The form editing the whole policy as JSON: the proposed document when a preview shows
 /// one (and the form open), else the stored one.
-fn whole_form(
-    out: &mut String,
-    who: &Who,
-    loaded: &Loaded,
-    preview: Option<&Preview>,
-    previews: bool,
-) {
+fn whole_form(who: &Who, loaded: &Loaded, preview: Option<&Preview>, previews: bool) -> Markup {
     let proposed = preview.and_then(|p| p.whole.as_deref());
     let whole = match proposed {
         Some(text) => text.to_owned(),
         None => serde_json::to_string_pretty(&loaded.doc).unwrap_or_default(),
     };
-    let _ = write!(
-        out,
-        "<details class=\"whole\"{}><summary>Edit the whole policy as JSON</summary>\
-         <form method=\"post\" action=\"/policy/whole\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
-         <textarea name=\"document\" rows=\"16\" id=\"whole\">{}</textarea>\
-         <button type=\"submit\" id=\"save-whole\">Save the whole policy</button>{}</form></details>",
-        if proposed.is_some() { " open" } else { "" },
-        esc(&who.csrf),
-        esc(&loaded.updated_at),
-        esc(&whole),
-        if previews {
-            " <button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-whole\">Preview</button>"
-        } else {
-            ""
+    html! {
+        details class="whole" open[proposed.is_some()] {
+            summary { "Edit the whole policy as JSON" }
+            form method="post" action="/policy/whole" {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="hidden" name="updated_at" value=(loaded.updated_at);
+                textarea name="document" rows="16" id="whole" { (whole) }
+                button type="submit" id="save-whole" { "Save the whole policy" }
+                @if previews {
+                    " "
+                    button type="submit" name="preview" value="1" id="preview-whole" { "Preview" }
+                }
+            }
         }
-    );
+    }
 }
 
-fn panel_html(out: &mut String, who: &Who, loaded: &Loaded, p: &Panel, previews: bool) {
+fn panel_html(who: &Who, loaded: &Loaded, p: &Panel, previews: bool) -> Markup {
     let title = if p.index == "new" {
         String::from("Add a rule")
     } else {
         format!("Edit rule {}", p.index)
     };
-    let _ = write!(
-        out,
-        "<aside class=\"panel\" id=\"panel\"><h2>{}</h2>",
-        esc(&title)
-    );
-    if !p.errors.is_empty() {
-        out.push_str("<ul class=\"error\" id=\"panel-errors\">");
-        for e in &p.errors {
-            let _ = write!(out, "<li>{}</li>", esc(e));
-        }
-        out.push_str("</ul>");
-    }
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"/policy/rule\" id=\"rule-form\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
-         <input type=\"hidden\" name=\"index\" value=\"{}\">",
-        esc(&who.csrf),
-        esc(&loaded.updated_at),
-        esc(&p.index)
-    );
-    for field in FIELDS {
-        let value = p
-            .values
-            .get(*field)
-            .map(|v| text_of(&json!({ *field: v }), field))
-            .unwrap_or_default();
-        let errors: Vec<&str> = p
-            .field_errors
-            .iter()
-            .filter(|(f, _)| f == field)
-            .map(|(_, m)| m.as_str())
-            .collect();
-        let invalid = if errors.is_empty() {
-            ""
-        } else {
-            " aria-invalid=\"true\""
-        };
-        let _ = write!(
-            out,
-            "<div class=\"field\" id=\"field-{field}\"><label for=\"in-{field}\">{field}</label>"
-        );
-        match *field {
-            "effect" => {
-                let _ = write!(out, "<select name=\"effect\" id=\"in-effect\"{invalid}>");
-                for e in ["deny", "ask", "allow"] {
-                    let sel = if value == e { " selected" } else { "" };
-                    let _ = write!(out, "<option value=\"{e}\"{sel}>{e}</option>");
+    html! {
+        aside class="panel" id="panel" {
+            h2 { (title) }
+            @if !p.errors.is_empty() {
+                ul class="error" id="panel-errors" { @for e in &p.errors { li { (e) } } }
+            }
+            form method="post" action="/policy/rule" id="rule-form" {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="hidden" name="updated_at" value=(loaded.updated_at);
+                input type="hidden" name="index" value=(p.index);
+                @for field in FIELDS { (field_html(p, field)) }
+                button type="submit" id="save-rule" { "Save policy" }
+                " "
+                @if previews {
+                    button type="submit" name="preview" value="1" id="preview-rule" { "Preview" }
+                    " "
                 }
-                out.push_str("</select>");
+                a href="/policy" { "Cancel" }
             }
-            "kind" => {
-                let _ = write!(out, "<select name=\"kind\" id=\"in-kind\"{invalid}>");
-                for (v, label) in [
-                    ("", "any"),
-                    ("mcp", "mcp"),
-                    ("http", "http"),
-                    ("local", "local"),
-                ] {
-                    let sel = if value == v { " selected" } else { "" };
-                    let _ = write!(out, "<option value=\"{v}\"{sel}>{label}</option>");
+        }
+    }
+}
+
+/// One field of the rule panel, with its errors. A value is shown as written: the form
+/// sends it back.
+fn field_html(p: &Panel, field: &str) -> Markup {
+    let value = p
+        .values
+        .get(field)
+        .map(|v| text_of(&json!({ field: v }), field))
+        .unwrap_or_default();
+    let errors: Vec<&str> = p
+        .field_errors
+        .iter()
+        .filter(|(f, _)| f == field)
+        .map(|(_, m)| m.as_str())
+        .collect();
+    let invalid = (!errors.is_empty()).then_some("true");
+    html! {
+        div class="field" id={ "field-" (field) } {
+            label for={ "in-" (field) } { (field) }
+            @match field {
+                "effect" => {
+                    select name="effect" id="in-effect" aria-invalid=[invalid] {
+                        @for e in ["deny", "ask", "allow"] {
+                            option value=(e) selected[value == e] { (e) }
+                        }
+                    }
                 }
-                out.push_str("</select>");
+                "kind" => {
+                    select name="kind" id="in-kind" aria-invalid=[invalid] {
+                        @for (v, label) in [("", "any"), ("mcp", "mcp"), ("http", "http"), ("local", "local")] {
+                            option value=(v) selected[value == v] { (label) }
+                        }
+                    }
+                }
+                "when" => {
+                    textarea name="when" id="in-when" rows="4" placeholder=r#"{"amount": {"gt": 100}}"#
+                        aria-invalid=[invalid] { (value) }
+                }
+                _ => {
+                    input type="text" name=(field) id={ "in-" (field) } value=(value) aria-invalid=[invalid];
+                }
             }
-            "when" => {
-                let _ = write!(
-                    out,
-                    "<textarea name=\"when\" id=\"in-when\" rows=\"4\" placeholder='{{\"amount\": {{\"gt\": 100}}}}'{invalid}>{}</textarea>",
-                    esc(&value)
-                );
-            }
-            _ => {
-                let _ = write!(
-                    out,
-                    "<input type=\"text\" name=\"{field}\" id=\"in-{field}\" value=\"{}\"{invalid}>",
-                    esc(&value)
-                );
+            @for m in errors {
+                p class="field-error" id={ "error-" (field) } { (m) }
             }
         }
-        for m in errors {
-            let _ = write!(
-                out,
-                "<p class=\"field-error\" id=\"error-{field}\">{}</p>",
-                esc(m)
-            );
-        }
-        out.push_str("</div>");
     }
-    out.push_str("<button type=\"submit\" id=\"save-rule\">Save policy</button> ");
-    if previews {
-        out.push_str("<button type=\"submit\" name=\"preview\" value=\"1\" id=\"preview-rule\">Preview</button> ");
-    }
-    out.push_str("<a href=\"/policy\">Cancel</a></form></aside>");
 }
 
 fn page_response(
@@ -410,21 +375,22 @@ pub(crate) struct PageQuery {
 /// the form that deletes it (on the `updatedAt` the page was read at, so a change in
 /// between is a conflict).
 fn confirm_delete(who: &Who, loaded: &Loaded, i: usize, rule: &Value) -> Response {
-    let body = format!(
-        "<section class=\"panel\" id=\"confirm\"><h1>Delete rule {i}?</h1>\
-         <p>This rule is removed from the stored policy, and the next call is decided without it:</p>\
-         <pre class=\"input\">{}</pre>\
-         <form method=\"post\" action=\"/policy/delete\" class=\"inline\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <input type=\"hidden\" name=\"updated_at\" value=\"{}\">\
-         <input type=\"hidden\" name=\"index\" value=\"{i}\">\
-         <button type=\"submit\" class=\"deny\" id=\"confirm-delete\">Delete rule {i}</button></form> \
-         <a href=\"/policy\" class=\"button\" id=\"cancel-delete\">Cancel</a></section>",
-        esc(&serde_json::to_string_pretty(rule).unwrap_or_default()),
-        esc(&who.csrf),
-        esc(&loaded.updated_at)
-    );
-    html::page("Delete a rule", Some((who, Tab::Policy)), &body).into_response()
+    let body = html! {
+        section class="panel" id="confirm" {
+            h1 { "Delete rule " (i) "?" }
+            p { "This rule is removed from the stored policy, and the next call is decided without it:" }
+            pre class="input" { (serde_json::to_string_pretty(rule).unwrap_or_default()) }
+            form method="post" action="/policy/delete" class="inline" {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="hidden" name="updated_at" value=(loaded.updated_at);
+                input type="hidden" name="index" value=(i);
+                button type="submit" class="deny" id="confirm-delete" { "Delete rule " (i) }
+            }
+            " "
+            a href="/policy" class="button" id="cancel-delete" { "Cancel" }
+        }
+    };
+    html::page("Delete a rule", Some((who, Tab::Policy)), body).into_response()
 }
 
 pub(crate) async fn page(

@@ -3,14 +3,14 @@
 //! egress, and a `deny` rule of the stored policy that selects the tool but whose condition
 //! this input did not meet (one step from a refusal).
 
-use std::fmt::Write as _;
-
 use toolgate_core::{AskSource, NetworkScope, ToolKind};
 use toolgate_engine::Governance;
 use toolgate_engine::policy::{Effect, Policy};
 use toolgate_inbox::HeldRecord;
 
-use crate::html::text;
+use maud::{Markup, html};
+
+use crate::html::Shown;
 
 /// What the cues are read from: the configuration (the tools' declarations) and the stored
 /// policy, each when there is one.
@@ -103,13 +103,14 @@ pub(crate) fn cues(ctx: &RiskContext, r: &HeldRecord) -> Vec<(&'static str, Stri
 }
 
 /// The cues as a list on the card (nothing when there are none).
-pub(crate) fn render(out: &mut String, cues: &[(&'static str, String)]) {
-    if cues.is_empty() {
-        return;
+pub(crate) fn render(cues: &[(&'static str, String)]) -> Markup {
+    html! {
+        @if !cues.is_empty() {
+            ul class="risks" aria-label="Risk cues" {
+                @for (class, why) in cues {
+                    li class={ "risk risk-" (class) } { (Shown(why)) }
+                }
+            }
+        }
     }
-    out.push_str("<ul class=\"risks\" aria-label=\"Risk cues\">");
-    for (class, why) in cues {
-        let _ = write!(out, "<li class=\"risk risk-{class}\">{}</li>", text(why));
-    }
-    out.push_str("</ul>");
 }

@@ -11,12 +11,11 @@
 //! never answered, still wins — and its claim is bound to the edited input's hash. The
 //! audit record keeps both inputs and who edited.
 
-use std::fmt::Write as _;
-
 use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_engine::approvers::Approver;
@@ -24,7 +23,7 @@ use toolgate_inbox::{Answer, AnswerError, AnswerReceipt, EditedInput, HeldRecord
 
 use super::refuse;
 use crate::auth::{check_csrf, unauthorized};
-use crate::html::{self, esc};
+use crate::html;
 use crate::state::App;
 use crate::state::Who;
 use crate::token::random_hex;
@@ -187,32 +186,37 @@ pub(crate) async fn describe_edit(app: &App, r: &HeldRecord, o: &mut Map<String,
 
 /// The card's "Edit, then approve" form, for an approver with `may_edit`: the input as a
 /// JSON textarea, bound to the card's hashes like Approve.
-pub(crate) fn edit_form(out: &mut String, r: &HeldRecord, who: &Who) {
+pub(crate) fn edit_form(r: &HeldRecord, who: &Who) -> Markup {
     if !who.approver.may_edit {
-        return;
+        return html! {};
     }
-    let id = esc(r.id());
+    let id = r.id();
+    // The input as it is edited: its own characters, hidden ones too (the text area is what
+    // is sent back).
     let input = r
         .input_pretty()
         .unwrap_or_else(|_| r.call.input_json.clone());
-    let _ = write!(
-        out,
-        "<details class=\"edit\" id=\"edit-panel-{id}\"><summary id=\"edit-open-{id}\">Edit the input, then approve …</summary>\
-         <form method=\"post\" action=\"/calls/{id}/approve-edited\" class=\"edit\">\
-         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <input type=\"hidden\" name=\"input_hash\" value=\"{}\">\
-         <input type=\"hidden\" name=\"definition_hash\" value=\"{}\">\
-         <input type=\"hidden\" name=\"idempotency_key\" value=\"{}\">\
-         <p class=\"note\">The edited call is decided again in full before it is sent, and the record keeps both inputs and your name.</p>\
-         <label class=\"field\">Input (JSON)<textarea name=\"input\" id=\"edit-input-{id}\" rows=\"8\" spellcheck=\"false\" aria-describedby=\"edit-error-{id}\">{}</textarea></label>\
-         <p class=\"error edit-error\" id=\"edit-error-{id}\" role=\"alert\" hidden></p>\
-         <button type=\"submit\" class=\"approve\" id=\"edit-approve-{id}\">Approve with this input</button></form></details>",
-        esc(&who.csrf),
-        esc(&r.call.input_hash),
-        esc(&r.call.definition_hash),
-        random_hex(16),
-        esc(&input),
-    );
+    html! {
+        details class="edit" id={ "edit-panel-" (id) } {
+            summary id={ "edit-open-" (id) } { "Edit the input, then approve …" }
+            form method="post" action={ "/calls/" (id) "/approve-edited" } class="edit" {
+                input type="hidden" name="csrf" value=(who.csrf);
+                input type="hidden" name="input_hash" value=(r.call.input_hash);
+                input type="hidden" name="definition_hash" value=(r.call.definition_hash);
+                input type="hidden" name="idempotency_key" value=(random_hex(16));
+                p class="note" {
+                    "The edited call is decided again in full before it is sent, and the record keeps both inputs and your name."
+                }
+                label class="field" {
+                    "Input (JSON)"
+                    textarea name="input" id={ "edit-input-" (id) } rows="8" spellcheck="false"
+                        aria-describedby={ "edit-error-" (id) } { (input) }
+                }
+                p class="error edit-error" id={ "edit-error-" (id) } role="alert" hidden {}
+                button type="submit" class="approve" id={ "edit-approve-" (id) } { "Approve with this input" }
+            }
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,11 +20,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::html::text;
+use crate::html::Shown;
 
 /// The longest `when` path a grant may have (`tool_rule_field_chars`, R22).
 fn path_limit() -> usize {
@@ -385,72 +386,75 @@ pub(crate) fn fingerprint(id: &str, list: &[Open]) -> String {
 
 /// The list in words, as a person reads it: one sentence an item (the added fields in one),
 /// every value escaped with its hidden characters marked.
-pub(crate) fn words(list: &[Open]) -> Vec<String> {
+pub(crate) fn words(list: &[Open]) -> Vec<Markup> {
     let mut out = Vec::new();
-    let added: Vec<String> = list
+    let added: Vec<Markup> = list
         .iter()
         .filter_map(|o| match o {
-            Open::Added { inside: None } => Some(String::from("at the top level")),
-            Open::Added { inside: Some(p) } => Some(format!("inside <code>{}</code>", text(p))),
+            Open::Added { inside } => Some(place(inside.as_deref())),
             _ => None,
         })
         .collect();
     for o in list {
         let line = match o {
-            Open::NotAnObject => String::from(
-                "the input is not a JSON object: a <code>when</code> cannot check it, so any input passes",
-            ),
-            Open::Unreadable(why) => format!(
-                "the stored input cannot be read ({}): nothing of it is checked, so any input passes",
-                text(why)
-            ),
-            Open::Unchecked { path, card } => format!(
-                "<code>{}</code> is not checked: any value passes (the card shows <code>{}</code>)",
-                text(path),
-                text(card)
-            ),
-            Open::Loose { path, what, card } => format!(
-                "<code>{}</code>: {} passes (the card shows <code>{}</code>)",
-                text(path),
-                text(what),
-                text(card)
-            ),
+            Open::NotAnObject => html! {
+                "the input is not a JSON object: a " code { "when" } " cannot check it, so any input passes"
+            },
+            Open::Unreadable(why) => html! {
+                "the stored input cannot be read (" (Shown(why)) "): nothing of it is checked, so any input passes"
+            },
+            Open::Unchecked { path, card } => html! {
+                code { (Shown(path)) } " is not checked: any value passes (the card shows "
+                code { (Shown(card)) } ")"
+            },
+            Open::Loose { path, what, card } => html! {
+                code { (Shown(path)) } ": " (Shown(what)) " passes (the card shows "
+                code { (Shown(card)) } ")"
+            },
             Open::Unnameable {
                 key,
                 inside,
                 why,
                 card,
-            } => format!(
-                "the field <code>{}</code> {} cannot be bound: a <code>when</code> path cannot name it ({why}), so any value passes (the card shows <code>{}</code>)",
-                text(&serde_json::Value::from(key.as_str()).to_string()),
-                match inside {
-                    None => String::from("at the top level"),
-                    Some(p) => format!("inside <code>{}</code>", text(p)),
-                },
-                text(card)
-            ),
-            Open::Selector { field, given, card } => {
-                let wide = match (*field, given.is_empty()) {
-                    ("session", _) => String::from("calls of any session"),
-                    (f, true) => format!("any {f}"),
-                    (f, false) => format!("any {f} matching <code>{}</code>", text(given)),
-                };
-                format!(
-                    "<code>{field}</code>: {wide} (the card shows <code>{}</code>)",
-                    text(card)
-                )
-            }
+            } => html! {
+                "the field " code { (Shown(&serde_json::Value::from(key.as_str()).to_string())) }
+                " " (place(inside.as_deref())) " cannot be bound: a " code { "when" }
+                " path cannot name it (" (why) "), so any value passes (the card shows "
+                code { (Shown(card)) } ")"
+            },
+            Open::Selector { field, given, card } => html! {
+                code { (field) } ": "
+                @match (*field, given.is_empty()) {
+                    ("session", _) => { "calls of any session" }
+                    (f, true) => { "any " (f) }
+                    (f, false) => { "any " (f) " matching " code { (Shown(given)) } }
+                }
+                " (the card shows " code { (Shown(card)) } ")"
+            },
             Open::Added { .. } => continue,
         };
         out.push(line);
     }
     if !added.is_empty() {
-        out.push(format!(
-            "any field a call adds that this card does not show is not checked: {}",
-            added.join(", ")
-        ));
+        out.push(html! {
+            "any field a call adds that this card does not show is not checked: "
+            @for (i, place) in added.iter().enumerate() {
+                @if i > 0 { ", " }
+                (place)
+            }
+        });
     }
     out
+}
+
+/// Where an object is, in words: `at the top level`, or `inside <code>path</code>`.
+fn place(inside: Option<&str>) -> Markup {
+    html! {
+        @match inside {
+            None => { "at the top level" }
+            Some(p) => { "inside " code { (Shown(p)) } }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -600,7 +604,11 @@ mod tests {
         // Nothing checked: each top-level field is said, once.
         let none = coverage(&root, None).unwrap();
         assert_eq!(none.len(), 5, "{none:?}");
-        let lines = words(&none).join("\n");
+        let lines = words(&none)
+            .into_iter()
+            .map(Markup::into_string)
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
             lines.contains("<code>route</code> is not checked"),
             "{lines}"

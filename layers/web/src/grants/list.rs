@@ -58,76 +58,85 @@ pub(crate) async fn page(
         Err(e) => return crate::rights::store_failed(e),
     };
     let now = Timestamp::now();
-    let mut body = String::from("<h1>Grants</h1>");
-    if let Some(id) = q.revoked {
-        let _ = write!(
-            body,
-            "<p class=\"saved\" id=\"banner\" role=\"status\">Grant <code>{}</code> was revoked: matching calls are asked again.</p>",
-            text(&id)
-        );
-    }
-    body.push_str(
-        "<table class=\"grants\" id=\"grants\"><thead><tr><th>Grant</th><th>State</th><th>Agent</th><th>Tool</th><th>When</th><th>Session</th><th>Calls</th><th>Until</th><th>Given by</th><th>Reason</th><th></th></tr></thead><tbody>",
-    );
-    let mut shown = 0;
-    for g in grants.iter().filter(|g| may_see(&app, &who, g)) {
-        shown += 1;
-        let state = g.state(now);
-        let gid = esc(g.grant.id());
-        let field = |k: &str| match source_field(g, k) {
-            Some(Value::String(s)) => text(&s),
-            Some(v) => text(&v.to_string()),
-            None => String::new(),
-        };
-        let tool = match source_field(g, "server") {
-            Some(Value::String(s)) => format!("{} / {}", text(&s), field("tool")),
-            _ => field("tool"),
-        };
-        let calls = match g.grant.max_calls() {
-            Some(m) => format!("{} of {m}", g.uses),
-            None => format!("{}", g.uses),
-        };
-        let ending = match (state, &g.revoked) {
-            (GrantState::Revoked, Some(r)) => {
-                format!(
-                    "revoked by <span class=\"revoked-by\">{}</span> <time>{}</time>",
-                    text(&r.by),
-                    r.at
-                )
+    let shown: Vec<&StoredGrant> = grants.iter().filter(|g| may_see(&app, &who, g)).collect();
+    let body = html! {
+        h1 { "Grants" }
+        @if let Some(id) = &q.revoked {
+            p class="saved" id="banner" role="status" {
+                "Grant " code { (Shown(id)) } " was revoked: matching calls are asked again."
             }
-            (GrantState::Live, _) => format!(
-                "<time>{}</time>",
-                toolgate_inbox::Timestamp::from_millis(
+        }
+        table class="grants" id="grants" {
+            thead {
+                tr {
+                    th { "Grant" } th { "State" } th { "Agent" } th { "Tool" } th { "When" } th { "Session" }
+                    th { "Calls" } th { "Until" } th { "Given by" } th { "Reason" } th {}
+                }
+            }
+            tbody { @for g in &shown { (grant_row(&app, &who, g, now)) } }
+        }
+        @if shown.is_empty() {
+            p class="empty" id="no-grants" {
+                "No grants yet. Give one with “Approve, and allow matching calls for …” on a held call, or "
+                code { "toolgate grant add" } "."
+            }
+        }
+    };
+    html::page("Grants", Some((&who, Tab::Grants)), body).into_response()
+}
+
+/// One grant's row on the Grants tab, with Revoke for a live grant the person may revoke.
+fn grant_row(app: &App, who: &Who, g: &StoredGrant, now: Timestamp) -> Markup {
+    let state = g.state(now);
+    let gid = g.grant.id();
+    let field = |k: &str| match source_field(g, k) {
+        Some(Value::String(s)) => s,
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    let tool = match source_field(g, "server") {
+        Some(Value::String(s)) => format!("{s} / {}", field("tool")),
+        _ => field("tool"),
+    };
+    let calls = match g.grant.max_calls() {
+        Some(m) => format!("{} of {m}", g.uses),
+        None => format!("{}", g.uses),
+    };
+    let ending = match (state, &g.revoked) {
+        (GrantState::Revoked, Some(r)) => html! {
+            "revoked by " span class="revoked-by" { (Shown(&r.by)) } " " time { (r.at) }
+        },
+        (GrantState::Live, _) => html! {
+            time {
+                (toolgate_inbox::Timestamp::from_millis(
                     i64::try_from(g.grant.expires_at()).unwrap_or(i64::MAX)
-                )
-            ),
-            (s, _) => format!(
-                "{s} <time>{}</time>",
-                g.ended_at(now).map(|t| t.to_string()).unwrap_or_default()
-            ),
-        };
-        let action = if state == GrantState::Live && may_revoke_here(&app, &who, g).is_ok() {
-            format!(
-                "<a class=\"button\" href=\"/grants/{gid}/revoke\" id=\"revoke-{gid}\">Revoke</a>"
-            )
-        } else {
-            String::new()
-        };
-        let _ = write!(
-            body,
-            "<tr id=\"grant-row-{gid}\" class=\"grant-{state}\"><td><code>{gid}</code></td><td class=\"state\">{state}</td><td>{}</td><td>{tool}</td><td class=\"when\"><code>{}</code></td><td>{}</td><td class=\"calls\">{calls}</td><td class=\"until\">{ending}</td><td class=\"granted-by\">{}</td><td class=\"reason\">{}</td><td>{action}</td></tr>",
-            field("agent"),
-            field("when"),
-            field("session"),
-            text(g.grant.granted_by()),
-            text(g.grant.reason()),
-        );
+                ))
+            }
+        },
+        (s, _) => html! {
+            (s) " " time { (g.ended_at(now).map(|t| t.to_string()).unwrap_or_default()) }
+        },
+    };
+    let revocable = state == GrantState::Live && may_revoke_here(app, who, g).is_ok();
+    html! {
+        tr id={ "grant-row-" (gid) } class={ "grant-" (state) } {
+            td { code { (gid) } }
+            td class="state" { (state) }
+            td { (Shown(&field("agent"))) }
+            td { (Shown(&tool)) }
+            td class="when" { code { (Shown(&field("when"))) } }
+            td { (Shown(&field("session"))) }
+            td class="calls" { (calls) }
+            td class="until" { (ending) }
+            td class="granted-by" { (Shown(g.grant.granted_by())) }
+            td class="reason" { (Shown(g.grant.reason())) }
+            td {
+                @if revocable {
+                    a class="button" href={ "/grants/" (gid) "/revoke" } id={ "revoke-" (gid) } { "Revoke" }
+                }
+            }
+        }
     }
-    body.push_str("</tbody></table>");
-    if shown == 0 {
-        body.push_str("<p class=\"empty\" id=\"no-grants\">No grants yet. Give one with “Approve, and allow matching calls for …” on a held call, or <code>toolgate grant add</code>.</p>");
-    }
-    html::page("Grants", Some((&who, Tab::Grants)), &body).into_response()
 }
 
 pub(crate) async fn find(app: &App, id: &str) -> Result<StoredGrant, Response> {
@@ -169,19 +178,24 @@ pub(crate) async fn confirm_revoke(
             &format!("{why}; nothing was changed"),
         );
     }
-    let gid = esc(g.grant.id());
-    let body = format!(
-        "<section class=\"panel\"><h1>Revoke grant <code>{gid}</code>?</h1>\
-         <p>Given by <strong>{}</strong> ({}); it answered {} call{} so far. From now on matching calls are asked again. A revocation cannot be undone.</p>\
-         <form method=\"post\" action=\"/grants/{gid}/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <button type=\"submit\" class=\"deny\" id=\"confirm-revoke\">Revoke</button> <a href=\"/grants\" class=\"button\" id=\"cancel-revoke\">Keep it</a></form></section>",
-        text(g.grant.granted_by()),
-        text(g.grant.reason()),
-        g.uses,
-        if g.uses == 1 { "" } else { "s" },
-        esc(&who.csrf),
-    );
-    html::page("Revoke a grant", Some((&who, Tab::Grants)), &body).into_response()
+    let gid = g.grant.id();
+    let body = html! {
+        section class="panel" {
+            h1 { "Revoke grant " code { (gid) } "?" }
+            p {
+                "Given by " strong { (Shown(g.grant.granted_by())) } " (" (Shown(g.grant.reason())) "); it answered "
+                (g.uses) " call" @if g.uses != 1 { "s" }
+                " so far. From now on matching calls are asked again. A revocation cannot be undone."
+            }
+            form method="post" action={ "/grants/" (gid) "/revoke" } {
+                input type="hidden" name="csrf" value=(who.csrf);
+                button type="submit" class="deny" id="confirm-revoke" { "Revoke" }
+                " "
+                a href="/grants" class="button" id="cancel-revoke" { "Keep it" }
+            }
+        }
+    };
+    html::page("Revoke a grant", Some((&who, Tab::Grants)), body).into_response()
 }
 
 #[derive(Debug, Deserialize)]
