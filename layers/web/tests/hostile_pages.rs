@@ -20,8 +20,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 use toolgate::ToolgateLayer;
-use toolgate::core::approval::ApprovalRequest;
-use toolgate::core::{
+use toolgate_core::approval::ApprovalRequest;
+use toolgate_core::{
     AgentRef, Ask, AskSource, CallId, ExecutionTarget, RunContext, RunMode, ToolCall, ToolIdentity,
     ToolOutput, ToolResponse, Turn,
 };
@@ -43,7 +43,7 @@ const MALLORY: &str = "mallory-token-0123456789";
 
 /// The common configuration, an approver whose name is hostile (and who may edit the policy
 /// and inputs), and an audit file for the policy preview.
-fn governance(audit: &std::path::Path) -> toolgate::engine::Governance {
+fn governance(audit: &std::path::Path) -> toolgate_engine::Governance {
     governance_tweaked("token", |c| {
         c["audit"] = json!({"file": audit, "include_input": true});
         c["approvers"]["people"]
@@ -67,12 +67,12 @@ fn hostile_call(approvals: u8) -> NewHeldCall {
         hostile("key"): [hostile("item"), 7],
     });
     let request = ApprovalRequest {
-        interaction_id: toolgate::core::id::random_id("ia_").unwrap(),
+        interaction_id: toolgate_core::id::random_id("ia_").unwrap(),
         call_id: CallId::new("call-hostile"),
         tool: hostile("srv__tool"),
         identities: vec![ToolIdentity::mcp(hostile("srv"), hostile("tool"))],
         agent: AgentRef::subagent("support", hostile("sub")),
-        input_hash: toolgate::engine::canon::input_hash(&input).unwrap(),
+        input_hash: toolgate_engine::canon::input_hash(&input).unwrap(),
         input: Arc::new(input),
         literals: Default::default(),
         definition_hash: "sha256:definition-hostile".into(),
