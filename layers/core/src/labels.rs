@@ -90,6 +90,7 @@ impl LabelSet {
     /// assert_eq!(set.mask_under(8, |_| 1), 1, "another numbering computes its own");
     /// assert_eq!(LabelSet::new().mask_under(7, |_| unreachable!("empty")), 0);
     /// ```
+    #[inline]
     pub fn mask_under(&self, numbering: u64, compute: impl FnOnce(&Self) -> u64) -> u64 {
         let Some(shared) = &self.0 else {
             return 0;

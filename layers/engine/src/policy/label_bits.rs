@@ -196,6 +196,14 @@ impl<T: Copy> ByLabels<T> {
 
     /// Every filed candidate whose masks hold for the call, in no particular order.
     pub(crate) fn for_each_holding(&self, call: CallBits, mut f: impl FnMut(T)) {
+        let (tool, session) = (
+            call.tool & self.keys.0,
+            call.session.map_or(0, |s| s & self.keys.1),
+        );
+        // The common case: the call has none of the labels anything is filed under.
+        if tool | session == 0 {
+            return;
+        }
         let mut visit = |session: bool, bits: u64| {
             for bit in set_bits(bits) {
                 if let Ok(at) = self
@@ -211,10 +219,8 @@ impl<T: Copy> ByLabels<T> {
                 }
             }
         };
-        visit(false, call.tool & self.keys.0);
-        if let Some(session) = call.session {
-            visit(true, session & self.keys.1);
-        }
+        visit(false, tool);
+        visit(true, session);
     }
 }
 
