@@ -38,7 +38,7 @@
 //! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
 //! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
 //! certificates of that PEM file) — or plain `http://` to a loopback host only
-//! ([`toolgate_engine::jwt::fetch_url_problem`]). A certificate of an unknown CA, for another
+//! ([`toolgate_core::outbound::fetch_url_problem`]). A certificate of an unknown CA, for another
 //! name, or expired fails the fetch with why, so there are no keys and every token is
 //! refused. [`FetchClient`] is that client, also used by `toolgate-mcp` for the OAuth token
 //! endpoints of its upstreams. Without `tls` an `https://` URL is a start error naming the
