@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use toolgate_engine::ConfigErrors;
 use toolgate_engine::approvers::{ApproverSettings, EMPTY_TOKEN_MESSAGE, EMPTY_TOKEN_SHA256};
-use toolgate_engine::config::section::{Section as Obj, index};
+use toolgate_engine::config::section::{Section as Obj, index, type_name};
 
 /// The page's access settings of one configuration: its management keys and its Slack
 /// settings, read from `approvers` with the approvers' names.
@@ -68,7 +68,7 @@ impl PageAccess {
             Some(other) => {
                 errs.push(
                     "approvers.api_keys",
-                    format!("expected a list, found {}", kind(other)),
+                    format!("expected a list, found {}", type_name(other)),
                 );
                 Vec::new()
             }
@@ -81,17 +81,6 @@ impl PageAccess {
         } else {
             Err(errs)
         }
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 
