@@ -10,7 +10,7 @@
 //! ([`Rejection`]):
 //!
 //! - it is a compact JWS of at most [`MAX_TOKEN_BYTES`] whose header names an algorithm of
-//!   the configured list ([`toolgate_engine::jwt::ALGORITHMS`] at most: never `none`, never
+//!   the configured list ([`ALGORITHMS`] at most: never `none`, never
 //!   an HMAC algorithm, so a token "signed" with the public key as an HMAC secret is refused
 //!   before any key is looked at);
 //! - its header `typ`, when it has one, does not name another kind of JWT than an access
@@ -54,13 +54,13 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value, json};
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::jwt::{JwksSource, JwtSettings};
 
-pub use toolgate_engine::jwt::Principal;
+pub use toolgate_core::Principal;
 
 mod fetch;
 mod jwks;
 mod metadata;
+mod settings;
 mod typ;
 
 #[cfg(feature = "tls")]
@@ -69,6 +69,10 @@ pub use fetch::{FetchClient, FetchError, Fetched, OutboundTls, TLS, TlsError, ch
 use jwks::Lookup;
 pub use jwks::{JwksError, Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};
+pub use settings::{
+    ALGORITHMS, DEFAULT_ALGORITHMS, DEFAULT_JWKS_CACHE, DEFAULT_LEEWAY, JwksSource, JwtSettings,
+    MAX_LEEWAY_SECS,
+};
 pub use typ::{TOKEN_TYPE_FIELD, TokenType};
 
 /// The longest bearer token looked at; a longer one is refused unread.
@@ -379,7 +383,7 @@ struct Inner {
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use serde_json::json;
 /// use toolgate_engine::ConfigErrors;
-/// use toolgate_engine::jwt::JwtSettings;
+/// use toolgate_idp::JwtSettings;
 /// let mut errs = ConfigErrors::default();
 /// let settings = JwtSettings::read(&json!({"issuer": "https://idp.example.com/",
 ///     "audience": "http://127.0.0.1:8931/mcp", "jwks_file": "jwks.json"}),
@@ -443,9 +447,6 @@ pub enum KeysError {
         /// Why.
         error: JwksError,
     },
-    /// A source of keys this version does not know.
-    #[error("an unknown source of keys")]
-    UnknownSource,
 }
 
 impl fmt::Debug for Verifier {
@@ -474,7 +475,7 @@ impl Verifier {
     /// (the section's `token_type`, read by [`TokenType::read`]).
     ///
     /// ```no_run
-    /// # async fn run(settings: toolgate_engine::jwt::JwtSettings) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(settings: toolgate_idp::JwtSettings) -> Result<(), Box<dyn std::error::Error>> {
     /// use toolgate_idp::{TokenType, Verifier};
     /// let verifier = Verifier::start_typed(settings, TokenType::AccessToken, "mcp.jwt").await?;
     /// assert_eq!(verifier.token_type(), TokenType::AccessToken);
@@ -652,7 +653,6 @@ impl Verifier {
                     error,
                 })
             }
-            _ => Err(KeysError::UnknownSource),
         }
     }
 

@@ -54,7 +54,7 @@ use toolgate_engine::approvers::{
     ApproverAuth, ApproverSettings, EMPTY_TOKEN_MESSAGE, EMPTY_TOKEN_SHA256, JwtApprovers,
 };
 use toolgate_engine::config::section::{Section as Obj, index, type_name};
-use toolgate_engine::jwt::JwtSettings;
+use toolgate_idp::JwtSettings;
 
 /// The page's access settings of one configuration: its management keys, its Slack
 /// settings and its identity provider's verification settings, read from `approvers` with
@@ -540,10 +540,7 @@ mod tests {
         let access = PageAccess::read(gov.approver_settings().unwrap()).unwrap();
         let jwt = access.jwt.unwrap();
         assert_eq!(jwt.issuer, "https://idp.test/");
-        assert_eq!(
-            jwt.keys,
-            toolgate_engine::jwt::JwksSource::File("k.json".into())
-        );
+        assert_eq!(jwt.keys, toolgate_idp::JwksSource::File("k.json".into()));
         // Without `auth: jwt` there is nothing to verify.
         let text = format!(
             r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}]}}}}"#

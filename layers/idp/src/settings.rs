@@ -1,12 +1,12 @@
 //! How bearer JWTs from an identity provider are verified: the settings shared by the MCP
 //! server's `mcp.jwt` and the approval page's `approvers.jwt` (serve.md, "Agents and
-//! approvers from the identity provider"). Data only: the verification itself (signatures,
-//! the JWKS) is in the `toolgate-idp` crate, kept out of the engine.
+//! approvers from the identity provider"), read by the crate that verifies them. The engine
+//! keeps the approval page's as written and decides nothing with them.
 //!
 //! ```
 //! use serde_json::json;
 //! use toolgate_engine::ConfigErrors;
-//! use toolgate_engine::jwt::{JwksSource, JwtSettings};
+//! use toolgate_idp::{JwksSource, JwtSettings};
 //! let mut errs = ConfigErrors::default();
 //! let s = JwtSettings::read(&json!({
 //!     "issuer": "https://idp.example.com/",
@@ -31,8 +31,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use toolgate_core::outbound::{fetch_url_problem, is_https};
-
-use crate::error::{ConfigErrors, Obj, index, list, type_name};
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::config::section::{Section as Obj, index, list, type_name};
 
 /// The asymmetric JWS algorithms a verifier may allow. Never `none`, never an HMAC one
 /// (`HS256`…): a shared secret is no identity provider's signature, and an HMAC check keyed
@@ -110,7 +110,7 @@ pub struct JwtSettings {
 fn read_keys(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<JwksSource> {
     match (o.has("jwks_file"), o.has("jwks_url")) {
         (true, true) => {
-            errs.push(o.path.clone(), "give `jwks_file` or `jwks_url`, not both");
+            errs.push(o.path(), "give `jwks_file` or `jwks_url`, not both");
             None
         }
         (false, false) => {
@@ -303,10 +303,6 @@ impl JwtSettings {
         o
     }
 }
-
-/// The verified principal behind a request: the `sub` and `iss` of its token (R47).
-/// Defined in `toolgate-core` (records and the decision sink carry it); named here too.
-pub use toolgate_core::Principal;
 
 #[cfg(test)]
 mod tests {
