@@ -4,7 +4,8 @@
 //! from the identity provider"): bearer JWTs verified against the provider's signing keys (a
 //! JWKS, RFC 7517), for `toolgate mcp serve --http` (an OAuth 2.1 resource server, the MCP
 //! authorization spec) and the approval page (`toolgate serve`). One verifier, so both take a
-//! token alike.
+//! token alike, and one reading of its settings ([`JwtSettings::read`], for `mcp.jwt` and
+//! `approvers.jwt`, every error at its path).
 //!
 //! A token is taken only when all of these hold, else it is refused with why
 //! ([`Rejection`]):

@@ -2,34 +2,11 @@
 //! server's `mcp.jwt` and the approval page's `approvers.jwt` (serve.md, "Agents and
 //! approvers from the identity provider"), read by the crate that verifies them. The engine
 //! keeps the approval page's as written and decides nothing with them.
-//!
-//! ```
-//! use serde_json::json;
-//! use toolgate_engine::ConfigErrors;
-//! use toolgate_idp::{JwksSource, JwtSettings};
-//! let mut errs = ConfigErrors::default();
-//! let s = JwtSettings::read(&json!({
-//!     "issuer": "https://idp.example.com/",
-//!     "audience": "http://127.0.0.1:8931/mcp",
-//!     "jwks_url": "http://127.0.0.1:9000/jwks.json",
-//!     "algorithms": ["RS256", "ES256"],
-//!     "required_scopes": ["mcp:tools"]
-//! }), "mcp.jwt", &[], &mut errs).unwrap();
-//! assert!(errs.is_empty());
-//! assert_eq!(s.keys, JwksSource::Url("http://127.0.0.1:9000/jwks.json".into()));
-//! assert_eq!(s.leeway.as_secs(), 30);
-//!
-//! let mut errs = ConfigErrors::default();
-//! assert!(JwtSettings::read(&json!({"issuer": "i", "audience": "a", "jwks_file": "k.json",
-//!     "algorithms": ["HS256"]}), "mcp.jwt", &[], &mut errs).is_none());
-//! assert_eq!(errs.errors[0].path, "mcp.jwt.algorithms[0]");
-//! ```
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-
 use toolgate_core::outbound::{fetch_url_problem, is_https};
 use toolgate_engine::ConfigErrors;
 use toolgate_engine::config::section::{Section as Obj, index, list, type_name};
@@ -83,6 +60,28 @@ const FIELDS: &[&str] = &[
 /// signature verifies with a key of the JWKS under an allowed algorithm that fits the key,
 /// `iss` is `issuer`, `aud` names `audience`, `exp` has not passed and `nbf` has (each with
 /// `leeway`), and its scopes include every one of `required_scopes`.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_engine::ConfigErrors;
+/// use toolgate_idp::{JwksSource, JwtSettings};
+/// let mut errs = ConfigErrors::default();
+/// let s = JwtSettings::read(&json!({
+///     "issuer": "https://idp.example.com/",
+///     "audience": "http://127.0.0.1:8931/mcp",
+///     "jwks_url": "http://127.0.0.1:9000/jwks.json",
+///     "algorithms": ["RS256", "ES256"],
+///     "required_scopes": ["mcp:tools"]
+/// }), "mcp.jwt", &[], &mut errs).unwrap();
+/// assert!(errs.is_empty());
+/// assert_eq!(s.keys, JwksSource::Url("http://127.0.0.1:9000/jwks.json".into()));
+/// assert_eq!(s.leeway.as_secs(), 30);
+///
+/// let mut errs = ConfigErrors::default();
+/// assert!(JwtSettings::read(&json!({"issuer": "i", "audience": "a", "jwks_file": "k.json",
+///     "algorithms": ["HS256"]}), "mcp.jwt", &[], &mut errs).is_none());
+/// assert_eq!(errs.errors[0].path, "mcp.jwt.algorithms[0]");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtSettings {
     /// The `iss` every token must carry, compared exactly.
