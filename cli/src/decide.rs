@@ -99,8 +99,9 @@ fn check_config(config_path: &Path, policy: Option<&Path>) -> Result<Findings, S
 }
 
 impl Findings {
-    /// The approval page's own fields of `approvers` (`api_keys`, `slack`), read by the
-    /// page's reader: every error with its path, beside the engine's.
+    /// The approval page's own fields of `approvers` (`api_keys`, `slack`, the verification
+    /// settings of `jwt`), read by the page's reader: every error with its path, beside the
+    /// engine's.
     #[cfg(feature = "serve")]
     fn check_page(&mut self) {
         if let Some(approvers) = self.built.as_ref().and_then(Governance::approver_settings)
@@ -123,6 +124,11 @@ impl Findings {
                     "`approvers.{field}` was not checked: this toolgate was built without the approval page (feature `serve`)"
                 ));
             }
+        }
+        if let toolgate_engine::approvers::ApproverAuth::Jwt(_) = &approvers.auth {
+            self.notes.push(String::from(
+                "the verification settings of `approvers.jwt` were not checked: this toolgate was built without the approval page (feature `serve`)",
+            ));
         }
     }
 

@@ -470,8 +470,24 @@ fn config_print(config: &Path, policy: Option<&Path>) -> Result<ExitCode, String
             .map_err(|e| format!("the policy does not load:\n{}", e.prefixed("policy")))?;
         builder = builder.policy(p);
     }
+    let gov = build(builder)?;
     #[allow(unused_mut, reason = "mutated only with some features")]
-    let mut effective = config::effective(&build(builder)?);
+    let mut effective = config::effective(&gov);
+    // The page's own fields of `approvers`, read by the page: the verification settings of
+    // `approvers.jwt` with their defaults spelled.
+    #[cfg(feature = "serve")]
+    if let Some(approvers) = gov.approver_settings() {
+        let access = toolgate_web::access::PageAccess::read(approvers)
+            .map_err(|e| format!("the configuration does not load:\n{e}"))?;
+        if let (Some(jwt), Some(Value::Object(printed))) = (
+            &access.jwt,
+            effective
+                .get_mut("approvers")
+                .and_then(|a| a.get_mut("jwt")),
+        ) {
+            printed.extend(jwt.to_json());
+        }
+    }
     // The `mcp` section (`toolgate mcp serve`), read and checked, defaults spelled.
     #[cfg(feature = "mcp")]
     if let Some(section) = mcp::section(&read_file(config)?, Format::from_path(config), "mcp") {

@@ -1,6 +1,7 @@
-//! The approval page's own fields of `approvers` (`api_keys`, `slack`) are read by the page's
-//! crate, not the engine: `check` still reports their errors, each with its path, beside the
-//! engine's in one run, and `serve` does not start on them (fail closed, R5).
+//! The approval page's own fields of `approvers` (`api_keys`, `slack`, the verification
+//! settings of `jwt`) are read by the page's crate, not the engine: `check` still reports
+//! their errors, each with its path, beside the engine's in one run, and `serve` does not
+//! start on them (fail closed, R5).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -101,4 +102,78 @@ fn serve_does_not_start_on_page_fields_that_do_not_read() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("approvers.api_keys[0].approver"), "{err}");
+}
+
+/// `approvers.auth: jwt` with verification settings the identity provider's reader refuses:
+/// keys over plain `http://` to a host that is not loopback, an HMAC algorithm. Groups alone
+/// name the approvers with `auth: jwt`.
+fn bad_jwt_approvers() -> Value {
+    json!({"approvers": {
+        "listen": "127.0.0.1:0",
+        "auth": "jwt",
+        "jwt": {"issuer": "https://idp.example.com/", "audience": "toolgate-approvals",
+                "jwks_url": "http://idp.internal/jwks", "algorithms": ["HS256"]},
+        "groups": [{"group": "sre", "tools": [{"server": "github"}]}]
+    }})
+}
+
+#[test]
+fn check_reports_the_jwt_verification_errors_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, &bad_jwt_approvers());
+    let o = toolgate(&["check", &config, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["valid"], false);
+    assert_eq!(
+        paths(&out),
+        ["approvers.jwt.jwks_url", "approvers.jwt.algorithms[0]"]
+    );
+}
+
+#[test]
+fn serve_does_not_start_on_jwt_verification_settings_that_do_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, &bad_jwt_approvers());
+    let o = toolgate(&["serve", "--config", &config]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("approvers.jwt.jwks_url"), "{err}");
+    assert!(err.contains("approvers.jwt.algorithms[0]"), "{err}");
+}
+
+#[test]
+fn config_print_spells_the_jwt_verification_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        &json!({"approvers": {
+            "auth": "jwt",
+            "jwt": {"issuer": "https://idp.example.com/", "audience": "toolgate-approvals",
+                    "jwks_url": "https://idp.example.com/jwks", "header": "X-Forwarded-Access-Token"},
+            "groups": [{"group": "sre"}]
+        }}),
+    );
+    let o = toolgate(&["config", "print", &config]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        out["approvers"]["jwt"],
+        json!({"issuer": "https://idp.example.com/", "audience": "toolgate-approvals",
+               "jwks_url": "https://idp.example.com/jwks", "jwks_cache_secs": 300,
+               "algorithms": ["RS256", "ES256"], "leeway_secs": 30, "required_scopes": [],
+               "name_claim": "preferred_username", "groups_claim": "groups",
+               "header": "X-Forwarded-Access-Token"})
+    );
+    // And a configuration whose verification settings do not read does not print.
+    let bad = write(&dir, &bad_jwt_approvers());
+    let o = toolgate(&["config", "print", &bad]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("approvers.jwt.jwks_url"), "{err}");
 }

@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::jwt::JwtSettings;
+use toolgate_idp::JwtSettings;
 
 const FIXTURE_JWKS: &str = include_str!("../../layers/idp-kit/fixtures/public-jwks.json");
 

@@ -10,6 +10,8 @@
 //!   the channel.
 //! - [`number`] and [`json`]: a call's input read exactly — numbers as written (R20), its
 //!   depth and compact length (SPEC §8).
+//! - [`outbound`]: which addresses credentials are fetched from (`https://`, or plain
+//!   `http://` to a loopback host only).
 //!
 //! ```
 //! use toolgate_core::{names, Check, Refusal, RefusalCode, ToolResponse};
@@ -31,6 +33,7 @@ pub mod json;
 pub mod labels;
 pub mod names;
 pub mod number;
+pub mod outbound;
 mod record;
 mod response;
 mod target;

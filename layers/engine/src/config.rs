@@ -28,9 +28,10 @@ pub use crate::print::effective;
 /// that owns a section (the approval page its `approvers.api_keys` and `approvers.slack`)
 /// reads it with [`section::Section`], so that unknown fields, `null` and wrong types are
 /// errors named by their path everywhere alike, and `check` reports every section's errors
-/// together.
+/// together; [`section::type_name`] and [`section::list`] word its messages as the
+/// engine's.
 pub mod section {
-    pub use crate::error::{Obj as Section, field, index};
+    pub use crate::error::{Obj as Section, field, index, list, type_name};
 }
 
 use serde_json::Value;

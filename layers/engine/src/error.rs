@@ -134,7 +134,14 @@ pub fn index(path: &str, i: usize) -> String {
     format!("{path}[{i}]")
 }
 
-pub(crate) fn type_name(v: &Value) -> &'static str {
+/// How a JSON value is named in an error: `a string`, `a list`, `null`…
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_engine::config::section::type_name;
+/// assert_eq!(format!("expected a list, found {}", type_name(&json!({}))), "expected a list, found an object");
+/// ```
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -329,7 +336,13 @@ impl<'a> Obj<'a> {
     }
 }
 
-pub(crate) fn list(items: &[&str]) -> String {
+/// The choices of an error message, each in backticks: `` `a`, `b` ``.
+///
+/// ```
+/// use toolgate_engine::config::section::list;
+/// assert_eq!(list(&["RS256", "ES256"]), "`RS256`, `ES256`");
+/// ```
+pub fn list(items: &[&str]) -> String {
     items
         .iter()
         .map(|s| format!("`{s}`"))

@@ -46,7 +46,6 @@ mod error;
 mod exposure;
 mod governance;
 pub mod grant;
-pub mod jwt;
 pub mod labels;
 pub mod policy;
 mod print;

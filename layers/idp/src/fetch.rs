@@ -1,7 +1,7 @@
 //! The HTTP client of the credential fetches: a `jwks_url`, and an upstream's OAuth token
 //! endpoint (`toolgate-mcp`). `https://` with the `tls` feature (rustls on the `ring`
 //! provider); plain `http://` only to a loopback host
-//! ([`toolgate_engine::jwt::fetch_url_problem`]).
+//! ([`toolgate_core::outbound::fetch_url_problem`]).
 //!
 //! **Trust.** Without a CA file a server's certificate must chain to one of the system's
 //! roots (the platform store as `rustls-native-certs` reads it: `/etc/ssl/certs` and the
@@ -90,7 +90,7 @@ pub struct FetchClient {
 #[non_exhaustive]
 pub enum FetchError {
     /// A URL toolgate does not fetch from
-    /// ([`toolgate_engine::jwt::fetch_url_problem`]'s reason).
+    /// ([`toolgate_core::outbound::fetch_url_problem`]'s reason).
     #[error("{0}")]
     Url(String),
     /// An `https://` URL in a build without the `tls` feature.
@@ -381,17 +381,17 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-/// Whether `url` can be fetched by this build: [`toolgate_engine::jwt::fetch_url_problem`],
+/// Whether `url` can be fetched by this build: [`toolgate_core::outbound::fetch_url_problem`],
 /// and an `https://` URL only with the `tls` feature. For start-up checks.
 ///
 /// # Errors
 ///
 /// Why not.
 pub fn check_fetch_url(url: &str) -> Result<(), FetchError> {
-    if let Some(why) = toolgate_engine::jwt::fetch_url_problem(url) {
+    if let Some(why) = toolgate_core::outbound::fetch_url_problem(url) {
         return Err(FetchError::Url(why));
     }
-    if !TLS && toolgate_engine::jwt::is_https(url) {
+    if !TLS && toolgate_core::outbound::is_https(url) {
         return Err(FetchError::NoTls {
             url: url.to_owned(),
         });

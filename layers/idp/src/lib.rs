@@ -4,13 +4,14 @@
 //! from the identity provider"): bearer JWTs verified against the provider's signing keys (a
 //! JWKS, RFC 7517), for `toolgate mcp serve --http` (an OAuth 2.1 resource server, the MCP
 //! authorization spec) and the approval page (`toolgate serve`). One verifier, so both take a
-//! token alike.
+//! token alike, and one reading of its settings ([`JwtSettings::read`], for `mcp.jwt` and
+//! `approvers.jwt`, every error at its path).
 //!
 //! A token is taken only when all of these hold, else it is refused with why
 //! ([`Rejection`]):
 //!
 //! - it is a compact JWS of at most [`MAX_TOKEN_BYTES`] whose header names an algorithm of
-//!   the configured list ([`toolgate_engine::jwt::ALGORITHMS`] at most: never `none`, never
+//!   the configured list ([`ALGORITHMS`] at most: never `none`, never
 //!   an HMAC algorithm, so a token "signed" with the public key as an HMAC secret is refused
 //!   before any key is looked at);
 //! - its header `typ`, when it has one, does not name another kind of JWT than an access
@@ -38,7 +39,7 @@
 //! **Transport.** A `jwks_url` is `https://` — fetched over TLS with the `tls` feature
 //! (rustls on the `ring` provider; the system's roots, or with `ca_file` only the CA
 //! certificates of that PEM file) — or plain `http://` to a loopback host only
-//! ([`toolgate_engine::jwt::fetch_url_problem`]). A certificate of an unknown CA, for another
+//! ([`toolgate_core::outbound::fetch_url_problem`]). A certificate of an unknown CA, for another
 //! name, or expired fails the fetch with why, so there are no keys and every token is
 //! refused. [`FetchClient`] is that client, also used by `toolgate-mcp` for the OAuth token
 //! endpoints of its upstreams. Without `tls` an `https://` URL is a start error naming the
@@ -54,13 +55,13 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value, json};
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::jwt::{JwksSource, JwtSettings};
 
-pub use toolgate_engine::jwt::Principal;
+pub use toolgate_core::Principal;
 
 mod fetch;
 mod jwks;
 mod metadata;
+mod settings;
 mod typ;
 
 #[cfg(feature = "tls")]
@@ -69,6 +70,10 @@ pub use fetch::{FetchClient, FetchError, Fetched, OutboundTls, TLS, TlsError, ch
 use jwks::Lookup;
 pub use jwks::{JwksError, Key, Keys, MAX_JWKS_BYTES, parse_jwks};
 pub use metadata::{metadata_paths, metadata_url, protected_resource_metadata};
+pub use settings::{
+    ALGORITHMS, DEFAULT_ALGORITHMS, DEFAULT_JWKS_CACHE, DEFAULT_LEEWAY, JwksSource, JwtSettings,
+    MAX_LEEWAY_SECS,
+};
 pub use typ::{TOKEN_TYPE_FIELD, TokenType};
 
 /// The longest bearer token looked at; a longer one is refused unread.
@@ -379,7 +384,7 @@ struct Inner {
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use serde_json::json;
 /// use toolgate_engine::ConfigErrors;
-/// use toolgate_engine::jwt::JwtSettings;
+/// use toolgate_idp::JwtSettings;
 /// let mut errs = ConfigErrors::default();
 /// let settings = JwtSettings::read(&json!({"issuer": "https://idp.example.com/",
 ///     "audience": "http://127.0.0.1:8931/mcp", "jwks_file": "jwks.json"}),
@@ -443,9 +448,6 @@ pub enum KeysError {
         /// Why.
         error: JwksError,
     },
-    /// A source of keys this version does not know.
-    #[error("an unknown source of keys")]
-    UnknownSource,
 }
 
 impl fmt::Debug for Verifier {
@@ -474,7 +476,7 @@ impl Verifier {
     /// (the section's `token_type`, read by [`TokenType::read`]).
     ///
     /// ```no_run
-    /// # async fn run(settings: toolgate_engine::jwt::JwtSettings) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn run(settings: toolgate_idp::JwtSettings) -> Result<(), Box<dyn std::error::Error>> {
     /// use toolgate_idp::{TokenType, Verifier};
     /// let verifier = Verifier::start_typed(settings, TokenType::AccessToken, "mcp.jwt").await?;
     /// assert_eq!(verifier.token_type(), TokenType::AccessToken);
@@ -652,7 +654,6 @@ impl Verifier {
                     error,
                 })
             }
-            _ => Err(KeysError::UnknownSource),
         }
     }
 

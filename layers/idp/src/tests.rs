@@ -2,9 +2,8 @@
 
 use serde_json::{Value, json};
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::jwt::JwtSettings;
 
-use crate::{MIN_REFETCH, Rejection, Verifier, parse_jwks};
+use crate::{JwtSettings, MIN_REFETCH, Rejection, Verifier, parse_jwks};
 use toolgate_idp_kit::{
     JwksServer, RSA1_PUBLIC_PEM, SigningKey, claims, hs256, jwks, now, unsigned,
 };

@@ -244,7 +244,7 @@ impl McpServerConfig {
         else {
             return None;
         };
-        let why = toolgate_engine::jwt::fetch_url_problem(url)?;
+        let why = toolgate_core::outbound::fetch_url_problem(url)?;
         let http = url
             .get(..7)
             .is_some_and(|s| s.eq_ignore_ascii_case("http://"));

@@ -119,7 +119,7 @@ pub fn read_hooks(section: &Value) -> Result<Vec<HookService>, ConfigErrors> {
             }
         }
         let url = match o.get("url") {
-            Some(Value::String(u)) => match toolgate_engine::jwt::fetch_url_problem(u) {
+            Some(Value::String(u)) => match toolgate_core::outbound::fetch_url_problem(u) {
                 None => Some(u.clone()),
                 Some(why) => {
                     errs.push(format!("{path}.url"), why);

@@ -68,7 +68,7 @@ impl OAuthClientCredentials {
     /// Credentials of client `client_id` at the token endpoint `token_url`, its secret from
     /// `client_secret`. The endpoint is `https://` (fetched over TLS when `toolgate-idp`'s
     /// `tls` feature is on, as in the `toolgate` command), or plain `http://` to a loopback
-    /// host only (`toolgate_engine::jwt::fetch_url_problem`): a client secret is never sent
+    /// host only (`toolgate_core::outbound::fetch_url_problem`): a client secret is never sent
     /// in the clear over a network.
     ///
     /// # Errors
@@ -82,7 +82,7 @@ impl OAuthClientCredentials {
     ) -> Result<Self, ConfigError> {
         let token_url = token_url.into();
         let client_id = client_id.into();
-        if let Some(message) = toolgate_engine::jwt::fetch_url_problem(&token_url) {
+        if let Some(message) = toolgate_core::outbound::fetch_url_problem(&token_url) {
             return Err(ConfigError {
                 path: String::from("oauth.token_url"),
                 message,

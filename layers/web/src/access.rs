@@ -1,13 +1,16 @@
 //! Who may use the approval page's HTTP API and its chat callbacks (approval-page.md, "The
 //! HTTP API" and "Answering from Slack"): the `approvers.api_keys` (management keys, kept as
 //! their SHA-256, each with scopes) and the `approvers.slack` settings (the signing secret's
-//! file and which Slack user is which approver).
+//! file and which Slack user is which approver); and, with `approvers.auth: jwt`, how
+//! identity-provider tokens are verified (the verification settings of `approvers.jwt`,
+//! read by [`JwtSettings::read`]).
 //!
 //! These are the page's own fields of the `approvers` section: the engine keeps them as
-//! written ([`ApproverSettings::page_field`]) and decides nothing with them; the page reads
-//! them here, with the approvers' names, and every error names its path. `toolgate check`
-//! runs [`PageAccess::read`] beside the engine's readers, and a reload whose fields do not
-//! read is refused whole.
+//! written ([`ApproverSettings::page_field`], [`JwtApprovers::verification`]) and decides
+//! nothing with them; the page reads them here, with the approvers' names, and every error
+//! names its path. `toolgate check` runs [`PageAccess::read`] beside the engine's readers,
+//! `toolgate serve` does not start on their errors, and a reload whose fields do not read is
+//! refused whole.
 //!
 //! ```
 //! use toolgate_engine::config::{load_str, Format};
@@ -31,17 +34,31 @@
 //!                   "scopes": ["approvals"]}]}}"#, Format::Json).unwrap();
 //! let err = PageAccess::read(gov.approver_settings().unwrap()).unwrap_err();
 //! assert_eq!(err.errors[0].path, "approvers.api_keys[0].approver");
+//!
+//! // The identity provider's keys are fetched over `https://` (plain `http://` from a
+//! // loopback host only), and tokens are never taken under an HMAC algorithm.
+//! let gov = load_str(r#"{"approvers": {"auth": "jwt",
+//!     "jwt": {"issuer": "https://idp.example.com/", "audience": "toolgate-approvals",
+//!             "jwks_url": "http://idp.internal/jwks", "algorithms": ["HS256"]},
+//!     "groups": [{"group": "sre"}]}}"#, Format::Json).unwrap();
+//! let err = PageAccess::read(gov.approver_settings().unwrap()).unwrap_err();
+//! let paths: Vec<_> = err.errors.iter().map(|e| e.path.as_str()).collect();
+//! assert_eq!(paths, ["approvers.jwt.jwks_url", "approvers.jwt.algorithms[0]"]);
 //! ```
 
 use std::path::PathBuf;
 
 use serde_json::Value;
 use toolgate_engine::ConfigErrors;
-use toolgate_engine::approvers::{ApproverSettings, EMPTY_TOKEN_MESSAGE, EMPTY_TOKEN_SHA256};
-use toolgate_engine::config::section::{Section as Obj, index};
+use toolgate_engine::approvers::{
+    ApproverAuth, ApproverSettings, EMPTY_TOKEN_MESSAGE, EMPTY_TOKEN_SHA256, JwtApprovers,
+};
+use toolgate_engine::config::section::{Section as Obj, index, type_name};
+use toolgate_idp::JwtSettings;
 
-/// The page's access settings of one configuration: its management keys and its Slack
-/// settings, read from `approvers` with the approvers' names.
+/// The page's access settings of one configuration: its management keys, its Slack
+/// settings and its identity provider's verification settings, read from `approvers` with
+/// the approvers' names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PageAccess {
@@ -49,14 +66,19 @@ pub struct PageAccess {
     pub api_keys: Vec<ApiKey>,
     /// `approvers.slack`: answering from Slack, if set.
     pub slack: Option<SlackSettings>,
+    /// How identity-provider tokens are verified (the verification settings of
+    /// `approvers.jwt`), with `approvers.auth: jwt`.
+    pub jwt: Option<JwtSettings>,
 }
 
 impl PageAccess {
-    /// Reads `approvers.api_keys` and `approvers.slack` of `approvers`.
+    /// Reads `approvers.api_keys`, `approvers.slack` and, with `auth: jwt`, the
+    /// verification settings of `approvers.jwt` of `approvers`.
     ///
     /// # Errors
     ///
-    /// Every error of both fields, each named by its path (`approvers.api_keys[0].scopes[1]`).
+    /// Every error of these fields, each named by its path
+    /// (`approvers.api_keys[0].scopes[1]`, `approvers.jwt.jwks_url`).
     pub fn read(approvers: &ApproverSettings) -> Result<Self, ConfigErrors> {
         let mut errs = ConfigErrors::default();
         let people: Vec<&str> = approvers.people.iter().map(|p| p.name.as_str()).collect();
@@ -68,7 +90,7 @@ impl PageAccess {
             Some(other) => {
                 errs.push(
                     "approvers.api_keys",
-                    format!("expected a list, found {}", kind(other)),
+                    format!("expected a list, found {}", type_name(other)),
                 );
                 Vec::new()
             }
@@ -76,22 +98,25 @@ impl PageAccess {
         let slack = approvers
             .page_field("slack")
             .and_then(|v| read_slack(v, "approvers.slack", &people, &mut errs));
+        let jwt = match &approvers.auth {
+            // The engine's own fields of `approvers.jwt` are not among these: it read them.
+            ApproverAuth::Jwt(j) => JwtSettings::read(
+                &Value::Object(j.verification().clone()),
+                "approvers.jwt",
+                &JwtApprovers::FIELDS,
+                &mut errs,
+            ),
+            _ => None,
+        };
         if errs.is_empty() {
-            Ok(Self { api_keys, slack })
+            Ok(Self {
+                api_keys,
+                slack,
+                jwt,
+            })
         } else {
             Err(errs)
         }
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -472,6 +497,90 @@ mod tests {
                 .is_err()
         );
         assert_eq!(in_force.with_access().1.api_keys[0].name, "ci");
+    }
+
+    fn with_jwt(settings: &str) -> toolgate_engine::Governance {
+        let text = format!(
+            r#"{{"approvers": {{"auth": "jwt", "jwt": {settings}, "groups": [{{"group": "g"}}]}}}}"#
+        );
+        load_str(&text, Format::Json).unwrap()
+    }
+
+    fn jwt_paths(settings: &str) -> Vec<String> {
+        match PageAccess::read(with_jwt(settings).approver_settings().unwrap()) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(|e| e.path.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn issue22_the_jwt_verification_settings_are_read_by_the_page() {
+        assert_eq!(
+            jwt_paths(
+                r#"{"issuer": "i", "audience": "a", "jwks_file": "k", "algorithms": ["HS256"]}"#
+            ),
+            ["approvers.jwt.algorithms[0]"]
+        );
+        assert_eq!(
+            jwt_paths(r#"{"issuer": "i", "audience": "a", "jwks_file": "k", "colour": 1}"#),
+            ["approvers.jwt.colour"]
+        );
+        assert_eq!(
+            jwt_paths(r#"{"issuer": null, "audience": "a", "jwks_file": "k"}"#),
+            ["approvers.jwt.issuer"]
+        );
+        assert_eq!(
+            jwt_paths(r#"{"audience": "a", "jwks_url": "http://idp.internal/jwks"}"#),
+            ["approvers.jwt.issuer", "approvers.jwt.jwks_url"]
+        );
+        let gov = with_jwt(
+            r#"{"issuer": "https://idp.test/", "audience": "toolgate-approvals", "jwks_file": "k.json",
+                "name_claim": "email", "groups_claim": "roles", "header": "X-Forwarded-Access-Token"}"#,
+        );
+        let access = PageAccess::read(gov.approver_settings().unwrap()).unwrap();
+        let jwt = access.jwt.unwrap();
+        assert_eq!(jwt.issuer, "https://idp.test/");
+        assert_eq!(jwt.keys, toolgate_idp::JwksSource::File("k.json".into()));
+        // Without `auth: jwt` there is nothing to verify.
+        let text = format!(
+            r#"{{"approvers": {{"people": [{{"name": "alice", "token_sha256": "{HASH}"}}]}}}}"#
+        );
+        let gov = load_str(&text, Format::Json).unwrap();
+        assert_eq!(
+            PageAccess::read(gov.approver_settings().unwrap())
+                .unwrap()
+                .jwt,
+            None
+        );
+    }
+
+    #[test]
+    fn a_reload_whose_jwt_settings_do_not_read_keeps_the_ones_in_force() {
+        let good = r#"{"issuer": "i", "audience": "a", "jwks_file": "k.json"}"#;
+        let in_force =
+            crate::ApproversInForce::new(with_jwt(good).approver_settings().unwrap().clone())
+                .unwrap();
+        let bad = with_jwt(
+            r#"{"issuer": "i", "audience": "a", "jwks_file": "k.json", "algorithms": ["none"]}"#,
+        );
+        let err = in_force
+            .replace(bad.approver_settings().unwrap().clone())
+            .unwrap_err();
+        let crate::NotReplaced::Page(errs) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(errs.errors[0].path, "approvers.jwt.algorithms[0]");
+        let kept = in_force.with_access().1.jwt.clone().unwrap();
+        assert_eq!(kept.algorithms, ["RS256", "ES256"]);
+        // Settings that read but differ: how people sign in changed, a restart.
+        let other = with_jwt(
+            r#"{"issuer": "i", "audience": "a", "jwks_file": "k.json", "leeway_secs": 5}"#,
+        );
+        assert_eq!(
+            in_force.replace(other.approver_settings().unwrap().clone()),
+            Err(crate::NotReplaced::AuthChanged)
+        );
+        assert_eq!(in_force.with_access().1.jwt, Some(kept));
     }
 
     #[test]

@@ -101,9 +101,10 @@ pub(crate) fn approver_of_token(
 }
 
 /// Who `credential` is among `approvers` (see the module): a management key of `access`
-/// ([`crate::access::PageAccess::read`] of `approvers`) with the `approvals` scope, a person's sign-in token (`auth: token`), or an identity-provider
-/// token (`auth: jwt`, verified with `verifier`, or with a verifier started here from
-/// `approvers.jwt` when none is given).
+/// ([`crate::access::PageAccess::read`] of `approvers`) with the `approvals` scope, a
+/// person's sign-in token (`auth: token`), or an identity-provider token (`auth: jwt`,
+/// verified with `verifier`, or with a verifier started here from the verification settings
+/// of `access` when none is given).
 ///
 /// # Errors
 ///
@@ -156,7 +157,12 @@ pub async fn verify(
             let verifier = match verifier {
                 Some(v) => v,
                 None => {
-                    started = toolgate_idp::Verifier::start(jwt.settings.clone(), "approvers.jwt")
+                    let settings = access.jwt.clone().ok_or_else(|| {
+                        Refused(String::from(
+                            "`approvers.jwt` was not read: give the page access read from these approvers",
+                        ))
+                    })?;
+                    started = toolgate_idp::Verifier::start(settings, "approvers.jwt")
                         .await
                         .map_err(|e| Refused(e.to_string()))?;
                     &started

@@ -50,7 +50,8 @@ pub enum NotReplaced {
         "the configuration has no `approvers` section any more; the approvers in force are kept"
     )]
     NoApprovers,
-    /// The page's own fields (`approvers.api_keys`, `approvers.slack`) do not read.
+    /// The page's own fields (`approvers.api_keys`, `approvers.slack`, the verification
+    /// settings of `approvers.jwt`) do not read.
     #[error("{0}\nthe approvers in force are kept")]
     Page(ConfigErrors),
 }
@@ -70,8 +71,8 @@ impl ApproversInForce {
     ///
     /// # Errors
     ///
-    /// The page's fields (`approvers.api_keys`, `approvers.slack`) that do not read, each
-    /// named by its path.
+    /// The page's fields (`approvers.api_keys`, `approvers.slack`, the verification
+    /// settings of `approvers.jwt`) that do not read, each named by its path.
     pub fn new(approvers: ApproverSettings) -> Result<Self, ConfigErrors> {
         let access = PageAccess::read(&approvers)?;
         Ok(Self(Arc::new(RwLock::new(Arc::new(InForce {
@@ -163,6 +164,9 @@ impl ApproversInForce {
         approvers: ApproverSettings,
         governance: Option<Arc<Governance>>,
     ) -> Result<(), NotReplaced> {
+        // Fields that do not read first, with their paths: bad `approvers.jwt` settings are
+        // reported as such, not only as a change of how people sign in.
+        let access = PageAccess::read(&approvers).map_err(NotReplaced::Page)?;
         let mut slot = self
             .0
             .write()
@@ -170,7 +174,6 @@ impl ApproversInForce {
         if slot.approvers.auth != approvers.auth {
             return Err(NotReplaced::AuthChanged);
         }
-        let access = PageAccess::read(&approvers).map_err(NotReplaced::Page)?;
         *slot = Arc::new(InForce {
             approvers: Arc::new(approvers),
             access: Arc::new(access),

@@ -220,8 +220,8 @@ impl WebSettings {
     ///
     /// # Errors
     ///
-    /// The page's fields of `approvers` (`api_keys`, `slack`) that do not read
-    /// ([`access::PageAccess::read`]), each named by its path.
+    /// The page's fields of `approvers` (`api_keys`, `slack`, the verification settings of
+    /// `jwt`) that do not read ([`access::PageAccess::read`]), each named by its path.
     pub fn new(approvers: ApproverSettings, limits: Limits) -> Result<Self, ConfigErrors> {
         Ok(Self {
             in_force: ApproversInForce::new(approvers.clone())?,
@@ -247,8 +247,10 @@ impl WebSettings {
     ///
     /// Keys that cannot be had, naming the field (`approvers.jwt.jwks_file: …`).
     pub async fn connect_identity_provider(&mut self) -> Result<(), String> {
-        if let toolgate_engine::approvers::ApproverAuth::Jwt(j) = &self.approvers.auth {
-            let v = toolgate_idp::Verifier::start(j.settings.clone(), "approvers.jwt")
+        // The verification settings in force, read from `approvers.jwt` with the page's
+        // fields ([`access::PageAccess::read`]); `auth: jwt` only.
+        if let Some(settings) = self.in_force.with_access().1.jwt.clone() {
+            let v = toolgate_idp::Verifier::start(settings, "approvers.jwt")
                 .await
                 .map_err(|e| e.to_string())?;
             self.verifier = Some(v);

@@ -146,7 +146,7 @@ pub(crate) struct Session {
 pub(crate) struct Who {
     pub(crate) approver: Approver,
     pub(crate) csrf: String,
-    pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
+    pub(crate) principal: Option<toolgate_core::Principal>,
 }
 
 impl Who {

@@ -26,7 +26,6 @@ use serde_json::{Map, Value, json};
 use toolgate_core::{ToolIdentity, ToolKind};
 
 use crate::error::{ConfigErrors, Obj, index};
-use crate::jwt::JwtSettings;
 use crate::policy::Glob;
 
 pub(crate) mod empty;
@@ -57,7 +56,10 @@ pub enum ApproverAuth {
 }
 
 /// `approvers.jwt`: how the page takes identity-provider tokens. The verification settings
-/// ([`JwtSettings`]) and:
+/// (`issuer`, `audience`, `jwks_file` or `jwks_url`, `algorithms`, …) are kept as written
+/// ([`JwtApprovers::verification`]): the identity-provider crate reads and checks them
+/// (`toolgate_idp::JwtSettings`), the approval page at start and on reload, `check` beside
+/// the engine's readers. The engine reads its own fields ([`JwtApprovers::FIELDS`]):
 ///
 /// - `name_claim` (default `preferred_username`): the claim naming the approver, the name
 ///   recorded on every answer (falls back to nothing: a token without it is refused);
@@ -68,14 +70,40 @@ pub enum ApproverAuth {
 ///   `Authorization: Bearer` is always read (scripts).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtApprovers {
-    /// How tokens are verified.
-    pub settings: JwtSettings,
     /// The claim naming the approver.
     pub name_claim: String,
     /// The claim listing the approver's groups or roles.
     pub groups_claim: String,
     /// A header carrying the access token, set by a trusted proxy.
     pub header: Option<String>,
+    /// Every other field of `approvers.jwt`, as written: how tokens are verified.
+    verification: Map<String, Value>,
+}
+
+impl JwtApprovers {
+    /// The fields of `approvers.jwt` the engine reads itself; every other one is a
+    /// verification setting, kept as written ([`JwtApprovers::verification`]).
+    pub const FIELDS: [&'static str; 3] = ["name_claim", "groups_claim", "header"];
+
+    /// The verification settings as written: every field of `approvers.jwt` but the
+    /// engine's own ([`JwtApprovers::FIELDS`]). The engine decides nothing with them;
+    /// `toolgate_idp::JwtSettings::read` reads them, unknown fields included.
+    ///
+    /// ```
+    /// use toolgate_engine::approvers::ApproverAuth;
+    /// use toolgate_engine::config::{load_str, Format};
+    /// let gov = load_str(r#"{"approvers": {"auth": "jwt",
+    ///     "jwt": {"issuer": "https://idp.example.com/", "audience": "toolgate-approvals",
+    ///             "jwks_file": "jwks.json", "groups_claim": "roles"},
+    ///     "groups": [{"group": "sre"}]}}"#, Format::Json).unwrap();
+    /// let ApproverAuth::Jwt(j) = &gov.approver_settings().unwrap().auth else { unreachable!() };
+    /// assert_eq!(j.groups_claim, "roles");
+    /// assert_eq!(j.verification()["jwks_file"], "jwks.json");
+    /// assert!(!j.verification().contains_key("groups_claim"));
+    /// ```
+    pub fn verification(&self) -> &Map<String, Value> {
+        &self.verification
+    }
 }
 
 /// Rights given to everyone in a group or role of the identity provider
@@ -570,7 +598,7 @@ impl ApproverSettings {
             }
             ApproverAuth::Jwt(j) => {
                 o.insert("auth".into(), "jwt".into());
-                let mut s = j.settings.to_json();
+                let mut s = j.verification.clone();
                 s.insert("name_claim".into(), j.name_claim.clone().into());
                 s.insert("groups_claim".into(), j.groups_claim.clone().into());
                 if let Some(h) = &j.header {

@@ -23,8 +23,6 @@ pub(super) const SELECTOR: &[&str] = &["tool", "server", "kind", "agent"];
 
 pub(super) const GROUP: &[&str] = &["group", "tools", "edit_policy"];
 
-pub(super) const JWT_EXTRA: &[&str] = &["name_claim", "groups_claim", "header"];
-
 pub(super) fn is_header_name(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -320,9 +318,15 @@ fn read_people(
     people
 }
 
+/// `approvers.jwt`: the engine's own fields ([`JwtApprovers::FIELDS`]) read and checked,
+/// every other one kept as written for the identity provider's reader (which reports the
+/// unknown ones).
 pub(super) fn read_jwt(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<JwtApprovers> {
-    let settings = JwtSettings::read(v, path, JWT_EXTRA, errs);
-    let o = Obj::open(v, path, &[], &mut ConfigErrors::default())?;
+    let written = v.as_object();
+    let every: Vec<&str> = written
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let o = Obj::open(v, path, &every, errs)?;
     let claim = |key: &str, default: &str, errs: &mut ConfigErrors| {
         o.non_blank(key, errs).unwrap_or(default).to_owned()
     };
@@ -339,11 +343,17 @@ pub(super) fn read_jwt(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option
         }
         None => None,
     };
+    let verification = written
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !JwtApprovers::FIELDS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     Some(JwtApprovers {
-        settings: settings?,
         name_claim,
         groups_claim,
         header,
+        verification,
     })
 }
 

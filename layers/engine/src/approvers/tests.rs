@@ -103,12 +103,53 @@ fn issue22_jwt_approvers_and_groups_read_print_back_and_name_their_errors() {
         (format!(r#"{{"approvers": {{"auth": "jwt", {jwt}, "people": [{{"name": "a", "token_sha256": "{HASH}"}}]}}}}"#), "approvers.people[0].token_sha256"),
         (format!(r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}], "groups": [{{"group": "g"}}]}}}}"#), "approvers.groups"),
         (format!(r#"{{"approvers": {{"people": [{{"name": "a", "token_sha256": "{HASH}"}}], {jwt}}}}}"#), "approvers.jwt"),
-        (r#"{"approvers": {"auth": "jwt", "jwt": {"issuer": "i", "audience": "a", "jwks_file": "k", "algorithms": ["HS256"]}, "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt.algorithms[0]"),
+        (r#"{"approvers": {"auth": "jwt", "jwt": "https://idp.test/", "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt"),
+        (r#"{"approvers": {"auth": "jwt", "jwt": null, "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt"),
+        (r#"{"approvers": {"auth": "jwt", "jwt": {"issuer": "i", "header": "a b"}, "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt.header"),
+        (r#"{"approvers": {"auth": "jwt", "jwt": {"issuer": "i", "name_claim": null}, "groups": [{"group": "g"}]}}"#.to_owned(), "approvers.jwt.name_claim"),
     ];
     for (text, path) in cases {
         let got = paths(&text);
         assert!(got.iter().any(|p| p == path), "{text}: {got:?}");
     }
+}
+
+#[test]
+fn the_jwt_verification_settings_are_kept_as_written_for_the_identity_provider_reader() {
+    let gov = |jwt: &str| {
+        let text = format!(
+            r#"{{"approvers": {{"auth": "jwt", "jwt": {jwt}, "groups": [{{"group": "sre"}}]}}}}"#
+        );
+        load_str(&text, Format::Json).unwrap()
+    };
+    // The engine decides nothing with them: `toolgate_idp::JwtSettings` checks them.
+    let odd = gov(
+        r#"{"issuer": "i", "audience": "a", "jwks_url": "http://idp.internal/jwks", "algorithms": ["HS256"], "colour": 1, "name_claim": "email"}"#,
+    );
+    let a = odd.approver_settings().unwrap();
+    let super::ApproverAuth::Jwt(j) = &a.auth else {
+        panic!("{:?}", a.auth)
+    };
+    assert_eq!(j.name_claim, "email");
+    let mut keys: Vec<&str> = j.verification().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["algorithms", "audience", "colour", "issuer", "jwks_url"]
+    );
+    assert_eq!(j.verification()["algorithms"], serde_json::json!(["HS256"]));
+    // Printed as written, with the engine's own fields spelled; it loads back the same.
+    let printed = a.to_json();
+    assert_eq!(printed["jwt"]["colour"], 1);
+    assert_eq!(printed["jwt"]["groups_claim"], "groups");
+    let again = load_str(&crate::config::effective(&odd).to_string(), Format::Json).unwrap();
+    assert_eq!(again.approver_settings(), Some(a));
+    // Any change of the verification settings is a change of `auth` (a reload refuses it).
+    let base = r#"{"issuer": "i", "audience": "a", "jwks_file": "k.json"}"#;
+    let other = r#"{"issuer": "i", "audience": "a", "jwks_file": "k.json", "leeway_secs": 5}"#;
+    let auth = |g: &crate::Governance| g.approver_settings().unwrap().auth.clone();
+    assert_eq!(auth(&gov(base)), auth(&gov(base)));
+    assert_ne!(auth(&gov(base)), auth(&gov(other)));
 }
 
 #[test]

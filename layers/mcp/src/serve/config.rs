@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use toolgate_engine::jwt::JwtSettings;
 use toolgate_engine::{ConfigErrors, Governance};
+use toolgate_idp::JwtSettings;
 
 use crate::config::McpServerConfig;
 use crate::secret::SecretSource;

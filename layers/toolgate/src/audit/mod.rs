@@ -507,7 +507,7 @@ fn insert_caller(
     );
     // The verified principal (`sub`, `iss`) the caller's token named, when it came with
     // one (absent otherwise, so records of other callers are unchanged).
-    if let Some(p) = call.extensions.get::<toolgate_engine::jwt::Principal>() {
+    if let Some(p) = call.extensions.get::<toolgate_core::Principal>() {
         record.insert(
             "principal".into(),
             json!({"subject": p.subject, "issuer": p.issuer}),

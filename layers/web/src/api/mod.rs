@@ -65,7 +65,7 @@ pub(crate) struct Caller {
     pub(crate) approver: Option<Approver>,
     /// The verified principal of an identity-provider caller (R47), kept with its answers;
     /// a management key has none.
-    pub(crate) principal: Option<toolgate_engine::jwt::Principal>,
+    pub(crate) principal: Option<toolgate_core::Principal>,
 }
 
 impl Caller {

@@ -450,7 +450,7 @@ pub(super) fn read_oauth(
         creds = creds.resource(r);
     }
     if let Some(ca) = ca_file {
-        if !toolgate_engine::jwt::is_https(&creds.token_url) {
+        if !toolgate_core::outbound::is_https(&creds.token_url) {
             errs.push(
                 format!("{path}.ca_file"),
                 "`ca_file` applies only with an `https://` `token_url` (the CA that signed its server's certificate)",

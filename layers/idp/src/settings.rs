@@ -1,36 +1,15 @@
 //! How bearer JWTs from an identity provider are verified: the settings shared by the MCP
 //! server's `mcp.jwt` and the approval page's `approvers.jwt` (serve.md, "Agents and
-//! approvers from the identity provider"). Data only: the verification itself (signatures,
-//! the JWKS) is in the `toolgate-idp` crate, kept out of the engine.
-//!
-//! ```
-//! use serde_json::json;
-//! use toolgate_engine::ConfigErrors;
-//! use toolgate_engine::jwt::{JwksSource, JwtSettings};
-//! let mut errs = ConfigErrors::default();
-//! let s = JwtSettings::read(&json!({
-//!     "issuer": "https://idp.example.com/",
-//!     "audience": "http://127.0.0.1:8931/mcp",
-//!     "jwks_url": "http://127.0.0.1:9000/jwks.json",
-//!     "algorithms": ["RS256", "ES256"],
-//!     "required_scopes": ["mcp:tools"]
-//! }), "mcp.jwt", &[], &mut errs).unwrap();
-//! assert!(errs.is_empty());
-//! assert_eq!(s.keys, JwksSource::Url("http://127.0.0.1:9000/jwks.json".into()));
-//! assert_eq!(s.leeway.as_secs(), 30);
-//!
-//! let mut errs = ConfigErrors::default();
-//! assert!(JwtSettings::read(&json!({"issuer": "i", "audience": "a", "jwks_file": "k.json",
-//!     "algorithms": ["HS256"]}), "mcp.jwt", &[], &mut errs).is_none());
-//! assert_eq!(errs.errors[0].path, "mcp.jwt.algorithms[0]");
-//! ```
+//! approvers from the identity provider"), read by the crate that verifies them. The engine
+//! keeps the approval page's as written and decides nothing with them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-
-use crate::error::{ConfigErrors, Obj, index, list, type_name};
+use toolgate_core::outbound::{fetch_url_problem, is_https};
+use toolgate_engine::ConfigErrors;
+use toolgate_engine::config::section::{Section as Obj, index, list, type_name};
 
 /// The asymmetric JWS algorithms a verifier may allow. Never `none`, never an HMAC one
 /// (`HS256`…): a shared secret is no identity provider's signature, and an HMAC check keyed
@@ -81,6 +60,28 @@ const FIELDS: &[&str] = &[
 /// signature verifies with a key of the JWKS under an allowed algorithm that fits the key,
 /// `iss` is `issuer`, `aud` names `audience`, `exp` has not passed and `nbf` has (each with
 /// `leeway`), and its scopes include every one of `required_scopes`.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_engine::ConfigErrors;
+/// use toolgate_idp::{JwksSource, JwtSettings};
+/// let mut errs = ConfigErrors::default();
+/// let s = JwtSettings::read(&json!({
+///     "issuer": "https://idp.example.com/",
+///     "audience": "http://127.0.0.1:8931/mcp",
+///     "jwks_url": "http://127.0.0.1:9000/jwks.json",
+///     "algorithms": ["RS256", "ES256"],
+///     "required_scopes": ["mcp:tools"]
+/// }), "mcp.jwt", &[], &mut errs).unwrap();
+/// assert!(errs.is_empty());
+/// assert_eq!(s.keys, JwksSource::Url("http://127.0.0.1:9000/jwks.json".into()));
+/// assert_eq!(s.leeway.as_secs(), 30);
+///
+/// let mut errs = ConfigErrors::default();
+/// assert!(JwtSettings::read(&json!({"issuer": "i", "audience": "a", "jwks_file": "k.json",
+///     "algorithms": ["HS256"]}), "mcp.jwt", &[], &mut errs).is_none());
+/// assert_eq!(errs.errors[0].path, "mcp.jwt.algorithms[0]");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtSettings {
     /// The `iss` every token must carry, compared exactly.
@@ -108,7 +109,7 @@ pub struct JwtSettings {
 fn read_keys(o: &Obj<'_>, errs: &mut ConfigErrors) -> Option<JwksSource> {
     match (o.has("jwks_file"), o.has("jwks_url")) {
         (true, true) => {
-            errs.push(o.path.clone(), "give `jwks_file` or `jwks_url`, not both");
+            errs.push(o.path(), "give `jwks_file` or `jwks_url`, not both");
             None
         }
         (false, false) => {
@@ -301,69 +302,6 @@ impl JwtSettings {
         o
     }
 }
-
-/// Whether `url` is an `https://` URL (the scheme in any case).
-pub fn is_https(url: &str) -> bool {
-    url.get(..8)
-        .is_some_and(|p| p.eq_ignore_ascii_case("https://"))
-}
-
-/// What is wrong with `url` as an address toolgate fetches credentials from (a `jwks_url`,
-/// an upstream's OAuth `token_url`), or `None` when it may be fetched: an `https://` URL
-/// with a host, or an `http://` URL whose host is a loopback address (`127.0.0.0/8`,
-/// `[::1]`, `localhost`). Plain `http://` to any other host is refused: keys or tokens read
-/// off the network unprotected could be replaced by anyone on the path.
-///
-/// ```
-/// use toolgate_engine::jwt::fetch_url_problem;
-/// assert_eq!(fetch_url_problem("https://idp.example.com/jwks"), None);
-/// assert_eq!(fetch_url_problem("http://127.0.0.1:9000/jwks"), None);
-/// assert_eq!(fetch_url_problem("http://localhost/jwks"), None);
-/// assert_eq!(fetch_url_problem("http://[::1]:80/jwks"), None);
-/// let why = fetch_url_problem("http://idp.internal/jwks").unwrap();
-/// assert!(why.contains("loopback"), "{why}");
-/// assert!(fetch_url_problem("ftp://idp/jwks").is_some());
-/// assert!(fetch_url_problem("https:///jwks").is_some());
-/// ```
-pub fn fetch_url_problem(url: &str) -> Option<String> {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((s, r)) if s.eq_ignore_ascii_case("https") || s.eq_ignore_ascii_case("http") => {
-            (s.to_ascii_lowercase(), r)
-        }
-        _ => return Some(format!("`{url}` is not an `https://` URL")),
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
-        return Some(format!(
-            "`{url}` carries credentials in its address; give them in their own fields"
-        ));
-    }
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => authority.split(':').next().unwrap_or_default(),
-    };
-    if host.is_empty() {
-        return Some(format!("`{url}` names no host"));
-    }
-    if scheme == "https" {
-        return None;
-    }
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if loopback {
-        None
-    } else {
-        Some(format!(
-            "`{url}` is plain `http://` to `{host}`, which is not a loopback address: credentials are fetched over `https://` (plain `http://` only from this machine, `127.0.0.1`, `[::1]` or `localhost`)"
-        ))
-    }
-}
-
-/// The verified principal behind a request: the `sub` and `iss` of its token (R47).
-/// Defined in `toolgate-core` (records and the decision sink carry it); named here too.
-pub use toolgate_core::Principal;
 
 #[cfg(test)]
 mod tests {
