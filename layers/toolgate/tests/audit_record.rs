@@ -4,7 +4,9 @@
 //! an edited input, a failed, an erroring and a cancelled call — is compared with the
 //! record the layer wrote before its schema had a type (`tests/fixtures/audit_records.jsonl`,
 //! less what differs between runs by nature: times, durations, interaction ids and the
-//! chain's hashes).
+//! chain's hashes); and every record reads into
+//! [`AuditRecord`](toolgate::core::audit_record::AuditRecord) and writes back to the very
+//! line it was read from.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -19,6 +21,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalGateLayer, ApprovalOutcome, FnChannel};
 use toolgate::audit::{AuditLayer, MemorySink};
+use toolgate::core::audit_record::{AuditEntry, AuditRecord};
 use toolgate::core::{
     AgentRef, Ask, AskSource, CallId, ChannelKind, Check, Decision, DecisionNote, DecisionSink,
     Delegation, Effect, Granted, InputEdit, LabelSet, LabelsRead, MatchedRule, Principal,
@@ -28,7 +31,7 @@ use toolgate::engine::config::{Format, load_str};
 use toolgate::engine::grant::{MemoryGrants, parse_grants};
 use toolgate::engine::policy::{Limits, Policy};
 use toolgate::engine::quota::ManualClock;
-use toolgate::engine::{PolicyState, canon};
+use toolgate::engine::{PolicyState, canon, chain};
 use toolgate::{AirGapLayer, ConfidentialityLayer, ExposureLayer, GovernanceHandle, ToolgateLayer};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -337,4 +340,26 @@ async fn r33_every_record_kind_is_written_as_before() {
     // Nothing secret reached a record.
     assert!(!lines.concat().contains("abcdefghijklmnopqrstuvwxyz"));
     assert!(!lines.concat().contains("hunter2"));
+}
+
+#[tokio::test]
+async fn r33_every_record_reads_into_the_type_and_writes_back_byte_for_byte() {
+    let lines = all_records().await;
+    assert_eq!(lines.len(), FIXTURE.lines().count());
+    for line in &lines {
+        let record: AuditRecord<'_> = serde_json::from_str(line).unwrap();
+        let back = canon::canonical_json(&serde_json::to_value(&record).unwrap()).unwrap();
+        assert_eq!(&back, line);
+        assert!(matches!(
+            AuditEntry::parse(line).unwrap(),
+            AuditEntry::Call(r) if r == record
+        ));
+        // Chained again from its own link, the record is the same line.
+        let mut bare = record.clone();
+        let (seq, prev) = (bare.seq.take().unwrap(), bare.prev.take().unwrap());
+        bare.hash = None;
+        let (relinked, hash) = chain::link(bare.to_map().unwrap(), seq, &prev).unwrap();
+        assert_eq!(&relinked, line);
+        assert_eq!(Some(hash.as_str()), record.hash.as_deref());
+    }
 }
