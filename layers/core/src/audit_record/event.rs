@@ -31,6 +31,7 @@ use super::cow;
 /// let back: AuditEvent<'_> = serde_json::from_str(&line).unwrap();
 /// assert_eq!(back, event);
 /// assert_eq!(back.str("server"), Some("kb"));
+/// assert_eq!(serde_json::Value::Object(back.into_map()), serde_json::from_str::<serde_json::Value>(&line).unwrap());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -85,8 +86,15 @@ impl<'a> AuditEvent<'a> {
         self.fields.get(key).and_then(Value::as_str)
     }
 
-    /// The event as the JSON object an audit sink takes.
-    pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
-        super::to_map(self)
+    /// The event as the JSON object an audit sink takes: `time`, `event`, then the other
+    /// fields in the order they were set (when `serde_json` keeps insertion order).
+    pub fn into_map(self) -> Map<String, Value> {
+        let mut m = Map::new();
+        if let Some(time) = self.time {
+            m.insert("time".into(), Value::from(time.into_owned()));
+        }
+        m.insert("event".into(), Value::from(self.event.into_owned()));
+        m.extend(self.fields);
+        m
     }
 }

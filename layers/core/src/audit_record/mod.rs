@@ -260,7 +260,12 @@ impl<'a> AuditRecord<'a> {
     /// The record as the JSON object an audit sink takes (`toolgate::audit::AuditSink`;
     /// fields in declaration order when `serde_json` keeps insertion order).
     pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
-        to_map(self)
+        match serde_json::to_value(self)? {
+            Value::Object(m) => Ok(m),
+            _ => Err(serde::ser::Error::custom(
+                "an audit record is a JSON object",
+            )),
+        }
     }
 }
 
@@ -303,19 +308,20 @@ impl<'a> AuditEntry<'a> {
         }
     }
 
+    /// The entry's `hash`, when a chaining sink wrote it.
+    pub fn hash(&self) -> Option<&str> {
+        match self {
+            AuditEntry::Call(record) => record.hash.as_deref(),
+            AuditEntry::Event(event) => event.str("hash"),
+        }
+    }
+
     /// The entry as the JSON object a sink takes.
     pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
-        to_map(self)
-    }
-}
-
-/// A record's JSON object.
-fn to_map(record: &impl Serialize) -> Result<Map<String, Value>, serde_json::Error> {
-    match serde_json::to_value(record)? {
-        Value::Object(m) => Ok(m),
-        _ => Err(serde::ser::Error::custom(
-            "an audit record is a JSON object",
-        )),
+        match self {
+            AuditEntry::Call(record) => record.to_map(),
+            AuditEntry::Event(event) => Ok(event.clone().into_map()),
+        }
     }
 }
 

@@ -188,6 +188,12 @@ fn r33_events_are_told_apart_from_calls_and_kept_as_written() {
         AuditEntry::parse(FULL).unwrap(),
         AuditEntry::Call(_)
     ));
+    assert_eq!(AuditEntry::parse(FULL).unwrap().hash(), Some("sha256:b1"));
+    assert_eq!(
+        AuditEntry::parse(EVENTS[0]).unwrap().hash(),
+        Some("sha256:02")
+    );
+    assert_eq!(AuditEntry::parse(EVENTS[1]).unwrap().hash(), None);
 
     // An event is never read as a call.
     let e = serde_json::from_str::<AuditRecord<'_>>(EVENTS[1]).unwrap_err();
