@@ -27,7 +27,7 @@
 //! - each call is replayed in its recorded session (R43).
 //!
 //! Pure: the caller reads the audit file and passes its text. Each line is read as an
-//! [`AuditEntry`](toolgate_core::audit_record::AuditEntry) — the type the audit layer
+//! [`AuditEntry`] — the type the audit layer
 //! writes, borrowing its strings from the text — and only what a replay keeps is copied.
 //!
 //! ```

@@ -13,7 +13,7 @@
 //!
 //! # Record schema
 //!
-//! Each record is an [`AuditRecord`](crate::core::audit_record::AuditRecord), built with its
+//! Each record is an [`AuditRecord`], built with its
 //! constructor and the constructors of its parts and handed to the sink as a JSON object;
 //! [its module](crate::core::audit_record) has the table of fields (`time`, `call_id`,
 //! `tool`, `identities`, `agent`, `subagent`, `session`, `policy_updated_at`, `principal`,
