@@ -44,7 +44,9 @@
 //! # Reading
 //!
 //! Strings are [`Cow`]s: a record read from a line borrows what it can from the line (the
-//! replay of a long log reads every record). Reading is lenient, so that records already
+//! replay of a long log reads every record). So a record is read from text it borrows
+//! (`serde_json::from_str`, [`AuditEntry::parse`]), not from a reader or a `Value`: the
+//! type is not `DeserializeOwned`. Reading is lenient, so that records already
 //! on disk still parse: a field an older writer did not write yet takes its default (empty
 //! text, `null`, an empty list); fields this version does not know are skipped. A record
 //! read that way and written again carries those defaults, so only records written by
