@@ -4,6 +4,10 @@
 //! them (identities, decision, approval, hashes; about 800 bytes each, inputs recorded). Both
 //! policies carry a quota, so the replay keeps a history of sends per policy. Target: ≤ 2 s.
 //!
+//! The log is chained as a chaining sink writes it (`toolgate_engine::chain::link`), so the
+//! replay verifies it first, as it does any chained log; `replay_100000_unchained` replays the
+//! same records without their chain (no verification: reading and deciding only).
+//!
 //! With `TOOLGATE_SIM_FIXTURE_DIR=DIR` it also writes the configuration, the proposed policy
 //! and the audit log there, for timing `toolgate policy simulate` as a whole process.
 
@@ -11,6 +15,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use toolgate_engine::chain::{GENESIS, link};
 use toolgate_engine::config::{Format, load_str};
 use toolgate_engine::policy::{Limits, Policy};
 use toolgate_engine::{PolicyState, replay};
@@ -37,8 +42,24 @@ const PROPOSED: &str = r#"{"rules": [
     {"effect": "ask", "tool": "lookup", "when": {"q": {"matches": "^secret"}}}
 ], "quotas": [{"tool": "lookup", "max": 20, "window_secs": 60, "per": ["agent"]}]}"#;
 
-/// An audit log of `n` records, 60 ms apart, as the audit layer writes them.
+/// An audit log of `n` records, 60 ms apart, as the audit layer writes them: chained, each
+/// line its record's canonical form.
 pub fn audit_log(n: usize) -> String {
+    let mut out = String::with_capacity(n * 1000);
+    let mut prev = GENESIS.to_owned();
+    for (i, line) in records(n).lines().enumerate() {
+        let record: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(line).expect("a record");
+        let (line, hash) = link(record, i as u64 + 1, &prev).expect("links");
+        out.push_str(&line);
+        out.push('\n');
+        prev = hash;
+    }
+    out
+}
+
+/// The records of [`audit_log`] without their chain.
+pub fn records(n: usize) -> String {
     let tools = [
         ("lookup", "http", "", "lookup"),
         ("refund", "http", "", "refund"),
@@ -67,9 +88,7 @@ pub fn audit_log(n: usize) -> String {
         };
         let _ = writeln!(
             out,
-            r#"{{"seq":{i},"prev":"sha256:{h:064x}","hash":"sha256:{h2:064x}","time":"{time}","call_id":"call-{i:08}","tool":"{tool}","identities":[{{"kind":"{kind}","source":"{source}","name":"{name}","network_declared":"none","network_effective":"none"}}],"agent":"{agent}","subagent":null,"input_hash":"sha256:{h3:064x}","input":{input},"decision":{{"outcome":"run","check":"passed","refusal":null,"rule":null,"matched_rules":[],"reasons":[],"asks":[],"retry_after_secs":null,"granted":null}},"approval":{{"wait":"{wait}","approver":"alice","interaction_id":null}},"outcome":"completed","duration_ms":0.412}}"#,
-            h = i,
-            h2 = i + 1,
+            r#"{{"time":"{time}","call_id":"call-{i:08}","tool":"{tool}","identities":[{{"kind":"{kind}","source":"{source}","name":"{name}","network_declared":"none","network_effective":"none"}}],"agent":"{agent}","subagent":null,"input_hash":"sha256:{h3:064x}","input":{input},"decision":{{"outcome":"run","check":"passed","refusal":null,"rule":null,"matched_rules":[],"reasons":[],"asks":[],"retry_after_secs":null,"granted":null}},"approval":{{"wait":"{wait}","approver":"alice","interaction_id":null}},"outcome":"completed","duration_ms":0.412}}"#,
             h3 = i * 7,
         );
     }
@@ -137,6 +156,14 @@ fn policy_simulate(c: &mut Criterion) {
         b.iter(|| {
             black_box(
                 replay::replay(&current, &proposed, black_box(&audit), None).expect("replays"),
+            )
+        })
+    });
+    let unchained = records(RECORDS);
+    g.bench_function("replay_100000_unchained", |b| {
+        b.iter(|| {
+            black_box(
+                replay::replay(&current, &proposed, black_box(&unchained), None).expect("replays"),
             )
         })
     });

@@ -435,11 +435,20 @@ async fn exchanges(idp: &Provider, http: &reqwest::Client) -> u64 {
     v["count"].as_u64().unwrap()
 }
 
-/// The audit records of calls written so far (not the discovery's).
+/// The audit records of calls written so far (not the discovery's). Each line reads as the
+/// audit layer's own type and writes back to the very line (R33).
 fn audit_records(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines() {
+        let entry = toolgate_core::audit_record::AuditEntry::parse(line).unwrap();
+        let back = Value::Object(entry.to_map().unwrap());
+        assert_eq!(
+            toolgate_engine::canon::canonical_json(&back).as_deref(),
+            Some(line),
+            "{line}"
+        );
+    }
+    text.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r.get("call_id").is_some())
         .collect()

@@ -6,6 +6,7 @@
 //! - [`ToolDeclaration`], [`ToolIdentity`]: what a source says about a tool, R4–R5.
 //! - [`Decision`]: which check decided, and why.
 //! - [`display`]: text a person reads, with every hidden character shown marked.
+//! - [`audit_record`]: the audit record (R33) the audit layer writes and replay reads.
 //! - [`approval`]: the asynchronous approval contract (R17, R26): the question, the answer,
 //!   the channel.
 //! - [`number`] and [`json`]: a call's input read exactly — numbers as written (R20), its
@@ -22,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod audit_record;
 mod call;
 mod decision;
 mod decl;

@@ -1,5 +1,13 @@
 //! The audit hash chain (R33): linking records and verifying a file (`toolgate audit
 //! verify FILE`). Pure: no I/O beyond the reader you pass.
+//!
+//! Schema-agnostic on purpose: the chain works on a record's JSON object and reads only its
+//! own fields (`seq`, `prev`, `hash`), never a record through
+//! [`AuditRecord`](toolgate_core::audit_record::AuditRecord). It links and verifies any line
+//! — a call's record, an [event](toolgate_core::audit_record::AuditEvent), a record a newer
+//! version wrote with fields this one does not know — and it hashes what the line holds:
+//! read into the type and written again, a record would lose the fields the type does not
+//! know and gain the ones an older writer did not write, and hash otherwise.
 
 use std::fmt;
 use std::io::BufRead;

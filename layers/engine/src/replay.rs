@@ -26,7 +26,9 @@
 //!   reported as unchanged: it is listed as not judged ([`Report::unjudged`]);
 //! - each call is replayed in its recorded session (R43).
 //!
-//! Pure: the caller reads the audit file and passes its text.
+//! Pure: the caller reads the audit file and passes its text. Each line is read as an
+//! [`AuditEntry`] — the type the audit layer
+//! writes, borrowing its strings from the text — and only what a replay keeps is copied.
 //!
 //! ```
 //! use toolgate_engine::config::{load_str, Format};
@@ -45,10 +47,8 @@
 //! assert_eq!(report.sentence(), "this change over the last 1 recorded calls: 1 would now be refused, 0 asked, 0 run");
 //! ```
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::audit_record::{AuditEntry, AuditEvent};
 use toolgate_core::{AgentRef, Check, Decision, Effect, ToolCall, Verdict};
 
 use crate::decide::CallView;
@@ -241,59 +241,31 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<Read, String> {
     // folded into it.
     let mut held: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (line_no, line) in lines {
-        // Only the fields a replay reads are built; the rest of a record is skipped over.
-        let record: Record<'_> = serde_json::from_str(line)
-            .map_err(|e| format!("line {line_no}: not a JSON audit record: {e}"))?;
-        let at = |time: &str| -> Result<u64, String> {
-            let at = humantime::parse_rfc3339(time)
-                .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
-                .as_millis();
-            u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))
-        };
-        if let Some(event) = record.event.as_deref() {
-            if event != "mcp_tools_changed" {
+        // Read as borrowed as it can be: the strings a replay keeps are copied, the rest of
+        // the record is dropped with the line.
+        let record = match AuditEntry::parse(line)
+            .map_err(|e| format!("line {line_no}: not a JSON audit record: {e}"))?
+        {
+            AuditEntry::Call(record) => record,
+            AuditEntry::Event(event) => {
+                match listing(&event, line_no)? {
+                    Some(listed) => out.items.push(Item::Catalog(listed)),
+                    None => out.other += 1,
+                }
+                continue;
+            }
+            _ => {
                 out.other += 1;
                 continue;
             }
-            let time = record.time.as_deref().ok_or_else(|| {
-                format!("line {line_no}: an `mcp_tools_changed` record needs `time`")
-            })?;
-            let server = record.server.as_deref().unwrap_or_default().to_owned();
-            let mut listed = Listed {
-                at: at(time)?,
-                listed: Vec::new(),
-                gone: Vec::new(),
-            };
-            for c in record.changes.unwrap_or_default() {
-                let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-                match c.get("change").and_then(Value::as_str) {
-                    Some("added" | "changed") => match c
-                        .get("definition")
-                        .and_then(crate::canon::listed_from_record)
-                    {
-                        Some(decl) => listed.listed.push(decl),
-                        // No definition recorded (an older gateway): the tool stays unknown,
-                        // and its calls are reported as not judged.
-                        None => listed.gone.push((server.clone(), name.to_owned())),
-                    },
-                    Some("removed" | "withheld") => {
-                        listed.gone.push((server.clone(), name.to_owned()));
-                    }
-                    _ => {}
-                }
-            }
-            out.items.push(Item::Catalog(listed));
-            continue;
-        }
-        let (Some(tool), Some(agent), Some(time)) = (record.tool, record.agent, record.time) else {
+        };
+        if record.tool.is_empty() || record.agent.is_empty() || record.time.is_empty() {
             return Err(format!(
                 "line {line_no}: an audit record needs `tool`, `agent` and `time`"
             ));
-        };
+        }
         let approval = record.approval;
-        let wait = approval.as_ref().and_then(|a| a.wait.as_deref());
+        let wait = approval.as_ref().map(|a| a.wait.as_ref());
         let interaction = approval
             .as_ref()
             .and_then(|a| a.interaction_id.as_deref())
@@ -313,7 +285,8 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<Read, String> {
             out.paired += 1;
             continue;
         }
-        let Present(Some(input)) = record.input else {
+        // Present, `null` included: only a record without `input` is skipped.
+        let Some(input) = record.input else {
             out.skipped += 1;
             continue;
         };
@@ -321,18 +294,18 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<Read, String> {
             out.redacted += 1;
         }
         let who = match record.subagent {
-            Some(sub) => AgentRef::subagent(agent.as_ref(), sub.as_ref()),
-            None => AgentRef::profile(agent.as_ref()),
+            Some(sub) => AgentRef::subagent(record.agent.as_ref(), sub.as_ref()),
+            None => AgentRef::profile(record.agent.as_ref()),
         };
         if let (Some(id), Some("held")) = (&interaction, wait) {
             held.insert(id.clone(), out.items.len());
         }
         out.items.push(Item::Call(Replayed {
             line: line_no,
-            at: at(&time)?,
-            time: time.into_owned(),
-            call: ToolCall::new(who, tool.into_owned(), input),
-            session: record.session.map(Cow::into_owned),
+            at: millis(&record.time, line_no)?,
+            time: record.time.into_owned(),
+            call: ToolCall::new(who, record.tool.into_owned(), input),
+            session: record.session.map(|s| s.into_owned()),
             answer,
         }));
     }
@@ -342,50 +315,60 @@ fn read_audit(text: &str, last: Option<usize>) -> Result<Read, String> {
     Ok(out)
 }
 
-/// The fields of an audit record a replay reads (R33's schema); every other field is
-/// skipped without being built.
-#[derive(Deserialize)]
-struct Record<'a> {
-    #[serde(borrow, default)]
-    tool: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    agent: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    subagent: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    time: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    session: Option<Cow<'a, str>>,
-    #[serde(default)]
-    input: Present,
-    #[serde(borrow, default)]
-    approval: Option<Approval<'a>>,
-    /// An event record's kind (`mcp_tools_changed`, `mcp_resource_read`, …).
-    #[serde(borrow, default)]
-    event: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    server: Option<Cow<'a, str>>,
-    #[serde(default)]
-    changes: Option<Vec<Value>>,
+/// A record's `time` as Unix milliseconds.
+fn millis(time: &str, line_no: usize) -> Result<u64, String> {
+    let at = humantime::parse_rfc3339(time)
+        .map_err(|e| format!("line {line_no}: `time` is not an RFC 3339 time: {e}"))?
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("line {line_no}: `time` is before 1970"))?
+        .as_millis();
+    u64::try_from(at).map_err(|_| format!("line {line_no}: `time` is too far"))
 }
 
-/// A record's `approval`.
-#[derive(Deserialize)]
-struct Approval<'a> {
-    #[serde(borrow, default)]
-    wait: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    interaction_id: Option<Cow<'a, str>>,
-}
-
-/// A field that may be absent: present (whatever its value, `null` included) or not.
-#[derive(Default)]
-struct Present(Option<Value>);
-
-impl<'de> Deserialize<'de> for Present {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(|v| Present(Some(v)))
+/// What a gateway's listing (`mcp_tools_changed`, R52) taught the catalog; `None` for
+/// another event.
+fn listing(event: &AuditEvent<'_>, line_no: usize) -> Result<Option<Listed>, String> {
+    if event.event != AuditEvent::MCP_TOOLS_CHANGED {
+        return Ok(None);
     }
+    let time = event
+        .time
+        .as_deref()
+        .ok_or_else(|| format!("line {line_no}: an `mcp_tools_changed` record needs `time`"))?;
+    let changes = match event.fields.get("changes") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(changes)) => changes.as_slice(),
+        Some(_) => {
+            return Err(format!(
+                "line {line_no}: the `changes` of an `mcp_tools_changed` record are not a list"
+            ));
+        }
+    };
+    let server = event.str("server").unwrap_or_default();
+    let mut listed = Listed {
+        at: millis(time, line_no)?,
+        listed: Vec::new(),
+        gone: Vec::new(),
+    };
+    for c in changes {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+        match c.get("change").and_then(Value::as_str) {
+            Some("added" | "changed") => match c
+                .get("definition")
+                .and_then(crate::canon::listed_from_record)
+            {
+                Some(decl) => listed.listed.push(decl),
+                // No definition recorded (an older gateway): the tool stays unknown, and its
+                // calls are reported as not judged.
+                None => listed.gone.push((server.to_owned(), name.to_owned())),
+            },
+            Some("removed" | "withheld") => {
+                listed.gone.push((server.to_owned(), name.to_owned()));
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(listed))
 }
 
 /// Whether a recorded input holds a redaction marker (R33) anywhere.
@@ -411,11 +394,11 @@ pub fn replay(
 ) -> Result<Report, String> {
     // A chained log (its first record has a top-level `hash`) is checked first: a log that
     // may have been altered is not replayed.
-    let unchained = !audit
+    let unchained = audit
         .lines()
         .find(|l| !l.trim().is_empty())
-        .and_then(|l| serde_json::from_str::<serde_json::Map<String, Value>>(l).ok())
-        .is_some_and(|first| first.contains_key("hash"));
+        .and_then(|l| AuditEntry::parse(l).ok())
+        .is_none_or(|first| first.hash().is_none());
     if !unchained {
         crate::chain::verify_chain(audit.as_bytes()).map_err(|b| {
             format!(

@@ -550,6 +550,19 @@ async fn drift_reports_added_and_removed_tools_and_a_removed_tool_is_refused() {
         toolgate::audit::verify_chain(std::io::Cursor::new(joined)).unwrap(),
         3
     );
+    // R33: each is an audit event, read back and written again to the very line.
+    for line in sink.lines() {
+        let entry = toolgate_core::audit_record::AuditEntry::parse(&line).unwrap();
+        assert!(
+            matches!(entry, toolgate_core::audit_record::AuditEntry::Event(_)),
+            "{line}"
+        );
+        let back = Value::Object(entry.to_map().unwrap());
+        assert_eq!(
+            toolgate_engine::canon::canonical_json(&back).as_deref(),
+            Some(line.as_str())
+        );
+    }
     gateway.shutdown().await;
 }
 

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolIdentity;
+use toolgate_core::audit_record::AuditEvent;
 use toolgate_engine::catalog::PostureStatus;
 
 /// What made the gateway list a server's tools.
@@ -261,33 +262,27 @@ impl DriftEvent {
             .find(|c| c.tool().eq_ignore_ascii_case(tool))
     }
 
-    /// The event as an audit record (for an
-    /// [`AuditSink`](toolgate::audit::AuditSink)): `event` is `mcp_tools_changed` or
+    /// The event as an audit record (an [`AuditEvent`], as an
+    /// [`AuditSink`](toolgate::audit::AuditSink) takes it): `event` is `mcp_tools_changed` or
     /// `mcp_listing_failed`.
     pub fn audit_record(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert(
-            "time".into(),
-            Value::from(humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()),
-        );
-        match &self.outcome {
-            DriftOutcome::Changes(changes) => {
-                m.insert("event".into(), Value::from("mcp_tools_changed"));
-                m.insert("server".into(), Value::from(self.server.as_str()));
-                m.insert("trigger".into(), Value::from(self.trigger.as_str()));
-                m.insert(
-                    "changes".into(),
-                    Value::Array(changes.iter().map(ToolChange::record).collect()),
-                );
-            }
+        let time = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+        let event = match &self.outcome {
+            DriftOutcome::Changes(changes) => AuditEvent::new(time, AuditEvent::MCP_TOOLS_CHANGED)
+                .with("server", self.server.as_str())
+                .with("trigger", self.trigger.as_str())
+                .with(
+                    "changes",
+                    changes.iter().map(ToolChange::record).collect::<Vec<_>>(),
+                ),
             DriftOutcome::ListingFailed(why) => {
-                m.insert("event".into(), Value::from("mcp_listing_failed"));
-                m.insert("server".into(), Value::from(self.server.as_str()));
-                m.insert("trigger".into(), Value::from(self.trigger.as_str()));
-                m.insert("error".into(), Value::from(why.as_str()));
+                AuditEvent::new(time, AuditEvent::MCP_LISTING_FAILED)
+                    .with("server", self.server.as_str())
+                    .with("trigger", self.trigger.as_str())
+                    .with("error", why.as_str())
             }
-        }
-        m
+        };
+        event.into_map()
     }
 
     /// Emits one `tracing` event per change (target `toolgate_mcp::drift`): `warn` for a
@@ -356,6 +351,44 @@ impl DriftEvent {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::panic,
+        reason = "a test: a failed step fails it"
+    )]
+
+    use super::*;
+    use toolgate_core::audit_record::AuditEntry;
+
+    #[test]
+    fn r33_a_drift_record_is_an_audit_event_that_reads_back_as_written() {
+        let events = [
+            DriftOutcome::Changes(vec![ToolChange::Removed {
+                tool: "kb__page".into(),
+                identity: ToolIdentity::mcp("kb", "page"),
+                old_hash: "sha256:00".into(),
+            }]),
+            DriftOutcome::ListingFailed("connection refused".into()),
+        ];
+        for outcome in events {
+            let record = DriftEvent {
+                server: "kb".into(),
+                trigger: DriftTrigger::ListChanged,
+                outcome,
+            }
+            .audit_record();
+            let line = Value::Object(record.clone()).to_string();
+            let AuditEntry::Event(event) = AuditEntry::parse(&line).unwrap() else {
+                panic!("{line}")
+            };
+            assert!(event.time.is_some() && event.str("server") == Some("kb"));
+            assert_eq!(event.into_map(), record, "{line}");
         }
     }
 }

@@ -114,7 +114,6 @@ pub mod stack;
 /// assert!(matches!(done, ToolResponse::Completed(_)));
 /// ```
 pub mod core {
-    pub use toolgate_core::approval;
     pub use toolgate_core::{
         AgentRef, ApprovalMode, Ask, AskSource, CallId, CallOutcome, ChannelKind, Check, Decision,
         DecisionNote, DecisionSink, Delegation, Effect, ExecutionTarget, Extensions, Granted,
@@ -123,6 +122,7 @@ pub mod core {
         ToolDeclaration, ToolIdentity, ToolKind, ToolOutput, ToolRef, ToolResponse, Turn, Verdict,
         WaitEnd,
     };
+    pub use toolgate_core::{approval, audit_record};
 }
 
 /// What a stack is configured and decided with: the configuration and its reading, the

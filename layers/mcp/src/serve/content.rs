@@ -43,6 +43,7 @@ use rmcp::model::{
 use rmcp::{Peer, RoleClient};
 use toolgate::audit::AuditSink;
 use toolgate::redact::Redactor;
+use toolgate_core::audit_record::AuditEvent;
 use toolgate_core::{NetworkScope, RefusalCode};
 
 use super::*;
@@ -386,24 +387,18 @@ impl Shared {
 
     /// Writes one audit record (and traces it); `false` when the record could not be
     /// written (the request is then refused, R33).
-    fn content_record(&self, fields: Map<String, Value>) -> bool {
-        let mut m = Map::new();
-        m.insert(
-            "time".into(),
-            Value::from(humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()),
-        );
-        m.extend(fields);
+    fn content_record(&self, record: AuditEvent<'_>) -> bool {
         tracing::info!(
             target: "toolgate_mcp::content",
-            event = m.get("event").and_then(serde_json::Value::as_str).unwrap_or_default(),
-            agent = m.get("agent").and_then(serde_json::Value::as_str).unwrap_or_default(),
-            name = m.get("name").and_then(serde_json::Value::as_str).unwrap_or_default(),
-            outcome = m.get("outcome").and_then(serde_json::Value::as_str).unwrap_or_default(),
+            event = record.event.as_ref(),
+            agent = record.str("agent").unwrap_or_default(),
+            name = record.str("name").unwrap_or_default(),
+            outcome = record.str("outcome").unwrap_or_default(),
             "MCP content request"
         );
         match &self.content.audit {
             None => true,
-            Some(sink) => match sink.write(m) {
+            Some(sink) => match sink.write(record.into_map()) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::error!(target: "toolgate_mcp::content", "the audit record could not be written: {e}");

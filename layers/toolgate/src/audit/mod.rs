@@ -13,24 +13,14 @@
 //!
 //! # Record schema
 //!
-//! | field | meaning |
-//! |---|---|
-//! | `seq`, `prev`, `hash` | position, the previous record's hash, this record's hash (chaining sinks) |
-//! | `time` | when the call arrived (RFC 3339, UTC) |
-//! | `call_id`, `tool` | the call's id and the name it was called by |
-//! | `identities` | `[{kind, source, name, network_declared, network_effective}]` behind that name (empty for an unknown tool); the declared scope is kept beside the effective one an operator's `network_override` set |
-//! | `agent`, `subagent` | the profile and the subagent id (or `null`) |
-//! | `session` | the session the call belongs to (R43), or `null` |
-//! | `policy_updated_at` | the stored tenant policy's `updated_at` the call was decided under, or `null` (R46) |
-//! | `principal` | `{subject, issuer}` of the caller's verified identity-provider token; absent for other callers |
-//! | `decision` | `{outcome: run/ask/refused, check, refusal, rule, matched_rules, reasons, asks: [{source, reason}], retry_after_secs, granted}`: `retry_after_secs` for a `rate_limited` refusal (R44), `granted` `{id, granted_by}` for a call a grant answered (R45), each `null` otherwise |
-//! | `shadow` | only with a shadow policy (R46): `{outcome, check, refusal, rule, reasons, disagrees}`, the shadow's decision of the call beside the enforced one, and whether the two differ (outcome or refusal code); never enforced |
-//! | `approval` | `{wait, approver, interaction_id}`: `wait` is `not_asked`, `auto_approved`, `approved`, `denied`, `expired`, `cancelled`, `unroutable`, `held` or `refused`; with `principal: {subject, issuer}` of the answering person when their answer came with a verified identity-provider token (R47) |
-//! | `delegation` | `{server, subject, act, token_url}` when the call was sent upstream on behalf of its caller (RFC 8693 token exchange): the subject the exchanged token speaks for and its `act` chain (`{"sub": agent, "act": {…}}`, the current actor outermost; `null` when the token is no readable JWT); absent otherwise |
-//! | `outcome` | `completed`, `failed`, `refused`, `held` or `error` |
-//! | `duration_ms` | from arrival to outcome |
-//! | `input_hash` | RFC 8785 + SHA-256 of the input the decision was made on (R35) |
-//! | `input`, `output` | only when the configuration asks for them (the `audit` section, or the agent's own `agents[i].audit`), always redacted |
+//! Each record is an [`AuditRecord`], built with its
+//! constructor and the constructors of its parts and handed to the sink as a JSON object;
+//! [its module](crate::core::audit_record) has the table of fields (`time`, `call_id`,
+//! `tool`, `identities`, `agent`, `subagent`, `session`, `policy_updated_at`, `principal`,
+//! `input_hash`, `input`, `edit`, `decision`, `shadow`, `approval`, `delegation`,
+//! `outcome`, `error`, `duration_ms`, `output`, and the chain's `seq`, `prev`, `hash`) and
+//! says which are `null` and which absent when they do not apply. Replay
+//! (`toolgate policy simulate`) reads the same type.
 //!
 //! Every reason and every content field passes through the [`Redactor`] first.
 //!
@@ -94,10 +84,14 @@ use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use pin_project_lite::pin_project;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
+use toolgate_core::audit_record::{
+    AuditApproval, AuditDecision, AuditDelegation, AuditEdit, AuditIdentity, AuditPrincipal,
+    AuditRecord, AuditShadow,
+};
 use toolgate_core::{
     CallOutcome, Check, DecisionNote, DecisionSink, Refusal, RefusalCode, ShadowNote, ToolCall,
-    ToolOutput, ToolResponse, Verdict, WaitEnd,
+    ToolOutput, ToolResponse,
 };
 use toolgate_engine::canon;
 use toolgate_engine::recording::{AuditSettings, OnSinkFailure};
@@ -296,7 +290,7 @@ struct Pending {
     layer: AuditLayer,
     sink: DecisionSink,
     started: Instant,
-    record: Map<String, Value>,
+    record: AuditRecord<'static>,
     tool: String,
     include_output: bool,
     /// The shadow policy's decision as pinned (R46), for a call no gate recorded one for (a
@@ -376,30 +370,29 @@ where
         }
         let sink = decision_sink(&mut call);
         let tool = call.tool.display_name();
-        let mut record = Map::new();
-        let time = SystemTime::now();
-        record.insert(
-            "time".into(),
-            Value::from(humantime::format_rfc3339_micros(time).to_string()),
-        );
-        record.insert("call_id".into(), Value::from(call.id.as_str()));
-        record.insert("tool".into(), Value::from(tool.as_str()));
+        let time = humantime::format_rfc3339_micros(SystemTime::now()).to_string();
         // An agent's own `audit` settings replace the section's (R39: inherited, never
         // looser).
         let mut include = (layer.include_input, layer.include_output);
         // Decide once: the first layer of the handle decides the call and pins the decision
         // with its entry and profile for every layer after it.
         let pinned = layer.handle.as_ref().map(|h| h.decide(&mut call));
-        let identities: Vec<Value> = pinned
+        let identities = pinned
             .as_ref()
             .map(|pinned| {
                 include = agent_include(pinned, &call, include);
                 identities(pinned)
             })
             .unwrap_or_default();
-        record.insert("identities".into(), Value::Array(identities));
-        insert_caller(&mut record, &call, pinned.as_ref());
-        insert_input(&mut record, layer, &tool, &call, pinned.as_ref(), include.0);
+        let record = AuditRecord::new(
+            time,
+            call.id.as_str().to_owned(),
+            tool.clone(),
+            call.agent.profile.as_str().to_owned(),
+        )
+        .identities(identities);
+        let record = with_caller(record, &call, pinned.as_ref());
+        let record = with_input(record, layer, &tool, &call, pinned.as_ref(), include.0);
         AuditFuture {
             kind: Kind::Inner {
                 future: self.inner.call(call),
@@ -455,246 +448,144 @@ fn agent_include(
 
 /// The record's `identities`: every tool behind the name the call used (none for an
 /// unknown tool).
-fn identities(pinned: &PinnedDecision) -> Vec<Value> {
+fn identities(pinned: &PinnedDecision) -> Vec<AuditIdentity<'static>> {
     pinned
         .entry()
         .map(|e| {
             e.records
                 .iter()
+                // Seed 000: an operator's override keeps the declared scope for audit; both
+                // are recorded.
                 .map(|r| {
-                    let id = r.identity();
-                    // Seed 000: an operator's override keeps the declared scope
-                    // for audit; both are recorded.
-                    json!({"kind": id.kind().as_str(), "source": id.source(), "name": id.name(),
-                           "network_declared": r.decl.network.as_str(),
-                           "network_effective": r.decl.effective_network().as_str()})
+                    AuditIdentity::of(r.identity(), r.decl.network, r.decl.effective_network())
                 })
                 .collect()
         })
         .unwrap_or_default()
 }
 
-/// The record's fields about who called: `agent`, `subagent`, `session`,
+/// The record's fields about who called beside `agent`: `subagent`, `session`,
 /// `policy_updated_at` and, when the caller's token named one, `principal`.
-fn insert_caller(
-    record: &mut Map<String, Value>,
+fn with_caller(
+    record: AuditRecord<'static>,
     call: &ToolCall,
     pinned: Option<&PinnedDecision>,
-) {
-    record.insert("agent".into(), Value::from(call.agent.profile.as_str()));
-    record.insert(
-        "subagent".into(),
-        call.agent
-            .subagent
-            .as_deref()
-            .map_or(Value::Null, Value::from),
-    );
+) -> AuditRecord<'static> {
     // R43, R46: the session the call belongs to, and the stored policy it was decided
     // under (its `updated_at`), so a replay judges it as it was made.
-    record.insert(
-        "session".into(),
-        call.turn
-            .as_ref()
-            .map_or(Value::Null, |t| Value::from(t.session.as_str())),
-    );
     let policy_at = pinned.and_then(|p| match p.governance().policy() {
         toolgate_engine::PolicyState::Readable(policy) => policy.updated_at().map(str::to_owned),
         _ => None,
     });
-    record.insert(
-        "policy_updated_at".into(),
-        policy_at.map_or(Value::Null, Value::from),
-    );
-    // The verified principal (`sub`, `iss`) the caller's token named, when it came with
-    // one (absent otherwise, so records of other callers are unchanged).
-    if let Some(p) = call.extensions.get::<toolgate_core::Principal>() {
-        record.insert(
-            "principal".into(),
-            json!({"subject": p.subject, "issuer": p.issuer}),
-        );
-    }
+    record
+        .subagent(call.agent.subagent.clone())
+        .session(call.turn.as_ref().map(|t| t.session.clone()))
+        .policy_updated_at(policy_at)
+        // The verified principal (`sub`, `iss`) the caller's token named, when it came with
+        // one (absent otherwise, so records of other callers are unchanged).
+        .principal(
+            call.extensions
+                .get::<toolgate_core::Principal>()
+                .map(AuditPrincipal::of),
+        )
 }
 
 /// The record's fields about the input: `input_hash`, the redacted `input` when the
 /// record includes it, and an approver's `edit`.
-fn insert_input(
-    record: &mut Map<String, Value>,
+fn with_input(
+    record: AuditRecord<'static>,
     layer: &AuditLayer,
     tool: &str,
     call: &ToolCall,
     pinned: Option<&PinnedDecision>,
     include_input: bool,
-) {
-    record.insert(
-        "input_hash".into(),
-        // Computed once per call: the gate's decision note reuses it.
-        pinned
-            .map_or_else(
-                || canon::input_hash(&call.input),
-                |p| p.canonical_input_hash(&call.input),
-            )
-            .map_or(Value::Null, Value::from),
+) -> AuditRecord<'static> {
+    // Computed once per call: the gate's decision note reuses it.
+    let hash = pinned.map_or_else(
+        || canon::input_hash(&call.input),
+        |p| p.canonical_input_hash(&call.input),
     );
+    let mut record = record.input_hash(hash);
     if include_input {
-        record.insert(
-            "input".into(),
-            layer.redactor.redact_value(tool, &call.input),
-        );
+        record = record.input(layer.redactor.redact_value(tool, &call.input));
     }
     // Approved with edits (approval-page.md, "Approve with edits"): the input the agent
     // sent, beside the edited one the call carries, and who edited.
-    if let Some(edit) = call.extensions.get::<toolgate_core::InputEdit>() {
-        let mut e = serde_json::Map::new();
-        e.insert("edited_by".into(), Value::from(edit.edited_by.as_str()));
-        e.insert(
-            "original_input_hash".into(),
-            Value::from(edit.original_input_hash.as_str()),
-        );
-        if include_input {
-            e.insert(
-                "original_input".into(),
-                layer.redactor.redact_value(tool, &edit.original_input),
-            );
-        }
-        record.insert("edit".into(), Value::Object(e));
-    }
+    let edit = call
+        .extensions
+        .get::<toolgate_core::InputEdit>()
+        .map(|edit| {
+            let original =
+                include_input.then(|| layer.redactor.redact_value(tool, &edit.original_input));
+            AuditEdit::of(edit, original)
+        });
+    record.edit(edit)
 }
 
 impl Pending {
-    fn decision(&self, note: Option<&DecisionNote>, response: Option<&ToolResponse>) -> Value {
-        let r = &self.layer.redactor;
-        let text = |s: &String| Value::from(r.redact_text(s));
+    /// The record's `decision`: the gate's, else the refusal a layer answered with, else a
+    /// call nothing decided.
+    fn decision(
+        &self,
+        note: Option<&DecisionNote>,
+        response: Option<&ToolResponse>,
+    ) -> AuditDecision<'static> {
+        let redact = |s: &str| self.layer.redactor.redact_text(s);
         match note {
-            Some(n) => {
-                let d = &n.decision;
-                let outcome = d.verdict.as_str();
-                // R49: the labels the decision read, only where a rule or quota reads them.
-                let rule = d
-                    .matched_rules
-                    .iter()
-                    .find(|m| {
-                        d.decided_by == Check::TenantPolicy
-                            && m.effect == toolgate_core::Effect::Deny
-                    })
-                    .map(|m| m.index);
-                json!({
-                    "outcome": outcome,
-                    "check": d.decided_by.as_str(),
-                    "refusal": d.refusal().map(|x| x.code.as_str()),
-                    "rule": rule,
-                    "matched_rules": d.matched_rules.iter().map(|m| json!({"rule": m.index, "effect": m.effect.as_str()})).collect::<Vec<_>>(),
-                    "reasons": d.reasons.iter().map(text).collect::<Vec<_>>(),
-                    "asks": d.asks.iter().map(|a| json!({"source": a.source.to_string(), "reason": r.redact_text(&a.reason)})).collect::<Vec<_>>(),
-                    "retry_after_secs": d.retry_after_secs,
-                    "granted": d.granted.as_ref().map(|g| json!({"id": g.id, "granted_by": g.granted_by})),
-                })
-                .pipe_labels(d.labels.as_ref())
-            }
+            Some(n) => AuditDecision::of(&n.decision, &redact),
             // No gate recorded anything: a filter refused the call, or there is no gate.
             None => match response.and_then(ToolResponse::refusal) {
-                Some(refusal) => json!({
-                    "outcome": Verdict::REFUSED,
-                    "check": refusal.decided_by.as_str(),
-                    "refusal": refusal.code.as_str(),
-                    "rule": null,
-                    "matched_rules": [],
-                    "reasons": refusal.reasons.iter().map(text).collect::<Vec<_>>(),
-                    "asks": [],
-                    "retry_after_secs": refusal.retry_after_secs,
-                    "granted": null,
-                }),
-                None => {
-                    json!({"outcome": Verdict::RUN, "check": null, "refusal": null, "rule": null,
-                               "matched_rules": [], "reasons": [], "asks": [],
-                               "retry_after_secs": null, "granted": null})
-                }
+                Some(refusal) => AuditDecision::refused(refusal, &redact),
+                None => AuditDecision::ungated(),
             },
         }
     }
 
-    /// The record's `shadow` field (R46): the shadow policy's outcome, check, refusal code,
-    /// deciding rule and reasons, and whether it disagrees with the enforced decision.
-    fn shadow_value(&self, shadow: &ShadowNote, enforced: &toolgate_core::Decision) -> Value {
-        let r = &self.layer.redactor;
-        let d = &shadow.decision;
-        json!({
-            "outcome": d.verdict.as_str(),
-            "check": d.decided_by.as_str(),
-            "refusal": d.refusal().map(|x| x.code.as_str()),
-            "rule": shadow.rule(),
-            "reasons": d.reasons.iter().map(|s| Value::from(r.redact_text(s))).collect::<Vec<_>>(),
-            "disagrees": shadow.disagrees_with(enforced),
-        })
-    }
-
     /// Writes the record; returns the response the model gets.
-    fn finish<E: fmt::Display>(self, result: Result<ToolResponse, E>) -> Result<ToolResponse, E> {
+    fn finish<E: fmt::Display>(
+        mut self,
+        result: Result<ToolResponse, E>,
+    ) -> Result<ToolResponse, E> {
         let note = self.sink.get();
-        let mut record = self.record.clone();
+        let mut record = std::mem::take(&mut self.record);
         let elapsed = self.started.elapsed();
-        record.insert(
-            "decision".into(),
-            self.decision(note.as_ref(), result.as_ref().ok()),
-        );
+        let redact = |s: &str| self.layer.redactor.redact_text(s);
+        record.decision = self.decision(note.as_ref(), result.as_ref().ok());
+        // R46: the shadow policy's decision beside the enforced one.
         if let Some(shadow) = self
             .sink
             .shadow()
             .or_else(|| self.shadow.clone().map(ShadowNote::new))
         {
             let enforced = ShadowNote::enforced(note.as_ref(), result.as_ref().ok());
-            record.insert("shadow".into(), self.shadow_value(&shadow, &enforced));
+            record.shadow = Some(AuditShadow::of(&shadow, &enforced, &redact));
         }
-        let approval = match &note {
-            Some(n) => {
-                let approver = match &n.wait {
-                    WaitEnd::Approved { approver } | WaitEnd::Denied { approver } => {
-                        Value::from(approver.as_str())
-                    }
-                    _ => Value::Null,
-                };
-                let mut approval = json!({"wait": n.wait.as_str(), "approver": approver, "interaction_id": n.interaction_id});
-                // R47: the answering person's verified principal, when their answer came
-                // with an identity-provider token (absent otherwise).
-                if let (Some(p), Value::Object(o)) = (self.sink.answered_by(), &mut approval) {
-                    o.insert(
-                        "principal".into(),
-                        json!({"subject": p.subject, "issuer": p.issuer}),
-                    );
-                }
-                approval
-            }
-            None => Value::Null,
-        };
-        record.insert("approval".into(), approval);
+        // R47: the answering person's verified principal, when their answer came with an
+        // identity-provider token (absent otherwise).
+        record.approval = note
+            .as_ref()
+            .map(|n| AuditApproval::of(n, self.sink.answered_by().as_ref()));
         // RFC 8693: whom the call was sent upstream for, when the tool exchanged the
         // caller's token (absent otherwise, so other records are unchanged).
-        if let Some(d) = self.sink.delegation() {
-            record.insert(
-                "delegation".into(),
-                json!({"server": d.server, "subject": d.subject, "act": d.act_chain(), "token_url": d.token_url}),
-            );
-        }
+        record.delegation = self.sink.delegation().as_ref().map(AuditDelegation::of);
         let outcome = result
             .as_ref()
             .map_or(CallOutcome::Error, ToolResponse::outcome);
-        record.insert("outcome".into(), Value::from(outcome.as_str()));
+        record.outcome = outcome.as_str().into();
         if let Err(e) = &result {
-            record.insert(
-                "error".into(),
-                Value::from(self.layer.redactor.redact_text(&e.to_string())),
-            );
+            record.error = Some(redact(&e.to_string()).into());
         }
-        record.insert(
-            "duration_ms".into(),
-            json!((elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
-        );
+        record.duration_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
         if self.include_output
             && let Ok(ToolResponse::Completed(out) | ToolResponse::Failed(out)) = &result
         {
-            let redacted = self.layer.redactor.redact_value(&self.tool, &out.content);
-            record.insert("output".into(), redacted);
+            record.output = Some(self.layer.redactor.redact_value(&self.tool, &out.content));
         }
-        match self.layer.sink.write(record) {
+        let written = record
+            .to_map()
+            .map_err(|e| AuditError(format!("the record cannot be written as JSON: {e}")))
+            .and_then(|record| self.layer.sink.write(record));
+        match written {
             Ok(()) => result,
             Err(e) => {
                 tracing::error!(target: "toolgate::audit", error = %e, tool = %self.tool, "an audit record could not be written");
@@ -731,22 +622,5 @@ where
             },
             KindProj::Refused { response } => Poll::Ready(Ok(response.take())),
         }
-    }
-}
-
-/// Adds a decision's `labels` (R49) to its record's `decision` object, when it read any.
-trait PipeLabels {
-    fn pipe_labels(self, labels: Option<&toolgate_core::LabelsRead>) -> Self;
-}
-
-impl PipeLabels for Value {
-    fn pipe_labels(mut self, labels: Option<&toolgate_core::LabelsRead>) -> Self {
-        if let (Some(l), Value::Object(o)) = (labels, &mut self) {
-            o.insert(
-                "labels".into(),
-                json!({"tool": l.tool, "session": l.session}),
-            );
-        }
-        self
     }
 }

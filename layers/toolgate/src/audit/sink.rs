@@ -34,8 +34,12 @@ pub trait AuditSink: fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
-    /// Writes one record (a JSON object without `seq`, `prev` or `hash`; a chaining sink
-    /// adds them).
+    /// Writes one record: a JSON object without `seq`, `prev` or `hash` (a chaining sink
+    /// adds them) — a call's [`AuditRecord`](crate::core::audit_record::AuditRecord) or an
+    /// [`AuditEvent`](crate::core::audit_record::AuditEvent), as their `to_map` and
+    /// `into_map` give them.
+    /// A sink takes the object rather than the type so that it stays schema-agnostic:
+    /// chaining, storing or shipping a record never depends on which kind it is.
     fn write(&self, record: Map<String, Value>) -> Result<(), AuditError>;
 }
 

@@ -43,29 +43,26 @@ impl GovernedSession {
         extra: Map<String, Value>,
         verdict: &Result<(), Refused>,
     ) -> bool {
-        let mut m = Map::new();
-        m.insert("event".into(), event.into());
-        m.insert("agent".into(), agent.into());
-        m.insert("session".into(), self.session.clone().into());
-        m.insert("server".into(), server.into());
         // A request for something no server lists names it as asked.
         let name = match server.is_empty() {
             true => name.to_owned(),
             false => format!("{server}__{name}"),
         };
-        m.insert("name".into(), name.into());
-        m.extend(extra);
-        match verdict {
-            Ok(()) => {
-                m.insert("outcome".into(), "allowed".into());
-            }
-            Err((code, reason)) => {
-                m.insert("outcome".into(), "refused".into());
-                m.insert("code".into(), code.to_string().into());
-                m.insert("reasons".into(), json!([reason]));
-            }
-        }
-        self.shared.content_record(m)
+        let time = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+        let mut record = AuditEvent::new(time, event)
+            .with("agent", agent)
+            .with("session", self.session.as_str())
+            .with("server", server)
+            .with("name", name);
+        record.fields.extend(extra);
+        let record = match verdict {
+            Ok(()) => record.with("outcome", "allowed"),
+            Err((code, reason)) => record
+                .with("outcome", "refused")
+                .with("code", code.to_string())
+                .with("reasons", vec![Value::from(reason.as_str())]),
+        };
+        self.shared.content_record(record)
     }
 
     /// Decides, audits and traces one request about `name` of `server`; `Ok` to send it.
