@@ -12,15 +12,10 @@ pub(super) fn check(
     #[cfg(feature = "mcp")]
     found.check_mcp(config_path);
     found.check_page();
-    if let Some(w) = found.built.as_ref().and_then(writable_inbox) {
-        found.warnings.push(w);
+    if let Some(inbox) = found.check_inbox() {
+        found.warnings.extend(writable_inbox(&inbox));
+        found.notes.extend(inbox_transport(&inbox, &mut found.errs));
     }
-    found.notes.extend(
-        found
-            .built
-            .as_ref()
-            .and_then(|gov| inbox_transport(gov, &mut found.errs)),
-    );
     Ok(found.print(json))
 }
 
@@ -99,6 +94,18 @@ fn check_config(config_path: &Path, policy: Option<&Path>) -> Result<Findings, S
 }
 
 impl Findings {
+    /// The inbox's own section (`inbox`), read by the inbox's reader: every error with its
+    /// path, beside the engine's; the settings when they read.
+    fn check_inbox(&mut self) -> Option<toolgate_inbox::InboxSettings> {
+        match toolgate_inbox::InboxSettings::read(self.built.as_ref()?) {
+            Ok(inbox) => inbox,
+            Err(e) => {
+                self.errs.errors.extend(e.errors);
+                None
+            }
+        }
+    }
+
     /// The approval page's own fields of `approvers` (`api_keys`, `slack`, the verification
     /// settings of `jwt`), read by the page's reader: every error with its path, beside the
     /// engine's.
@@ -636,9 +643,11 @@ pub(super) fn explain_text(d: &Decision, name: Option<&str>) -> String {
 /// text or TLS, and which certificates it trusts — as `inbox.postgres: …`; a URL that
 /// cannot connect as written (an unknown `sslmode`, plain text to another host, an
 /// unreadable `sslrootcert`) is an error.
-fn inbox_transport(gov: &Governance, errs: &mut ConfigErrors) -> Option<String> {
-    let toolgate_engine::recording::InboxStoreSetting::Postgres(url) = &gov.inbox_settings()?.store
-    else {
+fn inbox_transport(
+    inbox: &toolgate_inbox::InboxSettings,
+    errs: &mut ConfigErrors,
+) -> Option<String> {
+    let toolgate_inbox::InboxStoreSetting::Postgres(url) = &inbox.store else {
         return None;
     };
     let options = toolgate_inbox_postgres::PostgresOptions::default().plaintext_hosts_from_env();
@@ -654,9 +663,8 @@ fn inbox_transport(gov: &Governance, errs: &mut ConfigErrors) -> Option<String> 
 /// The inbox store must not be writable by the agents' account (held-calls.md). A SQLite
 /// inbox file that its group or anyone may write is a warning: an agent running as another
 /// account of that group could answer its own held calls by writing the file.
-fn writable_inbox(gov: &Governance) -> Option<toolgate_engine::Warning> {
-    let toolgate_engine::recording::InboxStoreSetting::Sqlite(path) = &gov.inbox_settings()?.store
-    else {
+fn writable_inbox(inbox: &toolgate_inbox::InboxSettings) -> Option<toolgate_engine::Warning> {
+    let toolgate_inbox::InboxStoreSetting::Sqlite(path) = &inbox.store else {
         return None;
     };
     #[cfg(unix)]

@@ -26,12 +26,12 @@ use crate::config_file::load_config;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use toolgate_engine::policy::{Limits, Policy};
-use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox::{
     Answer, AnswerError, AnswerReceipt, HeldRecord, InboxStore, MAX_REASON_CHARS, PutPolicyError,
     SqliteInbox, SqliteOptions, State, Synchronous, Timestamp, put_policy_text,
     put_policy_text_if_unchanged,
 };
+use toolgate_inbox::{InboxSettings, InboxStoreSetting, InboxSynchronous};
 use toolgate_inbox_postgres::{PostgresInbox, PostgresOptions};
 
 mod policy;
@@ -210,7 +210,11 @@ impl StoreArgs {
             Target::Postgres(url.clone())
         } else if let Some(path) = &self.config {
             let gov = load_config(path)?;
-            let Some(inbox) = gov.inbox_settings() else {
+            // The inbox's own section, read by the inbox: one that does not read is refused.
+            let settings = InboxSettings::read(&gov).map_err(|e| {
+                format!("the configuration `{}` does not load:\n{e}", path.display())
+            })?;
+            let Some(inbox) = settings else {
                 return Err(format!(
                     "the configuration `{}` has no `inbox` section; give `--db PATH` or `--pg-url URL`",
                     path.display()

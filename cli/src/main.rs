@@ -471,8 +471,14 @@ fn config_print(config: &Path, policy: Option<&Path>) -> Result<ExitCode, String
         builder = builder.policy(p);
     }
     let gov = build(builder)?;
-    #[allow(unused_mut, reason = "mutated only with some features")]
     let mut effective = config::effective(&gov);
+    // The inbox's own section, read by the inbox and spelled as it reads it.
+    if let Some(inbox) = toolgate_inbox::InboxSettings::read(&gov)
+        .map_err(|e| format!("the configuration does not load:\n{e}"))?
+        && let Value::Object(top) = &mut effective
+    {
+        top.insert("inbox".into(), Value::Object(inbox.to_json()));
+    }
     // The page's own fields of `approvers`, read by the page: the verification settings of
     // `approvers.jwt` with their defaults spelled.
     #[cfg(feature = "serve")]

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use clap::Subcommand;
 use toolgate::GovernanceHandle;
 use toolgate_engine::config::{self, Format};
-use toolgate_engine::recording::InboxStoreSetting;
 use toolgate_inbox::Inbox;
+use toolgate_inbox::InboxStoreSetting;
 use toolgate_mcp::serve::{GovernedServer, ServeConfig};
 
 #[derive(Debug, Subcommand)]
@@ -86,6 +86,9 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
     let dir = config::config_dir(&path);
     let governance = config::load_str_in(&text, format, &dir)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    // The inbox's own section, read by the inbox: one that does not read stops here.
+    let inbox_settings = toolgate_inbox::InboxSettings::read(&governance)
+        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let document = config::parse_text(&text, format)
         .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
     let (_, serve) = ServeConfig::split(document)
@@ -110,7 +113,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
     rt.block_on(async move {
-        let (inbox, shared_db) = open_inbox(&governance).await?;
+        let (inbox, shared_db) = open_inbox(inbox_settings.as_ref()).await?;
         if let Some(inbox) = &inbox {
             // Claims left by a process that stopped become `unknown` (R26).
             crate::recover::recover_at_start(&**inbox.store()).await;
@@ -120,7 +123,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         // file, or a PostgreSQL inbox's database (each send's reservation awaited, atomic in
         // the database, an unreachable database refusing the call). With no inbox they are
         // counted in this process.
-        let quota_file = match governance.inbox_settings().map(|s| &s.store) {
+        let quota_file = match inbox_settings.as_ref().map(|s| &s.store) {
             Some(InboxStoreSetting::Sqlite(path)) => Some(path.clone()),
             _ => None,
         };
@@ -192,7 +195,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
 /// The inbox the configuration names, opened, and its PostgreSQL store when it is one (its
 /// database counts the quotas' sends too).
 async fn open_inbox(
-    governance: &toolgate_engine::Governance,
+    settings: Option<&toolgate_inbox::InboxSettings>,
 ) -> Result<
     (
         Option<Inbox>,
@@ -201,15 +204,14 @@ async fn open_inbox(
     String,
 > {
     let mut shared_db = None;
-    let inbox = match governance.inbox_settings() {
+    let inbox = match settings {
         None => None,
         Some(settings) => Some(match &settings.store {
             InboxStoreSetting::Sqlite(path) => {
                 // Claims name this process, so a later start can tell it stopped.
                 let mut options = toolgate_inbox::SqliteOptions::default()
                     .instance(crate::recover::process_instance());
-                if settings.synchronous == Some(toolgate_engine::recording::InboxSynchronous::Full)
-                {
+                if settings.synchronous == Some(toolgate_inbox::InboxSynchronous::Full) {
                     options = options.synchronous(toolgate_inbox::Synchronous::Full);
                 }
                 let store = toolgate_inbox::SqliteInbox::open(path, options)
@@ -297,6 +299,8 @@ async fn reload(
     let format = Format::from_path(path);
     let governance =
         config::load_str_in(&text, format, &config::config_dir(path)).map_err(|e| e.to_string())?;
+    // The inbox's own section must read too (the inbox in force stays the one started with).
+    toolgate_inbox::InboxSettings::read(&governance).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format, "mcp");
     // The new section must read (a broken file is never half applied). Its tokens replace the

@@ -224,10 +224,9 @@ pub fn read_with_literals(
     if let Some(v) = top.raw("audit", &mut errs) {
         b = b.audit(crate::recording::read_audit(v, &mut errs));
     }
-    if let Some(v) = top.raw("inbox", &mut errs)
-        && let Some(inbox) = crate::recording::read_inbox(v, &mut errs)
-    {
-        b = b.inbox(inbox);
+    // The inbox's own section, kept as written: `toolgate_inbox` reads it.
+    if let Some(v) = top.raw("inbox", &mut errs) {
+        b = b.inbox(v.clone());
     }
     if let Some(v) = top.raw("approvers", &mut errs)
         && let Some(a) = crate::approvers::read_approvers(v, &mut errs)

@@ -55,7 +55,7 @@ pub mod recording;
 pub mod replay;
 pub mod simulate;
 
-/// The old path of [`recording`] (the `audit`, `redaction` and `inbox` settings), kept so
+/// The old path of [`recording`] (the `audit` and `redaction` settings), kept so
 /// code written against it still compiles.
 #[doc(hidden)]
 pub use recording as observe;

@@ -24,7 +24,7 @@ use toolgate_core::{ApprovalMode, NetworkScope, ToolDeclaration, ToolKind};
 
 use crate::governance::{AgentProfile, Governance, PolicyState};
 use crate::policy::Limits;
-use crate::recording::{FlushPolicy, InboxStoreSetting, InboxSynchronous, OnSinkFailure};
+use crate::recording::{FlushPolicy, OnSinkFailure};
 
 /// The snapshot as a CONFIG value that loads back into an equal snapshot. A stored policy
 /// that cannot be read is left out (it is not configuration). One section per step.
@@ -61,8 +61,9 @@ pub fn effective(gov: &Governance) -> Value {
     if let Some(a) = audit(gov) {
         top.insert("audit".into(), a);
     }
-    if let Some(i) = inbox(gov) {
-        top.insert("inbox".into(), i);
+    if let Some(i) = gov.inbox_section() {
+        // As written: the inbox reads it (`toolgate config print` spells it read).
+        top.insert("inbox".into(), i.clone());
     }
     if let Some(a) = gov.approver_settings() {
         top.insert("approvers".into(), a.to_json());
@@ -147,30 +148,6 @@ fn audit(gov: &Governance) -> Option<Value> {
     o.insert("on_sink_failure".into(), failure.into());
     o.insert("include_input".into(), a.include_input.into());
     o.insert("include_output".into(), a.include_output.into());
-    Some(Value::Object(o))
-}
-
-/// `inbox`, when there is one.
-fn inbox(gov: &Governance) -> Option<Value> {
-    let i = gov.inbox_settings()?;
-    let mut o = Map::new();
-    match &i.store {
-        InboxStoreSetting::Sqlite(path) => o.insert("sqlite".into(), path.clone().into()),
-        InboxStoreSetting::Postgres(url) => o.insert("postgres".into(), url.clone().into()),
-    };
-    if let Some(ttl) = i.ttl {
-        o.insert(
-            "ttl".into(),
-            humantime::format_duration(ttl).to_string().into(),
-        );
-    }
-    if let Some(s) = i.synchronous {
-        let s = match s {
-            InboxSynchronous::Full => "full",
-            InboxSynchronous::Normal => "normal",
-        };
-        o.insert("synchronous".into(), s.into());
-    }
     Some(Value::Object(o))
 }
 

@@ -233,6 +233,10 @@ async fn r43_a_version_1_inbox_is_upgraded_in_place_with_sessions_and_turns() {
     drop_schemas(&url, &[schema]).await;
 }
 
+fn settings(gov: &toolgate_engine::Governance) -> toolgate_inbox::InboxSettings {
+    toolgate_inbox::InboxSettings::read(gov).unwrap().unwrap()
+}
+
 #[tokio::test]
 async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
     let url = require_pg!();
@@ -242,10 +246,9 @@ async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
         toolgate_engine::config::Format::Json,
     )
     .unwrap();
-    let inbox =
-        PostgresInbox::connect_configured(gov.inbox_settings().unwrap(), options(&schema, "gate"))
-            .await
-            .unwrap();
+    let inbox = PostgresInbox::connect_configured(&settings(&gov), options(&schema, "gate"))
+        .await
+        .unwrap();
     assert_eq!(inbox.ttl(), std::time::Duration::from_secs(90 * 60));
     assert!(inbox.store().list(None).await.unwrap().is_empty());
     let sqlite = toolgate_engine::config::load_str(
@@ -253,12 +256,9 @@ async fn r26_the_configurations_inbox_section_connects_with_its_ttl() {
         toolgate_engine::config::Format::Json,
     )
     .unwrap();
-    let e = PostgresInbox::connect_configured(
-        sqlite.inbox_settings().unwrap(),
-        options(&schema, "gate"),
-    )
-    .await
-    .unwrap_err();
+    let e = PostgresInbox::connect_configured(&settings(&sqlite), options(&schema, "gate"))
+        .await
+        .unwrap_err();
     assert!(e.message().contains("SQLite"), "{e}");
     drop_schemas(&url, &[schema]).await;
 }

@@ -131,6 +131,7 @@ mod question;
 #[cfg(feature = "sqlite")]
 mod quota;
 mod resume;
+pub mod settings;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 pub mod state;
@@ -164,6 +165,7 @@ pub use question::OpenQuestion;
 #[cfg(feature = "sqlite")]
 pub use quota::SqliteQuotaCounter;
 pub use resume::{Inbox, ResumeError, Resumed, response_json};
+pub use settings::{InboxSettings, InboxStoreSetting, InboxSynchronous};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     APPLICATION_ID, GRANTS_TABLE, OPEN_INDEX, PAGE_INDEXES, REPEAT_COLUMN, REPEAT_INDEX, SCHEMA_V1,

@@ -106,18 +106,17 @@ impl Inbox {
     ///
     /// ```
     /// use toolgate_engine::config::{load_str, Format};
-    /// use toolgate_inbox::Inbox;
+    /// use toolgate_inbox::{Inbox, InboxSettings};
     /// let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("inbox.db");
     /// let gov = load_str(&format!(r#"{{"inbox": {{"sqlite": {:?}, "ttl": "2h"}}}}"#, path), Format::Json).unwrap();
-    /// let inbox = Inbox::open_configured(gov.inbox_settings().unwrap()).unwrap();
+    /// let settings = InboxSettings::read(&gov).unwrap().unwrap();
+    /// let inbox = Inbox::open_configured(&settings).unwrap();
     /// assert_eq!(inbox.ttl(), std::time::Duration::from_secs(7200));
     /// ```
     #[cfg(feature = "sqlite")]
-    pub fn open_configured(
-        settings: &toolgate_engine::recording::InboxSettings,
-    ) -> Result<Self, InboxError> {
-        use toolgate_engine::recording::{InboxStoreSetting, InboxSynchronous};
+    pub fn open_configured(settings: &crate::settings::InboxSettings) -> Result<Self, InboxError> {
+        use crate::settings::{InboxStoreSetting, InboxSynchronous};
         let path = match &settings.store {
             InboxStoreSetting::Sqlite(path) => path,
             InboxStoreSetting::Postgres(_) => {

@@ -46,7 +46,8 @@ pub struct GovernanceBuilder {
     /// The shadow tenant policy (R46), decided beside `policy` and never enforced.
     pub(super) shadow: Option<std::sync::Arc<Policy>>,
     pub(super) audit: AuditSettings,
-    pub(super) inbox: Option<crate::recording::InboxSettings>,
+    /// The `inbox` section as written (read by `toolgate_inbox`).
+    pub(super) inbox: Option<serde_json::Value>,
     pub(super) approvers: Option<crate::approvers::ApproverSettings>,
     pub(super) redaction: RedactionSettings,
     /// Errors found while building up (a change naming something absent), reported by
@@ -214,8 +215,9 @@ impl GovernanceBuilder {
         self
     }
 
-    /// Sets the inbox settings (the `inbox` section).
-    pub fn inbox(mut self, inbox: crate::recording::InboxSettings) -> Self {
+    /// Sets the `inbox` section as written: the engine keeps it for
+    /// [`Governance::inbox_section`] and decides nothing with it (`toolgate_inbox` reads it).
+    pub fn inbox(mut self, inbox: serde_json::Value) -> Self {
         self.inbox = Some(inbox);
         self
     }

@@ -142,7 +142,8 @@ pub struct Governance {
     /// Tools as their MCP servers listed them (R52), registered after `declarations`.
     pub(crate) listings: Vec<ToolDeclaration>,
     pub(crate) audit: AuditSettings,
-    pub(crate) inbox: Option<crate::recording::InboxSettings>,
+    /// The `inbox` section as written.
+    pub(crate) inbox: Option<serde_json::Value>,
     pub(crate) approvers: Option<crate::approvers::ApproverSettings>,
     pub(crate) redaction: RedactionSettings,
     /// Each agent's exposure, computed on first use (see [`Governance::exposure`]).
@@ -387,8 +388,10 @@ impl Governance {
         &self.catalog
     }
 
-    /// The inbox settings (the `inbox` section), when the configuration has one.
-    pub fn inbox_settings(&self) -> Option<&crate::recording::InboxSettings> {
+    /// The `inbox` section as written, when the configuration has one (never `null`: a
+    /// `null` section does not load). The engine decides nothing with it; the inbox reads
+    /// it (`toolgate_inbox::InboxSettings::read`).
+    pub fn inbox_section(&self) -> Option<&serde_json::Value> {
         self.inbox.as_ref()
     }
 

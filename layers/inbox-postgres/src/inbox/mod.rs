@@ -61,10 +61,10 @@ impl PostgresInbox {
     /// with `options` and holds calls for its `ttl` (or the inbox's default). A section
     /// naming a SQLite file is refused here: open it with `toolgate_inbox::Inbox::open_configured`.
     pub async fn connect_configured(
-        settings: &toolgate_engine::recording::InboxSettings,
+        settings: &toolgate_inbox::InboxSettings,
         options: PostgresOptions,
     ) -> Result<toolgate_inbox::Inbox, InboxError> {
-        use toolgate_engine::recording::InboxStoreSetting;
+        use toolgate_inbox::InboxStoreSetting;
         let InboxStoreSetting::Postgres(url) = &settings.store else {
             return Err(InboxError::new(
                 Kind::Unavailable,

@@ -334,7 +334,7 @@ impl ServeConfig {
             toolgate_engine::PolicyState::Readable(p) => p.quotas().len(),
             _ => 0,
         };
-        if quotas == 0 || governance.inbox_settings().is_some() || self.gateway.quotas_per_process {
+        if quotas == 0 || governance.inbox_section().is_some() || self.gateway.quotas_per_process {
             return Ok(());
         }
         Err(ConfigErrors::one(
