@@ -1,7 +1,8 @@
 //! The approval page's own fields of `approvers` (`api_keys`, `slack`, the verification
 //! settings of `jwt`) are read by the page's crate, not the engine: `check` still reports
 //! their errors, each with its path, beside the engine's in one run, and `serve` does not
-//! start on them (fail closed, R5).
+//! start on them (fail closed, R5). So are the `inbox` section's, read by the inbox's crate:
+//! `check` reports them and no command opens an inbox on them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -176,4 +177,64 @@ fn config_print_spells_the_jwt_verification_defaults() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("approvers.jwt.jwks_url"), "{err}");
+}
+
+/// An `inbox` section the inbox's reader refuses: a `ttl` that is not a duration, a
+/// `synchronous` that is neither `normal` nor `full`.
+fn bad_inbox() -> Value {
+    json!({"inbox": {"sqlite": "x.db", "ttl": "soon", "synchronous": "sometimes"}})
+}
+
+#[test]
+fn check_reports_the_inbox_errors_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, &bad_inbox());
+    let o = toolgate(&["check", &config, "--json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["valid"], false);
+    assert_eq!(paths(&out), ["inbox.ttl", "inbox.synchronous"]);
+}
+
+#[test]
+fn commands_that_open_the_inbox_refuse_an_inbox_section_that_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, &bad_inbox());
+    for args in [
+        vec!["inbox", "list", "--config", &config],
+        vec!["mcp", "serve", "--config", &config, "--agent", "a"],
+        vec!["config", "print", &config],
+    ] {
+        let o = toolgate(&args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("inbox.ttl"), "{args:?}: {err}");
+        assert!(err.contains("inbox.synchronous"), "{args:?}: {err}");
+    }
+    assert!(
+        !dir.path().join("x.db").exists(),
+        "no inbox file is made for a section that does not read"
+    );
+}
+
+#[test]
+fn config_print_spells_the_inbox_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        &json!({"inbox": {"sqlite": "x.db", "ttl": "90m", "synchronous": "full"}}),
+    );
+    let o = toolgate(&["config", "print", &config]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sqlite = dir.path().join("x.db");
+    assert_eq!(
+        out["inbox"],
+        json!({"sqlite": sqlite.to_str().unwrap(), "ttl": "1h 30m", "synchronous": "full"})
+    );
 }
