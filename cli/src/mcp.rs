@@ -79,29 +79,12 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         } => (config, agent, http),
         McpCommand::Lock { config, check } => return crate::mcp_lock::run(&config, check),
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let format = Format::from_path(&path);
-    // Relative paths are the configuration's folder's, whatever the working directory.
-    let dir = config::config_dir(&path);
-    let governance = config::load_str_in(&text, format, &dir)
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    // The inbox's own section, read by the inbox: one that does not read stops here.
-    let inbox_settings = toolgate_inbox::InboxSettings::read(&governance)
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    let document = config::parse_text(&text, format)
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    let (_, serve) = ServeConfig::split(document)
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    // The upstream servers' secrets are read once, now: one that cannot be read stops here.
-    let serve = serve
-        .relative_to(&dir)
-        .load_secrets()
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
-    // R44: quotas count in one place (the inbox's store), unless the operator says otherwise.
-    serve
-        .check_quota_store(&governance)
-        .map_err(|e| format!("the configuration `{}` does not load:\n{e}", path.display()))?;
+    let Loaded {
+        governance,
+        inbox_settings,
+        serve,
+        started,
+    } = load(&path)?;
     if http.is_none() && agent.is_none() {
         return Err(String::from(
             "name the agent profile the client speaks for: `--agent NAME` (or serve HTTP with `--http ADDR`)",
@@ -172,7 +155,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         reload_on_hangup(
             path.clone(),
             &server,
-            (section(&text, format, "mcp"), serve.clone()),
+            (started, serve.clone()),
             store,
             follower,
         )?;
@@ -190,6 +173,50 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The configuration at `path` for `toolgate mcp serve`: the snapshot, the inbox's own
+/// section read by the inbox, and the `mcp` section with its secrets read; any of them that
+/// does not read stops here.
+fn load(path: &std::path::Path) -> Result<Loaded, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let format = Format::from_path(path);
+    // Relative paths are the configuration's folder's, whatever the working directory.
+    let dir = config::config_dir(path);
+    let refused = |e: &dyn std::fmt::Display| {
+        format!("the configuration `{}` does not load:\n{e}", path.display())
+    };
+    let governance = config::load_str_in(&text, format, &dir).map_err(|e| refused(&e))?;
+    // The inbox's own section, read by the inbox: one that does not read stops here.
+    let inbox_settings =
+        toolgate_inbox::InboxSettings::read(&governance).map_err(|e| refused(&e))?;
+    let document = config::parse_text(&text, format).map_err(|e| refused(&e))?;
+    let (_, serve) = ServeConfig::split(document).map_err(|e| refused(&e))?;
+    // The upstream servers' secrets are read once, now: one that cannot be read stops here.
+    let serve = serve
+        .relative_to(&dir)
+        .load_secrets()
+        .map_err(|e| refused(&e))?;
+    // R44: quotas count in one place (the inbox's store), unless the operator says otherwise.
+    serve
+        .check_quota_store(&governance)
+        .map_err(|e| refused(&e))?;
+    Ok(Loaded {
+        started: section(&text, format, "mcp"),
+        governance,
+        inbox_settings,
+        serve,
+    })
+}
+
+/// What [`load`] read.
+struct Loaded {
+    governance: toolgate_engine::Governance,
+    inbox_settings: Option<toolgate_inbox::InboxSettings>,
+    serve: ServeConfig,
+    /// The `mcp` section as written (a reload compares the new one with it).
+    started: Option<serde_json::Value>,
 }
 
 /// The inbox the configuration names, opened, and its PostgreSQL store when it is one (its
