@@ -133,10 +133,6 @@ fn reload_on_hangup(
             // against, for every request, callback and stream.
             let people = load_config(&path).and_then(|gov| {
                 toolgate_web::WebSettings::from_governance(&gov, &path)?;
-                // The inbox's own section must read too (the store in force is kept).
-                toolgate_inbox::InboxSettings::read(&gov).map_err(|e| {
-                    format!("the configuration `{}` does not load:\n{e}", path.display())
-                })?;
                 in_force.replace_configuration(std::sync::Arc::new(gov))
             });
             match people {

@@ -208,6 +208,7 @@ fn commands_that_open_the_inbox_refuse_an_inbox_section_that_does_not_read() {
     for args in [
         vec!["inbox", "list", "--config", &config],
         vec!["mcp", "serve", "--config", &config, "--agent", "a"],
+        vec!["serve", "--config", &config],
         vec!["config", "print", &config],
     ] {
         let o = toolgate(&args);
