@@ -242,9 +242,13 @@ fn load_builder(path: &Path) -> Result<GovernanceBuilder, String> {
 }
 
 fn build(builder: GovernanceBuilder) -> Result<Governance, String> {
-    builder
+    let gov = builder
         .build()
-        .map_err(|e| format!("the configuration does not load:\n{e}"))
+        .map_err(|e| format!("the configuration does not load:\n{e}"))?;
+    // The sections other crates own: a configuration with any error is refused whole.
+    config_file::owned_sections(&gov)
+        .map_err(|e| format!("the configuration does not load:\n{e}"))?;
+    Ok(gov)
 }
 
 /// A `--policy` file for `decide`: one that cannot be opened or read is R22's unreadable

@@ -188,7 +188,9 @@ fn load(path: &std::path::Path) -> Result<Loaded, String> {
         format!("the configuration `{}` does not load:\n{e}", path.display())
     };
     let governance = config::load_str_in(&text, format, &dir).map_err(|e| refused(&e))?;
-    // The inbox's own section, read by the inbox: one that does not read stops here.
+    // The sections other crates own (the page's, the inbox's): one that does not read stops
+    // here.
+    crate::config_file::owned_sections(&governance).map_err(|e| refused(&e))?;
     let inbox_settings =
         toolgate_inbox::InboxSettings::read(&governance).map_err(|e| refused(&e))?;
     let document = config::parse_text(&text, format).map_err(|e| refused(&e))?;
@@ -326,8 +328,9 @@ async fn reload(
     let format = Format::from_path(path);
     let governance =
         config::load_str_in(&text, format, &config::config_dir(path)).map_err(|e| e.to_string())?;
-    // The inbox's own section must read too (the inbox in force stays the one started with).
-    toolgate_inbox::InboxSettings::read(&governance).map_err(|e| e.to_string())?;
+    // The sections other crates own must read too (the inbox in force stays the one started
+    // with).
+    crate::config_file::owned_sections(&governance).map_err(|e| e.to_string())?;
     let document = config::parse_text(&text, format).map_err(|e| e.to_string())?;
     let now = section(&text, format, "mcp");
     // The new section must read (a broken file is never half applied). Its tokens replace the

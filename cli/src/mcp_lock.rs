@@ -30,6 +30,7 @@ pub(crate) fn run(path: &Path, check: bool) -> Result<ExitCode, String> {
     let format = Format::from_path(path);
     let dir = config::config_dir(path);
     let governance = config::load_str_in(&text, format, &dir).map_err(|e| bad(&e))?;
+    crate::config_file::owned_sections(&governance).map_err(|e| bad(&e))?;
     let document = config::parse_text(&text, format).map_err(|e| bad(&e))?;
     let (_, serve) = ServeConfig::split(document).map_err(|e| bad(&e))?;
     let serve = serve

@@ -239,3 +239,45 @@ fn config_print_spells_the_inbox_as_before() {
         json!({"sqlite": sqlite.to_str().unwrap(), "ttl": "1h 30m", "synchronous": "full"})
     );
 }
+
+#[test]
+fn every_command_refuses_a_configuration_whose_owned_sections_do_not_read() {
+    // SPEC §8: a configuration with any error is refused whole, whichever crate reads the
+    // failing field — `decide`, `expose`, `explain` and `simulate` open no inbox and run no
+    // page, and still refuse (exit 2, the errors named, nothing on standard output).
+    let dir = tempfile::tempdir().unwrap();
+    let base = json!({
+        "tools": [{"kind": "http", "name": "refund"}],
+        "agents": [{"name": "a", "allowed_tools": ["refund"]}],
+    });
+    let mut page = base.clone();
+    page["approvers"] = json!({
+        "people": [{"name": "alice", "token_sha256": HASH}],
+        "api_keys": [{"name": "bot", "key_sha256": KEY, "scopes": ["approvals"]}]
+    });
+    let mut inbox = base.clone();
+    inbox["inbox"] = json!({"sqlite": "x.db", "ttl": "soon"});
+    let call = dir.path().join("call.json");
+    std::fs::write(&call, r#"{"agent": "a", "name": "refund", "input": {}}"#).unwrap();
+    let call = call.to_str().unwrap();
+    for (config, path) in [
+        (&page, "approvers.api_keys[0].approver"),
+        (&inbox, "inbox.ttl"),
+    ] {
+        let cfg = write(&dir, config);
+        for args in [
+            vec!["decide", &cfg, "--call", call, "--json"],
+            vec!["expose", &cfg, "--agent", "a", "--json"],
+        ] {
+            let o = toolgate(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(o.stdout.is_empty(), "{args:?}");
+            assert!(err.contains(path), "{args:?}: {err}");
+        }
+    }
+    // The same configuration without the bad section decides.
+    let cfg = write(&dir, &base);
+    let o = toolgate(&["decide", &cfg, "--call", call, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
