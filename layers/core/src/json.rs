@@ -75,12 +75,32 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// Why JSON text did not parse ([`parse_strict_json`],
+/// [`crate::number::parse_with_literals`]): malformed text, a duplicate key, nesting past
+/// the recursion limit. Its `Display` is the parser's message, unchanged.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ParseError(serde_json::Error);
+
+impl ParseError {
+    /// Whether the text repeats a key within one object (SPEC §8).
+    pub fn is_duplicate_key(&self) -> bool {
+        self.0.to_string().contains("duplicate key")
+    }
+}
+
+impl From<serde_json::Error> for ParseError {
+    fn from(e: serde_json::Error) -> Self {
+        ParseError(e)
+    }
+}
+
 /// Parses JSON text, refusing duplicate keys. Nesting is bounded by serde_json's own
 /// recursion limit (128), so this never overflows the stack.
-pub fn parse_strict_json(text: &str) -> Result<Value, String> {
+pub fn parse_strict_json(text: &str) -> Result<Value, ParseError> {
     serde_json::from_str::<Strict>(text)
         .map(|s| s.0)
-        .map_err(|e| e.to_string())
+        .map_err(ParseError)
 }
 
 /// The nesting depth of JSON text without building it (SPEC §8: each object or array adds

@@ -53,4 +53,4 @@ pub use interaction::Interaction;
 pub use labels::LabelSet;
 pub use record::{DecisionNote, DecisionSink, Delegation, Principal, ShadowNote, WaitEnd};
 pub use response::{HeldCall, ToolOutput, ToolResponse};
-pub use target::{ExecutionTarget, TargetSource, TargetSpec};
+pub use target::{ExecutionTarget, TargetSource, TargetSourceError, TargetSpec};

@@ -25,21 +25,34 @@ impl TargetSource {
     }
 
     /// The source spelled `s` (`input.cwd`, `input.env.host`, `extension`), or why not.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, TargetSourceError> {
         if s == "extension" {
             return Ok(TargetSource::Extension);
         }
         let Some(path) = s.strip_prefix("input.") else {
-            return Err(format!(
-                "`{s}` is neither `input.<field>` (a field of the call's input, by dotted path) nor `extension` (the host's value on the call)"
-            ));
+            return Err(TargetSourceError::Unknown(s.to_owned()));
         };
         let parts: Vec<String> = path.split('.').map(str::to_owned).collect();
         if parts.iter().any(|p| p.trim().is_empty()) {
-            return Err(format!("`{s}` has an empty part in its dotted path"));
+            return Err(TargetSourceError::EmptyPart(s.to_owned()));
         }
         Ok(TargetSource::Input(parts))
     }
+}
+
+/// Why a target source's spelling does not read ([`TargetSource::parse`]); each variant
+/// holds the spelling as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetSourceError {
+    /// Neither `input.<field>` nor `extension`.
+    #[error(
+        "`{0}` is neither `input.<field>` (a field of the call's input, by dotted path) nor `extension` (the host's value on the call)"
+    )]
+    Unknown(String),
+    /// An `input.` path with an empty part (`input.`, `input.a..b`).
+    #[error("`{0}` has an empty part in its dotted path")]
+    EmptyPart(String),
 }
 
 /// Which fields make up a tool's execution target (a declaration's `target`).

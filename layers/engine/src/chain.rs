@@ -124,7 +124,7 @@ pub fn verify_chain(mut reader: impl BufRead) -> Result<usize, ChainBreak> {
             let seq = serde_json::from_str::<Value>(line)
                 .ok()
                 .and_then(|v| v.get("seq").and_then(Value::as_u64));
-            let problem = if e.contains("duplicate key") {
+            let problem = if e.is_duplicate_key() {
                 format!(
                     "a key appears twice ({e}): readers disagree on which value is the record's"
                 )

@@ -140,7 +140,9 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, ConfigErrors> {
     let malformed =
         |what: &str, e: String| ConfigErrors::one("", format!("malformed {what}: {}", e.trim()));
     match format {
-        Format::Json => crate::json::parse_strict_json(text).map_err(|e| malformed("JSON", e)),
+        Format::Json => {
+            crate::json::parse_strict_json(text).map_err(|e| malformed("JSON", e.to_string()))
+        }
         Format::Toml => toml::from_str::<crate::json::Strict>(text)
             .map(|s| s.0)
             .map_err(|e| malformed("TOML", e.to_string())),
@@ -521,7 +523,7 @@ fn read_target(
         match toolgate_core::TargetSource::parse(s) {
             Ok(src) => Some(src),
             Err(why) => {
-                errs.push(o.path_of(key), why);
+                errs.push(o.path_of(key), why.to_string());
                 None
             }
         }

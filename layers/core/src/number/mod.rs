@@ -365,8 +365,8 @@ pub fn same_input(a: &Value, la: &NumberLiterals, b: &Value, lb: &NumberLiterals
 
 /// Parses JSON text into a value and the literals it does not reproduce. Nesting is
 /// bounded by serde_json's recursion limit (128).
-pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse_with_literals(text: &str) -> Result<(Value, NumberLiterals), crate::json::ParseError> {
+    let value: Value = serde_json::from_str(text)?;
     Ok((value, NumberLiterals::scan(text)))
 }
 
