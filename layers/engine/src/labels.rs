@@ -33,38 +33,49 @@ pub const MAX_LABELS: usize = 16;
 /// The longest a label may be, in characters (R49).
 pub const MAX_LABEL_CHARS: usize = 64;
 
+/// What is wrong with a label ([`check_label`], R49). Each variant holds the label as
+/// given; `Display` shows it escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LabelError {
+    /// The label is empty.
+    #[error("a label is not empty")]
+    Empty,
+    /// The label is longer than [`MAX_LABEL_CHARS`].
+    #[error("`{}` is {} characters long; a label has at most {MAX_LABEL_CHARS}", .0.escape_debug(), .0.chars().count())]
+    TooLong(String),
+    /// The label holds something other than ASCII lower-case letters, digits, `_` and `-`.
+    #[error("`{}` is not a label: ASCII lower-case letters, digits, `_` and `-` only", .0.escape_debug())]
+    BadCharacter(String),
+    /// The label starts with `_` or `-`.
+    #[error("`{}` is not a label: it starts with a letter or a digit", .0.escape_debug())]
+    BadStart(String),
+}
+
 /// Whether `label` is a well-formed label (R49); the problem otherwise.
 ///
 /// # Errors
 ///
-/// A sentence saying what is wrong with it.
-pub fn check_label(label: &str) -> Result<(), String> {
-    let shown = label.escape_debug();
+/// What is wrong with it; its `Display` is a sentence saying so.
+pub fn check_label(label: &str) -> Result<(), LabelError> {
     if label.is_empty() {
-        return Err(String::from("a label is not empty"));
+        return Err(LabelError::Empty);
     }
     if label.len() > MAX_LABEL_CHARS {
-        return Err(format!(
-            "`{shown}` is {} characters long; a label has at most {MAX_LABEL_CHARS}",
-            label.chars().count()
-        ));
+        return Err(LabelError::TooLong(label.to_owned()));
     }
     if !label
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
     {
-        return Err(format!(
-            "`{shown}` is not a label: ASCII lower-case letters, digits, `_` and `-` only"
-        ));
+        return Err(LabelError::BadCharacter(label.to_owned()));
     }
     if !label
         .bytes()
         .next()
         .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
     {
-        return Err(format!(
-            "`{shown}` is not a label: it starts with a letter or a digit"
-        ));
+        return Err(LabelError::BadStart(label.to_owned()));
     }
     Ok(())
 }
@@ -99,7 +110,7 @@ pub(crate) fn read_labels(
         let ipath = index(path, i);
         match item {
             Value::String(s) => match check_label(s) {
-                Err(why) => errs.push(ipath, why),
+                Err(why) => errs.push(ipath, why.to_string()),
                 Ok(()) if out.contains(s) => {
                     errs.push(ipath, format!("`{s}` is listed twice"));
                 }

@@ -69,5 +69,5 @@ pub use error::{ConfigError, ConfigErrors, Warning};
 pub use exposure::{ExposedTool, Exposure, Omission, OmittedTool, UnknownAgent};
 pub use governance::{
     AgentProfile, Exemption, Governance, GovernanceBuilder, HostSettings, PolicyState,
-    PolicyTarget, ResolvedAgent, RoutedChannel, ServerSettings,
+    PolicyTarget, ResolvedAgent, RoutedChannel, ServerSettings, SubagentError,
 };

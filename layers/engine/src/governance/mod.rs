@@ -202,6 +202,43 @@ impl std::fmt::Debug for ExposureCache {
     }
 }
 
+/// Why a subagent id is not admitted under an agent profile
+/// ([`Governance::admit_subagent`]). `Display` shows the id escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubagentError {
+    /// The agent profile is not configured.
+    #[error("agent profile `{0}` is not configured")]
+    UnknownProfile(String),
+    /// The id is blank or holds white space or control characters.
+    #[error("subagent id `{}` holds white space or control characters: it is never a subagent id", .0.escape_debug())]
+    NotAnId(String),
+    /// The id names a configured agent profile (compared case-insensitively).
+    #[error("subagent id `{}` names the agent profile `{profile}`: a subagent id never shadows a profile", .id.escape_debug())]
+    ShadowsProfile {
+        /// The subagent id.
+        id: String,
+        /// The profile it names, as configured.
+        profile: String,
+    },
+    /// The profile declares no subagents.
+    #[error("agent profile `{profile}` declares no subagents (`agents[].subagents`): subagent id `{}` is not admitted", .id.escape_debug())]
+    NoneDeclared {
+        /// The agent profile.
+        profile: String,
+        /// The subagent id.
+        id: String,
+    },
+    /// The profile's subagents do not cover the id.
+    #[error("subagent id `{}` is not one agent profile `{profile}` declares (`agents[].subagents`)", .id.escape_debug())]
+    NotDeclared {
+        /// The agent profile.
+        profile: String,
+        /// The subagent id.
+        id: String,
+    },
+}
+
 impl Governance {
     /// A builder with every setting at its default.
     pub fn builder() -> GovernanceBuilder {
@@ -451,16 +488,13 @@ impl Governance {
     ///
     /// # Errors
     ///
-    /// A sentence naming the profile and the id, saying why the id is not admitted.
-    pub fn admit_subagent(&self, profile: &str, id: &str) -> Result<(), String> {
-        let shown = id.escape_debug();
+    /// Why the id is not admitted; its `Display` is a sentence naming the profile and the id.
+    pub fn admit_subagent(&self, profile: &str, id: &str) -> Result<(), SubagentError> {
         let Some(agent) = self.agent(profile) else {
-            return Err(format!("agent profile `{profile}` is not configured"));
+            return Err(SubagentError::UnknownProfile(profile.to_owned()));
         };
         if id.trim().is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!(
-                "subagent id `{shown}` holds white space or control characters: it is never a subagent id"
-            ));
+            return Err(SubagentError::NotAnId(id.to_owned()));
         }
         let folded = id.to_lowercase();
         if let Some(p) = self
@@ -468,22 +502,22 @@ impl Governance {
             .iter()
             .find(|a| a.name.trim().to_lowercase() == folded)
         {
-            return Err(format!(
-                "subagent id `{shown}` names the agent profile `{}`: a subagent id never shadows a profile",
-                p.name
-            ));
+            return Err(SubagentError::ShadowsProfile {
+                id: id.to_owned(),
+                profile: p.name.clone(),
+            });
         }
         if agent.subagents.is_empty() {
-            return Err(format!(
-                "agent profile `{}` declares no subagents (`agents[].subagents`): subagent id `{shown}` is not admitted",
-                agent.name
-            ));
+            return Err(SubagentError::NoneDeclared {
+                profile: agent.name.clone(),
+                id: id.to_owned(),
+            });
         }
         if !agent.subagents.iter().any(|g| g.matches(id)) {
-            return Err(format!(
-                "subagent id `{shown}` is not one agent profile `{}` declares (`agents[].subagents`)",
-                agent.name
-            ));
+            return Err(SubagentError::NotDeclared {
+                profile: agent.name.clone(),
+                id: id.to_owned(),
+            });
         }
         Ok(())
     }
@@ -671,12 +705,13 @@ mod agent_layer_tests {
             ("batch", "names the agent profile `batch`"),
             ("", "white space"),
         ] {
-            let e = g.admit_subagent("support", id).unwrap_err();
+            let e = g.admit_subagent("support", id).unwrap_err().to_string();
             assert!(e.contains(why), "{id:?}: {e}");
         }
         assert!(
             g.admit_subagent("batch", "triage-1")
                 .unwrap_err()
+                .to_string()
                 .contains("declares no subagents")
         );
         assert!(g.admit_subagent("nobody", "triage-1").is_err());
