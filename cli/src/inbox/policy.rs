@@ -62,9 +62,9 @@ pub(crate) enum PolicyCommand {
 /// Prints a stored policy's document: pretty, or compact when a number must keep its
 /// literal (an integer past 64 bits, R20), so that `put` takes back what `get` prints.
 pub(super) fn print_policy(stored: &toolgate_inbox::StoredPolicy) -> Result<(), String> {
-    match stored.document_literals()? {
+    match stored.document_literals().map_err(|e| e.to_string())? {
         Some(text) => println!("{text}"),
-        None => print_json(&stored.document()?),
+        None => print_json(&stored.document().map_err(|e| e.to_string())?),
     }
     Ok(())
 }

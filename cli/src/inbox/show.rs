@@ -48,7 +48,8 @@ pub(super) fn record_json(r: &HeldRecord, now: Timestamp) -> Value {
         );
         map.insert(
             "input".into(),
-            r.input().unwrap_or_else(|e| json!({"unreadable": e})),
+            r.input()
+                .unwrap_or_else(|e| json!({"unreadable": e.to_string()})),
         );
         // R20: a number `input` cannot hold as written (an integer past 64 bits) is in the
         // compact text as held.

@@ -24,6 +24,9 @@ pub enum RecordError {
     /// Stored JSON that does not parse.
     #[error("malformed JSON: {0}")]
     MalformedJson(serde_json::Error),
+    /// A stored policy body that is JSON but not an object.
+    #[error("the stored policy is not a JSON object")]
+    PolicyNotObject,
     /// The identities' text is not JSON.
     #[error("identities: {0}")]
     IdentitiesJson(serde_json::Error),

@@ -355,8 +355,8 @@ impl HeldRecord {
 
     /// The input exactly as held (a number past 64 bits is the nearest double here: its
     /// digits are in [`HeldRecord::literals`]).
-    pub fn input(&self) -> Result<Value, String> {
-        crate::codec::parse_json(&self.call.input_json).map_err(|e| e.to_string())
+    pub fn input(&self) -> Result<Value, RecordError> {
+        crate::codec::parse_json(&self.call.input_json)
     }
 
     /// The input's numbers as written where [`HeldRecord::input`] does not reproduce them
@@ -592,10 +592,10 @@ pub struct StoredPolicy {
 impl StoredPolicy {
     /// The document `policy get` prints and `policy put` takes back: the stored body with
     /// `updatedAt`. Fails with a reason when the body is not a JSON object.
-    pub fn document(&self) -> Result<Value, String> {
-        let value = crate::codec::parse_json(&self.body).map_err(|e| e.to_string())?;
+    pub fn document(&self) -> Result<Value, RecordError> {
+        let value = crate::codec::parse_json(&self.body)?;
         let Value::Object(mut map) = value else {
-            return Err(String::from("the stored policy is not a JSON object"));
+            return Err(RecordError::PolicyNotObject);
         };
         map.insert("updatedAt".into(), Value::from(self.updated_at.clone()));
         Ok(Value::Object(map))
@@ -604,7 +604,7 @@ impl StoredPolicy {
     /// [`StoredPolicy::document`] as compact JSON text with every number as written (an
     /// integer past 64 bits keeps its digits, R20), or `None` when no number needs that and
     /// the value says it all.
-    pub fn document_literals(&self) -> Result<Option<String>, String> {
+    pub fn document_literals(&self) -> Result<Option<String>, RecordError> {
         let literals = toolgate_core::number::NumberLiterals::scan(&self.body);
         if literals.is_empty() {
             return Ok(None);

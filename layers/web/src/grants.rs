@@ -64,7 +64,7 @@ struct Offer {
 
 /// The card's input as compact JSON text, every number as written (R20).
 fn card_text(r: &HeldRecord) -> Result<String, String> {
-    let value = r.input()?;
+    let value = r.input().map_err(|e| e.to_string())?;
     Ok(toolgate_core::number::to_text(&value, &r.literals()))
 }
 

@@ -30,9 +30,9 @@ fn etag(res: &mut Response, updated_at: &str) {
 
 /// The document of a stored policy with every number as written.
 fn document(stored: &StoredPolicy) -> Result<String, String> {
-    match stored.document_literals()? {
+    match stored.document_literals().map_err(|e| e.to_string())? {
         Some(text) => Ok(text),
-        None => Ok(stored.document()?.to_string()),
+        None => Ok(stored.document().map_err(|e| e.to_string())?.to_string()),
     }
 }
 
