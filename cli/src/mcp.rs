@@ -146,7 +146,7 @@ pub(crate) fn run(command: McpCommand) -> Result<ExitCode, String> {
             _ => None,
         };
         // Decisions, waits, upstream latency and held calls on `/metrics`.
-        let metrics = toolgate_otel::PrometheusMetrics::new()?;
+        let metrics = toolgate_otel::PrometheusMetrics::new().map_err(|e| e.to_string())?;
         let observe = crate::ops::mcp_observe(&metrics, store.clone());
         let server = GovernedServer::start_observed(handle, &serve, inbox, observe)
             .await

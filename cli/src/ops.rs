@@ -26,7 +26,7 @@ pub(crate) fn text(
                     Err(e) => return Err(format!("the inbox cannot be read: {e}")),
                 }
             }
-            metrics.render()
+            metrics.render().map_err(|e| e.to_string())
         })
     }
 }

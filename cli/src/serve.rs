@@ -53,7 +53,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         ));
     };
     let gov = load_config(&path)?;
-    let mut settings = toolgate_web::WebSettings::from_governance(&gov, &path)?;
+    let mut settings =
+        toolgate_web::WebSettings::from_governance(&gov, &path).map_err(|e| e.to_string())?;
     // Each sign-in, answer and policy save is logged to standard error, with the approver's
     // name and never a token.
     let _ = tracing_subscriber::fmt()
@@ -70,12 +71,15 @@ pub(crate) fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // `approvers.auth: jwt`: the identity provider's keys, read or fetched now; on
         // SIGHUP a `jwks_file` is read again (a `jwks_url` is fetched again on its cache
         // lifetime and for an unknown key), so a removed key stops working at once.
-        settings.connect_identity_provider().await?;
+        settings
+            .connect_identity_provider()
+            .await
+            .map_err(|e| e.to_string())?;
         #[cfg(unix)]
         reload_on_hangup(&settings, &path)?;
         let (store, postgres) = args.store.open_shared(true).await?;
         // `/metrics` (the held calls pending, counted for each scrape).
-        let metrics = toolgate_otel::PrometheusMetrics::new()?;
+        let metrics = toolgate_otel::PrometheusMetrics::new().map_err(|e| e.to_string())?;
         settings.metrics = Some(toolgate_web::WebMetrics::new(crate::ops::text(
             metrics,
             Some(std::sync::Arc::clone(&store)),
@@ -132,8 +136,11 @@ fn reload_on_hangup(
             // Slack users, and the configuration grants and edits are checked
             // against, for every request, callback and stream.
             let people = load_config(&path).and_then(|gov| {
-                toolgate_web::WebSettings::from_governance(&gov, &path)?;
-                in_force.replace_configuration(std::sync::Arc::new(gov))
+                toolgate_web::WebSettings::from_governance(&gov, &path)
+                    .map_err(|e| e.to_string())?;
+                in_force
+                    .replace_configuration(std::sync::Arc::new(gov))
+                    .map_err(|e| e.to_string())
             });
             match people {
                 Ok(()) => eprintln!(

@@ -122,7 +122,8 @@ pub use metrics::{
 };
 #[cfg(feature = "prometheus")]
 pub use prometheus::{
-    INBOX_PENDING_METRIC, PROMETHEUS_TEXT, PrometheusMetrics, UPSTREAM_DURATION_METRIC,
+    INBOX_PENDING_METRIC, PROMETHEUS_TEXT, PrometheusError, PrometheusMetrics,
+    UPSTREAM_DURATION_METRIC,
 };
 pub use service::ToolSpan;
 pub use stack::ToolgateLayerExt;

@@ -97,20 +97,35 @@ impl fmt::Debug for PrometheusMetrics {
     }
 }
 
+/// Why [`PrometheusMetrics`] could not be made or could not render.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrometheusError {
+    /// The exporter could not be registered ([`PrometheusMetrics::new`]).
+    #[error("the Prometheus exporter cannot be made: {0}")]
+    Exporter(Box<dyn std::error::Error + Send + Sync>),
+    /// The registry's families could not be encoded ([`PrometheusMetrics::render`]).
+    #[error("the metrics cannot be encoded: {0}")]
+    Encode(Box<dyn std::error::Error + Send + Sync>),
+    /// The encoded text is not UTF-8 ([`PrometheusMetrics::render`]).
+    #[error("the metrics are not UTF-8: {0}")]
+    NotUtf8(std::string::FromUtf8Error),
+}
+
 impl PrometheusMetrics {
     /// A new registry, exporter and meter provider.
     ///
     /// # Errors
     ///
     /// The exporter could not be registered (it never fails on a new registry).
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, PrometheusError> {
         let registry = prometheus::Registry::new();
         let exporter = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
             .without_target_info()
             .scope_info_enabled(false)
             .build()
-            .map_err(|e| format!("the Prometheus exporter cannot be made: {e}"))?;
+            .map_err(|e| PrometheusError::Exporter(Box::new(e)))?;
         // A person's answer takes seconds to hours: the wait histogram gets buckets for that.
         let waits = |i: &opentelemetry_sdk::metrics::Instrument| {
             (i.name() == crate::APPROVAL_WAIT_METRIC).then(|| {
@@ -193,12 +208,12 @@ impl PrometheusMetrics {
     /// # Errors
     ///
     /// The registry's families could not be encoded.
-    pub fn render(&self) -> Result<String, String> {
+    pub fn render(&self) -> Result<String, PrometheusError> {
         use prometheus::Encoder as _;
         let mut out = Vec::new();
         prometheus::TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
-            .map_err(|e| format!("the metrics cannot be encoded: {e}"))?;
-        String::from_utf8(out).map_err(|e| format!("the metrics are not UTF-8: {e}"))
+            .map_err(|e| PrometheusError::Encode(Box::new(e)))?;
+        String::from_utf8(out).map_err(PrometheusError::NotUtf8)
     }
 }
