@@ -36,7 +36,8 @@ use crate::access::PageAccess;
 #[derive(Debug, Clone)]
 pub struct ApproversInForce(Arc<RwLock<Arc<InForce>>>);
 
-/// Why the approvers in force were kept ([`ApproversInForce::replace`]).
+/// Why the approvers in force were kept ([`ApproversInForce::replace`],
+/// [`ApproversInForce::replace_configuration`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NotReplaced {
@@ -136,12 +137,11 @@ impl ApproversInForce {
     ///
     /// A configuration without `approvers`, one that changes how people sign in (that
     /// takes a restart), or one whose page fields do not read: what is in force is kept.
-    pub fn replace_configuration(&self, governance: Arc<Governance>) -> Result<(), String> {
+    pub fn replace_configuration(&self, governance: Arc<Governance>) -> Result<(), NotReplaced> {
         let Some(approvers) = governance.approver_settings().cloned() else {
-            return Err(NotReplaced::NoApprovers.to_string());
+            return Err(NotReplaced::NoApprovers);
         };
         self.swap(approvers, Some(governance))
-            .map_err(|e| e.to_string())
     }
 
     /// Sets the configuration when none is in force yet (the page's start).

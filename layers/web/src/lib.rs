@@ -164,21 +164,44 @@ pub struct PolicyPreview {
     pub last: usize,
 }
 
+/// Why a configuration gives no page settings ([`WebSettings::from_governance`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// The configuration (read from the path held) has no `approvers` section.
+    #[error(
+        "the configuration `{}` has no `approvers` section, so nobody could sign in: the approval page does not start without an approver (add `approvers.people` with a `name` and a `token_sha256` from `toolgate serve hash-token`)",
+        .0.display()
+    )]
+    NoApprovers(std::path::PathBuf),
+    /// The page's fields of `approvers` do not read ([`WebSettings::new`]).
+    #[error("{0}")]
+    Page(ConfigErrors),
+    /// `approvers.slack.signing_secret_file` cannot be read.
+    #[error("approvers.slack.signing_secret_file: cannot read `{}`: {source}", .file.display())]
+    SlackSecretUnreadable {
+        /// The file, as resolved against the configuration's directory.
+        file: std::path::PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// `approvers.slack.signing_secret_file` holds nothing but line ends.
+    #[error("approvers.slack.signing_secret_file: `{}` is empty", .0.display())]
+    SlackSecretEmpty(std::path::PathBuf),
+}
+
 /// How many of the latest audit records the policy tab replays by default.
 pub const DEFAULT_PREVIEW_RECORDS: usize = 10_000;
 
 impl WebSettings {
     /// The settings of a loaded configuration read from `path`. Refuses, naming `path`,
     /// when the configuration has no approver: the page never starts without one.
-    pub fn from_governance(gov: &Governance, path: &Path) -> Result<Self, String> {
+    pub fn from_governance(gov: &Governance, path: &Path) -> Result<Self, SettingsError> {
         let Some(approvers) = gov.approver_settings() else {
-            return Err(format!(
-                "the configuration `{}` has no `approvers` section, so nobody could sign in: the approval page does not start without an approver (add `approvers.people` with a `name` and a `token_sha256` from `toolgate serve hash-token`)",
-                path.display()
-            ));
+            return Err(SettingsError::NoApprovers(path.to_path_buf()));
         };
         let mut settings =
-            Self::new(approvers.clone(), gov.settings().limits).map_err(|e| e.to_string())?;
+            Self::new(approvers.clone(), gov.settings().limits).map_err(SettingsError::Page)?;
         let shared = Arc::new(gov.clone());
         settings.preview = gov
             .audit_settings()
@@ -197,18 +220,13 @@ impl WebSettings {
                 Some(dir) if file.is_relative() => dir.join(file),
                 _ => file.clone(),
             };
-            let secret = std::fs::read_to_string(&file).map_err(|e| {
-                format!(
-                    "approvers.slack.signing_secret_file: cannot read `{}`: {e}",
-                    file.display()
-                )
-            })?;
+            let secret = match std::fs::read_to_string(&file) {
+                Ok(secret) => secret,
+                Err(source) => return Err(SettingsError::SlackSecretUnreadable { file, source }),
+            };
             let secret = secret.trim_end_matches(['\r', '\n']).to_owned();
             if secret.trim().is_empty() {
-                return Err(format!(
-                    "approvers.slack.signing_secret_file: `{}` is empty",
-                    file.display()
-                ));
+                return Err(SettingsError::SlackSecretEmpty(file));
             }
             settings.slack_secret = Some(secret);
         }
@@ -246,13 +264,11 @@ impl WebSettings {
     /// # Errors
     ///
     /// Keys that cannot be had, naming the field (`approvers.jwt.jwks_file: …`).
-    pub async fn connect_identity_provider(&mut self) -> Result<(), String> {
+    pub async fn connect_identity_provider(&mut self) -> Result<(), ConfigErrors> {
         // The verification settings in force, read from `approvers.jwt` with the page's
         // fields ([`access::PageAccess::read`]); `auth: jwt` only.
         if let Some(settings) = self.in_force.with_access().1.jwt.clone() {
-            let v = toolgate_idp::Verifier::start(settings, "approvers.jwt")
-                .await
-                .map_err(|e| e.to_string())?;
+            let v = toolgate_idp::Verifier::start(settings, "approvers.jwt").await?;
             self.verifier = Some(v);
         }
         Ok(())

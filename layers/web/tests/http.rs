@@ -600,7 +600,8 @@ async fn the_page_does_not_start_without_an_approver() {
         &gov,
         std::path::Path::new("/etc/toolgate.json"),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("`/etc/toolgate.json`") && err.contains("approvers"),
         "{err}"
