@@ -44,7 +44,6 @@ use crate::auth::{check_csrf, unauthorized};
 use crate::html::{self, Shown, Tab};
 use crate::state::App;
 use crate::state::Who;
-use crate::token::random_hex;
 
 /// How long a grant from a card lasts unless the person says otherwise.
 const DEFAULT_FOR: &str = "30m";
@@ -189,10 +188,7 @@ pub(crate) fn grant_form(r: &HeldRecord, who: &Who) -> Markup {
         details class="grant" id={ "grant-panel-" (id) } {
             summary id={ "grant-open-" (id) } { "Approve, and allow matching calls for …" }
             form method="post" action={ "/calls/" (id) "/grant" } class="grant" {
-                input type="hidden" name="csrf" value=(who.csrf);
-                input type="hidden" name="input_hash" value=(r.call.input_hash);
-                input type="hidden" name="definition_hash" value=(r.call.definition_hash);
-                input type="hidden" name="idempotency_key" value=(random_hex(16));
+                (crate::pages::answer_binding(r, who))
                 p class="note" {
                     "Approves this call, and lets matching calls run without asking until the grant expires, is spent or is revoked. It never runs a refused call and never changes what the agent is shown."
                 }

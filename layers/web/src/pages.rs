@@ -262,14 +262,21 @@ fn approved_by_me(r: &HeldRecord, who: &Who) -> bool {
     r.approvals_needed() > 1 && r.approved_already_by(&who.approver.name, who.principal.as_ref())
 }
 
-fn answer_forms(r: &HeldRecord, who: &Who) -> Markup {
-    let id = r.id();
-    let mine = approved_by_me(r, who);
-    let hidden = html! {
+/// The hidden fields every form that answers a held call carries: the sign-in's CSRF token,
+/// the exact input and definition the person saw (R35: an answer binds them), and a fresh
+/// idempotency key, so a form sent twice answers once.
+pub(crate) fn answer_binding(r: &HeldRecord, who: &Who) -> Markup {
+    html! {
         input type="hidden" name="csrf" value=(who.csrf);
         input type="hidden" name="input_hash" value=(r.call.input_hash);
         input type="hidden" name="definition_hash" value=(r.call.definition_hash);
-    };
+        input type="hidden" name="idempotency_key" value=(random_hex(16));
+    }
+}
+
+fn answer_forms(r: &HeldRecord, who: &Who) -> Markup {
+    let id = r.id();
+    let mine = approved_by_me(r, who);
     let action = format!("/calls/{id}/answer");
     html! {
         // R51: one person's approvals count once; they may still deny it.
@@ -282,15 +289,13 @@ fn answer_forms(r: &HeldRecord, who: &Who) -> Markup {
         div class="answer" {
             @if !mine {
                 form method="post" action=(action) class="approve" {
-                    (hidden)
-                    input type="hidden" name="idempotency_key" value=(random_hex(16));
+                    (answer_binding(r, who))
                     input type="hidden" name="decision" value="approve";
                     button type="submit" class="approve" id={ "approve-" (id) } { "Approve" }
                 }
             }
             form method="post" action=(action) class="deny" {
-                (hidden)
-                input type="hidden" name="idempotency_key" value=(random_hex(16));
+                (answer_binding(r, who))
                 input type="hidden" name="decision" value="deny";
                 label class="sr" for={ "reason-" (id) } { "Deny reason" }
                 input type="text" name="reason" maxlength=(MAX_REASON_CHARS)

@@ -26,7 +26,6 @@ use crate::auth::{check_csrf, unauthorized};
 use crate::html;
 use crate::state::App;
 use crate::state::Who;
-use crate::token::random_hex;
 
 /// The input schema the configuration declares for the held call's tool, if any.
 fn schema_of(app: &App, record: &HeldRecord) -> Option<Value> {
@@ -200,10 +199,7 @@ pub(crate) fn edit_form(r: &HeldRecord, who: &Who) -> Markup {
         details class="edit" id={ "edit-panel-" (id) } {
             summary id={ "edit-open-" (id) } { "Edit the input, then approve …" }
             form method="post" action={ "/calls/" (id) "/approve-edited" } class="edit" {
-                input type="hidden" name="csrf" value=(who.csrf);
-                input type="hidden" name="input_hash" value=(r.call.input_hash);
-                input type="hidden" name="definition_hash" value=(r.call.definition_hash);
-                input type="hidden" name="idempotency_key" value=(random_hex(16));
+                (crate::pages::answer_binding(r, who))
                 p class="note" {
                     "The edited call is decided again in full before it is sent, and the record keeps both inputs and your name."
                 }
