@@ -439,15 +439,7 @@ async fn exchanges(idp: &Provider, http: &reqwest::Client) -> u64 {
 /// audit layer's own type and writes back to the very line (R33).
 fn audit_records(path: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    for line in text.lines() {
-        let entry = toolgate_core::audit_record::AuditEntry::parse(line).unwrap();
-        let back = Value::Object(entry.to_map().unwrap());
-        assert_eq!(
-            toolgate_engine::canon::canonical_json(&back).as_deref(),
-            Some(line),
-            "{line}"
-        );
-    }
+    common::assert_audit_lines_read_back(&text);
     text.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r.get("call_id").is_some())

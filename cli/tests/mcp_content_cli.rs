@@ -178,15 +178,7 @@ fn assert_audited(audit: &Path) {
     let text = std::fs::read_to_string(audit).unwrap();
     // R33: every line reads as the audit layer's own type (a content request is an event)
     // and writes back to the very line.
-    for line in text.lines() {
-        let entry = toolgate_core::audit_record::AuditEntry::parse(line).unwrap();
-        let back = Value::Object(entry.to_map().unwrap());
-        assert_eq!(
-            toolgate_engine::canon::canonical_json(&back).as_deref(),
-            Some(line),
-            "{line}"
-        );
-    }
+    common::assert_audit_lines_read_back(&text);
     let records: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -206,3 +206,19 @@ pub fn initialize_post(addr: &str, bearer: &str) -> (u16, String) {
 pub fn free_addr() -> String {
     format!("127.0.0.1:{}", free_port())
 }
+
+/// R33: every line of an audit log's `text` reads as the audit layer's own type (a call
+/// record or an event) and writes back to the very line.
+pub fn assert_audit_lines_read_back(text: &str) {
+    for line in text.lines() {
+        let entry = toolgate_core::audit_record::AuditEntry::parse(line)
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        let back =
+            serde_json::Value::Object(entry.to_map().unwrap_or_else(|e| panic!("{line}: {e}")));
+        assert_eq!(
+            toolgate_engine::canon::canonical_json(&back).as_deref(),
+            Some(line),
+            "{line}"
+        );
+    }
+}
